@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Idempotent installer: a virtualenv in .venv with Strom and, on request, its test/spark extras and the
+# Debian packages the test suites drive (kcat, zookeeper, a JRE for Spark). Safe to run repeatedly.
+#   scripts/install.sh            -> runtime only (enough for `make run`)
+#   scripts/install.sh test       -> + test tools, Spark extra, kcat, zookeeper, JRE
+set -euo pipefail
+cd "$(dirname "$0")/.."
+want="${1:-run}"
+PY="${PYTHON:-python3}"
+
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=".venv/.strom-install-$want"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  if [ "$want" = "test" ]; then
+    .venv/bin/python -m pip install -q -e '.[test,spark]'
+  else
+    .venv/bin/python -m pip install -q -e .
+  fi
+  touch "$stamp"
+fi
+
+if [ "$want" = "test" ]; then
+  need=()
+  command -v kcat >/dev/null 2>&1 || need+=(kcat)
+  [ -x /usr/share/zookeeper/bin/zkServer.sh ] || need+=(zookeeper)
+  command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+  if [ ${#need[@]} -gt 0 ]; then
+    if [ "$(id -u)" = "0" ]; then SUDO=""; else SUDO="sudo"; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
+  fi
+fi
