@@ -1,0 +1,259 @@
+"""Record batch v2 (magic 2) header: read, validate and patch without decoding records.
+
+On-the-wire and on-disk layout of one batch (big-endian; Kafka's ``DefaultRecordBatch``)::
+
+    offset size field
+     0      8   base_offset i64            written 0 by producers, assigned by the broker (not in CRC)
+     8      4   batch_length i32           bytes after this field, i.e. total size - 12
+    12      4   partition_leader_epoch i32 stamped by the leader (not in CRC)
+    16      1   magic i8                   2 (legacy message sets keep magic at the same position)
+    17      4   crc u32                    CRC-32C over bytes 21 .. end of batch
+    21      2   attributes i16             0-2 codec, 3 timestamp type, 4 transactional, 5 control
+    23      4   last_offset_delta i32
+    27      8   base_timestamp i64
+    35      8   max_timestamp i64          the append time when bit 3 (LogAppendTime) is set
+    43      8   producer_id i64
+    51      2   producer_epoch i16
+    53      4   base_sequence i32
+    57      4   records_count i32
+    61      ... records (one compressed blob when the codec is not 0)
+
+Everything here works on ``bytes``/``bytearray``/``memoryview`` and never looks past byte 61 except
+to compute the CRC, so the broker's produce and fetch paths stay free of per-record work.
+Exception contract: malformed input raises only :class:`RecordValidationError`.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import crc32c as _crc32c
+
+from strom.protocol.errors import ErrorCode, KafkaError
+
+HEADER_SIZE = 61
+LOG_OVERHEAD = 12  # base_offset + batch_length: the part of a batch not counted by batch_length
+MAGIC_V2 = 2
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_BIT = 0x08
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
+DELETE_HORIZON_BIT = 0x40
+
+NO_PRODUCER_ID = -1
+NO_SEQUENCE = -1
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_BASE_OFFSET = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
+_INT16 = struct.Struct(">h")
+_INT64 = struct.Struct(">q")
+
+_BATCH_LENGTH_POS = 8
+_LEADER_EPOCH_POS = 12
+_MAGIC_POS = 16
+_CRC_POS = 17
+_ATTRIBUTES_POS = 21
+_MAX_TIMESTAMP_POS = 35
+
+Buffer = bytes | bytearray | memoryview
+
+assert _HEADER.size == HEADER_SIZE
+
+
+class RecordValidationError(KafkaError):
+    """A batch failed a header, size or CRC check; ``code`` is the error Kafka would return."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    """The fixed 61-byte header of one v2 record batch."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def size(self) -> int:
+        """Total bytes of the batch, header included."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        """0 = CreateTime, 1 = LogAppendTime."""
+        return (self.attributes & TIMESTAMP_TYPE_BIT) >> 3
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_BIT)
+
+    @property
+    def last_sequence(self) -> int:
+        """Sequence of the last record; sequences wrap from INT32_MAX to 0 (Kafka's ``incrementSequence``)."""
+        if self.base_sequence < 0:
+            return NO_SEQUENCE
+        return (self.base_sequence + self.last_offset_delta) % (1 << 31)
+
+
+def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
+    """Parse the batch header at ``pos``.
+
+    Raises:
+        RecordValidationError: CORRUPT_MESSAGE if fewer than 61 bytes remain, the length field is
+            below the header size, or the magic is not 2.
+    """
+    if pos < 0 or len(buf) - pos < HEADER_SIZE:
+        raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, "record batch header is truncated")
+    header = BatchHeader(*_HEADER.unpack_from(buf, pos))
+    if header.batch_length < MIN_BATCH_LENGTH:
+        raise RecordValidationError(
+            ErrorCode.CORRUPT_MESSAGE, f"record batch length {header.batch_length} is below the header size"
+        )
+    if header.magic != MAGIC_V2:
+        raise RecordValidationError(
+            ErrorCode.CORRUPT_MESSAGE, f"unsupported record batch magic {header.magic}"
+        )
+    return header
+
+
+def iter_headers(buf: Buffer) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield ``(position, header)`` for each complete batch; stop quietly at a trailing partial batch.
+
+    Raises:
+        RecordValidationError: a complete-looking header is malformed (see :func:`read_header`).
+    """
+    pos = 0
+    end = len(buf)
+    while end - pos >= HEADER_SIZE:
+        header = read_header(buf, pos)
+        size = header.batch_length + LOG_OVERHEAD
+        if pos + size > end:
+            return
+        yield pos, header
+        pos += size
+
+
+def compute_crc(buf: Buffer, pos: int, size: int) -> int:
+    """CRC-32C of the CRC-covered part (attributes .. end) of the batch at ``pos`` of ``size`` bytes."""
+    view = buf if isinstance(buf, memoryview) else memoryview(buf)
+    return int(_crc32c.crc32c(view[pos + _ATTRIBUTES_POS : pos + size]))
+
+
+def crc_ok(buf: Buffer, pos: int, header: BatchHeader) -> bool:
+    """True when the stored CRC matches the batch bytes (which must all be present)."""
+    if len(buf) - pos < header.size:
+        return False
+    return compute_crc(buf, pos, header.size) == header.crc
+
+
+def _magic_error(magic: int) -> RecordValidationError:
+    # Legacy formats (v0, v1) are well-formed but not accepted by a v2-only broker; anything else is garbage.
+    if magic in (0, 1):
+        return RecordValidationError(
+            ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, f"message format v{magic} is not supported; use v2"
+        )
+    return RecordValidationError(ErrorCode.CORRUPT_MESSAGE, f"invalid record batch magic {magic}")
+
+
+def _check_client_batch(header: BatchHeader) -> None:
+    """Kafka's ``LogValidator.validateBatch`` checks for batches that come from a client."""
+    if header.is_control:
+        raise RecordValidationError(ErrorCode.INVALID_RECORD, "clients must not send control batches")
+    if header.records_count <= 0 or header.last_offset_delta + 1 != header.records_count:
+        raise RecordValidationError(
+            ErrorCode.INVALID_RECORD,
+            f"last_offset_delta {header.last_offset_delta} does not match "
+            f"records_count {header.records_count}",
+        )
+    if header.producer_id >= 0 and header.base_sequence < 0:
+        raise RecordValidationError(
+            ErrorCode.INVALID_RECORD, f"producer id {header.producer_id} sent a batch without a sequence"
+        )
+
+
+def validate_client_batches(buf: Buffer, max_message_bytes: int) -> list[tuple[int, BatchHeader]]:
+    """Header-only produce checks (PROTOCOL-NOTES §3 steps 1-2); returns ``(position, header)`` per batch.
+
+    Raises:
+        RecordValidationError: with CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, UNSUPPORTED_FOR_MESSAGE_FORMAT
+            or INVALID_RECORD, as Kafka would answer.
+    """
+    batches: list[tuple[int, BatchHeader]] = []
+    pos = 0
+    end = len(buf)
+    while pos < end:
+        if end - pos < HEADER_SIZE:
+            raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, "trailing partial record batch")
+        magic = buf[pos + _MAGIC_POS]
+        if magic != MAGIC_V2:
+            raise _magic_error(magic)
+        header = read_header(buf, pos)
+        size = header.size
+        if size > max_message_bytes:
+            raise RecordValidationError(
+                ErrorCode.MESSAGE_TOO_LARGE, f"record batch of {size} bytes exceeds {max_message_bytes}"
+            )
+        if pos + size > end:
+            raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, "record batch length exceeds the payload")
+        if compute_crc(buf, pos, size) != header.crc:
+            raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, "record batch CRC mismatch")
+        _check_client_batch(header)
+        batches.append((pos, header))
+        pos += size
+    if not batches:
+        raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, "no record batches in the payload")
+    if len(batches) > 1 and any(h.compression for _, h in batches):
+        raise RecordValidationError(
+            ErrorCode.INVALID_RECORD, "a compressed payload must hold exactly one record batch"
+        )
+    return batches
+
+
+def patch_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
+    """Overwrite the batch's base offset; it is outside the CRC, so the CRC stays valid."""
+    _BASE_OFFSET.pack_into(buf, pos, base_offset)
+
+
+def patch_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
+    """Overwrite the partition leader epoch; it is outside the CRC, so the CRC stays valid."""
+    _INT32.pack_into(buf, pos + _LEADER_EPOCH_POS, epoch)
+
+
+def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp_ms: int) -> None:
+    """Mark the batch LogAppendTime with ``timestamp_ms`` as its max timestamp and recompute the CRC."""
+    (attributes,) = _INT16.unpack_from(buf, pos + _ATTRIBUTES_POS)
+    _INT16.pack_into(buf, pos + _ATTRIBUTES_POS, attributes | TIMESTAMP_TYPE_BIT)
+    _INT64.pack_into(buf, pos + _MAX_TIMESTAMP_POS, timestamp_ms)
+    (batch_length,) = _INT32.unpack_from(buf, pos + _BATCH_LENGTH_POS)
+    _UINT32.pack_into(buf, pos + _CRC_POS, compute_crc(buf, pos, batch_length + LOG_OVERHEAD))
