@@ -1,0 +1,591 @@
+"""Kafka request/response codec, compiled from the JSON message specs.
+
+Theory of operation. For each ``(api_key, version, request|response, encode|decode)`` used, we generate
+the Python source of one straight-line function from :mod:`strom.protocol.spec`, ``compile`` it and
+cache it (first use only; nothing is written to disk or copied into the repo). The generated code
+knows the exact layout of that version, so at run time there is no per-field interpretation:
+
+* consecutive fixed-width fields -- and the length prefix of the variable field that follows them --
+  are read or written by a single precompiled :class:`struct.Struct` call;
+* arrays become ``for`` loops, structs are inlined, messages are plain ``dict``s built with one dict
+  display (keys are the snake_case JSON names);
+* ``records`` decode to a ``memoryview`` slice of the frame (zero copy); other bytes are copied;
+* flexible versions (KIP-482) use compact lengths and a tagged-field section per struct. Known tags
+  are decoded (absent ones get their default), unknown ones skipped; a tag is written only when the
+  dict holds it with a non-default value (PROTOCOL-NOTES P1).
+
+Headers (PROTOCOL-NOTES section 0): request header v1 = ``api_key i16, api_version i16, correlation_id
+i32, client_id nullable i16-string``; v2 (flexible API versions) adds a tagged section; ``client_id``
+is never compact. Response header v0 = ``correlation_id``; v1 adds a tagged section -- except
+ApiVersions responses, which always use v0. An ApiVersions response with a non-zero error code has
+a v0 body whatever the requested version (what clients parse after UNSUPPORTED_VERSION).
+
+Error contract: the decoders raise only :class:`CorruptFrame` (anything that does not parse, including
+trailing bytes: Kafka ignores nothing) and :class:`UnsupportedVersion` (API key unknown to the specs,
+or version above the spec maximum). Encoders raise ``ValueError`` for values that do not fit the
+version's layout, and :class:`UnsupportedVersion` like the decoders. All functions are pure and
+thread-safe (the compile cache is a dict filled idempotently).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from strom.protocol import primitives
+from strom.protocol.spec import FIXED_TYPES, FieldSpec, MessageSpec, request_spec, response_spec
+
+__all__ = [
+    "CorruptFrame",
+    "Request",
+    "UnsupportedVersion",
+    "decode_request",
+    "decode_response",
+    "encode_request",
+    "encode_response",
+    "generated_source",
+]
+
+API_VERSIONS_KEY = 18
+
+Decoder = Callable[[memoryview, int], tuple[dict[str, Any], int]]
+Encoder = Callable[[dict[str, Any], bytearray], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A decoded request: header fields plus the body dict."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: dict[str, Any]
+
+
+class CorruptFrame(Exception):
+    """The frame does not parse: truncated, bad lengths or UTF-8, trailing bytes."""
+
+
+class UnsupportedVersion(Exception):
+    """The API key is unknown to the specs, or the version is above the spec maximum."""
+
+    def __init__(self, api_key: int, api_version: int, correlation_id: int) -> None:
+        super().__init__(f"unsupported api_key={api_key} api_version={api_version}")
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+
+
+# ----------------------------------------------------------------------------------------------
+# Code generator
+
+
+class _Gen:
+    """Accumulates the source lines and the namespace (constants, Structs) of one function."""
+
+    def __init__(self, version: int, flexible: bool) -> None:
+        self.version = version
+        self.flexible = flexible
+        self.lines: list[str] = []
+        self.ns: dict[str, Any] = {
+            "_ruv": primitives.read_uvarint,
+            "_uv": primitives.uvarint,
+            "_UVS": primitives.UVARINT_SMALL,
+            "_pack_array": primitives.pack_array,
+            "_unpack_array": primitives.unpack_array,
+            "_MISSING": _MISSING,
+            "_EMPTY": {},
+        }
+        self._count = 0
+        self._structs: dict[str, str] = {}
+
+    def var(self, prefix: str) -> str:
+        self._count += 1
+        return f"{prefix}{self._count}"
+
+    def const(self, value: Any) -> str:
+        if value is None or isinstance(value, bool | int | float | str | bytes):
+            return repr(value)
+        name = self.var("_K")
+        self.ns[name] = value
+        return name
+
+    def struct(self, fmt: str, method: str) -> str:
+        key = f"{fmt}.{method}"
+        if key not in self._structs:
+            name = self.var("_S")
+            self.ns[name] = getattr(struct.Struct(fmt), method)
+            self._structs[key] = name
+        return self._structs[key]
+
+    def emit(self, indent: int, line: str) -> None:
+        self.lines.append("    " * indent + line)
+
+    def compact(self, field: FieldSpec) -> bool:
+        return self.flexible and not field.never_flexible
+
+    def split(self, fields: tuple[FieldSpec, ...]) -> tuple[list[FieldSpec], list[FieldSpec]]:
+        """Fields on the wire in this version: (positional, tagged sorted by tag)."""
+        plain: list[FieldSpec] = []
+        tagged: list[FieldSpec] = []
+        for f in fields:
+            if f.present(self.version):
+                (tagged if self.flexible and f.tagged(self.version) else plain).append(f)
+        return plain, sorted(tagged, key=lambda f: f.tag or 0)
+
+    def build(self, header: str) -> Callable[..., Any]:
+        source = "\n".join([header, *self.lines])
+        exec(compile(source, f"<strom.codec {header}>", "exec"), self.ns)  # source generated from the specs
+        fn: Callable[..., Any] = self.ns["_fn"]
+        fn.__doc__ = source
+        return fn
+
+
+_MISSING = object()
+_PREFIX = {"string": "h", "bytes": "i", "records": "i"}
+
+
+# -- decoding ----------------------------------------------------------------------------------
+
+
+def _dec_flush(g: _Gen, pending: list[tuple[str, str]], ind: int) -> None:
+    if pending:
+        fmt = ">" + "".join(code for code, _ in pending)
+        g.emit(ind, f"{', '.join(v for _, v in pending)}, = {g.struct(fmt, 'unpack_from')}(buf, pos)")
+        g.emit(ind, f"pos += {struct.calcsize(fmt)}")
+        pending.clear()
+
+
+def _dec_uvarint(g: _Gen, target: str, ind: int) -> None:
+    g.emit(ind, f"{target} = buf[pos]")
+    g.emit(ind, f"if {target} < 128: pos += 1")
+    g.emit(ind, f"else: {target}, pos = _ruv(buf, pos)")
+
+
+def _dec_length(
+    g: _Gen, f: FieldSpec, prefix: str, target: str, pending: list[tuple[str, str]], ind: int
+) -> None:
+    """Read a length/count into ``target`` (-1 = null), flushing pending fixed fields."""
+    if g.compact(f):
+        _dec_flush(g, pending, ind)
+        _dec_uvarint(g, target, ind)
+        g.emit(ind, f"{target} -= 1")
+    else:
+        pending.append((prefix, target))
+        _dec_flush(g, pending, ind)
+
+
+def _dec_null_check(g: _Gen, f: FieldSpec, length: str, target: str, ind: int) -> int:
+    """Emit the null branch; return the indent for the non-null branch."""
+    if f.nullable(g.version):
+        g.emit(ind, f"if {length} < 0:")
+        g.emit(ind + 1, f"if {length} != -1: raise ValueError('negative length')")
+        g.emit(ind + 1, f"{target} = None")
+        g.emit(ind, "else:")
+        return ind + 1
+    g.emit(ind, f"if {length} < 0: raise ValueError('null in non-nullable {f.name}')")
+    return ind
+
+
+def _dec_blob(g: _Gen, type_: str, length: str, target: str, ind: int) -> None:
+    piece = f"buf[pos:pos + {length}]"
+    conv = {"string": f"str({piece}, 'utf-8')", "bytes": f"bytes({piece})", "records": piece}[type_]
+    g.emit(ind, f"{target} = {conv}")
+    g.emit(ind, f"pos += {length}")
+
+
+def _dec_value(g: _Gen, f: FieldSpec, target: str, pending: list[tuple[str, str]], ind: int) -> None:
+    if f.is_array:
+        count = g.var("n")
+        _dec_length(g, f, "i", count, pending, ind)
+        body = _dec_null_check(g, f, count, target, ind)
+        if f.type in FIXED_TYPES:
+            code, size = FIXED_TYPES[f.type]
+            g.emit(body, f"{target} = _unpack_array({code!r}, {size}, {count}, buf, pos)")
+            g.emit(body, f"pos += {size} * {count}")
+            return
+        # Every element takes at least one byte: bounds the loop on a corrupt count.
+        g.emit(body, f"if {count} > end - pos: raise ValueError('array longer than frame')")
+        g.emit(body, f"{target} = []")
+        g.emit(body, f"for _ in range({count}):")
+        elem = g.var("e")
+        if f.type == "struct":
+            _dec_struct(g, f.fields, elem, body + 1)
+        else:
+            inner: list[tuple[str, str]] = []
+            length = g.var("ln")
+            _dec_length(g, f, _PREFIX[f.type], length, inner, body + 1)
+            g.emit(body + 1, f"if {length} < 0: raise ValueError('null array element')")
+            _dec_blob(g, f.type, length, elem, body + 1)
+        g.emit(body + 1, f"{target}.append({elem})")
+    elif f.type == "struct":
+        if f.nullable(g.version):
+            marker = g.var("m")
+            pending.append(("b", marker))
+            _dec_flush(g, pending, ind)
+            g.emit(ind, f"if {marker} < 0: {target} = None")
+            g.emit(ind, "else:")
+            ind += 1
+        else:
+            _dec_flush(g, pending, ind)
+        _dec_struct(g, f.fields, target, ind)
+    elif f.type in FIXED_TYPES:
+        pending.append((FIXED_TYPES[f.type][0], target))
+    else:
+        length = g.var("ln")
+        _dec_length(g, f, _PREFIX[f.type], length, pending, ind)
+        body = _dec_null_check(g, f, length, target, ind)
+        _dec_blob(g, f.type, length, target, body)
+
+
+def _dec_struct(g: _Gen, fields: tuple[FieldSpec, ...], target: str, ind: int) -> None:
+    """Decode a struct's fields at ``pos`` and assign the resulting dict to ``target``."""
+    plain, tagged = g.split(fields)
+    items: list[tuple[str, str]] = []
+    pending: list[tuple[str, str]] = []
+    for f in plain:
+        v = g.var("v")
+        items.append((f.attr, v))
+        _dec_value(g, f, v, pending, ind)
+    _dec_flush(g, pending, ind)
+    if g.flexible:
+        for f in tagged:
+            v = g.var("v")
+            items.append((f.attr, v))
+            default = f.default_for(g.version)
+            g.emit(ind, f"{v} = {'[]' if isinstance(default, list) else g.const(default)}")
+        _dec_tags(g, tagged, items[len(plain) :], ind)
+    g.emit(ind, f"{target} = {{{', '.join(f'{a!r}: {v}' for a, v in items)}}}")
+
+
+def _dec_tags(g: _Gen, tagged: list[FieldSpec], items: list[tuple[str, str]], ind: int) -> None:
+    count, tag, size, nxt = g.var("nt"), g.var("tg"), g.var("sz"), g.var("nx")
+    _dec_uvarint(g, count, ind)
+    g.emit(ind, f"for _ in range({count}):")
+    g.emit(ind + 1, f"{tag}, pos = _ruv(buf, pos)")
+    g.emit(ind + 1, f"{size}, pos = _ruv(buf, pos)")
+    g.emit(ind + 1, f"{nxt} = pos + {size}")
+    g.emit(ind + 1, f"if {nxt} > end: raise ValueError('tagged field longer than frame')")
+    for i, (f, (_, v)) in enumerate(zip(tagged, items, strict=True)):
+        g.emit(ind + 1, f"{'if' if i == 0 else 'elif'} {tag} == {f.tag}:")
+        pending: list[tuple[str, str]] = []
+        _dec_value(g, f, v, pending, ind + 2)
+        _dec_flush(g, pending, ind + 2)
+        g.emit(ind + 2, f"if pos != {nxt}: raise ValueError('tagged field size mismatch')")
+    g.emit(ind + 1, f"pos = {nxt}")
+
+
+def compile_decoder(spec: MessageSpec, version: int) -> Decoder:
+    """``fn(buf, pos) -> (body, pos)`` for one version of one message."""
+    g = _Gen(version, spec.flexible(version))
+    g.emit(1, "end = len(buf)")
+    _dec_struct(g, spec.fields, "body", 1)
+    g.emit(1, "return body, pos")
+    fn: Decoder = g.build(f"def _fn(buf, pos):  # decode {spec.name} v{version}")
+    return fn
+
+
+# -- encoding ----------------------------------------------------------------------------------
+
+
+def _enc_flush(g: _Gen, pending: list[tuple[str, str]], out: str, ind: int) -> None:
+    if pending:
+        fmt = ">" + "".join(code for code, _ in pending)
+        g.emit(ind, f"{out} += {g.struct(fmt, 'pack')}({', '.join(e for _, e in pending)})")
+        pending.clear()
+
+
+def _enc_uvarint(g: _Gen, expr: str, out: str, ind: int) -> None:
+    tmp = g.var("u")
+    g.emit(ind, f"{tmp} = {expr}")
+    g.emit(ind, f"{out} += _UVS[{tmp}] if 0 <= {tmp} < 128 else _uv({tmp})")
+
+
+def _enc_length(
+    g: _Gen,
+    f: FieldSpec,
+    prefix_nullable: tuple[str, bool],
+    value: str,
+    pending: list[tuple[str, str]],
+    out: str,
+    ind: int,
+) -> None:
+    """Write the length/count of ``value`` (``-1``/``0`` for None when nullable)."""
+    prefix, nullable = prefix_nullable
+    if g.compact(f):
+        _enc_flush(g, pending, out, ind)
+        expr = f"len({value}) + 1"
+        _enc_uvarint(g, f"0 if {value} is None else {expr}" if nullable else expr, out, ind)
+    else:
+        pending.append((prefix, f"-1 if {value} is None else len({value})" if nullable else f"len({value})"))
+        _enc_flush(g, pending, out, ind)
+
+
+def _enc_value(g: _Gen, f: FieldSpec, expr: str, pending: list[tuple[str, str]], out: str, ind: int) -> None:
+    nullable = f.nullable(g.version)
+    if f.is_array:
+        arr = g.var("a")
+        g.emit(ind, f"{arr} = {expr}")
+        _enc_length(g, f, ("i", nullable), arr, pending, out, ind)
+        if f.type in FIXED_TYPES:
+            g.emit(ind, f"if {arr}: {out} += _pack_array({FIXED_TYPES[f.type][0]!r}, {arr})")
+            return
+        elem = g.var("e")
+        g.emit(ind, f"for {elem} in {arr} or ():" if nullable else f"for {elem} in {arr}:")
+        inner: list[tuple[str, str]] = []
+        if f.type == "struct":
+            _enc_struct(g, f.fields, elem, out, ind + 1)
+        else:
+            _enc_blob(g, f, elem, False, inner, out, ind + 1)
+    elif f.type == "struct":
+        sub = g.var("s")
+        g.emit(ind, f"{sub} = {expr}")
+        if nullable:
+            pending.append(("b", f"-1 if {sub} is None else 1"))
+            _enc_flush(g, pending, out, ind)
+            g.emit(ind, f"if {sub} is not None:")
+            ind += 1
+        else:
+            _enc_flush(g, pending, out, ind)
+            g.emit(ind, f"{sub} = {sub} or _EMPTY")
+        _enc_struct(g, f.fields, sub, out, ind)
+    elif f.type in FIXED_TYPES:
+        pending.append((FIXED_TYPES[f.type][0], expr))
+    else:
+        _enc_blob(g, f, expr, nullable, pending, out, ind)
+
+
+def _enc_blob(
+    g: _Gen, f: FieldSpec, expr: str, nullable: bool, pending: list[tuple[str, str]], out: str, ind: int
+) -> None:
+    """A string, bytes or records value: length prefix (merged into ``pending``) then the bytes."""
+    raw = g.var("b")
+    if f.type == "string":
+        if nullable:
+            text = g.var("t")
+            g.emit(ind, f"{text} = {expr}")
+            g.emit(ind, f"{raw} = None if {text} is None else {text}.encode()")
+        else:
+            g.emit(ind, f"{raw} = {expr}.encode()")
+    else:
+        g.emit(ind, f"{raw} = {expr}")
+    _enc_length(g, f, (_PREFIX[f.type], nullable), raw, pending, out, ind)
+    g.emit(ind, f"if {raw} is not None: {out} += {raw}" if nullable else f"{out} += {raw}")
+
+
+def _tag_condition(g: _Gen, f: FieldSpec, value: str) -> str:
+    """True when a tagged value differs from its default and so must be written."""
+    default = f.default_for(g.version)
+    if f.is_array or f.type in ("struct", "bytes", "records"):
+        return f"{value} is not None" if default is None else f"{value}"
+    return f"{value} != {g.const(default)}"
+
+
+def _enc_struct(g: _Gen, fields: tuple[FieldSpec, ...], src: str, out: str, ind: int) -> None:
+    plain, tagged = g.split(fields)
+    pending: list[tuple[str, str]] = []
+    for f in plain:
+        default = f.default_for(g.version)
+        dexpr = "()" if isinstance(default, list) else g.const(default)
+        _enc_value(g, f, f"{src}.get({f.attr!r}, {dexpr})", pending, out, ind)
+    if not g.flexible:
+        _enc_flush(g, pending, out, ind)
+        return
+    if not tagged:
+        pending.append(("B", "0"))
+        _enc_flush(g, pending, out, ind)
+        return
+    _enc_flush(g, pending, out, ind)
+    tags = g.var("tags")
+    g.emit(ind, f"{tags} = []")
+    for f in tagged:
+        value, buf = g.var("w"), g.var("o")
+        g.emit(ind, f"{value} = {src}.get({f.attr!r}, _MISSING)")
+        g.emit(ind, f"if {value} is not _MISSING and {_tag_condition(g, f, value)}:")
+        g.emit(ind + 1, f"{buf} = bytearray()")
+        inner: list[tuple[str, str]] = []
+        _enc_value(g, f, value, inner, buf, ind + 1)
+        _enc_flush(g, inner, buf, ind + 1)
+        g.emit(ind + 1, f"{tags}.append(({f.tag}, {buf}))")
+    _enc_uvarint(g, f"len({tags})", out, ind)
+    tag, data = g.var("tg"), g.var("td")
+    g.emit(ind, f"for {tag}, {data} in {tags}:")
+    g.emit(ind + 1, f"{out} += _uv({tag}) + _uv(len({data}))")
+    g.emit(ind + 1, f"{out} += {data}")
+
+
+def compile_encoder(spec: MessageSpec, version: int) -> Encoder:
+    """``fn(body, out)`` appending one version of one message to the bytearray ``out``."""
+    g = _Gen(version, spec.flexible(version))
+    _enc_struct(g, spec.fields, "body", "out", 1)
+    if not g.lines:
+        g.emit(1, "pass")
+    fn: Encoder = g.build(f"def _fn(body, out):  # encode {spec.name} v{version}")
+    return fn
+
+
+# ----------------------------------------------------------------------------------------------
+# Compiled-function caches and the public API
+
+_REQ_DECODERS: dict[tuple[int, int], Decoder] = {}
+_REQ_ENCODERS: dict[tuple[int, int], Encoder] = {}
+_RESP_DECODERS: dict[tuple[int, int], Decoder] = {}
+_RESP_ENCODERS: dict[tuple[int, int], Encoder] = {}
+_HEADER = struct.Struct(">hhih")  # request header up to the client_id length
+_SIZE_AND_HEADER = struct.Struct(">ihhi")
+_CORRELATION = struct.Struct(">i")
+_ERROR_CODE = struct.Struct(">h")
+_CORRELATION_WITH_SIZE = struct.Struct(">ii")
+_CORRUPT = (struct.error, ValueError, IndexError, OverflowError, TypeError)
+_ENCODE_ERRORS = (struct.error, ValueError, TypeError, AttributeError, OverflowError, UnicodeError)
+
+
+def _spec_for(api_key: int, version: int, kind: str, correlation_id: int) -> MessageSpec:
+    spec = request_spec(api_key) if kind == "request" else response_spec(api_key)
+    if spec is None or not 0 <= version <= spec.max_version:
+        raise UnsupportedVersion(api_key, version, correlation_id)
+    return spec
+
+
+def _request_decoder(api_key: int, version: int, correlation_id: int) -> tuple[Decoder, bool]:
+    spec = _spec_for(api_key, version, "request", correlation_id)
+    fn = _REQ_DECODERS.get((api_key, version))
+    if fn is None:
+        fn = _REQ_DECODERS[(api_key, version)] = compile_decoder(spec, version)
+    return fn, spec.flexible(version)
+
+
+def _response_encoder(api_key: int, version: int, correlation_id: int) -> tuple[Encoder, bool]:
+    spec = _spec_for(api_key, version, "response", correlation_id)
+    fn = _RESP_ENCODERS.get((api_key, version))
+    if fn is None:
+        fn = _RESP_ENCODERS[(api_key, version)] = compile_encoder(spec, version)
+    return fn, spec.flexible(version) and api_key != API_VERSIONS_KEY
+
+
+def _skip_tags(buf: memoryview, pos: int) -> int:
+    count, pos = primitives.read_uvarint(buf, pos)
+    for _ in range(count):
+        _, pos = primitives.read_uvarint(buf, pos)
+        size, pos = primitives.read_uvarint(buf, pos)
+        pos += size
+    if pos > len(buf):
+        raise ValueError("tagged field longer than frame")
+    return pos
+
+
+def _as_view(payload: bytes | bytearray | memoryview) -> memoryview:
+    view = payload if isinstance(payload, memoryview) else memoryview(payload)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+
+
+def decode_request(payload: bytes | bytearray | memoryview) -> Request:
+    """Decode one request frame (without its 4-byte size prefix).
+
+    Raises:
+        UnsupportedVersion: unknown API key, or a version above the spec maximum.
+        CorruptFrame: anything else that does not parse, including trailing bytes.
+    """
+    buf = _as_view(payload)
+    try:
+        api_key, version, correlation_id, length = _HEADER.unpack_from(buf, 0)
+    except struct.error as exc:
+        raise CorruptFrame(f"truncated request header ({len(buf)} bytes)") from exc
+    decoder, flexible = _request_decoder(api_key, version, correlation_id)
+    try:
+        pos = 10
+        client_id = None
+        if length >= 0:
+            client_id = str(buf[pos : pos + length], "utf-8")
+            pos += length
+        elif length != -1:
+            raise ValueError("negative client_id length")
+        if flexible:
+            pos = _skip_tags(buf, pos)
+        body, pos = decoder(buf, pos)
+    except _CORRUPT as exc:
+        raise CorruptFrame(f"api_key={api_key} v{version}: {exc}") from exc
+    if pos != len(buf):
+        raise CorruptFrame(f"api_key={api_key} v{version}: {len(buf) - pos} bytes left over")
+    return Request(api_key, version, correlation_id, client_id, body)
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: dict[str, Any]) -> bytes:
+    """Encode a whole response frame, size prefix included.
+
+    Raises:
+        UnsupportedVersion: unknown API key or version.
+        ValueError: a value does not fit the version's layout.
+    """
+    if api_key == API_VERSIONS_KEY and body.get("error_code", 0) != 0:
+        api_version = 0  # clients re-parse a failed ApiVersions response as v0
+    encoder, header_tags = _response_encoder(api_key, api_version, correlation_id)
+    out = bytearray(_CORRELATION_WITH_SIZE.pack(0, correlation_id))
+    if header_tags:
+        out.append(0)
+    try:
+        encoder(body, out)
+    except _ENCODE_ERRORS as exc:
+        raise ValueError(f"cannot encode response api_key={api_key} v{api_version}: {exc!r}") from exc
+    _CORRELATION.pack_into(out, 0, len(out) - 4)
+    return bytes(out)
+
+
+def encode_request(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: dict[str, Any]
+) -> bytes:
+    """Encode a whole request frame (header v1/v2), size prefix included."""
+    spec = _spec_for(api_key, api_version, "request", correlation_id)
+    encoder = _REQ_ENCODERS.get((api_key, api_version))
+    if encoder is None:
+        encoder = _REQ_ENCODERS[(api_key, api_version)] = compile_encoder(spec, api_version)
+    out = bytearray(_SIZE_AND_HEADER.pack(0, api_key, api_version, correlation_id))
+    try:
+        raw = None if client_id is None else client_id.encode()
+        out += struct.pack(">h", -1 if raw is None else len(raw))
+        out += raw or b""
+        if spec.flexible(api_version):
+            out.append(0)
+        encoder(body, out)
+    except _ENCODE_ERRORS as exc:
+        raise ValueError(f"cannot encode request api_key={api_key} v{api_version}: {exc!r}") from exc
+    _CORRELATION.pack_into(out, 0, len(out) - 4)
+    return bytes(out)
+
+
+def decode_response(
+    api_key: int, api_version: int, payload: bytes | bytearray | memoryview
+) -> tuple[int, dict[str, Any]]:
+    """Decode a response frame (without size prefix) to ``(correlation_id, body)``."""
+    buf = _as_view(payload)
+    try:
+        (correlation_id,) = _CORRELATION.unpack_from(buf, 0)
+        pos = 4
+        if api_key == API_VERSIONS_KEY:
+            if len(buf) >= 6 and _ERROR_CODE.unpack_from(buf, 4)[0] != 0:
+                api_version = 0  # error responses carry a v0 body
+        elif (spec := response_spec(api_key)) is not None and spec.flexible(api_version):
+            pos = _skip_tags(buf, pos)
+    except _CORRUPT as exc:
+        raise CorruptFrame(f"bad response header: {exc}") from exc
+    spec = _spec_for(api_key, api_version, "response", correlation_id)
+    decoder = _RESP_DECODERS.get((api_key, api_version))
+    if decoder is None:
+        decoder = _RESP_DECODERS[(api_key, api_version)] = compile_decoder(spec, api_version)
+    try:
+        body, pos = decoder(buf, pos)
+    except _CORRUPT as exc:
+        raise CorruptFrame(f"api_key={api_key} v{api_version}: {exc}") from exc
+    if pos != len(buf):
+        raise CorruptFrame(f"api_key={api_key} v{api_version}: {len(buf) - pos} bytes left over")
+    return correlation_id, body
+
+
+def generated_source(api_key: int, api_version: int, kind: str, direction: str) -> str:
+    """The generated Python source of one codec function (for debugging and review)."""
+    spec = _spec_for(api_key, api_version, kind, -1)
+    fn = compile_decoder(spec, api_version) if direction == "decode" else compile_encoder(spec, api_version)
+    return fn.__doc__ or ""

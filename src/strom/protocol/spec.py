@@ -1,0 +1,268 @@
+"""Apache Kafka's JSON message specs, parsed into typed, immutable descriptions.
+
+Source of truth. The specs are read from the installed ``kafka-python`` package
+(``kafka/protocol/schemas/resources/*.json``); nothing is copied into this repository. Each file is
+JSON with ``//`` line comments (the ASF licence header and per-version notes), which we strip.
+
+What a spec says. A message (``type`` request, response or header) has ``apiKey``, ``validVersions``,
+``flexibleVersions`` and an ordered list of ``fields``. A field has a ``type`` (a primitive such as
+``int32``/``string``/``records``/``uuid``, ``[]T`` for arrays, or a capitalised struct name whose
+``fields`` are inline or in the message's ``commonStructs``), the ``versions`` in which it is on the
+wire, optional ``nullableVersions``, an optional ``tag`` + ``taggedVersions`` (then it travels in the
+struct's tagged-field section instead of positionally), an optional ``default`` and, rarely, a
+field-level ``flexibleVersions`` override (``RequestHeader.ClientId`` is ``"none"``: always a
+classic string).
+
+Versions. The minimum of ``validVersions`` is *not* a lower bound for us: Kafka 4 dropped e.g.
+Produce v0-2 from the specs but kept the fields' ``"0+"`` ranges, which still describe the old
+layouts exactly. We therefore accept any version ``0..max`` (:attr:`MessageSpec.max_version`).
+
+Python names. Dict keys are the snake_case of the JSON names, by inserting ``_`` before every upper
+case letter except the first (``ThrottleTimeMs`` -> ``throttle_time_ms``); this is also the rule
+kafka-python uses, which keeps our dicts comparable with that oracle.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "FIXED_TYPES",
+    "FieldSpec",
+    "MessageSpec",
+    "VersionRange",
+    "all_api_specs",
+    "header_spec",
+    "load_spec",
+    "request_spec",
+    "response_spec",
+    "snake_case",
+]
+
+# Upper bound used for open ranges ("3+"); API versions are int16 on the wire.
+MAX_VERSION = 0x7FFF
+
+# Primitive types of fixed width: struct format character and byte size.
+FIXED_TYPES: dict[str, tuple[str, int]] = {
+    "int8": ("b", 1),
+    "int16": ("h", 2),
+    "uint16": ("H", 2),
+    "int32": ("i", 4),
+    "uint32": ("I", 4),
+    "int64": ("q", 8),
+    "float64": ("d", 8),
+    "bool": ("?", 1),
+    "uuid": ("16s", 16),
+}
+VARIABLE_TYPES = frozenset({"string", "bytes", "records"})
+_SPEC_PACKAGE = "kafka.protocol.schemas.resources"
+_COMMENT = re.compile(r"^\s*//.*$", re.MULTILINE)
+_UPPER = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+def snake_case(name: str) -> str:
+    """``TopicData`` -> ``topic_data`` (the key used in message dicts)."""
+    return _UPPER.sub("_", name).lower()
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRange:
+    """An inclusive version range; ``VersionRange.NONE`` (empty) is spelled ``"none"`` in the JSON."""
+
+    low: int
+    high: int
+
+    @classmethod
+    def parse(cls, text: str | None) -> VersionRange:
+        if text is None or text == "none":
+            return cls(1, 0)
+        text = text.strip()
+        if text.endswith("+"):
+            return cls(int(text[:-1]), MAX_VERSION)
+        low, sep, high = text.partition("-")
+        return cls(int(low), int(high) if sep else int(low))
+
+    def __contains__(self, version: object) -> bool:
+        return isinstance(version, int) and self.low <= version <= self.high
+
+    @property
+    def empty(self) -> bool:
+        return self.low > self.high
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSpec:
+    """One field of a message or struct.
+
+    ``type`` is the element type: a primitive name, or ``"struct"`` (then ``fields`` holds its fields
+    and ``struct_name`` its JSON type name). ``is_array`` marks ``[]T``.
+    """
+
+    name: str
+    attr: str
+    type: str
+    is_array: bool
+    versions: VersionRange
+    nullable_versions: VersionRange
+    tagged_versions: VersionRange
+    tag: int | None
+    default: Any
+    fields: tuple[FieldSpec, ...] = ()
+    struct_name: str = ""
+    never_flexible: bool = False
+
+    def present(self, version: int) -> bool:
+        return version in self.versions
+
+    def nullable(self, version: int) -> bool:
+        return version in self.nullable_versions
+
+    def tagged(self, version: int) -> bool:
+        return self.tag is not None and version in self.tagged_versions
+
+    def default_for(self, version: int) -> Any:
+        """The value written when a dict lacks this field (and the value decoded when a tag is absent)."""
+        nullable = self.nullable(version)
+        if self.is_array:
+            return None if (nullable and self.default == "null") else []
+        if self.type == "struct":
+            return None
+        if self.type == "records":
+            return None if nullable else b""
+        if self.default == "null":
+            return None if nullable else _ZERO[self.type]
+        if self.default is None:
+            return _ZERO[self.type]
+        return _parse_default(self.type, self.default)
+
+
+_ZERO: dict[str, Any] = {
+    "int8": 0,
+    "int16": 0,
+    "uint16": 0,
+    "int32": 0,
+    "uint32": 0,
+    "int64": 0,
+    "float64": 0.0,
+    "bool": False,
+    "uuid": bytes(16),
+    "string": "",
+    "bytes": b"",
+}
+
+
+def _parse_default(type_: str, raw: Any) -> Any:
+    if type_ == "bool":
+        return raw if isinstance(raw, bool) else str(raw).lower() == "true"
+    if type_ == "float64":
+        return float(raw)
+    if type_ in FIXED_TYPES and type_ != "uuid":
+        return raw if isinstance(raw, int) else int(str(raw), 0)
+    if type_ == "string":
+        return str(raw)
+    return _ZERO[type_]
+
+
+@dataclass(frozen=True, slots=True)
+class MessageSpec:
+    """A request, response or header spec."""
+
+    name: str
+    api_key: int | None
+    kind: str
+    valid_versions: VersionRange
+    flexible_versions: VersionRange
+    fields: tuple[FieldSpec, ...]
+
+    @property
+    def max_version(self) -> int:
+        return self.valid_versions.high
+
+    def flexible(self, version: int) -> bool:
+        return version in self.flexible_versions
+
+
+def _parse_field(raw: dict[str, Any], common: dict[str, list[dict[str, Any]]]) -> FieldSpec:
+    type_text: str = raw["type"]
+    is_array = type_text.startswith("[]")
+    elem = type_text[2:] if is_array else type_text
+    sub_fields: tuple[FieldSpec, ...] = ()
+    struct_name = ""
+    if elem[:1].isupper():
+        struct_name = elem
+        raw_fields = raw.get("fields", common.get(elem))
+        if raw_fields is None:
+            raise ValueError(f"struct type {elem!r} of field {raw['name']!r} is not defined")
+        sub_fields = tuple(_parse_field(f, common) for f in raw_fields)
+        elem = "struct"
+    elif elem not in FIXED_TYPES and elem not in VARIABLE_TYPES:
+        raise ValueError(f"unknown type {type_text!r} of field {raw['name']!r}")
+    tag = raw.get("tag")
+    return FieldSpec(
+        name=raw["name"],
+        attr=snake_case(raw["name"]),
+        type=elem,
+        is_array=is_array,
+        versions=VersionRange.parse(raw.get("versions")),
+        nullable_versions=VersionRange.parse(raw.get("nullableVersions")),
+        tagged_versions=VersionRange.parse(raw.get("taggedVersions"))
+        if tag is not None
+        else VersionRange(1, 0),
+        tag=tag,
+        default=raw.get("default"),
+        fields=sub_fields,
+        struct_name=struct_name,
+        never_flexible=raw.get("flexibleVersions") == "none",
+    )
+
+
+def parse_spec(text: str) -> MessageSpec:
+    """Parse the text of one JSON spec file (with ``//`` comments)."""
+    data = json.loads(_COMMENT.sub("", text))
+    common = {s["name"]: s["fields"] for s in data.get("commonStructs", [])}
+    return MessageSpec(
+        name=data["name"],
+        api_key=data.get("apiKey"),
+        kind=data["type"],
+        valid_versions=VersionRange.parse(data.get("validVersions")),
+        flexible_versions=VersionRange.parse(data.get("flexibleVersions")),
+        fields=tuple(_parse_field(f, common) for f in data.get("fields", [])),
+    )
+
+
+@functools.cache
+def load_spec(name: str) -> MessageSpec:
+    """Load e.g. ``"ProduceRequest"`` from the installed kafka-python package."""
+    text = importlib.resources.files(_SPEC_PACKAGE).joinpath(f"{name}.json").read_text("utf-8")
+    return parse_spec(text)
+
+
+@functools.cache
+def all_api_specs() -> dict[tuple[int, str], MessageSpec]:
+    """Every request/response spec, keyed by ``(api_key, "request" | "response")``."""
+    found: dict[tuple[int, str], MessageSpec] = {}
+    for entry in importlib.resources.files(_SPEC_PACKAGE).iterdir():
+        stem = entry.name.removesuffix(".json")
+        if entry.name.endswith(".json") and stem.endswith(("Request", "Response")):
+            spec = load_spec(stem)
+            if spec.api_key is not None and spec.kind in ("request", "response"):
+                found[(spec.api_key, spec.kind)] = spec
+    return found
+
+
+def request_spec(api_key: int) -> MessageSpec | None:
+    return all_api_specs().get((api_key, "request"))
+
+
+def response_spec(api_key: int) -> MessageSpec | None:
+    return all_api_specs().get((api_key, "response"))
+
+
+def header_spec(name: str) -> MessageSpec:
+    """``"RequestHeader"`` or ``"ResponseHeader"``."""
+    return load_spec(name)
