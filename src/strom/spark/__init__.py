@@ -1,1 +1,40 @@
-"""strom.spark."""
+"""Spark pipelines on Strom: a PySpark Python Data Source that is a drop-in for Spark's Kafka connector.
+
+Usage::
+
+    import strom.spark
+    strom.spark.register(spark)
+    df = (spark.readStream.format("strom")
+          .option("kafka.bootstrap.servers", "127.0.0.1:9092")
+          .option("subscribe", "clicks").load())
+
+Theory of operation (details in each module's docstring):
+
+* `source` -- the DataSource: fixed Kafka schema, option validation, reader/writer factories.
+* `options` -- Spark Kafka option semantics as pure functions; offsets JSON `{"topic": {"partition": n}}`.
+* `metadata` -- driver-side AdminClient lookups: partitions of a subscription; earliest, latest and
+  by-timestamp offsets.
+* `planning` -- pure arithmetic: read limits, data-loss checks, splitting ranges into tasks.
+* `reader` -- batch and micro-batch readers; stream offsets live in Spark's checkpoint.
+* `fetcher` -- executor-side reading of one offset range (assign + seek, bounded by the planned end,
+  never past the high watermark) into Arrow record batches.
+* `writer` -- the sink: idempotent producer, Java-compatible murmur2 key placement.
+* `partitioner` -- murmur2 as Java computes it, for predicting placements.
+
+Only this package imports pyspark; it reaches brokers only through confluent-kafka clients.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["FORMAT_NAME", "register"]
+
+FORMAT_NAME = "strom"
+
+
+def register(spark: Any) -> None:
+    """Register format `strom` on a SparkSession (registration is per session)."""
+    from strom.spark.source import StromDataSource
+
+    spark.dataSource.register(StromDataSource)

@@ -1,0 +1,165 @@
+"""Executor-side reading of one offset range into Arrow record batches.
+
+Theory of operation
+-------------------
+An executor task owns one `OffsetRange` `[from_offset, until_offset)` of one partition, planned on the
+driver below the high watermark it saw. It opens its own confluent-kafka `Consumer` (never a consumer
+group: `assign` with the start offset, no commits, `auto.offset.reset=error`), consumes in chunks with
+`consume(num_messages=...)`, keeps the records whose offsets fall inside the range, and turns each chunk
+into a `pyarrow.RecordBatch` with Spark's Kafka schema -- column by column, so no per-row Python tuple is
+built and Spark receives Arrow directly. It stops as soon as it has seen offset `until_offset - 1` (or the
+consumer's position reached `until_offset`, which covers offsets with no record such as transaction
+markers or compacted-away records), so it never waits on, or reads beyond, the planned end.
+
+Failure cases:
+
+* A: the start offset is below the log start offset (retention or DeleteRecords ran after planning):
+  librdkafka reports an offset reset error. With `failOnDataLoss=true` the task fails with a data-loss
+  message; otherwise it seeks to the log start offset and continues (or ends, if that is past the range).
+* B: nothing arrives for `kafkaConsumer.pollTimeoutMs`: the task fails with a timeout naming the partition
+  and offset, unless the broker now says the range is gone (handled as in A).
+* C: any other consumer error fails the task with the Kafka error.
+
+Threading: one `RangeFetcher` per task, used from the task's thread only; the consumer is closed when the
+range is exhausted or on error.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from strom.spark.planning import DataLossError, OffsetRange, data_loss_message
+from strom.spark.schema import arrow_schema
+
+_CHUNK = 20_000
+_EMPTY_POLL_S = 1.0
+
+
+class RangeFetcher:
+    """Reads one offset range through a private, group-less consumer."""
+
+    def __init__(
+        self,
+        client_config: dict[str, str],
+        offset_range: OffsetRange,
+        *,
+        include_headers: bool,
+        fail_on_data_loss: bool,
+        poll_timeout_ms: int,
+    ) -> None:
+        self._range = offset_range
+        self._include_headers = include_headers
+        self._fail_on_data_loss = fail_on_data_loss
+        self._poll_timeout_ms = poll_timeout_ms
+        self._schema = arrow_schema(include_headers)
+        self._config: dict[str, Any] = {
+            "fetch.max.bytes": 52_428_800,
+            "max.partition.fetch.bytes": 10_485_760,
+            "queued.max.messages.kbytes": 262_144,
+            "fetch.wait.max.ms": 100,
+            **client_config,
+            # Owned by the connector (Spark's connector forbids overriding these too).
+            "group.id": f"strom-spark-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": False,
+            "auto.offset.reset": "error",
+        }
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        """Arrow record batches covering every record of the range, in offset order."""
+        r = self._range
+        if r.size <= 0:
+            return
+        consumer = Consumer(self._config)
+        try:
+            next_offset = r.from_offset
+            consumer.assign([TopicPartition(r.topic, r.partition, next_offset)])
+            while next_offset < r.until_offset:
+                messages, next_offset = self._consume_chunk(consumer, next_offset)
+                if messages:
+                    yield self._to_batch(messages)
+        finally:
+            consumer.close()
+
+    def _consume_chunk(self, consumer: Any, next_offset: int) -> tuple[list[Any], int]:
+        r = self._range
+        deadline = time.monotonic() + self._poll_timeout_ms / 1000
+        while True:
+            wanted = min(_CHUNK, r.until_offset - next_offset)
+            polled = consumer.consume(num_messages=wanted, timeout=_EMPTY_POLL_S)
+            kept: list[Any] = []
+            for m in polled:
+                error = m.error()
+                if error is not None:
+                    after = kept[-1].offset() + 1 if kept else next_offset
+                    return kept, self._on_error(consumer, error, after)
+                offset = m.offset()
+                if offset >= r.until_offset:
+                    return kept, r.until_offset
+                if offset >= next_offset:
+                    kept.append(m)
+            if kept:
+                return kept, kept[-1].offset() + 1
+            position = consumer.position([TopicPartition(r.topic, r.partition)])[0].offset
+            if position >= r.until_offset:
+                return [], r.until_offset
+            if time.monotonic() >= deadline:
+                return [], self._on_timeout(consumer, next_offset)
+
+    def _on_error(self, consumer: Any, error: Any, next_offset: int) -> int:
+        if error.code() == KafkaError._AUTO_OFFSET_RESET:
+            return self._skip_to_log_start(consumer, next_offset, str(error))
+        raise KafkaException(error)
+
+    def _on_timeout(self, consumer: Any, next_offset: int) -> int:
+        r = self._range
+        low, _high = consumer.get_watermark_offsets(TopicPartition(r.topic, r.partition), timeout=10)
+        if low > next_offset:
+            return self._skip_to_log_start(consumer, next_offset, f"log start offset is now {low}")
+        raise TimeoutError(
+            f"Cannot fetch record for offset {next_offset} of {r.topic}-{r.partition} in "
+            f"{self._poll_timeout_ms} milliseconds (kafkaConsumer.pollTimeoutMs)"
+        )
+
+    def _skip_to_log_start(self, consumer: Any, next_offset: int, reason: str) -> int:
+        r = self._range
+        detail = f"Cannot fetch offset {next_offset} of {r.topic}-{r.partition} ({reason})"
+        if self._fail_on_data_loss:
+            raise DataLossError(data_loss_message(detail))
+        low = int(consumer.get_watermark_offsets(TopicPartition(r.topic, r.partition), timeout=10)[0])
+        if low >= r.until_offset:
+            return r.until_offset
+        target: int = max(low, next_offset)
+        consumer.assign([TopicPartition(r.topic, r.partition, target)])
+        return target
+
+    def _to_batch(self, messages: list[Any]) -> pa.RecordBatch:
+        r = self._range
+        n = len(messages)
+        timestamps = [m.timestamp() for m in messages]
+        columns = [
+            pa.array([m.key() for m in messages], pa.binary()),
+            pa.array([m.value() for m in messages], pa.binary()),
+            pa.array([r.topic] * n, pa.string()),
+            pa.array([r.partition] * n, pa.int32()),
+            pa.array([m.offset() for m in messages], pa.int64()),
+            pa.array([t[1] * 1000 for t in timestamps], pa.int64()).cast(self._schema.field(5).type),
+            # librdkafka: 0 not available, 1 create time, 2 log append time; Spark: -1, 0, 1.
+            pa.array([t[0] - 1 for t in timestamps], pa.int32()),
+        ]
+        if self._include_headers:
+            columns.append(pa.array([_headers(m.headers()) for m in messages], self._schema.field(7).type))
+        return pa.RecordBatch.from_arrays(columns, schema=self._schema)
+
+
+def _headers(headers: list[tuple[str, bytes | None]] | None) -> list[dict[str, object]] | None:
+    if not headers:
+        return None
+    return [{"key": k, "value": v} for k, v in headers]

@@ -1,0 +1,416 @@
+"""Option parsing and validation for the `strom` data source, with the semantics of Spark's Kafka connector.
+
+Theory of operation
+-------------------
+Spark hands a Python data source its options as a case-insensitive map whose keys arrive lower-cased and
+whose values are strings (`False` becomes `"false"`). This module turns that map into two frozen,
+picklable value objects -- `SourceOptions` for reads and `SinkOptions` for writes -- and rejects anything
+Spark's Kafka connector rejects, with an error that names the option, so a job moved from format `kafka`
+to format `strom` fails (or works) the same way.
+
+Nothing here talks to a broker or imports pyspark: these are pure functions, unit-tested without a JVM.
+
+Offsets are written as Spark's Kafka connector writes them: `{"topic": {"partition": offset}}` with the
+partition number as a JSON string key. In `startingOffsets`/`endingOffsets`, `-2` means earliest and `-1`
+latest; `startingOffsetsByTimestamp`/`endingOffsetsByTimestamp` hold epoch milliseconds in the same shape.
+
+Client configuration: every option starting with `kafka.` is passed, without the prefix, to the
+confluent-kafka (librdkafka) clients, except the Java-client settings that Spark's connector also forbids
+because the connector owns them (deserializers, auto offset reset, auto commit, interceptors).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+EARLIEST = -2
+LATEST = -1
+
+TopicPartitionOffsets = dict[tuple[str, int], int]
+
+_EXAMPLE_OFFSETS = '{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'
+_EXAMPLE_ASSIGN = '{"topicA":[0,1],"topicB":[2,4]}'
+
+
+class KafkaOptionError(ValueError):
+    """An invalid option: the message names the option and says what is expected."""
+
+
+class StartingKind(Enum):
+    """How an offset bound was specified; the resolved numbers come from the broker."""
+
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    SPECIFIC_OFFSETS = "specific offsets"
+    TIMESTAMP = "global timestamp"
+    SPECIFIC_TIMESTAMPS = "timestamps per partition"
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetBound:
+    """One end of a read: earliest, latest, offsets per partition, or timestamps (global or per partition)."""
+
+    kind: StartingKind
+    offsets: TopicPartitionOffsets = field(default_factory=dict)
+    timestamp_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """Exactly one of Spark's `assign`, `subscribe` and `subscribePattern`."""
+
+    assign: tuple[tuple[str, int], ...] = ()
+    topics: tuple[str, ...] = ()
+    pattern: str | None = None
+
+    def matches(self, topic: str) -> bool:
+        """Whether a topic name belongs to this subscription (assign lists partitions, not topics)."""
+        if self.pattern is not None:
+            return re.fullmatch(self.pattern, topic) is not None
+        if self.topics:
+            return topic in self.topics
+        return any(t == topic for t, _ in self.assign)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceOptions:
+    """Validated read options (batch or streaming)."""
+
+    client_config: dict[str, str]
+    subscription: Subscription
+    starting: OffsetBound
+    ending: OffsetBound
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000
+    poll_timeout_ms: int = 120_000
+    fetch_offset_num_retries: int = 3
+    fetch_offset_retry_interval_ms: int = 1000
+    timestamp_not_found_latest: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SinkOptions:
+    """Validated write options."""
+
+    client_config: dict[str, str]
+    topic: str | None = None
+
+
+# Java consumer/producer settings that Spark's connector refuses, with the reason it gives.
+_FORBIDDEN_SOURCE = {
+    "auto.offset.reset": "is not supported. Instead set the source option 'startingOffsets' to 'earliest' "
+    "or 'latest' to specify where to start. Structured Streaming manages which offsets are consumed "
+    "internally, rather than relying on the kafka Consumer to do it",
+    "key.deserializer": "is not supported as keys are deserialized as byte arrays. Use DataFrame "
+    "operations to explicitly deserialize the keys",
+    "value.deserializer": "is not supported as values are deserialized as byte arrays. Use DataFrame "
+    "operations to explicitly deserialize the values",
+    "enable.auto.commit": "is not supported: offsets are tracked in Spark's checkpoint, not committed "
+    "to Kafka",
+    "interceptor.classes": "is not supported as returning non-byte-array records would break the source",
+}
+_FORBIDDEN_SINK = {
+    "key.serializer": "is not supported as keys are serialized as byte arrays. Use DataFrame operations "
+    "to explicitly serialize the keys into either strings or byte arrays",
+    "value.serializer": "is not supported as values are serialized as byte arrays. Use DataFrame "
+    "operations to explicitly serialize the values into either strings or byte arrays",
+}
+_BATCH_ONLY = ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")
+
+
+def client_config(options: Mapping[str, str], forbidden: Mapping[str, str]) -> dict[str, str]:
+    """The `kafka.*` options without their prefix, after rejecting the forbidden ones.
+
+    Raises:
+        KafkaOptionError: `kafka.bootstrap.servers` is missing or a forbidden option is present.
+    """
+    config = {k[len("kafka.") :]: str(v) for k, v in options.items() if k.lower().startswith("kafka.")}
+    for key in config:
+        if key.lower() in forbidden:
+            raise KafkaOptionError(f"Kafka option '{key}' {forbidden[key.lower()]}.")
+    if not config.get("bootstrap.servers"):
+        raise KafkaOptionError(
+            "Option 'kafka.bootstrap.servers' must be specified for configuring Kafka consumer"
+        )
+    return config
+
+
+def parse_subscription(options: Mapping[str, str]) -> Subscription:
+    """Exactly one of `assign`, `subscribe`, `subscribePattern`, parsed and checked."""
+    given = [k for k in ("assign", "subscribe", "subscribepattern") if k in options]
+    if not given:
+        raise KafkaOptionError(
+            "One of the following options must be specified for Kafka source: subscribe, "
+            "subscribePattern, assign. See the docs for more details."
+        )
+    if len(given) > 1:
+        raise KafkaOptionError(
+            "Only one of the following options can be specified for Kafka source: subscribe, "
+            "subscribePattern, assign. See the docs for more details."
+        )
+    value = str(options[given[0]]).strip()
+    if given[0] == "assign":
+        return Subscription(assign=parse_assign(value))
+    if given[0] == "subscribe":
+        topics = tuple(t.strip() for t in value.split(",") if t.strip())
+        if not topics:
+            raise KafkaOptionError(
+                f"No topics to subscribe to as specified value for option 'subscribe' is '{value}'"
+            )
+        return Subscription(topics=topics)
+    if not value:
+        raise KafkaOptionError(
+            f"Pattern to subscribe is empty as specified value for option 'subscribePattern' is '{value}'"
+        )
+    try:
+        re.compile(value)
+    except re.error as e:
+        raise KafkaOptionError(f"Invalid value '{value}' for option 'subscribePattern': {e}") from e
+    return Subscription(pattern=value)
+
+
+def parse_assign(text: str) -> tuple[tuple[str, int], ...]:
+    """`{"topicA":[0,1],"topicB":[2,4]}` as sorted (topic, partition) pairs."""
+    try:
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise TypeError("not an object")
+        pairs = sorted(
+            (str(topic), _as_int(p)) for topic, partitions in data.items() for p in _as_list(partitions)
+        )
+    except (ValueError, TypeError) as e:
+        raise KafkaOptionError(f"Expected e.g. {_EXAMPLE_ASSIGN}, got {text}") from e
+    if not pairs:
+        raise KafkaOptionError(
+            f"No topicpartitions to assign as specified value for option 'assign' is '{text}'"
+        )
+    return tuple(pairs)
+
+
+def parse_partition_offsets(text: str) -> TopicPartitionOffsets:
+    """`{"topic": {"partition": number}}` (offsets or timestamps) as a flat {(topic, partition): number}.
+
+    Raises:
+        KafkaOptionError: the text is not JSON of that shape.
+    """
+    try:
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise TypeError("not an object")
+        result: TopicPartitionOffsets = {}
+        for topic, partitions in data.items():
+            if not isinstance(partitions, dict):
+                raise TypeError("partitions must be an object")
+            for partition, offset in partitions.items():
+                result[(str(topic), _as_int(partition))] = _as_int(offset)
+    except (ValueError, TypeError) as e:
+        raise KafkaOptionError(f"Expected e.g. {_EXAMPLE_OFFSETS}, got {text}") from e
+    return result
+
+
+def offsets_to_json(offsets: TopicPartitionOffsets) -> dict[str, dict[str, int]]:
+    """The checkpoint form of offsets: topics and partitions sorted, partitions as string keys."""
+    result: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        result.setdefault(topic, {})[str(partition)] = int(offset)
+    return result
+
+
+def offsets_from_json(data: Mapping[str, Any]) -> TopicPartitionOffsets:
+    """Inverse of `offsets_to_json` (what Spark hands back from the checkpoint)."""
+    return {
+        (str(topic), int(partition)): int(offset)
+        for topic, partitions in data.items()
+        for partition, offset in partitions.items()
+    }
+
+
+def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
+    """Validate read options exactly once, on the driver.
+
+    Args:
+        options: Spark's options (keys in any case; lower-cased here).
+        streaming: True for `readStream`, False for `read`.
+
+    Raises:
+        KafkaOptionError: any option Spark's Kafka source would reject.
+    """
+    opts = {str(k).lower(): str(v) for k, v in options.items()}
+    config = client_config(opts, _FORBIDDEN_SOURCE)
+    subscription = parse_subscription(opts)
+    if streaming:
+        for key in _BATCH_ONLY:
+            if key in opts:
+                raise KafkaOptionError(f"Option '{key}' is not valid in streaming queries")
+    starting = _parse_bound(opts, "starting", EARLIEST if not streaming else LATEST)
+    ending = _parse_bound(opts, "ending", LATEST)
+    if not streaming:
+        _check_batch_bounds(starting, ending)
+    return SourceOptions(
+        client_config=config,
+        subscription=subscription,
+        starting=starting,
+        ending=ending,
+        fail_on_data_loss=_bool(opts, "failondataloss", True),
+        include_headers=_bool(opts, "includeheaders", False),
+        min_partitions=_positive(opts, "minpartitions"),
+        max_records_per_partition=_positive(opts, "maxrecordsperpartition"),
+        max_offsets_per_trigger=_positive(opts, "maxoffsetspertrigger"),
+        min_offsets_per_trigger=_positive(opts, "minoffsetspertrigger"),
+        max_trigger_delay_ms=_duration_ms(opts, "maxtriggerdelay", 15 * 60 * 1000),
+        poll_timeout_ms=_positive(opts, "kafkaconsumer.polltimeoutms") or 120_000,
+        fetch_offset_num_retries=_non_negative(opts, "fetchoffset.numretries", 3),
+        fetch_offset_retry_interval_ms=_non_negative(opts, "fetchoffset.retryintervalms", 1000),
+        timestamp_not_found_latest=_timestamp_strategy(opts),
+    )
+
+
+def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
+    """Validate write options.
+
+    Raises:
+        KafkaOptionError: missing bootstrap servers or a forbidden serializer option.
+    """
+    opts = {str(k).lower(): str(v) for k, v in options.items()}
+    config = client_config(opts, _FORBIDDEN_SINK)
+    topic = opts.get("topic")
+    if topic is not None and not topic.strip():
+        raise KafkaOptionError("Option 'topic' must not be empty")
+    return SinkOptions(client_config=config, topic=topic.strip() if topic else None)
+
+
+def _parse_bound(opts: Mapping[str, str], prefix: str, default: int) -> OffsetBound:
+    # Precedence as in Spark: global timestamp, then timestamps per partition, then offsets.
+    if f"{prefix}timestamp" in opts:
+        ts = _as_timestamp(opts[f"{prefix}timestamp"], f"{prefix}Timestamp")
+        return OffsetBound(StartingKind.TIMESTAMP, timestamp_ms=ts)
+    if f"{prefix}offsetsbytimestamp" in opts:
+        offsets = parse_partition_offsets(opts[f"{prefix}offsetsbytimestamp"])
+        return OffsetBound(StartingKind.SPECIFIC_TIMESTAMPS, offsets)
+    text = opts.get(f"{prefix}offsets", "").strip()
+    if not text:
+        return OffsetBound(StartingKind.EARLIEST if default == EARLIEST else StartingKind.LATEST)
+    if text.lower() in ("earliest", "latest"):
+        return OffsetBound(StartingKind(text.lower()))
+    offsets = parse_partition_offsets(text)
+    for tp, offset in offsets.items():
+        if offset < EARLIEST:
+            raise KafkaOptionError(
+                f"Invalid offset {offset} for {tp[0]}-{tp[1]} in option '{prefix}Offsets': "
+                "use -2 for earliest, -1 for latest or an offset >= 0"
+            )
+    return OffsetBound(StartingKind.SPECIFIC_OFFSETS, offsets)
+
+
+def _check_batch_bounds(starting: OffsetBound, ending: OffsetBound) -> None:
+    if starting.kind is StartingKind.LATEST:
+        raise KafkaOptionError("starting offset can't be latest for batch queries on Kafka")
+    if ending.kind is StartingKind.EARLIEST:
+        raise KafkaOptionError("ending offset can't be earliest for batch queries on Kafka")
+    if starting.kind is StartingKind.SPECIFIC_OFFSETS:
+        for (topic, partition), offset in starting.offsets.items():
+            if offset == LATEST:
+                raise KafkaOptionError(
+                    f"startingOffsets for {topic}-{partition} can't be latest for batch queries on Kafka"
+                )
+    if ending.kind is StartingKind.SPECIFIC_OFFSETS:
+        for (topic, partition), offset in ending.offsets.items():
+            if offset == EARLIEST:
+                raise KafkaOptionError(
+                    f"ending offset for {topic}-{partition} can't be earliest for batch queries on Kafka"
+                )
+
+
+def _bool(opts: Mapping[str, str], key: str, default: bool) -> bool:
+    value = opts.get(key)
+    if value is None:
+        return default
+    if value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise KafkaOptionError(f"Invalid value '{value}' for option '{key}', must be true or false")
+
+
+def _positive(opts: Mapping[str, str], key: str) -> int | None:
+    value = opts.get(key)
+    if value is None:
+        return None
+    try:
+        number = int(value.strip())
+    except ValueError:
+        number = 0
+    if number <= 0:
+        raise KafkaOptionError(f"Invalid value '{value}' for option '{key}', must be a positive integer")
+    return number
+
+
+def _non_negative(opts: Mapping[str, str], key: str, default: int) -> int:
+    value = opts.get(key)
+    if value is None:
+        return default
+    try:
+        number = int(value.strip())
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise KafkaOptionError(f"Invalid value '{value}' for option '{key}', must be a non-negative integer")
+    return number
+
+
+_DURATION_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def _duration_ms(opts: Mapping[str, str], key: str, default: int) -> int:
+    """Spark time strings such as `15m`, `30s`, `500ms`; a bare number is milliseconds."""
+    value = opts.get(key)
+    if value is None:
+        return default
+    match = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", value.lower())
+    if match is None or match.group(2) not in ("", *_DURATION_UNITS_MS):
+        raise KafkaOptionError(f"Invalid value '{value}' for option '{key}', expected a duration like 15m")
+    return int(match.group(1)) * _DURATION_UNITS_MS.get(match.group(2), 1)
+
+
+def _timestamp_strategy(opts: Mapping[str, str]) -> bool:
+    value = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if value not in ("error", "latest"):
+        raise KafkaOptionError(
+            f"Invalid value '{value}' for option 'startingOffsetsByTimestampStrategy', "
+            "must be 'error' or 'latest'"
+        )
+    return value == "latest"
+
+
+def _as_timestamp(value: str, name: str) -> int:
+    try:
+        ts = int(value.strip())
+    except ValueError:
+        ts = -1
+    if ts < 0:
+        raise KafkaOptionError(f"Invalid value '{value}' for option '{name}', must be epoch milliseconds")
+    return ts
+
+
+def _as_int(value: object) -> int:
+    if isinstance(value, bool):
+        raise TypeError("boolean is not a number")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
+        return int(value)
+    raise TypeError(f"not an integer: {value!r}")
+
+
+def _as_list(value: object) -> list[object]:
+    if not isinstance(value, list):
+        raise TypeError("partitions must be a list")
+    return value

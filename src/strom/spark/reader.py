@@ -1,0 +1,216 @@
+"""Batch and streaming readers of the `strom` data source.
+
+Theory of operation
+-------------------
+Planning happens on the driver; reading on the executors.
+
+* **Offsets.** A stream offset is the JSON object `{"topic": {"partition": offset}}` where each offset is
+  the next offset to read. Spark writes the end offset of micro-batch N to `checkpoint/offsets/N` before
+  running it and hands it back as the start of batch N+1, and after a restart it re-runs an uncommitted
+  batch with exactly the stored range -- so a query stopped anywhere and restarted reads every record
+  exactly once. `initialOffset()` resolves `startingOffsets`/`startingTimestamp`/
+  `startingOffsetsByTimestamp` (default: latest) for a brand-new query only.
+* **latestOffset(start, limit).** Lists the subscription's partitions now (so new topics matching
+  `subscribePattern` and partitions added to subscribed topics are picked up; they start from their log
+  start offset), asks for their high watermarks, caps them by the `Trigger.AvailableNow` target when one
+  was set by `prepareForTriggerAvailableNow()`, and applies the read limit Spark passes:
+  `ReadAllAvailable` (everything), `ReadMaxRows` (`maxOffsetsPerTrigger`) or `ReadMinRows`
+  (`minOffsetsPerTrigger`, with `maxTriggerDelay`; `maxOffsetsPerTrigger` still applies on top). Returning
+  `start` unchanged means "no new data" and Spark runs no batch. Partitions that disappeared are data loss.
+* **partitions(start, end).** Checks each start offset against the log start offset (`failOnDataLoss`),
+  then cuts the ranges into tasks (`minPartitions`, `maxRecordsPerPartition`). Planning only looks at
+  offsets; records are never read on the driver.
+* **read(partition).** Runs on an executor: a `RangeFetcher` opens its own consumer (assign + seek, no
+  group) and yields Arrow record batches up to the planned end offset.
+
+Pickling: readers are pickled to the executors. Broker clients are opened lazily (the driver-side
+AdminClient in `KafkaMetadata`, dropped on pickling; the executor-side consumer inside `read()`), and
+`stop()` is not relied on (Spark does not always call it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
+
+from strom.spark.fetcher import RangeFetcher
+from strom.spark.metadata import KafkaMetadata
+from strom.spark.options import (
+    SourceOptions,
+    TopicPartitionOffsets,
+    offsets_from_json,
+    offsets_to_json,
+)
+from strom.spark.planning import (
+    DataLossError,
+    OffsetRange,
+    admit_min_rows,
+    count_records,
+    data_loss_message,
+    limit_offsets,
+    plan_tasks,
+    reconcile_start,
+)
+
+
+@dataclass(frozen=True)
+class RangePartition(InputPartition):
+    """One Spark task: an offset range of one topic partition (picklable, no clients)."""
+
+    offset_range: OffsetRange
+
+
+def _metadata(options: SourceOptions) -> KafkaMetadata:
+    return KafkaMetadata(
+        options.client_config, options.fetch_offset_num_retries, options.fetch_offset_retry_interval_ms
+    )
+
+
+def _read_range(options: SourceOptions, partition: InputPartition) -> Iterator[Any]:
+    assert isinstance(partition, RangePartition)
+    fetcher = RangeFetcher(
+        options.client_config,
+        partition.offset_range,
+        include_headers=options.include_headers,
+        fail_on_data_loss=options.fail_on_data_loss,
+        poll_timeout_ms=options.poll_timeout_ms,
+    )
+    return fetcher.batches()
+
+
+def _tasks(options: SourceOptions, ranges: list[OffsetRange]) -> list[RangePartition]:
+    tasks = plan_tasks(ranges, options.min_partitions, options.max_records_per_partition)
+    return [RangePartition(t) for t in tasks]
+
+
+class StromBatchReader(DataSourceReader):
+    """`spark.read.format("strom")`: the records between the starting and ending offsets."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self._options = options
+        self._metadata = _metadata(options)
+
+    def partitions(self) -> list[InputPartition]:
+        o = self._options
+        tps = self._metadata.topic_partitions(o.subscription)
+        start = self._metadata.resolve_bound(
+            o.starting, tps, starting=True, not_found_latest=o.timestamp_not_found_latest
+        )
+        end = self._metadata.resolve_bound(o.ending, tps, starting=False, not_found_latest=True)
+        for tp, until in end.items():
+            if tp in start and until < start[tp]:
+                raise ValueError(
+                    f"The ending offset {until} of {tp[0]}-{tp[1]} is before its starting offset {start[tp]}"
+                )
+        earliest = self._metadata.earliest(tps)
+        ranges = reconcile_start(start, end, earliest, fail_on_data_loss=o.fail_on_data_loss)
+        self._metadata.close()
+        return list(_tasks(o, ranges)) or [RangePartition(OffsetRange("", 0, 0, 0))]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return _read_range(self._options, partition)
+
+
+class StromStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """`spark.readStream.format("strom")`: micro-batches of offset ranges, offsets in the checkpoint."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self._options = options
+        self._metadata = _metadata(options)
+        self._available_now_target: TopicPartitionOffsets | None = None
+        self._last_latest: TopicPartitionOffsets = {}
+        self._last_batch_ms = time.monotonic() * 1000
+
+    def initialOffset(self) -> dict[str, Any]:
+        o = self._options
+        tps = self._metadata.topic_partitions(o.subscription)
+        start = self._metadata.resolve_bound(
+            o.starting, tps, starting=True, not_found_latest=o.timestamp_not_found_latest
+        )
+        return offsets_to_json(start)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self._options.min_offsets_per_trigger is not None:
+            return ReadMinRows(self._options.min_offsets_per_trigger)
+        if self._options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self._options.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        tps = self._metadata.topic_partitions(self._options.subscription)
+        self._available_now_target = self._metadata.latest(tps)
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        begin = offsets_from_json(start)
+        effective_start, latest = self._current_offsets(begin)
+        self._last_latest = latest
+        end = self._apply_limit(effective_start, latest, limit)
+        if end is None or end == begin:
+            return start
+        self._last_batch_ms = time.monotonic() * 1000
+        return offsets_to_json(end)
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return offsets_to_json(self._last_latest) if self._last_latest else None
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        begin, finish = offsets_from_json(start), offsets_from_json(end)
+        earliest = self._metadata.earliest(finish)
+        ranges = reconcile_start(begin, finish, earliest, fail_on_data_loss=self._options.fail_on_data_loss)
+        return list(_tasks(self._options, ranges))
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return _read_range(self._options, partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to do: Kafka keeps the records, Spark's checkpoint keeps the offsets."""
+
+    def _current_offsets(
+        self, begin: TopicPartitionOffsets
+    ) -> tuple[TopicPartitionOffsets, TopicPartitionOffsets]:
+        """(start including new partitions at their log start offset, high watermarks now)."""
+        tps = self._metadata.topic_partitions(self._options.subscription)
+        target = self._available_now_target
+        if target is not None:
+            tps = {tp for tp in tps if tp in target or tp in begin}
+        gone = sorted(tp for tp in begin if tp not in tps)
+        if gone and self._options.fail_on_data_loss:
+            names = ", ".join(f"{t}-{p}" for t, p in gone)
+            raise DataLossError(data_loss_message(f"Partitions {names} are gone"))
+        latest = self._metadata.latest(tps)
+        if target is not None:
+            latest = {tp: min(off, target.get(tp, begin.get(tp, off))) for tp, off in latest.items()}
+        new = [tp for tp in latest if tp not in begin]
+        effective = {tp: begin[tp] for tp in latest if tp in begin}
+        effective.update(self._metadata.earliest(new))
+        return effective, latest
+
+    def _apply_limit(
+        self, start: TopicPartitionOffsets, latest: TopicPartitionOffsets, limit: ReadLimit
+    ) -> TopicPartitionOffsets | None:
+        """The end offsets allowed by `limit`, or None when `minOffsetsPerTrigger` holds the batch back."""
+        o = self._options
+        if isinstance(limit, ReadMaxRows):
+            return limit_offsets(start, latest, limit.max_rows)
+        if isinstance(limit, ReadMinRows):
+            waited_ms = int(time.monotonic() * 1000 - self._last_batch_ms)
+            available = count_records(start, latest)
+            # Under Trigger.AvailableNow nothing more will arrive, so waiting for more would never end.
+            if self._available_now_target is None and not admit_min_rows(
+                available, limit.min_rows, waited_ms, o.max_trigger_delay_ms
+            ):
+                return None
+            if o.max_offsets_per_trigger is not None:
+                return limit_offsets(start, latest, o.max_offsets_per_trigger)
+        return dict(latest)
