@@ -1,0 +1,201 @@
+"""Command handlers: turn a parsed ``argparse.Namespace`` into one console-tool call.
+
+Each handler returns the process exit status. User-facing failures are raised as
+:class:`~strom.console.errors.ConsoleError` by the console layer and printed by ``strom.cli.main``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+
+from strom.console.clients import ClientOptions, parse_key_values
+from strom.console.consume import ConsumeSettings, StartFrom, consume
+from strom.console.errors import ConsoleError
+from strom.console.groups import (
+    ResetRequest,
+    ResetTarget,
+    delete_groups,
+    describe_group,
+    list_groups,
+    reset_offsets,
+)
+from strom.console.produce import ProduceSettings, produce_lines
+from strom.console.topics import (
+    add_partitions,
+    alter_topic_config,
+    create_topic,
+    delete_topics,
+    describe_topics,
+    list_topics,
+)
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def client_options(args: argparse.Namespace) -> ClientOptions:
+    """The global connection options, merging --command-config given before and after the command."""
+    items = [*args.command_config, *getattr(args, "command_config_after", [])]
+    return ClientOptions(
+        bootstrap_servers=args.bootstrap_server,
+        command_config=parse_key_values(items, "--command-config"),
+        timeout_s=args.request_timeout_s,
+    )
+
+
+def serve(args: argparse.Namespace) -> int:
+    """``strom serve``: hand over to the broker, which owns config parsing and validation."""
+    try:
+        # Imported here so that every client-side command works without the broker package.
+        from strom.broker.main import serve as run_broker
+    except ModuleNotFoundError as exc:
+        if exc.name not in {"strom.broker", "strom.broker.main"}:
+            raise
+        raise ConsoleError(
+            "the broker is not available in this installation (strom.broker.main missing)"
+        ) from None
+    return run_broker(args.config, list(args.overrides))
+
+
+def topics_create(args: argparse.Namespace) -> int:
+    configs = parse_key_values(args.config, "--config")
+    create_topic(
+        client_options(args),
+        args.name,
+        sys.stdout,
+        partitions=args.partitions,
+        replication_factor=args.replication_factor,
+        configs=configs,
+    )
+    return 0
+
+
+def topics_list(args: argparse.Namespace) -> int:
+    list_topics(client_options(args), sys.stdout)
+    return 0
+
+
+def topics_describe(args: argparse.Namespace) -> int:
+    describe_topics(client_options(args), args.names, sys.stdout)
+    return 0
+
+
+def topics_delete(args: argparse.Namespace) -> int:
+    delete_topics(client_options(args), args.names, sys.stdout)
+    return 0
+
+
+def topics_alter_config(args: argparse.Namespace) -> int:
+    alter_topic_config(
+        client_options(args),
+        args.name,
+        sys.stdout,
+        set_configs=parse_key_values(args.set_, "--set"),
+        delete_configs=args.delete,
+    )
+    return 0
+
+
+def topics_add_partitions(args: argparse.Namespace) -> int:
+    add_partitions(client_options(args), args.name, args.total, sys.stdout)
+    return 0
+
+
+def produce(args: argparse.Namespace) -> int:
+    headers = [(key, os.fsencode(value)) for key, value in (h.split("=", 1) for h in args.header)]
+    if args.key_separator == "":
+        raise ConsoleError("--key-separator must not be empty")
+    settings = ProduceSettings(
+        topic=args.topic,
+        # fsencode returns the exact bytes the shell passed, even when they are not valid UTF-8.
+        key_separator=None if args.key_separator is None else os.fsencode(args.key_separator),
+        headers=headers,
+        partition=args.partition,
+        acks=args.acks,
+        compression=args.compression,
+        properties=parse_key_values(args.property, "--property"),
+        keep_empty_lines=args.keep_empty_lines,
+    )
+    produce_lines(client_options(args), settings, sys.stdin.buffer)
+    return 0
+
+
+def consume_command(args: argparse.Namespace) -> int:
+    start, start_value = StartFrom.LATEST, None
+    if args.from_beginning:
+        start = StartFrom.BEGINNING
+    elif args.offset is not None:
+        start, start_value = StartFrom.OFFSET, args.offset
+    elif args.timestamp is not None:
+        start, start_value = StartFrom.TIMESTAMP, args.timestamp
+    settings = ConsumeSettings(
+        topic=args.topic,
+        start=start,
+        start_value=start_value,
+        partition=args.partition,
+        max_messages=args.max_messages,
+        idle_timeout_s=args.timeout_s,
+        exit_at_end=args.exit_at_end,
+        group=args.group,
+        print_key=args.print_key,
+        print_headers=args.print_headers,
+        print_offset=args.print_offset,
+        print_timestamp=args.print_timestamp,
+        properties=parse_key_values(args.property, "--property"),
+    )
+    consume(client_options(args), settings, sys.stdout.buffer)
+    return 0
+
+
+def groups_list(args: argparse.Namespace) -> int:
+    list_groups(client_options(args), sys.stdout)
+    return 0
+
+
+def groups_describe(args: argparse.Namespace) -> int:
+    describe_group(client_options(args), args.group, sys.stdout)
+    return 0
+
+
+def groups_reset_offsets(args: argparse.Namespace) -> int:
+    target, value = ResetTarget.EARLIEST, None
+    if args.to_latest:
+        target = ResetTarget.LATEST
+    elif args.to_datetime is not None:
+        target, value = ResetTarget.DATETIME, args.to_datetime
+    elif args.to_offset is not None:
+        target, value = ResetTarget.OFFSET, args.to_offset
+    request = ResetRequest(
+        group=args.group,
+        topic=args.topic,
+        target=target,
+        value=value,
+        partitions=args.partition,
+        execute=args.execute,
+    )
+    reset_offsets(client_options(args), request, sys.stdout)
+    return 0
+
+
+def groups_delete(args: argparse.Namespace) -> int:
+    delete_groups(client_options(args), args.groups, sys.stdout)
+    return 0
+
+
+HANDLERS: dict[str, Handler] = {
+    "serve": serve,
+    "topics_create": topics_create,
+    "topics_list": topics_list,
+    "topics_describe": topics_describe,
+    "topics_delete": topics_delete,
+    "topics_alter_config": topics_alter_config,
+    "topics_add_partitions": topics_add_partitions,
+    "produce": produce,
+    "consume": consume_command,
+    "groups_list": groups_list,
+    "groups_describe": groups_describe,
+    "groups_reset_offsets": groups_reset_offsets,
+    "groups_delete": groups_delete,
+}

@@ -1,0 +1,218 @@
+"""``strom groups``: list, describe, reset offsets of, and delete consumer groups.
+
+All through confluent-kafka's AdminClient: ListGroups, DescribeGroups, OffsetFetch, ListOffsets,
+OffsetCommit (to alter a group's offsets) and DeleteGroups.
+
+``reset-offsets`` follows ``kafka-consumer-groups.sh``: it prints the plan and changes nothing unless
+``execute`` is set; the group must have no active members (its state Empty, or Dead/unknown for a
+group that does not exist yet), since a live member would overwrite the new offsets with its next
+commit. A ``--to-offset`` outside ``[log start offset, log end offset]`` is clamped to the nearer end,
+as Kafka's tool does, and a ``--to-datetime`` after the last record resets to the log end offset.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from strom.console._admin_api import OffsetSpec, earliest_spec, latest_spec, timestamp_spec
+from strom.console.clients import ClientOptions, describe_kafka_error, fail, wait
+from strom.console.errors import ConsoleError
+from strom.console.topics import admin_client
+
+_NO_OFFSET = "-"
+_INACTIVE_STATES = frozenset({ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD, ConsumerGroupState.UNKNOWN})
+
+
+class ResetTarget(enum.Enum):
+    """Where ``reset-offsets`` moves a group's committed offsets."""
+
+    EARLIEST = "to-earliest"
+    LATEST = "to-latest"
+    DATETIME = "to-datetime"
+    OFFSET = "to-offset"
+
+
+@dataclass(frozen=True, slots=True)
+class ResetRequest:
+    """A ``reset-offsets`` invocation: ``value`` is the offset or timestamp (ms) when the target needs one."""
+
+    group: str
+    topic: str
+    target: ResetTarget
+    value: int | None = None
+    partitions: Sequence[int] = ()
+    execute: bool = False
+
+
+def list_groups(options: ClientOptions, out: TextIO) -> None:
+    """Print every consumer group id the broker knows, sorted, one per line."""
+    admin = admin_client(options)
+    future = admin.list_consumer_groups(request_timeout=options.timeout_s)
+    result = wait(future, "cannot list groups", options)
+    if result.errors:
+        raise ConsoleError(f"cannot list groups: {describe_kafka_error(result.errors[0])}")
+    for listing in sorted(result.valid, key=lambda listing: listing.group_id):
+        print(listing.group_id, file=out)
+
+
+def describe_group(options: ClientOptions, group: str, out: TextIO) -> None:
+    """Print state and members, then per partition: committed offset, log end offset, lag, owner."""
+    admin = admin_client(options)
+    description = _describe(admin, options, group)
+    committed = _committed_offsets(admin, options, group)
+    owners = {
+        (tp.topic, tp.partition): member
+        for member in description.members
+        for tp in member.assignment.topic_partitions
+    }
+    partitions = sorted(set(committed) | set(owners))
+    end_offsets = _list_offsets(admin, options, partitions, latest_spec())
+    state = getattr(description.state, "name", str(description.state))
+    print(
+        f"Group {group}: state {state}, {len(description.members)} member(s), "
+        f"assignor {description.partition_assignor or '-'}",
+        file=out,
+    )
+    rows = [
+        ["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
+    ]
+    for key in partitions:
+        rows.append(_describe_row(key, committed.get(key), end_offsets.get(key), owners.get(key)))
+    _print_table(rows, out)
+
+
+def reset_offsets(options: ClientOptions, request: ResetRequest, out: TextIO) -> None:
+    """Compute (and with ``execute``, commit) new offsets for a group's partitions of one topic."""
+    admin = admin_client(options)
+    description = _describe(admin, options, request.group)
+    if request.execute and description.state not in _INACTIVE_STATES:
+        raise ConsoleError(
+            f"group {request.group!r} has active members (state {description.state.name}); "
+            "offsets can only be reset while it is inactive"
+        )
+    partitions = _topic_partitions(admin, options, request.topic, request.partitions)
+    plan = _plan(admin, options, request, partitions)
+    rows = [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]]
+    rows += [[request.group, topic, str(partition), str(offset)] for (topic, partition), offset in plan]
+    _print_table(rows, out)
+    if not request.execute:
+        print("(dry run: nothing changed; add --execute to commit these offsets)", file=out)
+        return
+    offsets = [TopicPartition(topic, partition, offset) for (topic, partition), offset in plan]
+    future = admin.alter_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(request.group, offsets)], request_timeout=options.timeout_s
+    )
+    result = wait(future[request.group], f"cannot reset offsets of group {request.group!r}", options)
+    for tp in result.topic_partitions:
+        if tp.error is not None:
+            raise ConsoleError(
+                f"cannot reset offset of {tp.topic} [{tp.partition}]: {describe_kafka_error(tp.error)}"
+            )
+
+
+def delete_groups(options: ClientOptions, groups: Sequence[str], out: TextIO) -> None:
+    """Delete groups; every one is attempted and all failures are reported in one line."""
+    admin = admin_client(options)
+    futures = admin.delete_consumer_groups(list(dict.fromkeys(groups)), request_timeout=options.timeout_s)
+    failures: list[str] = []
+    for group, future in futures.items():
+        try:
+            wait(future, group, options)
+        except ConsoleError as exc:
+            failures.append(exc.message)
+        else:
+            print(f"Deleted group {group}.", file=out)
+    if failures:
+        raise ConsoleError(f"cannot delete group(s): {'; '.join(failures)}")
+
+
+def _describe(admin: AdminClient, options: ClientOptions, group: str) -> Any:
+    futures = admin.describe_consumer_groups([group], request_timeout=options.timeout_s)
+    return wait(futures[group], f"cannot describe group {group!r}", options)
+
+
+def _committed_offsets(admin: AdminClient, options: ClientOptions, group: str) -> dict[tuple[str, int], int]:
+    futures = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group)], request_timeout=options.timeout_s
+    )
+    result = wait(futures[group], f"cannot fetch committed offsets of group {group!r}", options)
+    return {
+        (tp.topic, tp.partition): tp.offset
+        for tp in result.topic_partitions
+        if tp.error is None and tp.offset >= 0
+    }
+
+
+def _list_offsets(
+    admin: AdminClient, options: ClientOptions, partitions: Iterable[tuple[str, int]], spec: OffsetSpec
+) -> dict[tuple[str, int], int]:
+    query = {TopicPartition(topic, partition): spec for topic, partition in partitions}
+    if not query:
+        return {}
+    futures = admin.list_offsets(query, request_timeout=options.timeout_s)
+    return {
+        (tp.topic, tp.partition): wait(
+            future, f"cannot list offsets of {tp.topic} [{tp.partition}]", options
+        ).offset
+        for tp, future in futures.items()
+    }
+
+
+def _topic_partitions(
+    admin: AdminClient, options: ClientOptions, topic_name: str, wanted: Sequence[int]
+) -> list[tuple[str, int]]:
+    try:
+        metadata = admin.list_topics(topic_name, timeout=options.timeout_s)
+    except KafkaException as exc:
+        raise fail("cannot fetch metadata", exc, options) from None
+    topic = metadata.topics.get(topic_name)
+    if topic is None or topic.error is not None:
+        raise ConsoleError(f"topic {topic_name!r} does not exist")
+    unknown = sorted(set(wanted) - set(topic.partitions))
+    if unknown:
+        raise ConsoleError(f"topic {topic_name!r} has no partition(s) {', '.join(map(str, unknown))}")
+    return [(topic_name, p) for p in sorted(wanted or topic.partitions)]
+
+
+def _plan(
+    admin: AdminClient, options: ClientOptions, request: ResetRequest, partitions: list[tuple[str, int]]
+) -> list[tuple[tuple[str, int], int]]:
+    earliest = _list_offsets(admin, options, partitions, earliest_spec())
+    latest = _list_offsets(admin, options, partitions, latest_spec())
+    if request.target is ResetTarget.EARLIEST:
+        return [(key, earliest[key]) for key in partitions]
+    if request.target is ResetTarget.LATEST:
+        return [(key, latest[key]) for key in partitions]
+    value = request.value if request.value is not None else 0
+    if request.target is ResetTarget.DATETIME:
+        found = _list_offsets(admin, options, partitions, timestamp_spec(value))
+        return [(key, latest[key] if found[key] < 0 else found[key]) for key in partitions]
+    return [(key, min(max(value, earliest[key]), latest[key])) for key in partitions]
+
+
+def _describe_row(key: tuple[str, int], committed: int | None, log_end: int | None, member: Any) -> list[str]:
+    lag = _NO_OFFSET if committed is None or log_end is None else str(max(log_end - committed, 0))
+    return [
+        key[0],
+        str(key[1]),
+        _NO_OFFSET if committed is None else str(committed),
+        _NO_OFFSET if log_end is None else str(log_end),
+        lag,
+        member.member_id if member else _NO_OFFSET,
+        member.host if member else _NO_OFFSET,
+        member.client_id if member else _NO_OFFSET,
+    ]
+
+
+def _print_table(rows: list[list[str]], out: TextIO) -> None:
+    widths = [max(len(row[col]) for row in rows) for col in range(len(rows[0]))]
+    for row in rows:
+        print(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip(), file=out
+        )

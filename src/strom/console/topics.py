@@ -1,0 +1,203 @@
+"""``strom topics``: create, list, describe, delete, alter configs and add partitions.
+
+Every operation goes through confluent-kafka's AdminClient, i.e. through the broker's CreateTopics,
+Metadata, DescribeConfigs, DeleteTopics, IncrementalAlterConfigs and CreatePartitions APIs; nothing
+here reads broker state any other way, so these commands double as an end-to-end check of those APIs.
+
+Output follows ``kafka-topics.sh`` where there is an equivalent (``Created topic X.``; the describe
+layout ``Topic: X\\tPartitionCount: N ...``) so that Kafka users can read it, and scripts written for
+Kafka's tool keep parsing it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+
+from strom.console._admin_api import (
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    ResourceType,
+)
+from strom.console.clients import ClientOptions, describe_kafka_error, fail, kafka_error_text, wait
+from strom.console.errors import ConsoleError
+
+
+def admin_client(options: ClientOptions) -> AdminClient:
+    """An AdminClient for ``options`` (librdkafka logs routed away from the terminal).
+
+    Callers keep it in a local variable until its futures are resolved: a client that is garbage
+    collected early fails its pending futures with ``_DESTROY``.
+    """
+    return AdminClient(options.config())
+
+
+def create_topic(
+    options: ClientOptions,
+    name: str,
+    out: TextIO,
+    *,
+    partitions: int | None = None,
+    replication_factor: int | None = None,
+    configs: Mapping[str, str] | None = None,
+) -> None:
+    """Create one topic; ``None`` leaves partitions / replication factor to the broker's defaults."""
+    new_topic = NewTopic(
+        name,
+        num_partitions=-1 if partitions is None else partitions,
+        replication_factor=-1 if replication_factor is None else replication_factor,
+        config=dict(configs or {}),
+    )
+    admin = admin_client(options)
+    futures = admin.create_topics([new_topic], request_timeout=options.timeout_s)
+    wait(futures[name], f"cannot create topic {name!r}", options)
+    print(f"Created topic {name}.", file=out)
+
+
+def list_topics(options: ClientOptions, out: TextIO) -> None:
+    """Print every topic name the broker's Metadata returns, sorted, one per line."""
+    for name in sorted(_cluster_metadata(options).topics):
+        print(name, file=out)
+
+
+def describe_topics(options: ClientOptions, names: Sequence[str], out: TextIO) -> None:
+    """Print partitions (leader, replicas, ISR as Metadata reports them) and non-default configs.
+
+    With no ``names`` every topic is described. A name the broker does not know is an error, raised
+    before anything is printed.
+    """
+    metadata = _cluster_metadata(options)
+    wanted = list(dict.fromkeys(names)) if names else sorted(metadata.topics)
+    missing = [name for name in wanted if name not in metadata.topics]
+    if missing:
+        raise ConsoleError(f"unknown topic(s): {', '.join(missing)}")
+    for name in wanted:
+        topic = metadata.topics[name]
+        if topic.error is not None:
+            raise ConsoleError(f"cannot describe topic {name!r}: {kafka_error_text(topic.error)}")
+    configs = _topic_overrides(options, wanted)
+    for name in wanted:
+        _print_topic(metadata.topics[name], configs[name], out)
+
+
+def delete_topics(options: ClientOptions, names: Sequence[str], out: TextIO) -> None:
+    """Delete topics; every name is attempted, and all failures are reported in one line at the end."""
+    admin = admin_client(options)
+    futures = admin.delete_topics(list(dict.fromkeys(names)), request_timeout=options.timeout_s)
+    failures: list[str] = []
+    for name, future in futures.items():
+        try:
+            wait(future, name, options)
+        except ConsoleError as exc:
+            failures.append(exc.message)
+        else:
+            print(f"Deleted topic {name}.", file=out)
+    if failures:
+        raise ConsoleError(f"cannot delete topic(s): {'; '.join(failures)}")
+
+
+def alter_topic_config(
+    options: ClientOptions,
+    name: str,
+    out: TextIO,
+    *,
+    set_configs: Mapping[str, str],
+    delete_configs: Sequence[str] = (),
+) -> None:
+    """Set and/or delete topic config overrides with IncrementalAlterConfigs.
+
+    Deleting an override reverts the config to the broker default; configs not named are untouched
+    (unlike the legacy AlterConfigs API, which replaces the whole set).
+    """
+    overlap = sorted(set(set_configs) & set(delete_configs))
+    if overlap:
+        raise ConsoleError(f"config(s) both set and deleted: {', '.join(overlap)}")
+    if not set_configs and not delete_configs:
+        raise ConsoleError("nothing to change: give --set key=value and/or --delete key")
+    entries = [
+        ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
+        for key, value in set_configs.items()
+    ]
+    entries += [
+        ConfigEntry(key, None, incremental_operation=AlterConfigOpType.DELETE) for key in delete_configs
+    ]
+    resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
+    admin = admin_client(options)
+    futures = admin.incremental_alter_configs([resource], request_timeout=options.timeout_s)
+    for future in futures.values():
+        wait(future, f"cannot alter configs of topic {name!r}", options)
+    print(f"Updated configs of topic {name}.", file=out)
+
+
+def add_partitions(options: ClientOptions, name: str, total: int, out: TextIO) -> None:
+    """Grow a topic to ``total`` partitions (Kafka never shrinks a topic)."""
+    admin = admin_client(options)
+    futures = admin.create_partitions([NewPartitions(name, total)], request_timeout=options.timeout_s)
+    wait(futures[name], f"cannot add partitions to topic {name!r}", options)
+    print(f"Topic {name} now has {total} partitions.", file=out)
+
+
+def _cluster_metadata(options: ClientOptions) -> Any:
+    try:
+        return admin_client(options).list_topics(timeout=options.timeout_s)
+    except KafkaException as exc:
+        raise fail("cannot fetch metadata", exc, options) from None
+
+
+def _topic_overrides(options: ClientOptions, names: Sequence[str]) -> dict[str, dict[str, str]]:
+    """Each topic's configs whose source is a topic-level override (what ``kafka-topics`` shows)."""
+    if not names:
+        return {}
+    resources = [ConfigResource(ResourceType.TOPIC, name) for name in names]
+    admin = admin_client(options)
+    futures = admin.describe_configs(resources, request_timeout=options.timeout_s)
+    overrides: dict[str, dict[str, str]] = {}
+    for resource, future in futures.items():
+        entries: dict[str, ConfigEntry] = wait(
+            future, f"cannot describe configs of {resource.name!r}", options
+        )
+        overrides[resource.name] = {
+            key: _shown_value(entry) for key, entry in sorted(entries.items()) if _is_topic_override(entry)
+        }
+    return overrides
+
+
+def _is_topic_override(entry: ConfigEntry) -> bool:
+    # librdkafka's C layer hands back the source as a plain int, while ConfigEntry is typed with the
+    # enum; accept both.
+    source: object = entry.source
+    return getattr(source, "value", source) == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+
+
+def _shown_value(entry: ConfigEntry) -> str:
+    return "<sensitive>" if entry.is_sensitive else str(entry.value)
+
+
+def _print_topic(topic: Any, configs: Mapping[str, str], out: TextIO) -> None:
+    partitions = [topic.partitions[pid] for pid in sorted(topic.partitions)]
+    replication = len(partitions[0].replicas) if partitions else 0
+    config_text = ",".join(f"{key}={value}" for key, value in configs.items())
+    print(
+        f"Topic: {topic.topic}\tPartitionCount: {len(partitions)}\tReplicationFactor: {replication}"
+        f"\tConfigs: {config_text}",
+        file=out,
+    )
+    for partition in partitions:
+        line = (
+            f"\tTopic: {topic.topic}\tPartition: {partition.id}\tLeader: {partition.leader}"
+            f"\tReplicas: {_ids(partition.replicas)}\tIsr: {_ids(partition.isrs)}"
+        )
+        if partition.error is not None and partition.error.code() != KafkaError.NO_ERROR:
+            line += f"\tError: {describe_kafka_error(partition.error)}"
+        print(line, file=out)
+
+
+def _ids(broker_ids: Sequence[int]) -> str:
+    return ",".join(str(broker_id) for broker_id in broker_ids)
