@@ -1,0 +1,177 @@
+"""Broker configuration: Kafka's `server.properties` names, a properties file plus `--set` overrides.
+
+Every key a broker understands is declared once in `BROKER_CONFIGS` with its type, default and doc, so
+the same table validates input, fills defaults and answers DescribeConfigs for the BROKER resource. Unknown
+keys are rejected at start-up (a typo in `log.retention.ms` should not silently keep seven days).
+Topic-level defaults (`log.segment.bytes` → `segment.bytes`, …) are derived here and handed to storage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from strom._util.errors import ConfigError
+
+
+def _parse_bool(raw: str) -> bool:
+    low = raw.strip().lower()
+    if low in ("true", "1", "yes"):
+        return True
+    if low in ("false", "0", "no"):
+        return False
+    raise ValueError(f"expected true or false, got {raw!r}")
+
+
+def _parse_list(raw: str) -> list[str]:
+    return [part.strip() for part in raw.split(",") if part.strip()]
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigDef:
+    name: str
+    parse: Callable[[str], Any]
+    default: str | None
+    doc: str
+    # Kafka topic config this broker default feeds, if any (`log.retention.ms` → `retention.ms`).
+    topic_name: str | None = None
+
+
+_LONG_MAX = str(2**63 - 1)
+
+BROKER_CONFIGS: dict[str, ConfigDef] = {
+    d.name: d
+    for d in (
+        ConfigDef("broker.id", int, "0", "This broker's id, unique in the cluster."),
+        ConfigDef("broker.rack", str, None, "Rack of this broker, for rack-aware replica assignment."),
+        ConfigDef("cluster.id", str, None, "Cluster id; generated on first start and kept in meta.properties."),
+        ConfigDef("listeners", _parse_list, "PLAINTEXT://127.0.0.1:9092", "Addresses to listen on."),
+        ConfigDef("advertised.listeners", _parse_list, None, "Addresses given to clients (default: listeners)."),
+        ConfigDef("log.dirs", _parse_list, "./data", "Directories holding partition logs."),
+        ConfigDef("zookeeper.connect", str, None, "ZooKeeper ensemble; unset means single-node embedded mode."),
+        ConfigDef("zookeeper.session.timeout.ms", int, "18000", "ZooKeeper session timeout."),
+        ConfigDef("num.partitions", int, "1", "Default partition count for new topics."),
+        ConfigDef("default.replication.factor", int, "1", "Default replication factor for new topics."),
+        ConfigDef("auto.create.topics.enable", _parse_bool, "true", "Create unknown topics on Metadata."),
+        ConfigDef("delete.topic.enable", _parse_bool, "true", "Allow DeleteTopics."),
+        ConfigDef("message.max.bytes", int, "1048588", "Largest record batch.", "max.message.bytes"),
+        ConfigDef("socket.request.max.bytes", int, "104857600", "Largest request frame accepted."),
+        ConfigDef("log.segment.bytes", int, "1073741824", "Segment size before a roll.", "segment.bytes"),
+        ConfigDef("log.roll.ms", int, "604800000", "Segment age before a roll.", "segment.ms"),
+        ConfigDef("log.retention.ms", int, "604800000", "Time retention (-1: forever).", "retention.ms"),
+        ConfigDef("log.retention.bytes", int, "-1", "Size retention per partition.", "retention.bytes"),
+        ConfigDef("log.retention.check.interval.ms", int, "300000", "How often retention runs."),
+        ConfigDef("log.index.interval.bytes", int, "4096", "Bytes between index entries.", "index.interval.bytes"),
+        ConfigDef("log.index.size.max.bytes", int, "10485760", "Max index size.", "segment.index.bytes"),
+        ConfigDef("log.flush.interval.messages", int, _LONG_MAX, "Messages before fsync.", "flush.messages"),
+        ConfigDef("log.flush.interval.ms", int, _LONG_MAX, "Time before fsync.", "flush.ms"),
+        ConfigDef("log.flush.scheduler.interval.ms", int, "1000", "How often flush.ms is checked."),
+        ConfigDef("log.cleanup.policy", str, "delete", "delete, compact or both.", "cleanup.policy"),
+        ConfigDef("log.cleaner.delete.retention.ms", int, "86400000", "Tombstone lifetime.", "delete.retention.ms"),
+        ConfigDef("log.cleaner.min.cleanable.ratio", float, "0.5", "Dirty ratio.", "min.cleanable.dirty.ratio"),
+        ConfigDef("log.cleaner.min.compaction.lag.ms", int, "0", "Compaction lag.", "min.compaction.lag.ms"),
+        ConfigDef("log.cleaner.backoff.ms", int, "15000", "Cleaner sleep when idle."),
+        ConfigDef("log.message.timestamp.type", str, "CreateTime", "CreateTime or LogAppendTime.",
+                  "message.timestamp.type"),
+        ConfigDef("min.insync.replicas", int, "1", "Minimum ISR size for acks=all.", "min.insync.replicas"),
+        ConfigDef("unclean.leader.election.enable", _parse_bool, "false", "Elect out-of-ISR leaders.",
+                  "unclean.leader.election.enable"),
+        ConfigDef("compression.type", str, "producer", "Only 'producer' is supported.", "compression.type"),
+        ConfigDef("offsets.topic.num.partitions", int, "50", "Partitions of __consumer_offsets."),
+        ConfigDef("offsets.topic.replication.factor", int, "3", "Replication of __consumer_offsets."),
+        ConfigDef("offsets.retention.minutes", int, "10080", "Committed offsets retention."),
+        ConfigDef("group.initial.rebalance.delay.ms", int, "3000", "Delay of a new group's first rebalance."),
+        ConfigDef("group.min.session.timeout.ms", int, "6000", "Smallest session timeout."),
+        ConfigDef("group.max.session.timeout.ms", int, "1800000", "Largest session timeout."),
+        ConfigDef("replica.lag.time.max.ms", int, "10000", "Follower lag before it leaves the ISR."),
+        ConfigDef("replica.fetch.max.bytes", int, "1048576", "Follower fetch size per partition."),
+        ConfigDef("replica.fetch.wait.max.ms", int, "500", "Follower fetch long-poll."),
+        ConfigDef("auto.leader.rebalance.enable", _parse_bool, "true", "Move leadership back to preferred."),
+        ConfigDef("leader.imbalance.check.interval.seconds", int, "300", "Preferred-leader check period."),
+        ConfigDef("controlled.shutdown.enable", _parse_bool, "true", "Move leaders away before stopping."),
+        ConfigDef("num.io.threads", int, "8", "Accepted for compatibility; Strom uses one event loop."),
+        ConfigDef("num.network.threads", int, "3", "Accepted for compatibility; Strom uses one event loop."),
+    )
+}
+
+
+def _read_properties(path: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("#", "!")):
+            continue
+        sep = min((i for i in (stripped.find("="), stripped.find(":")) if i > 0), default=-1)
+        if sep < 0:
+            raise ConfigError(f"{path}:{lineno}: expected key=value, got {stripped!r}")
+        out[stripped[:sep].strip()] = stripped[sep + 1 :].strip()
+    return out
+
+
+def parse_overrides(items: Iterable[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects key=value, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+class BrokerConfig:
+    """Validated broker configuration; `raw` keeps what the user set, for DescribeConfigs."""
+
+    def __init__(self, props: Mapping[str, str]) -> None:
+        self.raw = dict(props)
+        self._values: dict[str, Any] = {}
+        for name, definition in BROKER_CONFIGS.items():
+            text = props.get(name, definition.default)
+            if text is None:
+                self._values[name] = None
+                continue
+            try:
+                self._values[name] = definition.parse(text)
+            except ValueError as exc:
+                raise ConfigError(f"invalid value for {name}: {text!r} ({exc})") from None
+        unknown = sorted(set(props) - set(BROKER_CONFIGS))
+        if unknown:
+            raise ConfigError(f"unknown broker config: {', '.join(unknown)}")
+
+    @classmethod
+    def load(cls, config_file: str | None, overrides: Iterable[str] = ()) -> BrokerConfig:
+        props = _read_properties(Path(config_file)) if config_file else {}
+        props.update(parse_overrides(overrides))
+        return cls(props)
+
+    def get(self, name: str) -> Any:
+        return self._values[name]
+
+    @property
+    def broker_id(self) -> int:
+        return int(self._values["broker.id"])
+
+    @property
+    def log_dirs(self) -> list[str]:
+        return list(self._values["log.dirs"])
+
+    def topic_defaults(self) -> dict[str, str]:
+        """Broker-level defaults expressed as topic config names, for storage's LogConfig."""
+        out: dict[str, str] = {}
+        for definition in BROKER_CONFIGS.values():
+            if definition.topic_name is None:
+                continue
+            value = self._values[definition.name]
+            out[definition.topic_name] = str(value).lower() if isinstance(value, bool) else str(value)
+        return out
+
+    def describe(self) -> list[tuple[str, str | None, bool]]:
+        """(name, value, is_default) for every broker config, as DescribeConfigs reports them."""
+        rows: list[tuple[str, str | None, bool]] = []
+        for name, definition in BROKER_CONFIGS.items():
+            if name in self.raw:
+                rows.append((name, self.raw[name], False))
+            else:
+                rows.append((name, definition.default, True))
+        return rows

@@ -1,0 +1,47 @@
+"""Request handler registry: one async function per API key, plain dicts in and out.
+
+A handler receives the request context and the decoded request body (a dict, see docs/architecture.md)
+and returns the response body, or None when Kafka sends no response (Produce with acks=0). It raises
+nothing for client mistakes: those become Kafka error codes inside the response. An exception escaping
+a handler is a broker bug; the connection layer logs it and closes that client's connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from strom.protocol.api import ApiKey
+
+if TYPE_CHECKING:
+    from strom.broker.broker import Broker
+
+Body = dict[str, Any]
+
+
+@dataclass(slots=True)
+class RequestContext:
+    broker: Broker
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    client_host: str
+
+
+Handler = Callable[[RequestContext, Body], Awaitable[Body | None]]
+
+HANDLERS: dict[int, Handler] = {}
+
+
+def handles(api_key: ApiKey) -> Callable[[Handler], Handler]:
+    """Register `fn` as the handler for `api_key` (one per key; a second registration is a bug)."""
+
+    def register(fn: Handler) -> Handler:
+        if int(api_key) in HANDLERS:
+            raise RuntimeError(f"two handlers for {api_key.name}")
+        HANDLERS[int(api_key)] = fn
+        return fn
+
+    return register

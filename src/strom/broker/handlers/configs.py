@@ -1,0 +1,149 @@
+"""DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44) for topics (and broker reads).
+
+A topic's config is its overrides on top of the broker's defaults. DescribeConfigs reports every topic
+config with its effective value and where it comes from: DYNAMIC_TOPIC_CONFIG for an override,
+STATIC_BROKER_CONFIG when the broker's own setting supplies it, DEFAULT_CONFIG otherwise. AlterConfigs
+replaces the whole override set (Kafka's legacy semantics); IncrementalAlterConfigs edits it
+(SET, DELETE, APPEND, SUBTRACT). Invalid names or values fail that resource with INVALID_CONFIG.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strom.broker.broker import Broker
+from strom.broker.config import BROKER_CONFIGS
+from strom.broker.handlers.base import Body, RequestContext, handles
+from strom.protocol.api import ApiKey
+from strom.protocol.errors import ErrorCode, KafkaError
+from strom.storage.config import LogConfig
+
+TOPIC = 2
+BROKER = 4
+SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+
+def _config_entry(name: str, value: str | None, source: int, is_default: bool) -> dict[str, Any]:
+    return {
+        "name": name,
+        "value": value,
+        "read_only": False,
+        "config_source": source,
+        "is_default": is_default,
+        "is_sensitive": False,
+        "synonyms": [],
+        "config_type": 0,
+        "documentation": None,
+    }
+
+
+def _describe_topic(broker: Broker, name: str, keys: list[str] | None) -> list[dict[str, Any]]:
+    info = broker.metadata.topics.get(name)
+    if info is None:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+    effective = LogConfig.from_properties(info.configs, broker.default_log_config).to_properties()
+    static_from_broker = {
+        d.topic_name for d in BROKER_CONFIGS.values() if d.topic_name and d.name in broker.config.raw
+    }
+    entries = []
+    for key, value in sorted(effective.items()):
+        if keys is not None and key not in keys:
+            continue
+        if key in info.configs:
+            entries.append(_config_entry(key, value, SOURCE_DYNAMIC_TOPIC, False))
+        elif key in static_from_broker:
+            entries.append(_config_entry(key, value, SOURCE_STATIC_BROKER, False))
+        else:
+            entries.append(_config_entry(key, value, SOURCE_DEFAULT, True))
+    return entries
+
+
+def _describe_broker(broker: Broker, name: str, keys: list[str] | None) -> list[dict[str, Any]]:
+    if name not in ("", str(broker.node_id)):
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"broker {name} is not this broker ({broker.node_id})")
+    return [
+        _config_entry(key, value, SOURCE_DEFAULT if is_default else SOURCE_STATIC_BROKER, is_default)
+        for key, value, is_default in broker.config.describe()
+        if keys is None or key in keys
+    ]
+
+
+@handles(ApiKey.DESCRIBE_CONFIGS)
+async def handle_describe_configs(ctx: RequestContext, req: Body) -> Body:
+    results = []
+    for res in req["resources"]:
+        rtype, name = int(res["resource_type"]), res["resource_name"]
+        keys = res.get("configuration_keys")
+        out: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": rtype,
+                               "resource_name": name, "configs": []}
+        try:
+            if rtype == TOPIC:
+                out["configs"] = _describe_topic(ctx.broker, name, keys)
+            elif rtype == BROKER:
+                out["configs"] = _describe_broker(ctx.broker, name, keys)
+            else:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {rtype}")
+        except KafkaError as exc:
+            out["error_code"], out["error_message"] = int(exc.code), exc.message
+        results.append(out)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def _apply_incremental(current: dict[str, str], ops: list[dict[str, Any]]) -> dict[str, str]:
+    updated = dict(current)
+    for op in ops:
+        key, value, kind = op["name"], op["value"], int(op["config_operation"])
+        if kind == OP_SET:
+            if value is None:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, f"null value for {key}")
+            updated[key] = value
+        elif kind == OP_DELETE:
+            updated.pop(key, None)
+        elif kind in (OP_APPEND, OP_SUBTRACT):
+            items = [v for v in updated.get(key, "").split(",") if v]
+            given = [v for v in (value or "").split(",") if v]
+            if kind == OP_APPEND:
+                items += [v for v in given if v not in items]
+            else:
+                items = [v for v in items if v not in given]
+            updated[key] = ",".join(items)
+        else:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown config operation {kind}")
+    return updated
+
+
+async def _alter(ctx: RequestContext, req: Body, incremental: bool) -> Body:
+    validate_only = bool(req.get("validate_only", False))
+    responses = []
+    for res in req["resources"]:
+        rtype, name = int(res["resource_type"]), res["resource_name"]
+        out: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": rtype,
+                               "resource_name": name}
+        try:
+            if rtype != TOPIC:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "only topic configs can be altered")
+            info = ctx.broker.metadata.topics.get(name)
+            if info is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+            if incremental:
+                new = _apply_incremental(info.configs, res["configs"])
+            else:
+                new = {c["name"]: c["value"] for c in res["configs"] if c["value"] is not None}
+            ctx.broker.set_topic_configs(name, new, validate_only)
+        except KafkaError as exc:
+            out["error_code"], out["error_message"] = int(exc.code), exc.message
+        responses.append(out)
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+@handles(ApiKey.ALTER_CONFIGS)
+async def handle_alter_configs(ctx: RequestContext, req: Body) -> Body:
+    return await _alter(ctx, req, incremental=False)
+
+
+@handles(ApiKey.INCREMENTAL_ALTER_CONFIGS)
+async def handle_incremental_alter_configs(ctx: RequestContext, req: Body) -> Body:
+    return await _alter(ctx, req, incremental=True)

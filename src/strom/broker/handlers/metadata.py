@@ -1,0 +1,97 @@
+"""Metadata (key 3): brokers, controller and per-partition leader/replicas/ISR from the topic catalogue.
+
+Topic list semantics: v0 treats an empty list as "all topics"; from v1 null means all and an empty list
+means none. Unknown topics are auto-created when both the request (v4+ `allow_auto_topic_creation`) and
+`auto.create.topics.enable` allow it. Leader epochs are reported as -1 until replication changes them
+(PROTOCOL-NOTES P9), and authorized operations as Kafka's "not requested" value (P3).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strom.broker.broker import INTERNAL_TOPICS, Broker, validate_topic_name
+from strom.broker.handlers.base import Body, RequestContext, handles
+from strom.broker.metadata_store import TopicInfo
+from strom.protocol.api import ApiKey
+from strom.protocol.errors import ErrorCode, KafkaError
+
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+
+def _topic_entry(broker: Broker, info: TopicInfo) -> dict[str, Any]:
+    me = broker.node_id
+    return {
+        "error_code": 0,
+        "name": info.name,
+        "topic_id": info.topic_id,
+        "is_internal": info.name in INTERNAL_TOPICS,
+        "partitions": [
+            {
+                "error_code": 0,
+                "partition_index": p,
+                "leader_id": me,
+                "leader_epoch": -1,
+                "replica_nodes": [me],
+                "isr_nodes": [me],
+                "offline_replicas": [],
+            }
+            for p in range(info.partitions)
+        ],
+        "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+def _error_entry(name: str, code: ErrorCode) -> dict[str, Any]:
+    return {
+        "error_code": int(code),
+        "name": name,
+        "topic_id": bytes(16),
+        "partitions": [],
+        "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+def _lookup(broker: Broker, name: str, allow_auto_create: bool) -> dict[str, Any]:
+    info = broker.metadata.topics.get(name)
+    if info is not None:
+        return _topic_entry(broker, info)
+    try:
+        validate_topic_name(name)
+    except KafkaError as exc:
+        return _error_entry(name, exc.code)
+    if allow_auto_create:
+        try:
+            created = broker.maybe_auto_create(name)
+        except KafkaError as exc:
+            return _error_entry(name, exc.code)
+        if created is not None:
+            return _topic_entry(broker, created)
+    return _error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+
+@handles(ApiKey.METADATA)
+async def handle_metadata(ctx: RequestContext, req: Body) -> Body:
+    broker = ctx.broker
+    requested = req.get("topics")
+    all_topics = requested is None or (ctx.api_version == 0 and not requested)
+    if all_topics:
+        topics = [_topic_entry(broker, info) for _, info in sorted(broker.metadata.topics.items())]
+    else:
+        allow = bool(req.get("allow_auto_topic_creation", True)) if ctx.api_version >= 4 else True
+        topics = [_lookup(broker, t["name"], allow) for t in requested or [] if t.get("name") is not None]
+    return {
+        "throttle_time_ms": 0,
+        "brokers": [
+            {
+                "node_id": broker.node_id,
+                "host": broker.advertised.host,
+                "port": broker.advertised.port,
+                "rack": broker.rack,
+            }
+        ],
+        "cluster_id": broker.cluster_id,
+        "controller_id": broker.node_id,
+        "topics": topics,
+        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }

@@ -1,0 +1,108 @@
+"""Topic administration: CreateTopics (19), DeleteTopics (20), CreatePartitions (37), DeleteRecords (21).
+
+Each topic gets its own error code and message; one bad topic never fails the others. The rules
+(legal names, counts, configs) live in `Broker` so that auto-creation applies the same ones.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strom.broker.handlers.base import Body, RequestContext, handles
+from strom.protocol.api import ApiKey
+from strom.protocol.errors import ErrorCode, KafkaError
+
+
+def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only: bool) -> dict[str, Any]:
+    name = topic["name"]
+    out: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
+    configs = {c["name"]: c["value"] for c in topic.get("configs", []) if c["value"] is not None}
+    try:
+        if topic.get("assignments"):
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST, "manual replica assignment is not supported by a single-node broker"
+            )
+        info = ctx.broker.create_topic(
+            name, int(topic["num_partitions"]), int(topic["replication_factor"]), configs, validate_only
+        )
+    except KafkaError as exc:
+        out["error_code"] = int(exc.code)
+        out["error_message"] = exc.message
+        return out
+    if info is not None:
+        out["topic_id"] = info.topic_id
+        out["num_partitions"] = info.partitions
+        out["replication_factor"] = info.replication_factor
+    return out
+
+
+@handles(ApiKey.CREATE_TOPICS)
+async def handle_create_topics(ctx: RequestContext, req: Body) -> Body:
+    validate_only = bool(req.get("validate_only", False))
+    seen: set[str] = set()
+    results = []
+    for topic in req["topics"]:
+        if topic["name"] in seen:
+            results.append({"name": topic["name"], "error_code": int(ErrorCode.INVALID_REQUEST),
+                            "error_message": "duplicate topic in request"})
+            continue
+        seen.add(topic["name"])
+        results.append(_create_one(ctx, topic, validate_only))
+    return {"throttle_time_ms": 0, "topics": results}
+
+
+@handles(ApiKey.DELETE_TOPICS)
+async def handle_delete_topics(ctx: RequestContext, req: Body) -> Body:
+    results = []
+    for name in req["topic_names"]:
+        out: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
+        try:
+            ctx.broker.delete_topic(name)
+        except KafkaError as exc:
+            out["error_code"] = int(exc.code)
+            out["error_message"] = exc.message
+        results.append(out)
+    return {"throttle_time_ms": 0, "responses": results}
+
+
+@handles(ApiKey.CREATE_PARTITIONS)
+async def handle_create_partitions(ctx: RequestContext, req: Body) -> Body:
+    validate_only = bool(req.get("validate_only", False))
+    results = []
+    for topic in req["topics"]:
+        out: dict[str, Any] = {"name": topic["name"], "error_code": 0, "error_message": None}
+        try:
+            if topic.get("assignments"):
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "manual replica assignment is not supported")
+            ctx.broker.add_partitions(topic["name"], int(topic["count"]), validate_only)
+        except KafkaError as exc:
+            out["error_code"] = int(exc.code)
+            out["error_message"] = exc.message
+        results.append(out)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def _delete_records(ctx: RequestContext, topic: str, p: dict[str, Any]) -> dict[str, Any]:
+    index = int(p["partition_index"])
+    out: dict[str, Any] = {"partition_index": index, "low_watermark": -1, "error_code": 0}
+    try:
+        plog = ctx.broker.partition_log(topic, index)
+        offset = int(p["offset"])
+        if offset == -1:  # Kafka: -1 means "up to the high watermark"
+            offset = plog.high_watermark
+        if offset < 0 or offset > plog.high_watermark:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE)
+        plog.delete_records_before(offset)
+        out["low_watermark"] = plog.log_start_offset
+    except KafkaError as exc:
+        out["error_code"] = int(exc.code)
+    return out
+
+
+@handles(ApiKey.DELETE_RECORDS)
+async def handle_delete_records(ctx: RequestContext, req: Body) -> Body:
+    topics = [
+        {"name": t["name"], "partitions": [_delete_records(ctx, t["name"], p) for p in t["partitions"]]}
+        for t in req["topics"]
+    ]
+    return {"throttle_time_ms": 0, "topics": topics}

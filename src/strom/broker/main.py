@@ -1,0 +1,93 @@
+"""`strom serve`: run one broker in the foreground until SIGINT/SIGTERM, then shut down cleanly.
+
+On start the broker prints one line, `Strom broker <id> listening on <host>:<port>` (the port the OS
+chose when the listener asks for port 0): the `strom.testing` fixture and scripts read it to learn the
+bootstrap address. A clean shutdown flushes and checkpoints every log so the next start skips recovery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+from strom._util.errors import ConfigError
+from strom.broker.broker import Broker, Endpoint
+from strom.broker.config import BrokerConfig
+from strom.broker.server import KafkaServer
+
+log = logging.getLogger("strom")
+
+
+def parse_listener(listener: str) -> tuple[str, int]:
+    """`PLAINTEXT://host:port` → (host, port). Only PLAINTEXT is served."""
+    scheme, sep, rest = listener.partition("://")
+    if not sep:
+        raise ConfigError(f"listener {listener!r} is not of the form PLAINTEXT://host:port")
+    if scheme.upper() != "PLAINTEXT":
+        raise ConfigError(f"listener {listener!r}: only PLAINTEXT is supported")
+    host, colon, port = rest.rpartition(":")
+    if not colon or not port.isdigit():
+        raise ConfigError(f"listener {listener!r} has no port")
+    return host or "0.0.0.0", int(port)
+
+
+async def run_broker(config: BrokerConfig, stop: asyncio.Event) -> None:
+    listeners = config.get("listeners")
+    if len(listeners) != 1:
+        raise ConfigError("exactly one listener is supported")
+    host, port = parse_listener(listeners[0])
+    broker = Broker(config)
+    server = KafkaServer(broker, host, port)
+    bound_host, bound_port = await server.start()
+    advertised = config.get("advertised.listeners")
+    if advertised:
+        adv_host, adv_port = parse_listener(advertised[0])
+        broker.advertised = Endpoint(adv_host, adv_port or bound_port)
+    else:
+        shown = bound_host if bound_host not in ("0.0.0.0", "::") else "localhost"
+        broker.advertised = Endpoint(shown, bound_port)
+    broker.start_background()
+    print(f"Strom broker {broker.node_id} listening on {broker.advertised.host}:{bound_port}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        log.info("shutting down")
+        await server.stop()
+        await broker.stop()
+        log.info("shut down cleanly")
+
+
+def serve(config_file: str | None, overrides: list[str]) -> int:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    try:
+        config = BrokerConfig.load(config_file, overrides)
+    except (ConfigError, OSError) as exc:
+        print(f"strom serve: {exc}", file=sys.stderr)
+        return 2
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await run_broker(config, stop)
+
+    try:
+        asyncio.run(main())
+    except ConfigError as exc:
+        print(f"strom serve: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"strom serve: {exc}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,132 @@
+"""The network layer: accepts connections, frames requests, runs handlers, writes responses in order.
+
+Per connection, one task reads `int32 size` + payload frames. Kafka processes one request per connection at
+a time and answers in request order; so does this loop (a long-polling Fetch holds back the requests
+behind it on the same connection, exactly as Kafka's muted channel does). Clients pipeline, so the next
+frames are already in the socket buffer when a response is written.
+
+Bad input never reaches a handler: a size outside 0..`socket.request.max.bytes`, a frame that does not
+parse, or an API/version we do not serve closes that connection with a log line (Kafka's behaviour),
+except an unsupported ApiVersions version, which gets UNSUPPORTED_VERSION with a v0 body so the client
+can retry at a version we speak (KIP-511). Every other connection keeps being served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+
+from strom.broker.broker import Broker
+from strom.broker.handlers import HANDLERS, RequestContext, advertised_api_keys
+from strom.protocol.api import SUPPORTED, ApiKey
+from strom.protocol.codec import CorruptFrame, UnsupportedVersion, decode_request, encode_response
+from strom.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+_HEADER_PREFIX = struct.Struct(">hhi")
+_WRITE_HIGH_WATER = 4 * 1024 * 1024
+
+
+class KafkaServer:
+    def __init__(self, broker: Broker, host: str, port: int) -> None:
+        self.broker = broker
+        self._host = host
+        self._port = port
+        self._max_request_bytes = int(broker.config.get("socket.request.max.bytes"))
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> tuple[str, int]:
+        self._server = await asyncio.start_server(
+            self._on_connect, self._host, self._port, reuse_address=True, limit=1 << 20
+        )
+        sock = self._server.sockets[0]
+        host, port = sock.getsockname()[:2]
+        return str(host), int(port)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        for task in list(self._connections):
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        client_host = str(peer[0]) if peer else "?"
+        try:
+            await self._serve(reader, writer, client_host)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("connection from %s failed; closing it", client_host)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_host: str) -> None:
+        while True:
+            (size,) = _SIZE.unpack(await reader.readexactly(4))
+            if size < 8 or size > self._max_request_bytes:
+                log.warning(
+                    "closing connection from %s: request size %d outside 8..%d (socket.request.max.bytes)",
+                    client_host, size, self._max_request_bytes,
+                )
+                return
+            payload = await reader.readexactly(size)
+            response = await self._handle_frame(payload, client_host)
+            if response is False:
+                return
+            if response is not None:
+                writer.write(response)
+                transport = writer.transport
+                if transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
+                    await writer.drain()
+
+    async def _handle_frame(self, payload: bytes, client_host: str) -> bytes | None | bool:
+        """The encoded response, None when none is due (acks=0), False to close the connection."""
+        try:
+            request = decode_request(payload)
+        except UnsupportedVersion as exc:
+            if exc.api_key == ApiKey.API_VERSIONS:
+                return self._api_versions_fallback(exc.correlation_id)
+            log.warning("closing connection from %s: unsupported API %s v%s", client_host, exc.api_key,
+                        exc.api_version)
+            return False
+        except CorruptFrame as exc:
+            log.warning("closing connection from %s: malformed request (%s)", client_host, exc)
+            return False
+        key, version = request.api_key, request.api_version
+        handler = HANDLERS.get(key)
+        low_high = SUPPORTED.get(ApiKey(key)) if key in ApiKey._value2member_map_ else None
+        if handler is None or low_high is None or not low_high[0] <= version <= low_high[1]:
+            if key == ApiKey.API_VERSIONS:
+                return self._api_versions_fallback(request.correlation_id)
+            log.warning("closing connection from %s: API key %d v%d is not served", client_host, key, version)
+            return False
+        ctx = RequestContext(
+            self.broker, key, version, request.correlation_id, request.client_id, client_host
+        )
+        body = await handler(ctx, request.body)
+        if body is None:
+            return None
+        return encode_response(key, version, request.correlation_id, body)
+
+    def _api_versions_fallback(self, correlation_id: int) -> bytes:
+        # Always a v0 body: the only layout a client can parse before versions are agreed.
+        body = {"error_code": int(ErrorCode.UNSUPPORTED_VERSION), "api_keys": advertised_api_keys()}
+        return encode_response(ApiKey.API_VERSIONS, 0, correlation_id, body)
