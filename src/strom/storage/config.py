@@ -1,0 +1,224 @@
+"""Per-topic log configuration (`LogConfig`), named and defaulted as Kafka's topic configs.
+
+`LOG_CONFIG_DEFS` is the table of (Kafka name, field, type, default, doc): `from_properties` parses
+string overrides through it, `to_properties` renders a config back to Kafka's strings, and
+DescribeConfigs can compare a topic's overrides against the defaults row by row.
+Invalid names or values raise ``KafkaError(INVALID_CONFIG)`` with a message naming the property.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from strom.protocol.errors import ErrorCode, KafkaError
+
+LONG_MAX = (1 << 63) - 1
+INT_MAX = (1 << 31) - 1
+DAY_MS = 24 * 60 * 60 * 1000
+
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
+COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """Topic-level log settings; field names are the snake_case of Kafka's dotted names."""
+
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * DAY_MS
+    segment_index_bytes: int = 10 * 1024 * 1024
+    index_interval_bytes: int = 4096
+    retention_ms: int = 7 * DAY_MS
+    retention_bytes: int = -1
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
+    max_message_bytes: int = 1_048_588
+    message_timestamp_type: str = "CreateTime"
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = LONG_MAX
+    cleanup_policy: str = "delete"
+    min_insync_replicas: int = 1
+    delete_retention_ms: int = DAY_MS
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    compression_type: str = "producer"
+    unclean_leader_election_enable: bool = False
+    file_delete_delay_ms: int = 60_000
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def delete_enabled(self) -> bool:
+        return "delete" in self.cleanup_policy
+
+    @property
+    def compact_enabled(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @classmethod
+    def from_properties(cls, overrides: Mapping[str, str], defaults: LogConfig | None = None) -> LogConfig:
+        """Apply Kafka-named string ``overrides`` on top of ``defaults``.
+
+        Raises:
+            KafkaError: INVALID_CONFIG for an unknown name or a value of the wrong type or range.
+        """
+        base = defaults if defaults is not None else cls()
+        changes: dict[str, Any] = {}
+        for name, raw in overrides.items():
+            definition = CONFIG_BY_NAME.get(name)
+            if definition is None:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
+            changes[definition.field] = definition.parse(name, raw)
+        config = dataclasses.replace(base, **changes)
+        config.validate()
+        return config
+
+    def to_properties(self) -> dict[str, str]:
+        """Every setting as Kafka's name -> string value."""
+        return {d.name: d.render(getattr(self, d.field)) for d in LOG_CONFIG_DEFS}
+
+    def overrides_against(self, defaults: LogConfig) -> dict[str, str]:
+        """Only the settings that differ from ``defaults`` (what DescribeConfigs reports as topic-level)."""
+        return {
+            d.name: d.render(getattr(self, d.field))
+            for d in LOG_CONFIG_DEFS
+            if getattr(self, d.field) != getattr(defaults, d.field)
+        }
+
+    def validate(self) -> None:
+        """Cross-field and range checks Kafka's `LogConfig.validate` makes."""
+        _require(self.segment_bytes >= 14, "segment.bytes", "must be at least 14")
+        _require(self.segment_ms >= 1, "segment.ms", "must be at least 1")
+        _require(self.segment_index_bytes >= 12, "segment.index.bytes", "must be at least 12")
+        _require(self.index_interval_bytes >= 0, "index.interval.bytes", "must be non-negative")
+        _require(self.retention_ms >= -1, "retention.ms", "must be -1 or more")
+        _require(self.flush_messages >= 1, "flush.messages", "must be at least 1")
+        _require(self.flush_ms >= 0, "flush.ms", "must be non-negative")
+        _require(self.max_message_bytes >= 0, "max.message.bytes", "must be non-negative")
+        _require(self.min_insync_replicas >= 1, "min.insync.replicas", "must be at least 1")
+        _require(
+            0.0 <= self.min_cleanable_dirty_ratio <= 1.0, "min.cleanable.dirty.ratio", "must be in [0,1]"
+        )
+        _require(self.delete_retention_ms >= 0, "delete.retention.ms", "must be non-negative")
+        _require(self.min_compaction_lag_ms >= 0, "min.compaction.lag.ms", "must be non-negative")
+        _require(self.file_delete_delay_ms >= 0, "file.delete.delay.ms", "must be non-negative")
+
+
+def _require(ok: bool, name: str, why: str) -> None:
+    if not ok:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value for {name}: {why}")
+
+
+def _parse_int(name: str, raw: str) -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise KafkaError(
+            ErrorCode.INVALID_CONFIG, f"Invalid value {raw!r} for {name}: not an integer"
+        ) from None
+    if not -(1 << 63) <= value <= LONG_MAX:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {raw!r} for {name}: out of range")
+    return value
+
+
+def _parse_float(name: str, raw: str) -> float:
+    try:
+        return float(raw.strip())
+    except ValueError:
+        raise KafkaError(
+            ErrorCode.INVALID_CONFIG, f"Invalid value {raw!r} for {name}: not a number"
+        ) from None
+
+
+def _parse_bool(name: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value not in ("true", "false"):
+        raise KafkaError(
+            ErrorCode.INVALID_CONFIG, f"Invalid value {raw!r} for {name}: expected true or false"
+        )
+    return value == "true"
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[str, str], str]:
+    def parse(name: str, raw: str) -> str:
+        value = ",".join(part.strip() for part in raw.split(","))
+        if value == "delete,compact":
+            value = "compact,delete"
+        if value not in options:
+            raise KafkaError(
+                ErrorCode.INVALID_CONFIG, f"Invalid value {raw!r} for {name}: expected one of {options}"
+            )
+        return value
+
+    return parse
+
+
+class ConfigDef(NamedTuple):
+    """One row of the topic config table."""
+
+    name: str
+    field: str
+    type: str  # Kafka's ConfigType name: LONG, INT, DOUBLE, BOOLEAN, STRING, LIST
+    doc: str
+    parser: Callable[[str, str], Any]
+
+    @property
+    def default(self) -> Any:
+        return getattr(LogConfig(), self.field)
+
+    def parse(self, name: str, raw: str) -> Any:
+        return self.parser(name, raw)
+
+    def render(self, value: Any) -> str:
+        return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _row(name: str, kind: str, doc: str, parser: Callable[[str, str], Any] = _parse_int) -> ConfigDef:
+    return ConfigDef(name, name.replace(".", "_"), kind, doc, parser)
+
+
+LOG_CONFIG_DEFS: tuple[ConfigDef, ...] = (
+    _row("segment.bytes", "INT", "Segment file size; a new segment is rolled before it would be exceeded."),
+    _row("segment.ms", "LONG", "Roll a new segment after this long even if it is not full."),
+    _row("segment.index.bytes", "INT", "Maximum size of a segment's offset and time index."),
+    _row("index.interval.bytes", "INT", "Bytes of batches between two index entries."),
+    _row("retention.ms", "LONG", "Delete segments whose newest timestamp is older than this; -1 keeps all."),
+    _row("retention.bytes", "LONG", "Delete oldest segments while the partition is larger; -1 disables."),
+    _row("flush.messages", "LONG", "Fsync after this many messages; the default leaves flushing to the OS."),
+    _row("flush.ms", "LONG", "Fsync when data is older than this; the default leaves flushing to the OS."),
+    _row("max.message.bytes", "INT", "Largest record batch the topic accepts."),
+    _row("message.timestamp.type", "STRING", "CreateTime or LogAppendTime.", _choice(TIMESTAMP_TYPES)),
+    _row("message.timestamp.before.max.ms", "LONG", "Largest allowed age of a CreateTime timestamp."),
+    _row("message.timestamp.after.max.ms", "LONG", "Largest allowed future skew of a CreateTime timestamp."),
+    _row("cleanup.policy", "LIST", "delete, compact or both.", _choice(CLEANUP_POLICIES)),
+    _row("min.insync.replicas", "INT", "Replicas that must acknowledge an acks=all produce."),
+    _row("delete.retention.ms", "LONG", "How long tombstones survive compaction."),
+    _row(
+        "min.cleanable.dirty.ratio",
+        "DOUBLE",
+        "Dirty fraction that makes a log eligible for compaction.",
+        _parse_float,
+    ),
+    _row("min.compaction.lag.ms", "LONG", "Minimum age before a record may be compacted."),
+    _row(
+        "compression.type",
+        "STRING",
+        "Final codec; 'producer' keeps the producer's.",
+        _choice(COMPRESSION_TYPES),
+    ),
+    _row(
+        "unclean.leader.election.enable",
+        "BOOLEAN",
+        "Allow out-of-sync replicas to become leader.",
+        _parse_bool,
+    ),
+    _row("file.delete.delay.ms", "LONG", "Delay before deleting a file from the filesystem."),
+)
+
+CONFIG_BY_NAME: dict[str, ConfigDef] = {d.name: d for d in LOG_CONFIG_DEFS}

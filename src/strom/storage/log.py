@@ -1,0 +1,486 @@
+"""`PartitionLog`: one partition's log (Kafka's ``UnifiedLog`` + ``LocalLog``), synchronous.
+
+Directory ``<topic>-<partition>/`` holds the segments (see segment.py) and ``leader-epoch-checkpoint``.
+Offsets: the log start offset (first offset a consumer may read), the high watermark (set by the
+broker; consumers read below it), the log end offset (LEO = last batch's base offset +
+last_offset_delta + 1) and the recovery point (everything below it is fsynced).
+
+Produce path (`append_as_leader`), header-only and allocation-light: validate the request's batch
+headers and CRCs, run the idempotent-producer checks against a scratch copy of the producer state,
+copy the request once into a ``bytearray``, patch base offsets and the leader epoch (and LogAppendTime
+with a CRC recompute, if the topic uses it), roll the active segment if this write would overflow it,
+then one ``os.pwrite``. The producer state is committed only after the write succeeded.
+
+Fetch path (`read`): locate the batch containing the fetch offset through the sparse offset index
+and a short header scan, then ``os.pread`` whole batches, never past the high watermark.
+
+Durability trade-off (Kafka's default): appends land in the OS page cache and are acknowledged
+without fsync. That survives a killed broker process (the kernel still has the pages) but not a power
+loss or kernel crash; Kafka relies on replication instead. The log fsyncs when a segment rolls, on
+`flush`/`close`, and when ``flush.messages`` or ``flush.ms`` are set below their "never" defaults
+(``flush.messages=1`` fsyncs every append: durable on one machine, but every produce then waits for
+the disk). After an unclean stop, recovery re-validates everything above the recovery point.
+
+Not thread-safe: the broker calls one partition's log from one thread (its event loop) at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from bisect import bisect_right
+from collections.abc import Callable
+from typing import NamedTuple
+
+from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.records import batch as batch_mod
+from strom.protocol.records.batch import BatchHeader, RecordValidationError
+from strom.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
+from strom.storage.config import LONG_MAX, LogConfig
+from strom.storage.loader import SegmentSettings, load_segments
+from strom.storage.producer_state import ProducerStateManager
+from strom.storage.retention import RetentionPolicy, SegmentSummary, segments_to_delete
+from strom.storage.segment import BatchSpan, LogSegment, should_roll
+
+TimeFn = Callable[[], int]
+log = logging.getLogger(__name__)
+
+
+def system_time_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class AppendInfo(NamedTuple):
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    duplicate: bool  # a retried idempotent batch: nothing was written, offsets are the original ones
+
+
+class PartitionLog:
+    """One partition's durable log; see the module docstring."""
+
+    def __init__(
+        self,
+        directory: str,
+        config: LogConfig,
+        time_ms: TimeFn = system_time_ms,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        high_watermark: int = 0,
+        clean_shutdown: bool = False,
+    ) -> None:
+        self.dir = directory
+        self.config = config
+        self._time_ms = time_ms
+        loaded = load_segments(
+            directory,
+            self._segment_settings(),
+            now_ms=time_ms(),
+            recovery_point=recovery_point,
+            clean_shutdown=clean_shutdown,
+            log_start_offset=log_start_offset,
+        )
+        self.segments: list[LogSegment] = loaded.segments
+        self.recovered_segments = loaded.recovered_segments
+        self.truncated_bytes = loaded.truncated_bytes
+        self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
+        self.recovery_point = min(recovery_point, self.log_end_offset)
+        if loaded.recovered_segments:
+            self.flush()  # recovered data is now known good; fsync it so the recovery point can move
+        self._high_watermark = 0
+        self.high_watermark = high_watermark
+        self.last_flush_ms = time_ms()
+        self.leader_epoch_cache = LeaderEpochFileCache(os.path.join(directory, LEADER_EPOCH_CHECKPOINT))
+        self.producer_state = ProducerStateManager()
+        self._rebuild_from_headers(rebuild_epochs=not self.leader_epoch_cache.entries)
+
+    def _segment_settings(self) -> SegmentSettings:
+        return SegmentSettings(self.config.index_interval_bytes, self.config.segment_index_bytes)
+
+    # -- offsets ----------------------------------------------------------------------------------
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        """Kafka clamps the high watermark into [log start offset, log end offset]."""
+        self._high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self._high_watermark  # no transactions yet
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def segment_summaries(self) -> list[SegmentSummary]:
+        return [
+            SegmentSummary(s.base_offset, s.next_offset, s.size, _largest_timestamp(s)) for s in self.segments
+        ]
+
+    # -- append -----------------------------------------------------------------------------------
+    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int) -> AppendInfo:
+        """Validate, assign offsets and append a client's produce payload for this partition.
+
+        Raises:
+            KafkaError: the error code Kafka would put in the produce response (CORRUPT_MESSAGE,
+                MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD, INVALID_TIMESTAMP,
+                INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, KAFKA_STORAGE_ERROR).
+        """
+        batches = batch_mod.validate_client_batches(records, self.config.max_message_bytes)
+        if len(records) > self.config.segment_bytes:
+            raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE, f"{len(records)} bytes exceed segment.bytes")
+        now_ms = self._time_ms()
+        self._check_timestamps(batches, now_ms)
+        base_offset = self.log_end_offset
+        plan = self.producer_state.plan()
+        offset = base_offset
+        for _, header in batches:
+            if header.producer_id >= 0 and not plan.check(header, offset):
+                dup = plan.duplicate
+                assert dup is not None
+                append_time = dup.timestamp if self.config.log_append_time else -1
+                return AppendInfo(dup.first_offset, dup.last_offset, append_time, self.log_start_offset, True)
+            offset += header.last_offset_delta + 1
+        buf = bytearray(records)
+        spans = self._assign_offsets(buf, batches, base_offset, leader_epoch, now_ms)
+        self._write(buf, spans, now_ms)
+        plan.commit()
+        if leader_epoch > self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(leader_epoch, base_offset)
+            self.leader_epoch_cache.write()
+        self._maybe_flush_by_messages()
+        append_time = now_ms if self.config.log_append_time else -1
+        return AppendInfo(base_offset, offset - 1, append_time, self.log_start_offset, False)
+
+    def _check_timestamps(self, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
+        """message.timestamp.before/after.max.ms, judged from the batch header (first and max timestamp)."""
+        cfg = self.config
+        if cfg.log_append_time or (
+            cfg.message_timestamp_before_max_ms >= LONG_MAX and cfg.message_timestamp_after_max_ms >= LONG_MAX
+        ):
+            return
+        for _, header in batches:
+            if (
+                now_ms - header.base_timestamp > cfg.message_timestamp_before_max_ms
+                or header.max_timestamp - now_ms > cfg.message_timestamp_after_max_ms
+            ):
+                raise KafkaError(ErrorCode.INVALID_TIMESTAMP, "record timestamp out of the accepted range")
+
+    def _assign_offsets(
+        self, buf: bytearray, batches: list[tuple[int, BatchHeader]], offset: int, epoch: int, now_ms: int
+    ) -> list[BatchSpan]:
+        log_append_time = self.config.log_append_time
+        spans = []
+        for pos, header in batches:
+            batch_mod.patch_base_offset(buf, pos, offset)
+            batch_mod.patch_leader_epoch(buf, pos, epoch)
+            max_timestamp = header.max_timestamp
+            if log_append_time:
+                batch_mod.set_log_append_time(buf, pos, now_ms)
+                max_timestamp = now_ms
+            offset += header.last_offset_delta + 1
+            spans.append(BatchSpan(pos, offset - 1, max_timestamp, header.size))
+        return spans
+
+    def _write(self, data: bytes | bytearray | memoryview, spans: list[BatchSpan], now_ms: int) -> None:
+        self._maybe_roll(len(data), max(s.max_timestamp for s in spans), spans[-1].last_offset, now_ms)
+        try:
+            self.active_segment.append(data, spans)
+        except OSError as e:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"append to {self.dir} failed: {e}") from e
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> int:
+        """Append batches replicated from the leader, keeping their offsets and epochs; returns the new LEO.
+
+        Raises:
+            KafkaError: CORRUPT_MESSAGE for a bad batch, or when offsets do not continue the log.
+        """
+        spans: list[BatchSpan] = []
+        headers: list[BatchHeader] = []
+        expected = self.log_end_offset
+        for pos, header in batch_mod.iter_headers(records):
+            if not batch_mod.crc_ok(records, pos, header) or header.base_offset < expected:
+                raise RecordValidationError(
+                    ErrorCode.CORRUPT_MESSAGE, f"bad replicated batch at offset {expected}"
+                )
+            spans.append(BatchSpan(pos, header.last_offset, header.max_timestamp, header.size))
+            headers.append(header)
+            expected = header.next_offset
+        if not spans:
+            return self.log_end_offset
+        end = spans[-1].position + spans[-1].size
+        self._write(memoryview(records)[:end], spans, self._time_ms())
+        for header in headers:
+            self.producer_state.load_batch(header)
+            self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+        self.leader_epoch_cache.write()
+        self._maybe_flush_by_messages()
+        return self.log_end_offset
+
+    # -- roll and flush ---------------------------------------------------------------------------
+    def _maybe_roll(self, append_size: int, append_max_timestamp: int, last_offset: int, now_ms: int) -> None:
+        seg = self.active_segment
+        if should_roll(
+            segment_size=seg.size,
+            append_size=append_size,
+            max_segment_bytes=self.config.segment_bytes,
+            first_batch_timestamp=seg.first_batch_timestamp,
+            append_max_timestamp=append_max_timestamp,
+            created_ms=seg.created_ms,
+            now_ms=now_ms,
+            segment_ms=self.config.segment_ms,
+            index_full=seg.offset_index.is_full or seg.time_index.is_full,
+            relative_last_offset=last_offset - seg.base_offset,
+        ):
+            self.roll()
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end offset (fsyncing the old one); returns it."""
+        old = self.active_segment
+        if old.size == 0:
+            return old  # an empty active segment already starts at the LEO
+        old.on_become_inactive()
+        self.flush()
+        segment = LogSegment(
+            self.dir, self.log_end_offset, now_ms=self._time_ms(), **self._segment_settings()._asdict()
+        )
+        self.segments.append(segment)
+        return segment
+
+    def flush(self) -> None:
+        """Fsync every segment at or above the recovery point and move it to the log end offset."""
+        first = max(0, bisect_right([s.base_offset for s in self.segments], self.recovery_point) - 1)
+        for segment in self.segments[first:]:
+            segment.flush()
+        self.recovery_point = self.log_end_offset
+        self.last_flush_ms = self._time_ms()
+
+    def _maybe_flush_by_messages(self) -> None:
+        if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
+            self.flush()
+
+    def maybe_flush_by_time(self, now_ms: int) -> bool:
+        """Honour flush.ms; returns whether it flushed."""
+        if self.log_end_offset > self.recovery_point and now_ms - self.last_flush_ms >= self.config.flush_ms:
+            self.flush()
+            return True
+        return False
+
+    # -- read -------------------------------------------------------------------------------------
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        max_offset_exclusive: int | None = None,
+        min_one_batch: bool = True,
+    ) -> bytes:
+        """Whole stored batches from the one containing ``fetch_offset``, as a byte string.
+
+        At most ``max_bytes`` unless ``min_one_batch`` forces one larger batch; no batch whose last
+        offset is at or beyond ``max_offset_exclusive`` (pass the high watermark for consumers).
+
+        Raises:
+            KafkaError: OFFSET_OUT_OF_RANGE outside [log start offset, log end offset].
+        """
+        leo = self.log_end_offset
+        if fetch_offset < self.log_start_offset or fetch_offset > leo:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"offset {fetch_offset} not in [{self.log_start_offset}, {leo}] of {self.dir}",
+            )
+        upper = leo if max_offset_exclusive is None else min(max_offset_exclusive, leo)
+        if fetch_offset >= upper:
+            return b""
+        parts: list[bytes] = []
+        remaining = max_bytes
+        i = self._segment_index(fetch_offset)
+        position = self._start_position(self.segments[i], fetch_offset)
+        while i < len(self.segments):
+            if position is not None:
+                data, more = self.segments[i].read(position, remaining, upper, min_one_batch and not parts)
+                if data:
+                    parts.append(data)
+                    remaining -= len(data)
+                if not more or remaining <= 0:
+                    break
+            i += 1
+            position = 0
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _segment_index(self, offset: int) -> int:
+        return max(0, bisect_right([s.base_offset for s in self.segments], offset) - 1)
+
+    @staticmethod
+    def _start_position(segment: LogSegment, offset: int) -> int | None:
+        if offset == segment.base_offset:
+            return 0
+        found = segment.find_batch(offset)
+        return found[0] if found else None
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """ListOffsets by time: (offset, timestamp) of the first batch whose max timestamp >= ``timestamp``.
+
+        Header-only: the offset is that batch's base offset (exact when its first record already
+        reaches ``timestamp``, otherwise slightly early; consumers skip the extra records), and the
+        timestamp is the batch's first timestamp if it qualifies, else its max timestamp.
+        None if no batch is that recent.
+        """
+        for segment in self.segments:
+            if segment.max_timestamp < timestamp:
+                continue
+            header = segment.find_offset_for_timestamp(timestamp)
+            if header is None or header.last_offset < self.log_start_offset:
+                continue
+            offset = max(header.base_offset, self.log_start_offset)
+            if header.timestamp_type == 0 and header.base_timestamp >= timestamp:
+                return offset, header.base_timestamp
+            return offset, header.max_timestamp
+        return None
+
+    def leader_epoch_end_offset(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (largest known epoch <= ``epoch``, end offset of that epoch)."""
+        return self.leader_epoch_cache.end_offset_for(epoch, self.log_end_offset)
+
+    # -- deletion and truncation ------------------------------------------------------------------
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to ``offset`` (<= high watermark); returns it.
+
+        Raises:
+            KafkaError: OFFSET_OUT_OF_RANGE if ``offset`` is above the high watermark.
+        """
+        if offset > self._high_watermark:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"{offset} is above the high watermark")
+        if offset > self.log_start_offset:
+            self._move_log_start_offset(offset)
+            self._delete_leading_segments(self._count_deletable(self._time_ms(), only_log_start=True))
+        return self.log_start_offset
+
+    def _move_log_start_offset(self, offset: int) -> None:
+        self.log_start_offset = offset
+        self.leader_epoch_cache.truncate_from_start(offset)
+        self.producer_state.evict_before(offset)
+
+    def _count_deletable(self, now_ms: int, only_log_start: bool = False) -> int:
+        cfg = self.config
+        policy = RetentionPolicy(
+            cfg.retention_ms, cfg.retention_bytes, cfg.delete_enabled and not only_log_start
+        )
+        return segments_to_delete(
+            self.segment_summaries(), policy, now_ms, self.log_start_offset, self._high_watermark
+        )
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete segments past retention.ms / retention.bytes / the log start offset; returns how many."""
+        return self._delete_leading_segments(self._count_deletable(now_ms))
+
+    def _delete_leading_segments(self, count: int) -> int:
+        if count == 0:
+            return 0
+        if count == len(self.segments):
+            self.roll()  # Kafka keeps the log non-empty by rolling before deleting the active segment
+        doomed, self.segments = self.segments[:count], self.segments[count:]
+        for segment in doomed:
+            segment.delete()
+        if self.segments[0].base_offset > self.log_start_offset:
+            self._move_log_start_offset(self.segments[0].base_offset)
+        return count
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every batch whose last offset is >= ``offset`` ; returns whether anything was removed."""
+        if offset >= self.log_end_offset:
+            return False
+        if offset <= self.segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        while len(self.segments) > 1 and self.active_segment.base_offset >= offset:
+            self.segments.pop().delete()
+        self.active_segment.truncate_to(offset)
+        self._after_truncation()
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete everything and restart the log empty at ``offset``."""
+        for segment in self.segments:
+            segment.delete()
+        self.segments = [
+            LogSegment(self.dir, offset, now_ms=self._time_ms(), **self._segment_settings()._asdict())
+        ]
+        self.log_start_offset = offset
+        self.leader_epoch_cache.clear()
+        self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        leo = self.log_end_offset
+        self.recovery_point = min(self.recovery_point, leo)
+        self.log_start_offset = min(self.log_start_offset, leo)
+        self.high_watermark = min(self._high_watermark, leo)
+        self.leader_epoch_cache.truncate_from_end(leo)
+        self.producer_state.clear()
+        self._rebuild_from_headers(rebuild_epochs=False)
+
+    def _rebuild_from_headers(self, rebuild_epochs: bool) -> None:
+        """Replay batch headers (no record decoding) into the producer state and, if asked, leader epochs."""
+        for segment in self.segments:
+            try:
+                for _, header in segment.scan():
+                    if header.last_offset < self.log_start_offset:
+                        continue
+                    self.producer_state.load_batch(header)
+                    if rebuild_epochs:
+                        self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+            except RecordValidationError as e:
+                log.warning("%s: stopped replaying segment %d headers: %s", self.dir, segment.base_offset, e)
+        if rebuild_epochs and self.leader_epoch_cache.entries:
+            self.leader_epoch_cache.write()
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+        for segment in self.segments:
+            segment.index_interval_bytes = config.index_interval_bytes
+
+    def close(self) -> None:
+        """Fsync everything and release the files (the LogManager writes the directory checkpoints)."""
+        self.active_segment.on_become_inactive()
+        self.flush()
+        self.leader_epoch_cache.write()
+        for segment in self.segments:
+            segment.close()
+
+    def delete(self) -> None:
+        """Remove the partition's files and directory."""
+        for segment in self.segments:
+            segment.delete()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({self.dir!r}, log_start_offset={self.log_start_offset}, "
+            f"high_watermark={self._high_watermark}, log_end_offset={self.log_end_offset})"
+        )
+
+
+def _largest_timestamp(segment: LogSegment) -> int:
+    """The segment's max timestamp, or its file's mtime when it holds no timestamps (Kafka does the same)."""
+    if segment.max_timestamp >= 0:
+        return segment.max_timestamp
+    try:
+        return int(os.stat(segment.log_path).st_mtime * 1000)
+    except FileNotFoundError:
+        return -1

@@ -1,0 +1,212 @@
+"""`LogManager`: every partition log under the broker's ``log.dirs`` (Kafka's ``LogManager``).
+
+Layout of each log directory::
+
+    <log dir>/
+        .kafka_cleanshutdown                 present only between a clean shutdown and the next start
+        recovery-point-offset-checkpoint     } checkpoint.py; one line per partition in this dir
+        log-start-offset-checkpoint          }
+        replication-offset-checkpoint        } (high watermarks)
+        <topic>-<partition>/                 one PartitionLog (see log.py)
+        <topic>-<partition>.<uuid>-delete/   a deleted partition being removed
+
+Start-up loads every ``<topic>-<partition>`` directory, passing each its checkpointed recovery point,
+log start offset and high watermark. If the clean-shutdown marker exists, no segment is re-validated;
+the marker is removed right after loading so that a crash from then on triggers recovery. New
+partitions go to the log directory holding the fewest partitions.
+
+The manager is synchronous and not thread-safe; the broker calls it from its event loop (or a single
+storage thread) and schedules `checkpoint_all`, `flush_dirty` and `run_retention` periodically.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import uuid
+
+from strom.protocol.errors import ErrorCode, KafkaError
+from strom.storage.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    CorruptCheckpointError,
+    TopicPartition,
+    fsync_dir,
+    read_offsets,
+    write_offsets,
+)
+from strom.storage.config import LogConfig
+from strom.storage.log import PartitionLog, TimeFn, system_time_ms
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+DELETE_SUFFIX = "-delete"
+_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+def parse_partition_dir(name: str) -> TopicPartition | None:
+    """``orders-3`` -> TopicPartition("orders", 3); None for anything else (e.g. deleted dirs)."""
+    match = _PARTITION_DIR.match(name)
+    if match is None:
+        return None
+    return TopicPartition(match.group(1), int(match.group(2)))
+
+
+def _read_checkpoint(path: str) -> dict[TopicPartition, int]:
+    try:
+        return read_offsets(path)
+    except CorruptCheckpointError as e:
+        log.warning("ignoring corrupt checkpoint: %s", e)
+        return {}
+
+
+class LogManager:
+    """Owns the `PartitionLog` of every partition hosted by this broker."""
+
+    def __init__(
+        self, log_dirs: list[str], default_config: LogConfig, time_ms: TimeFn = system_time_ms
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log directory is required")
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        self.default_config = default_config
+        self._time_ms = time_ms
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._log_dir_of: dict[TopicPartition, str] = {}
+        self.topic_configs: dict[str, LogConfig] = {}
+        for log_dir in self.log_dirs:
+            os.makedirs(log_dir, exist_ok=True)
+            self._load_dir(log_dir)
+
+    def _load_dir(self, log_dir: str) -> None:
+        marker = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
+        clean = os.path.exists(marker)
+        recovery_points = _read_checkpoint(os.path.join(log_dir, RECOVERY_POINT_CHECKPOINT))
+        log_starts = _read_checkpoint(os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT))
+        high_watermarks = _read_checkpoint(os.path.join(log_dir, REPLICATION_OFFSET_CHECKPOINT))
+        for name in sorted(os.listdir(log_dir)):
+            path = os.path.join(log_dir, name)
+            if name.endswith(DELETE_SUFFIX):
+                shutil.rmtree(path, ignore_errors=True)  # a deletion interrupted by a crash
+                continue
+            tp = parse_partition_dir(name)
+            if tp is None or not os.path.isdir(path):
+                continue
+            self._logs[tp] = PartitionLog(
+                path,
+                self.topic_configs.get(tp.topic, self.default_config),
+                self._time_ms,
+                recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=log_starts.get(tp, 0),
+                high_watermark=high_watermarks.get(tp, 0),
+                clean_shutdown=clean,
+            )
+            self._log_dir_of[tp] = log_dir
+        if clean:
+            os.unlink(marker)
+            fsync_dir(log_dir)
+        log.info("loaded %d logs from %s (clean shutdown: %s)", len(self._logs), log_dir, clean)
+
+    # -- lookup and creation ----------------------------------------------------------------------
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get(TopicPartition(topic, partition))
+
+    def all_logs(self) -> dict[TopicPartition, PartitionLog]:
+        return dict(self._logs)
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
+        tp = TopicPartition(topic, partition)
+        existing = self._logs.get(tp)
+        if existing is not None:
+            return existing
+        if not _LEGAL_TOPIC.match(topic) or topic in (".", "..") or partition < 0:
+            raise KafkaError(
+                ErrorCode.INVALID_TOPIC_EXCEPTION, f"illegal topic partition {topic}-{partition}"
+            )
+        if config is not None:
+            self.topic_configs[topic] = config
+        log_dir = self._least_loaded_dir()
+        path = os.path.join(log_dir, f"{topic}-{partition}")
+        created = PartitionLog(path, self.topic_configs.get(topic, self.default_config), self._time_ms)
+        fsync_dir(log_dir)
+        self._logs[tp] = created
+        self._log_dir_of[tp] = log_dir
+        return created
+
+    def _least_loaded_dir(self) -> str:
+        counts = dict.fromkeys(self.log_dirs, 0)
+        for d in self._log_dir_of.values():
+            counts[d] += 1
+        return min(self.log_dirs, key=lambda d: counts[d])
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Rename the partition directory aside, then remove it; returns whether it existed."""
+        tp = TopicPartition(topic, partition)
+        removed = self._logs.pop(tp, None)
+        if removed is None:
+            return False
+        log_dir = self._log_dir_of.pop(tp)
+        for segment in removed.segments:
+            segment.close()
+        doomed = os.path.join(log_dir, f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+        os.rename(removed.dir, doomed)
+        fsync_dir(log_dir)
+        shutil.rmtree(doomed, ignore_errors=True)
+        self.checkpoint_all()
+        return True
+
+    def update_config(self, topic: str, config: LogConfig) -> None:
+        self.topic_configs[topic] = config
+        for tp, partition_log in self._logs.items():
+            if tp.topic == topic:
+                partition_log.update_config(config)
+
+    # -- periodic work ----------------------------------------------------------------------------
+    def checkpoint_all(self) -> None:
+        """Write the recovery-point, log-start-offset and high-watermark checkpoints of every log dir."""
+        for log_dir in self.log_dirs:
+            logs = {tp: lg for tp, lg in self._logs.items() if self._log_dir_of[tp] == log_dir}
+            write_offsets(
+                os.path.join(log_dir, RECOVERY_POINT_CHECKPOINT),
+                {tp: lg.recovery_point for tp, lg in logs.items()},
+            )
+            write_offsets(
+                os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT),
+                {tp: lg.log_start_offset for tp, lg in logs.items()},
+            )
+            write_offsets(
+                os.path.join(log_dir, REPLICATION_OFFSET_CHECKPOINT),
+                {tp: lg.high_watermark for tp, lg in logs.items()},
+            )
+
+    def flush_dirty(self, now_ms: int) -> int:
+        """Flush logs whose flush.ms has elapsed; returns how many were flushed."""
+        return sum(lg.maybe_flush_by_time(now_ms) for lg in self._logs.values())
+
+    def run_retention(self, now_ms: int) -> int:
+        """Apply retention to every log; returns the number of segments deleted."""
+        deleted = 0
+        for tp, partition_log in self._logs.items():
+            try:
+                deleted += partition_log.apply_retention(now_ms)
+            except OSError as e:
+                log.error("retention failed for %s: %s", tp, e)
+        return deleted
+
+    def shutdown(self) -> None:
+        """Fsync and close every log, write checkpoints, then mark each log dir cleanly shut down."""
+        for partition_log in self._logs.values():
+            partition_log.close()
+        self.checkpoint_all()
+        for log_dir in self.log_dirs:
+            with open(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), "w") as f:
+                f.flush()
+                os.fsync(f.fileno())
+            fsync_dir(log_dir)
+        self._logs.clear()
+        self._log_dir_of.clear()

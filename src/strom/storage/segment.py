@@ -1,0 +1,343 @@
+"""`LogSegment`: one `.log` file of record batches plus its `.index` and `.timeindex`.
+
+Files, named by the segment's base offset zero-padded to 20 digits (Kafka's names)::
+
+    00000000000000001234.log        v2 record batches exactly as on the wire, base offsets assigned,
+                                    back to back, no framing of our own (see records/batch.py)
+    00000000000000001234.index      OffsetIndex (see index.py)
+    00000000000000001234.timeindex  TimeIndex (see index.py)
+
+Theory of operation. Appends are one ``os.pwrite`` at the end of the file; every
+``index.interval.bytes`` of batches one entry goes into each index (in memory, written on flush).
+Reads are ``os.pread`` of byte ranges that the caller returns unchanged to consumers. To find an
+offset, the offset index gives a nearby earlier position and batch headers are scanned forward from
+there (header bytes only). ``recover`` re-reads the whole file, checks each batch's header, CRC and
+offset order, rebuilds both indexes and cuts the file at the first bad byte. ``should_roll`` is the
+pure roll decision (Kafka's ``LogSegment.shouldRoll``).
+Not thread-safe; a `PartitionLog` owns its segments.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
+
+from strom.protocol.records.batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    RecordValidationError,
+    compute_crc,
+    read_header,
+)
+from strom.storage.index import CorruptIndexError, OffsetIndex, TimeIndex
+
+INT32_MAX = (1 << 31) - 1
+_SCAN_CHUNK = 64 * 1024
+_RECOVER_CHUNK = 4 * 1024 * 1024
+_OFFSET_AND_LENGTH = struct.Struct(">qi")
+_INT32 = struct.Struct(">i")
+_LAST_OFFSET_DELTA_POS = 23
+_NO_TIMESTAMP = -1
+
+
+def filename_prefix(directory: str, base_offset: int) -> str:
+    return os.path.join(directory, f"{base_offset:020d}")
+
+
+class BatchSpan(NamedTuple):
+    """Where one appended batch sits in the appended bytes, and what the indexes need of it."""
+
+    position: int
+    last_offset: int
+    max_timestamp: int
+    size: int
+
+
+def should_roll(
+    *,
+    segment_size: int,
+    append_size: int,
+    max_segment_bytes: int,
+    first_batch_timestamp: int,
+    append_max_timestamp: int,
+    created_ms: int,
+    now_ms: int,
+    segment_ms: int,
+    index_full: bool,
+    relative_last_offset: int,
+) -> bool:
+    """Kafka's roll rule: full by size, old by time (only if non-empty), index full, or offsets overflow."""
+    if first_batch_timestamp >= 0:
+        waited_ms = append_max_timestamp - first_batch_timestamp
+    else:
+        waited_ms = now_ms - created_ms
+    return (
+        segment_size > max_segment_bytes - append_size
+        or (segment_size > 0 and waited_ms > segment_ms)
+        or index_full
+        or relative_last_offset > INT32_MAX
+    )
+
+
+class LogSegment:
+    """A `.log` file with its two sparse indexes; see the module docstring."""
+
+    def __init__(
+        self,
+        directory: str,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_bytes: int,
+        now_ms: int,
+    ) -> None:
+        self.base_offset = base_offset
+        self.prefix = filename_prefix(directory, base_offset)
+        self.index_interval_bytes = index_interval_bytes
+        self.created_ms = now_ms
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.size = os.fstat(self._fd).st_size
+        self.next_offset = base_offset
+        self.max_timestamp = _NO_TIMESTAMP
+        self.offset_of_max_timestamp = base_offset
+        self.first_batch_timestamp = _NO_TIMESTAMP
+        self._bytes_since_index_entry = 0
+        self.offset_index, self.time_index = self._open_indexes(max_index_bytes)
+
+    @property
+    def log_path(self) -> str:
+        return self.prefix + ".log"
+
+    def _open_indexes(self, max_index_bytes: int) -> tuple[OffsetIndex, TimeIndex]:
+        """Open both indexes; a corrupt or implausible one is emptied so that `needs_rebuild` is set."""
+        self.needs_rebuild = False
+        offset_index = OffsetIndex(self.prefix + ".index", self.base_offset, max_index_bytes)
+        time_index = TimeIndex(self.prefix + ".timeindex", self.base_offset, max_index_bytes)
+        try:
+            offset_index.load()
+            time_index.load()
+            offset_index.sanity_check(self.size)
+            time_index.sanity_check()
+        except CorruptIndexError:
+            offset_index.reset()
+            time_index.reset()
+            self.needs_rebuild = True
+        if self.size > 0 and not os.path.exists(offset_index.path):
+            self.needs_rebuild = True
+        return offset_index, time_index
+
+    # -- append -----------------------------------------------------------------------------------
+    def append(self, data: bytes | bytearray | memoryview, batches: Sequence[BatchSpan]) -> None:
+        """Write ``data`` (whole batches with offsets assigned) at the end and index them."""
+        _pwrite_all(self._fd, data, self.size)
+        for span in batches:
+            self._index_batch(self.size + span.position, span.last_offset, span.max_timestamp, span.size)
+        self.size += len(data)
+        self.next_offset = batches[-1].last_offset + 1
+
+    def _index_batch(self, position: int, last_offset: int, max_timestamp: int, size: int) -> None:
+        if self.first_batch_timestamp == _NO_TIMESTAMP and position == 0:
+            self.first_batch_timestamp = max_timestamp
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = last_offset
+        if self._bytes_since_index_entry > self.index_interval_bytes:
+            self.offset_index.append(last_offset, position)
+            self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index_entry = 0
+        self._bytes_since_index_entry += size
+
+    # -- read -------------------------------------------------------------------------------------
+    def read_bytes(self, position: int, length: int) -> bytes:
+        return os.pread(self._fd, length, position)
+
+    def scan(self, start_position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch from ``start_position``; header bytes only, chunked preads.
+
+        Raises:
+            RecordValidationError: a header is malformed (the caller decides whether that is corruption).
+        """
+        pos = start_position
+        while pos + HEADER_SIZE <= self.size:
+            chunk = os.pread(self._fd, min(_SCAN_CHUNK, self.size - pos), pos)
+            offset = 0
+            while offset + HEADER_SIZE <= len(chunk):
+                header = read_header(chunk, offset)
+                if pos + offset + header.size > self.size:
+                    return
+                yield pos + offset, header
+                offset += header.size
+            pos += offset
+
+    def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """The first batch whose last offset is >= ``offset`` (the batch containing it, if any)."""
+        for position, header in self.scan(self.offset_index.lookup(offset)):
+            if header.last_offset >= offset:
+                return position, header
+        return None
+
+    def read(
+        self, start_position: int, max_bytes: int, max_offset_exclusive: int, min_one_batch: bool
+    ) -> tuple[bytes, bool]:
+        """Whole batches from ``start_position`` up to ``max_bytes`` that end before ``max_offset_exclusive``.
+
+        Returns the bytes and whether the caller may continue into the next segment (the end of this
+        one was reached without hitting either limit). With ``min_one_batch`` the first batch is
+        returned whole even when larger than ``max_bytes``.
+        """
+        available = self.size - start_position
+        want = min(available, max(max_bytes, HEADER_SIZE if min_one_batch else 0))
+        if want <= 0:
+            return b"", available <= 0
+        data = os.pread(self._fd, want, start_position)
+        end = 0
+        while end + HEADER_SIZE <= len(data):
+            base_offset, batch_length = _OFFSET_AND_LENGTH.unpack_from(data, end)
+            (last_offset_delta,) = _INT32.unpack_from(data, end + _LAST_OFFSET_DELTA_POS)
+            if base_offset + last_offset_delta >= max_offset_exclusive:
+                return data[:end], False
+            size = batch_length + LOG_OVERHEAD
+            if end + size > len(data):
+                if end == 0 and min_one_batch:
+                    return os.pread(self._fd, size, start_position), available == size
+                return data[:end], False
+            end += size
+        whole = data if end == len(data) else data[:end]
+        return whole, start_position + end >= self.size
+
+    def find_offset_for_timestamp(self, timestamp: int) -> BatchHeader | None:
+        """The first batch whose max timestamp is >= ``timestamp``."""
+        if self.max_timestamp < timestamp:
+            return None
+        start_offset = self.time_index.lookup(timestamp)
+        for _, header in self.scan(self.offset_index.lookup(start_offset)):
+            if header.max_timestamp >= timestamp:
+                return header
+        return None
+
+    # -- maintenance ------------------------------------------------------------------------------
+    def restore_state(self) -> None:
+        """Recompute next offset, max timestamp and index bookkeeping from the indexes plus a tail scan."""
+        last = self.offset_index.last_entry()
+        start = last[1] if last else 0
+        self.next_offset = last[0] + 1 if last else self.base_offset
+        time_last = self.time_index.last_entry()
+        self.max_timestamp, self.offset_of_max_timestamp = time_last or (_NO_TIMESTAMP, self.base_offset)
+        for _, header in self.scan(start):
+            self.next_offset = header.next_offset
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = header.max_timestamp, header.last_offset
+        self._bytes_since_index_entry = self.size - start
+        self.first_batch_timestamp = _NO_TIMESTAMP
+        if self.size >= HEADER_SIZE:
+            self.first_batch_timestamp = read_header(self.read_bytes(0, HEADER_SIZE)).max_timestamp
+
+    def recover(self) -> int:
+        """Validate every batch, rebuild the indexes and cut off a torn or corrupt tail.
+
+        Returns the number of bytes truncated.
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp, self.offset_of_max_timestamp = _NO_TIMESTAMP, self.base_offset
+        self.first_batch_timestamp = _NO_TIMESTAMP
+        self._bytes_since_index_entry = 0
+        valid_end, self.next_offset = 0, self.base_offset
+        for position, header in self._scan_valid():
+            self._index_batch(position, header.last_offset, header.max_timestamp, header.size)
+            valid_end, self.next_offset = position + header.size, header.next_offset
+        truncated = self.size - valid_end
+        if truncated:
+            os.ftruncate(self._fd, valid_end)
+            self.size = valid_end
+        self.offset_index.rewrite()
+        self.time_index.rewrite()
+        self.needs_rebuild = False
+        return truncated
+
+    def _scan_valid(self) -> Iterator[tuple[int, BatchHeader]]:
+        """Whole batches with valid header, CRC and increasing offsets; stops at the first bad one."""
+        pos, expected = 0, self.base_offset
+        while pos + HEADER_SIZE <= self.size:
+            chunk = os.pread(self._fd, min(_RECOVER_CHUNK, self.size - pos), pos)
+            offset = 0
+            while offset + HEADER_SIZE <= len(chunk):
+                try:
+                    header = read_header(chunk, offset)
+                except RecordValidationError:
+                    return
+                if offset + header.size > len(chunk):
+                    if offset == 0 and pos + header.size <= self.size:
+                        chunk = os.pread(self._fd, header.size, pos)  # one batch larger than the chunk
+                        continue
+                    break
+                if not _plausible(header, expected) or compute_crc(chunk, offset, header.size) != header.crc:
+                    return
+                yield pos + offset, header
+                expected = header.next_offset
+                offset += header.size
+            if offset == 0:
+                return
+            pos += offset
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset is >= ``offset``; returns the bytes removed."""
+        found = self.find_batch(offset)
+        if found is None:
+            return 0
+        position = found[0]
+        removed = self.size - position
+        os.ftruncate(self._fd, position)
+        self.size = position
+        self.offset_index.truncate_to_position(position)
+        self.time_index.truncate_to_offset(found[1].base_offset)
+        self.restore_state()
+        return removed
+
+    def on_become_inactive(self) -> None:
+        """Kafka's ``onBecomeInactiveSegment``: make the time index's last entry the segment's max."""
+        if self.max_timestamp != _NO_TIMESTAMP:
+            self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    def flush(self) -> None:
+        """Write buffered index entries and fsync all three files."""
+        self.offset_index.flush(fsync=True)
+        self.time_index.flush(fsync=True)
+        os.fsync(self._fd)
+
+    def flush_indexes(self) -> None:
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            self.flush_indexes()
+            os.close(self._fd)
+            self._fd = -1
+
+    def delete(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size}, next_offset={self.next_offset})"
+
+
+def _plausible(header: BatchHeader, expected_base: int) -> bool:
+    return header.base_offset >= expected_base and header.last_offset_delta >= 0
+
+
+def _pwrite_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, position)
+        view = view[written:]
+        position += written
