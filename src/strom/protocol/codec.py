@@ -430,40 +430,36 @@ def compile_encoder(spec: MessageSpec, version: int) -> Encoder:
 # ----------------------------------------------------------------------------------------------
 # Compiled-function caches and the public API
 
-_REQ_DECODERS: dict[tuple[int, int], Decoder] = {}
-_REQ_ENCODERS: dict[tuple[int, int], Encoder] = {}
-_RESP_DECODERS: dict[tuple[int, int], Decoder] = {}
-_RESP_ENCODERS: dict[tuple[int, int], Encoder] = {}
+# (api_key, version, is_request) -> (compiled function, header is flexible)
+_DECODERS: dict[tuple[int, int, bool], tuple[Decoder, bool]] = {}
+_ENCODERS: dict[tuple[int, int, bool], tuple[Encoder, bool]] = {}
 _HEADER = struct.Struct(">hhih")  # request header up to the client_id length
 _SIZE_AND_HEADER = struct.Struct(">ihhi")
-_CORRELATION = struct.Struct(">i")
-_ERROR_CODE = struct.Struct(">h")
-_CORRELATION_WITH_SIZE = struct.Struct(">ii")
+_INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
+_SIZE_AND_CORRELATION = struct.Struct(">ii")
 _CORRUPT = (struct.error, ValueError, IndexError, OverflowError, TypeError)
 _ENCODE_ERRORS = (struct.error, ValueError, TypeError, AttributeError, OverflowError, UnicodeError)
 
 
-def _spec_for(api_key: int, version: int, kind: str, correlation_id: int) -> MessageSpec:
-    spec = request_spec(api_key) if kind == "request" else response_spec(api_key)
+def _spec_for(api_key: int, version: int, is_request: bool, correlation_id: int) -> tuple[MessageSpec, bool]:
+    """The spec and whether the header is flexible; UnsupportedVersion if the specs do not describe it."""
+    spec = request_spec(api_key) if is_request else response_spec(api_key)
     if spec is None or not 0 <= version <= spec.max_version:
         raise UnsupportedVersion(api_key, version, correlation_id)
-    return spec
+    return spec, spec.flexible(version) and (is_request or api_key != API_VERSIONS_KEY)
 
 
-def _request_decoder(api_key: int, version: int, correlation_id: int) -> tuple[Decoder, bool]:
-    spec = _spec_for(api_key, version, "request", correlation_id)
-    fn = _REQ_DECODERS.get((api_key, version))
-    if fn is None:
-        fn = _REQ_DECODERS[(api_key, version)] = compile_decoder(spec, version)
-    return fn, spec.flexible(version)
+def _decoder(api_key: int, version: int, is_request: bool, correlation_id: int) -> tuple[Decoder, bool]:
+    spec, flexible = _spec_for(api_key, version, is_request, correlation_id)
+    entry = _DECODERS[(api_key, version, is_request)] = (compile_decoder(spec, version), flexible)
+    return entry
 
 
-def _response_encoder(api_key: int, version: int, correlation_id: int) -> tuple[Encoder, bool]:
-    spec = _spec_for(api_key, version, "response", correlation_id)
-    fn = _RESP_ENCODERS.get((api_key, version))
-    if fn is None:
-        fn = _RESP_ENCODERS[(api_key, version)] = compile_encoder(spec, version)
-    return fn, spec.flexible(version) and api_key != API_VERSIONS_KEY
+def _encoder(api_key: int, version: int, is_request: bool, correlation_id: int) -> tuple[Encoder, bool]:
+    spec, flexible = _spec_for(api_key, version, is_request, correlation_id)
+    entry = _ENCODERS[(api_key, version, is_request)] = (compile_encoder(spec, version), flexible)
+    return entry
 
 
 def _skip_tags(buf: memoryview, pos: int) -> int:
@@ -478,6 +474,8 @@ def _skip_tags(buf: memoryview, pos: int) -> int:
 
 
 def _as_view(payload: bytes | bytearray | memoryview) -> memoryview:
+    if type(payload) is bytes:
+        return memoryview(payload)
     view = payload if isinstance(payload, memoryview) else memoryview(payload)
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
@@ -494,7 +492,9 @@ def decode_request(payload: bytes | bytearray | memoryview) -> Request:
         api_key, version, correlation_id, length = _HEADER.unpack_from(buf, 0)
     except struct.error as exc:
         raise CorruptFrame(f"truncated request header ({len(buf)} bytes)") from exc
-    decoder, flexible = _request_decoder(api_key, version, correlation_id)
+    decoder, flexible = _DECODERS.get((api_key, version, True)) or _decoder(
+        api_key, version, True, correlation_id
+    )
     try:
         pos = 10
         client_id = None
@@ -522,61 +522,62 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: d
     """
     if api_key == API_VERSIONS_KEY and body.get("error_code", 0) != 0:
         api_version = 0  # clients re-parse a failed ApiVersions response as v0
-    encoder, header_tags = _response_encoder(api_key, api_version, correlation_id)
-    out = bytearray(_CORRELATION_WITH_SIZE.pack(0, correlation_id))
-    if header_tags:
-        out.append(0)
+    encoder, flexible = _ENCODERS.get((api_key, api_version, False)) or _encoder(
+        api_key, api_version, False, correlation_id
+    )
+    out = bytearray(_SIZE_AND_CORRELATION.pack(0, correlation_id))
+    if flexible:
+        out.append(0)  # empty tagged-field section of response header v1
     try:
         encoder(body, out)
     except _ENCODE_ERRORS as exc:
         raise ValueError(f"cannot encode response api_key={api_key} v{api_version}: {exc!r}") from exc
-    _CORRELATION.pack_into(out, 0, len(out) - 4)
+    _INT32.pack_into(out, 0, len(out) - 4)
     return bytes(out)
 
 
 def encode_request(
     api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: dict[str, Any]
 ) -> bytes:
-    """Encode a whole request frame (header v1/v2), size prefix included."""
-    spec = _spec_for(api_key, api_version, "request", correlation_id)
-    encoder = _REQ_ENCODERS.get((api_key, api_version))
-    if encoder is None:
-        encoder = _REQ_ENCODERS[(api_key, api_version)] = compile_encoder(spec, api_version)
+    """Encode a whole request frame (header v1, or v2 for flexible versions), size prefix included."""
+    encoder, flexible = _ENCODERS.get((api_key, api_version, True)) or _encoder(
+        api_key, api_version, True, correlation_id
+    )
     out = bytearray(_SIZE_AND_HEADER.pack(0, api_key, api_version, correlation_id))
     try:
         raw = None if client_id is None else client_id.encode()
-        out += struct.pack(">h", -1 if raw is None else len(raw))
+        out += _INT16.pack(-1 if raw is None else len(raw))
         out += raw or b""
-        if spec.flexible(api_version):
+        if flexible:
             out.append(0)
         encoder(body, out)
     except _ENCODE_ERRORS as exc:
         raise ValueError(f"cannot encode request api_key={api_key} v{api_version}: {exc!r}") from exc
-    _CORRELATION.pack_into(out, 0, len(out) - 4)
+    _INT32.pack_into(out, 0, len(out) - 4)
     return bytes(out)
 
 
 def decode_response(
     api_key: int, api_version: int, payload: bytes | bytearray | memoryview
 ) -> tuple[int, dict[str, Any]]:
-    """Decode a response frame (without size prefix) to ``(correlation_id, body)``."""
+    """Decode a response frame (without size prefix) to ``(correlation_id, body)``.
+
+    Raises:
+        UnsupportedVersion: unknown API key or version.
+        CorruptFrame: the frame does not parse.
+    """
     buf = _as_view(payload)
     try:
-        (correlation_id,) = _CORRELATION.unpack_from(buf, 0)
-        pos = 4
-        if api_key == API_VERSIONS_KEY:
-            if len(buf) >= 6 and _ERROR_CODE.unpack_from(buf, 4)[0] != 0:
-                api_version = 0  # error responses carry a v0 body
-        elif (spec := response_spec(api_key)) is not None and spec.flexible(api_version):
-            pos = _skip_tags(buf, pos)
-    except _CORRUPT as exc:
-        raise CorruptFrame(f"bad response header: {exc}") from exc
-    spec = _spec_for(api_key, api_version, "response", correlation_id)
-    decoder = _RESP_DECODERS.get((api_key, api_version))
-    if decoder is None:
-        decoder = _RESP_DECODERS[(api_key, api_version)] = compile_decoder(spec, api_version)
+        (correlation_id,) = _INT32.unpack_from(buf, 0)
+        if api_key == API_VERSIONS_KEY and len(buf) >= 6 and _INT16.unpack_from(buf, 4)[0] != 0:
+            api_version = 0  # a failed ApiVersions response has a v0 body
+    except struct.error as exc:
+        raise CorruptFrame("truncated response header") from exc
+    decoder, flexible = _DECODERS.get((api_key, api_version, False)) or _decoder(
+        api_key, api_version, False, correlation_id
+    )
     try:
-        body, pos = decoder(buf, pos)
+        body, pos = decoder(buf, _skip_tags(buf, 4) if flexible else 4)
     except _CORRUPT as exc:
         raise CorruptFrame(f"api_key={api_key} v{api_version}: {exc}") from exc
     if pos != len(buf):
@@ -584,8 +585,8 @@ def decode_response(
     return correlation_id, body
 
 
-def generated_source(api_key: int, api_version: int, kind: str, direction: str) -> str:
+def generated_source(api_key: int, api_version: int, is_request: bool, decode: bool) -> str:
     """The generated Python source of one codec function (for debugging and review)."""
-    spec = _spec_for(api_key, api_version, kind, -1)
-    fn = compile_decoder(spec, api_version) if direction == "decode" else compile_encoder(spec, api_version)
+    spec, _ = _spec_for(api_key, api_version, is_request, -1)
+    fn = compile_decoder(spec, api_version) if decode else compile_encoder(spec, api_version)
     return fn.__doc__ or ""

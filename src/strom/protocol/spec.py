@@ -25,10 +25,11 @@ kafka-python uses, which keeps our dicts comparable with that oracle.
 from __future__ import annotations
 
 import functools
-import importlib.resources
+import importlib.util
 import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "request_spec",
     "response_spec",
     "snake_case",
+    "spec_dir",
 ]
 
 # Upper bound used for open ranges ("3+"); API versions are int16 on the wire.
@@ -60,7 +62,7 @@ FIXED_TYPES: dict[str, tuple[str, int]] = {
     "uuid": ("16s", 16),
 }
 VARIABLE_TYPES = frozenset({"string", "bytes", "records"})
-_SPEC_PACKAGE = "kafka.protocol.schemas.resources"
+_SPEC_SUBDIR = ("protocol", "schemas", "resources")
 _COMMENT = re.compile(r"^\s*//.*$", re.MULTILINE)
 _UPPER = re.compile(r"(?<!^)(?=[A-Z])")
 
@@ -236,19 +238,31 @@ def parse_spec(text: str) -> MessageSpec:
 
 
 @functools.cache
+def spec_dir() -> Path:
+    """The spec directory of the installed kafka-python.
+
+    Located with ``find_spec`` rather than ``importlib.resources`` so that the ``kafka`` package (a
+    whole client library with import-time side effects) is never imported by the broker.
+    """
+    found = importlib.util.find_spec("kafka")
+    if found is None or not found.submodule_search_locations:
+        raise RuntimeError("kafka-python is not installed: Kafka's JSON message specs come from it")
+    return Path(next(iter(found.submodule_search_locations)), *_SPEC_SUBDIR)
+
+
+@functools.cache
 def load_spec(name: str) -> MessageSpec:
     """Load e.g. ``"ProduceRequest"`` from the installed kafka-python package."""
-    text = importlib.resources.files(_SPEC_PACKAGE).joinpath(f"{name}.json").read_text("utf-8")
-    return parse_spec(text)
+    return parse_spec((spec_dir() / f"{name}.json").read_text("utf-8"))
 
 
 @functools.cache
 def all_api_specs() -> dict[tuple[int, str], MessageSpec]:
     """Every request/response spec, keyed by ``(api_key, "request" | "response")``."""
     found: dict[tuple[int, str], MessageSpec] = {}
-    for entry in importlib.resources.files(_SPEC_PACKAGE).iterdir():
-        stem = entry.name.removesuffix(".json")
-        if entry.name.endswith(".json") and stem.endswith(("Request", "Response")):
+    for entry in sorted(spec_dir().glob("*.json")):
+        stem = entry.stem
+        if stem.endswith(("Request", "Response")):
             spec = load_spec(stem)
             if spec.api_key is not None and spec.kind in ("request", "response"):
                 found[(spec.api_key, spec.kind)] = spec
