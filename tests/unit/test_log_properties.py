@@ -1,0 +1,111 @@
+"""Stateful property test: random append/read/truncate/roll/reopen/delete sequences keep log invariants."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from test_storage_support import make_batch
+
+from strom.protocol.errors import KafkaError
+from strom.protocol.records.batch import iter_headers
+from strom.storage.config import LogConfig
+from strom.storage.log import PartitionLog
+
+CONFIG = LogConfig(segment_bytes=400, index_interval_bytes=64, segment_index_bytes=64)
+
+
+class LogMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.root = tempfile.mkdtemp()
+        self.log = PartitionLog(f"{self.root}/p-0", CONFIG, lambda: 0)
+        self.model: list[tuple[int, int, int]] = []  # (base, last, timestamp) of stored batches
+        self.log_start = 0
+        self.next_ts = 0
+
+    def teardown(self) -> None:
+        self.log.close()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    @property
+    def leo(self) -> int:
+        return self.model[-1][1] + 1 if self.model else self.log.log_end_offset
+
+    @rule(count=st.integers(1, 6))
+    def append(self, count: int) -> None:
+        expected_base = self.leo
+        info = self.log.append_as_leader(make_batch(count=count, timestamp=self.next_ts), 0)
+        assert info.base_offset == expected_base
+        self.model.append((info.base_offset, info.last_offset, self.next_ts))
+        self.next_ts += 1
+        self.log.high_watermark = self.log.log_end_offset
+
+    @rule(data=st.data(), max_bytes=st.integers(0, 600))
+    def read(self, data: st.DataObject, max_bytes: int) -> None:
+        offset = data.draw(st.integers(self.log_start - 1, self.leo + 1))
+        if offset < self.log.log_start_offset or offset > self.leo:
+            try:
+                self.log.read(offset, max_bytes)
+            except KafkaError:
+                return
+            raise AssertionError("expected OFFSET_OUT_OF_RANGE")
+        got = [
+            (h.base_offset, h.last_offset, h.base_timestamp)
+            for _, h in iter_headers(self.log.read(offset, max_bytes))
+        ]
+        expected = [b for b in self.model if b[1] >= offset]
+        assert got == expected[: len(got)]
+        if expected:
+            assert got, "at least one batch"
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data())
+    def truncate(self, data: st.DataObject) -> None:
+        offset = data.draw(st.integers(self.log.log_start_offset, self.leo))
+        self.log.truncate_to(offset)
+        self.model = [b for b in self.model if b[1] < offset]
+        if not self.model:
+            self.log_start = self.log.log_start_offset
+
+    @rule()
+    def roll(self) -> None:
+        self.log.roll()
+
+    @rule()
+    def reopen(self) -> None:
+        self.log.close()
+        self.log = PartitionLog(self.log.dir, CONFIG, lambda: 0, log_start_offset=self.log.log_start_offset)
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data())
+    def delete_records(self, data: st.DataObject) -> None:
+        offset = data.draw(st.integers(self.log.log_start_offset, self.log.high_watermark))
+        self.log.delete_records_before(offset)
+        self.log_start = self.log.log_start_offset
+        self.model = [b for b in self.model if b[1] >= self.log_start]
+
+    @invariant()
+    def offsets_consistent(self) -> None:
+        log = self.log
+        assert log.log_end_offset == self.leo
+        assert log.log_start_offset <= log.high_watermark <= log.log_end_offset
+        assert log.segments[0].base_offset <= log.log_start_offset
+        for prev, nxt in zip(log.segments, log.segments[1:], strict=False):
+            assert prev.next_offset <= nxt.base_offset
+            assert prev.size > 0
+
+    @invariant()
+    def everything_readable(self) -> None:
+        if self.log.log_start_offset >= self.leo:
+            return
+        data = self.log.read(self.log.log_start_offset, 1 << 20)
+        got = [(h.base_offset, h.last_offset, h.base_timestamp) for _, h in iter_headers(data)]
+        assert got == self.model
+
+
+LogMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
+TestLogMachine = LogMachine.TestCase
