@@ -210,3 +210,29 @@ def test_uvarint_rejects_overlong_and_negative() -> None:
         primitives.read_uvarint(memoryview(b"\x80" * 6 + b"\x01"), 0)
     with pytest.raises(ValueError):
         primitives.uvarint(-1)
+
+
+def test_fetch_v12_tagged_struct_written_only_when_not_default() -> None:
+    partition = {
+        "partition_index": 0,
+        "records": b"",
+        "current_leader": {"leader_id": -1, "leader_epoch": -1},
+    }
+    body = {"responses": [{"topic": "t", "partitions": [partition]}]}
+    frame = codec.encode_response(1, 12, 3, body)
+    assert (
+        codec.encode_response(1, 12, 3, {"responses": [{"topic": "t", "partitions": [{"records": b""}]}]})
+        == frame
+    )
+    partition["current_leader"] = {"leader_id": 2, "leader_epoch": 7}
+    frame = codec.encode_response(1, 12, 3, body)
+    decoded = codec.decode_response(1, 12, frame[4:])[1]["responses"][0]["partitions"][0]
+    assert decoded["current_leader"] == {"leader_id": 2, "leader_epoch": 7}
+    assert decoded["diverging_epoch"] is None  # absent tagged struct
+
+
+def test_differs_from_defaults() -> None:
+    defaults = (("leader_id", -1), ("replicas", []))
+    assert not primitives.differs_from_defaults({"replicas": ()}, defaults)
+    assert primitives.differs_from_defaults({"replicas": [1]}, defaults)
+    assert primitives.differs_from_defaults({"leader_id": 0}, defaults)

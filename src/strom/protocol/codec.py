@@ -96,6 +96,7 @@ class _Gen:
             "_UVS": primitives.UVARINT_SMALL,
             "_pack_array": primitives.pack_array,
             "_unpack_array": primitives.unpack_array,
+            "_differs": primitives.differs_from_defaults,
             "_MISSING": _MISSING,
             "_EMPTY": {},
         }
@@ -120,6 +121,12 @@ class _Gen:
             self.ns[name] = getattr(struct.Struct(fmt), method)
             self._structs[key] = name
         return self._structs[key]
+
+    def table(self, code: str, make: Callable[[str], tuple[Callable[..., Any], ...]]) -> str:
+        """Name of a per-length table of array (un)packers for scalar ``code``."""
+        name = f"_{make.__name__}_{code}"
+        self.ns[name] = make(code)
+        return name
 
     def emit(self, indent: int, line: str) -> None:
         self.lines.append("    " * indent + line)
@@ -204,7 +211,11 @@ def _dec_value(g: _Gen, f: FieldSpec, target: str, pending: list[tuple[str, str]
         body = _dec_null_check(g, f, count, target, ind)
         if f.type in FIXED_TYPES:
             code, size = FIXED_TYPES[f.type]
-            g.emit(body, f"{target} = _unpack_array({code!r}, {size}, {count}, buf, pos)")
+            table = g.table(code, primitives.array_unpackers)
+            g.emit(
+                body, f"if {count} < {primitives.SMALL_ARRAY}: {target} = list({table}[{count}](buf, pos))"
+            )
+            g.emit(body, f"else: {target} = _unpack_array({code!r}, {size}, {count}, buf, pos)")
             g.emit(body, f"pos += {size} * {count}")
             return
         # Every element takes at least one byte: bounds the loop on a corrupt count.
@@ -331,7 +342,10 @@ def _enc_value(g: _Gen, f: FieldSpec, expr: str, pending: list[tuple[str, str]],
         g.emit(ind, f"{arr} = {expr}")
         _enc_length(g, f, ("i", nullable), arr, pending, out, ind)
         if f.type in FIXED_TYPES:
-            g.emit(ind, f"if {arr}: {out} += _pack_array({FIXED_TYPES[f.type][0]!r}, {arr})")
+            code = FIXED_TYPES[f.type][0]
+            table, small = g.table(code, primitives.array_packers), primitives.SMALL_ARRAY
+            g.emit(ind, f"if {arr} and len({arr}) < {small}: {out} += {table}[len({arr})](*{arr})")
+            g.emit(ind, f"elif {arr}: {out} += _pack_array({code!r}, {arr})")
             return
         elem = g.var("e")
         g.emit(ind, f"for {elem} in {arr} or ():" if nullable else f"for {elem} in {arr}:")
@@ -379,7 +393,11 @@ def _enc_blob(
 def _tag_condition(g: _Gen, f: FieldSpec, value: str) -> str:
     """True when a tagged value differs from its default and so must be written."""
     default = f.default_for(g.version)
-    if f.is_array or f.type in ("struct", "bytes", "records"):
+    if f.type == "struct" and not f.is_array:
+        # a struct is at its default when every field it carries is (e.g. CurrentLeader -1/-1)
+        defaults = tuple((s.attr, s.default_for(g.version)) for s in f.fields if s.present(g.version))
+        return f"{value} is not None and _differs({value}, {g.const(defaults)})"
+    if f.is_array or f.type in ("bytes", "records"):
         return f"{value} is not None" if default is None else f"{value}"
     return f"{value} != {g.const(default)}"
 

@@ -19,7 +19,17 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["UVARINT_SMALL", "pack_array", "read_uvarint", "unpack_array", "uvarint"]
+__all__ = [
+    "SMALL_ARRAY",
+    "UVARINT_SMALL",
+    "array_packers",
+    "array_unpackers",
+    "differs_from_defaults",
+    "pack_array",
+    "read_uvarint",
+    "unpack_array",
+    "uvarint",
+]
 
 # One-byte encodings of 0..127, the common case for compact lengths and tag counts.
 UVARINT_SMALL: tuple[bytes, ...] = tuple(bytes((i,)) for i in range(128))
@@ -57,9 +67,25 @@ def read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
             raise ValueError("uvarint longer than 5 bytes")
 
 
+# Scalar arrays shorter than this (replica lists, partition ids) use a precompiled Struct per length.
+SMALL_ARRAY = 16
+
+
 @functools.lru_cache(maxsize=512)
 def _array_struct(code: str, count: int) -> struct.Struct:
     return struct.Struct(f">{count}{code}")
+
+
+@functools.cache
+def array_packers(code: str) -> tuple[Callable[..., bytes], ...]:
+    """``array_packers("i")[n](*values)`` packs ``n`` int32s, for ``n < SMALL_ARRAY``."""
+    return tuple(_array_struct(code, n).pack for n in range(SMALL_ARRAY))
+
+
+@functools.cache
+def array_unpackers(code: str) -> tuple[Callable[[memoryview, int], tuple[Any, ...]], ...]:
+    """``array_unpackers("i")[n](buf, pos)`` reads ``n`` int32s, for ``n < SMALL_ARRAY``."""
+    return tuple(_array_struct(code, n).unpack_from for n in range(SMALL_ARRAY))
 
 
 def pack_array(code: str, values: Sequence[Any]) -> bytes:
@@ -78,3 +104,15 @@ def unpack_array(code: str, size: int, count: int, buf: memoryview, pos: int) ->
         _array_struct(code, count).unpack_from if count < 64 else struct.Struct(f">{count}{code}").unpack_from
     )
     return list(unpack(buf, pos))
+
+
+def differs_from_defaults(value: dict[str, Any], defaults: tuple[tuple[str, Any], ...]) -> bool:
+    """Whether a struct dict holds any non-default field (missing keys count as default).
+
+    Empty arrays match a ``[]`` default whatever their sequence type.
+    """
+    for key, default in defaults:
+        item = value.get(key, default)
+        if item != default and not (isinstance(default, list) and not default and not item):
+            return True
+    return False
