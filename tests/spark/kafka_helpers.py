@@ -1,0 +1,85 @@
+"""Kafka helpers for the Spark suite: create topics, produce, and read back with confluent-kafka."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def new_topic(bootstrap: str, partitions: int = 3, prefix: str = "t") -> str:
+    """Create a uniquely named topic and wait until it exists."""
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        future.result(timeout=30)
+    return name
+
+
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: list[tuple[bytes | None, bytes | None]],
+    *,
+    headers: bool = False,
+    timestamps: list[int] | None = None,
+    partition: int | None = None,
+    batch_per_record: bool = False,
+) -> None:
+    """Produce (key, value) records with an idempotent murmur2 producer and wait for every ack."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "partitioner": "murmur2_random"}
+    )
+    for i, (key, value) in enumerate(records):
+        extra: dict[str, Any] = {}
+        if headers and i % 2:
+            extra["headers"] = [("i", str(i).encode()), ("empty", None)]
+        if timestamps is not None:
+            extra["timestamp"] = timestamps[i]
+        if partition is not None:
+            extra["partition"] = partition
+        producer.produce(topic, value, key, **extra)
+        if batch_per_record:
+            assert producer.flush(30) == 0
+    assert producer.flush(30) == 0
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int) -> list[dict[str, Any]]:
+    """Every record of a topic, as a confluent-kafka consumer sees it (the oracle for reads)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"oracle-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+        }
+    )
+    rows: list[dict[str, Any]] = []
+    try:
+        for p in range(partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            if high <= low:
+                continue
+            consumer.assign([TopicPartition(topic, p, low)])
+            seen = low
+            while seen < high:
+                for m in consumer.consume(1000, timeout=5):
+                    assert m.error() is None, m.error()
+                    ts_type, ts = m.timestamp()
+                    rows.append(
+                        {
+                            "key": m.key(),
+                            "value": m.value(),
+                            "topic": m.topic(),
+                            "partition": m.partition(),
+                            "offset": m.offset(),
+                            "timestamp_ms": ts,
+                            "timestampType": ts_type - 1,
+                            "headers": [(k, v) for k, v in m.headers()] if m.headers() else None,
+                        }
+                    )
+                    seen = m.offset() + 1
+    finally:
+        consumer.close()
+    return rows
