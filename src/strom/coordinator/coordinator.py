@@ -1,0 +1,267 @@
+"""`GroupCoordinator`: the one object the broker talks to for groups and committed offsets.
+
+It combines membership (`membership.py`: join, sync, heartbeat, leave, timers) with committed offsets
+and the admin operations (describe, list, delete groups, delete offsets), all over one `GroupStore`.
+
+Offset commits follow Kafka's `GroupCoordinator.handleCommitOffsets`:
+
+* generation -1 with an empty member id is a *standalone* commit (a consumer using ``assign()``, or a
+  tool): accepted for a group that does not exist yet (it is created Empty) or is Empty;
+* otherwise the committer must be a current member (UNKNOWN_MEMBER_ID), of the current generation
+  (ILLEGAL_GENERATION), not a fenced static incarnation (FENCED_INSTANCE_ID); during CompletingRebalance
+  commits get REBALANCE_IN_PROGRESS (the member is about to get a new assignment), during
+  PreparingRebalance they are still accepted so that a consumer can commit before it rejoins;
+* metadata longer than `offset.metadata.max.bytes` is OFFSET_METADATA_TOO_LARGE, per partition.
+
+Accepted offsets are appended to `__consumer_offsets` first and applied in memory only once the append
+returned, so a commit is acknowledged only when it would survive a restart.
+
+Offsets expire (`offsets.retention.minutes`, KIP-211): a group with a protocol loses all its offsets once
+it has been Empty for the retention time; a standalone group loses each offset once its commit is older
+than that. A group with neither members nor offsets left is deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from strom._util.clock import Clock
+from strom.coordinator.group import Group
+from strom.coordinator.membership import GroupConfig, GroupMembership
+from strom.coordinator.messages import (
+    NO_GENERATION,
+    UNKNOWN_MEMBER_ID,
+    GroupSummary,
+    JoinCallback,
+    JoinGroupRequest,
+    ListedGroup,
+    OffsetAndMetadata,
+    SyncCallback,
+    SyncGroupRequest,
+    TopicPartition,
+)
+from strom.coordinator.ports import PartitionWriter, Scheduler
+from strom.coordinator.state import GroupState
+from strom.coordinator.store import GroupStore
+from strom.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+OffsetFetchResult = dict[TopicPartition, OffsetAndMetadata | None]
+
+
+class GroupCoordinator:
+    def __init__(
+        self,
+        config: GroupConfig,
+        clock: Clock,
+        scheduler: Scheduler,
+        writer: PartitionWriter,
+        num_partitions: int,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.store = GroupStore(writer, num_partitions)
+        self.membership = GroupMembership(config, clock, scheduler, self.store)
+
+    @property
+    def groups(self) -> dict[str, Group]:
+        return self.store.groups
+
+    def partition_for(self, group_id: str) -> int:
+        return self.store.partition_of(group_id)
+
+    # --- loading -------------------------------------------------------------------------------
+    def load(self, records: Iterable[tuple[bytes | None, bytes | None]]) -> None:
+        """Replay `__consumer_offsets` records (in log order) at start-up, then arm session timers."""
+        now = self.clock.monotonic_ms()
+        count = 0
+        for key, value in records:
+            self.store.replay(key, value, now)
+            count += 1
+        self.membership.arm_loaded_members()
+        log.info("loaded %d group(s) from %d __consumer_offsets record(s)", len(self.groups), count)
+
+    # --- membership ----------------------------------------------------------------------------
+    def join_group(self, req: JoinGroupRequest, respond: JoinCallback) -> None:
+        self.membership.join_group(req, respond)
+
+    def sync_group(self, req: SyncGroupRequest, respond: SyncCallback) -> None:
+        self.membership.sync_group(req, respond)
+
+    def heartbeat(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None = None
+    ) -> ErrorCode:
+        return self.membership.heartbeat(group_id, generation_id, member_id, group_instance_id)
+
+    def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> list[ErrorCode]:
+        return self.membership.leave_group(group_id, members)
+
+    # --- offsets -------------------------------------------------------------------------------
+    def commit_offsets(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+    ) -> dict[TopicPartition, ErrorCode]:
+        if not group_id:
+            return dict.fromkeys(offsets, ErrorCode.INVALID_GROUP_ID)
+        error = self._commit_error(group_id, generation_id, member_id, group_instance_id)
+        if error is not ErrorCode.NONE:
+            return dict.fromkeys(offsets, error)
+        results: dict[TopicPartition, ErrorCode] = {}
+        accepted: dict[TopicPartition, OffsetAndMetadata] = {}
+        now = self.clock.time_ms()
+        for tp, om in offsets.items():
+            if len(om.metadata.encode()) > self.config.offset_metadata_max_bytes:
+                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                accepted[tp] = OffsetAndMetadata(om.offset, om.leader_epoch, om.metadata, now)
+        try:
+            self.store.store_offsets(group_id, accepted)
+        except KafkaError as exc:
+            log.warning("group %s: offset commit failed: %s", group_id, exc)
+            code = exc.code
+            if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE):
+                code = ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+            elif code is not ErrorCode.NOT_COORDINATOR:
+                code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            results.update(dict.fromkeys(accepted, code))
+            return results
+        group = self.store.get(group_id)
+        if group is not None:
+            member = group.members.get(member_id)
+            if member is not None:
+                # A commit is a sign of life too (Kafka reschedules the heartbeat on commits).
+                self.membership.keep_alive(group, member)
+        results.update(dict.fromkeys(accepted, ErrorCode.NONE))
+        return results
+
+    def _commit_error(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> ErrorCode:
+        group = self.store.get(group_id)
+        if group is None:
+            # No group yet: only a standalone commit may create one.
+            return ErrorCode.NONE if generation_id < 0 else ErrorCode.ILLEGAL_GENERATION
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            return ErrorCode.FENCED_INSTANCE_ID
+        if generation_id < 0 and group.is_(GroupState.EMPTY):
+            return ErrorCode.NONE
+        if not group.has(member_id):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        if group.is_(GroupState.COMPLETING_REBALANCE):
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None) -> OffsetFetchResult:
+        """Committed offsets (None where nothing is committed); ``partitions=None`` means all of them."""
+        group = self.store.get(group_id)
+        committed = group.offsets if group is not None else {}
+        if partitions is None:
+            return dict(committed)
+        return {tp: committed.get(tp) for tp in partitions}
+
+    def delete_offsets(
+        self, group_id: str, partitions: list[TopicPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """OffsetDelete: drop committed offsets of topics the group is not consuming."""
+        group = self.store.get(group_id)
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        subscribed: set[str] = set()
+        if not group.is_(GroupState.EMPTY):
+            topics = group.subscribed_topics()
+            if topics is None:
+                return ErrorCode.NON_EMPTY_GROUP, {}
+            subscribed = topics
+        results = {
+            tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if tp.topic in subscribed else ErrorCode.NONE
+            for tp in partitions
+        }
+        deletable = [tp for tp, code in results.items() if code is ErrorCode.NONE and tp in group.offsets]
+        try:
+            self.store.delete_offsets(group_id, deletable)
+        except KafkaError as exc:
+            return exc.code, {}
+        return ErrorCode.NONE, results
+
+    def expire_offsets(self) -> int:
+        """Drop offsets past `offsets.retention.minutes`; returns how many were removed."""
+        now = self.clock.time_ms()
+        retention = self.config.offsets_retention_ms
+        removed = 0
+        for group in list(self.groups.values()):
+            expired = expired_offsets(group, now, retention)
+            if expired:
+                try:
+                    self.store.delete_offsets(group.group_id, expired)
+                except KafkaError as exc:
+                    log.warning("group %s: could not expire offsets: %s", group.group_id, exc)
+                    continue
+                removed += len(expired)
+            if group.is_(GroupState.EMPTY) and not group.offsets:
+                self._delete_group(group)
+        return removed
+
+    # --- admin ---------------------------------------------------------------------------------
+    def describe_group(self, group_id: str) -> GroupSummary:
+        group = self.store.get(group_id)
+        if group is None:
+            # Kafka describes an unknown group as Dead with no error.
+            return GroupSummary(group_id, GroupState.DEAD.kafka_name, "", "")
+        return group.summary()
+
+    def list_groups(self) -> list[ListedGroup]:
+        return [
+            ListedGroup(g.group_id, g.protocol_type or "", g.state.kafka_name) for g in self.groups.values()
+        ]
+
+    def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
+        results: dict[str, ErrorCode] = {}
+        for group_id in group_ids:
+            group = self.store.get(group_id)
+            if not group_id:
+                results[group_id] = ErrorCode.INVALID_GROUP_ID
+            elif group is None:
+                results[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
+            elif not group.is_(GroupState.EMPTY):
+                results[group_id] = ErrorCode.NON_EMPTY_GROUP
+            else:
+                results[group_id] = self._delete_group(group)
+        return results
+
+    def _delete_group(self, group: Group) -> ErrorCode:
+        try:
+            self.store.delete_group(group)
+        except KafkaError as exc:
+            return exc.code
+        group.transition_to(GroupState.DEAD, self.clock.time_ms())
+        self.membership.on_group_deleted(group.group_id)
+        log.info("group %s deleted", group.group_id)
+        return ErrorCode.NONE
+
+    def shutdown(self) -> None:
+        self.membership.shutdown()
+
+
+def expired_offsets(group: Group, now_ms: int, retention_ms: int) -> list[TopicPartition]:
+    """Which of a group's committed offsets `offsets.retention.minutes` has run out for (KIP-211)."""
+    if group.is_(GroupState.EMPTY) and group.protocol_type is not None:
+        if (
+            group.current_state_timestamp_ms >= 0
+            and group.current_state_timestamp_ms + retention_ms <= now_ms
+        ):
+            return list(group.offsets)
+        return []
+    if not group.uses_group_management:
+        return [tp for tp, om in group.offsets.items() if om.commit_timestamp_ms + retention_ms <= now_ms]
+    return []
+
+
+__all__ = ["NO_GENERATION", "UNKNOWN_MEMBER_ID", "GroupConfig", "GroupCoordinator", "expired_offsets"]
