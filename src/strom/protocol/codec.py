@@ -35,6 +35,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from strom.protocol import primitives
+from strom.protocol.primitives import (
+    LENGTH_PREFIX,
+    SourceBuilder,
+    dec_blob,
+    dec_flush,
+    dec_length,
+    dec_null_check,
+    dec_uvarint,
+    enc_blob,
+    enc_flush,
+    enc_length,
+    enc_uvarint,
+)
 from strom.protocol.spec import FIXED_TYPES, FieldSpec, MessageSpec, request_spec, response_spec
 
 __all__ = [
@@ -80,135 +93,17 @@ class UnsupportedVersion(Exception):
 
 
 # ----------------------------------------------------------------------------------------------
-# Code generator
-
-
-class _Gen:
-    """Accumulates the source lines and the namespace (constants, Structs) of one function."""
-
-    def __init__(self, version: int, flexible: bool) -> None:
-        self.version = version
-        self.flexible = flexible
-        self.lines: list[str] = []
-        self.ns: dict[str, Any] = {
-            "_ruv": primitives.read_uvarint,
-            "_uv": primitives.uvarint,
-            "_UVS": primitives.UVARINT_SMALL,
-            "_pack_array": primitives.pack_array,
-            "_unpack_array": primitives.unpack_array,
-            "_differs": primitives.differs_from_defaults,
-            "_MISSING": _MISSING,
-            "_EMPTY": {},
-        }
-        self._count = 0
-        self._structs: dict[str, str] = {}
-
-    def var(self, prefix: str) -> str:
-        self._count += 1
-        return f"{prefix}{self._count}"
-
-    def const(self, value: Any) -> str:
-        if value is None or isinstance(value, bool | int | float | str | bytes):
-            return repr(value)
-        name = self.var("_K")
-        self.ns[name] = value
-        return name
-
-    def struct(self, fmt: str, method: str) -> str:
-        key = f"{fmt}.{method}"
-        if key not in self._structs:
-            name = self.var("_S")
-            self.ns[name] = getattr(struct.Struct(fmt), method)
-            self._structs[key] = name
-        return self._structs[key]
-
-    def table(self, code: str, make: Callable[[str], tuple[Callable[..., Any], ...]]) -> str:
-        """Name of a per-length table of array (un)packers for scalar ``code``."""
-        name = f"_{make.__name__}_{code}"
-        self.ns[name] = make(code)
-        return name
-
-    def emit(self, indent: int, line: str) -> None:
-        self.lines.append("    " * indent + line)
-
-    def compact(self, field: FieldSpec) -> bool:
-        return self.flexible and not field.never_flexible
-
-    def split(self, fields: tuple[FieldSpec, ...]) -> tuple[list[FieldSpec], list[FieldSpec]]:
-        """Fields on the wire in this version: (positional, tagged sorted by tag)."""
-        plain: list[FieldSpec] = []
-        tagged: list[FieldSpec] = []
-        for f in fields:
-            if f.present(self.version):
-                (tagged if self.flexible and f.tagged(self.version) else plain).append(f)
-        return plain, sorted(tagged, key=lambda f: f.tag or 0)
-
-    def build(self, header: str) -> Callable[..., Any]:
-        source = "\n".join([header, *self.lines])
-        exec(compile(source, f"<strom.codec {header}>", "exec"), self.ns)  # source generated from the specs
-        fn: Callable[..., Any] = self.ns["_fn"]
-        fn.__doc__ = source
-        return fn
-
-
-_MISSING = object()
-_PREFIX = {"string": "h", "bytes": "i", "records": "i"}
-
+# Code generator: walks a message spec for one version and splices in the wire-type snippets of
+# strom.protocol.primitives.
 
 # -- decoding ----------------------------------------------------------------------------------
 
 
-def _dec_flush(g: _Gen, pending: list[tuple[str, str]], ind: int) -> None:
-    if pending:
-        fmt = ">" + "".join(code for code, _ in pending)
-        g.emit(ind, f"{', '.join(v for _, v in pending)}, = {g.struct(fmt, 'unpack_from')}(buf, pos)")
-        g.emit(ind, f"pos += {struct.calcsize(fmt)}")
-        pending.clear()
-
-
-def _dec_uvarint(g: _Gen, target: str, ind: int) -> None:
-    g.emit(ind, f"{target} = buf[pos]")
-    g.emit(ind, f"if {target} < 128: pos += 1")
-    g.emit(ind, f"else: {target}, pos = _ruv(buf, pos)")
-
-
-def _dec_length(
-    g: _Gen, f: FieldSpec, prefix: str, target: str, pending: list[tuple[str, str]], ind: int
-) -> None:
-    """Read a length/count into ``target`` (-1 = null), flushing pending fixed fields."""
-    if g.compact(f):
-        _dec_flush(g, pending, ind)
-        _dec_uvarint(g, target, ind)
-        g.emit(ind, f"{target} -= 1")
-    else:
-        pending.append((prefix, target))
-        _dec_flush(g, pending, ind)
-
-
-def _dec_null_check(g: _Gen, f: FieldSpec, length: str, target: str, ind: int) -> int:
-    """Emit the null branch; return the indent for the non-null branch."""
-    if f.nullable(g.version):
-        g.emit(ind, f"if {length} < 0:")
-        g.emit(ind + 1, f"if {length} != -1: raise ValueError('negative length')")
-        g.emit(ind + 1, f"{target} = None")
-        g.emit(ind, "else:")
-        return ind + 1
-    g.emit(ind, f"if {length} < 0: raise ValueError('null in non-nullable {f.name}')")
-    return ind
-
-
-def _dec_blob(g: _Gen, type_: str, length: str, target: str, ind: int) -> None:
-    piece = f"buf[pos:pos + {length}]"
-    conv = {"string": f"str({piece}, 'utf-8')", "bytes": f"bytes({piece})", "records": piece}[type_]
-    g.emit(ind, f"{target} = {conv}")
-    g.emit(ind, f"pos += {length}")
-
-
-def _dec_value(g: _Gen, f: FieldSpec, target: str, pending: list[tuple[str, str]], ind: int) -> None:
+def _dec_value(g: SourceBuilder, f: FieldSpec, target: str, pending: list[tuple[str, str]], ind: int) -> None:
     if f.is_array:
         count = g.var("n")
-        _dec_length(g, f, "i", count, pending, ind)
-        body = _dec_null_check(g, f, count, target, ind)
+        dec_length(g, f, "i", count, pending, ind)
+        body = dec_null_check(g, f, count, target, ind)
         if f.type in FIXED_TYPES:
             code, size = FIXED_TYPES[f.type]
             table = g.table(code, primitives.array_unpackers)
@@ -228,31 +123,31 @@ def _dec_value(g: _Gen, f: FieldSpec, target: str, pending: list[tuple[str, str]
         else:
             inner: list[tuple[str, str]] = []
             length = g.var("ln")
-            _dec_length(g, f, _PREFIX[f.type], length, inner, body + 1)
+            dec_length(g, f, LENGTH_PREFIX[f.type], length, inner, body + 1)
             g.emit(body + 1, f"if {length} < 0: raise ValueError('null array element')")
-            _dec_blob(g, f.type, length, elem, body + 1)
+            dec_blob(g, f.type, length, elem, body + 1)
         g.emit(body + 1, f"{target}.append({elem})")
     elif f.type == "struct":
         if f.nullable(g.version):
             marker = g.var("m")
             pending.append(("b", marker))
-            _dec_flush(g, pending, ind)
+            dec_flush(g, pending, ind)
             g.emit(ind, f"if {marker} < 0: {target} = None")
             g.emit(ind, "else:")
             ind += 1
         else:
-            _dec_flush(g, pending, ind)
+            dec_flush(g, pending, ind)
         _dec_struct(g, f.fields, target, ind)
     elif f.type in FIXED_TYPES:
         pending.append((FIXED_TYPES[f.type][0], target))
     else:
         length = g.var("ln")
-        _dec_length(g, f, _PREFIX[f.type], length, pending, ind)
-        body = _dec_null_check(g, f, length, target, ind)
-        _dec_blob(g, f.type, length, target, body)
+        dec_length(g, f, LENGTH_PREFIX[f.type], length, pending, ind)
+        body = dec_null_check(g, f, length, target, ind)
+        dec_blob(g, f.type, length, target, body)
 
 
-def _dec_struct(g: _Gen, fields: tuple[FieldSpec, ...], target: str, ind: int) -> None:
+def _dec_struct(g: SourceBuilder, fields: tuple[FieldSpec, ...], target: str, ind: int) -> None:
     """Decode a struct's fields at ``pos`` and assign the resulting dict to ``target``."""
     plain, tagged = g.split(fields)
     items: list[tuple[str, str]] = []
@@ -261,7 +156,7 @@ def _dec_struct(g: _Gen, fields: tuple[FieldSpec, ...], target: str, ind: int) -
         v = g.var("v")
         items.append((f.attr, v))
         _dec_value(g, f, v, pending, ind)
-    _dec_flush(g, pending, ind)
+    dec_flush(g, pending, ind)
     if g.flexible:
         for f in tagged:
             v = g.var("v")
@@ -272,9 +167,9 @@ def _dec_struct(g: _Gen, fields: tuple[FieldSpec, ...], target: str, ind: int) -
     g.emit(ind, f"{target} = {{{', '.join(f'{a!r}: {v}' for a, v in items)}}}")
 
 
-def _dec_tags(g: _Gen, tagged: list[FieldSpec], items: list[tuple[str, str]], ind: int) -> None:
+def _dec_tags(g: SourceBuilder, tagged: list[FieldSpec], items: list[tuple[str, str]], ind: int) -> None:
     count, tag, size, nxt = g.var("nt"), g.var("tg"), g.var("sz"), g.var("nx")
-    _dec_uvarint(g, count, ind)
+    dec_uvarint(g, count, ind)
     g.emit(ind, f"for _ in range({count}):")
     g.emit(ind + 1, f"{tag}, pos = _ruv(buf, pos)")
     g.emit(ind + 1, f"{size}, pos = _ruv(buf, pos)")
@@ -284,14 +179,14 @@ def _dec_tags(g: _Gen, tagged: list[FieldSpec], items: list[tuple[str, str]], in
         g.emit(ind + 1, f"{'if' if i == 0 else 'elif'} {tag} == {f.tag}:")
         pending: list[tuple[str, str]] = []
         _dec_value(g, f, v, pending, ind + 2)
-        _dec_flush(g, pending, ind + 2)
+        dec_flush(g, pending, ind + 2)
         g.emit(ind + 2, f"if pos != {nxt}: raise ValueError('tagged field size mismatch')")
     g.emit(ind + 1, f"pos = {nxt}")
 
 
 def compile_decoder(spec: MessageSpec, version: int) -> Decoder:
     """``fn(buf, pos) -> (body, pos)`` for one version of one message."""
-    g = _Gen(version, spec.flexible(version))
+    g = SourceBuilder(version, spec.flexible(version))
     g.emit(1, "end = len(buf)")
     _dec_struct(g, spec.fields, "body", 1)
     g.emit(1, "return body, pos")
@@ -302,45 +197,14 @@ def compile_decoder(spec: MessageSpec, version: int) -> Decoder:
 # -- encoding ----------------------------------------------------------------------------------
 
 
-def _enc_flush(g: _Gen, pending: list[tuple[str, str]], out: str, ind: int) -> None:
-    if pending:
-        fmt = ">" + "".join(code for code, _ in pending)
-        g.emit(ind, f"{out} += {g.struct(fmt, 'pack')}({', '.join(e for _, e in pending)})")
-        pending.clear()
-
-
-def _enc_uvarint(g: _Gen, expr: str, out: str, ind: int) -> None:
-    tmp = g.var("u")
-    g.emit(ind, f"{tmp} = {expr}")
-    g.emit(ind, f"{out} += _UVS[{tmp}] if 0 <= {tmp} < 128 else _uv({tmp})")
-
-
-def _enc_length(
-    g: _Gen,
-    f: FieldSpec,
-    prefix_nullable: tuple[str, bool],
-    value: str,
-    pending: list[tuple[str, str]],
-    out: str,
-    ind: int,
+def _enc_value(
+    g: SourceBuilder, f: FieldSpec, expr: str, pending: list[tuple[str, str]], out: str, ind: int
 ) -> None:
-    """Write the length/count of ``value`` (``-1``/``0`` for None when nullable)."""
-    prefix, nullable = prefix_nullable
-    if g.compact(f):
-        _enc_flush(g, pending, out, ind)
-        expr = f"len({value}) + 1"
-        _enc_uvarint(g, f"0 if {value} is None else {expr}" if nullable else expr, out, ind)
-    else:
-        pending.append((prefix, f"-1 if {value} is None else len({value})" if nullable else f"len({value})"))
-        _enc_flush(g, pending, out, ind)
-
-
-def _enc_value(g: _Gen, f: FieldSpec, expr: str, pending: list[tuple[str, str]], out: str, ind: int) -> None:
     nullable = f.nullable(g.version)
     if f.is_array:
         arr = g.var("a")
         g.emit(ind, f"{arr} = {expr}")
-        _enc_length(g, f, ("i", nullable), arr, pending, out, ind)
+        enc_length(g, f, ("i", nullable), arr, pending, out, ind)
         if f.type in FIXED_TYPES:
             code = FIXED_TYPES[f.type][0]
             table, small = g.table(code, primitives.array_packers), primitives.SMALL_ARRAY
@@ -353,44 +217,26 @@ def _enc_value(g: _Gen, f: FieldSpec, expr: str, pending: list[tuple[str, str]],
         if f.type == "struct":
             _enc_struct(g, f.fields, elem, out, ind + 1)
         else:
-            _enc_blob(g, f, elem, False, inner, out, ind + 1)
+            enc_blob(g, f, elem, False, inner, out, ind + 1)
     elif f.type == "struct":
         sub = g.var("s")
         g.emit(ind, f"{sub} = {expr}")
         if nullable:
             pending.append(("b", f"-1 if {sub} is None else 1"))
-            _enc_flush(g, pending, out, ind)
+            enc_flush(g, pending, out, ind)
             g.emit(ind, f"if {sub} is not None:")
             ind += 1
         else:
-            _enc_flush(g, pending, out, ind)
+            enc_flush(g, pending, out, ind)
             g.emit(ind, f"{sub} = {sub} or _EMPTY")
         _enc_struct(g, f.fields, sub, out, ind)
     elif f.type in FIXED_TYPES:
         pending.append((FIXED_TYPES[f.type][0], expr))
     else:
-        _enc_blob(g, f, expr, nullable, pending, out, ind)
+        enc_blob(g, f, expr, nullable, pending, out, ind)
 
 
-def _enc_blob(
-    g: _Gen, f: FieldSpec, expr: str, nullable: bool, pending: list[tuple[str, str]], out: str, ind: int
-) -> None:
-    """A string, bytes or records value: length prefix (merged into ``pending``) then the bytes."""
-    raw = g.var("b")
-    if f.type == "string":
-        if nullable:
-            text = g.var("t")
-            g.emit(ind, f"{text} = {expr}")
-            g.emit(ind, f"{raw} = None if {text} is None else {text}.encode()")
-        else:
-            g.emit(ind, f"{raw} = {expr}.encode()")
-    else:
-        g.emit(ind, f"{raw} = {expr}")
-    _enc_length(g, f, (_PREFIX[f.type], nullable), raw, pending, out, ind)
-    g.emit(ind, f"if {raw} is not None: {out} += {raw}" if nullable else f"{out} += {raw}")
-
-
-def _tag_condition(g: _Gen, f: FieldSpec, value: str) -> str:
+def _tag_condition(g: SourceBuilder, f: FieldSpec, value: str) -> str:
     """True when a tagged value differs from its default and so must be written."""
     default = f.default_for(g.version)
     if f.type == "struct" and not f.is_array:
@@ -402,7 +248,7 @@ def _tag_condition(g: _Gen, f: FieldSpec, value: str) -> str:
     return f"{value} != {g.const(default)}"
 
 
-def _enc_struct(g: _Gen, fields: tuple[FieldSpec, ...], src: str, out: str, ind: int) -> None:
+def _enc_struct(g: SourceBuilder, fields: tuple[FieldSpec, ...], src: str, out: str, ind: int) -> None:
     plain, tagged = g.split(fields)
     pending: list[tuple[str, str]] = []
     for f in plain:
@@ -410,13 +256,13 @@ def _enc_struct(g: _Gen, fields: tuple[FieldSpec, ...], src: str, out: str, ind:
         dexpr = "()" if isinstance(default, list) else g.const(default)
         _enc_value(g, f, f"{src}.get({f.attr!r}, {dexpr})", pending, out, ind)
     if not g.flexible:
-        _enc_flush(g, pending, out, ind)
+        enc_flush(g, pending, out, ind)
         return
     if not tagged:
         pending.append(("B", "0"))
-        _enc_flush(g, pending, out, ind)
+        enc_flush(g, pending, out, ind)
         return
-    _enc_flush(g, pending, out, ind)
+    enc_flush(g, pending, out, ind)
     tags = g.var("tags")
     g.emit(ind, f"{tags} = []")
     for f in tagged:
@@ -426,9 +272,9 @@ def _enc_struct(g: _Gen, fields: tuple[FieldSpec, ...], src: str, out: str, ind:
         g.emit(ind + 1, f"{buf} = bytearray()")
         inner: list[tuple[str, str]] = []
         _enc_value(g, f, value, inner, buf, ind + 1)
-        _enc_flush(g, inner, buf, ind + 1)
+        enc_flush(g, inner, buf, ind + 1)
         g.emit(ind + 1, f"{tags}.append(({f.tag}, {buf}))")
-    _enc_uvarint(g, f"len({tags})", out, ind)
+    enc_uvarint(g, f"len({tags})", out, ind)
     tag, data = g.var("tg"), g.var("td")
     g.emit(ind, f"for {tag}, {data} in {tags}:")
     g.emit(ind + 1, f"{out} += _uv({tag}) + _uv(len({data}))")
@@ -437,7 +283,7 @@ def _enc_struct(g: _Gen, fields: tuple[FieldSpec, ...], src: str, out: str, ind:
 
 def compile_encoder(spec: MessageSpec, version: int) -> Encoder:
     """``fn(body, out)`` appending one version of one message to the bytearray ``out``."""
-    g = _Gen(version, spec.flexible(version))
+    g = SourceBuilder(version, spec.flexible(version))
     _enc_struct(g, spec.fields, "body", "out", 1)
     if not g.lines:
         g.emit(1, "pass")
