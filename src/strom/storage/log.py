@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import struct
 import time
 from bisect import bisect_right
 from collections.abc import Callable
@@ -45,6 +46,8 @@ from strom.storage.retention import RetentionPolicy, SegmentSummary, segments_to
 from strom.storage.segment import BatchSpan, LogSegment, should_roll
 
 TimeFn = Callable[[], int]
+_BASE_OFFSET = struct.Struct(">q")  # batch bytes 0..8, patched in place (see records/batch.py)
+_LEADER_EPOCH = struct.Struct(">i")  # batch bytes 12..16
 log = logging.getLogger(__name__)
 
 
@@ -187,15 +190,16 @@ class PartitionLog:
     ) -> list[BatchSpan]:
         log_append_time = self.config.log_append_time
         spans = []
+        pack_offset, pack_epoch = _BASE_OFFSET.pack_into, _LEADER_EPOCH.pack_into
         for pos, header in batches:
-            batch_mod.patch_base_offset(buf, pos, offset)
-            batch_mod.patch_leader_epoch(buf, pos, epoch)
+            pack_offset(buf, pos, offset)
+            pack_epoch(buf, pos + 12, epoch)
             max_timestamp = header.max_timestamp
             if log_append_time:
                 batch_mod.set_log_append_time(buf, pos, now_ms)
                 max_timestamp = now_ms
             offset += header.last_offset_delta + 1
-            spans.append(BatchSpan(pos, offset - 1, max_timestamp, header.size))
+            spans.append(BatchSpan(pos, offset - 1, max_timestamp, header.batch_length + 12))
         return spans
 
     def _write(self, data: bytes | bytearray | memoryview, spans: list[BatchSpan], now_ms: int) -> None:

@@ -126,6 +126,45 @@ class BatchHeader:
         return (self.base_sequence + self.last_offset_delta) % (1 << 31)
 
 
+# A frozen dataclass's generated __init__ costs about twice as much as setting the slots directly, and
+# the produce path builds one header per batch, so headers are built through the slot descriptors.
+_new = object.__new__
+(
+    _set_base_offset,
+    _set_batch_length,
+    _set_partition_leader_epoch,
+    _set_magic,
+    _set_crc,
+    _set_attributes,
+    _set_last_offset_delta,
+    _set_base_timestamp,
+    _set_max_timestamp,
+    _set_producer_id,
+    _set_producer_epoch,
+    _set_base_sequence,
+    _set_records_count,
+) = (BatchHeader.__dict__[name].__set__ for name in BatchHeader.__dataclass_fields__)
+
+
+def _unpack_header(buf: Buffer, pos: int) -> BatchHeader:
+    v = _HEADER.unpack_from(buf, pos)
+    h: BatchHeader = _new(BatchHeader)
+    _set_base_offset(h, v[0])
+    _set_batch_length(h, v[1])
+    _set_partition_leader_epoch(h, v[2])
+    _set_magic(h, v[3])
+    _set_crc(h, v[4])
+    _set_attributes(h, v[5])
+    _set_last_offset_delta(h, v[6])
+    _set_base_timestamp(h, v[7])
+    _set_max_timestamp(h, v[8])
+    _set_producer_id(h, v[9])
+    _set_producer_epoch(h, v[10])
+    _set_base_sequence(h, v[11])
+    _set_records_count(h, v[12])
+    return h
+
+
 def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
     """Parse the batch header at ``pos``.
 
@@ -135,7 +174,7 @@ def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
     """
     if pos < 0 or len(buf) - pos < HEADER_SIZE:
         raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, "record batch header is truncated")
-    header = BatchHeader(*_HEADER.unpack_from(buf, pos))
+    header = _unpack_header(buf, pos)
     if header.batch_length < MIN_BATCH_LENGTH:
         raise RecordValidationError(
             ErrorCode.CORRUPT_MESSAGE, f"record batch length {header.batch_length} is below the header size"
@@ -210,25 +249,32 @@ def validate_client_batches(buf: Buffer, max_message_bytes: int) -> list[tuple[i
             or INVALID_RECORD, as Kafka would answer.
     """
     batches: list[tuple[int, BatchHeader]] = []
+    view = buf if isinstance(buf, memoryview) else memoryview(buf)
     pos = 0
-    end = len(buf)
+    end = len(view)
     while pos < end:
         if end - pos < HEADER_SIZE:
             raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, "trailing partial record batch")
-        magic = buf[pos + _MAGIC_POS]
+        magic = view[pos + _MAGIC_POS]
         if magic != MAGIC_V2:
             raise _magic_error(magic)
-        header = read_header(buf, pos)
-        size = header.size
+        header = read_header(view, pos)
+        size = header.batch_length + LOG_OVERHEAD
         if size > max_message_bytes:
             raise RecordValidationError(
                 ErrorCode.MESSAGE_TOO_LARGE, f"record batch of {size} bytes exceeds {max_message_bytes}"
             )
         if pos + size > end:
             raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, "record batch length exceeds the payload")
-        if compute_crc(buf, pos, size) != header.crc:
+        if _crc32c.crc32c(view[pos + _ATTRIBUTES_POS : pos + size]) != header.crc:
             raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, "record batch CRC mismatch")
-        _check_client_batch(header)
+        if (
+            header.attributes & CONTROL_BIT
+            or header.records_count <= 0
+            or header.last_offset_delta + 1 != header.records_count
+            or (header.producer_id >= 0 and header.base_sequence < 0)
+        ):
+            _check_client_batch(header)  # raises with the precise reason
         batches.append((pos, header))
         pos += size
     if not batches:
