@@ -135,8 +135,9 @@ def test_offset_for_timestamp(tmp_path: Path) -> None:
     assert log.offset_for_timestamp(0) == (0, 1000)
     assert log.offset_for_timestamp(1000) == (0, 1000)
     assert log.offset_for_timestamp(1010) == (2, 1010)
-    assert log.offset_for_timestamp(1013) == (2, 1015)  # header-only: batch base offset, its max timestamp
-    assert log.offset_for_timestamp(1295) == (58, 1295)
+    assert log.offset_for_timestamp(1013) == (3, 1015)  # the record inside the batch
+    assert log.offset_for_timestamp(1006) == (2, 1010)
+    assert log.offset_for_timestamp(1295) == (59, 1295)
     assert log.offset_for_timestamp(1296) is None
 
 
@@ -149,6 +150,17 @@ def test_log_append_time(tmp_path: Path) -> None:
     header = read_header(data)
     assert header.timestamp_type == 1 and header.max_timestamp == 77_000 and crc_ok(data, 0, header)
     assert log.offset_for_timestamp(70_000) == (0, 77_000)
+    assert log.offset_for_timestamp(77_001) is None
+
+
+def test_offset_for_timestamp_skips_records_below_log_start(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append_as_leader(make_batch(count=4, timestamps=[10, 20, 30, 40]), 0)
+    log.append_as_leader(make_batch(count=2, timestamps=[50, 60]), 0)
+    log.high_watermark = log.log_end_offset
+    log.delete_records_before(2)
+    assert log.offset_for_timestamp(15) == (2, 30)
+    assert log.offset_for_timestamp(45) == (4, 50)
 
 
 def test_timestamp_bounds(tmp_path: Path) -> None:
@@ -394,3 +406,17 @@ def test_corrupt_index_rebuilt(tmp_path: Path) -> None:
     assert reopened.recovered_segments == 1
     assert os.path.getsize(index_path) % 8 == 0
     assert offsets_in(reopened.read(31, 1))[0] == (30, 32)
+
+
+@pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])
+def test_offset_for_timestamp_inside_compressed_batch(tmp_path: Path, codec: int) -> None:
+    from strom.protocol.records.builder import build_batch, decode_batches
+
+    log = open_log(tmp_path)
+    records = [(None, b"v%d" % i, (), 100 + 10 * i) for i in range(8)]
+    log.append_as_leader(build_batch(records, compression=codec), 0)
+    assert log.offset_for_timestamp(135) == (4, 140)
+    assert log.offset_for_timestamp(100) == (0, 100)
+    assert log.offset_for_timestamp(171) is None
+    [decoded] = decode_batches(log.read(0, 1 << 20))
+    assert [r.value for r in decoded.records] == [b"v%d" % i for i in range(8)]

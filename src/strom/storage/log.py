@@ -338,23 +338,16 @@ class PartitionLog:
         return found[0] if found else None
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """ListOffsets by time: (offset, timestamp) of the first batch whose max timestamp >= ``timestamp``.
+        """ListOffsets by time: (offset, timestamp) of the first record with timestamp >= ``timestamp``.
 
-        Header-only: the offset is that batch's base offset (exact when its first record already
-        reaches ``timestamp``, otherwise slightly early; consumers skip the extra records), and the
-        timestamp is the batch's first timestamp if it qualifies, else its max timestamp.
-        None if no batch is that recent.
+        Records below the log start offset are skipped (their batch may straddle it). None if no
+        record is that recent. The caller applies the high-watermark bound.
         """
         for segment in self.segments:
-            if segment.max_timestamp < timestamp:
-                continue
-            header = segment.find_offset_for_timestamp(timestamp)
-            if header is None or header.last_offset < self.log_start_offset:
-                continue
-            offset = max(header.base_offset, self.log_start_offset)
-            if header.timestamp_type == 0 and header.base_timestamp >= timestamp:
-                return offset, header.base_timestamp
-            return offset, header.max_timestamp
+            if segment.max_timestamp >= timestamp:
+                found = segment.find_offset_for_timestamp(timestamp, self.log_start_offset)
+                if found is not None:
+                    return found
         return None
 
     def leader_epoch_end_offset(self, epoch: int) -> tuple[int, int]:
