@@ -181,6 +181,11 @@ class Broker:
         self._tasks.append(asyncio.create_task(self._periodic(
             "flush", int(self.config.get("log.flush.scheduler.interval.ms")), self._run_flush)))
         self._tasks.append(asyncio.create_task(self._periodic("checkpoint", 60_000, self._checkpoint)))
+        # Consumer groups: replays __consumer_offsets, then serves the group APIs (handlers/groups.py).
+        from strom.broker.group_service import GroupService
+
+        self.groups = GroupService(self)
+        self.groups.start()
 
     async def _periodic(self, name: str, interval_ms: int, job: object) -> None:
         assert callable(job)
@@ -203,6 +208,9 @@ class Broker:
         self.log_manager.checkpoint_all()
 
     async def stop(self) -> None:
+        groups = getattr(self, "groups", None)
+        if groups is not None:
+            await groups.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

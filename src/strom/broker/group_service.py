@@ -1,0 +1,214 @@
+"""Glue between the broker and the group coordinator: `__consumer_offsets`, timers, start-up replay.
+
+The coordinator (`strom.coordinator`) is sans-I/O; this module gives it
+
+* a `PartitionWriter` over the `__consumer_offsets` partition logs: each call becomes one uncompressed
+  record batch (keys and values laid out as documented in `strom.coordinator.records`), appended as
+  leader; on a single node the high watermark then moves to the log end offset, exactly as for a
+  produce with acks=all, and the append has returned before the coordinator acknowledges anything;
+* a `Scheduler` on the asyncio loop (`loop.call_later`);
+* the records of every `__consumer_offsets` partition, replayed in offset order at start-up, so
+  committed offsets and group membership survive restarts;
+* a periodic task expiring offsets after `offsets.retention.minutes`.
+
+`__consumer_offsets` is created on first use (the first group request or commit) with
+`offsets.topic.num.partitions` partitions, `cleanup.policy=compact` and replication factor 1 (one node;
+`offsets.topic.replication.factor` is for the cluster mode). A group lives in partition
+``abs(java_hash(group_id)) % partitions``; the coordinator of a group is the leader of that partition,
+which on a single node is always this broker.
+
+Call only from the broker's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, TypeVar
+
+from strom.coordinator import (
+    GroupConfig,
+    GroupCoordinator,
+    JoinGroupRequest,
+    JoinResult,
+    SyncGroupRequest,
+    SyncResult,
+)
+from strom.coordinator.ports import Cancellable
+from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.records.builder import RecordValidationError, build_batch, decode_batches
+
+if TYPE_CHECKING:
+    from strom.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_TOPIC_SEGMENT_BYTES = 100 * 1024 * 1024  # Kafka's offsets.topic.segment.bytes
+OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600_000  # Kafka's offsets.retention.check.interval.ms
+LEADER_EPOCH = 0
+_READ_CHUNK_BYTES = 1 << 20
+
+
+class AsyncioScheduler:
+    """`Scheduler` on the running asyncio loop; a failing timer callback is logged, not fatal."""
+
+    def call_later(self, delay_ms: int, callback: Callable[[], None]) -> Cancellable:
+        def run() -> None:
+            try:
+                callback()
+            except Exception:
+                log.exception("group coordinator timer failed")
+
+        return asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000, run)
+
+
+class OffsetsTopicWriter:
+    """`PartitionWriter` appending coordinator records to `__consumer_offsets` as leader."""
+
+    def __init__(self, service: GroupService) -> None:
+        self._service = service
+
+    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        broker = self._service.broker
+        self._service.ensure_offsets_topic()
+        plog = broker.partition_log(OFFSETS_TOPIC, partition)
+        now = broker.clock.time_ms()
+        batch = build_batch([(key, value, (), now) for key, value in records])
+        try:
+            plog.append_as_leader(batch, leader_epoch=LEADER_EPOCH)
+        except OSError as exc:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from exc
+        plog.high_watermark = plog.log_end_offset
+        broker.purgatory.notify((OFFSETS_TOPIC, partition))
+
+
+def group_config(broker: Broker) -> GroupConfig:
+    get = broker.config.get
+    return GroupConfig(
+        initial_rebalance_delay_ms=int(get("group.initial.rebalance.delay.ms")),
+        min_session_timeout_ms=int(get("group.min.session.timeout.ms")),
+        max_session_timeout_ms=int(get("group.max.session.timeout.ms")),
+        offsets_retention_ms=int(get("offsets.retention.minutes")) * 60_000,
+    )
+
+
+class GroupService:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.num_partitions = int(broker.config.get("offsets.topic.num.partitions"))
+        self.coordinator = GroupCoordinator(
+            group_config(broker),
+            broker.clock,
+            AsyncioScheduler(),
+            OffsetsTopicWriter(self),
+            self.num_partitions,
+        )
+        self._expiry_task: asyncio.Task[None] | None = None
+
+    # --- life cycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        """Replay `__consumer_offsets` (if it exists) and start offset expiry. Call inside the loop."""
+        info = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+        if info is not None:
+            self.num_partitions = info.partitions
+            self.coordinator.store.num_partitions = info.partitions
+            self.coordinator.load(self._replay_records(info.partitions))
+        self._expiry_task = asyncio.create_task(self._expire_periodically())
+
+    async def stop(self) -> None:
+        self.coordinator.shutdown()
+        if self._expiry_task is not None:
+            self._expiry_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._expiry_task
+            self._expiry_task = None
+
+    async def _expire_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(OFFSETS_RETENTION_CHECK_INTERVAL_MS / 1000)
+            try:
+                removed = self.coordinator.expire_offsets()
+            except Exception:
+                log.exception("offset expiry failed")
+                continue
+            if removed:
+                log.info("expired %d committed offset(s)", removed)
+
+    def _replay_records(self, partitions: int) -> Iterator[tuple[bytes | None, bytes | None]]:
+        for partition in range(partitions):
+            try:
+                plog = self.broker.partition_log(OFFSETS_TOPIC, partition)
+            except KafkaError:
+                log.warning("%s-%d has no log; skipping it on load", OFFSETS_TOPIC, partition)
+                continue
+            yield from _read_partition(plog.read, plog.log_start_offset, plog.log_end_offset, partition)
+
+    def ensure_offsets_topic(self) -> None:
+        """Create `__consumer_offsets` if it does not exist yet (first use)."""
+        if OFFSETS_TOPIC in self.broker.metadata.topics:
+            return
+        configs = {"cleanup.policy": "compact", "segment.bytes": str(OFFSETS_TOPIC_SEGMENT_BYTES)}
+        try:
+            self.broker.create_topic(OFFSETS_TOPIC, self.num_partitions, 1, configs)
+        except KafkaError as exc:
+            if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+        log.info("created %s with %d partitions", OFFSETS_TOPIC, self.num_partitions)
+
+    # --- requests ------------------------------------------------------------------------------
+    def is_coordinator(self, group_id: str) -> bool:
+        """Single node: this broker leads every `__consumer_offsets` partition."""
+        del group_id
+        return True
+
+    async def join_group(self, req: JoinGroupRequest) -> JoinResult:
+        fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+        self.coordinator.join_group(req, _resolver(fut))
+        return await fut
+
+    async def sync_group(self, req: SyncGroupRequest) -> SyncResult:
+        fut: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+        self.coordinator.sync_group(req, _resolver(fut))
+        return await fut
+
+
+def _resolver(fut: asyncio.Future[T]) -> Callable[[T], None]:
+    def resolve(result: T) -> None:
+        # The waiting handler may be gone (connection closed, broker stopping): nothing to answer.
+        if not fut.done():
+            fut.set_result(result)
+
+    return resolve
+
+
+def _read_partition(
+    read: Callable[..., bytes], start: int, end: int, partition: int
+) -> Iterator[tuple[bytes | None, bytes | None]]:
+    offset = start
+    while offset < end:
+        data = read(offset, _READ_CHUNK_BYTES, end, True)
+        if not data:
+            return
+        try:
+            batches = decode_batches(data)
+        except RecordValidationError as exc:
+            log.error(
+                "%s-%d: unreadable batch at offset %d (%s); stopping its replay there",
+                OFFSETS_TOPIC,
+                partition,
+                offset,
+                exc,
+            )
+            return
+        if not batches:
+            return
+        for batch in batches:
+            for record in batch.records:
+                if record.offset >= offset:
+                    yield record.key, record.value
+        offset = batches[-1].next_offset

@@ -1,0 +1,267 @@
+"""Group membership APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, and the admin
+APIs DescribeGroups, ListGroups, DeleteGroups.
+
+Each handler only translates between the wire dict of the negotiated version and the coordinator's typed
+requests and results (`strom.coordinator.messages`); every decision is the coordinator's. JoinGroup and
+SyncGroup may be parked by the coordinator (until a rebalance completes or the leader's assignment
+arrives); the handler then awaits the result, holding back later requests on that connection exactly as
+Kafka's muted channel does. Until the group service is up, group requests get COORDINATOR_NOT_AVAILABLE
+(retriable: clients look the coordinator up again).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from strom.broker.handlers.base import Body, RequestContext, handles
+from strom.coordinator import JoinGroupRequest, SyncGroupRequest
+from strom.protocol.api import ApiKey
+from strom.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from strom.broker.group_service import GroupService
+
+COORDINATOR_KEY_TYPE_GROUP = 0
+
+
+def group_service(ctx: RequestContext) -> GroupService | None:
+    """The broker's group service, or None while it is not started (before `start_background`)."""
+    service: GroupService | None = getattr(ctx.broker, "groups", None)
+    return service
+
+
+def _not_coordinator(ctx: RequestContext, group_id: str) -> ErrorCode | None:
+    service = group_service(ctx)
+    if service is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if not service.is_coordinator(group_id):
+        return ErrorCode.NOT_COORDINATOR
+    return None
+
+
+# --- FindCoordinator -----------------------------------------------------------------------------
+
+
+@handles(ApiKey.FIND_COORDINATOR)
+async def handle_find_coordinator(ctx: RequestContext, req: Body) -> Body:
+    key_type = int(req.get("key_type", COORDINATOR_KEY_TYPE_GROUP))
+    service = group_service(ctx)
+    if key_type != COORDINATOR_KEY_TYPE_GROUP:
+        # Transactions are not supported: there is no transaction coordinator to find.
+        return _find_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported")
+    if service is None:
+        return _find_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group coordinator is starting")
+    try:
+        service.ensure_offsets_topic()
+    except KafkaError as exc:
+        return _find_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot create __consumer_offsets: {exc}")
+    endpoint = ctx.broker.advertised
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "error_message": None,
+        "node_id": ctx.broker.node_id,
+        "host": endpoint.host,
+        "port": endpoint.port,
+    }
+
+
+def _find_error(code: ErrorCode, message: str) -> Body:
+    return {
+        "throttle_time_ms": 0,
+        "error_code": int(code),
+        "error_message": message,
+        "node_id": -1,
+        "host": "",
+        "port": -1,
+    }
+
+
+# --- JoinGroup / SyncGroup -----------------------------------------------------------------------
+
+
+@handles(ApiKey.JOIN_GROUP)
+async def handle_join_group(ctx: RequestContext, req: Body) -> Body:
+    group_id = req["group_id"]
+    member_id = req["member_id"] or ""
+    error = _not_coordinator(ctx, group_id)
+    service = group_service(ctx)
+    if error is not None or service is None:
+        return _join_response(error or ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
+    version = ctx.api_version
+    session_timeout_ms = int(req["session_timeout_ms"])
+    rebalance_timeout_ms = int(req.get("rebalance_timeout_ms", -1)) if version >= 1 else -1
+    request = JoinGroupRequest(
+        group_id=group_id,
+        member_id=member_id,
+        group_instance_id=req.get("group_instance_id") if version >= 5 else None,
+        protocol_type=req["protocol_type"],
+        protocols=tuple((p["name"], bytes(p["metadata"])) for p in req["protocols"]),
+        session_timeout_ms=session_timeout_ms,
+        # v0 has no rebalance timeout: Kafka uses the session timeout for it.
+        rebalance_timeout_ms=rebalance_timeout_ms if rebalance_timeout_ms > 0 else session_timeout_ms,
+        client_id=ctx.client_id or "",
+        client_host=f"/{ctx.client_host}",
+        require_known_member_id=version >= 4,
+    )
+    result = await service.join_group(request)
+    body = _join_response(result.error, result.member_id)
+    if result.error is ErrorCode.NONE:
+        body.update(
+            generation_id=result.generation_id,
+            protocol_name=result.protocol_name or "",
+            leader=result.leader,
+            members=[
+                {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "metadata": m.metadata}
+                for m in result.members
+            ],
+        )
+    return body
+
+
+def _join_response(code: ErrorCode, member_id: str) -> Body:
+    return {
+        "throttle_time_ms": 0,
+        "error_code": int(code),
+        "generation_id": -1,
+        "protocol_name": "",
+        "leader": "",
+        "member_id": member_id,
+        "members": [],
+    }
+
+
+@handles(ApiKey.SYNC_GROUP)
+async def handle_sync_group(ctx: RequestContext, req: Body) -> Body:
+    group_id = req["group_id"]
+    error = _not_coordinator(ctx, group_id)
+    service = group_service(ctx)
+    if error is not None or service is None:
+        return {
+            "throttle_time_ms": 0,
+            "error_code": int(error or ErrorCode.COORDINATOR_NOT_AVAILABLE),
+            "assignment": b"",
+        }
+    request = SyncGroupRequest(
+        group_id=group_id,
+        generation_id=int(req["generation_id"]),
+        member_id=req["member_id"] or "",
+        group_instance_id=req.get("group_instance_id") if ctx.api_version >= 3 else None,
+        protocol_type=req.get("protocol_type") if ctx.api_version >= 5 else None,
+        protocol_name=req.get("protocol_name") if ctx.api_version >= 5 else None,
+        assignments=tuple((a["member_id"], bytes(a["assignment"])) for a in req["assignments"]),
+    )
+    result = await service.sync_group(request)
+    return {"throttle_time_ms": 0, "error_code": int(result.error), "assignment": result.assignment}
+
+
+# --- Heartbeat / LeaveGroup ----------------------------------------------------------------------
+
+
+@handles(ApiKey.HEARTBEAT)
+async def handle_heartbeat(ctx: RequestContext, req: Body) -> Body:
+    group_id = req["group_id"]
+    error = _not_coordinator(ctx, group_id)
+    service = group_service(ctx)
+    if error is None and service is not None:
+        error = service.coordinator.heartbeat(
+            group_id,
+            int(req["generation_id"]),
+            req["member_id"] or "",
+            req.get("group_instance_id") if ctx.api_version >= 3 else None,
+        )
+    return {"throttle_time_ms": 0, "error_code": int(error or ErrorCode.COORDINATOR_NOT_AVAILABLE)}
+
+
+@handles(ApiKey.LEAVE_GROUP)
+async def handle_leave_group(ctx: RequestContext, req: Body) -> Body:
+    group_id = req["group_id"]
+    if ctx.api_version >= 3:
+        leaving = [(m["member_id"] or "", m.get("group_instance_id")) for m in req["members"]]
+    else:
+        leaving = [(req["member_id"] or "", None)]
+    error = _not_coordinator(ctx, group_id)
+    service = group_service(ctx)
+    if error is not None or service is None:
+        code = int(error or ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return {"throttle_time_ms": 0, "error_code": code, "members": []}
+    errors = service.coordinator.leave_group(group_id, leaving)
+    if ctx.api_version < 3:
+        # One member, no per-member list: its error is the response's error.
+        return {"throttle_time_ms": 0, "error_code": int(errors[0])}
+    members: list[dict[str, Any]] = [
+        {"member_id": member_id, "group_instance_id": instance_id, "error_code": int(code)}
+        for (member_id, instance_id), code in zip(leaving, errors, strict=True)
+    ]
+    return {"throttle_time_ms": 0, "error_code": 0, "members": members}
+
+
+# --- DescribeGroups / ListGroups / DeleteGroups --------------------------------------------------
+
+
+@handles(ApiKey.DESCRIBE_GROUPS)
+async def handle_describe_groups(ctx: RequestContext, req: Body) -> Body:
+    service = group_service(ctx)
+    groups = []
+    for group_id in req["groups"]:
+        if service is None:
+            groups.append(_described(group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            continue
+        summary = service.coordinator.describe_group(group_id)
+        described = _described(group_id, summary.error)
+        described.update(
+            group_state=summary.state,
+            protocol_type=summary.protocol_type,
+            protocol_data=summary.protocol_name,
+            members=[
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "client_id": m.client_id,
+                    "client_host": m.client_host,
+                    "member_metadata": m.metadata,
+                    "member_assignment": m.assignment,
+                }
+                for m in summary.members
+            ],
+        )
+        groups.append(described)
+    return {"throttle_time_ms": 0, "groups": groups}
+
+
+def _described(group_id: str, code: ErrorCode) -> dict[str, Any]:
+    return {
+        "error_code": int(code),
+        "group_id": group_id,
+        "group_state": "",
+        "protocol_type": "",
+        "protocol_data": "",
+        "members": [],
+    }
+
+
+@handles(ApiKey.LIST_GROUPS)
+async def handle_list_groups(ctx: RequestContext, req: Body) -> Body:
+    del req
+    service = group_service(ctx)
+    if service is None:
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "groups": []}
+    groups = [
+        {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state}
+        for g in service.coordinator.list_groups()
+    ]
+    return {"throttle_time_ms": 0, "error_code": 0, "groups": groups}
+
+
+@handles(ApiKey.DELETE_GROUPS)
+async def handle_delete_groups(ctx: RequestContext, req: Body) -> Body:
+    service = group_service(ctx)
+    names: list[str] = list(req["groups_names"])
+    if service is None:
+        codes = dict.fromkeys(names, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    else:
+        codes = service.coordinator.delete_groups(names)
+    return {
+        "throttle_time_ms": 0,
+        "results": [{"group_id": name, "error_code": int(codes[name])} for name in names],
+    }

@@ -1,0 +1,153 @@
+"""Committed offsets: OffsetCommit, OffsetFetch and OffsetDelete.
+
+The handlers translate versions; the rules (who may commit, standalone generation -1 commits,
+metadata size, persistence before acknowledgement) are the coordinator's (`strom.coordinator.coordinator`).
+Partitions of topics that do not exist get UNKNOWN_TOPIC_OR_PARTITION, as Kafka does.
+
+Version notes (PROTOCOL-NOTES §2, P9, P12): OffsetFetch v1 has no top-level error code, so a group-level
+error is repeated in every partition; v2+ carries it at the top and lets `topics` be null ("every committed
+offset of the group"). A partition without a committed offset answers offset -1 and empty metadata;
+v5 adds the committed leader epoch, -1 when unknown (never Kafka's int32 minimum).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from strom.broker.handlers.base import Body, RequestContext, handles
+from strom.broker.handlers.groups import group_service
+from strom.coordinator import OffsetAndMetadata, TopicPartition
+from strom.protocol.api import ApiKey
+from strom.protocol.errors import ErrorCode
+
+NO_OFFSET = -1
+NO_LEADER_EPOCH = -1
+
+
+def _partition_exists(ctx: RequestContext, tp: TopicPartition) -> bool:
+    info = ctx.broker.metadata.topics.get(tp.topic)
+    return info is not None and 0 <= tp.partition < info.partitions
+
+
+def _group_error(ctx: RequestContext, group_id: str) -> ErrorCode | None:
+    service = group_service(ctx)
+    if service is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if not service.is_coordinator(group_id):
+        return ErrorCode.NOT_COORDINATOR
+    return None
+
+
+# --- OffsetCommit --------------------------------------------------------------------------------
+
+
+@handles(ApiKey.OFFSET_COMMIT)
+async def handle_offset_commit(ctx: RequestContext, req: Body) -> Body:
+    group_id = req["group_id"]
+    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    results: dict[TopicPartition, ErrorCode] = {}
+    order: list[TopicPartition] = []
+    for topic in req["topics"]:
+        for part in topic["partitions"]:
+            tp = TopicPartition(topic["name"], int(part["partition_index"]))
+            order.append(tp)
+            if not _partition_exists(ctx, tp):
+                results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            offsets[tp] = OffsetAndMetadata(
+                offset=int(part["committed_offset"]),
+                leader_epoch=int(part.get("committed_leader_epoch", NO_LEADER_EPOCH)),
+                metadata=part.get("committed_metadata") or "",
+            )
+    error = _group_error(ctx, group_id)
+    service = group_service(ctx)
+    if error is not None or service is None:
+        results.update(dict.fromkeys(offsets, error or ErrorCode.COORDINATOR_NOT_AVAILABLE))
+    elif offsets:
+        service.ensure_offsets_topic()
+        results.update(
+            service.coordinator.commit_offsets(
+                group_id,
+                int(req.get("generation_id_or_member_epoch", -1)),
+                req.get("member_id") or "",
+                req.get("group_instance_id") if ctx.api_version >= 7 else None,
+                offsets,
+            )
+        )
+    by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for tp in order:
+        by_topic[tp.topic].append({"partition_index": tp.partition, "error_code": int(results[tp])})
+    return {
+        "throttle_time_ms": 0,
+        "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
+    }
+
+
+# --- OffsetFetch ---------------------------------------------------------------------------------
+
+
+@handles(ApiKey.OFFSET_FETCH)
+async def handle_offset_fetch(ctx: RequestContext, req: Body) -> Body:
+    group_id = req["group_id"]
+    version = ctx.api_version
+    requested: list[TopicPartition] | None = None
+    if req.get("topics") is not None:
+        requested = [TopicPartition(t["name"], int(p)) for t in req["topics"] for p in t["partition_indexes"]]
+    error = _group_error(ctx, group_id)
+    service = group_service(ctx)
+    if error is not None or service is None:
+        code = error or ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if version < 2:
+            # v1 has nowhere else to put it (PROTOCOL-NOTES P12).
+            return {"topics": _fetch_topics(dict.fromkeys(requested or []), code)}
+        return {"throttle_time_ms": 0, "topics": [], "error_code": int(code)}
+    committed = service.coordinator.fetch_offsets(group_id, requested)
+    return {"throttle_time_ms": 0, "topics": _fetch_topics(committed, ErrorCode.NONE), "error_code": 0}
+
+
+def _fetch_topics(committed: dict[TopicPartition, OffsetAndMetadata | None], code: ErrorCode) -> list[Body]:
+    by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for tp, om in committed.items():
+        by_topic[tp.topic].append(
+            {
+                "partition_index": tp.partition,
+                "committed_offset": om.offset if om is not None else NO_OFFSET,
+                "committed_leader_epoch": om.leader_epoch if om is not None else NO_LEADER_EPOCH,
+                "metadata": om.metadata if om is not None else "",
+                "error_code": int(code),
+            }
+        )
+    return [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+
+
+# --- OffsetDelete --------------------------------------------------------------------------------
+
+
+@handles(ApiKey.OFFSET_DELETE)
+async def handle_offset_delete(ctx: RequestContext, req: Body) -> Body:
+    group_id = req["group_id"]
+    requested = [
+        TopicPartition(t["name"], int(p["partition_index"])) for t in req["topics"] for p in t["partitions"]
+    ]
+    error = _group_error(ctx, group_id)
+    service = group_service(ctx)
+    if error is not None or service is None:
+        return {
+            "error_code": int(error or ErrorCode.COORDINATOR_NOT_AVAILABLE),
+            "throttle_time_ms": 0,
+            "topics": [],
+        }
+    known = [tp for tp in requested if _partition_exists(ctx, tp)]
+    top, results = service.coordinator.delete_offsets(group_id, known)
+    if top is not ErrorCode.NONE:
+        return {"error_code": int(top), "throttle_time_ms": 0, "topics": []}
+    by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for tp in requested:
+        code = results.get(tp, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        by_topic[tp.topic].append({"partition_index": tp.partition, "error_code": int(code)})
+    return {
+        "error_code": 0,
+        "throttle_time_ms": 0,
+        "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
+    }
