@@ -26,10 +26,8 @@ T = TypeVar("T")
 #: librdkafka log lines go to this logger; the CLI attaches a stderr handler only with --verbose.
 LIBRDKAFKA_LOGGER = logging.getLogger("strom.console.librdkafka")
 
-# librdkafka error codes (negative = client-side) that usually mean "no broker answered".
-_UNREACHABLE_CODES = frozenset(
-    {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT, KafkaError._RESOLVE}
-)
+# librdkafka error codes (negative = client-side) that mean no connection could be made.
+_UNREACHABLE_CODES = frozenset({KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE})
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,17 +90,20 @@ def kafka_error_text(err: KafkaError) -> str:
     return text if err.name() in text else f"{text} ({err.name()})"
 
 
-def is_unreachable(exc: BaseException) -> bool:
-    """True when a librdkafka exception means no broker answered in time."""
+def _error_code(exc: BaseException) -> int | None:
     err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
-    return isinstance(err, KafkaError) and err.code() in _UNREACHABLE_CODES
+    return err.code() if isinstance(err, KafkaError) else None
 
 
 def fail(what: str, exc: BaseException, options: ClientOptions) -> ConsoleError:
     """Build the ConsoleError for a failed client call, with a hint when no broker answered."""
     text = f"{what}: {describe_kafka_error(exc)}"
-    if is_unreachable(exc):
+    code = _error_code(exc)
+    if code in _UNREACHABLE_CODES:
         text += f" (is a broker reachable at {options.bootstrap_servers}?)"
+    elif code == KafkaError._TIMED_OUT:
+        # Either nothing is listening or the broker ignores this request; say only what is known.
+        text += f" (no answer from {options.bootstrap_servers} within {options.timeout_s:g}s)"
     return ConsoleError(text)
 
 

@@ -11,7 +11,9 @@ Theory of operation:
 * With a group the consumer *subscribes*, the group's committed offsets decide where to start
   (``from_beginning`` only sets ``auto.offset.reset=earliest`` for partitions without a commit) and
   offsets are auto-committed. Fixed offsets and timestamps do not combine with a group: use
-  ``strom groups reset-offsets`` to move a group.
+  ``strom groups reset-offsets`` to move a group. librdkafka retries a coordinator that never
+  answers forever and silently, so a consumer that has not joined its group within the request
+  timeout fails with an error instead of printing nothing.
 * It stops after ``max_messages`` records, after ``idle_timeout_s`` seconds without a record, when
   every partition has reached its end (``exit_at_end``), or on Ctrl-C; without any of these it runs
   until interrupted, like ``kafka-console-consumer``.
@@ -115,12 +117,14 @@ def consume(options: ClientOptions, settings: ConsumeSettings, sink: BinaryIO) -
     settings.validate()
     consumer = _make_consumer(options, settings)
     try:
+        loop = _ConsumeLoop(consumer, settings, sink)
         if settings.group is None:
             consumer.assign(_start_positions(consumer, options, settings))
         else:
             _require_topic(consumer, options, settings.topic)
-            consumer.subscribe([settings.topic])
-        return _ConsumeLoop(consumer, settings, sink).run()
+            consumer.subscribe([settings.topic], on_assign=loop.on_assign)
+            loop.join_deadline = time.monotonic() + options.timeout_s
+        return loop.run()
     finally:
         # close() leaves the group cleanly and makes the final auto-commit.
         consumer.close()
@@ -151,6 +155,15 @@ class _ConsumeLoop:
         self._printed = 0
         self._at_end: set[int] = set()
         self._last_record = time.monotonic()
+        #: With a group: when to give up waiting for the first assignment (None = joined / no group).
+        self.join_deadline: float | None = None
+
+    def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Rebalance callback: any assignment, even an empty one, proves the group was joined."""
+        if self.join_deadline is not None:
+            # The idle timeout counts from joining: time spent rebalancing is not "no records".
+            self._last_record = time.monotonic()
+        self.join_deadline = None
 
     def run(self) -> int:
         try:
@@ -162,6 +175,13 @@ class _ConsumeLoop:
         return self._printed
 
     def _done(self) -> bool:
+        if self.join_deadline is not None:
+            if time.monotonic() > self.join_deadline:
+                raise ConsoleError(
+                    f"could not join group {self._settings.group!r} in time "
+                    "(no answer from its coordinator; does the broker support consumer groups?)"
+                )
+            return False
         limit = self._settings.max_messages
         if limit is not None and self._printed >= limit:
             return True
@@ -187,7 +207,7 @@ class _ConsumeLoop:
 
     def _poll_timeout(self) -> float:
         idle = self._settings.idle_timeout_s
-        if idle is None:
+        if idle is None or self.join_deadline is not None:
             return _POLL_S
         remaining = idle - (time.monotonic() - self._last_record)
         return max(0.0, min(_POLL_S, remaining))
