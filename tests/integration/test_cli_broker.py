@@ -138,6 +138,8 @@ def test_consume_from_offset_and_exit_at_end(strom: Strom) -> None:
     assert strom("consume", topic, "--exit-at-end", "--timeout-s", "20").stdout == b""
     limited = strom("consume", topic, "--from-beginning", "--max-messages", "2", "--timeout-s", "20")
     assert limited.stdout == b"m0\nm1\n"
+    beyond = strom("consume", topic, "--offset", "1000", "--exit-at-end", "--timeout-s", "20", check=False)
+    assert "out of range" in one_line_error(beyond).lower()
 
 
 def test_consume_from_timestamp_ms_and_iso(strom: Strom) -> None:

@@ -117,7 +117,7 @@ def _add_connection_options(parser: argparse.ArgumentParser, *, top_level: bool)
         metavar="S",
         type=positive_float,
         default=DEFAULT_REQUEST_TIMEOUT_S if top_level else argparse.SUPPRESS,
-        help=f"give up on a broker request after S seconds (default: {DEFAULT_REQUEST_TIMEOUT_S:g})",
+        help=f"limit for each broker request or delivery (default: {DEFAULT_REQUEST_TIMEOUT_S:g})",
     )
     parser.add_argument(
         "-v",
@@ -156,7 +156,9 @@ def _add_topics(commands: argparse._SubParsersAction[OneLineErrorParser], parent
 
     create = actions.add_parser("create", help="create a topic", parents=[parent], allow_abbrev=False)
     create.add_argument("name", metavar="NAME")
-    create.add_argument("--partitions", type=positive_int, help="default: the broker's num.partitions")
+    create.add_argument(
+        "--partitions", metavar="N", type=positive_int, help="default: the broker's num.partitions"
+    )
     create.add_argument(
         "--replication-factor", type=positive_int, help="default: the broker's default.replication.factor"
     )
@@ -194,7 +196,9 @@ def _add_topics(commands: argparse._SubParsersAction[OneLineErrorParser], parent
         "add-partitions", help="increase a topic's partition count", parents=[parent], allow_abbrev=False
     )
     grow.add_argument("name", metavar="NAME")
-    grow.add_argument("--total", type=positive_int, required=True, help="the new total partition count")
+    grow.add_argument(
+        "--total", metavar="N", type=positive_int, required=True, help="the new total partition count"
+    )
     grow.set_defaults(handler="topics_add_partitions")
 
 
@@ -209,7 +213,9 @@ def _add_produce(
     produce.add_argument(
         "--header", metavar="KEY=VALUE", type=key_value, action="append", default=[], help="repeatable"
     )
-    produce.add_argument("--partition", type=non_negative_int, help="default: by key (murmur2, as Java)")
+    produce.add_argument(
+        "--partition", metavar="N", type=non_negative_int, help="default: by key (murmur2, as Java)"
+    )
     produce.add_argument("--acks", choices=["0", "1", "all", "-1"])
     produce.add_argument("--compression", choices=["none", "gzip", "snappy", "lz4", "zstd"])
     produce.add_argument(
@@ -235,16 +241,20 @@ def _add_consume(
     consume.add_argument("topic", metavar="TOPIC")
     start = consume.add_mutually_exclusive_group()
     start.add_argument("--from-beginning", action="store_true", help="start at the log start offset")
-    start.add_argument("--offset", type=non_negative_int, help="start at this offset in each partition read")
+    start.add_argument(
+        "--offset", metavar="N", type=non_negative_int, help="start at this offset in each partition read"
+    )
     start.add_argument(
         "--timestamp",
         metavar="MS|ISO",
         type=timestamp_ms,
         help="start at the first record at/after this time",
     )
-    consume.add_argument("--partition", type=non_negative_int, help="read only this partition")
-    consume.add_argument("--max-messages", type=positive_int)
-    consume.add_argument("--timeout-s", type=positive_float, help="exit after S seconds without a record")
+    consume.add_argument("--partition", metavar="N", type=non_negative_int, help="read only this partition")
+    consume.add_argument("--max-messages", metavar="N", type=positive_int)
+    consume.add_argument(
+        "--timeout-s", metavar="S", type=positive_float, help="exit after S seconds without a record"
+    )
     consume.add_argument(
         "--exit-at-end", action="store_true", help="exit once every partition is read to its end"
     )
@@ -283,12 +293,14 @@ def _add_groups(commands: argparse._SubParsersAction[OneLineErrorParser], parent
     )
     reset.add_argument("group", metavar="GROUP")
     reset.add_argument("--topic", required=True)
-    reset.add_argument("--partition", type=non_negative_int, action="append", default=[], help="default: all")
+    reset.add_argument(
+        "--partition", metavar="N", type=non_negative_int, action="append", default=[], help="default: all"
+    )
     target = reset.add_mutually_exclusive_group(required=True)
     target.add_argument("--to-earliest", action="store_true")
     target.add_argument("--to-latest", action="store_true")
     target.add_argument("--to-datetime", metavar="ISO|MS", type=timestamp_ms)
-    target.add_argument("--to-offset", type=non_negative_int)
+    target.add_argument("--to-offset", metavar="N", type=non_negative_int)
     reset.add_argument("--execute", action="store_true", help="commit the new offsets (default: dry run)")
     reset.set_defaults(handler="groups_reset_offsets")
 
