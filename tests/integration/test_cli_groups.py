@@ -7,6 +7,7 @@ tests skip, saying so, rather than fail: the probe reads the broker's ApiVersion
 
 from __future__ import annotations
 
+import signal
 import socket
 import struct
 import subprocess
@@ -17,6 +18,7 @@ from collections.abc import Callable
 import pytest
 
 Strom = Callable[..., subprocess.CompletedProcess[bytes]]
+STROM = [sys.executable, "-m", "strom.cli.main"]
 
 
 # FindCoordinator, JoinGroup, Heartbeat, LeaveGroup, SyncGroup, DescribeGroups, ListGroups, DeleteGroups,
@@ -59,7 +61,7 @@ def group_capable_broker(strom_broker: str) -> str:
 def strom(group_capable_broker: str) -> Strom:
     def run(*args: str, stdin: bytes = b"", check: bool = True) -> subprocess.CompletedProcess[bytes]:
         result = subprocess.run(
-            [sys.executable, "-m", "strom.cli.main", "--bootstrap-server", group_capable_broker, *args],
+            [*STROM, "--bootstrap-server", group_capable_broker, *args],
             input=stdin,
             capture_output=True,
             timeout=120,
@@ -148,3 +150,47 @@ def test_unknown_group_delete_is_one_line(strom: Strom) -> None:
     result = strom("groups", "delete", f"cli-none-{uuid.uuid4().hex[:8]}", check=False)
     assert result.returncode == 1
     assert result.stderr.decode().count("\n") == 1
+
+
+def test_active_member_is_described_and_blocks_reset(strom: Strom, group_capable_broker: str) -> None:
+    topic, group = f"cli-act-{uuid.uuid4().hex[:8]}", f"cli-g-{uuid.uuid4().hex[:8]}"
+    strom("topics", "create", topic, "--partitions", "2")
+    strom("produce", topic, stdin=b"x\n")
+    member = subprocess.Popen(
+        [
+            *STROM,
+            "--bootstrap-server",
+            group_capable_broker,
+            "consume",
+            topic,
+            "--group",
+            group,
+            "--from-beginning",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert member.stdout is not None
+        assert member.stdout.readline() == b"x\n"  # joined, assigned, fetched
+        lines = strom("groups", "describe", group).stdout.decode().splitlines()
+        assert "1 member(s)" in lines[0]
+        owners = {line.split()[5] for line in lines[2:]}
+        assert len(owners) == 1
+        assert owners != {"-"}
+        refused = strom(
+            "groups", "reset-offsets", group, "--topic", topic, "--to-earliest", "--execute", check=False
+        )
+        assert refused.returncode == 1
+        assert "active members" in refused.stderr.decode()
+    finally:
+        member.send_signal(signal.SIGINT)
+        status = member.wait(timeout=60)
+    assert status == 0
+    assert "0 member(s)" in strom("groups", "describe", group).stdout.decode().splitlines()[0]
+
+
+def test_describe_unknown_group_is_one_line(strom: Strom) -> None:
+    result = strom("groups", "describe", f"cli-none-{uuid.uuid4().hex[:8]}", check=False)
+    assert result.returncode == 1
+    assert result.stderr.decode().endswith("does not exist\n")

@@ -66,6 +66,9 @@ def describe_group(options: ClientOptions, group: str, out: TextIO) -> None:
     admin = admin_client(options)
     description = _describe(admin, options, group)
     committed = _committed_offsets(admin, options, group)
+    if description.state == ConsumerGroupState.DEAD and not committed and not description.members:
+        # DescribeGroups answers an unknown group id with an empty Dead group rather than an error.
+        raise ConsoleError(f"group {group!r} does not exist")
     owners = {
         (tp.topic, tp.partition): member
         for member in description.members
