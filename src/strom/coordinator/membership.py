@@ -394,7 +394,7 @@ class GroupMembership:
         group = self.store.get(req.group_id)
         error = self._sync_error(group, req)
         if error is not ErrorCode.NONE or group is None:
-            respond(SyncResult(error or ErrorCode.UNKNOWN_MEMBER_ID))
+            respond(SyncResult(error))
             return
         member = group.members[req.member_id]
         if group.is_(GroupState.STABLE):

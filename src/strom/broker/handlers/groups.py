@@ -170,7 +170,9 @@ async def handle_heartbeat(ctx: RequestContext, req: Body) -> Body:
             req["member_id"] or "",
             req.get("group_instance_id") if ctx.api_version >= 3 else None,
         )
-    return {"throttle_time_ms": 0, "error_code": int(error or ErrorCode.COORDINATOR_NOT_AVAILABLE)}
+    # (ErrorCode.NONE is falsy: compare with None, never use `or` on error codes.)
+    code = ErrorCode.COORDINATOR_NOT_AVAILABLE if error is None else error
+    return {"throttle_time_ms": 0, "error_code": int(code)}
 
 
 @handles(ApiKey.LEAVE_GROUP)
