@@ -6,6 +6,9 @@ import struct
 from collections.abc import Sequence
 
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from strom._util.clock import ManualClock
 from strom.coordinator import (
@@ -445,3 +448,118 @@ def test_rejoin_after_lost_join_response_returns_same_generation(n: int) -> None
     again = h.join(member_id=first.member_id)
     assert again[0].generation_id == 1 and again[0].error is ErrorCode.NONE
     assert h.state() is GroupState.COMPLETING_REBALANCE
+
+
+# --- stateful exploration -------------------------------------------------------------------------
+# Hypothesis explores sequences of joins, syncs, heartbeats, leaves, commits and time passing. Whatever
+# the sequence: no illegal state transition is attempted (it would raise), the group's invariants hold
+# after every step, and once clients go quiet every parked request gets an answer.
+
+PROTOCOLS = (("range", b"r"),)
+
+
+class GroupMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.h = Harness(delay_ms=1000)
+        self.joins: list[list[JoinResult]] = []
+        self.syncs: list[list[SyncResult]] = []
+        self.known: list[tuple[str, str | None]] = []  # (member id, instance id) handed out by joins
+
+    def _learn(self) -> None:
+        for out in self.joins:
+            for res in out:
+                if res.member_id and res.error in (ErrorCode.NONE, ErrorCode.MEMBER_ID_REQUIRED):
+                    instance = None
+                    group = self.h.coord.groups.get("g")
+                    member = group.members.get(res.member_id) if group else None
+                    if member is not None:
+                        instance = member.group_instance_id
+                    if (res.member_id, instance) not in self.known:
+                        self.known.append((res.member_id, instance))
+
+    @rule(v4=st.booleans(), instance=st.sampled_from([None, None, "s1", "s2"]))
+    def join_new(self, v4: bool, instance: str | None) -> None:
+        self.joins.append(self.h.join(v4=v4, instance=instance, protocols=PROTOCOLS))
+        self._learn()
+
+    @precondition(lambda self: self.known)
+    @rule(data=st.data())
+    def rejoin(self, data: st.DataObject) -> None:
+        member_id, instance = data.draw(st.sampled_from(self.known))
+        self.joins.append(self.h.join(member_id=member_id, instance=instance, protocols=PROTOCOLS))
+        self._learn()
+
+    @precondition(lambda self: self.known)
+    @rule(data=st.data(), as_leader=st.booleans())
+    def sync(self, data: st.DataObject, as_leader: bool) -> None:
+        member_id, instance = data.draw(st.sampled_from(self.known))
+        group = self.h.coord.groups.get("g")
+        generation = group.generation_id if group else 0
+        assignments = {member_id: b"x"} if as_leader else None
+        self.syncs.append(self.h.sync(member_id, generation, assignments, instance=instance))
+
+    @precondition(lambda self: self.known)
+    @rule(data=st.data())
+    def heartbeat(self, data: st.DataObject) -> None:
+        member_id, instance = data.draw(st.sampled_from(self.known))
+        group = self.h.coord.groups.get("g")
+        self.h.coord.heartbeat("g", group.generation_id if group else 0, member_id, instance)
+
+    @precondition(lambda self: self.known)
+    @rule(data=st.data())
+    def leave(self, data: st.DataObject) -> None:
+        member_id, instance = data.draw(st.sampled_from(self.known))
+        self.h.coord.leave_group("g", [(member_id, instance)])
+
+    @precondition(lambda self: self.known)
+    @rule(data=st.data(), offset=st.integers(0, 100))
+    def commit(self, data: st.DataObject, offset: int) -> None:
+        member_id, instance = data.draw(st.sampled_from(self.known))
+        group = self.h.coord.groups.get("g")
+        generation = group.generation_id if group else -1
+        tp = TopicPartition("t", 0)
+        result = self.h.coord.commit_offsets(
+            "g", generation, member_id, instance, {tp: OffsetAndMetadata(offset)}
+        )
+        if result[tp] is ErrorCode.NONE:
+            committed = self.h.coord.fetch_offsets("g", [tp])[tp]
+            assert committed is not None and committed.offset == offset
+
+    @rule(ms=st.sampled_from([100, 1000, 5000, 11_000, 31_000]))
+    def advance(self, ms: int) -> None:
+        self.h.scheduler.advance(ms)
+
+    @invariant()
+    def group_is_consistent(self) -> None:
+        group = self.h.coord.groups.get("g")
+        if group is None:
+            return
+        if group.members:
+            assert group.leader_id in group.members
+        else:
+            assert group.leader_id is None
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            assert group.members
+        if group.state is GroupState.EMPTY:
+            assert not group.members
+        for instance, member_id in group.static_members.items():
+            assert group.members[member_id].group_instance_id == instance
+        for member in group.members.values():
+            if member.awaiting_join:
+                assert group.state is GroupState.PREPARING_REBALANCE
+            if member.awaiting_sync:
+                assert group.state is GroupState.COMPLETING_REBALANCE
+
+    def teardown(self) -> None:
+        # Quiet clients: sessions expire, rebalances time out; nothing may stay parked forever.
+        for _ in range(4):
+            self.h.scheduler.advance(400_000)
+        group = self.h.coord.groups.get("g")
+        if group is not None:
+            assert not any(m.awaiting_join or m.awaiting_sync for m in group.members.values())
+        assert all(out for out in self.joins), "a JoinGroup was never answered"
+
+
+GroupMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
+test_group_state_machine = GroupMachine.TestCase
