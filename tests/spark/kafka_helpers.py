@@ -64,7 +64,7 @@ def consume_all(bootstrap: str, topic: str, partitions: int) -> list[dict[str, A
             consumer.assign([TopicPartition(topic, p, low)])
             seen = low
             while seen < high:
-                for m in consumer.consume(1000, timeout=5):
+                for m in consumer.consume(min(1000, high - seen), timeout=5):
                     assert m.error() is None, m.error()
                     ts_type, ts = m.timestamp()
                     rows.append(
