@@ -329,14 +329,16 @@ def test_cooperative_sticky_rebalance_keeps_unaffected_assignments(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
 def test_static_member_restart_keeps_partitions_without_rebalance(
-    broker: BrokerProcess, topic_name: str, spawn: Callable[..., Worker]
+    broker: BrokerProcess, topic_name: str, spawn: Callable[..., Worker], client: str
 ) -> None:
     make_topic(broker.bootstrap, topic_name)
     group = f"g-{topic_name}"
+    key = "group.instance.id" if client == "confluent" else "group_instance_id"
 
     def static(name: str) -> Worker:
-        return spawn(broker.bootstrap, topic_name, group, extra={"group.instance.id": name})
+        return spawn(broker.bootstrap, topic_name, group, client=client, extra={key: name})
 
     workers = [static("a"), static("b"), static("c")]
     assert wait_until(lambda: balanced(workers) and all(len(x) == 2 for x in assignments(workers)), 40)
@@ -351,3 +353,26 @@ def test_static_member_restart_keeps_partitions_without_rebalance(
     time.sleep(1.5)
     # No rebalance: the other members saw no revoke or assign at all.
     assert [w.count("assign") + w.count("revoke") for w in others] == callbacks_before
+
+
+@pytest.mark.slow
+def test_group_survives_broker_restart_without_rebalance(
+    strom_broker_factory: Callable[..., BrokerProcess], topic_name: str, spawn: Callable[..., Worker]
+) -> None:
+    """Membership is replayed from __consumer_offsets: live consumers carry on with a heartbeat."""
+    b = strom_broker_factory(**{"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3"})
+    make_topic(b.bootstrap, topic_name, messages=12)
+    group = f"g-{topic_name}"
+    workers = [spawn(b.bootstrap, topic_name, group, commit_each=True) for _ in range(2)]
+    assert wait_until(lambda: balanced(workers) and sum(len(w.messages()) for w in workers) == 12, 40)
+    time.sleep(1)
+    before = [(w.assignment, w.count("assign") + w.count("revoke")) for w in workers]
+    b.restart()
+    producer = Producer({"bootstrap.servers": b.bootstrap})
+    for i in range(12):
+        producer.produce(topic_name, value=f"after-{i}".encode(), partition=i % 6)
+    assert producer.flush(15) == 0
+    assert wait_until(lambda: sum(len(w.messages()) for w in workers) == 24, 40)
+    assert [(w.assignment, w.count("assign") + w.count("revoke")) for w in workers] == before
+    seen = [m for w in workers for m in w.messages()]
+    assert len(seen) == len(set(seen))

@@ -342,7 +342,7 @@ def test_committed_offsets_survive_broker_restart_and_crash(
         {"bootstrap.servers": b.bootstrap, "group.id": "ck-group", "auto.offset.reset": "earliest"}
     )
     resumed.subscribe([topic_name])
-    deadline = time.monotonic() + 8
+    deadline = time.monotonic() + 4
     extra = 0
     while time.monotonic() < deadline:
         msg = resumed.poll(0.5)
