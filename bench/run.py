@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from strom.testing import BrokerProcess  # noqa: E402
+from strom.testing import BrokerProcess
 
 PARTITIONS = 6
 
@@ -39,11 +39,17 @@ def _create_topic(bootstrap: str, name: str) -> None:
 def _produce(bootstrap: str, topic: str, count: int, size: int, acks: str, out: Any) -> None:
     from confluent_kafka import Producer
 
-    producer = Producer({
-        "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, "batch.size": 1_000_000,
-        "queue.buffering.max.messages": 2_000_000, "queue.buffering.max.kbytes": 2_000_000,
-        "compression.type": "none",
-    })
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": acks,
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 2_000_000,
+            "queue.buffering.max.kbytes": 2_000_000,
+            "compression.type": "none",
+        }
+    )
     payload = os.urandom(size)
     errors = 0
 
@@ -70,9 +76,16 @@ def _produce(bootstrap: str, topic: str, count: int, size: int, acks: str, out: 
 def _consume(bootstrap: str, topic: str, count: int, out: Any) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
-                         "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760,
-                         "queued.max.messages.kbytes": 1_048_576})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 52_428_800,
+            "max.partition.fetch.bytes": 10_485_760,
+            "queued.max.messages.kbytes": 1_048_576,
+        }
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     seen = 0
     nbytes = 0
@@ -92,8 +105,9 @@ def _latency(bootstrap: str, topic: str, rate: int, seconds: int, out: Any) -> N
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "1"})
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lat", "fetch.wait.max.ms": 100,
-                         "fetch.min.bytes": 1})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "lat", "fetch.wait.max.ms": 100, "fetch.min.bytes": 1}
+    )
     consumer.assign([TopicPartition(topic, p, -1) for p in range(PARTITIONS)])
     consumer.poll(1.0)
     latencies: list[float] = []
@@ -115,11 +129,13 @@ def _latency(bootstrap: str, topic: str, rate: int, seconds: int, out: Any) -> N
             break
     consumer.close()
     latencies.sort()
-    out.put({
-        "messages": len(latencies),
-        "p50_ms": latencies[len(latencies) // 2],
-        "p99_ms": latencies[int(len(latencies) * 0.99)],
-    })
+    out.put(
+        {
+            "messages": len(latencies),
+            "p50_ms": latencies[len(latencies) // 2],
+            "p99_ms": latencies[int(len(latencies) * 0.99)],
+        }
+    )
 
 
 def _in_child(target: Any, *args: Any) -> dict[str, Any]:
@@ -178,7 +194,9 @@ def run(repeats: int, small: int, large: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--small", type=int, default=1_000_000, help="count of 100 B messages")
     parser.add_argument("--large", type=int, default=100_000, help="count of 10 KB messages")

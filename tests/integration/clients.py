@@ -38,7 +38,9 @@ class Client(Protocol):
 
     def create_topic(self, topic: str, partitions: int, configs: dict[str, str] | None = None) -> None: ...
     def produce(self, topic: str, records: Sequence[Rec], compression: str = "none") -> list[Produced]: ...
-    def consume(self, topic: str, partition: int, start: int, count: int, timeout_s: float = 20) -> list[Rec]: ...
+    def consume(
+        self, topic: str, partition: int, start: int, count: int, timeout_s: float = 20
+    ) -> list[Rec]: ...
     def offset_for_time(self, topic: str, partition: int, ts: int) -> int: ...
     def delete_records(self, topic: str, partition: int, before: int) -> int: ...
     def close(self) -> None: ...
@@ -59,7 +61,8 @@ class ConfluentClient:
     def create_topic(self, topic: str, partitions: int, configs: dict[str, str] | None = None) -> None:
         from confluent_kafka.admin import NewTopic
 
-        futures = self._admin().create_topics(
+        admin = self._admin()  # must outlive the future: a destroyed handle fails it
+        futures = admin.create_topics(
             [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=configs or {})]
         )
         futures[topic].result(timeout=20)
@@ -105,8 +108,14 @@ class ConfluentClient:
     def consume(self, topic: str, partition: int, start: int, count: int, timeout_s: float = 20) -> list[Rec]:
         from confluent_kafka import Consumer, TopicPartition
 
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "unused",
-                             "enable.auto.commit": False, "enable.partition.eof": False})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": "unused",
+                "enable.auto.commit": False,
+                "enable.partition.eof": False,
+            }
+        )
         try:
             consumer.assign([TopicPartition(topic, partition, start)])
             out: list[Rec] = []
@@ -117,8 +126,9 @@ class ConfluentClient:
                     continue
                 assert msg.error() is None, msg.error()
                 headers = tuple((k, v) for k, v in (msg.headers() or []))
-                out.append(Rec(msg.key(), msg.value(), headers, msg.partition(), msg.timestamp()[1],
-                               msg.offset()))
+                out.append(
+                    Rec(msg.key(), msg.value(), headers, msg.partition(), msg.timestamp()[1], msg.offset())
+                )
             return out
         finally:
             consumer.close()
@@ -136,7 +146,8 @@ class ConfluentClient:
     def delete_records(self, topic: str, partition: int, before: int) -> int:
         from confluent_kafka import TopicPartition
 
-        futures = self._admin().delete_records([TopicPartition(topic, partition, before)])
+        admin = self._admin()
+        futures = admin.delete_records([TopicPartition(topic, partition, before)])
         result = next(iter(futures.values())).result(timeout=20)
         return int(result.low_watermark)
 
@@ -162,13 +173,21 @@ class KafkaPythonClient:
     def produce(self, topic: str, records: Sequence[Rec], compression: str = "none") -> list[Produced]:
         from kafka import KafkaProducer
 
-        producer = KafkaProducer(bootstrap_servers=self.bootstrap,
-                                 compression_type=None if compression == "none" else compression,
-                                 linger_ms=5)
+        producer = KafkaProducer(
+            bootstrap_servers=self.bootstrap,
+            compression_type=None if compression == "none" else compression,
+            linger_ms=5,
+        )
         try:
             futures = [
-                producer.send(topic, value=r.value, key=r.key, headers=list(r.headers) or None,
-                              partition=r.partition, timestamp_ms=r.timestamp)
+                producer.send(
+                    topic,
+                    value=r.value,
+                    key=r.key,
+                    headers=list(r.headers) or None,
+                    partition=r.partition,
+                    timestamp_ms=r.timestamp,
+                )
                 for r in records
             ]
             producer.flush(30)
@@ -194,8 +213,9 @@ class KafkaPythonClient:
             while len(out) < count and time.monotonic() < deadline:
                 for msgs in consumer.poll(500).values():
                     for m in msgs:
-                        out.append(Rec(m.key, m.value, tuple(m.headers or ()), m.partition, m.timestamp,
-                                       m.offset))
+                        out.append(
+                            Rec(m.key, m.value, tuple(m.headers or ()), m.partition, m.timestamp, m.offset)
+                        )
             return out
         finally:
             consumer.close()
@@ -249,14 +269,22 @@ class AioKafkaClient:
         from aiokafka import AIOKafkaProducer
 
         async def run() -> list[Produced]:
-            producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap,
-                                        compression_type=None if compression == "none" else compression,
-                                        linger_ms=5)
+            producer = AIOKafkaProducer(
+                bootstrap_servers=self.bootstrap,
+                compression_type=None if compression == "none" else compression,
+                linger_ms=5,
+            )
             await producer.start()
             try:
                 futures = [
-                    await producer.send(topic, value=r.value, key=r.key, headers=list(r.headers) or None,
-                                        partition=r.partition, timestamp_ms=r.timestamp)
+                    await producer.send(
+                        topic,
+                        value=r.value,
+                        key=r.key,
+                        headers=list(r.headers) or None,
+                        partition=r.partition,
+                        timestamp_ms=r.timestamp,
+                    )
                     for r in records
                 ]
                 metas = [await f for f in futures]
@@ -282,8 +310,11 @@ class AioKafkaClient:
                     batches = await consumer.getmany(timeout_ms=500)
                     for msgs in batches.values():
                         for m in msgs:
-                            out.append(Rec(m.key, m.value, tuple(m.headers or ()), m.partition, m.timestamp,
-                                           m.offset))
+                            out.append(
+                                Rec(
+                                    m.key, m.value, tuple(m.headers or ()), m.partition, m.timestamp, m.offset
+                                )
+                            )
                 return out
             finally:
                 await consumer.stop()
@@ -307,14 +338,16 @@ class AioKafkaClient:
 
     def delete_records(self, topic: str, partition: int, before: int) -> int:
         from aiokafka import TopicPartition
-        from aiokafka.admin import AIOKafkaAdminClient
+        from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 
         async def run() -> int:
             admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
             await admin.start()
             try:
-                result = await admin.delete_records({TopicPartition(topic, partition): before})
-                return int(next(iter(result.values())).low_watermark)
+                result = await admin.delete_records(
+                    {TopicPartition(topic, partition): RecordsToDelete(before)}
+                )
+                return int(next(iter(result.values())))
             finally:
                 await admin.close()
 

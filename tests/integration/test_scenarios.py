@@ -19,7 +19,8 @@ from .clients import COMPRESSIONS, ConfluentClient, Rec, make_client
 
 CLIENT_NAMES = ["confluent-kafka", "kafka-python", "aiokafka"]
 PARTITIONS = 3
-BASE_TS = 1_700_000_000_000
+# Recent timestamps: retention (7 days by default) would rightly delete older ones.
+BASE_TS = (int(time.time()) - 3600) * 1000
 
 
 def sample_records(partition: int, n: int = 40, tag: str = "") -> list[Rec]:
@@ -48,8 +49,9 @@ def assert_same(expected: list[Rec], got: list[Rec], first_offset: int) -> None:
 
 @pytest.mark.parametrize("client_name", CLIENT_NAMES)
 @pytest.mark.parametrize("compression", COMPRESSIONS)
-def test_produce_consume_byte_exact(broker: BrokerProcess, topic_name: str, client_name: str,
-                                    compression: str) -> None:
+def test_produce_consume_byte_exact(
+    broker: BrokerProcess, topic_name: str, client_name: str, compression: str
+) -> None:
     client = make_client(client_name, broker.bootstrap)
     client.create_topic(topic_name, PARTITIONS)
     expected = {p: sample_records(p, tag=f"{compression}{p}") for p in range(PARTITIONS)}
@@ -151,7 +153,8 @@ def test_retention_deletes_old_segments(broker: BrokerProcess, topic_name: str) 
     client = ConfluentClient(broker.bootstrap)
     client.create_topic(topic_name, 1, {"segment.bytes": "2048", "retention.ms": "1000"})
     old = int(time.time() * 1000) - 60_000
-    client.produce(topic_name, [Rec(None, b"x" * 500, (), 0, old) for _ in range(20)])
+    for _ in range(20):  # one batch per request: a batch larger than segment.bytes is refused
+        client.produce(topic_name, [Rec(None, b"x" * 500, (), 0, old)])
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused"})
@@ -169,8 +172,9 @@ def test_retention_deletes_old_segments(broker: BrokerProcess, topic_name: str) 
 
 
 @pytest.mark.parametrize("client_name", ["kafka-python", "confluent-kafka"])
-def test_keyed_records_land_where_java_puts_them(broker: BrokerProcess, topic_name: str,
-                                                 client_name: str) -> None:
+def test_keyed_records_land_where_java_puts_them(
+    broker: BrokerProcess, topic_name: str, client_name: str
+) -> None:
     from kafka.partitioner.default import murmur2
 
     client = make_client(client_name, broker.bootstrap)

@@ -13,6 +13,7 @@ satisfied as soon as the leader has appended (with `min.insync.replicas` checked
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 from dataclasses import dataclass
@@ -77,11 +78,16 @@ class Broker:
         return LogConfig.from_properties(overrides, self.default_log_config)
 
     def _ensure_logs(self) -> None:
-        """Open (or create) every partition log the catalogue names; drop logs of unknown topics."""
+        """Open (or create) every partition log the catalogue names, as their only (leader) replica.
+
+        A leader whose ISR is itself advances the high watermark to its log end offset on becoming
+        leader, so records acknowledged before a crash (which wrote no checkpoint) are readable again.
+        """
         for info in self.metadata.topics.values():
             config = self.log_config_for(info.name)
             for p in range(info.partitions):
-                self.log_manager.get_or_create_log(info.name, p, config)
+                plog = self.log_manager.get_or_create_log(info.name, p, config)
+                plog.high_watermark = plog.log_end_offset
 
     def create_topic(
         self,
@@ -176,10 +182,20 @@ class Broker:
 
     # life cycle --------------------------------------------------------------------------------
     def start_background(self) -> None:
-        self._tasks.append(asyncio.create_task(self._periodic(
-            "retention", int(self.config.get("log.retention.check.interval.ms")), self._run_retention)))
-        self._tasks.append(asyncio.create_task(self._periodic(
-            "flush", int(self.config.get("log.flush.scheduler.interval.ms")), self._run_flush)))
+        self._tasks.append(
+            asyncio.create_task(
+                self._periodic(
+                    "retention", int(self.config.get("log.retention.check.interval.ms")), self._run_retention
+                )
+            )
+        )
+        self._tasks.append(
+            asyncio.create_task(
+                self._periodic(
+                    "flush", int(self.config.get("log.flush.scheduler.interval.ms")), self._run_flush
+                )
+            )
+        )
         self._tasks.append(asyncio.create_task(self._periodic("checkpoint", 60_000, self._checkpoint)))
         # Consumer groups: replays __consumer_offsets, then serves the group APIs (handlers/groups.py).
         from strom.broker.group_service import GroupService
@@ -214,9 +230,7 @@ class Broker:
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await task
-            except asyncio.CancelledError:
-                pass
         self._tasks.clear()
         self.log_manager.shutdown()

@@ -46,11 +46,17 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
     for d in (
         ConfigDef("broker.id", int, "0", "This broker's id, unique in the cluster."),
         ConfigDef("broker.rack", str, None, "Rack of this broker, for rack-aware replica assignment."),
-        ConfigDef("cluster.id", str, None, "Cluster id; generated on first start and kept in meta.properties."),
+        ConfigDef(
+            "cluster.id", str, None, "Cluster id; generated on first start and kept in meta.properties."
+        ),
         ConfigDef("listeners", _parse_list, "PLAINTEXT://127.0.0.1:9092", "Addresses to listen on."),
-        ConfigDef("advertised.listeners", _parse_list, None, "Addresses given to clients (default: listeners)."),
+        ConfigDef(
+            "advertised.listeners", _parse_list, None, "Addresses given to clients (default: listeners)."
+        ),
         ConfigDef("log.dirs", _parse_list, "./data", "Directories holding partition logs."),
-        ConfigDef("zookeeper.connect", str, None, "ZooKeeper ensemble; unset means single-node embedded mode."),
+        ConfigDef(
+            "zookeeper.connect", str, None, "ZooKeeper ensemble; unset means single-node embedded mode."
+        ),
         ConfigDef("zookeeper.session.timeout.ms", int, "18000", "ZooKeeper session timeout."),
         ConfigDef("num.partitions", int, "1", "Default partition count for new topics."),
         ConfigDef("default.replication.factor", int, "1", "Default replication factor for new topics."),
@@ -63,21 +69,37 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("log.retention.ms", int, "604800000", "Time retention (-1: forever).", "retention.ms"),
         ConfigDef("log.retention.bytes", int, "-1", "Size retention per partition.", "retention.bytes"),
         ConfigDef("log.retention.check.interval.ms", int, "300000", "How often retention runs."),
-        ConfigDef("log.index.interval.bytes", int, "4096", "Bytes between index entries.", "index.interval.bytes"),
+        ConfigDef(
+            "log.index.interval.bytes", int, "4096", "Bytes between index entries.", "index.interval.bytes"
+        ),
         ConfigDef("log.index.size.max.bytes", int, "10485760", "Max index size.", "segment.index.bytes"),
         ConfigDef("log.flush.interval.messages", int, _LONG_MAX, "Messages before fsync.", "flush.messages"),
         ConfigDef("log.flush.interval.ms", int, _LONG_MAX, "Time before fsync.", "flush.ms"),
         ConfigDef("log.flush.scheduler.interval.ms", int, "1000", "How often flush.ms is checked."),
         ConfigDef("log.cleanup.policy", str, "delete", "delete, compact or both.", "cleanup.policy"),
-        ConfigDef("log.cleaner.delete.retention.ms", int, "86400000", "Tombstone lifetime.", "delete.retention.ms"),
-        ConfigDef("log.cleaner.min.cleanable.ratio", float, "0.5", "Dirty ratio.", "min.cleanable.dirty.ratio"),
+        ConfigDef(
+            "log.cleaner.delete.retention.ms", int, "86400000", "Tombstone lifetime.", "delete.retention.ms"
+        ),
+        ConfigDef(
+            "log.cleaner.min.cleanable.ratio", float, "0.5", "Dirty ratio.", "min.cleanable.dirty.ratio"
+        ),
         ConfigDef("log.cleaner.min.compaction.lag.ms", int, "0", "Compaction lag.", "min.compaction.lag.ms"),
         ConfigDef("log.cleaner.backoff.ms", int, "15000", "Cleaner sleep when idle."),
-        ConfigDef("log.message.timestamp.type", str, "CreateTime", "CreateTime or LogAppendTime.",
-                  "message.timestamp.type"),
+        ConfigDef(
+            "log.message.timestamp.type",
+            str,
+            "CreateTime",
+            "CreateTime or LogAppendTime.",
+            "message.timestamp.type",
+        ),
         ConfigDef("min.insync.replicas", int, "1", "Minimum ISR size for acks=all.", "min.insync.replicas"),
-        ConfigDef("unclean.leader.election.enable", _parse_bool, "false", "Elect out-of-ISR leaders.",
-                  "unclean.leader.election.enable"),
+        ConfigDef(
+            "unclean.leader.election.enable",
+            _parse_bool,
+            "false",
+            "Elect out-of-ISR leaders.",
+            "unclean.leader.election.enable",
+        ),
         ConfigDef("compression.type", str, "producer", "Only 'producer' is supported.", "compression.type"),
         ConfigDef("offsets.topic.num.partitions", int, "50", "Partitions of __consumer_offsets."),
         ConfigDef("offsets.topic.replication.factor", int, "3", "Replication of __consumer_offsets."),

@@ -14,6 +14,7 @@ can retry at a version we speak (KIP-511). Every other connection keeps being se
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import struct
 
@@ -28,6 +29,10 @@ log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 _HEADER_PREFIX = struct.Struct(">hhi")
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
+
+
+class _CloseConnection(Exception):
+    """The client sent something Kafka answers by closing the connection; the reason is logged."""
 
 
 class KafkaServer:
@@ -53,10 +58,8 @@ class KafkaServer:
         for task in list(self._connections):
             task.cancel()
         for task in list(self._connections):
-            try:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-            except (asyncio.CancelledError, Exception):
-                pass
         if self._server is not None:
             await self._server.wait_closed()
 
@@ -71,25 +74,30 @@ class KafkaServer:
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         except asyncio.CancelledError:
-            raise
+            pass  # broker shutdown; the server stops right after
         except Exception:
             log.exception("connection from %s failed; closing it", client_host)
         finally:
             self._connections.discard(task)
             writer.close()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_host: str) -> None:
+    async def _serve(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_host: str
+    ) -> None:
         while True:
             (size,) = _SIZE.unpack(await reader.readexactly(4))
             if size < 8 or size > self._max_request_bytes:
                 log.warning(
                     "closing connection from %s: request size %d outside 8..%d (socket.request.max.bytes)",
-                    client_host, size, self._max_request_bytes,
+                    client_host,
+                    size,
+                    self._max_request_bytes,
                 )
                 return
             payload = await reader.readexactly(size)
-            response = await self._handle_frame(payload, client_host)
-            if response is False:
+            try:
+                response = await self._handle_frame(payload, client_host)
+            except _CloseConnection:
                 return
             if response is not None:
                 writer.write(response)
@@ -97,19 +105,23 @@ class KafkaServer:
                 if transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
                     await writer.drain()
 
-    async def _handle_frame(self, payload: bytes, client_host: str) -> bytes | None | bool:
-        """The encoded response, None when none is due (acks=0), False to close the connection."""
+    async def _handle_frame(self, payload: bytes, client_host: str) -> bytes | None:
+        """The encoded response, or None when none is due (acks=0); raises _CloseConnection."""
         try:
             request = decode_request(payload)
         except UnsupportedVersion as exc:
             if exc.api_key == ApiKey.API_VERSIONS:
                 return self._api_versions_fallback(exc.correlation_id)
-            log.warning("closing connection from %s: unsupported API %s v%s", client_host, exc.api_key,
-                        exc.api_version)
-            return False
+            log.warning(
+                "closing connection from %s: unsupported API %s v%s",
+                client_host,
+                exc.api_key,
+                exc.api_version,
+            )
+            raise _CloseConnection from None
         except CorruptFrame as exc:
             log.warning("closing connection from %s: malformed request (%s)", client_host, exc)
-            return False
+            raise _CloseConnection from None
         key, version = request.api_key, request.api_version
         handler = HANDLERS.get(key)
         low_high = SUPPORTED.get(ApiKey(key)) if key in ApiKey._value2member_map_ else None
@@ -117,7 +129,7 @@ class KafkaServer:
             if key == ApiKey.API_VERSIONS:
                 return self._api_versions_fallback(request.correlation_id)
             log.warning("closing connection from %s: API key %d v%d is not served", client_host, key, version)
-            return False
+            raise _CloseConnection
         ctx = RequestContext(
             self.broker, key, version, request.correlation_id, request.client_id, client_host
         )

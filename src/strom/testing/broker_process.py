@@ -20,8 +20,12 @@ _READY = re.compile(r"Strom broker (\d+) listening on ([^:\s]+):(\d+)")
 
 
 class BrokerProcess:
-    def __init__(self, data_dir: str | os.PathLike[str], overrides: dict[str, str] | None = None,
-                 start_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        overrides: dict[str, str] | None = None,
+        start_timeout_s: float = 30.0,
+    ) -> None:
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.overrides = dict(overrides or {})

@@ -1,4 +1,7 @@
-"""ApiVersions (key 18): the ranges a client may use. Header v0 and no tagged fields (PROTOCOL-NOTES P1, P11)."""
+"""ApiVersions (key 18): the version ranges a client may use.
+
+Always header v0 and no tagged fields in the body (PROTOCOL-NOTES P1, P11).
+"""
 
 from __future__ import annotations
 

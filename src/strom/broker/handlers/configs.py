@@ -77,8 +77,13 @@ async def handle_describe_configs(ctx: RequestContext, req: Body) -> Body:
     for res in req["resources"]:
         rtype, name = int(res["resource_type"]), res["resource_name"]
         keys = res.get("configuration_keys")
-        out: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": rtype,
-                               "resource_name": name, "configs": []}
+        out: dict[str, Any] = {
+            "error_code": 0,
+            "error_message": None,
+            "resource_type": rtype,
+            "resource_name": name,
+            "configs": [],
+        }
         try:
             if rtype == TOPIC:
                 out["configs"] = _describe_topic(ctx.broker, name, keys)
@@ -120,8 +125,12 @@ async def _alter(ctx: RequestContext, req: Body, incremental: bool) -> Body:
     responses = []
     for res in req["resources"]:
         rtype, name = int(res["resource_type"]), res["resource_name"]
-        out: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": rtype,
-                               "resource_name": name}
+        out: dict[str, Any] = {
+            "error_code": 0,
+            "error_message": None,
+            "resource_type": rtype,
+            "resource_name": name,
+        }
         try:
             if rtype != TOPIC:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "only topic configs can be altered")

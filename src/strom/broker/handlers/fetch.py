@@ -65,9 +65,7 @@ def _read_all(ctx: RequestContext, req: Body) -> tuple[list[dict[str, Any]], int
                 hwm = plog.high_watermark
                 log_start = plog.log_start_offset
                 limit = min(int(p["partition_max_bytes"]), remaining)
-                data = plog.read(
-                    int(p["fetch_offset"]), max(limit, 0), hwm, min_one_batch=total == 0
-                )
+                data = plog.read(int(p["fetch_offset"]), max(limit, 0), hwm, min_one_batch=total == 0)
             except KafkaError as exc:
                 errored = True
                 parts.append(_empty(index, exc.code))

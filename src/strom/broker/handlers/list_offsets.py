@@ -20,8 +20,13 @@ EARLIEST = -2
 def _lookup(ctx: RequestContext, topic: str, p: dict[str, Any]) -> dict[str, Any]:
     index = int(p["partition_index"])
     target = int(p["timestamp"])
-    out: dict[str, Any] = {"partition_index": index, "error_code": 0, "timestamp": -1, "offset": -1,
-                           "leader_epoch": -1}
+    out: dict[str, Any] = {
+        "partition_index": index,
+        "error_code": 0,
+        "timestamp": -1,
+        "offset": -1,
+        "leader_epoch": -1,
+    }
     try:
         plog = ctx.broker.partition_log(topic, index)
     except KafkaError as exc:
@@ -45,5 +50,7 @@ def _lookup(ctx: RequestContext, topic: str, p: dict[str, Any]) -> dict[str, Any
 async def handle_list_offsets(ctx: RequestContext, req: Body) -> Body:
     topics = []
     for t in req["topics"]:
-        topics.append({"name": t["name"], "partitions": [_lookup(ctx, t["name"], p) for p in t["partitions"]]})
+        topics.append(
+            {"name": t["name"], "partitions": [_lookup(ctx, t["name"], p) for p in t["partitions"]]}
+        )
     return {"throttle_time_ms": 0, "topics": topics}

@@ -77,8 +77,11 @@ async def handle_produce(ctx: RequestContext, req: Body) -> Body | None:
             results = [_partition_result(p["index"], ErrorCode.INVALID_REQUIRED_ACKS) for p in parts]
         elif req.get("transactional_id") is not None:
             results = [
-                _partition_result(p["index"], ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                  "transactions are not supported")
+                _partition_result(
+                    p["index"],
+                    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    "transactions are not supported",
+                )
                 for p in parts
             ]
         else:

@@ -14,8 +14,12 @@ from strom.protocol.errors import ErrorCode
 @handles(ApiKey.INIT_PRODUCER_ID)
 async def handle_init_producer_id(ctx: RequestContext, req: Body) -> Body:
     if req.get("transactional_id") is not None:
-        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_REQUEST), "producer_id": -1,
-                "producer_epoch": -1}
+        return {
+            "throttle_time_ms": 0,
+            "error_code": int(ErrorCode.INVALID_REQUEST),
+            "producer_id": -1,
+            "producer_epoch": -1,
+        }
     return {
         "throttle_time_ms": 0,
         "error_code": 0,

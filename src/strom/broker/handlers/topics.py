@@ -20,7 +20,8 @@ def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only: bool)
     try:
         if topic.get("assignments"):
             raise KafkaError(
-                ErrorCode.INVALID_REQUEST, "manual replica assignment is not supported by a single-node broker"
+                ErrorCode.INVALID_REQUEST,
+                "manual replica assignment is not supported by a single-node broker",
             )
         info = ctx.broker.create_topic(
             name, int(topic["num_partitions"]), int(topic["replication_factor"]), configs, validate_only
@@ -43,8 +44,13 @@ async def handle_create_topics(ctx: RequestContext, req: Body) -> Body:
     results = []
     for topic in req["topics"]:
         if topic["name"] in seen:
-            results.append({"name": topic["name"], "error_code": int(ErrorCode.INVALID_REQUEST),
-                            "error_message": "duplicate topic in request"})
+            results.append(
+                {
+                    "name": topic["name"],
+                    "error_code": int(ErrorCode.INVALID_REQUEST),
+                    "error_message": "duplicate topic in request",
+                }
+            )
             continue
         seen.add(topic["name"])
         results.append(_create_one(ctx, topic, validate_only))
