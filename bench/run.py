@@ -32,7 +32,8 @@ PARTITIONS = 6
 def _create_topic(bootstrap: str, name: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    futures = AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(name, PARTITIONS, 1)])
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # must outlive its futures
+    futures = admin.create_topics([NewTopic(name, PARTITIONS, 1)])
     futures[name].result(30)
 
 
