@@ -11,7 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-USER_TESTS = '''
+USER_TESTS = """
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 
@@ -40,7 +40,7 @@ def test_factory_restart(strom_broker_factory):
     low, high = consumer.get_watermark_offsets(TopicPartition("t", 2), timeout=20)
     consumer.close()
     assert (low, high) == (0, 1)
-'''
+"""
 
 
 def test_plugin_serves_another_project(tmp_path: Path) -> None:
