@@ -1,0 +1,669 @@
+"""Per-(API, version) conformance of a live single-node broker, over raw TCP.
+
+Every (key, version) the broker advertises in its own ApiVersions response is exercised here with a real
+request at exactly that version and a semantic check of the answer (values, error codes, effects seen
+through other APIs), except the group and offset APIs, which tests/integration/test_groups_protocol.py
+covers version by version. `test_advertised_set_is_exactly_what_is_tested` keeps the two in step
+(PROTOCOL-NOTES P2: advertise nothing untested). Each response frame is also decoded by kafka-python's
+own protocol classes, an independent reading of the same bytes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import struct
+import time
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from strom.protocol.api import ApiKey
+from strom.protocol.codec import decode_response, encode_request
+from strom.protocol.errors import ErrorCode
+from strom.protocol.records.builder import decode_batches
+from strom.testing import BrokerProcess
+
+from .rawclient import RawClient, batch, fetch_body, produce_body
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import kafka.protocol
+    from kafka.protocol.api_message import ApiMessage
+
+# The versions this module tests, written out (not read from strom.protocol.api) so that widening the
+# advertised table without adding a test fails `test_advertised_set_is_exactly_what_is_tested`.
+PRODUCE_V = range(9)
+FETCH_V = range(4, 12)
+LIST_OFFSETS_V = range(1, 6)
+METADATA_V = range(9)
+API_VERSIONS_V = range(5)
+CREATE_TOPICS_V = range(5)
+DELETE_TOPICS_V = range(4)
+DELETE_RECORDS_V = range(2)
+INIT_PRODUCER_ID_V = range(2)
+DESCRIBE_CONFIGS_V = range(4)
+ALTER_CONFIGS_V = range(2)
+INCREMENTAL_ALTER_CONFIGS_V = range(1)
+CREATE_PARTITIONS_V = range(2)
+
+TESTED_HERE: dict[int, range] = {
+    ApiKey.PRODUCE: PRODUCE_V,
+    ApiKey.FETCH: FETCH_V,
+    ApiKey.LIST_OFFSETS: LIST_OFFSETS_V,
+    ApiKey.METADATA: METADATA_V,
+    ApiKey.API_VERSIONS: API_VERSIONS_V,
+    ApiKey.CREATE_TOPICS: CREATE_TOPICS_V,
+    ApiKey.DELETE_TOPICS: DELETE_TOPICS_V,
+    ApiKey.DELETE_RECORDS: DELETE_RECORDS_V,
+    ApiKey.INIT_PRODUCER_ID: INIT_PRODUCER_ID_V,
+    ApiKey.DESCRIBE_CONFIGS: DESCRIBE_CONFIGS_V,
+    ApiKey.ALTER_CONFIGS: ALTER_CONFIGS_V,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: INCREMENTAL_ALTER_CONFIGS_V,
+    ApiKey.CREATE_PARTITIONS: CREATE_PARTITIONS_V,
+}
+# Covered per version by test_groups_protocol.py.
+GROUP_KEYS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47})
+
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_DEFAULT = 5
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+
+def _kafka_python_classes() -> dict[tuple[int, str], Any]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for mod in pkgutil.walk_packages(kafka.protocol.__path__, "kafka.protocol."):
+            if ".old" not in mod.name and "generate" not in mod.name:
+                importlib.import_module(mod.name)
+    found: dict[tuple[int, str], Any] = {}
+    todo = list(ApiMessage.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if getattr(cls, "_class_version", None) is None and getattr(cls, "_json", None):
+            found[(cls.API_KEY, cls.type)] = cls
+    return found
+
+
+KP = _kafka_python_classes()
+
+
+def call(raw: RawClient, key: int, version: int, body: dict[str, Any]) -> Any:
+    """One request; the response is decoded by Strom's codec and, independently, by kafka-python's."""
+    cid = raw.send(key, version, body)
+    frame = raw.recv_frame()
+    got, ours = decode_response(key, version, frame)
+    assert got == cid
+    theirs = KP[(key, "response")].decode(
+        struct.pack(">i", len(frame)) + frame, version=version, header=True, framed=True
+    )
+    assert theirs.header.correlation_id == cid
+    for name in ("error_code", "throttle_time_ms"):
+        if name in ours:
+            assert getattr(theirs, name) == ours[name]
+    return ours
+
+
+@pytest.fixture
+def raw(broker: BrokerProcess) -> Iterator[RawClient]:
+    with RawClient(broker.bootstrap) as client:
+        yield client
+
+
+def values_at(raw: RawClient, topic: str, partition: int, offset: int = 0) -> list[tuple[int, bytes | None]]:
+    part = raw.fetch(topic, partition, offset)
+    assert part["error_code"] == 0
+    return [(r.offset, r.value) for b in decode_batches(part["records"]) for r in b.records]
+
+
+def metadata_topics(raw: RawClient, names: list[str] | None, version: int = 8, auto: bool = False) -> Any:
+    topics = None if names is None else [{"name": n} for n in names]
+    resp = call(raw, ApiKey.METADATA, version, {"topics": topics, "allow_auto_topic_creation": auto})
+    return {t["name"]: t for t in resp["topics"]}
+
+
+# -- Produce ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", PRODUCE_V)
+def test_produce(raw: RawClient, topic_name: str, version: int) -> None:
+    assert raw.create_topic(topic_name, 2) == 0
+    raw.produce(topic_name, 1, batch([b"first"]))
+    resp = call(raw, ApiKey.PRODUCE, version, produce_body(topic_name, 1, batch([b"a", b"b", b"c"])))
+    assert version < 1 or resp["throttle_time_ms"] == 0
+    (topic,) = resp["responses"]
+    assert topic["name"] == topic_name
+    (part,) = topic["partition_responses"]
+    assert part["index"] == 1
+    if version < 3:
+        # Kafka 4 rejects the magic v0/v1 versions while still advertising them (PROTOCOL-NOTES P10).
+        assert part["error_code"] == ErrorCode.UNSUPPORTED_VERSION
+        assert values_at(raw, topic_name, 1) == [(0, b"first")]
+        return
+    assert part["error_code"] == 0
+    assert part["base_offset"] == 1
+    if version >= 2:
+        assert part["log_append_time_ms"] == -1
+    if version >= 5:
+        assert part["log_start_offset"] == 0
+    if version >= 8:
+        assert part["record_errors"] == []
+        assert part["error_message"] is None
+    assert values_at(raw, topic_name, 1) == [(0, b"first"), (1, b"a"), (2, b"b"), (3, b"c")]
+    assert values_at(raw, topic_name, 0) == []
+
+
+# -- Fetch ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", FETCH_V)
+def test_fetch(raw: RawClient, topic_name: str, version: int) -> None:
+    assert raw.create_topic(topic_name, 2) == 0
+    assert raw.produce(topic_name, 0, batch([b"a", b"b"]))["base_offset"] == 0
+    assert raw.produce(topic_name, 0, batch([b"c"]))["base_offset"] == 2
+    for isolation in (0, 1):
+        body = fetch_body(
+            [(topic_name, 0, 0, 1 << 20), (topic_name, 1, 0, 1 << 20)], isolation_level=isolation
+        )
+        resp = call(raw, ApiKey.FETCH, version, body)
+        if version >= 7:
+            assert resp["error_code"] == 0
+            assert resp["session_id"] == 0  # sessions declined (P8)
+        (topic,) = resp["responses"]
+        assert topic["topic"] == topic_name
+        p0, p1 = topic["partitions"]
+        assert (p0["partition_index"], p1["partition_index"]) == (0, 1)
+        assert p0["error_code"] == p1["error_code"] == 0
+        assert (p0["high_watermark"], p0["last_stable_offset"]) == (3, 3)
+        assert (p1["high_watermark"], p1["last_stable_offset"]) == (0, 0)
+        records = [(r.offset, r.value) for b in decode_batches(p0["records"]) for r in b.records]
+        assert records == [(0, b"a"), (1, b"b"), (2, b"c")]
+        assert decode_batches(p1["records"] or b"") == []
+        if version >= 5:
+            assert p0["log_start_offset"] == 0
+        if version >= 11:
+            assert p0["preferred_read_replica"] == -1
+        if isolation == 1:
+            assert not p0["aborted_transactions"]
+    # a fetch from the middle of the log starts at the batch holding that offset
+    assert raw.fetch(topic_name, 0, 2, version=version)["records"][:8] == struct.pack(">q", 2)
+
+
+# -- ListOffsets ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", LIST_OFFSETS_V)
+def test_list_offsets(raw: RawClient, topic_name: str, version: int) -> None:
+    assert raw.create_topic(topic_name, 1) == 0
+    t0 = int(time.time() * 1000) - 60_000
+    raw.produce(topic_name, 0, batch([b"a", b"b"], timestamp_ms=t0))  # t0, t0+1
+    raw.produce(topic_name, 0, batch([b"c", b"d"], timestamp_ms=t0 + 1000))  # t0+1000, t0+1001
+
+    def lookup(timestamp: int, isolation: int = 0) -> dict[str, Any]:
+        body = {
+            "replica_id": -1,
+            "isolation_level": isolation,
+            "topics": [
+                {
+                    "name": topic_name,
+                    "partitions": [
+                        {"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp}
+                    ],
+                }
+            ],
+        }
+        resp = call(raw, ApiKey.LIST_OFFSETS, version, body)
+        (topic,) = resp["topics"]
+        (part,) = topic["partitions"]
+        assert part["partition_index"] == 0
+        assert part["error_code"] == 0
+        if version >= 4:
+            assert part["leader_epoch"] in (-1, 0)
+        return dict(part)
+
+    assert lookup(-2)["offset"] == 0  # earliest
+    assert lookup(-1)["offset"] == 4  # latest = high watermark
+    if version >= 2:
+        assert lookup(-1, isolation=1)["offset"] == 4  # read_committed: LSO == HWM (P13)
+    found = lookup(t0 + 500)
+    assert (found["offset"], found["timestamp"]) == (2, t0 + 1000)
+    found = lookup(t0 + 1)
+    assert (found["offset"], found["timestamp"]) == (1, t0 + 1)
+    found = lookup(t0 + 10_000)
+    assert (found["offset"], found["timestamp"]) == (-1, -1)
+    unknown = raw.call(
+        ApiKey.LIST_OFFSETS,
+        version,
+        {"replica_id": -1, "topics": [{"name": topic_name, "partitions": [{"partition_index": 7}]}]},
+    )
+    assert unknown["topics"][0]["partitions"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+# -- Metadata ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", METADATA_V)
+def test_metadata(raw: RawClient, broker: BrokerProcess, topic_name: str, version: int) -> None:
+    assert raw.create_topic(topic_name, 3) == 0
+    all_topics = metadata_topics(raw, [] if version == 0 else None, version)  # v0: empty list = all
+    assert topic_name in all_topics
+    if version >= 1:
+        assert metadata_topics(raw, [], version) == {}  # v1+: empty list = none
+    resp = call(raw, ApiKey.METADATA, version, {"topics": [{"name": topic_name}]})
+    (broker_entry,) = resp["brokers"]
+    assert (broker_entry["node_id"], broker_entry["host"], broker_entry["port"]) == (
+        0,
+        "127.0.0.1",
+        broker.port,
+    )
+    if version >= 1:
+        assert resp["controller_id"] == 0
+        assert broker_entry["rack"] is None
+    if version >= 2:
+        assert isinstance(resp["cluster_id"], str) and resp["cluster_id"]
+    if version >= 8:
+        assert resp["cluster_authorized_operations"] == AUTHORIZED_OPERATIONS_OMITTED  # P3
+    (topic,) = resp["topics"]
+    assert (topic["error_code"], topic["name"]) == (0, topic_name)
+    if version >= 1:
+        assert topic["is_internal"] is False
+    if version >= 8:
+        assert topic["topic_authorized_operations"] == AUTHORIZED_OPERATIONS_OMITTED
+    assert [p["partition_index"] for p in topic["partitions"]] == [0, 1, 2]
+    for p in topic["partitions"]:
+        assert (p["error_code"], p["leader_id"], p["replica_nodes"], p["isr_nodes"]) == (0, 0, [0], [0])
+        if version >= 5:
+            assert p["offline_replicas"] == []
+        if version >= 7:
+            assert p["leader_epoch"] == -1  # unknown until replication changes epochs (P9)
+
+    bad = metadata_topics(raw, ["bad/name"], version)
+    assert bad["bad/name"]["error_code"] == ErrorCode.INVALID_TOPIC_EXCEPTION
+    missing = f"{topic_name}-auto"
+    if version >= 4:
+        # v4+: the request can forbid auto-creation
+        got = metadata_topics(raw, [missing], version, auto=False)
+        assert got[missing]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert got[missing]["partitions"] == []
+        assert missing not in metadata_topics(raw, None)
+        got = metadata_topics(raw, [missing], version, auto=True)
+    else:
+        got = metadata_topics(raw, [missing], version)  # v0-3 always allow it
+    assert got[missing]["error_code"] in (0, ErrorCode.LEADER_NOT_AVAILABLE)
+    assert missing in metadata_topics(raw, None)
+
+
+# -- ApiVersions ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", API_VERSIONS_V)
+def test_api_versions(raw: RawClient, version: int) -> None:
+    body = {"client_software_name": "strom-tests", "client_software_version": "1.0"}
+    cid = raw.send(ApiKey.API_VERSIONS, version, body)
+    frame = raw.recv_frame()
+    assert struct.unpack_from(">i", frame)[0] == cid  # header v0 at every version: no tag byte follows
+    _, resp = decode_response(ApiKey.API_VERSIONS, version, frame)
+    assert resp["error_code"] == 0
+    ranges = {e["api_key"]: (e["min_version"], e["max_version"]) for e in resp["api_keys"]}
+    assert [e["api_key"] for e in resp["api_keys"]] == sorted(ranges)
+    assert ranges[ApiKey.API_VERSIONS] == (0, 4)
+    assert ranges[ApiKey.PRODUCE] == (0, 8)  # min 0 so old librdkafka keeps compressing (P10)
+    if version >= 1:
+        assert resp["throttle_time_ms"] == 0
+    if version >= 3:
+        assert frame[-1] == 0  # the body's tagged-field section is empty (P1)
+        assert resp["finalized_features_epoch"] == -1
+        assert resp["supported_features"] == [] and resp["finalized_features"] == []
+    theirs = KP[(ApiKey.API_VERSIONS, "response")].decode(
+        struct.pack(">i", len(frame)) + frame, version=version, header=True, framed=True
+    )
+    assert theirs.header.correlation_id == cid
+    assert theirs.error_code == 0
+    assert len(theirs.api_keys) == len(ranges)
+
+
+def api_versions_frame(version: int, correlation_id: int) -> bytes:
+    """An ApiVersions request at a version the codec does not know: header v2 plus a v3-style body."""
+    client_id = b"future-client"
+    payload = struct.pack(">hhih", ApiKey.API_VERSIONS, version, correlation_id, len(client_id))
+    payload += client_id + b"\x00"  # empty header tags
+    payload += b"\x05strom\x041.0\x00"  # compact strings + empty body tags
+    return struct.pack(">i", len(payload)) + payload
+
+
+@pytest.mark.parametrize("version", [5, 99, 0x7FFF])
+def test_api_versions_unsupported_version(raw: RawClient, version: int) -> None:
+    raw.send_bytes(api_versions_frame(version, 4242))
+    frame = raw.recv_frame()
+    got, resp = decode_response(ApiKey.API_VERSIONS, 0, frame)  # a v0 body, header v0 (P11)
+    assert got == 4242
+    assert resp["error_code"] == ErrorCode.UNSUPPORTED_VERSION
+    ranges = {e["api_key"]: (e["min_version"], e["max_version"]) for e in resp["api_keys"]}
+    assert ranges[ApiKey.API_VERSIONS] == (0, 4)
+    # the connection stays usable: the client retries at a version we speak
+    again = raw.call(ApiKey.API_VERSIONS, 3, {"client_software_name": "x", "client_software_version": "1"})
+    assert again["error_code"] == 0
+
+
+def test_advertised_set_is_exactly_what_is_tested(raw: RawClient) -> None:
+    resp = raw.call(ApiKey.API_VERSIONS, 0, {})
+    advertised = {
+        (e["api_key"], v) for e in resp["api_keys"] for v in range(e["min_version"], e["max_version"] + 1)
+    }
+    tested_here = {(int(k), v) for k, vs in TESTED_HERE.items() for v in vs}
+    non_group = {(k, v) for k, v in advertised if k not in GROUP_KEYS}
+    assert non_group == tested_here
+    # the group set is tested by test_groups_protocol.py for exactly the advertised SUPPORTED ranges
+    from strom.protocol.api import SUPPORTED
+
+    group = {(k, v) for k, v in advertised if k in GROUP_KEYS}
+    assert group == {
+        (int(k), v) for k, (lo, hi) in SUPPORTED.items() if k in GROUP_KEYS for v in range(lo, hi + 1)
+    }
+    for key in (68, 71, 75, 60, 24, 25, 26, 27, 28):  # never advertise what is not implemented
+        assert all(k != key for k, _ in advertised)
+
+
+# -- CreateTopics -----------------------------------------------------------------------------------
+
+
+def _create(raw: RawClient, version: int, topics: list[dict[str, Any]], validate_only: bool = False) -> Any:
+    full = [
+        {
+            "num_partitions": 1,
+            "replication_factor": 1,
+            "assignments": [],
+            "configs": [],
+            **t,
+        }
+        for t in topics
+    ]
+    resp = call(
+        raw,
+        ApiKey.CREATE_TOPICS,
+        version,
+        {"topics": full, "timeout_ms": 10_000, "validate_only": validate_only},
+    )
+    return {t["name"]: t for t in resp["topics"]}
+
+
+@pytest.mark.parametrize("version", CREATE_TOPICS_V)
+def test_create_topics(raw: RawClient, topic_name: str, version: int) -> None:
+    bad_cfg = f"{topic_name}-cfg"
+    unknown_cfg = f"{topic_name}-cfg2"
+    out = _create(
+        raw,
+        version,
+        [
+            {
+                "name": topic_name,
+                "num_partitions": 3,
+                "configs": [{"name": "retention.ms", "value": "3600000"}],
+            },
+            {"name": "bad/name"},
+            {"name": f"{topic_name}-p0", "num_partitions": 0},
+            {"name": f"{topic_name}-rf2", "replication_factor": 2},
+            {"name": bad_cfg, "configs": [{"name": "retention.ms", "value": "soon"}]},
+            {"name": unknown_cfg, "configs": [{"name": "no.such.config", "value": "1"}]},
+        ],
+    )
+    assert out[topic_name]["error_code"] == 0
+    assert out["bad/name"]["error_code"] == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert out[f"{topic_name}-p0"]["error_code"] == ErrorCode.INVALID_PARTITIONS
+    assert out[f"{topic_name}-rf2"]["error_code"] == ErrorCode.INVALID_REPLICATION_FACTOR
+    assert out[bad_cfg]["error_code"] == ErrorCode.INVALID_CONFIG
+    assert out[unknown_cfg]["error_code"] == ErrorCode.INVALID_CONFIG
+    if version >= 1:
+        assert out[topic_name]["error_message"] is None
+        assert out[bad_cfg]["error_message"]  # a reason for the user
+    again = _create(raw, version, [{"name": topic_name}])
+    assert again[topic_name]["error_code"] == ErrorCode.TOPIC_ALREADY_EXISTS
+    meta = metadata_topics(raw, None)
+    assert len(meta[topic_name]["partitions"]) == 3
+    for failed in ("bad/name", f"{topic_name}-p0", f"{topic_name}-rf2", bad_cfg, unknown_cfg):
+        assert failed not in meta
+    if version >= 1:
+        dry = f"{topic_name}-dry"
+        assert _create(raw, version, [{"name": dry}], validate_only=True)[dry]["error_code"] == 0
+        assert dry not in metadata_topics(raw, None)
+        bad = _create(raw, version, [{"name": dry, "num_partitions": -5}], validate_only=True)
+        assert bad[dry]["error_code"] == ErrorCode.INVALID_PARTITIONS
+    if version >= 4:
+        # KIP-464: -1 means the broker's num.partitions / default.replication.factor
+        dflt = f"{topic_name}-defaults"
+        got = _create(raw, version, [{"name": dflt, "num_partitions": -1, "replication_factor": -1}])
+        assert got[dflt]["error_code"] == 0
+        assert len(metadata_topics(raw, [dflt])[dflt]["partitions"]) == 1
+    described = _describe(raw, 1, topic_name, ["retention.ms"])
+    assert described["retention.ms"]["value"] == "3600000"
+
+
+# -- DeleteTopics -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", DELETE_TOPICS_V)
+def test_delete_topics(raw: RawClient, topic_name: str, version: int) -> None:
+    assert raw.create_topic(topic_name, 2) == 0
+    raw.produce(topic_name, 0, batch([b"x"]))
+    missing = f"{topic_name}-missing"
+    resp = call(
+        raw, ApiKey.DELETE_TOPICS, version, {"topic_names": [topic_name, missing], "timeout_ms": 5000}
+    )
+    codes = {r["name"]: r["error_code"] for r in resp["responses"]}
+    assert codes == {topic_name: 0, missing: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert topic_name not in metadata_topics(raw, None)
+    assert raw.fetch(topic_name, 0, 0)["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    # the name can be reused, and the new topic starts empty
+    assert raw.create_topic(topic_name, 1) == 0
+    assert raw.list_offset(topic_name, 0, -1)["offset"] == 0
+
+
+# -- DeleteRecords ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", DELETE_RECORDS_V)
+def test_delete_records(raw: RawClient, topic_name: str, version: int) -> None:
+    assert raw.create_topic(topic_name, 1) == 0
+    for i in range(5):
+        raw.produce(topic_name, 0, batch([b"%d" % i]))
+
+    def delete(partition: int, offset: int) -> dict[str, Any]:
+        body = {
+            "topics": [
+                {"name": topic_name, "partitions": [{"partition_index": partition, "offset": offset}]}
+            ],
+            "timeout_ms": 5000,
+        }
+        resp = call(raw, ApiKey.DELETE_RECORDS, version, body)
+        return dict(resp["topics"][0]["partitions"][0])
+
+    got = delete(0, 3)
+    assert (got["error_code"], got["low_watermark"]) == (0, 3)
+    assert raw.list_offset(topic_name, 0, -2)["offset"] == 3
+    assert raw.fetch(topic_name, 0, 0)["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert values_at(raw, topic_name, 0, 3) == [(3, b"3"), (4, b"4")]
+    assert raw.fetch(topic_name, 0, 3, version=5)["log_start_offset"] == 3
+    assert delete(0, 99)["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert delete(4, 1)["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    got = delete(0, -1)  # -1: up to the high watermark
+    assert (got["error_code"], got["low_watermark"]) == (0, 5)
+    assert raw.produce(topic_name, 0, batch([b"5"]))["base_offset"] == 5
+
+
+# -- InitProducerId ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", INIT_PRODUCER_ID_V)
+def test_init_producer_id(raw: RawClient, version: int) -> None:
+    body = {"transactional_id": None, "transaction_timeout_ms": 60_000}
+    first = call(raw, ApiKey.INIT_PRODUCER_ID, version, body)
+    second = call(raw, ApiKey.INIT_PRODUCER_ID, version, body)
+    for resp in (first, second):
+        assert (resp["error_code"], resp["producer_epoch"]) == (0, 0)
+        assert resp["producer_id"] >= 0
+    assert second["producer_id"] > first["producer_id"]
+    txn = call(raw, ApiKey.INIT_PRODUCER_ID, version, {**body, "transactional_id": "txn-1"})
+    assert txn["error_code"] != 0  # transactions are not offered
+    assert (txn["producer_id"], txn["producer_epoch"]) == (-1, -1)
+
+
+# -- DescribeConfigs / AlterConfigs / IncrementalAlterConfigs ----------------------------------------
+
+
+def _describe(
+    raw: RawClient, version: int, name: str, keys: list[str] | None = None, rtype: int = TOPIC_RESOURCE
+) -> dict[str, Any]:
+    resp = call(
+        raw,
+        ApiKey.DESCRIBE_CONFIGS,
+        version,
+        {
+            "resources": [{"resource_type": rtype, "resource_name": name, "configuration_keys": keys}],
+            "include_synonyms": False,
+            "include_documentation": False,
+        },
+    )
+    (result,) = resp["results"]
+    assert (result["resource_type"], result["resource_name"]) == (rtype, name)
+    if result["error_code"]:
+        return {"__error__": result["error_code"]}
+    return {c["name"]: c for c in result["configs"]}
+
+
+@pytest.mark.parametrize("version", DESCRIBE_CONFIGS_V)
+def test_describe_configs(raw: RawClient, topic_name: str, version: int) -> None:
+    assert raw.create_topic(topic_name, 1, {"retention.ms": "12345"}) == 0
+    configs = _describe(raw, version, topic_name)
+    assert {"retention.ms", "cleanup.policy", "max.message.bytes", "min.insync.replicas"} <= set(configs)
+    override, default = configs["retention.ms"], configs["cleanup.policy"]
+    assert override["value"] == "12345"
+    assert default["value"] == "delete"
+    assert configs["max.message.bytes"]["value"] == "1048588"
+    for entry in configs.values():
+        assert entry["is_sensitive"] is False
+    if version == 0:
+        assert (override["is_default"], default["is_default"]) == (False, True)
+    else:
+        assert override["config_source"] == SOURCE_DYNAMIC_TOPIC
+        assert default["config_source"] == SOURCE_DEFAULT
+    if version >= 3:
+        assert override["config_type"] in (0, 5)  # UNKNOWN or LONG
+    assert set(_describe(raw, version, topic_name, ["retention.ms"])) == {"retention.ms"}
+    assert _describe(raw, version, f"{topic_name}-missing") == {
+        "__error__": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    }
+    brokers = _describe(raw, version, "0", rtype=BROKER_RESOURCE)
+    assert brokers["message.max.bytes"]["value"] == "1048588"
+    assert brokers["log.dirs"]["value"]
+
+
+@pytest.mark.parametrize("version", ALTER_CONFIGS_V)
+def test_alter_configs(raw: RawClient, topic_name: str, version: int) -> None:
+    assert raw.create_topic(topic_name, 1, {"retention.ms": "12345"}) == 0
+
+    def alter(name: str, configs: dict[str, str], validate_only: bool = False) -> int:
+        body = {
+            "resources": [
+                {
+                    "resource_type": TOPIC_RESOURCE,
+                    "resource_name": name,
+                    "configs": [{"name": k, "value": v} for k, v in configs.items()],
+                }
+            ],
+            "validate_only": validate_only,
+        }
+        (result,) = call(raw, ApiKey.ALTER_CONFIGS, version, body)["responses"]
+        assert (result["resource_type"], result["resource_name"]) == (TOPIC_RESOURCE, name)
+        return int(result["error_code"])
+
+    assert alter(topic_name, {"segment.ms": "600000"}, validate_only=True) == 0
+    assert _describe(raw, 1, topic_name)["segment.ms"]["config_source"] == SOURCE_DEFAULT
+    # AlterConfigs replaces the whole override set
+    assert alter(topic_name, {"segment.ms": "600000"}) == 0
+    configs = _describe(raw, 1, topic_name)
+    assert (configs["segment.ms"]["value"], configs["segment.ms"]["config_source"]) == (
+        "600000",
+        SOURCE_DYNAMIC_TOPIC,
+    )
+    assert configs["retention.ms"]["config_source"] == SOURCE_DEFAULT
+    assert alter(topic_name, {"segment.ms": "-7"}) == ErrorCode.INVALID_CONFIG
+    assert alter(topic_name, {"no.such.config": "1"}) == ErrorCode.INVALID_CONFIG
+    assert _describe(raw, 1, topic_name)["segment.ms"]["value"] == "600000"
+    assert alter(f"{topic_name}-missing", {"segment.ms": "1000"}) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+@pytest.mark.parametrize("version", INCREMENTAL_ALTER_CONFIGS_V)
+def test_incremental_alter_configs(raw: RawClient, topic_name: str, version: int) -> None:
+    assert raw.create_topic(topic_name, 1, {"retention.ms": "12345"}) == 0
+
+    def alter(name: str, ops: list[tuple[str, int, str | None]], validate_only: bool = False) -> int:
+        body = {
+            "resources": [
+                {
+                    "resource_type": TOPIC_RESOURCE,
+                    "resource_name": name,
+                    "configs": [{"name": k, "config_operation": op, "value": v} for k, op, v in ops],
+                }
+            ],
+            "validate_only": validate_only,
+        }
+        (result,) = call(raw, ApiKey.INCREMENTAL_ALTER_CONFIGS, version, body)["responses"]
+        return int(result["error_code"])
+
+    assert alter(topic_name, [("segment.ms", 0, "600000")]) == 0  # SET keeps the other overrides
+    configs = _describe(raw, 1, topic_name)
+    assert (configs["segment.ms"]["value"], configs["retention.ms"]["value"]) == ("600000", "12345")
+    assert alter(topic_name, [("retention.ms", 1, None)]) == 0  # DELETE reverts to the default
+    assert _describe(raw, 1, topic_name)["retention.ms"]["config_source"] == SOURCE_DEFAULT
+    assert alter(topic_name, [("cleanup.policy", 0, "shred")]) == ErrorCode.INVALID_CONFIG
+    assert alter(topic_name, [("cleanup.policy", 0, "compact")], validate_only=True) == 0
+    assert _describe(raw, 1, topic_name)["cleanup.policy"]["value"] == "delete"
+    assert alter(f"{topic_name}-missing", [("segment.ms", 0, "1")]) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+# -- CreatePartitions -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", CREATE_PARTITIONS_V)
+def test_create_partitions(raw: RawClient, topic_name: str, version: int) -> None:
+    assert raw.create_topic(topic_name, 1) == 0
+
+    def grow(name: str, count: int, validate_only: bool = False) -> int:
+        body = {
+            "topics": [{"name": name, "count": count, "assignments": None}],
+            "timeout_ms": 5000,
+            "validate_only": validate_only,
+        }
+        (result,) = call(raw, ApiKey.CREATE_PARTITIONS, version, body)["results"]
+        assert result["name"] == name
+        return int(result["error_code"])
+
+    assert grow(topic_name, 3, validate_only=True) == 0
+    assert len(metadata_topics(raw, [topic_name])[topic_name]["partitions"]) == 1
+    assert grow(topic_name, 3) == 0
+    assert len(metadata_topics(raw, [topic_name])[topic_name]["partitions"]) == 3
+    assert raw.produce(topic_name, 2, batch([b"new"]))["error_code"] == 0
+    assert values_at(raw, topic_name, 2) == [(0, b"new")]
+    assert grow(topic_name, 3) == ErrorCode.INVALID_PARTITIONS
+    assert grow(topic_name, 2) == ErrorCode.INVALID_PARTITIONS
+    assert grow(f"{topic_name}-missing", 2) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_request_encoding_matches_kafka_python() -> None:
+    """The raw client's frames are what kafka-python itself would send (so the tests speak real Kafka)."""
+    body = {"topics": None, "allow_auto_topic_creation": False}
+    ours = encode_request(ApiKey.METADATA, 8, 77, "strom-raw", body)
+    theirs = KP[(ApiKey.METADATA, "request")](
+        version=8,
+        topics=None,
+        allow_auto_topic_creation=False,
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+    )
+    theirs.with_header(correlation_id=77, client_id="strom-raw")
+    assert ours == bytes(theirs.encode(header=True, framed=True))
