@@ -197,6 +197,9 @@ class Broker:
             )
         )
         self._tasks.append(asyncio.create_task(self._periodic("checkpoint", 60_000, self._checkpoint)))
+        self._tasks.append(
+            asyncio.create_task(self._run_cleaner(int(self.config.get("log.cleaner.backoff.ms"))))
+        )
         # Consumer groups: replays __consumer_offsets, then serves the group APIs (handlers/groups.py).
         from strom.broker.group_service import GroupService
 
@@ -211,6 +214,23 @@ class Broker:
                 job()
             except Exception:
                 log.exception("background job %s failed", name)
+
+    async def _run_cleaner(self, backoff_ms: int) -> None:
+        """Log compaction (storage/cleaner.py) in small steps between other event-loop work."""
+        from strom.storage.cleaner import LogCleaner
+
+        cleaner = LogCleaner(self.log_manager, self.clock.time_ms)
+        while True:
+            steps = cleaner.clean_steps()
+            try:
+                for _ in steps:
+                    await asyncio.sleep(0)
+            except Exception:
+                log.exception("background job cleaner failed")
+            finally:
+                steps.close()
+            if cleaner.last_stats is None:
+                await asyncio.sleep(max(backoff_ms, 10) / 1000)
 
     def _run_retention(self) -> None:
         deleted = self.log_manager.run_retention(self.clock.time_ms())

@@ -3,8 +3,8 @@
 Steps, in order:
 
 1. Remove leftovers of interrupted operations: ``*.tmp`` (checkpoint writes), ``*.deleted`` and
-   ``*.cleaned`` files. ``*.swap`` files belong to the cleaner's swap protocol and are left alone.
-   Index files without a ``.log`` are removed.
+   ``*.cleaned`` files. Then the cleaner's committed ``*.log.swap`` files replace the segments they
+   were cleaned from (`swap.recover_swaps`). Index files without a ``.log`` are removed.
 2. Open every ``<20-digit base offset>.log`` in offset order.
 3. Decide which segments to recover. After an unclean shutdown that is the segment containing the
    recovery point and every later one (earlier ones were fsynced before the recovery point moved past
@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 from strom.protocol.records.batch import RecordValidationError
 from strom.storage.segment import LogSegment
+from strom.storage.swap import recover_swaps
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,8 @@ def load_segments(
     """Open, recover and return the segments of one partition directory (see module docstring)."""
     os.makedirs(directory, exist_ok=True)
     _remove_leftovers(directory, os.listdir(directory))
+    if recover_swaps(directory):
+        _remove_leftovers(directory, os.listdir(directory))  # index files of the replaced segments
     bases = segment_base_offsets(directory)
     first_recover = _first_to_recover(bases, recovery_point, clean_shutdown)
     segments: list[LogSegment] = []

@@ -38,12 +38,14 @@ from typing import NamedTuple
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records import batch as batch_mod
 from strom.protocol.records.batch import BatchHeader, RecordValidationError
-from strom.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
+from strom.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache, fsync_dir
 from strom.storage.config import LONG_MAX, LogConfig
 from strom.storage.loader import SegmentSettings, load_segments
+from strom.storage.offset_map import require_keys
 from strom.storage.producer_state import ProducerStateManager
 from strom.storage.retention import RetentionPolicy, SegmentSummary, segments_to_delete
 from strom.storage.segment import BatchSpan, LogSegment, should_roll
+from strom.storage.swap import DELETED_SUFFIX, SWAP_SUFFIX
 
 TimeFn = Callable[[], int]
 _BASE_OFFSET = struct.Struct(">q")  # batch bytes 0..8, patched in place (see records/batch.py)
@@ -150,6 +152,8 @@ class PartitionLog:
             raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE, f"{len(records)} bytes exceed segment.bytes")
         now_ms = self._time_ms()
         self._check_timestamps(batches, now_ms)
+        if self.config.compact_enabled:
+            require_keys(records, batches)  # the one per-record check of the produce path (Kafka's too)
         base_offset = self.log_end_offset
         plan = self.producer_state.plan()
         offset = base_offset
@@ -445,6 +449,32 @@ class PartitionLog:
                 log.warning("%s: stopped replaying segment %d headers: %s", self.dir, segment.base_offset, e)
         if rebuild_epochs and self.leader_epoch_cache.entries:
             self.leader_epoch_cache.write()
+
+    # -- compaction -------------------------------------------------------------------------------
+    def replace_segments(self, old: list[LogSegment], cleaned: LogSegment) -> bool:
+        """Swap ``cleaned`` (fsynced, files suffixed ``.cleaned``) in for the consecutive ``old`` segments.
+
+        Runs steps 2-5 of the swap protocol in swap.py. Returns False, touching nothing, when ``old``
+        is no longer a run of inactive segments of this log (retention, truncation or deletion got
+        there first); the caller then discards ``cleaned``.
+        """
+        try:
+            i = next(n for n, s in enumerate(self.segments) if s is old[0])
+        except StopIteration:
+            return False
+        if self.segments[i : i + len(old)] != old or i + len(old) >= len(self.segments):
+            return False
+        cleaned.change_file_suffixes(SWAP_SUFFIX)  # the commit point: recovery completes it from here
+        fsync_dir(self.dir)
+        for segment in old:
+            segment.change_file_suffixes(DELETED_SUFFIX)
+        fsync_dir(self.dir)
+        cleaned.change_file_suffixes("")
+        fsync_dir(self.dir)
+        self.segments[i : i + len(old)] = [cleaned]
+        for segment in old:
+            segment.delete()
+        return True
 
     # -- lifecycle --------------------------------------------------------------------------------
     def update_config(self, config: LogConfig) -> None:

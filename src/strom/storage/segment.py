@@ -94,9 +94,12 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_bytes: int,
         now_ms: int,
+        file_suffix: str = "",
     ) -> None:
         self.base_offset = base_offset
         self.prefix = filename_prefix(directory, base_offset)
+        # "" for a live segment; the log cleaner builds replacements as ".cleaned" then ".swap" (cleaner.py).
+        self.file_suffix = file_suffix
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = now_ms
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -110,13 +113,30 @@ class LogSegment:
 
     @property
     def log_path(self) -> str:
-        return self.prefix + ".log"
+        return self.prefix + ".log" + self.file_suffix
+
+    def change_file_suffixes(self, new_suffix: str) -> None:
+        """Rename the segment's files to end in ``new_suffix`` (open descriptors stay valid).
+
+        The index files are renamed before the ``.log``: the cleaner's swap protocol treats the
+        ``.log`` rename as the step that commits (see cleaner.py).
+        """
+        old_suffix = self.file_suffix
+        for index in (self.offset_index, self.time_index):
+            new_path = index.path[: len(index.path) - len(old_suffix)] + new_suffix
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(index.path, new_path)
+            index.path = new_path
+        old_log = self.log_path
+        self.file_suffix = new_suffix
+        os.rename(old_log, self.log_path)
 
     def _open_indexes(self, max_index_bytes: int) -> tuple[OffsetIndex, TimeIndex]:
         """Open both indexes; a corrupt or implausible one is emptied so that `needs_rebuild` is set."""
         self.needs_rebuild = False
-        offset_index = OffsetIndex(self.prefix + ".index", self.base_offset, max_index_bytes)
-        time_index = TimeIndex(self.prefix + ".timeindex", self.base_offset, max_index_bytes)
+        suffix = self.file_suffix
+        offset_index = OffsetIndex(self.prefix + ".index" + suffix, self.base_offset, max_index_bytes)
+        time_index = TimeIndex(self.prefix + ".timeindex" + suffix, self.base_offset, max_index_bytes)
         try:
             offset_index.load()
             time_index.load()
