@@ -85,7 +85,12 @@ class KafkaServer:
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_host: str
     ) -> None:
         while True:
-            (size,) = _SIZE.unpack(await reader.readexactly(4))
+            try:
+                (size,) = _SIZE.unpack(await reader.readexactly(4))
+            except asyncio.IncompleteReadError as exc:
+                if exc.partial:  # an EOF between frames is an ordinary close
+                    log.info("connection from %s closed mid-request (size prefix cut short)", client_host)
+                return
             if size < 8 or size > self._max_request_bytes:
                 log.warning(
                     "closing connection from %s: request size %d outside 8..%d (socket.request.max.bytes)",
@@ -94,7 +99,12 @@ class KafkaServer:
                     self._max_request_bytes,
                 )
                 return
-            payload = await reader.readexactly(size)
+            try:
+                payload = await reader.readexactly(size)
+            except asyncio.IncompleteReadError as exc:
+                got = len(exc.partial)
+                log.info("connection from %s closed mid-request (%d of %d bytes)", client_host, got, size)
+                return
             try:
                 response = await self._handle_frame(payload, client_host)
             except _CloseConnection:
@@ -107,6 +117,14 @@ class KafkaServer:
 
     async def _handle_frame(self, payload: bytes, client_host: str) -> bytes | None:
         """The encoded response, or None when none is due (acks=0); raises _CloseConnection."""
+        # API and version are judged from the fixed header prefix before the body is decoded (as Kafka
+        # does), so a version we do not serve is reported as such whatever its body holds.
+        key, version, correlation_id = _HEADER_PREFIX.unpack_from(payload)
+        if not self._served(key, version):
+            if key == ApiKey.API_VERSIONS:
+                return self._api_versions_fallback(correlation_id)
+            log.warning("closing connection from %s: API key %d v%d is not served", client_host, key, version)
+            raise _CloseConnection
         try:
             request = decode_request(payload)
         except UnsupportedVersion as exc:
@@ -122,14 +140,7 @@ class KafkaServer:
         except CorruptFrame as exc:
             log.warning("closing connection from %s: malformed request (%s)", client_host, exc)
             raise _CloseConnection from None
-        key, version = request.api_key, request.api_version
-        handler = HANDLERS.get(key)
-        low_high = SUPPORTED.get(ApiKey(key)) if key in ApiKey._value2member_map_ else None
-        if handler is None or low_high is None or not low_high[0] <= version <= low_high[1]:
-            if key == ApiKey.API_VERSIONS:
-                return self._api_versions_fallback(request.correlation_id)
-            log.warning("closing connection from %s: API key %d v%d is not served", client_host, key, version)
-            raise _CloseConnection
+        handler = HANDLERS[key]
         ctx = RequestContext(
             self.broker, key, version, request.correlation_id, request.client_id, client_host
         )
@@ -137,6 +148,12 @@ class KafkaServer:
         if body is None:
             return None
         return encode_response(key, version, request.correlation_id, body)
+
+    @staticmethod
+    def _served(key: int, version: int) -> bool:
+        """Whether a handler exists and the version is inside the advertised range."""
+        low_high = SUPPORTED.get(ApiKey(key)) if key in ApiKey._value2member_map_ else None
+        return key in HANDLERS and low_high is not None and low_high[0] <= version <= low_high[1]
 
     def _api_versions_fallback(self, correlation_id: int) -> bytes:
         # Always a v0 body: the only layout a client can parse before versions are agreed.
