@@ -676,3 +676,47 @@ def test_many_connections_opened_and_dropped(broker: BrokerProcess, witness: Wit
             assert_still_served(fresh)
     except BrokerClosed:  # pragma: no cover - reported with context
         pytest.fail("a fresh connection was refused after many dropped ones")
+
+
+@pytest.mark.parametrize("version", [3, 6, 7, 8])
+def test_zstd_needs_produce_v7(
+    raw: RawClient, topic: str, witness: Witness, logs: LogWatch, version: int
+) -> None:
+    """KIP-110: a zstd batch in Produce v3-6 is UNSUPPORTED_COMPRESSION_TYPE, per partition."""
+    from strom.protocol.records.builder import build_batch
+
+    zstd = build_batch([(None, b"zstd" * 20, (), 1)], compression=4)
+    before = leo(raw, topic)
+    body = {
+        "transactional_id": None,
+        "acks": -1,
+        "timeout_ms": 5000,
+        "topic_data": [
+            {"name": topic, "partition_data": [{"index": 0, "records": zstd}]},
+            {"name": witness.topic, "partition_data": [{"index": 0, "records": batch([b"plain"])}]},
+        ],
+    }
+    resp = raw.call(ApiKey.PRODUCE, version, body)
+    codes = [p["error_code"] for t in resp["responses"] for p in t["partition_responses"]]
+    if version < 7:
+        assert codes == [ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, 0]
+        assert leo(raw, topic) == before
+        logs.wait_for(rf"produce to {topic}-0 .*zstd")
+    else:
+        assert codes == [0, 0]
+        assert leo(raw, topic) == before + 1
+    witness.acked.append((resp["responses"][1]["partition_responses"][0]["base_offset"], b"plain"))
+    witness.check()
+
+
+def test_clients_cannot_write_internal_topics(raw: RawClient, witness: Witness, logs: LogWatch) -> None:
+    """Kafka refuses client appends to __consumer_offsets; a forged record could rewrite group offsets."""
+    resp = raw.call(ApiKey.FIND_COORDINATOR, 1, {"key": "forged", "key_type": 0})  # creates the topic
+    assert resp["error_code"] == 0
+    forged = batch([b"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"], key=b"\x00\x01\x00\x06forged")
+    for partition in (0, 1):
+        got = raw.produce("__consumer_offsets", partition, forged)
+        assert (got["error_code"], got["base_offset"]) == (ErrorCode.INVALID_TOPIC_EXCEPTION, -1)
+    logs.wait_for(r"cannot append to internal topic __consumer_offsets")
+    assert_still_served(raw)
+    witness.check()

@@ -303,3 +303,23 @@ def test_acks_all_with_confluent_kafka_reports_not_enough_replicas(
     assert len(errors) == 1 and errors[0] is not None
     assert errors[0].code() == KafkaError.NOT_ENOUGH_REPLICAS
     assert leo(raw, topic) == 0
+
+
+def test_acks_zero_error_closes_the_connection(raw: RawClient, broker: BrokerProcess) -> None:
+    """Kafka closes the connection when an acks=0 produce fails, so the producer notices and refreshes."""
+    topic = new_topic(raw)
+    log_start = broker.log_path.stat().st_size
+    raw.send(ApiKey.PRODUCE, 8, produce_body(f"{topic}-missing", 0, batch([b"lost"]), acks=0))
+    assert raw.closed_by_peer(5.0)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        with open(broker.log_path, "rb") as fh:
+            fh.seek(log_start)
+            if b"produce with acks=0 failed" in fh.read():
+                break
+        time.sleep(0.05)
+    else:
+        pytest.fail("no log line for the failed acks=0 produce")
+    with RawClient(broker.bootstrap) as fresh:
+        assert values(fresh, topic) == []
+        assert fresh.produce(topic, 0, batch([b"ok"]), acks=1)["error_code"] == 0

@@ -20,6 +20,7 @@ import struct
 
 from strom.broker.broker import Broker
 from strom.broker.handlers import HANDLERS, RequestContext, advertised_api_keys
+from strom.broker.handlers.base import CloseConnection
 from strom.protocol.api import SUPPORTED, ApiKey
 from strom.protocol.codec import CorruptFrame, UnsupportedVersion, decode_request, encode_response
 from strom.protocol.errors import ErrorCode
@@ -144,7 +145,11 @@ class KafkaServer:
         ctx = RequestContext(
             self.broker, key, version, request.correlation_id, request.client_id, client_host
         )
-        body = await handler(ctx, request.body)
+        try:
+            body = await handler(ctx, request.body)
+        except CloseConnection as exc:
+            log.info("closing connection from %s: %s", client_host, exc)
+            raise _CloseConnection from None
         if body is None:
             return None
         return encode_response(key, version, request.correlation_id, body)

@@ -32,6 +32,15 @@ class RequestContext:
 
 Handler = Callable[[RequestContext, Body], Awaitable[Body | None]]
 
+
+class CloseConnection(Exception):
+    """Raised by a handler where Kafka answers by closing the client's connection; the message is logged.
+
+    Kafka does this for a Produce with acks=0 that failed: there is no response to carry the error, and
+    the reconnect makes the producer refresh its metadata.
+    """
+
+
 HANDLERS: dict[int, Handler] = {}
 
 

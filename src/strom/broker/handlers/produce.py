@@ -5,20 +5,63 @@ producer checks, patches offsets and appends (DESIGN.md, "Durable, Kafka-shaped 
 replica the ISR is this broker, so the high watermark moves to the log end offset at once and acks=all
 needs nothing more than `min.insync.replicas <= 1`. Produce v0-2 (magic 0/1) is rejected per partition,
 as Kafka 4 does, while staying advertised for old librdkafka's feature detection (PROTOCOL-NOTES P10).
+Also as Kafka: internal topics (__consumer_offsets) take no client writes, zstd batches need Produce v7+
+(KIP-110), and a failed acks=0 request closes the connection, since no response can carry the error.
 """
 
 from __future__ import annotations
 
 import logging
+import struct
 from typing import Any
 
-from strom.broker.handlers.base import Body, RequestContext, handles
+from strom.broker.broker import INTERNAL_TOPICS
+from strom.broker.handlers.base import Body, CloseConnection, RequestContext, handles
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
 ISR_SIZE = 1
+ZSTD = 4
+MIN_ZSTD_VERSION = 7
+_INT32 = struct.Struct(">i")
+
+
+def _uses_zstd(records: bytes | bytearray | memoryview | None) -> bool:
+    """Whether any batch header in the payload names zstd (attributes bits 0-2; header only, bounded)."""
+    pos, end = 0, len(records or b"")
+    while records is not None and end - pos >= 61:
+        if records[pos + 22] & 0x07 == ZSTD:
+            return True
+        (length,) = _INT32.unpack_from(records, pos + 8)
+        if length <= 0:
+            return False
+        pos += length + 12
+    return False
+
+
+def _refused(ctx: RequestContext, topic: str, part: dict[str, Any]) -> dict[str, Any] | None:
+    """Per-partition checks Kafka makes before appending, whichever path appends; None if none fails."""
+    if ctx.api_version < 3:
+        return None  # answered UNSUPPORTED_VERSION below
+    index = int(part["index"])
+    if ctx.api_version < MIN_ZSTD_VERSION and _uses_zstd(part["records"]):
+        message = f"zstd batches need Produce v{MIN_ZSTD_VERSION}+, got v{ctx.api_version}"
+        log.info("produce to %s-%d from %s rejected: %s", topic, index, ctx.client_id, message)
+        return _partition_result(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, message)
+    if topic in INTERNAL_TOPICS:
+        message = f"cannot append to internal topic {topic}"
+        log.info("produce to %s-%d from %s rejected: %s", topic, index, ctx.client_id, message)
+        return _partition_result(index, ErrorCode.INVALID_TOPIC_EXCEPTION, message)
+    return None
+
+
+def _in_request_order(
+    refused: dict[int, dict[str, Any]], others: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    rest = iter(others)
+    return [refused[i] if i in refused else next(rest) for i in range(len(refused) + len(others))]
 
 
 def _partition_result(index: int, code: ErrorCode, message: str | None = None) -> dict[str, Any]:
@@ -71,6 +114,8 @@ async def handle_produce(ctx: RequestContext, req: Body) -> Body | None:
     for topic_data in req["topic_data"]:
         name = topic_data["name"]
         parts = topic_data["partition_data"]
+        refused = {i: r for i, p in enumerate(parts) if (r := _refused(ctx, name, p)) is not None}
+        parts = [p for i, p in enumerate(parts) if i not in refused]
         if ctx.api_version < 3:
             results = [_partition_result(p["index"], ErrorCode.UNSUPPORTED_VERSION) for p in parts]
         elif acks not in (0, 1, -1):
@@ -86,7 +131,15 @@ async def handle_produce(ctx: RequestContext, req: Body) -> Body | None:
             ]
         else:
             results = [_append(ctx, name, p, acks) for p in parts]
-        responses.append({"name": name, "partition_responses": results})
+        responses.append({"name": name, "partition_responses": _in_request_order(refused, results)})
     if acks == 0:
+        failed = [
+            f"{t['name']}-{p['index']}: {ErrorCode(p['error_code']).name}"
+            for t in responses
+            for p in t["partition_responses"]
+            if p["error_code"]
+        ]
+        if failed:
+            raise CloseConnection(f"produce with acks=0 failed ({', '.join(failed)})")
         return None
     return {"responses": responses, "throttle_time_ms": 0}
