@@ -83,20 +83,7 @@ def test_batch_assign_and_specific_offsets(spark: Any, strom_broker: str) -> Non
     assert got == [(0, 5), (0, 6), (0, 7)] + [(1, o) for o in range(10)]
 
 
-@pytest.mark.parametrize(
-    "batch_per_record",
-    [
-        True,
-        pytest.param(
-            False,
-            marks=pytest.mark.xfail(
-                reason="broker bug: ListOffsets by timestamp answers the base offset of the first batch "
-                "whose max timestamp >= target, not the first record's offset inside that batch",
-                strict=True,
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("batch_per_record", [True, False])
 def test_starting_offsets_by_timestamp_batch(spark: Any, strom_broker: str, batch_per_record: bool) -> None:
     topic = new_topic(strom_broker, 2)
     base = 1_700_000_000_000

@@ -104,6 +104,8 @@ def produce_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> 
         "batch.size": 1_000_000,
         "queue.buffering.max.messages": 500_000,
         "queue.buffering.max.kbytes": 1_048_576,
+        # Delivery reports only for failures: no Python callback per successful record.
+        "delivery.report.only.error": True,
         **options.client_config,
     }
     producer = Producer(config)
@@ -140,22 +142,28 @@ def _produce_batch(
     topics = [options.topic] * n if options.topic is not None else _column(batch, "topic") or [None] * n
     partitions = _column(batch, "partition")
     headers = _column(batch, "headers")
+    if None in topics:
+        raise KafkaOptionError("Null topic present in the data. Use the topic option for setting a topic.")
+    simple = partitions is None and headers is None
+    produce = producer.produce
     for i in range(n):
-        if errors:
-            raise KafkaException(errors[0])
-        topic = topics[i]
-        if topic is None:
-            raise KafkaOptionError(
-                "Null topic present in the data. Use the topic option for setting a topic."
-            )
+        if i % _POLL_EVERY == 0:
+            producer.poll(0)
+            if errors:
+                raise KafkaException(errors[0])
+        if simple:
+            # Hot path: no per-row keyword arguments.
+            try:
+                produce(topics[i], values[i], keys[i], on_delivery=on_delivery)
+                continue
+            except BufferError:
+                pass
         extra: dict[str, Any] = {}
         if partitions is not None and partitions[i] is not None:
             extra["partition"] = partitions[i]
         if headers is not None and headers[i]:
             extra["headers"] = [(h["key"], h["value"]) for h in headers[i]]
-        _produce_one(producer, topic, values[i], keys[i], on_delivery, extra)
-        if i % _POLL_EVERY == 0:
-            producer.poll(0)
+        _produce_one(producer, topics[i], values[i], keys[i], on_delivery, extra)
     return n
 
 
