@@ -13,7 +13,7 @@ from strom.protocol.records.batch import DELETE_HORIZON_BIT, iter_headers
 from strom.protocol.records.builder import build_batch, decode_batches
 from strom.protocol.records.compression import CompressionType
 from strom.protocol.records.record import Record
-from strom.storage.cleaner import CLEANER_OFFSET_CHECKPOINT
+from strom.storage.cleaner import CLEANER_OFFSET_CHECKPOINT, LogCleaner
 from strom.storage.compaction import (
     Candidate,
     LogToClean,
@@ -24,6 +24,8 @@ from strom.storage.compaction import (
     retain_record,
     valid_first_dirty_offset,
 )
+from strom.storage.config import LogConfig
+from strom.storage.log_manager import LogManager
 from strom.storage.offset_map import OffsetMap, iter_record_keys, record_payload, require_keys
 from strom.storage.retention import SegmentSummary
 
@@ -351,3 +353,13 @@ def test_encode_keeps_records_untouched_when_nothing_is_removed(tmp_path: Path) 
     fx.cleaner.clean_once()
     assert fx.log.read(0, 1 << 30, 2) == before  # byte for byte, CRC and codec framing included
     assert isinstance(decode_batches(before)[0].records[0], Record)
+
+
+def test_a_reloaded_log_takes_its_topic_config_from_the_broker_catalogue(tmp_path: Path) -> None:
+    fx = Fixture(str(tmp_path))
+    fill(fx, keys=5, updates=20)
+    fx.manager.shutdown()
+    manager = LogManager([str(tmp_path)], LogConfig())  # loaded logs start with the default config
+    assert manager.get_or_create_log("t", 0).config.cleanup_policy == "delete"
+    assert manager.get_or_create_log("t", 0, COMPACT).config == COMPACT
+    assert LogCleaner(manager, fx.clock).clean_once() is not None

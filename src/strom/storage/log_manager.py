@@ -123,6 +123,10 @@ class LogManager:
         tp = TopicPartition(topic, partition)
         existing = self._logs.get(tp)
         if existing is not None:
+            if config is not None and config != existing.config:
+                # Logs loaded at start-up got the default config: topic configs live in the broker's
+                # catalogue, which hands them over here (else compacted topics stop compacting).
+                self.update_config(topic, config)
             return existing
         if not _LEGAL_TOPIC.match(topic) or topic in (".", "..") or partition < 0:
             raise KafkaError(
