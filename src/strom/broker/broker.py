@@ -17,6 +17,7 @@ import contextlib
 import logging
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from strom._util.clock import Clock, SystemClock
 from strom.broker.config import BrokerConfig
@@ -26,6 +27,11 @@ from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.config import LogConfig
 from strom.storage.log import PartitionLog
 from strom.storage.log_manager import LogManager
+
+if TYPE_CHECKING:
+    from strom.broker.cluster_member import ClusterMember
+    from strom.broker.metadata_cache import ClusterMetadataStore
+    from strom.broker.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +68,18 @@ class Broker:
         self.clock: Clock = clock or SystemClock()
         self.node_id = config.broker_id
         self.rack: str | None = config.get("broker.rack")
-        self.metadata = LocalMetadataStore(config.log_dirs[0], self.node_id, config.get("cluster.id"))
+        # Cluster mode (zookeeper.connect set): metadata from the controller, replication, ISR.
+        self.cluster: ClusterMember | None = None
+        self.replica_manager: ReplicaManager | None = None
+        self.metadata: LocalMetadataStore | ClusterMetadataStore
+        if config.get("zookeeper.connect"):
+            from strom.broker.cluster_member import ClusterMember
+
+            self.cluster = ClusterMember(self)
+            self.metadata = self.cluster.metadata
+            self.replica_manager = self.cluster.replica_manager
+        else:
+            self.metadata = LocalMetadataStore(config.log_dirs[0], self.node_id, config.get("cluster.id"))
         self.cluster_id = self.metadata.cluster_id
         self.default_log_config = LogConfig.from_properties(config.topic_defaults(), LogConfig())
         self.log_manager = LogManager(config.log_dirs, self.default_log_config, self.clock.time_ms)
@@ -83,6 +100,8 @@ class Broker:
         A leader whose ISR is itself advances the high watermark to its log end offset on becoming
         leader, so records acknowledged before a crash (which wrote no checkpoint) are readable again.
         """
+        if self.cluster is not None:
+            return  # cluster mode: replicas are opened by LeaderAndIsr, high watermarks are replicated
         for info in self.metadata.topics.values():
             config = self.log_config_for(info.name)
             for p in range(info.partitions):
@@ -108,6 +127,13 @@ class Broker:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, "number of partitions must be larger than 0")
         if replication_factor <= 0:
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be larger than 0")
+        if self.cluster is not None:
+            LogConfig.from_properties(configs, self.default_log_config)  # raises INVALID_CONFIG
+            self.cluster.validate_assignment(partitions, replication_factor)
+            if validate_only:
+                return None
+            return self.cluster.create_topic(name, partitions, replication_factor, configs)
+        assert isinstance(self.metadata, LocalMetadataStore)
         if replication_factor > 1:
             raise KafkaError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
@@ -138,6 +164,10 @@ class Broker:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         if not self.config.get("delete.topic.enable"):
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
+        if self.cluster is not None:
+            self.cluster.delete_topic(name)
+            return
+        assert isinstance(self.metadata, LocalMetadataStore)
         self.metadata.delete_topic(name)
         for p in range(info.partitions):
             self.log_manager.delete_log(name, p)
@@ -145,6 +175,10 @@ class Broker:
         log.info("deleted topic %s", name)
 
     def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
+        if self.cluster is not None:
+            self.cluster.add_partitions(name, total, validate_only)
+            return
+        assert isinstance(self.metadata, LocalMetadataStore)
         info = self.metadata.topics.get(name)
         if info is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
@@ -167,11 +201,18 @@ class Broker:
         config = LogConfig.from_properties(configs, self.default_log_config)
         if validate_only:
             return
+        if self.cluster is not None:
+            self.cluster.set_topic_configs(name, configs)
+            self.log_manager.update_config(name, config)
+            return
+        assert isinstance(self.metadata, LocalMetadataStore)
         self.metadata.set_configs(name, configs)
         self.log_manager.update_config(name, config)
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog:
         """The log of a partition this broker leads, or the Kafka error a client should see."""
+        if self.replica_manager is not None:
+            return self.replica_manager.leader_partition(topic, partition).log
         info = self.metadata.topics.get(topic)
         if info is None or not 0 <= partition < info.partitions:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -200,6 +241,8 @@ class Broker:
         self._tasks.append(
             asyncio.create_task(self._run_cleaner(int(self.config.get("log.cleaner.backoff.ms"))))
         )
+        if self.cluster is not None:
+            self.cluster.start()
         # Consumer groups: replays __consumer_offsets, then serves the group APIs (handlers/groups.py).
         from strom.broker.group_service import GroupService
 
@@ -244,6 +287,8 @@ class Broker:
         self.log_manager.checkpoint_all()
 
     async def stop(self) -> None:
+        if self.cluster is not None and self.config.get("controlled.shutdown.enable"):
+            await self.cluster.controlled_shutdown()
         groups = getattr(self, "groups", None)
         if groups is not None:
             await groups.stop()
@@ -253,4 +298,6 @@ class Broker:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        if self.cluster is not None:
+            await self.cluster.stop()
         self.log_manager.shutdown()

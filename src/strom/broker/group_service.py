@@ -15,7 +15,10 @@ The coordinator (`strom.coordinator`) is sans-I/O; this module gives it
 `offsets.topic.num.partitions` partitions, `cleanup.policy=compact` and replication factor 1 (one node;
 `offsets.topic.replication.factor` is for the cluster mode). A group lives in partition
 ``abs(java_hash(group_id)) % partitions``; the coordinator of a group is the leader of that partition,
-which on a single node is always this broker.
+which on a single node is always this broker. In cluster mode `__consumer_offsets` has
+`offsets.topic.replication.factor` replicas, the coordinator of a group is the leader of its partition
+(FindCoordinator answers with that leader), a broker loads a partition's groups when it becomes its
+leader, and coordinator writes go through the replica manager (leader epoch, replicated high watermark).
 
 Call only from the broker's event loop.
 """
@@ -35,6 +38,7 @@ from strom.coordinator import (
     JoinResult,
     SyncGroupRequest,
     SyncResult,
+    partition_for,
 )
 from strom.coordinator.ports import Cancellable
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -42,6 +46,7 @@ from strom.protocol.records.builder import RecordValidationError, build_batch, d
 
 if TYPE_CHECKING:
     from strom.broker.broker import Broker
+    from strom.broker.replica_manager import Partition
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +84,10 @@ class OffsetsTopicWriter:
         plog = broker.partition_log(OFFSETS_TOPIC, partition)
         now = broker.clock.time_ms()
         batch = build_batch([(key, value, (), now) for key, value in records])
+        if broker.replica_manager is not None:  # cluster: leader epoch and high watermark are replicated
+            rm = broker.replica_manager
+            rm.append_as_leader(rm.leader_partition(OFFSETS_TOPIC, partition), batch)
+            return
         try:
             plog.append_as_leader(batch, leader_epoch=LEADER_EPOCH)
         except OSError as exc:
@@ -114,6 +123,10 @@ class GroupService:
     def start(self) -> None:
         """Replay `__consumer_offsets` (if it exists) and start offset expiry. Call inside the loop."""
         info = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+        if self.broker.replica_manager is not None:
+            # Cluster: load a partition's groups when this broker becomes its leader.
+            self.broker.replica_manager.on_leadership_change.append(self._on_leadership_change)
+            info = None
         if info is not None:
             self.num_partitions = info.partitions
             self.coordinator.store.num_partitions = info.partitions
@@ -148,13 +161,42 @@ class GroupService:
                 continue
             yield from _read_partition(plog.read, plog.log_start_offset, plog.log_end_offset, partition)
 
+    def _on_leadership_change(self, partition: Partition, is_leader: bool) -> None:
+        if partition.topic != OFFSETS_TOPIC or not is_leader:
+            return
+        plog = partition.log
+        info = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+        if info is not None:
+            self.num_partitions = info.partitions
+            self.coordinator.store.num_partitions = info.partitions
+        self.coordinator.load(
+            _read_partition(plog.read, plog.log_start_offset, plog.log_end_offset, partition.index)
+        )
+
+    def coordinator_endpoint(self, group_id: str) -> tuple[int, str, int] | None:
+        """Cluster mode: (node id, host, port) of the leader of the group's partition, if known."""
+        cache = self.broker.cluster.metadata if self.broker.cluster is not None else None
+        info = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+        if cache is None or info is None:
+            return None
+        meta = cache.partitions.get((OFFSETS_TOPIC, partition_for(group_id, info.partitions)))
+        if meta is None or meta.leader not in cache.brokers:
+            return None
+        leader = cache.brokers[meta.leader]
+        return leader.node_id, leader.host, leader.port
+
     def ensure_offsets_topic(self) -> None:
         """Create `__consumer_offsets` if it does not exist yet (first use)."""
         if OFFSETS_TOPIC in self.broker.metadata.topics:
             return
         configs = {"cleanup.policy": "compact", "segment.bytes": str(OFFSETS_TOPIC_SEGMENT_BYTES)}
         try:
-            self.broker.create_topic(OFFSETS_TOPIC, self.num_partitions, 1, configs)
+            rf = (
+                1
+                if self.broker.cluster is None
+                else int(self.broker.config.get("offsets.topic.replication.factor"))
+            )
+            self.broker.create_topic(OFFSETS_TOPIC, self.num_partitions, rf, configs)
         except KafkaError as exc:
             if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
@@ -162,9 +204,15 @@ class GroupService:
 
     # --- requests ------------------------------------------------------------------------------
     def is_coordinator(self, group_id: str) -> bool:
-        """Single node: this broker leads every `__consumer_offsets` partition."""
-        del group_id
-        return True
+        """Single node: this broker leads every `__consumer_offsets` partition; cluster: the group's one."""
+        rm = self.broker.replica_manager
+        if rm is None:
+            return True
+        info = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+        if info is None:
+            return False
+        part = rm.partitions.get((OFFSETS_TOPIC, partition_for(group_id, info.partitions)))
+        return part is not None and part.leader_id == self.broker.node_id
 
     async def join_group(self, req: JoinGroupRequest) -> JoinResult:
         fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()

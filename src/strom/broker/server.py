@@ -21,7 +21,7 @@ import struct
 from strom.broker.broker import Broker
 from strom.broker.handlers import HANDLERS, RequestContext, advertised_api_keys
 from strom.broker.handlers.base import CloseConnection
-from strom.protocol.api import SUPPORTED, ApiKey
+from strom.protocol.api import INTERNAL, SUPPORTED, ApiKey
 from strom.protocol.codec import CorruptFrame, UnsupportedVersion, decode_request, encode_response
 from strom.protocol.errors import ErrorCode
 
@@ -157,7 +157,11 @@ class KafkaServer:
     @staticmethod
     def _served(key: int, version: int) -> bool:
         """Whether a handler exists and the version is inside the advertised range."""
-        low_high = SUPPORTED.get(ApiKey(key)) if key in ApiKey._value2member_map_ else None
+        low_high = (
+            SUPPORTED.get(ApiKey(key)) or INTERNAL.get(ApiKey(key))
+            if key in ApiKey._value2member_map_
+            else None
+        )
         return key in HANDLERS and low_high is not None and low_high[0] <= version <= low_high[1]
 
     def _api_versions_fallback(self, correlation_id: int) -> bytes:

@@ -30,7 +30,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _configure_logging(verbose=getattr(args, "verbose", False))
     try:
-        return HANDLERS[args.handler](args)
+        from strom.cli.cluster import CLUSTER_HANDLERS
+
+        return {**HANDLERS, **CLUSTER_HANDLERS}[args.handler](args)
     except ConsoleError as exc:
         print(f"strom: error: {exc.message}", file=sys.stderr)
         return EXIT_FAILURE

@@ -83,6 +83,9 @@ def build_parser() -> OneLineErrorParser:
     _add_produce(commands, _connection_parent())
     _add_consume(commands, _connection_parent())
     _add_groups(commands, _connection_parent())
+    from strom.cli.cluster import add_cluster_commands
+
+    add_cluster_commands(commands, _connection_parent())
     return parser
 
 

@@ -12,7 +12,7 @@ from enum import IntEnum
 
 from strom.protocol.spec import request_spec
 
-__all__ = ["SUPPORTED", "ApiKey", "flexible", "max_spec_version"]
+__all__ = ["INTERNAL", "SUPPORTED", "ApiKey", "flexible", "max_spec_version"]
 
 
 class ApiKey(IntEnum):
@@ -20,6 +20,10 @@ class ApiKey(IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    LEADER_AND_ISR = 4
+    STOP_REPLICA = 5
+    UPDATE_METADATA = 6
+    CONTROLLED_SHUTDOWN = 7
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
@@ -95,6 +99,19 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.CREATE_PARTITIONS: (0, 1),
     ApiKey.DELETE_GROUPS: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),
+    # Replication (cluster mode; a single node answers them from its own log / trivially).
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 3),
+    ApiKey.ELECT_LEADERS: (0, 1),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+}
+
+# Broker-to-broker APIs (Strom's own layouts, internal_specs.py): served, never advertised.
+INTERNAL: dict[ApiKey, tuple[int, int]] = {
+    ApiKey.LEADER_AND_ISR: (0, 0),
+    ApiKey.STOP_REPLICA: (0, 0),
+    ApiKey.UPDATE_METADATA: (0, 0),
+    ApiKey.CONTROLLED_SHUTDOWN: (0, 0),
 }
 
 

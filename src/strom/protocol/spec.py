@@ -225,7 +225,11 @@ def _parse_field(raw: dict[str, Any], common: dict[str, list[dict[str, Any]]]) -
 
 def parse_spec(text: str) -> MessageSpec:
     """Parse the text of one JSON spec file (with ``//`` comments)."""
-    data = json.loads(_COMMENT.sub("", text))
+    return parse_spec_data(json.loads(_COMMENT.sub("", text)))
+
+
+def parse_spec_data(data: dict[str, Any]) -> MessageSpec:
+    """Parse one spec already loaded as a dict (used for Strom's internal API specs)."""
     common = {s["name"]: s["fields"] for s in data.get("commonStructs", [])}
     return MessageSpec(
         name=data["name"],
@@ -266,6 +270,13 @@ def all_api_specs() -> dict[tuple[int, str], MessageSpec]:
             spec = load_spec(stem)
             if spec.api_key is not None and spec.kind in ("request", "response"):
                 found[(spec.api_key, spec.kind)] = spec
+    # The controller APIs Kafka 4 removed: Strom's own layouts (internal_specs.py), never advertised.
+    from strom.protocol.internal_specs import INTERNAL_SPECS
+
+    for data in INTERNAL_SPECS:
+        spec = parse_spec_data(data)
+        assert spec.api_key is not None
+        found.setdefault((spec.api_key, spec.kind), spec)
     return found
 
 

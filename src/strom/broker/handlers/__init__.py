@@ -6,6 +6,7 @@ from typing import Any
 
 from strom.broker.handlers import (  # noqa: F401  (imported for their @handles registrations)
     api_versions,
+    cluster,
     configs,
     fetch,
     groups,

@@ -10,6 +10,11 @@ Rules (PROTOCOL-NOTES §3 "Fetch responses", P6-P8, P13):
 - with fewer than `min_bytes` available the request parks in the purgatory until an append to one of its
   partitions or `max_wait_ms` passes, then answers with what there is;
 - session_id is always 0: Strom declines fetch sessions, which every client handles (P8).
+
+Cluster mode: only the leader serves fetches (NOT_LEADER_OR_FOLLOWER elsewhere; FENCED_LEADER_EPOCH /
+UNKNOWN_LEADER_EPOCH for a stale or future `current_leader_epoch`). Consumers read below the high
+watermark; a follower (`replica_id` >= 0) reads up to the log end offset, and its fetch offset is its log
+end offset, reported once per request to the replica manager (high watermark, ISR expansion).
 """
 
 from __future__ import annotations
@@ -46,9 +51,38 @@ def _check_epoch(current_leader_epoch: int) -> None:
     raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
 
 
-def _read_all(ctx: RequestContext, req: Body) -> tuple[list[dict[str, Any]], int, bool]:
+def _leader_read(
+    ctx: RequestContext,
+    name: str,
+    p: dict[str, Any],
+    limit: int,
+    min_one: bool,
+    first_pass: bool,
+    replica_id: int,
+) -> tuple[bytes, int, int]:
+    """Cluster mode: (data, high watermark, log start offset) from a partition this broker leads.
+
+    A follower (``replica_id`` >= 0) reads up to the log end offset and, on the first pass of its
+    request, reports its log end offset (= the fetch offset) to the replica manager.
+    """
+    rm = ctx.broker.replica_manager
+    assert rm is not None
+    part = rm.leader_partition(name, int(p["partition"]), int(p.get("current_leader_epoch", -1)))
+    plog = part.log
+    fetch_offset = int(p["fetch_offset"])
+    if replica_id >= 0 and first_pass:
+        rm.record_follower_fetch(part, replica_id, fetch_offset)
+    upper = plog.log_end_offset if replica_id >= 0 else plog.high_watermark
+    data = plog.read(fetch_offset, max(limit, 0), upper, min_one_batch=min_one)
+    return data, plog.high_watermark, plog.log_start_offset
+
+
+def _read_all(
+    ctx: RequestContext, req: Body, first_pass: bool = False
+) -> tuple[list[dict[str, Any]], int, bool]:
     """One pass over the requested partitions: (responses, bytes read, any error)."""
     broker = ctx.broker
+    replica_id = int(req.get("replica_id", -1))
     read_committed = int(req.get("isolation_level", 0)) == READ_COMMITTED
     remaining = max(int(req.get("max_bytes", 0x7FFFFFFF)), 0)
     total = 0
@@ -59,6 +93,26 @@ def _read_all(ctx: RequestContext, req: Body) -> tuple[list[dict[str, Any]], int
         parts = []
         for p in topic["partitions"]:
             index = int(p["partition"])
+            if broker.replica_manager is not None:
+                limit = min(int(p["partition_max_bytes"]), remaining)
+                try:
+                    data, hwm, log_start = _leader_read(
+                        ctx, name, p, limit, total == 0, first_pass, replica_id
+                    )
+                except KafkaError as exc:
+                    errored = True
+                    hosted = broker.replica_manager.partitions.get((name, index))
+                    log_start = hosted.log.log_start_offset if hosted is not None else -1
+                    parts.append(_empty(index, exc.code, log_start=log_start))
+                    continue
+                total += len(data)
+                remaining -= len(data)
+                entry = _empty(index, ErrorCode.NONE, hwm, hwm, log_start)
+                entry["records"] = data
+                if read_committed:
+                    entry["aborted_transactions"] = []
+                parts.append(entry)
+                continue
             try:
                 _check_epoch(int(p.get("current_leader_epoch", -1)))
                 plog = broker.partition_log(name, index)
@@ -87,8 +141,10 @@ async def handle_fetch(ctx: RequestContext, req: Body) -> Body:
     deadline = loop.time() + max(int(req.get("max_wait_ms", 0)), 0) / 1000
     min_bytes = int(req.get("min_bytes", 0))
     keys = [(t["topic"], int(p["partition"])) for t in req["topics"] for p in t["partitions"]]
+    first_pass = True
     while True:
-        responses, total, errored = _read_all(ctx, req)
+        responses, total, errored = _read_all(ctx, req, first_pass)
+        first_pass = False
         if total >= min_bytes or errored or not keys:
             break
         if not await ctx.broker.purgatory.wait(keys, deadline - loop.time()):

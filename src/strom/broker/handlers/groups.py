@@ -56,13 +56,19 @@ async def handle_find_coordinator(ctx: RequestContext, req: Body) -> Body:
     except KafkaError as exc:
         return _find_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot create __consumer_offsets: {exc}")
     endpoint = ctx.broker.advertised
+    node_id, host, port = ctx.broker.node_id, endpoint.host, endpoint.port
+    if ctx.broker.cluster is not None:  # the leader of the group's __consumer_offsets partition
+        found = service.coordinator_endpoint(str(req.get("key", "")))
+        if found is None:
+            return _find_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's partition has no leader yet")
+        node_id, host, port = found
     return {
         "throttle_time_ms": 0,
         "error_code": 0,
         "error_message": None,
-        "node_id": ctx.broker.node_id,
-        "host": endpoint.host,
-        "port": endpoint.port,
+        "node_id": node_id,
+        "host": host,
+        "port": port,
     }
 
 

@@ -4,6 +4,10 @@ Topic list semantics: v0 treats an empty list as "all topics"; from v1 null mean
 means none. Unknown topics are auto-created when both the request (v4+ `allow_auto_topic_creation`) and
 `auto.create.topics.enable` allow it. Leader epochs are reported as -1 until replication changes them
 (PROTOCOL-NOTES P9), and authorized operations as Kafka's "not requested" value (P3).
+
+Cluster mode: everything comes from the metadata cache (the controller's last UpdateMetadata): live
+brokers, controller, and per partition the leader, its real leader epoch, replicas, ISR and offline
+replicas; a partition without a leader is LEADER_NOT_AVAILABLE (also right after auto-creation).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from typing import Any
 
 from strom.broker.broker import INTERNAL_TOPICS, Broker, validate_topic_name
 from strom.broker.handlers.base import Body, RequestContext, handles
+from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.metadata_store import TopicInfo
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -19,7 +24,40 @@ from strom.protocol.errors import ErrorCode, KafkaError
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
+def _cluster_partition(cache: ClusterMetadataStore, topic: str, p: int) -> dict[str, Any]:
+    meta = cache.partitions.get((topic, p))
+    if meta is None or meta.leader < 0:
+        return {
+            "error_code": int(ErrorCode.LEADER_NOT_AVAILABLE),
+            "partition_index": p,
+            "leader_id": -1,
+            "leader_epoch": -1 if meta is None else meta.leader_epoch,
+            "replica_nodes": [] if meta is None else list(meta.replicas),
+            "isr_nodes": [] if meta is None else list(meta.isr),
+            "offline_replicas": [] if meta is None else list(meta.offline_replicas),
+        }
+    return {
+        "error_code": 0,
+        "partition_index": p,
+        "leader_id": meta.leader,
+        "leader_epoch": meta.leader_epoch,
+        "replica_nodes": list(meta.replicas),
+        "isr_nodes": list(meta.isr),
+        "offline_replicas": list(meta.offline_replicas),
+    }
+
+
 def _topic_entry(broker: Broker, info: TopicInfo) -> dict[str, Any]:
+    if isinstance(broker.metadata, ClusterMetadataStore):
+        cache = broker.metadata
+        return {
+            "error_code": 0,
+            "name": info.name,
+            "topic_id": info.topic_id,
+            "is_internal": info.name in INTERNAL_TOPICS,
+            "partitions": [_cluster_partition(cache, info.name, p) for p in range(info.partitions)],
+            "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        }
     me = broker.node_id
     return {
         "error_code": 0,
@@ -80,6 +118,19 @@ async def handle_metadata(ctx: RequestContext, req: Body) -> Body:
     else:
         allow = bool(req.get("allow_auto_topic_creation", True)) if ctx.api_version >= 4 else True
         topics = [_lookup(broker, t["name"], allow) for t in requested or [] if t.get("name") is not None]
+    if isinstance(broker.metadata, ClusterMetadataStore):
+        cache = broker.metadata
+        return {
+            "throttle_time_ms": 0,
+            "brokers": [
+                {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                for _, b in sorted(cache.brokers.items())
+            ],
+            "cluster_id": broker.cluster_id,
+            "controller_id": cache.controller_id,
+            "topics": topics,
+            "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        }
     return {
         "throttle_time_ms": 0,
         "brokers": [

@@ -7,20 +7,30 @@ needs nothing more than `min.insync.replicas <= 1`. Produce v0-2 (magic 0/1) is 
 as Kafka 4 does, while staying advertised for old librdkafka's feature detection (PROTOCOL-NOTES P10).
 Also as Kafka: internal topics (__consumer_offsets) take no client writes, zstd batches need Produce v7+
 (KIP-110), and a failed acks=0 request closes the connection, since no response can carry the error.
+
+Cluster mode (replica manager present): only the leader appends (NOT_LEADER_OR_FOLLOWER elsewhere), at
+the partition's leader epoch; acks=all checks the ISR against min.insync.replicas before the append
+(NOT_ENOUGH_REPLICAS) and then waits in the purgatory until the high watermark passes the batch
+(replica_manager.wait_for_replication; NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrinks meanwhile).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from strom.broker.broker import INTERNAL_TOPICS
 from strom.broker.handlers.base import Body, CloseConnection, RequestContext, handles
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 
+if TYPE_CHECKING:
+    from strom.broker.replica_manager import Partition
+
 log = logging.getLogger(__name__)
+_Pending = tuple[dict[str, Any], "Partition", int]
 
 ISR_SIZE = 1
 ZSTD = 4
@@ -75,6 +85,45 @@ def _partition_result(index: int, code: ErrorCode, message: str | None = None) -
     }
 
 
+def _append_replicated(
+    ctx: RequestContext, topic: str, part: dict[str, Any], acks: int, pending: list[_Pending]
+) -> dict[str, Any]:
+    """Cluster mode: append as leader at the partition's epoch; acks=all waits for the ISR afterwards."""
+    index = int(part["index"])
+    records = part["records"]
+    rm = ctx.broker.replica_manager
+    assert rm is not None
+    try:
+        partition = rm.leader_partition(topic, index)
+        if records is None or len(records) == 0:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "produce request without records")
+        if acks == -1 and len(partition.isr) < partition.min_isr():
+            raise KafkaError(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"the ISR {partition.isr} has fewer than min.insync.replicas={partition.min_isr()} replicas",
+            )
+        info = rm.append_as_leader(partition, records)
+    except KafkaError as exc:
+        if exc.code not in (
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            ErrorCode.NOT_ENOUGH_REPLICAS,
+            ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ):
+            log.info("produce to %s-%d from %s rejected: %s", topic, index, ctx.client_id, exc)
+        return _partition_result(index, exc.code, exc.message)
+    result = {
+        "index": index,
+        "error_code": 0,
+        "base_offset": info.base_offset,
+        "log_append_time_ms": info.log_append_time_ms,
+        "log_start_offset": info.log_start_offset,
+        "error_message": None,
+    }
+    if acks == -1:
+        pending.append((result, partition, info.last_offset + 1))
+    return result
+
+
 def _append(ctx: RequestContext, topic: str, part: dict[str, Any], acks: int) -> dict[str, Any]:
     index = int(part["index"])
     records = part["records"]
@@ -111,6 +160,7 @@ def _append(ctx: RequestContext, topic: str, part: dict[str, Any], acks: int) ->
 async def handle_produce(ctx: RequestContext, req: Body) -> Body | None:
     acks = int(req["acks"])
     responses = []
+    pending: list[_Pending] = []
     for topic_data in req["topic_data"]:
         name = topic_data["name"]
         parts = topic_data["partition_data"]
@@ -129,6 +179,8 @@ async def handle_produce(ctx: RequestContext, req: Body) -> Body | None:
                 )
                 for p in parts
             ]
+        elif ctx.broker.replica_manager is not None:
+            results = [_append_replicated(ctx, name, p, acks, pending) for p in parts]
         else:
             results = [_append(ctx, name, p, acks) for p in parts]
         responses.append({"name": name, "partition_responses": _in_request_order(refused, results)})
@@ -142,4 +194,19 @@ async def handle_produce(ctx: RequestContext, req: Body) -> Body | None:
         if failed:
             raise CloseConnection(f"produce with acks=0 failed ({', '.join(failed)})")
         return None
+    if pending:
+        await _wait_for_isr(ctx, pending, int(req.get("timeout_ms", 30_000)))
     return {"responses": responses, "throttle_time_ms": 0}
+
+
+async def _wait_for_isr(ctx: RequestContext, pending: list[_Pending], timeout_ms: int) -> None:
+    """acks=all: every appended partition waits in the purgatory until its ISR has the batch."""
+    rm = ctx.broker.replica_manager
+    assert rm is not None
+    codes = await asyncio.gather(
+        *(rm.wait_for_replication(p, offset, timeout_ms) for _, p, offset in pending)
+    )
+    for (result, _, _), code in zip(pending, codes, strict=True):
+        if code != ErrorCode.NONE:
+            result["error_code"] = int(code)
+            result["base_offset"] = -1

@@ -54,7 +54,19 @@ async def handle_create_topics(ctx: RequestContext, req: Body) -> Body:
             continue
         seen.add(topic["name"])
         results.append(_create_one(ctx, topic, validate_only))
+    if not validate_only:
+        await _await_cluster(ctx, [r["name"] for r in results if not r["error_code"]], req)
     return {"throttle_time_ms": 0, "topics": results}
+
+
+async def _await_cluster(ctx: RequestContext, names: list[str], req: Body, deleted: bool = False) -> None:
+    """Cluster mode: answer once the controller's metadata reached this broker (or timeout_ms passed)."""
+    cluster = ctx.broker.cluster
+    if cluster is None:
+        return
+    timeout_ms = int(req.get("timeout_ms", 30_000))
+    for name in names:
+        await cluster.wait_for_topic(name, timeout_ms, deleted=deleted)
 
 
 @handles(ApiKey.DELETE_TOPICS)
@@ -68,6 +80,7 @@ async def handle_delete_topics(ctx: RequestContext, req: Body) -> Body:
             out["error_code"] = int(exc.code)
             out["error_message"] = exc.message
         results.append(out)
+    await _await_cluster(ctx, [r["name"] for r in results if not r["error_code"]], req, deleted=True)
     return {"throttle_time_ms": 0, "responses": results}
 
 
@@ -81,6 +94,10 @@ async def handle_create_partitions(ctx: RequestContext, req: Body) -> Body:
             if topic.get("assignments"):
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "manual replica assignment is not supported")
             ctx.broker.add_partitions(topic["name"], int(topic["count"]), validate_only)
+            if ctx.broker.cluster is not None and not validate_only:
+                await ctx.broker.cluster.wait_for_partitions(
+                    topic["name"], int(topic["count"]), int(req.get("timeout_ms", 30_000))
+                )
         except KafkaError as exc:
             out["error_code"] = int(exc.code)
             out["error_message"] = exc.message

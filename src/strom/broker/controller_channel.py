@@ -1,0 +1,83 @@
+"""`ControllerChannel` over the Kafka protocol: the controller's requests, delivered in order per broker.
+
+Each live broker gets a queue and a sender task with its own connection. Requests are sent one at a
+time in enqueue order (a LeaderAndIsr is never overtaken by a later UpdateMetadata); a failed send is
+retried after a short back-off until it succeeds or the broker leaves the live set, which drops its
+queue (a broker that comes back receives the full state again from the controller).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from strom.broker.net_client import BrokerConnection
+from strom.cluster.zk_paths import BrokerRegistration
+
+log = logging.getLogger(__name__)
+RETRY_BACKOFF_S = 0.2
+
+
+class _BrokerQueue:
+    def __init__(self, registration: BrokerRegistration, client_id: str) -> None:
+        self.registration = registration
+        self.queue: asyncio.Queue[tuple[int, dict[str, Any]]] = asyncio.Queue()
+        self.connection = BrokerConnection(registration.host, registration.port, client_id)
+        self.task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            api_key, body = await self.queue.get()
+            while True:
+                try:
+                    response = await self.connection.send(api_key, 0, body, timeout_s=15.0)
+                except ConnectionError as exc:
+                    log.debug("controller request to broker %d failed: %s", self.registration.broker_id, exc)
+                    await asyncio.sleep(RETRY_BACKOFF_S)
+                    continue
+                if response.get("error_code"):
+                    log.warning(
+                        "broker %d answered controller request %d with error %s",
+                        self.registration.broker_id,
+                        api_key,
+                        response["error_code"],
+                    )
+                break
+
+    async def close(self) -> None:
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+        self.connection.close()
+
+
+class KafkaControllerChannel:
+    def __init__(self, client_id: str) -> None:
+        self._client_id = client_id
+        self._brokers: dict[int, _BrokerQueue] = {}
+        self._closing: set[asyncio.Future[None]] = set()
+
+    def set_brokers(self, brokers: dict[int, BrokerRegistration]) -> None:
+        for broker_id in list(self._brokers):
+            current = brokers.get(broker_id)
+            if current is None or current != self._brokers[broker_id].registration:
+                closing = asyncio.ensure_future(self._brokers.pop(broker_id).close())
+                self._closing.add(closing)
+                closing.add_done_callback(self._closing.discard)
+        for broker_id, registration in brokers.items():
+            if broker_id not in self._brokers:
+                self._brokers[broker_id] = _BrokerQueue(registration, self._client_id)
+
+    def send(self, broker_id: int, api_key: int, body: dict[str, Any]) -> None:
+        target = self._brokers.get(broker_id)
+        if target is None:
+            log.debug("no channel to broker %d; dropping request %d", broker_id, api_key)
+            return
+        target.queue.put_nowait((api_key, body))
+
+    async def close(self) -> None:
+        for queue in list(self._brokers.values()):
+            await queue.close()
+        self._brokers.clear()

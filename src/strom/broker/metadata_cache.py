@@ -1,0 +1,106 @@
+"""The broker's view of the cluster in cluster mode: what UpdateMetadata last said, plus topic configs.
+
+`ClusterMetadataStore` offers the surface handlers already use on `LocalMetadataStore` (``topics``,
+``cluster_id``, ``next_producer_id``) so that Metadata, DescribeConfigs and friends work unchanged, and
+adds the cluster facts: live brokers, the controller, and per partition the leader, leader epoch,
+replicas, ISR and offline replicas. Every broker answers Metadata from this cache, never from ZooKeeper.
+
+UpdateMetadata carries the whole cluster state (internal_specs.py), so applying it replaces the cache;
+requests from a controller epoch older than the newest seen are ignored. Topic configs are not in
+UpdateMetadata: they are read from ``/config/topics/<t>`` when a topic first appears and re-read when a
+``/config/changes`` notification names it (the loader is injected by the cluster member).
+Producer ids come in blocks claimed from ZooKeeper, unique across the cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from strom.broker.metadata_store import TopicInfo
+
+PRODUCER_ID_BLOCK = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMetadata:
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LiveBroker:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+class ClusterMetadataStore:
+    def __init__(
+        self,
+        cluster_id: str,
+        load_configs: Callable[[str], dict[str, str]],
+        allocate_producer_ids: Callable[[int], int],
+    ) -> None:
+        self.cluster_id = cluster_id
+        self.topics: dict[str, TopicInfo] = {}
+        self.partitions: dict[tuple[str, int], PartitionMetadata] = {}
+        self.brokers: dict[int, LiveBroker] = {}
+        self.controller_id = -1
+        self.controller_epoch = -1
+        self._load_configs = load_configs
+        self._allocate_producer_ids = allocate_producer_ids
+        self._next_pid = 0
+        self._pid_block_end = 0
+
+    def apply_update_metadata(self, body: dict[str, Any]) -> bool:
+        """Replace the cache with the controller's view; False if the request is from a stale controller."""
+        epoch = int(body["controller_epoch"])
+        if epoch < self.controller_epoch:
+            return False
+        self.controller_epoch = epoch
+        self.controller_id = int(body["controller_id"])
+        self.brokers = {
+            int(b["id"]): LiveBroker(int(b["id"]), b["host"], int(b["port"]), b.get("rack"))
+            for b in body["live_brokers"]
+        }
+        partitions: dict[tuple[str, int], PartitionMetadata] = {}
+        topics: dict[str, TopicInfo] = {}
+        for topic in body["topics"]:
+            name = topic["topic_name"]
+            states = topic["partition_states"]
+            for s in states:
+                partitions[(name, int(s["partition_index"]))] = PartitionMetadata(
+                    int(s["leader"]),
+                    int(s["leader_epoch"]),
+                    tuple(s["replicas"]),
+                    tuple(s["isr"]),
+                    tuple(s["offline_replicas"]),
+                )
+            old = self.topics.get(name)
+            configs = old.configs if old is not None else self._load_configs(name)
+            rf = len(states[0]["replicas"]) if states else 0
+            topics[name] = TopicInfo(name, bytes(topic["topic_id"]), len(states), rf, configs)
+        self.topics = topics
+        self.partitions = partitions
+        return True
+
+    def reload_configs(self, topic: str) -> dict[str, str] | None:
+        info = self.topics.get(topic)
+        if info is None:
+            return None
+        info.configs = self._load_configs(topic)
+        return info.configs
+
+    def next_producer_id(self) -> int:
+        if self._next_pid >= self._pid_block_end:
+            self._next_pid = self._allocate_producer_ids(PRODUCER_ID_BLOCK)
+            self._pid_block_end = self._next_pid + PRODUCER_ID_BLOCK
+        pid = self._next_pid
+        self._next_pid += 1
+        return pid

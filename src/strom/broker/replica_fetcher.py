@@ -1,0 +1,254 @@
+"""Replica fetchers: followers pulling from leaders with Fetch (replica id set), one task per leader.
+
+Theory of operation (Kafka's ``ReplicaFetcherThread``/``AbstractFetcherThread``):
+
+1. A partition handed to a fetcher starts in the *truncating* state. The fetcher sends
+   OffsetForLeaderEpoch (v3, with this broker's replica id) asking for the end offset of the follower's
+   latest leader epoch, and truncates its log to ``min(leader's end offset, own end offset of the epoch
+   the leader answered with)`` (KIP-101 and KIP-279), never to its high watermark. A follower with no
+   epoch history keeps its log and lets the fetch offset decide.
+2. Then it fetches from its log end offset, long-polling on the leader (``replica.fetch.wait.max.ms``).
+   Batches are appended with the leader's offsets and epochs (`append_as_follower`, which also rebuilds
+   idempotent-producer state so a future leader deduplicates retries), and the follower's high
+   watermark becomes ``min(leader's high watermark, own log end offset)``. The *next* fetch tells the
+   leader the new log end offset, which is how the leader learns that the batch is replicated.
+3. OFFSET_OUT_OF_RANGE: below the leader's log start the follower restarts its log there; otherwise
+   it truncates again. NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH: back off
+   until the controller's next LeaderAndIsr says what changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from strom.broker.net_client import BrokerConnection
+from strom.protocol.api import ApiKey
+from strom.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from strom.broker.broker import Broker
+    from strom.broker.replica_manager import Partition, ReplicaManager
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+FETCH_VERSION = 11
+OFFSET_FOR_LEADER_EPOCH_VERSION = 3
+ERROR_BACKOFF_S = 0.1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+@dataclass(slots=True)
+class _FetchState:
+    part: Partition
+    truncating: bool = True
+
+
+class ReplicaFetcher:
+    def __init__(self, broker: Broker, leader_id: int, endpoint: tuple[str, int]) -> None:
+        self.broker = broker
+        self.leader_id = leader_id
+        self.endpoint = endpoint
+        self.partitions: dict[TopicPartition, _FetchState] = {}
+        self._wake = asyncio.Event()
+        self._conn = BrokerConnection(endpoint[0], endpoint[1], f"replica-fetcher-{broker.node_id}")
+        self._max_wait_ms = int(broker.config.get("replica.fetch.wait.max.ms"))
+        self._max_bytes = int(broker.config.get("replica.fetch.max.bytes"))
+        self.task = asyncio.create_task(self._run())
+
+    def add(self, part: Partition) -> None:
+        self.partitions[part.tp] = _FetchState(part)
+        self._wake.set()
+
+    async def close(self) -> None:
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+        self._conn.close()
+
+    async def _run(self) -> None:
+        while True:
+            if not self.partitions:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            try:
+                if any(s.truncating for s in self.partitions.values()):
+                    await self._truncate()
+                await self._fetch_once()
+            except ConnectionError as exc:
+                log.debug("fetcher for leader %d: %s", self.leader_id, exc)
+                await asyncio.sleep(0.5)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("fetcher for leader %d failed; retrying", self.leader_id)
+                await asyncio.sleep(0.5)
+
+    # truncation --------------------------------------------------------------------------------------
+    async def _truncate(self) -> None:
+        pending = {tp: s for tp, s in self.partitions.items() if s.truncating}
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for (topic, index), state in pending.items():
+            plog = state.part.log
+            latest = plog.leader_epoch_cache.latest_epoch
+            if latest < 0:
+                state.truncating = False
+                continue
+            topics.setdefault(topic, []).append(
+                {"partition": index, "current_leader_epoch": state.part.leader_epoch, "leader_epoch": latest}
+            )
+        if not topics:
+            return
+        body = {
+            "replica_id": self.broker.node_id,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+        }
+        response = await self._conn.send(
+            ApiKey.OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, body
+        )
+        for topic in response["topics"]:
+            for p in topic["partitions"]:
+                found = self.partitions.get((topic["topic"], int(p["partition"])))
+                if found is None or not found.truncating:
+                    continue
+                if p["error_code"]:
+                    await asyncio.sleep(ERROR_BACKOFF_S)
+                    continue
+                self._truncate_partition(found, int(p["leader_epoch"]), int(p["end_offset"]))
+
+    def _truncate_partition(self, state: _FetchState, leader_epoch: int, end_offset: int) -> None:
+        plog = state.part.log
+        if end_offset == UNDEFINED_EPOCH_OFFSET:
+            target = plog.high_watermark
+        else:
+            own_epoch, own_end = plog.leader_epoch_end_offset(leader_epoch)
+            target = min(end_offset, plog.log_end_offset)
+            if own_epoch == leader_epoch and own_end >= 0:
+                target = min(target, own_end)
+        if target < plog.log_end_offset:
+            log.info(
+                "%s-%d: truncating from %d to %d (leader epoch %d ends at %d on leader %d)",
+                state.part.topic,
+                state.part.index,
+                plog.log_end_offset,
+                target,
+                leader_epoch,
+                end_offset,
+                self.leader_id,
+            )
+            plog.truncate_to(target)
+        state.truncating = False
+
+    # fetching ----------------------------------------------------------------------------------------
+    async def _fetch_once(self) -> None:
+        fetching = {tp: s for tp, s in self.partitions.items() if not s.truncating}
+        if not fetching:
+            await asyncio.sleep(ERROR_BACKOFF_S)
+            return
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for (topic, index), state in fetching.items():
+            plog = state.part.log
+            topics.setdefault(topic, []).append(
+                {
+                    "partition": index,
+                    "current_leader_epoch": state.part.leader_epoch,
+                    "fetch_offset": plog.log_end_offset,
+                    "log_start_offset": plog.log_start_offset,
+                    "partition_max_bytes": self._max_bytes,
+                }
+            )
+        body = {
+            "replica_id": self.broker.node_id,
+            "max_wait_ms": self._max_wait_ms,
+            "min_bytes": 1,
+            "max_bytes": 0x7FFFFFFF,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        }
+        timeout_s = self._max_wait_ms / 1000 + 10
+        response = await self._conn.send(ApiKey.FETCH, FETCH_VERSION, body, timeout_s=timeout_s)
+        backoff = False
+        for topic in response["responses"]:
+            for p in topic["partitions"]:
+                tp = (topic["topic"], int(p["partition_index"]))
+                current = self.partitions.get(tp)
+                if current is None or current is not fetching.get(tp):
+                    continue
+                backoff |= self._handle_partition(current, p)
+        if backoff:
+            await asyncio.sleep(ERROR_BACKOFF_S)
+
+    def _handle_partition(self, state: _FetchState, p: dict[str, Any]) -> bool:
+        code = ErrorCode(int(p["error_code"]))
+        plog = state.part.log
+        if code == ErrorCode.NONE:
+            records = p["records"]
+            if records:
+                try:
+                    plog.append_as_follower(records)
+                except KafkaError as exc:
+                    log.warning("%s-%d: replicated batch rejected (%s); truncating", *state.part.tp, exc)
+                    state.truncating = True
+                    return True
+            plog.high_watermark = min(int(p["high_watermark"]), plog.log_end_offset)
+            return False
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            leader_start = int(p["log_start_offset"])
+            if leader_start >= 0 and plog.log_end_offset < leader_start:
+                log.info(
+                    "%s-%d: restarting the log at the leader's log start %d", *state.part.tp, leader_start
+                )
+                plog.truncate_fully_and_start_at(leader_start)
+            else:
+                state.truncating = True
+            return True
+        log.debug("%s-%d: fetch error %s from leader %d", *state.part.tp, code.name, self.leader_id)
+        return True
+
+
+class ReplicaFetcherManager:
+    def __init__(self, broker: Broker, replica_manager: ReplicaManager) -> None:
+        self.broker = broker
+        self.replica_manager = replica_manager
+        self._fetchers: dict[int, ReplicaFetcher] = {}
+        self._owner: dict[TopicPartition, int] = {}
+        self._closing: set[asyncio.Future[None]] = set()
+
+    def is_fetching(self, tp: TopicPartition) -> bool:
+        return tp in self._owner
+
+    def add_partition(self, part: Partition, leader_id: int, endpoint: tuple[str, int]) -> None:
+        self.remove_partition(part.tp)
+        fetcher = self._fetchers.get(leader_id)
+        if fetcher is not None and fetcher.endpoint != endpoint:
+            self._fetchers.pop(leader_id)
+            closing = asyncio.ensure_future(fetcher.close())
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
+            for tp in [tp for tp, owner in self._owner.items() if owner == leader_id]:
+                del self._owner[tp]
+            fetcher = None
+        if fetcher is None:
+            fetcher = self._fetchers[leader_id] = ReplicaFetcher(self.broker, leader_id, endpoint)
+        fetcher.add(part)
+        self._owner[part.tp] = leader_id
+
+    def remove_partition(self, tp: TopicPartition) -> None:
+        leader_id = self._owner.pop(tp, None)
+        if leader_id is not None and leader_id in self._fetchers:
+            self._fetchers[leader_id].partitions.pop(tp, None)
+
+    async def stop(self) -> None:
+        for fetcher in list(self._fetchers.values()):
+            await fetcher.close()
+        self._fetchers.clear()
+        self._owner.clear()

@@ -1,0 +1,347 @@
+"""Replica manager (cluster mode): the partitions this broker hosts, as leader or follower.
+
+Theory of operation (Kafka's ``ReplicaManager`` + ``Partition``):
+
+* **LeaderAndIsr** from the controller makes this broker leader or follower of partitions. Requests
+  from an older controller epoch are refused (STALE_CONTROLLER_EPOCH); a partition state with an older
+  leader epoch than the one held is ignored. Becoming **leader** records the new epoch's start offset
+  in the leader-epoch cache (so OffsetForLeaderEpoch answers correctly before any append), stops
+  fetching, and resets what it knows of the followers. Becoming **follower** hands the partition to the
+  replica fetcher for the new leader, which first truncates by leader epoch, then fetches.
+* **High watermark** (leader): the minimum log end offset over the ISR, the leader's own included, and
+  only while the ISR has at least ``min(min.insync.replicas, replicas)`` members (the strict min-ISR rule
+  of REPLICATION-NOTES). Consumers read below it; every move wakes the purgatory key ``(topic,
+  partition)``, which is where long-polling fetches and acks=all produces wait.
+* **Follower tracking**: a follower's Fetch offset is its log end offset. It is *caught up* when it
+  fetches at the leader's log end offset (or at the end the leader had at its previous fetch, Kafka's
+  lastCaughtUpTime rule). A follower not caught up for ``replica.lag.time.max.ms`` leaves the ISR; a
+  follower outside the ISR that reaches the high watermark (and the current epoch's start) rejoins.
+  Both changes are conditional writes of the partition state znode (version from the controller's last
+  LeaderAndIsr, then our own writes) followed by an ISR change notification for the controller.
+* **acks=all**: after the append the produce waits in the purgatory until the high watermark passes the
+  batch (NONE), the ISR drops below min.insync.replicas (NOT_ENOUGH_REPLICAS_AFTER_APPEND), leadership
+  moves (NOT_LEADER_OR_FOLLOWER) or the request times out (REQUEST_TIMED_OUT).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from strom.cluster.election import LeaderAndIsr
+from strom.protocol.errors import ErrorCode, KafkaError
+from strom.storage.log import AppendInfo, PartitionLog
+
+if TYPE_CHECKING:
+    from strom.broker.broker import Broker
+    from strom.broker.replica_fetcher import ReplicaFetcherManager
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+IsrWriter = Callable[[str, int, LeaderAndIsr], "LeaderAndIsr | None"]
+IsrNotifier = Callable[[list[TopicPartition]], None]
+
+
+@dataclass(slots=True)
+class FollowerState:
+    log_end_offset: int = -1
+    last_caught_up_ms: int = 0
+    last_fetch_leader_leo: int = -1
+    last_fetch_ms: int = 0
+
+
+@dataclass(slots=True)
+class Partition:
+    topic: str
+    index: int
+    log: PartitionLog
+    leader_id: int = -1
+    leader_epoch: int = -1
+    leader_epoch_start_offset: int = 0
+    replicas: list[int] = field(default_factory=list)
+    isr: list[int] = field(default_factory=list)
+    zk_version: int = -1
+    controller_epoch: int = -1
+    followers: dict[int, FollowerState] = field(default_factory=dict)
+
+    @property
+    def tp(self) -> TopicPartition:
+        return (self.topic, self.index)
+
+    def min_isr(self) -> int:
+        return max(1, min(self.log.config.min_insync_replicas, len(self.replicas) or 1))
+
+
+class ReplicaManager:
+    def __init__(self, broker: Broker, write_isr: IsrWriter, notify_isr_change: IsrNotifier) -> None:
+        from strom.broker.replica_fetcher import ReplicaFetcherManager
+
+        self.broker = broker
+        self.node_id = broker.node_id
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.controller_epoch = -1
+        self._write_isr = write_isr
+        self._notify_isr_change = notify_isr_change
+        self.lag_max_ms = int(broker.config.get("replica.lag.time.max.ms"))
+        self.fetchers: ReplicaFetcherManager = ReplicaFetcherManager(broker, self)
+        self.on_leadership_change: list[Callable[[Partition, bool], None]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._isr_expiry_loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.fetchers.stop()
+
+    def _now_ms(self) -> int:
+        return self.broker.clock.monotonic_ms()
+
+    # lookups -----------------------------------------------------------------------------------------
+    def leader_partition(self, topic: str, index: int, current_leader_epoch: int = -1) -> Partition:
+        """The partition if this broker leads it (at the client's epoch, if given), else the Kafka error."""
+        part = self.partitions.get((topic, index))
+        if part is None:
+            meta = self.broker.metadata.topics.get(topic)
+            if meta is None or not 0 <= index < meta.partitions:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.node_id} hosts no replica")
+        if current_leader_epoch >= 0 and current_leader_epoch != part.leader_epoch:
+            if current_leader_epoch < part.leader_epoch:
+                raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
+            raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+        if part.leader_id != self.node_id:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.node_id} is not the leader")
+        return part
+
+    # controller requests ---------------------------------------------------------------------------
+    def become_leader_or_follower(self, body: dict[str, Any]) -> dict[str, Any]:
+        controller_epoch = int(body["controller_epoch"])
+        if controller_epoch < self.controller_epoch:
+            return {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH), "partition_errors": []}
+        self.controller_epoch = controller_epoch
+        endpoints = {int(b["broker_id"]): (b["host_name"], int(b["port"])) for b in body["live_leaders"]}
+        errors = []
+        for state in body["partition_states"]:
+            tp = (state["topic_name"], int(state["partition_index"]))
+            try:
+                self._apply_partition_state(tp, state, endpoints)
+                code = ErrorCode.NONE
+            except KafkaError as exc:
+                code = exc.code
+            except OSError as exc:
+                log.error("cannot open the log of %s-%d: %s", tp[0], tp[1], exc)
+                code = ErrorCode.KAFKA_STORAGE_ERROR
+            errors.append({"topic_name": tp[0], "partition_index": tp[1], "error_code": int(code)})
+        return {"error_code": 0, "partition_errors": errors}
+
+    def _apply_partition_state(
+        self, tp: TopicPartition, state: dict[str, Any], endpoints: dict[int, tuple[str, int]]
+    ) -> None:
+        leader, epoch = int(state["leader"]), int(state["leader_epoch"])
+        part = self.partitions.get(tp)
+        if part is not None and epoch < part.leader_epoch:
+            raise KafkaError(ErrorCode.STALE_CONTROLLER_EPOCH, "older leader epoch")
+        same_epoch = part is not None and epoch == part.leader_epoch
+        if part is None:
+            plog = self.broker.log_manager.get_or_create_log(tp[0], tp[1], self.broker.log_config_for(tp[0]))
+            part = Partition(tp[0], tp[1], plog)
+            self.partitions[tp] = part
+        zk_version = int(state["zk_version"])
+        part.replicas = [int(b) for b in state["replicas"]] + [
+            int(b) for b in state["adding_replicas"] if int(b) not in state["replicas"]
+        ]
+        if not same_epoch or zk_version >= part.zk_version:
+            part.isr = [int(b) for b in state["isr"]]
+            part.zk_version = zk_version
+            part.controller_epoch = int(state["controller_epoch"])
+        if same_epoch and part.leader_id == leader:
+            if leader == self.node_id:
+                for r in part.replicas:
+                    if r != self.node_id and r not in part.followers:
+                        part.followers[r] = FollowerState(last_caught_up_ms=self._now_ms())
+                self.maybe_advance_high_watermark(part)
+            elif leader in endpoints and not self.fetchers.is_fetching(tp):
+                self.fetchers.add_partition(part, leader, endpoints[leader])
+            return
+        part.leader_epoch = epoch
+        part.leader_id = leader
+        if leader == self.node_id:
+            self._become_leader(part)
+        else:
+            self._become_follower(part, endpoints.get(leader))
+
+    def _become_leader(self, part: Partition) -> None:
+        self.fetchers.remove_partition(part.tp)
+        plog = part.log
+        part.leader_epoch_start_offset = plog.log_end_offset
+        if plog.leader_epoch_cache.assign(part.leader_epoch, plog.log_end_offset):
+            plog.leader_epoch_cache.write()
+        now = self._now_ms()
+        part.followers = {r: FollowerState(last_caught_up_ms=now) for r in part.replicas if r != self.node_id}
+        log.info(
+            "%s-%d: leader at epoch %d (log end offset %d, isr %s)",
+            part.topic,
+            part.index,
+            part.leader_epoch,
+            plog.log_end_offset,
+            part.isr,
+        )
+        self.maybe_advance_high_watermark(part)
+        self.broker.purgatory.notify(part.tp)
+        for callback in self.on_leadership_change:
+            callback(part, True)
+
+    def _become_follower(self, part: Partition, endpoint: tuple[str, int] | None) -> None:
+        part.followers = {}
+        self.fetchers.remove_partition(part.tp)
+        log.info(
+            "%s-%d: follower of %d at epoch %d", part.topic, part.index, part.leader_id, part.leader_epoch
+        )
+        if endpoint is not None and part.leader_id >= 0:
+            self.fetchers.add_partition(part, part.leader_id, endpoint)
+        self.broker.purgatory.notify(part.tp)
+        for callback in self.on_leadership_change:
+            callback(part, False)
+
+    def stop_replicas(self, body: dict[str, Any]) -> dict[str, Any]:
+        controller_epoch = int(body["controller_epoch"])
+        if controller_epoch < self.controller_epoch:
+            return {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH), "partition_errors": []}
+        self.controller_epoch = controller_epoch
+        delete = bool(body["delete_partitions"])
+        errors = []
+        for entry in body["partitions"]:
+            tp = (entry["topic_name"], int(entry["partition_index"]))
+            self.fetchers.remove_partition(tp)
+            if delete:
+                part = self.partitions.pop(tp, None)
+                if part is not None and part.leader_id == self.node_id:
+                    for callback in self.on_leadership_change:
+                        callback(part, False)
+                self.broker.log_manager.delete_log(tp[0], tp[1])
+                self.broker.purgatory.notify(tp)
+            errors.append({"topic_name": tp[0], "partition_index": tp[1], "error_code": 0})
+        return {"error_code": 0, "partition_errors": errors}
+
+    # leader: appends, follower fetches, high watermark -------------------------------------------
+    def append_as_leader(self, part: Partition, records: bytes | bytearray | memoryview) -> AppendInfo:
+        info = part.log.append_as_leader(records, leader_epoch=part.leader_epoch)
+        if not info.duplicate:
+            self.maybe_advance_high_watermark(part)
+            self.broker.purgatory.notify(part.tp)
+        return info
+
+    def record_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int) -> None:
+        """A follower fetched at ``fetch_offset`` (= its log end offset): track it, maybe expand the ISR."""
+        if replica_id not in part.replicas or replica_id == self.node_id:
+            return
+        now = self._now_ms()
+        state = part.followers.setdefault(replica_id, FollowerState(last_caught_up_ms=now))
+        leader_leo = part.log.log_end_offset
+        if fetch_offset >= leader_leo:
+            state.last_caught_up_ms = now
+        elif fetch_offset >= state.last_fetch_leader_leo >= 0:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
+        state.log_end_offset = fetch_offset
+        state.last_fetch_leader_leo = leader_leo
+        state.last_fetch_ms = now
+        if (
+            replica_id not in part.isr
+            and fetch_offset >= part.log.high_watermark
+            and fetch_offset >= part.leader_epoch_start_offset
+        ):
+            self._change_isr(part, [*part.isr, replica_id], f"replica {replica_id} caught up")
+        self.maybe_advance_high_watermark(part)
+
+    def maybe_advance_high_watermark(self, part: Partition) -> bool:
+        if part.leader_id != self.node_id or len(part.isr) < part.min_isr():
+            return False
+        plog = part.log
+        offsets = [plog.log_end_offset]
+        for replica in part.isr:
+            if replica == self.node_id:
+                continue
+            state = part.followers.get(replica)
+            if state is None or state.log_end_offset < 0:
+                return False
+            offsets.append(state.log_end_offset)
+        new_hw = min(offsets)
+        if new_hw > plog.high_watermark:
+            plog.high_watermark = new_hw
+            self.broker.purgatory.notify(part.tp)
+            return True
+        return False
+
+    def _change_isr(self, part: Partition, new_isr: list[int], reason: str) -> bool:
+        proposed = LeaderAndIsr(
+            self.node_id, part.leader_epoch, tuple(new_isr), part.controller_epoch, part.zk_version
+        )
+        try:
+            stored = self._write_isr(part.topic, part.index, proposed)
+        except Exception as exc:
+            log.warning("%s-%d: ISR change failed (%s)", part.topic, part.index, exc)
+            return False
+        if stored is None:
+            log.info(
+                "%s-%d: ISR change lost a race (znode version moved); waiting for the controller", *part.tp
+            )
+            return False
+        log.info("%s-%d: ISR %s -> %s (%s)", part.topic, part.index, part.isr, new_isr, reason)
+        part.isr = list(new_isr)
+        part.zk_version = stored.zk_version
+        with contextlib.suppress(Exception):
+            self._notify_isr_change([part.tp])
+        self.maybe_advance_high_watermark(part)
+        self.broker.purgatory.notify(part.tp)
+        return True
+
+    async def _isr_expiry_loop(self) -> None:
+        interval_s = max(self.lag_max_ms / 2, 50) / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                self.shrink_lagging_isrs()
+            except Exception:
+                log.exception("ISR expiry check failed")
+
+    def shrink_lagging_isrs(self) -> None:
+        now = self._now_ms()
+        for part in list(self.partitions.values()):
+            if part.leader_id != self.node_id:
+                continue
+            lagging = [
+                r
+                for r in part.isr
+                if r != self.node_id
+                and now - part.followers.setdefault(r, FollowerState(last_caught_up_ms=now)).last_caught_up_ms
+                > self.lag_max_ms
+            ]
+            if lagging:
+                new_isr = [r for r in part.isr if r not in lagging]
+                self._change_isr(part, new_isr, f"replicas {lagging} lagged > {self.lag_max_ms} ms")
+
+    async def wait_for_replication(self, part: Partition, required_offset: int, timeout_ms: int) -> ErrorCode:
+        """acks=all: wait until the high watermark reaches ``required_offset``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_ms, 0) / 1000
+        while True:
+            if self.partitions.get(part.tp) is not part or part.leader_id != self.node_id:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER
+            if part.log.high_watermark >= required_offset:
+                return ErrorCode.NONE
+            if len(part.isr) < part.min_isr():
+                return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            remaining = deadline - loop.time()
+            if remaining <= 0 or not await self.broker.purgatory.wait([part.tp], remaining):
+                if part.log.high_watermark >= required_offset and part.leader_id == self.node_id:
+                    return ErrorCode.NONE
+                return ErrorCode.REQUEST_TIMED_OUT

@@ -1,0 +1,373 @@
+"""The one place Strom talks to ZooKeeper (kazoo): Kafka-shaped operations over the znodes of zk_paths.
+
+Theory of operation. kazoo runs its own threads: one for the connection and one that delivers watch
+and session events. Strom's broker and controller live on one asyncio event loop, so every watch
+callback and session change is *bridged* into that loop with ``loop.call_soon_threadsafe``; no Strom
+state is ever touched from a kazoo thread. The operations themselves are synchronous kazoo calls made
+from the loop: against a ZooKeeper on the local network they take about a millisecond, which keeps the
+callers (controller event handlers, ISR changes) simple straight-line code. A lost connection makes a
+call raise `ZkError` rather than hang past the session timeout.
+
+Watches are one-shot (ZooKeeper's rule): ``watch_children``/``watch_data`` read the node and leave a
+watch; when it fires the callback runs on the loop and must call ``watch_*`` again to re-arm it and read
+the new state, so no change can slip between a read and the next watch.
+
+Fencing: partition-state writes take the version the writer read (conditional set); the controller's
+writes additionally check, in the same ZooKeeper transaction, that ``/controller_epoch`` still has the
+version this controller wrote when it was elected, so a deposed controller can change nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (
+    BadVersionError,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+
+from strom.cluster import zk_paths as paths
+from strom.cluster.election import LeaderAndIsr
+from strom.cluster.zk_paths import BrokerRegistration, PartitionStateDoc, TopicAssignment
+from strom.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+__all__ = ["KafkaZkClient", "ZkError"]
+
+
+class ZkError(Exception):
+    """ZooKeeper could not be reached or refused an operation in an unexpected way."""
+
+
+Callback = Callable[[], None]
+
+
+class KafkaZkClient:
+    def __init__(self, connect: str, session_timeout_ms: int, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._zk = KazooClient(hosts=connect, timeout=max(session_timeout_ms, 1000) / 1000)
+        self._state_callbacks: list[Callable[[str], None]] = []
+        self._lost = False
+        self._zk.add_listener(self._on_state)
+
+    # life cycle ------------------------------------------------------------------------------------
+    def start(self, timeout_s: float = 15.0) -> None:
+        try:
+            self._zk.start(timeout=timeout_s)
+        except KazooTimeoutError as exc:
+            raise ZkError(f"cannot connect to ZooKeeper: {exc}") from exc
+        for path in paths.PERSISTENT_PATHS:
+            self._zk.ensure_path(path)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._zk.stop()
+            self._zk.close()
+
+    def on_state_change(self, callback: Callable[[str], None]) -> None:
+        """``callback("LOST" | "RECONNECTED_NEW_SESSION" | "SUSPENDED" | "CONNECTED")`` on the loop."""
+        self._state_callbacks.append(callback)
+
+    def _on_state(self, state: str) -> None:  # kazoo thread
+        if state == KazooState.LOST:
+            self._lost = True
+            event = "LOST"
+        elif state == KazooState.CONNECTED and self._lost:
+            self._lost = False
+            event = "RECONNECTED_NEW_SESSION"
+        else:
+            event = str(state)
+        for cb in self._state_callbacks:
+            self._loop.call_soon_threadsafe(cb, event)
+
+    def _bridge(self, callback: Callback) -> Callable[[Any], None]:
+        def fire(_event: Any) -> None:  # kazoo thread
+            if not self._loop.is_closed():
+                self._loop.call_soon_threadsafe(callback)
+
+        return fire
+
+    def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (NoNodeError, NodeExistsError, BadVersionError, NotEmptyError):
+            raise
+        except (KazooException, KazooTimeoutError) as exc:
+            raise ZkError(f"{fn.__name__}{args[:1]}: {exc!r}") from exc
+
+    # watches ---------------------------------------------------------------------------------------
+    def watch_children(self, path: str, callback: Callback) -> list[str]:
+        self._zk.ensure_path(path)
+        return list(self._call(self._zk.get_children, path, watch=self._bridge(callback)))
+
+    def watch_data(self, path: str, callback: Callback) -> bytes | None:
+        """The node's data (None if absent), leaving a watch for its creation, change or deletion."""
+        stat = self._call(self._zk.exists, path, watch=self._bridge(callback))
+        if stat is None:
+            return None
+        try:
+            data, _ = self._call(self._zk.get, path)
+        except NoNodeError:
+            return None
+        return bytes(data)
+
+    # cluster id ------------------------------------------------------------------------------------
+    def get_or_create_cluster_id(self, candidate: str) -> str:
+        try:
+            self._call(self._zk.create, paths.CLUSTER_ID, paths.encode_cluster_id(candidate))
+            return candidate
+        except NodeExistsError:
+            data, _ = self._call(self._zk.get, paths.CLUSTER_ID)
+            return paths.decode_cluster_id(data)
+
+    # brokers ---------------------------------------------------------------------------------------
+    def register_broker(self, registration: BrokerRegistration) -> None:
+        """Create the ephemeral ``/brokers/ids/<id>``; a live broker with the same id is an error."""
+        path = paths.broker_path(registration.broker_id)
+        try:
+            self._call(self._zk.create, path, registration.encode(), ephemeral=True)
+        except NodeExistsError:
+            _, stat = self._call(self._zk.get, path)
+            if stat.ephemeralOwner != self._zk.client_id[0]:
+                raise ZkError(f"broker id {registration.broker_id} is already registered") from None
+
+    def get_brokers(self) -> dict[int, BrokerRegistration]:
+        found: dict[int, BrokerRegistration] = {}
+        for child in self._call(self._zk.get_children, paths.BROKER_IDS):
+            with contextlib.suppress(NoNodeError, ValueError, KeyError):
+                data, stat = self._call(self._zk.get, f"{paths.BROKER_IDS}/{child}")
+                reg = BrokerRegistration.decode(int(child), data)
+                found[int(child)] = BrokerRegistration(
+                    reg.broker_id, reg.host, reg.port, reg.rack, stat.czxid
+                )
+        return found
+
+    # controller ------------------------------------------------------------------------------------
+    def get_controller_id(self) -> int:
+        try:
+            data, _ = self._call(self._zk.get, paths.CONTROLLER)
+            return paths.decode_controller(data)
+        except (NoNodeError, ValueError, KeyError):
+            return -1
+
+    def try_become_controller(self, broker_id: int) -> tuple[int, int] | None:
+        """Create ephemeral ``/controller``; on success bump ``/controller_epoch``.
+
+        Returns (controller epoch, znode version of /controller_epoch) or None if another broker won.
+        """
+        try:
+            self._call(self._zk.create, paths.CONTROLLER, paths.encode_controller(broker_id), ephemeral=True)
+        except NodeExistsError:
+            return None
+        while True:
+            try:
+                data, stat = self._call(self._zk.get, paths.CONTROLLER_EPOCH)
+            except NoNodeError:
+                try:
+                    self._call(self._zk.create, paths.CONTROLLER_EPOCH, b"1")
+                    return 1, 0
+                except NodeExistsError:
+                    continue
+            epoch = int(data.decode() or "0") + 1
+            try:
+                new = self._call(self._zk.set, paths.CONTROLLER_EPOCH, str(epoch).encode(), stat.version)
+                return epoch, int(new.version)
+            except BadVersionError:
+                continue
+
+    def resign_controller(self, broker_id: int) -> None:
+        with contextlib.suppress(Exception):
+            if self.get_controller_id() == broker_id:
+                self._zk.delete(paths.CONTROLLER)
+
+    # topics ----------------------------------------------------------------------------------------
+    def get_topics(self) -> list[str]:
+        return sorted(self._call(self._zk.get_children, paths.BROKER_TOPICS))
+
+    def create_topic(self, name: str, assignment: TopicAssignment, configs: dict[str, str]) -> None:
+        """Write the configs, then the assignment (which the controller watches), atomically."""
+        tx = self._zk.transaction()
+        config_path = paths.topic_config_path(name)
+        if self._zk.exists(config_path):
+            tx.set_data(config_path, paths.encode_topic_config(configs))
+        else:
+            tx.create(config_path, paths.encode_topic_config(configs))
+        tx.create(paths.topic_path(name), assignment.encode())
+        results = self._call(tx.commit)
+        for result in results:
+            if isinstance(result, NodeExistsError):
+                raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+            if isinstance(result, Exception):
+                raise ZkError(f"creating topic {name}: {result!r}")
+
+    def get_topic_assignment(self, name: str) -> tuple[TopicAssignment, int] | None:
+        try:
+            data, stat = self._call(self._zk.get, paths.topic_path(name))
+        except NoNodeError:
+            return None
+        return TopicAssignment.decode(data), int(stat.version)
+
+    def set_topic_assignment(self, name: str, assignment: TopicAssignment, version: int) -> int | None:
+        """Conditional write; the new version, or None if someone wrote in between."""
+        try:
+            stat = self._call(self._zk.set, paths.topic_path(name), assignment.encode(), version)
+        except (BadVersionError, NoNodeError):
+            return None
+        return int(stat.version)
+
+    def get_topic_config(self, name: str) -> dict[str, str]:
+        try:
+            data, _ = self._call(self._zk.get, paths.topic_config_path(name))
+        except NoNodeError:
+            return {}
+        return paths.decode_topic_config(data)
+
+    def set_topic_config(self, name: str, configs: dict[str, str]) -> None:
+        path = paths.topic_config_path(name)
+        try:
+            self._call(self._zk.set, path, paths.encode_topic_config(configs))
+        except NoNodeError:
+            self._call(self._zk.create, path, paths.encode_topic_config(configs), makepath=True)
+        self._call(
+            self._zk.create,
+            f"{paths.CONFIG_CHANGES}/config_change_",
+            paths.encode_config_change(name),
+            sequence=True,
+        )
+
+    def read_config_change(self, child: str) -> str | None:
+        try:
+            data, _ = self._call(self._zk.get, f"{paths.CONFIG_CHANGES}/{child}")
+        except NoNodeError:
+            return None
+        return paths.decode_config_change(data)
+
+    def mark_topic_for_deletion(self, name: str) -> None:
+        with contextlib.suppress(NodeExistsError):
+            self._call(self._zk.create, f"{paths.DELETE_TOPICS}/{name}")
+
+    def topics_marked_for_deletion(self) -> list[str]:
+        return sorted(self._call(self._zk.get_children, paths.DELETE_TOPICS))
+
+    def delete_topic_znodes(self, name: str) -> None:
+        for path in (paths.topic_path(name), paths.topic_config_path(name), f"{paths.DELETE_TOPICS}/{name}"):
+            with contextlib.suppress(NoNodeError):
+                self._call(self._zk.delete, path, recursive=True)
+
+    # partition state -------------------------------------------------------------------------------
+    def get_partition_state(self, topic: str, partition: int) -> LeaderAndIsr | None:
+        try:
+            data, stat = self._call(self._zk.get, paths.partition_state_path(topic, partition))
+        except NoNodeError:
+            return None
+        doc = PartitionStateDoc.decode(data)
+        return LeaderAndIsr(doc.leader, doc.leader_epoch, doc.isr, doc.controller_epoch, int(stat.version))
+
+    def _state_bytes(self, state: LeaderAndIsr) -> bytes:
+        return PartitionStateDoc(state.leader, state.leader_epoch, state.isr, state.controller_epoch).encode()
+
+    def create_partition_state(
+        self, topic: str, partition: int, state: LeaderAndIsr, epoch_zk_version: int
+    ) -> LeaderAndIsr | None:
+        """Create the state znode (controller only, fenced by the epoch version); None if it exists."""
+        path = paths.partition_state_path(topic, partition)
+        self._zk.ensure_path(path.rsplit("/", 1)[0])
+        tx = self._zk.transaction()
+        tx.check(paths.CONTROLLER_EPOCH, epoch_zk_version)
+        tx.create(path, self._state_bytes(state))
+        results = self._call(tx.commit)
+        if any(isinstance(r, Exception) for r in results):
+            if isinstance(results[0], BadVersionError):
+                raise ControllerMovedError("controller epoch changed")
+            return None
+        return LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.controller_epoch, 0)
+
+    def update_partition_state(
+        self, topic: str, partition: int, state: LeaderAndIsr, epoch_zk_version: int | None = None
+    ) -> LeaderAndIsr | None:
+        """Conditional write on ``state.zk_version``; the stored state (new version) or None on conflict.
+
+        With ``epoch_zk_version`` (controller writes) the transaction also checks /controller_epoch and
+        raises `ControllerMovedError` if another controller has been elected since.
+        """
+        path = paths.partition_state_path(topic, partition)
+        data = self._state_bytes(state)
+        if epoch_zk_version is None:
+            try:
+                stat = self._call(self._zk.set, path, data, state.zk_version)
+            except (BadVersionError, NoNodeError):
+                return None
+            new_version = int(stat.version)
+        else:
+            tx = self._zk.transaction()
+            tx.check(paths.CONTROLLER_EPOCH, epoch_zk_version)
+            tx.set_data(path, data, state.zk_version)
+            results = self._call(tx.commit)
+            if isinstance(results[0], Exception):
+                raise ControllerMovedError("controller epoch changed")
+            if isinstance(results[1], Exception):
+                return None
+            new_version = int(results[1].version)
+        return LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.controller_epoch, new_version)
+
+    def notify_isr_change(self, partitions: list[tuple[str, int]]) -> None:
+        self._call(
+            self._zk.create,
+            f"{paths.ISR_CHANGE_NOTIFICATION}/isr_change_",
+            paths.encode_isr_change(partitions),
+            sequence=True,
+        )
+
+    def read_and_delete_isr_changes(self, children: list[str]) -> set[tuple[str, int]]:
+        changed: set[tuple[str, int]] = set()
+        for child in children:
+            path = f"{paths.ISR_CHANGE_NOTIFICATION}/{child}"
+            try:
+                data, _ = self._call(self._zk.get, path)
+                changed.update(paths.decode_isr_change(data))
+                self._call(self._zk.delete, path)
+            except NoNodeError:
+                continue
+        return changed
+
+    # producer ids ----------------------------------------------------------------------------------
+    def allocate_producer_id_block(self, broker_id: int, size: int) -> int:
+        """Claim the next block of producer ids (conditional write, retried); returns its first id."""
+        while True:
+            try:
+                data, stat = self._call(self._zk.get, paths.PRODUCER_ID_BLOCK)
+            except NoNodeError:
+                try:
+                    self._call(
+                        self._zk.create,
+                        paths.PRODUCER_ID_BLOCK,
+                        paths.encode_producer_id_block(broker_id, 0, size - 1),
+                    )
+                    return 0
+                except NodeExistsError:
+                    continue
+            start = paths.decode_producer_id_block_end(data) + 1
+            try:
+                self._call(
+                    self._zk.set,
+                    paths.PRODUCER_ID_BLOCK,
+                    paths.encode_producer_id_block(broker_id, start, start + size - 1),
+                    stat.version,
+                )
+                return start
+            except BadVersionError:
+                continue
+
+
+class ControllerMovedError(Exception):
+    """A controller write was fenced: ``/controller_epoch`` moved on; this broker is no longer controller."""

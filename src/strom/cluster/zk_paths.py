@@ -1,0 +1,227 @@
+"""Every znode Strom uses, with the JSON stored in it: one catalogue, encode and decode side by side.
+
+The layout follows Kafka's ZooKeeper mode (2.x/3.x) so its documentation maps onto ours:
+
+| path | kind | content |
+|---|---|---|
+| ``/cluster/id`` | persistent | ``{"version": "1", "id": cluster id}`` |
+| ``/brokers/ids/<id>`` | ephemeral | ``{"version": 5, "host", "port", "rack", "endpoints",
+  "timestamp"}`` |
+| ``/controller`` | ephemeral | ``{"version": 1, "brokerid": id, "timestamp": ms}``: who is the controller |
+| ``/controller_epoch`` | persistent | the controller epoch as a decimal string; +1 at every election |
+| ``/brokers/topics/<topic>`` | persistent | ``{"version": 3, "topic_id", "partitions": {"<p>": [replicas]},
+  "adding_replicas": {...}, "removing_replicas": {...}}``: the assignment; reassignments in flight are
+  the two extra maps (KIP-455) |
+| ``/brokers/topics/<t>/partitions/<p>/state`` | persistent | ``{"version": 1, "leader",
+  "leader_epoch", "isr", "controller_epoch"}`` |
+| ``/config/topics/<topic>`` | persistent | ``{"version": 1, "config": {name: value}}`` |
+| ``/config/changes/config_change_<seq>`` | persistent sequential | ``{"version": 2, "entity_path":
+  "topics/<t>"}``: every broker reloads that topic's configs |
+| ``/admin/delete_topics/<topic>`` | persistent | empty: deletion requested, the controller carries it out |
+| ``/isr_change_notification/isr_change_<seq>`` | persistent sequential | ``{"version": 1, "partitions":
+  [{"topic", "partition"}]}``: a leader changed ISRs; the controller re-reads them and tells brokers |
+| ``/latest_producer_id_block`` | persistent | ``{"version": 1, "broker", "block_start", "block_end"}`` |
+
+Topic assignment and partition state znodes are changed only by conditional writes on the version the
+writer read (``set(path, data, version)``): two writers can never both win.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+CLUSTER_ID = "/cluster/id"
+BROKER_IDS = "/brokers/ids"
+BROKER_TOPICS = "/brokers/topics"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+CONFIG_TOPICS = "/config/topics"
+CONFIG_CHANGES = "/config/changes"
+DELETE_TOPICS = "/admin/delete_topics"
+ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+PERSISTENT_PATHS = (
+    "/cluster",
+    BROKER_IDS,
+    BROKER_TOPICS,
+    CONFIG_TOPICS,
+    CONFIG_CHANGES,
+    DELETE_TOPICS,
+    ISR_CHANGE_NOTIFICATION,
+)
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{broker_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS}/{topic}"
+
+
+def _dumps(doc: dict[str, Any]) -> bytes:
+    return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
+
+
+def _loads(data: bytes) -> dict[str, Any]:
+    doc = json.loads(data.decode() or "{}")
+    if not isinstance(doc, dict):
+        raise ValueError("znode content is not a JSON object")
+    return doc
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None
+    epoch: int = 0  # czxid of the ephemeral znode: changes when the broker re-registers (a bounce)
+
+    def encode(self) -> bytes:
+        return _dumps(
+            {
+                "version": 5,
+                "host": self.host,
+                "port": self.port,
+                "rack": self.rack,
+                "endpoints": [f"PLAINTEXT://{self.host}:{self.port}"],
+                "jmx_port": -1,
+                "timestamp": str(int(time.time() * 1000)),
+            }
+        )
+
+    @classmethod
+    def decode(cls, broker_id: int, data: bytes) -> BrokerRegistration:
+        doc = _loads(data)
+        return cls(broker_id, str(doc["host"]), int(doc["port"]), doc.get("rack"))
+
+
+def encode_controller(broker_id: int) -> bytes:
+    return _dumps({"version": 1, "brokerid": broker_id, "timestamp": str(int(time.time() * 1000))})
+
+
+def decode_controller(data: bytes) -> int:
+    return int(_loads(data)["brokerid"])
+
+
+@dataclass(slots=True)
+class TopicAssignment:
+    """``/brokers/topics/<t>``: replicas per partition, plus reassignments in flight (KIP-455)."""
+
+    topic_id: bytes
+    partitions: dict[int, list[int]]
+    adding_replicas: dict[int, list[int]] = field(default_factory=dict)
+    removing_replicas: dict[int, list[int]] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        def text_keys(m: dict[int, list[int]]) -> dict[str, list[int]]:
+            return {str(p): list(r) for p, r in sorted(m.items())}
+
+        return _dumps(
+            {
+                "version": 3,
+                "topic_id": self.topic_id.hex(),
+                "partitions": text_keys(self.partitions),
+                "adding_replicas": text_keys(self.adding_replicas),
+                "removing_replicas": text_keys(self.removing_replicas),
+            }
+        )
+
+    @classmethod
+    def decode(cls, data: bytes) -> TopicAssignment:
+        doc = _loads(data)
+
+        def int_keys(m: dict[str, list[int]] | None) -> dict[int, list[int]]:
+            return {int(p): [int(b) for b in r] for p, r in (m or {}).items()}
+
+        return cls(
+            bytes.fromhex(doc.get("topic_id") or "00" * 16),
+            int_keys(doc["partitions"]),
+            int_keys(doc.get("adding_replicas")),
+            int_keys(doc.get("removing_replicas")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStateDoc:
+    """``.../partitions/<p>/state``: leader, leader epoch, ISR and the controller epoch of the writer."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+
+    def encode(self) -> bytes:
+        return _dumps(
+            {
+                "version": 1,
+                "leader": self.leader,
+                "leader_epoch": self.leader_epoch,
+                "isr": list(self.isr),
+                "controller_epoch": self.controller_epoch,
+            }
+        )
+
+    @classmethod
+    def decode(cls, data: bytes) -> PartitionStateDoc:
+        doc = _loads(data)
+        return cls(
+            int(doc["leader"]),
+            int(doc["leader_epoch"]),
+            tuple(int(b) for b in doc["isr"]),
+            int(doc["controller_epoch"]),
+        )
+
+
+def encode_topic_config(configs: dict[str, str]) -> bytes:
+    return _dumps({"version": 1, "config": dict(configs)})
+
+
+def decode_topic_config(data: bytes) -> dict[str, str]:
+    return {str(k): str(v) for k, v in _loads(data).get("config", {}).items()}
+
+
+def encode_config_change(topic: str) -> bytes:
+    return _dumps({"version": 2, "entity_path": f"topics/{topic}"})
+
+
+def decode_config_change(data: bytes) -> str | None:
+    entity = str(_loads(data).get("entity_path", ""))
+    kind, _, name = entity.partition("/")
+    return name if kind == "topics" and name else None
+
+
+def encode_isr_change(partitions: list[tuple[str, int]]) -> bytes:
+    return _dumps({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+
+
+def decode_isr_change(data: bytes) -> list[tuple[str, int]]:
+    return [(str(e["topic"]), int(e["partition"])) for e in _loads(data).get("partitions", [])]
+
+
+def encode_producer_id_block(broker_id: int, start: int, end: int) -> bytes:
+    return _dumps({"version": 1, "broker": broker_id, "block_start": str(start), "block_end": str(end)})
+
+
+def decode_producer_id_block_end(data: bytes) -> int:
+    return int(_loads(data)["block_end"]) if data else -1
+
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    return _dumps({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes) -> str:
+    return str(_loads(data)["id"])

@@ -1,0 +1,170 @@
+"""Strom's own descriptions of the broker-to-broker (controller) APIs, in the JSON spec format of spec.py.
+
+Kafka 4 removed LeaderAndIsr (4), StopReplica (5), UpdateMetadata (6) and ControlledShutdown (7) with
+ZooKeeper mode, so kafka-python's spec folder has none of them. These are Strom's layouts, written for
+Strom's ZooKeeper controller (strom.cluster) and the brokers it drives; only Strom brokers speak them,
+one version (0) each, classic (non-flexible) encoding. They are never advertised in ApiVersions.
+
+* LeaderAndIsr: the controller tells the replicas of some partitions who leads, at which leader epoch,
+  with which ISR and assignment (plus the znode version, so the leader can later change the ISR by a
+  conditional write), and how to reach each leader.
+* UpdateMetadata: the *whole* cluster view (live brokers, every partition's state, topic ids); a broker
+  replaces its metadata cache with it. Clusters that Strom targets are small, so sending everything
+  keeps cache maintenance trivially correct (no incremental deletes).
+* StopReplica: stop fetching (and optionally delete) some partitions' replicas on a broker.
+* ControlledShutdown: a stopping broker asks the controller to move its leaderships away first; the
+  response lists the partitions it still leads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_I32 = "int32"
+
+
+def _f(name: str, type_: str, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "type": type_, "versions": "0+", **extra}
+
+
+def _message(name: str, kind: str, api_key: int, fields: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiKey": api_key,
+        "type": kind,
+        "name": name,
+        "validVersions": "0",
+        "flexibleVersions": "none",
+        "fields": fields,
+    }
+
+
+_PARTITION_ERROR = [_f("TopicName", "string"), _f("PartitionIndex", _I32), _f("ErrorCode", "int16")]
+
+INTERNAL_SPECS: list[dict[str, Any]] = [
+    _message(
+        "LeaderAndIsrRequest",
+        "request",
+        4,
+        [
+            _f("ControllerId", _I32),
+            _f("ControllerEpoch", _I32),
+            _f(
+                "PartitionStates",
+                "[]LeaderAndIsrPartitionState",
+                fields=[
+                    _f("TopicName", "string"),
+                    _f("TopicId", "uuid"),
+                    _f("PartitionIndex", _I32),
+                    _f("ControllerEpoch", _I32),
+                    _f("Leader", _I32),
+                    _f("LeaderEpoch", _I32),
+                    _f("Isr", "[]int32"),
+                    _f("ZkVersion", _I32),
+                    _f("Replicas", "[]int32"),
+                    _f("AddingReplicas", "[]int32"),
+                    _f("RemovingReplicas", "[]int32"),
+                    _f("IsNew", "bool"),
+                ],
+            ),
+            _f(
+                "LiveLeaders",
+                "[]LeaderAndIsrLiveLeader",
+                fields=[_f("BrokerId", _I32), _f("HostName", "string"), _f("Port", _I32)],
+            ),
+        ],
+    ),
+    _message(
+        "LeaderAndIsrResponse",
+        "response",
+        4,
+        [
+            _f("ErrorCode", "int16"),
+            _f("PartitionErrors", "[]LeaderAndIsrPartitionError", fields=_PARTITION_ERROR),
+        ],
+    ),
+    _message(
+        "StopReplicaRequest",
+        "request",
+        5,
+        [
+            _f("ControllerId", _I32),
+            _f("ControllerEpoch", _I32),
+            _f("DeletePartitions", "bool"),
+            _f(
+                "Partitions",
+                "[]StopReplicaPartition",
+                fields=[_f("TopicName", "string"), _f("PartitionIndex", _I32)],
+            ),
+        ],
+    ),
+    _message(
+        "StopReplicaResponse",
+        "response",
+        5,
+        [
+            _f("ErrorCode", "int16"),
+            _f("PartitionErrors", "[]StopReplicaPartitionError", fields=_PARTITION_ERROR),
+        ],
+    ),
+    _message(
+        "UpdateMetadataRequest",
+        "request",
+        6,
+        [
+            _f("ControllerId", _I32),
+            _f("ControllerEpoch", _I32),
+            _f(
+                "Topics",
+                "[]UpdateMetadataTopicState",
+                fields=[
+                    _f("TopicName", "string"),
+                    _f("TopicId", "uuid"),
+                    _f(
+                        "PartitionStates",
+                        "[]UpdateMetadataPartitionState",
+                        fields=[
+                            _f("PartitionIndex", _I32),
+                            _f("ControllerEpoch", _I32),
+                            _f("Leader", _I32),
+                            _f("LeaderEpoch", _I32),
+                            _f("Isr", "[]int32"),
+                            _f("ZkVersion", _I32),
+                            _f("Replicas", "[]int32"),
+                            _f("OfflineReplicas", "[]int32"),
+                        ],
+                    ),
+                ],
+            ),
+            _f(
+                "LiveBrokers",
+                "[]UpdateMetadataBroker",
+                fields=[
+                    _f("Id", _I32),
+                    _f("Host", "string"),
+                    _f("Port", _I32),
+                    _f("Rack", "string", nullableVersions="0+"),
+                ],
+            ),
+        ],
+    ),
+    _message("UpdateMetadataResponse", "response", 6, [_f("ErrorCode", "int16")]),
+    _message(
+        "ControlledShutdownRequest",
+        "request",
+        7,
+        [_f("BrokerId", _I32), _f("BrokerEpoch", "int64", default="-1")],
+    ),
+    _message(
+        "ControlledShutdownResponse",
+        "response",
+        7,
+        [
+            _f("ErrorCode", "int16"),
+            _f(
+                "RemainingPartitions",
+                "[]RemainingPartition",
+                fields=[_f("TopicName", "string"), _f("PartitionIndex", _I32)],
+            ),
+        ],
+    ),
+]

@@ -1,0 +1,59 @@
+"""Fixtures for the cluster suite: a real ZooKeeper (Debian package) and real broker processes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from strom.testing.cluster import LocalCluster
+from strom.testing.zookeeper_process import zookeeper_available
+
+pytestmark = pytest.mark.cluster
+
+FAST = {
+    "zookeeper.session.timeout.ms": "3000",
+    "offsets.topic.num.partitions": "3",
+    "group.initial.rebalance.delay.ms": "0",
+    "replica.lag.time.max.ms": "10000",
+}
+
+
+@pytest.fixture
+def make_cluster(tmp_path: Path) -> Iterator[Callable[..., LocalCluster]]:
+    if not zookeeper_available():
+        pytest.skip("ZooKeeper (Debian package zookeeper) and java are required")
+    started: list[LocalCluster] = []
+
+    def make(brokers: int = 3, racks: int = 0, **overrides: str) -> LocalCluster:
+        settings = {**FAST, **{k.replace("_", "."): v for k, v in overrides.items()}}
+        cluster = LocalCluster(tmp_path / f"cluster{len(started)}", brokers, racks, settings)
+        started.append(cluster)
+        cluster.start()
+        return cluster
+
+    yield make
+    for cluster in started:
+        cluster.stop()
+
+
+def wait_until(condition: Callable[[], object], timeout_s: float = 30.0, what: str = "condition") -> object:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            value = condition()
+        except Exception:
+            value = None
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def partitions_of(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
+    """partition -> (leader, replicas, isr) as Metadata reports them."""
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    return {p.id: (p.leader, list(p.replicas), list(p.isrs)) for p in md.topics[topic].partitions.values()}
