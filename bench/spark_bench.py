@@ -12,8 +12,9 @@ subprocess on a free loopback port, temporary data directory):
 * **write**: N rows of 100-byte values (string keys) written with `df.write.format("strom")` into a fresh
   6-partition topic, idempotent producer, acks=all.
 
-Each measurement is repeated `--repeat` times (default 3) and the median reported. Loading the topic is not
-timed. Usage::
+Each measurement runs once per round after an untimed warm-up; rounds (`--repeat`, default 3) interleave the
+measurements so that load from other processes affects all alike; medians are reported. Loading the topic
+is not timed. Usage::
 
     .venv/bin/python bench/spark_bench.py [--records 1000000] [--repeat 3] [--bootstrap HOST:PORT]
 """
@@ -179,15 +180,6 @@ def timed(action: Callable[[], Any]) -> float:
     return time.perf_counter() - started
 
 
-def measure(name: str, records: int, repeat: int, action: Callable[[int], Any]) -> float:
-    rates = []
-    for i in range(repeat):
-        seconds = timed(lambda i=i: action(i))
-        rates.append(records / seconds)
-        print(f"  {name} run {i + 1}: {seconds:.2f} s, {records / seconds:,.0f} records/s", flush=True)
-    return statistics.median(rates)
-
-
 def run(bootstrap: str, records: int, repeat: int) -> dict[str, float]:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -227,25 +219,6 @@ def run(bootstrap: str, records: int, repeat: int) -> dict[str, float]:
         "endingOffsets", json.dumps({topic: {str(p): 1000 for p in range(PARTITIONS)}})
     ).load().write.format("noop").mode("overwrite").save()
 
-    results = {}
-    results["ceiling"] = measure(
-        "ceiling (synthetic source, batches built from Python objects)",
-        records,
-        repeat,
-        read_query("synthetic_kafka", fresh="true"),
-    )
-    results["engine"] = measure(
-        "engine (synthetic source, one prebuilt batch re-sliced)",
-        records,
-        repeat,
-        read_query("synthetic_kafka", fresh="false"),
-    )
-    results["read"] = measure(
-        "read (strom source)",
-        records,
-        repeat,
-        read_query("strom", **{"kafka.bootstrap.servers": bootstrap, "subscribe": topic}),
-    )
     source = (
         spark.range(records, numPartitions=PARTITIONS)
         .select(
@@ -263,9 +236,28 @@ def run(bootstrap: str, records: int, repeat: int) -> dict[str, float]:
             "topic", out
         ).save()
 
-    results["write"] = measure("write (strom sink)", records, repeat, write)
+    warm = f"bench-warmup-{int(time.time())}"
+    create_topic(bootstrap, warm)
+    source.limit(1000).write.mode("append").format("strom").option(
+        "kafka.bootstrap.servers", bootstrap
+    ).option("topic", warm).save()
+
+    actions = {
+        "ceiling": read_query("synthetic_kafka", fresh="true"),
+        "engine": read_query("synthetic_kafka", fresh="false"),
+        "read": read_query("strom", **{"kafka.bootstrap.servers": bootstrap, "subscribe": topic}),
+        "write": write,
+    }
+    # Rounds interleave the measurements, so that load from other processes on a shared machine hits
+    # the ceiling and the connector alike.
+    rates: dict[str, list[float]] = {name: [] for name in actions}
+    for i in range(repeat):
+        for name, action in actions.items():
+            seconds = timed(lambda action=action, i=i: action(i))
+            rates[name].append(records / seconds)
+            print(f"  round {i + 1} {name}: {seconds:.2f} s, {records / seconds:,.0f} records/s", flush=True)
     spark.stop()
-    return results
+    return {name: statistics.median(r) for name, r in rates.items()}
 
 
 def main() -> None:

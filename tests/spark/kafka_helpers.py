@@ -53,6 +53,8 @@ def consume_all(bootstrap: str, topic: str, partitions: int) -> list[dict[str, A
             "bootstrap.servers": bootstrap,
             "group.id": f"oracle-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
+            # Requests on a connection queue behind a long-polling Fetch: keep the poll short.
+            "fetch.wait.max.ms": 10,
         }
     )
     rows: list[dict[str, Any]] = []
