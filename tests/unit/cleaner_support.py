@@ -15,8 +15,6 @@ from strom.storage.config import LogConfig
 from strom.storage.log import PartitionLog
 from strom.storage.log_manager import LogManager
 
-# Wall-clock time: a segment emptied by cleaning falls back to its file's mtime for time retention.
-START_MS = time.time_ns() // 1_000_000
 COMPACT = LogConfig(
     cleanup_policy="compact",
     segment_bytes=2_000,
@@ -29,8 +27,11 @@ Row = tuple[int, bytes | None, bytes | None]  # (offset, key, value)
 
 
 class Clock:
-    def __init__(self, now_ms: int = START_MS) -> None:
-        self.now_ms = now_ms
+    """Starts at wall-clock time: a segment emptied by cleaning falls back to its file's mtime for time
+    retention, so the test clock must not lag behind the files' mtimes."""
+
+    def __init__(self, now_ms: int | None = None) -> None:
+        self.now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
 
     def __call__(self) -> int:
         return self.now_ms
