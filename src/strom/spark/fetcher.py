@@ -67,7 +67,8 @@ class RangeFetcher:
             "queued.max.messages.kbytes": 131_072,
             # librdkafka pauses fetching while its queue holds queued.min.messages and then backs off for
             # fetch.queue.backoff.ms (default 1 s): with the defaults a fast reader idles ~70% of the time.
-            "queued.min.messages": 500_000,
+            # Bounded by the range size, so a small task does not prefetch far beyond its end offset.
+            "queued.min.messages": min(500_000, max(1_000, offset_range.size)),
             "fetch.queue.backoff.ms": 10,
             "fetch.wait.max.ms": 100,
             **client_config,
