@@ -129,6 +129,18 @@ def test_plan_tasks_min_partitions_splits_in_proportion() -> None:
     assert plan_tasks(ranges, min_partitions=2) == ranges  # already enough tasks
 
 
+@pytest.mark.parametrize("seed", range(30))
+def test_plan_tasks_reaches_min_partitions(seed: int) -> None:
+    rng = random.Random(seed)
+    ranges = [OffsetRange("t", p, 0, rng.randint(50, 150)) for p in range(rng.randint(1, 6))]
+    wanted = rng.randint(1, 40)
+    tasks = plan_tasks(ranges, min_partitions=wanted)
+    assert len(tasks) >= max(wanted, len(ranges))
+    assert sum(t.size for t in tasks) == sum(r.size for r in ranges)
+    three = [OffsetRange("t", 0, 0, 100), OffsetRange("t", 1, 0, 101), OffsetRange("t", 2, 0, 100)]
+    assert len(plan_tasks(three, min_partitions=7)) == 7  # rounding each share alone would give 6
+
+
 def test_plan_tasks_max_records_per_partition_and_tiny_ranges() -> None:
     tasks = plan_tasks([OffsetRange("t", 0, 10, 35)], max_records_per_partition=10)
     assert [(t.from_offset, t.until_offset) for t in tasks] == [(10, 18), (18, 26), (26, 35)]

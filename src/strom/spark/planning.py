@@ -18,7 +18,8 @@ exactly those ranges, never beyond the high watermark seen at planning time.
   that is an error naming the partition and the offsets; with `false` the read skips ahead to the log
   start offset.
 * **Task planning** (`plan_tasks`): one Spark task per non-empty range; with `minPartitions` larger than
-  the number of ranges, large ranges are cut into several tasks in proportion to their size, and
+  the number of ranges, ranges are cut into at least `minPartitions` tasks in proportion to their size
+  (Spark's connector rounds each share and can end up with fewer), and
   `maxRecordsPerPartition` cuts any range longer than that. Tasks are ordered by topic, partition and
   offset so that results are deterministic.
 """
@@ -163,16 +164,29 @@ def plan_tasks(
         The non-empty ranges, cut as needed, sorted by (topic, partition, from_offset).
     """
     non_empty = [r for r in ranges if r.size > 0]
-    total = sum(r.size for r in non_empty)
+    parts = _parts_per_range(non_empty, min_partitions)
     tasks: list[OffsetRange] = []
-    for r in non_empty:
-        parts = 1
-        if min_partitions is not None and min_partitions > len(non_empty):
-            parts = max(1, round(r.size * min_partitions / total))
-        if max_records_per_partition is not None:
-            parts = max(parts, math.ceil(r.size / max_records_per_partition))
-        tasks.extend(split_range(r, min(parts, r.size)))
+    for r, share in zip(non_empty, parts, strict=True):
+        n = (
+            share
+            if max_records_per_partition is None
+            else max(share, math.ceil(r.size / max_records_per_partition))
+        )
+        tasks.extend(split_range(r, min(n, r.size)))
     return sorted(tasks, key=lambda t: (t.topic, t.partition, t.from_offset))
+
+
+def _parts_per_range(ranges: list[OffsetRange], min_partitions: int | None) -> list[int]:
+    """Tasks per range: `min_partitions` shared in proportion to size (largest remainders get the rest)."""
+    if min_partitions is None or min_partitions <= len(ranges):
+        return [1] * len(ranges)
+    total = sum(r.size for r in ranges)
+    shares = [r.size * min_partitions / total for r in ranges]
+    parts = [max(1, math.floor(share)) for share in shares]
+    by_remainder = sorted(range(len(ranges)), key=lambda i: parts[i] - shares[i])
+    for i in by_remainder[: max(0, min_partitions - sum(parts))]:
+        parts[i] += 1
+    return parts
 
 
 def split_range(r: OffsetRange, parts: int) -> list[OffsetRange]:
