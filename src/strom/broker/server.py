@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 _HEADER_PREFIX = struct.Struct(">hhi")
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
+# Requests read ahead of their responses on one connection (clients pipeline up to ~5 produces).
+_MAX_IN_FLIGHT = 32
 
 
 class _CloseConnection(Exception):
@@ -85,35 +87,82 @@ class KafkaServer:
     async def _serve(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_host: str
     ) -> None:
+        # Requests are started in arrival order (so appends keep the client's order, which idempotent
+        # sequence checks depend on) but may wait concurrently: an acks=all produce parked in the
+        # purgatory does not hold back the produce behind it. Responses still leave in request order.
+        in_flight: asyncio.Queue[asyncio.Task[bytes | None] | None] = asyncio.Queue(_MAX_IN_FLIGHT)
+        responder = asyncio.create_task(self._respond_in_order(in_flight, writer))
+        try:
+            while not responder.done():
+                payload = await self._read_frame(reader, client_host)
+                if payload is None:
+                    break
+                task = asyncio.create_task(self._handle_frame(payload, client_host))
+                if not in_flight.full():
+                    in_flight.put_nowait(task)
+                    continue
+                # Back-pressure: wait for room, unless the responder has ended the connection meanwhile.
+                put = asyncio.ensure_future(in_flight.put(task))
+                await asyncio.wait({put, responder}, return_when=asyncio.FIRST_COMPLETED)
+                if not put.done():
+                    put.cancel()
+                    task.cancel()
+                    break
+            if not responder.done():
+                await in_flight.put(None)
+            await responder
+        finally:
+            if not responder.done():
+                responder.cancel()
+            while not in_flight.empty():
+                pending = in_flight.get_nowait()
+                if pending is not None:
+                    pending.cancel()
+
+    async def _read_frame(self, reader: asyncio.StreamReader, client_host: str) -> bytes | None:
+        """The next request payload, or None when the connection ends (or must end: bad size)."""
+        try:
+            (size,) = _SIZE.unpack(await reader.readexactly(4))
+        except asyncio.IncompleteReadError as exc:
+            if exc.partial:  # an EOF between frames is an ordinary close
+                log.info("connection from %s closed mid-request (size prefix cut short)", client_host)
+            return None
+        if size < 8 or size > self._max_request_bytes:
+            log.warning(
+                "closing connection from %s: request size %d outside 8..%d (socket.request.max.bytes)",
+                client_host,
+                size,
+                self._max_request_bytes,
+            )
+            return None
+        try:
+            return await reader.readexactly(size)
+        except asyncio.IncompleteReadError as exc:
+            got = len(exc.partial)
+            log.info("connection from %s closed mid-request (%d of %d bytes)", client_host, got, size)
+            return None
+
+    async def _respond_in_order(
+        self, in_flight: asyncio.Queue[asyncio.Task[bytes | None] | None], writer: asyncio.StreamWriter
+    ) -> None:
+        """Write each response when its request completes, in request order; stop at a close."""
         while True:
-            try:
-                (size,) = _SIZE.unpack(await reader.readexactly(4))
-            except asyncio.IncompleteReadError as exc:
-                if exc.partial:  # an EOF between frames is an ordinary close
-                    log.info("connection from %s closed mid-request (size prefix cut short)", client_host)
-                return
-            if size < 8 or size > self._max_request_bytes:
-                log.warning(
-                    "closing connection from %s: request size %d outside 8..%d (socket.request.max.bytes)",
-                    client_host,
-                    size,
-                    self._max_request_bytes,
-                )
+            task = await in_flight.get()
+            if task is None:
                 return
             try:
-                payload = await reader.readexactly(size)
-            except asyncio.IncompleteReadError as exc:
-                got = len(exc.partial)
-                log.info("connection from %s closed mid-request (%d of %d bytes)", client_host, got, size)
-                return
-            try:
-                response = await self._handle_frame(payload, client_host)
+                response = await task
             except _CloseConnection:
+                writer.transport.abort()
+                return
+            except Exception:
+                # A handler bug: this client's connection ends, every other client is unaffected.
+                log.exception("request handling failed; closing the connection")
+                writer.transport.abort()
                 return
             if response is not None:
                 writer.write(response)
-                transport = writer.transport
-                if transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
+                if writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
                     await writer.drain()
 
     async def _handle_frame(self, payload: bytes, client_host: str) -> bytes | None:

@@ -234,10 +234,14 @@ class PartitionLog:
             return self.log_end_offset
         end = spans[-1].position + spans[-1].size
         self._write(memoryview(records)[:end], spans, self._time_ms())
+        epochs_changed = False
         for header in headers:
             self.producer_state.load_batch(header)
-            self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-        self.leader_epoch_cache.write()
+            epochs_changed |= self.leader_epoch_cache.assign(
+                header.partition_leader_epoch, header.base_offset
+            )
+        if epochs_changed:  # an fsynced file write: only when a new epoch starts, never per append
+            self.leader_epoch_cache.write()
         self._maybe_flush_by_messages()
         return self.log_end_offset
 
