@@ -68,6 +68,7 @@ TESTED_HERE: dict[int, range] = {
 # Keys whose every advertised version is tested by another module of this directory (add yours here).
 GROUP_KEYS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47})
 COVERED_ELSEWHERE: dict[int, str] = dict.fromkeys(GROUP_KEYS, "test_groups_protocol.py")
+COVERED_ELSEWHERE.update(dict.fromkeys((23, 43, 45, 46), "test_conformance_cluster_apis.py"))
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4

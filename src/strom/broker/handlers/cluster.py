@@ -86,6 +86,10 @@ def _epoch_end(ctx: RequestContext, topic: str, p: dict[str, Any]) -> dict[str, 
         out["error_code"] = int(exc.code)
         return out
     out["leader_epoch"], out["end_offset"] = plog.leader_epoch_end_offset(int(p["leader_epoch"]))
+    if rm is None and int(p["leader_epoch"]) == 0 and not plog.leader_epoch_cache.entries:
+        # A single node leads at epoch 0 from offset 0; Kafka records a leader's epoch when it is
+        # elected, so an empty partition answers (0, log end offset), not UNDEFINED.
+        out["leader_epoch"], out["end_offset"] = 0, plog.log_end_offset
     return out
 
 
@@ -128,27 +132,26 @@ async def handle_elect_leaders(ctx: RequestContext, req: Body) -> Body:
                 (name, p) for name, info in ctx.broker.metadata.topics.items() for p in range(info.partitions)
             ]
         )
+        known = ctx.broker.metadata.topics
         outcome: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {
             tp: (
                 ErrorCode.ELECTION_NOT_NEEDED
-                if tp[0] in ctx.broker.metadata.topics
+                if tp[0] in known and 0 <= tp[1] < known[tp[0]].partitions
                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 None,
             )
             for tp in single
         }
     elif not cluster.controller.active:
-        return {
-            "throttle_time_ms": 0,
-            "error_code": int(ErrorCode.NOT_CONTROLLER),
-            "replica_election_results": [],
-        }
+        # Per partition, as Kafka's (ZK) controller does: v0 has no top-level error code, so a
+        # top-level NOT_CONTROLLER with no results would read as "nothing to report".
+        outcome = dict.fromkeys(partitions or [], (ErrorCode.NOT_CONTROLLER, None))
     else:
         outcome = await cluster.controller.call(
             lambda: cluster.controller.elect_leaders(election_type, partitions)
         )
-        if partitions is None:  # "all partitions": report only what was elected or failed
-            outcome = {tp: r for tp, r in outcome.items() if r[0] != ErrorCode.ELECTION_NOT_NEEDED}
+    if partitions is None:  # "all partitions": report only what was elected or failed
+        outcome = {tp: r for tp, r in outcome.items() if r[0] != ErrorCode.ELECTION_NOT_NEEDED}
     return {
         "throttle_time_ms": 0,
         "error_code": 0,
@@ -178,10 +181,13 @@ async def handle_alter_partition_reassignments(ctx: RequestContext, req: Body) -
         }
     if cluster is None:
         me = ctx.broker.node_id
+        known = ctx.broker.metadata.topics
         outcome = {
-            tp: (ErrorCode.NONE if r == [me] else ErrorCode.INVALID_REPLICA_ASSIGNMENT, None)
-            if tp[0] in ctx.broker.metadata.topics
-            else (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+            tp: (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+            if tp[0] not in known or not 0 <= tp[1] < known[tp[0]].partitions
+            else (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)  # a cancel: nothing ever moves here
+            if r is None
+            else (ErrorCode.NONE if r == [me] else ErrorCode.INVALID_REPLICA_ASSIGNMENT, None)
             for tp, r in targets.items()
         }
     else:
