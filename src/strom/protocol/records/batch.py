@@ -70,23 +70,21 @@ class RecordValidationError(KafkaError):
     """A batch failed a header, size or CRC check; ``code`` is the error Kafka would return."""
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
-    """The fixed 61-byte header of one v2 record batch."""
+class BatchFields:
+    """What every view of a v2 batch derives from its header fields (a mixin: no state of its own).
+
+    Shared by `BatchHeader` (header only, produce/fetch paths) and the decoded batch of
+    `strom.protocol.records.builder` (header plus records, cleaner and coordinators).
+    """
+
+    __slots__ = ()
 
     base_offset: int
     batch_length: int
-    partition_leader_epoch: int
-    magic: int
-    crc: int
     attributes: int
     last_offset_delta: int
     base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
     base_sequence: int
-    records_count: int
 
     @property
     def size(self) -> int:
@@ -119,11 +117,35 @@ class BatchHeader:
         return bool(self.attributes & CONTROL_BIT)
 
     @property
+    def delete_horizon_ms(self) -> int | None:
+        """The compaction delete horizon, when attributes bit 6 says base_timestamp holds one."""
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_BIT else None
+
+    @property
     def last_sequence(self) -> int:
         """Sequence of the last record; sequences wrap from INT32_MAX to 0 (Kafka's ``incrementSequence``)."""
         if self.base_sequence < 0:
             return NO_SEQUENCE
         return (self.base_sequence + self.last_offset_delta) % (1 << 31)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader(BatchFields):
+    """The fixed 61-byte header of one v2 record batch."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
 
 
 # A frozen dataclass's generated __init__ costs about twice as much as setting the slots directly, and

@@ -38,6 +38,7 @@ from strom.protocol.records.batch import (
     MAGIC_V2,
     TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
+    BatchFields,
     BatchHeader,
     RecordValidationError,
     crc_ok,
@@ -71,7 +72,7 @@ _NO_TIMESTAMP = -1
 
 
 @dataclass(slots=True)
-class DecodedBatch:
+class DecodedBatch(BatchFields):
     """A batch's header fields plus its decoded records (absolute offsets and timestamps)."""
 
     base_offset: int
@@ -90,38 +91,8 @@ class DecodedBatch:
     records: list[Record] = field(default_factory=list)
 
     @property
-    def size(self) -> int:
-        return self.batch_length + LOG_OVERHEAD
-
-    @property
-    def last_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta
-
-    @property
-    def next_offset(self) -> int:
-        return self.last_offset + 1
-
-    @property
     def compression(self) -> CompressionType:
         return CompressionType(self.attributes & COMPRESSION_MASK)
-
-    @property
-    def timestamp_type(self) -> int:
-        """0 = CreateTime, 1 = LogAppendTime."""
-        return (self.attributes & TIMESTAMP_TYPE_BIT) >> 3
-
-    @property
-    def is_transactional(self) -> bool:
-        return bool(self.attributes & TRANSACTIONAL_BIT)
-
-    @property
-    def is_control(self) -> bool:
-        return bool(self.attributes & CONTROL_BIT)
-
-    @property
-    def delete_horizon_ms(self) -> int | None:
-        """The compaction delete horizon, when attributes bit 6 says base_timestamp holds one."""
-        return self.base_timestamp if self.attributes & DELETE_HORIZON_BIT else None
 
 
 def build_batch(
