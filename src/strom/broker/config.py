@@ -104,6 +104,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("offsets.topic.num.partitions", int, "50", "Partitions of __consumer_offsets."),
         ConfigDef("offsets.topic.replication.factor", int, "3", "Replication of __consumer_offsets."),
         ConfigDef("offsets.retention.minutes", int, "10080", "Committed offsets retention."),
+        ConfigDef(
+            "offsets.commit.timeout.ms",
+            int,
+            "5000",
+            "Cluster mode: how long an offset commit waits for the ISR of __consumer_offsets.",
+        ),
         ConfigDef("group.initial.rebalance.delay.ms", int, "3000", "Delay of a new group's first rebalance."),
         ConfigDef("group.min.session.timeout.ms", int, "6000", "Smallest session timeout."),
         ConfigDef("group.max.session.timeout.ms", int, "1800000", "Largest session timeout."),

@@ -11,6 +11,19 @@ The coordinator (`strom.coordinator`) is sans-I/O; this module gives it
   committed offsets and group membership survive restarts;
 * a periodic task expiring offsets after `offsets.retention.minutes`.
 
+Durability in cluster mode (Kafka's coordinator appends with acks=-1): the writer appends as leader and
+remembers, per `__consumer_offsets` partition, the end offset of the latest coordinator append; the
+OffsetCommit and SyncGroup handlers then `wait_for_replication`, which parks in the same purgatory as an
+acks=all produce (`ReplicaManager.wait_for_replication`) until the high watermark passes that offset, for
+at most `offsets.commit.timeout.ms`. Failures map as Kafka's `GroupMetadataManager` maps them:
+NOT_LEADER_OR_FOLLOWER -> NOT_COORDINATOR; NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT ->
+COORDINATOR_NOT_AVAILABLE. (Memory is updated at the append, before the ISR has it: an OffsetFetch may see
+a commit whose answer is still pending; if leadership moves, the partition's groups are unloaded anyway.)
+
+Leadership moves (cluster mode): becoming leader of a `__consumer_offsets` partition loads its groups from
+the log, replacing what memory held; losing it (LeaderAndIsr as follower, or StopReplica) unloads them, so
+a former coordinator neither answers for nor keeps timers on groups it no longer owns.
+
 `__consumer_offsets` is created on first use (the first group request or commit) with
 `offsets.topic.num.partitions` partitions, `cleanup.policy=compact` and replication factor 1 (one node;
 `offsets.topic.replication.factor` is for the cluster mode). A group lives in partition
@@ -57,6 +70,14 @@ OFFSETS_TOPIC_SEGMENT_BYTES = 100 * 1024 * 1024  # Kafka's offsets.topic.segment
 OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600_000  # Kafka's offsets.retention.check.interval.ms
 LEADER_EPOCH = 0
 _READ_CHUNK_BYTES = 1 << 20
+# How a failed replication wait reaches clients (Kafka's GroupMetadataManager.storeOffsets).
+_COORDINATOR_ERRORS = {
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+}
 
 
 class AsyncioScheduler:
@@ -81,13 +102,22 @@ class OffsetsTopicWriter:
     def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         broker = self._service.broker
         self._service.ensure_offsets_topic()
-        plog = broker.partition_log(OFFSETS_TOPIC, partition)
         now = broker.clock.time_ms()
         batch = build_batch([(key, value, (), now) for key, value in records])
         if broker.replica_manager is not None:  # cluster: leader epoch and high watermark are replicated
             rm = broker.replica_manager
-            rm.append_as_leader(rm.leader_partition(OFFSETS_TOPIC, partition), batch)
+            try:
+                part = rm.leader_partition(OFFSETS_TOPIC, partition)
+                info = rm.append_as_leader(part, batch)
+            except KafkaError as exc:
+                if exc.code is ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                    raise KafkaError(ErrorCode.NOT_COORDINATOR, exc.message) from exc
+                raise
+            except OSError as exc:
+                raise KafkaError(ErrorCode.NOT_COORDINATOR, str(exc)) from exc
+            self._service.appended_end[partition] = info.last_offset + 1
             return
+        plog = broker.partition_log(OFFSETS_TOPIC, partition)
         try:
             plog.append_as_leader(batch, leader_epoch=LEADER_EPOCH)
         except OSError as exc:
@@ -118,6 +148,9 @@ class GroupService:
             self.num_partitions,
         )
         self._expiry_task: asyncio.Task[None] | None = None
+        self.commit_timeout_ms = int(broker.config.get("offsets.commit.timeout.ms"))
+        # Cluster mode: partition -> end offset of the latest coordinator append (what a reply waits for).
+        self.appended_end: dict[int, int] = {}
 
     # --- life cycle ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -162,16 +195,45 @@ class GroupService:
             yield from _read_partition(plog.read, plog.log_start_offset, plog.log_end_offset, partition)
 
     def _on_leadership_change(self, partition: Partition, is_leader: bool) -> None:
-        if partition.topic != OFFSETS_TOPIC or not is_leader:
+        if partition.topic != OFFSETS_TOPIC:
+            return
+        self.appended_end.pop(partition.index, None)
+        if not is_leader:
+            self.coordinator.unload_partition(partition.index)
             return
         plog = partition.log
         info = self.broker.metadata.topics.get(OFFSETS_TOPIC)
         if info is not None:
             self.num_partitions = info.partitions
             self.coordinator.store.num_partitions = info.partitions
-        self.coordinator.load(
-            _read_partition(plog.read, plog.log_start_offset, plog.log_end_offset, partition.index)
+        self.coordinator.load_partition(
+            partition.index,
+            _read_partition(plog.read, plog.log_start_offset, plog.log_end_offset, partition.index),
         )
+
+    async def wait_for_replication(self, group_id: str) -> ErrorCode:
+        """Cluster mode: until the ISR has every coordinator record appended so far to the group's
+        partition (acks=-1, as Kafka's coordinator writes). Single node: nothing to wait for."""
+        rm = self.broker.replica_manager
+        if rm is None:
+            return ErrorCode.NONE
+        index = self.coordinator.partition_for(group_id)
+        required = self.appended_end.get(index)
+        if required is None:
+            return ErrorCode.NONE
+        part = rm.partitions.get((OFFSETS_TOPIC, index))
+        if part is None:
+            return ErrorCode.NOT_COORDINATOR
+        code = await rm.wait_for_replication(part, required, self.commit_timeout_ms)
+        if code is not ErrorCode.NONE:
+            log.warning(
+                "%s-%d: coordinator records up to offset %d not replicated: %s",
+                OFFSETS_TOPIC,
+                index,
+                required,
+                code.name,
+            )
+        return _COORDINATOR_ERRORS.get(code, code)
 
     def coordinator_endpoint(self, group_id: str) -> tuple[int, str, int] | None:
         """Cluster mode: (node id, host, port) of the leader of the group's partition, if known."""

@@ -83,6 +83,31 @@ class GroupCoordinator:
         self.membership.arm_loaded_members()
         log.info("loaded %d group(s) from %d __consumer_offsets record(s)", len(self.groups), count)
 
+    def load_partition(self, partition: int, records: Iterable[tuple[bytes | None, bytes | None]]) -> int:
+        """Cluster mode, on becoming leader of a `__consumer_offsets` partition: its groups are rebuilt
+        from ``records`` (that partition's log, in order) alone. Whatever memory still held for them from
+        an earlier leadership is dropped first: the log is the truth (it may have been truncated or
+        extended by another coordinator meanwhile). Returns how many groups were loaded."""
+        self.unload_partition(partition)
+        now = self.clock.monotonic_ms()
+        for key, value in records:
+            self.store.replay(key, value, now)
+        loaded = [g for gid, g in self.groups.items() if self.store.partition_of(gid) == partition]
+        self.membership.arm_loaded_members(loaded)
+        log.info("loaded %d group(s) of __consumer_offsets-%d", len(loaded), partition)
+        return len(loaded)
+
+    def unload_partition(self, partition: int) -> int:
+        """Cluster mode, on losing leadership of a `__consumer_offsets` partition: forget its groups
+        (parked joins and syncs get NOT_COORDINATOR, timers stop). Returns how many were unloaded."""
+        doomed = [gid for gid in self.groups if self.store.partition_of(gid) == partition]
+        for group_id in doomed:
+            self.membership.unload_group(group_id)
+            self.store.forget(group_id)
+        if doomed:
+            log.info("unloaded %d group(s) of __consumer_offsets-%d", len(doomed), partition)
+        return len(doomed)
+
     # --- membership ----------------------------------------------------------------------------
     def join_group(self, req: JoinGroupRequest, respond: JoinCallback) -> None:
         self.membership.join_group(req, respond)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from strom._util.clock import Clock
@@ -474,9 +475,9 @@ class GroupMembership:
             member.timer_armed = True
             self._arm_session_timer(group, member, member.session_timeout_ms)
 
-    def arm_loaded_members(self) -> None:
+    def arm_loaded_members(self, groups: Iterable[Group] | None = None) -> None:
         """After loading: members restored from the log get a fresh session to show up in."""
-        for group in self.store.groups.values():
+        for group in self.store.groups.values() if groups is None else groups:
             for member in group.members.values():
                 self.keep_alive(group, member)
 
@@ -550,15 +551,25 @@ class GroupMembership:
     def on_group_deleted(self, group_id: str) -> None:
         self._cancel_join_timer(group_id)
 
+    def unload_group(self, group_id: str) -> None:
+        """This broker stops coordinating the group: cancel its join timer, answer parked requests with
+        NOT_COORDINATOR (clients look for the new coordinator). Session timers die on their own: they
+        check that the store still holds the same group object. The caller forgets the group."""
+        self._cancel_join_timer(group_id)
+        group = self.store.get(group_id)
+        if group is None:
+            return
+        for member in group.members.values():
+            join, member.join_callback = member.join_callback, None
+            sync, member.sync_callback = member.sync_callback, None
+            if join is not None:
+                join(JoinResult(ErrorCode.NOT_COORDINATOR, member.member_id))
+            if sync is not None:
+                sync(SyncResult(ErrorCode.NOT_COORDINATOR))
+
     def shutdown(self) -> None:
         """Answer every parked request with NOT_COORDINATOR so clients look for the new coordinator."""
         for group_id in list(self._join_timers):
             self._cancel_join_timer(group_id)
-        for group in self.store.groups.values():
-            for member in group.members.values():
-                join, member.join_callback = member.join_callback, None
-                sync, member.sync_callback = member.sync_callback, None
-                if join is not None:
-                    join(JoinResult(ErrorCode.NOT_COORDINATOR, member.member_id))
-                if sync is not None:
-                    sync(SyncResult(ErrorCode.NOT_COORDINATOR))
+        for group_id in list(self.store.groups):
+            self.unload_group(group_id)

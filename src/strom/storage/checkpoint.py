@@ -144,6 +144,11 @@ class LeaderEpochFileCache:
         self.entries.append(EpochEntry(epoch, start_offset))
         return True
 
+    def epoch_for_offset(self, offset: int) -> int:
+        """The epoch whose range holds ``offset`` (largest entry starting at or before it), or -1."""
+        i = bisect_right([e.start_offset for e in self.entries], offset) - 1
+        return self.entries[i].epoch if i >= 0 else UNDEFINED_EPOCH
+
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """Kafka's ``endOffsetFor``: (largest epoch <= ``epoch``, first offset of the next higher epoch)."""
         if epoch == UNDEFINED_EPOCH or not self.entries:

@@ -158,6 +158,11 @@ async def handle_sync_group(ctx: RequestContext, req: Body) -> Body:
         assignments=tuple((a["member_id"], bytes(a["assignment"])) for a in req["assignments"]),
     )
     result = await service.sync_group(request)
+    if result.error is ErrorCode.NONE:
+        # Cluster mode: the stored assignment must be on the ISR before members act on it (acks=-1).
+        replicated = await service.wait_for_replication(group_id)
+        if replicated is not ErrorCode.NONE:
+            return {"throttle_time_ms": 0, "error_code": int(replicated), "assignment": b""}
     return {"throttle_time_ms": 0, "error_code": int(result.error), "assignment": result.assignment}
 
 
@@ -212,8 +217,10 @@ async def handle_describe_groups(ctx: RequestContext, req: Body) -> Body:
     service = group_service(ctx)
     groups = []
     for group_id in req["groups"]:
-        if service is None:
-            groups.append(_described(group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+        error = _not_coordinator(ctx, group_id)
+        if error is not None or service is None:
+            # Cluster mode: only the group's coordinator describes it (NOT_COORDINATOR elsewhere).
+            groups.append(_described(group_id, error or ErrorCode.COORDINATOR_NOT_AVAILABLE))
             continue
         summary = service.coordinator.describe_group(group_id)
         described = _described(group_id, summary.error)
@@ -268,7 +275,9 @@ async def handle_delete_groups(ctx: RequestContext, req: Body) -> Body:
     if service is None:
         codes = dict.fromkeys(names, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     else:
-        codes = service.coordinator.delete_groups(names)
+        mine = [n for n in names if _not_coordinator(ctx, n) is None]
+        codes = dict.fromkeys(names, ErrorCode.NOT_COORDINATOR)
+        codes.update(service.coordinator.delete_groups(mine))
     return {
         "throttle_time_ms": 0,
         "results": [{"group_id": name, "error_code": int(codes[name])} for name in names],

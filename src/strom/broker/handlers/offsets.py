@@ -2,6 +2,8 @@
 
 The handlers translate versions; the rules (who may commit, standalone generation -1 commits,
 metadata size, persistence before acknowledgement) are the coordinator's (`strom.coordinator.coordinator`).
+In cluster mode a commit is answered only once the ISR of the group's `__consumer_offsets` partition has
+it (`GroupService.wait_for_replication`, the acks=all purgatory wait).
 Partitions of topics that do not exist get UNKNOWN_TOPIC_OR_PARTITION, as Kafka does.
 
 Version notes (PROTOCOL-NOTES §2, P9, P12): OffsetFetch v1 has no top-level error code, so a group-level
@@ -66,15 +68,21 @@ async def handle_offset_commit(ctx: RequestContext, req: Body) -> Body:
         results.update(dict.fromkeys(offsets, error or ErrorCode.COORDINATOR_NOT_AVAILABLE))
     elif offsets:
         service.ensure_offsets_topic()
-        results.update(
-            service.coordinator.commit_offsets(
-                group_id,
-                int(req.get("generation_id_or_member_epoch", -1)),
-                req.get("member_id") or "",
-                req.get("group_instance_id") if ctx.api_version >= 7 else None,
-                offsets,
-            )
+        committed = service.coordinator.commit_offsets(
+            group_id,
+            int(req.get("generation_id_or_member_epoch", -1)),
+            req.get("member_id") or "",
+            req.get("group_instance_id") if ctx.api_version >= 7 else None,
+            offsets,
         )
+        if any(code is ErrorCode.NONE for code in committed.values()):
+            # Cluster mode: answer once the ISR has the commit (acks=-1), as Kafka's coordinator does.
+            replicated = await service.wait_for_replication(group_id)
+            if replicated is not ErrorCode.NONE:
+                committed = {
+                    tp: replicated if code is ErrorCode.NONE else code for tp, code in committed.items()
+                }
+        results.update(committed)
     by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for tp in order:
         by_topic[tp.topic].append({"partition_index": tp.partition, "error_code": int(results[tp])})
