@@ -77,6 +77,24 @@ def _leader_read(
     return data, plog.high_watermark, plog.log_start_offset
 
 
+def _local_read(
+    ctx: RequestContext, name: str, p: dict[str, Any], limit: int, min_one: bool
+) -> tuple[bytes, int, int]:
+    """Single-node mode: (data, high watermark, log start offset); this broker leads every partition."""
+    _check_epoch(int(p.get("current_leader_epoch", -1)))
+    plog = ctx.broker.partition_log(name, int(p["partition"]))
+    hwm = plog.high_watermark
+    data = plog.read(int(p["fetch_offset"]), max(limit, 0), hwm, min_one_batch=min_one)
+    return data, hwm, plog.log_start_offset
+
+
+def _hosted_log_start(ctx: RequestContext, name: str, index: int) -> int:
+    """The log start offset reported beside an error: known only for a replica this broker hosts."""
+    rm = ctx.broker.replica_manager
+    hosted = rm.partitions.get((name, index)) if rm is not None else None
+    return hosted.log.log_start_offset if hosted is not None else -1
+
+
 def _read_all(
     ctx: RequestContext, req: Body, first_pass: bool = False
 ) -> tuple[list[dict[str, Any]], int, bool]:
@@ -93,36 +111,17 @@ def _read_all(
         parts = []
         for p in topic["partitions"]:
             index = int(p["partition"])
-            if broker.replica_manager is not None:
-                limit = min(int(p["partition_max_bytes"]), remaining)
-                try:
+            limit = min(int(p["partition_max_bytes"]), remaining)
+            try:
+                if broker.replica_manager is not None:
                     data, hwm, log_start = _leader_read(
                         ctx, name, p, limit, total == 0, first_pass, replica_id
                     )
-                except KafkaError as exc:
-                    errored = True
-                    hosted = broker.replica_manager.partitions.get((name, index))
-                    log_start = hosted.log.log_start_offset if hosted is not None else -1
-                    parts.append(_empty(index, exc.code, log_start=log_start))
-                    continue
-                total += len(data)
-                remaining -= len(data)
-                entry = _empty(index, ErrorCode.NONE, hwm, hwm, log_start)
-                entry["records"] = data
-                if read_committed:
-                    entry["aborted_transactions"] = []
-                parts.append(entry)
-                continue
-            try:
-                _check_epoch(int(p.get("current_leader_epoch", -1)))
-                plog = broker.partition_log(name, index)
-                hwm = plog.high_watermark
-                log_start = plog.log_start_offset
-                limit = min(int(p["partition_max_bytes"]), remaining)
-                data = plog.read(int(p["fetch_offset"]), max(limit, 0), hwm, min_one_batch=total == 0)
+                else:
+                    data, hwm, log_start = _local_read(ctx, name, p, limit, total == 0)
             except KafkaError as exc:
                 errored = True
-                parts.append(_empty(index, exc.code))
+                parts.append(_empty(index, exc.code, log_start=_hosted_log_start(ctx, name, index)))
                 continue
             total += len(data)
             remaining -= len(data)
