@@ -25,6 +25,7 @@ from strom.broker.broker import INTERNAL_TOPICS
 from strom.broker.handlers.base import Body, CloseConnection, RequestContext, handles
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.storage.log import AppendInfo
 
 if TYPE_CHECKING:
     from strom.broker.replica_manager import Partition
@@ -85,6 +86,17 @@ def _partition_result(index: int, code: ErrorCode, message: str | None = None) -
     }
 
 
+def _appended(index: int, info: AppendInfo) -> dict[str, Any]:
+    return {
+        "index": index,
+        "error_code": 0,
+        "base_offset": info.base_offset,
+        "log_append_time_ms": info.log_append_time_ms,
+        "log_start_offset": info.log_start_offset,
+        "error_message": None,
+    }
+
+
 def _append_replicated(
     ctx: RequestContext, topic: str, part: dict[str, Any], acks: int, pending: list[_Pending]
 ) -> dict[str, Any]:
@@ -111,14 +123,7 @@ def _append_replicated(
         ):
             log.info("produce to %s-%d from %s rejected: %s", topic, index, ctx.client_id, exc)
         return _partition_result(index, exc.code, exc.message)
-    result = {
-        "index": index,
-        "error_code": 0,
-        "base_offset": info.base_offset,
-        "log_append_time_ms": info.log_append_time_ms,
-        "log_start_offset": info.log_start_offset,
-        "error_message": None,
-    }
+    result = _appended(index, info)
     if acks == -1:
         pending.append((result, partition, info.last_offset + 1))
     return result
@@ -146,14 +151,7 @@ def _append(ctx: RequestContext, topic: str, part: dict[str, Any], acks: int) ->
     if not info.duplicate:
         plog.high_watermark = plog.log_end_offset
         broker.purgatory.notify((topic, index))
-    return {
-        "index": index,
-        "error_code": 0,
-        "base_offset": info.base_offset,
-        "log_append_time_ms": info.log_append_time_ms,
-        "log_start_offset": info.log_start_offset,
-        "error_message": None,
-    }
+    return _appended(index, info)
 
 
 @handles(ApiKey.PRODUCE)
