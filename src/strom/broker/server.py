@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 _HEADER_PREFIX = struct.Struct(">hhi")
+_API_KEY = struct.Struct(">h")
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
 # Requests read ahead of their responses on one connection (clients pipeline up to ~5 produces).
 _MAX_IN_FLIGHT = 32
@@ -87,17 +88,31 @@ class KafkaServer:
     async def _serve(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_host: str
     ) -> None:
-        # Requests are started in arrival order (so appends keep the client's order, which idempotent
-        # sequence checks depend on) but may wait concurrently: an acks=all produce parked in the
-        # purgatory does not hold back the produce behind it. Responses still leave in request order.
+        # Kafka handles one request per connection at a time. Strom keeps that for every API but
+        # Produce: consecutive produces start in arrival order (so appends keep the client's order, on
+        # which idempotent sequence checks depend) and then wait concurrently, so an acks=all produce
+        # parked in the purgatory does not hold back the one behind it. Any other request starts only
+        # once everything before it has finished, and nothing starts while it runs. Responses always
+        # leave in request order.
         in_flight: asyncio.Queue[asyncio.Task[bytes | None] | None] = asyncio.Queue(_MAX_IN_FLIGHT)
         responder = asyncio.create_task(self._respond_in_order(in_flight, writer))
+        running: set[asyncio.Task[bytes | None]] = set()
+        last_was_produce = True
         try:
             while not responder.done():
                 payload = await self._read_frame(reader, client_host)
                 if payload is None:
                     break
+                is_produce = _API_KEY.unpack_from(payload)[0] == ApiKey.PRODUCE
+                if not (is_produce and last_was_produce):
+                    while running and not responder.done():
+                        await asyncio.wait({*running, responder}, return_when=asyncio.FIRST_COMPLETED)
+                    if responder.done():
+                        break
+                last_was_produce = is_produce
                 task = asyncio.create_task(self._handle_frame(payload, client_host))
+                running.add(task)
+                task.add_done_callback(running.discard)
                 if not in_flight.full():
                     in_flight.put_nowait(task)
                     continue
