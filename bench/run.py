@@ -37,6 +37,14 @@ def _create_topic(bootstrap: str, name: str) -> None:
     futures[name].result(30)
 
 
+def _delete_topic(bootstrap: str, name: str) -> None:
+    """Each case starts from the same state: the previous case's files (and dirty pages) are gone."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([name])[name].result(30)
+
+
 def _produce(bootstrap: str, topic: str, count: int, size: int, acks: str, out: Any) -> None:
     from confluent_kafka import Producer
 
@@ -85,6 +93,11 @@ def _consume(bootstrap: str, topic: str, count: int, out: Any) -> None:
             "fetch.max.bytes": 52_428_800,
             "max.partition.fetch.bytes": 10_485_760,
             "queued.max.messages.kbytes": 1_048_576,
+            # librdkafka pauses fetching once queued.min.messages (100k) are queued, then waits
+            # fetch.queue.backoff.ms (1 s by default) before looking again: a fast reader would sit
+            # idle most of the time, measuring that backoff rather than the broker.
+            "queued.min.messages": 1_000_000,
+            "fetch.queue.backoff.ms": 10,
         }
     )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
@@ -179,6 +192,7 @@ def run(repeats: int, small: int, large: int) -> dict[str, Any]:
                             }
                             print(json.dumps(row), flush=True)
                             results.setdefault(row["case"], []).append(row)
+                        _delete_topic(bootstrap, topic)
                 topic = f"bench-latency-{rep}"
                 _create_topic(bootstrap, topic)
                 lat = _in_child(_latency, bootstrap, topic, 1000, 10)
