@@ -16,6 +16,7 @@ from strom._util.errors import ConfigError
 from strom.broker.broker import Broker, Endpoint
 from strom.broker.config import BrokerConfig
 from strom.broker.server import KafkaServer
+from strom.protocol.errors import KafkaError
 
 log = logging.getLogger("strom")
 
@@ -85,6 +86,9 @@ def serve(config_file: str | None, overrides: list[str]) -> int:
     try:
         asyncio.run(main())
     except ConfigError as exc:
+        print(f"strom serve: {exc}", file=sys.stderr)
+        return 2
+    except KafkaError as exc:  # a broker-level topic default that LogConfig refuses
         print(f"strom serve: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:

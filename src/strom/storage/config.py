@@ -21,7 +21,9 @@ DAY_MS = 24 * 60 * 60 * 1000
 
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
-COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
+# Recompression on append is not implemented: batches are stored as producers compressed them, so the
+# only honest value is "producer" (any other is refused rather than silently ignored).
+COMPRESSION_TYPES = ("producer",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,7 +211,7 @@ LOG_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     _row(
         "compression.type",
         "STRING",
-        "Final codec; 'producer' keeps the producer's.",
+        "Final codec; only 'producer' (keep the producer's codec) is supported.",
         _choice(COMPRESSION_TYPES),
     ),
     _row(

@@ -1,0 +1,34 @@
+"""LogConfig: Kafka topic config names parsed, defaulted and refused as Kafka (and Strom's limits) say."""
+
+from __future__ import annotations
+
+import pytest
+
+from strom.protocol.errors import ErrorCode, KafkaError
+from strom.storage.config import LogConfig
+
+
+def test_overrides_apply_on_top_of_defaults() -> None:
+    base = LogConfig.from_properties({"retention.ms": "1000"})
+    config = LogConfig.from_properties({"cleanup.policy": "delete,compact"}, base)
+    assert config.retention_ms == 1000
+    assert config.cleanup_policy == "compact,delete"
+    assert config.to_properties()["retention.ms"] == "1000"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("retention.msx", "1"),  # unknown name
+        ("retention.ms", "soon"),  # not a number
+        ("cleanup.policy", "archive"),
+        ("message.timestamp.type", "WallClock"),
+        # Recompression is not implemented: anything but "producer" would be silently ignored.
+        ("compression.type", "gzip"),
+    ],
+)
+def test_invalid_configs_are_refused_with_invalid_config(name: str, value: str) -> None:
+    with pytest.raises(KafkaError) as info:
+        LogConfig.from_properties({name: value})
+    assert info.value.code == ErrorCode.INVALID_CONFIG
+    assert name in str(info.value)
