@@ -14,6 +14,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -152,24 +153,30 @@ def test_unknown_group_delete_is_one_line(strom: Strom) -> None:
     assert result.stderr.decode().count("\n") == 1
 
 
-def test_active_member_is_described_and_blocks_reset(strom: Strom, group_capable_broker: str) -> None:
+def test_active_member_is_described_and_blocks_reset(
+    strom: Strom, group_capable_broker: str, tmp_path: Path
+) -> None:
     topic, group = f"cli-act-{uuid.uuid4().hex[:8]}", f"cli-g-{uuid.uuid4().hex[:8]}"
     strom("topics", "create", topic, "--partitions", "2")
     strom("produce", topic, stdin=b"x\n")
-    member = subprocess.Popen(
-        [
-            *STROM,
-            "--bootstrap-server",
-            group_capable_broker,
-            "consume",
-            topic,
-            "--group",
-            group,
-            "--from-beginning",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    # stderr goes to a file: an unread pipe could fill and block the member, and the file explains a hang.
+    member_err = tmp_path / "member.stderr"
+    with open(member_err, "wb") as err:
+        member = subprocess.Popen(
+            [
+                *STROM,
+                "--bootstrap-server",
+                group_capable_broker,
+                "-v",
+                "consume",
+                topic,
+                "--group",
+                group,
+                "--from-beginning",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=err,
+        )
     try:
         assert member.stdout is not None
         assert member.stdout.readline() == b"x\n"  # joined, assigned, fetched
@@ -185,7 +192,13 @@ def test_active_member_is_described_and_blocks_reset(strom: Strom, group_capable
         assert "active members" in refused.stderr.decode()
     finally:
         member.send_signal(signal.SIGINT)
-        status = member.wait(timeout=60)
+        try:
+            status = member.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            member.kill()
+            member.wait(10)
+            tail = member_err.read_bytes()[-4000:].decode(errors="replace")
+            pytest.fail(f"the group member did not stop within 60 s of SIGINT; its stderr ends:\n{tail}")
     assert status == 0
     assert "0 member(s)" in strom("groups", "describe", group).stdout.decode().splitlines()[0]
 
