@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -29,6 +30,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``strom`` with ``argv`` (default: ``sys.argv[1:]``) and return the exit status."""
     args = build_parser().parse_args(argv)
     _configure_logging(verbose=getattr(args, "verbose", False))
+    # Ctrl-C (SIGINT) is how an open-ended consume is stopped. A process started in the background by a
+    # non-interactive shell inherits SIGINT *ignored*, and Python then installs no KeyboardInterrupt
+    # handler; install it explicitly so SIGINT always means "stop cleanly" for this tool.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         from strom.cli.cluster import CLUSTER_HANDLERS
 
