@@ -197,6 +197,7 @@ def run(bootstrap: str, records: int, repeat: int) -> dict[str, float]:
         SparkSession.builder.master("local[2]")
         .appName("strom-spark-bench")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .getOrCreate()
     )
@@ -257,6 +258,8 @@ def run(bootstrap: str, records: int, repeat: int) -> dict[str, float]:
             rates[name].append(records / seconds)
             print(f"  round {i + 1} {name}: {seconds:.2f} s, {records / seconds:,.0f} records/s", flush=True)
     spark.stop()
+    ratios = [read / ceiling for read, ceiling in zip(rates["read"], rates["ceiling"], strict=True)]
+    print("  read / ceiling per round: " + ", ".join(f"{r:.0%}" for r in ratios))
     return {name: statistics.median(r) for name, r in rates.items()}
 
 
