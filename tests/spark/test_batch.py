@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -86,7 +87,7 @@ def test_batch_assign_and_specific_offsets(spark: Any, strom_broker: str) -> Non
 @pytest.mark.parametrize("batch_per_record", [True, False])
 def test_starting_offsets_by_timestamp_batch(spark: Any, strom_broker: str, batch_per_record: bool) -> None:
     topic = new_topic(strom_broker, 2)
-    base = 1_700_000_000_000
+    base = (int(time.time()) - 3600) * 1000  # recent: older data would be fair game for retention
     for p in (0, 1):
         produce(
             strom_broker,
@@ -105,6 +106,31 @@ def test_starting_offsets_by_timestamp_batch(spark: Any, strom_broker: str, batc
     )
     got = sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
     assert got == [(0, o) for o in range(4, 10)] + [(1, o) for o in range(7, 10)]
+
+
+def test_ending_timestamp_batch(spark: Any, strom_broker: str) -> None:
+    """endingTimestamp: each partition ends at the first offset whose timestamp is >= the given one."""
+    topic = new_topic(strom_broker, 2)
+    base = (int(time.time()) - 3600) * 1000
+    for p in (0, 1):
+        produce(
+            strom_broker,
+            topic,
+            [(None, f"{p}-{i}".encode()) for i in range(10)],
+            timestamps=[base + i * 1000 for i in range(10)],
+            partition=p,
+            batch_per_record=True,
+        )
+    df = (
+        spark.read.format("strom")
+        .option("kafka.bootstrap.servers", strom_broker)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("endingTimestamp", str(base + 4500))
+        .load()
+    )
+    got = sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
+    assert got == [(p, o) for p in (0, 1) for o in range(5)]
 
 
 def test_read_option_errors_surface_like_spark(spark: Any, strom_broker: str) -> None:

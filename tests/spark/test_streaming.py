@@ -100,7 +100,7 @@ def test_subscribe_pattern_picks_up_new_topics_and_partitions(
 
 def test_starting_timestamp_streaming(spark: Any, strom_broker: str, tmp_path: Path) -> None:
     topic = new_topic(strom_broker, 1)
-    base = 1_700_000_000_000
+    base = recent_base_ms()
     produce(
         strom_broker,
         topic,
@@ -110,6 +110,11 @@ def test_starting_timestamp_streaming(spark: Any, strom_broker: str, tmp_path: P
     )
     df = stream(spark, strom_broker, subscribe=topic, startingTimestamp=str(base + 6000))
     assert [o for _, o, _ in flat(run_available_now(df, tmp_path / "ck"))] == [6, 7, 8, 9]
+
+
+def recent_base_ms() -> int:
+    """An hour ago: far older timestamps would be fair game for the broker's 7-day time retention."""
+    return (int(time.time()) - 3600) * 1000
 
 
 def delete_records_before(bootstrap: str, topic: str, partition: int, offset: int) -> None:
