@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -44,6 +45,27 @@ def produce(
         if batch_per_record:
             assert producer.flush(30) == 0
     assert producer.flush(30) == 0
+
+
+def recent_base_ms() -> int:
+    """An hour ago: far older timestamps would be fair game for the broker's 7-day time retention."""
+    return (int(time.time()) - 3600) * 1000
+
+
+def timed_topic(bootstrap: str, partitions: int, batch_per_record: bool = True) -> tuple[str, int]:
+    """A new topic whose partitions each hold 10 records stamped base, base+1 s, ...; (topic, base)."""
+    topic = new_topic(bootstrap, partitions)
+    base = recent_base_ms()
+    for p in range(partitions):
+        produce(
+            bootstrap,
+            topic,
+            [(None, f"{p}-{i}".encode()) for i in range(10)],
+            timestamps=[base + i * 1000 for i in range(10)],
+            partition=p,
+            batch_per_record=batch_per_record,
+        )
+    return topic, base
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int) -> list[dict[str, Any]]:

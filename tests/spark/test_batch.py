@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
 
 from strom.spark.partitioner import partition_for_key
-from tests.spark.kafka_helpers import consume_all, new_topic, produce
+from tests.spark.kafka_helpers import consume_all, new_topic, produce, timed_topic
 
 pytestmark = pytest.mark.spark
 
@@ -86,17 +85,7 @@ def test_batch_assign_and_specific_offsets(spark: Any, strom_broker: str) -> Non
 
 @pytest.mark.parametrize("batch_per_record", [True, False])
 def test_starting_offsets_by_timestamp_batch(spark: Any, strom_broker: str, batch_per_record: bool) -> None:
-    topic = new_topic(strom_broker, 2)
-    base = (int(time.time()) - 3600) * 1000  # recent: older data would be fair game for retention
-    for p in (0, 1):
-        produce(
-            strom_broker,
-            topic,
-            [(None, f"{p}-{i}".encode()) for i in range(10)],
-            timestamps=[base + i * 1000 for i in range(10)],
-            partition=p,
-            batch_per_record=batch_per_record,
-        )
+    topic, base = timed_topic(strom_broker, 2, batch_per_record)
     df = (
         spark.read.format("strom")
         .option("kafka.bootstrap.servers", strom_broker)
@@ -110,17 +99,7 @@ def test_starting_offsets_by_timestamp_batch(spark: Any, strom_broker: str, batc
 
 def test_ending_timestamp_batch(spark: Any, strom_broker: str) -> None:
     """endingTimestamp: each partition ends at the first offset whose timestamp is >= the given one."""
-    topic = new_topic(strom_broker, 2)
-    base = (int(time.time()) - 3600) * 1000
-    for p in (0, 1):
-        produce(
-            strom_broker,
-            topic,
-            [(None, f"{p}-{i}".encode()) for i in range(10)],
-            timestamps=[base + i * 1000 for i in range(10)],
-            partition=p,
-            batch_per_record=True,
-        )
+    topic, base = timed_topic(strom_broker, 2)
     df = (
         spark.read.format("strom")
         .option("kafka.bootstrap.servers", strom_broker)

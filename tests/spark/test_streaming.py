@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from tests.spark.kafka_helpers import consume_all, new_topic, produce
+from tests.spark.kafka_helpers import consume_all, new_topic, produce, recent_base_ms
 
 pytestmark = pytest.mark.spark
 
@@ -110,11 +110,6 @@ def test_starting_timestamp_streaming(spark: Any, strom_broker: str, tmp_path: P
     )
     df = stream(spark, strom_broker, subscribe=topic, startingTimestamp=str(base + 6000))
     assert [o for _, o, _ in flat(run_available_now(df, tmp_path / "ck"))] == [6, 7, 8, 9]
-
-
-def recent_base_ms() -> int:
-    """An hour ago: far older timestamps would be fair game for the broker's 7-day time retention."""
-    return (int(time.time()) - 3600) * 1000
 
 
 def delete_records_before(bootstrap: str, topic: str, partition: int, offset: int) -> None:
