@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -249,8 +250,7 @@ class Broker:
         self.groups = GroupService(self)
         self.groups.start()
 
-    async def _periodic(self, name: str, interval_ms: int, job: object) -> None:
-        assert callable(job)
+    async def _periodic(self, name: str, interval_ms: int, job: Callable[[], object]) -> None:
         while True:
             await asyncio.sleep(max(interval_ms, 10) / 1000)
             try:
