@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from strom.testing.cluster import LocalCluster
-from strom.testing.zookeeper_process import zookeeper_available
+from tests.prerequisites import require_zookeeper
 
 pytestmark = pytest.mark.cluster
 
@@ -24,8 +24,7 @@ FAST = {
 
 @pytest.fixture
 def make_cluster(tmp_path: Path) -> Iterator[Callable[..., LocalCluster]]:
-    if not zookeeper_available():
-        pytest.skip("ZooKeeper (Debian package zookeeper) and java are required")
+    require_zookeeper()
     started: list[LocalCluster] = []
 
     def make(brokers: int = 3, racks: int = 0, **overrides: str) -> LocalCluster:

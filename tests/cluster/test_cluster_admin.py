@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from strom.protocol.codec import decode_response, encode_request
-from strom.testing.zookeeper_process import zookeeper_available
+from tests.prerequisites import require_zookeeper
 
 from .conftest import partitions_of, wait_until
 
@@ -43,8 +43,7 @@ def _call(address: str, api_key: int, version: int, body: dict[str, Any]) -> dic
 
 
 def test_cluster_up_partitions_reassignment_elect_down(tmp_path: Path) -> None:
-    if not zookeeper_available():
-        pytest.skip("ZooKeeper not installed")
+    require_zookeeper()
     base = tmp_path / "dev"
     up = _cli(
         "cluster",

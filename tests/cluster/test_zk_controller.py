@@ -10,14 +10,14 @@ import pytest
 from strom.cluster.election import LeaderAndIsr
 from strom.cluster.zk import ControllerMovedError, KafkaZkClient
 from strom.cluster.zk_paths import BrokerRegistration, TopicAssignment
-from strom.testing.zookeeper_process import ZooKeeperProcess, zookeeper_available
+from strom.testing.zookeeper_process import ZooKeeperProcess
+from tests.prerequisites import require_zookeeper
 
 pytestmark = pytest.mark.cluster
 
 
 def test_election_epochs_fencing_and_conditional_writes(tmp_path: Path) -> None:
-    if not zookeeper_available():
-        pytest.skip("ZooKeeper not installed")
+    require_zookeeper()
     zk_proc = ZooKeeperProcess(tmp_path / "zk")
     zk_proc.start()
 

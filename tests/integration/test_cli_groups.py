@@ -1,15 +1,12 @@
-"""`strom groups` and `strom consume --group` against a real broker (issue 3).
+"""`strom groups` and `strom consume --group` against a real broker.
 
-These need the broker's group coordinator (FindCoordinator, JoinGroup ..., ListGroups,
-DescribeGroups, OffsetFetch, OffsetCommit, DeleteGroups). While the broker does not offer them the
-tests skip, saying so, rather than fail: the probe reads the broker's ApiVersions.
+These drive the broker's group coordinator (FindCoordinator, JoinGroup ..., ListGroups, DescribeGroups,
+OffsetFetch, OffsetCommit, DeleteGroups) through the CLI.
 """
 
 from __future__ import annotations
 
 import signal
-import socket
-import struct
 import subprocess
 import sys
 import uuid
@@ -22,47 +19,11 @@ Strom = Callable[..., subprocess.CompletedProcess[bytes]]
 STROM = [sys.executable, "-m", "strom.cli.main"]
 
 
-# FindCoordinator, JoinGroup, Heartbeat, LeaveGroup, SyncGroup, DescribeGroups, ListGroups, DeleteGroups,
-# OffsetCommit, OffsetFetch: what `consume --group` and `strom groups` need.
-GROUP_API_KEYS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 42})
-
-
-def advertised_api_keys(bootstrap: str) -> set[int]:
-    """API keys in the broker's ApiVersions v0 response (a hand-built request; no client involved)."""
-    host, port = bootstrap.rsplit(":", 1)
-    client_id = b"strom-cli-test"
-    body = struct.pack(">hhih", 18, 0, 1, len(client_id)) + client_id
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
-        sock.sendall(struct.pack(">i", len(body)) + body)
-        size = struct.unpack(">i", _read_exactly(sock, 4))[0]
-        payload = _read_exactly(sock, size)
-    _correlation_id, error_code, count = struct.unpack_from(">ihi", payload)
-    assert error_code == 0
-    return {struct.unpack_from(">hhh", payload, 10 + 6 * i)[0] for i in range(count)}
-
-
-def _read_exactly(sock: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        assert chunk, "broker closed the connection"
-        data += chunk
-    return data
-
-
-@pytest.fixture(scope="module")
-def group_capable_broker(strom_broker: str) -> str:
-    missing = GROUP_API_KEYS - advertised_api_keys(strom_broker)
-    if missing:
-        pytest.skip(f"broker does not advertise consumer-group API keys {sorted(missing)} yet (issue 3)")
-    return strom_broker
-
-
 @pytest.fixture
-def strom(group_capable_broker: str) -> Strom:
+def strom(strom_broker: str) -> Strom:
     def run(*args: str, stdin: bytes = b"", check: bool = True) -> subprocess.CompletedProcess[bytes]:
         result = subprocess.run(
-            [*STROM, "--bootstrap-server", group_capable_broker, *args],
+            [*STROM, "--bootstrap-server", strom_broker, *args],
             input=stdin,
             capture_output=True,
             timeout=120,
@@ -153,9 +114,7 @@ def test_unknown_group_delete_is_one_line(strom: Strom) -> None:
     assert result.stderr.decode().count("\n") == 1
 
 
-def test_active_member_is_described_and_blocks_reset(
-    strom: Strom, group_capable_broker: str, tmp_path: Path
-) -> None:
+def test_active_member_is_described_and_blocks_reset(strom: Strom, strom_broker: str, tmp_path: Path) -> None:
     topic, group = f"cli-act-{uuid.uuid4().hex[:8]}", f"cli-g-{uuid.uuid4().hex[:8]}"
     strom("topics", "create", topic, "--partitions", "2")
     strom("produce", topic, stdin=b"x\n")
@@ -166,7 +125,7 @@ def test_active_member_is_described_and_blocks_reset(
             [
                 *STROM,
                 "--bootstrap-server",
-                group_capable_broker,
+                strom_broker,
                 "-v",
                 "consume",
                 topic,

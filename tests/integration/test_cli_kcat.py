@@ -6,17 +6,21 @@ headers must survive byte for byte, for every compression codec.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import uuid
 
 import pytest
 
-pytestmark = [
-    pytest.mark.kcat,
-    pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed"),
-]
+from tests.prerequisites import require_kcat
+
+pytestmark = pytest.mark.kcat
+
+
+@pytest.fixture(autouse=True)
+def _kcat_installed() -> None:
+    require_kcat()
+
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 # Every byte value except the line and key delimiters, so that each record is exactly one line.

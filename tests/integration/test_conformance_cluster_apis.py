@@ -30,7 +30,7 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.records.builder import decode_batches
 from strom.testing import BrokerProcess
 from strom.testing.cluster import LocalCluster
-from strom.testing.zookeeper_process import zookeeper_available
+from tests.prerequisites import require_zookeeper
 
 from .rawclient import RawClient, batch
 from .test_conformance import call
@@ -311,8 +311,7 @@ def wait_until(condition: Callable[[], Any], timeout_s: float = 30.0, what: str 
 
 @pytest.fixture(scope="module")
 def three(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    if not zookeeper_available():
-        pytest.skip("ZooKeeper (Debian package zookeeper) and java are required")
+    require_zookeeper()
     cluster = LocalCluster(tmp_path_factory.mktemp("cluster-apis"), 3, 0, CLUSTER_SETTINGS)
     try:
         cluster.start()
