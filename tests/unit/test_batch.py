@@ -16,10 +16,15 @@ from strom.protocol.records.batch import (
     RecordValidationError,
     crc_ok,
     iter_headers,
+    pack_header,
     patch_base_offset,
     patch_leader_epoch,
+    peek_offsets,
     read_header,
+    seal_crc,
     set_log_append_time,
+    stamp_offsets,
+    uses_codec,
     validate_client_batches,
 )
 
@@ -115,6 +120,59 @@ def test_patches_keep_crc_valid() -> None:
     assert h2.timestamp_type == 1 and h2.max_timestamp == 99_999 and h2.base_timestamp == 100
     assert crc_ok(buf, 0, h2)
     assert validate_client_batches(buf, MAX)
+
+
+def test_stamp_offsets_writes_offset_and_epoch_only() -> None:
+    buf = bytearray(make_batch(count=3, leader_epoch=-1) * 2)
+    second = len(buf) // 2
+    stamp_offsets(buf, second, read_header(buf, second), 500, 9)
+    first, h = read_header(buf, 0), read_header(buf, second)
+    assert (first.base_offset, first.partition_leader_epoch) == (0, -1)
+    assert (h.base_offset, h.partition_leader_epoch, h.batch_length) == (500, 9, first.batch_length)
+    assert crc_ok(buf, second, h)
+
+
+def test_peek_offsets_matches_read_header() -> None:
+    raw = make_batch(count=7, base_offset=42)
+    h = read_header(raw)
+    assert (
+        peek_offsets(raw, 0) == (h.base_offset, h.batch_length, h.last_offset_delta) == (42, h.size - 12, 6)
+    )
+
+
+def test_uses_codec_checks_every_header() -> None:
+    plain, lz4, zstd = make_batch(), make_batch(attributes=3), make_batch(attributes=4)
+    assert uses_codec(plain + zstd, 4) and not uses_codec(plain + lz4, 4)
+    assert uses_codec(lz4, 3) and not uses_codec(None, 4) and not uses_codec(b"", 0)
+    assert not uses_codec(zstd[:60], 4)  # a short tail is left to validation
+    bad = bytearray(plain)
+    struct.pack_into(">i", bad, 8, 0)
+    assert not uses_codec(bytes(bad) + zstd, 4)  # a zero length stops the walk instead of looping
+
+
+def test_pack_header_and_seal_crc_build_a_valid_batch() -> None:
+    raw = bytearray(make_batch(count=2, producer_id=7, producer_epoch=1, base_sequence=3, timestamp=5))
+    h = read_header(raw)
+    rebuilt = bytearray(raw)
+    rebuilt[:HEADER_SIZE] = bytes(HEADER_SIZE)
+    pack_header(
+        rebuilt,
+        0,
+        base_offset=h.base_offset,
+        batch_length=h.batch_length,
+        partition_leader_epoch=h.partition_leader_epoch,
+        attributes=h.attributes,
+        last_offset_delta=h.last_offset_delta,
+        base_timestamp=h.base_timestamp,
+        max_timestamp=h.max_timestamp,
+        producer_id=h.producer_id,
+        producer_epoch=h.producer_epoch,
+        base_sequence=h.base_sequence,
+        records_count=h.records_count,
+    )
+    assert read_header(rebuilt).crc == 0
+    seal_crc(rebuilt)
+    assert rebuilt == raw
 
 
 def test_memoryview_input() -> None:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import struct
 import time
 from bisect import bisect_right
 from collections.abc import Callable
@@ -37,7 +36,7 @@ from typing import NamedTuple
 
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records import batch as batch_mod
-from strom.protocol.records.batch import BatchHeader, RecordValidationError
+from strom.protocol.records.batch import LOG_OVERHEAD, BatchHeader, RecordValidationError
 from strom.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache, fsync_dir
 from strom.storage.config import LONG_MAX, LogConfig
 from strom.storage.loader import SegmentSettings, load_segments
@@ -48,8 +47,6 @@ from strom.storage.segment import BatchSpan, LogSegment, should_roll
 from strom.storage.swap import DELETED_SUFFIX, SWAP_SUFFIX
 
 TimeFn = Callable[[], int]
-_BASE_OFFSET = struct.Struct(">q")  # batch bytes 0..8, patched in place (see records/batch.py)
-_LEADER_EPOCH = struct.Struct(">i")  # batch bytes 12..16
 log = logging.getLogger(__name__)
 
 
@@ -194,16 +191,15 @@ class PartitionLog:
     ) -> list[BatchSpan]:
         log_append_time = self.config.log_append_time
         spans = []
-        pack_offset, pack_epoch = _BASE_OFFSET.pack_into, _LEADER_EPOCH.pack_into
+        stamp = batch_mod.stamp_offsets
         for pos, header in batches:
-            pack_offset(buf, pos, offset)
-            pack_epoch(buf, pos + 12, epoch)
+            stamp(buf, pos, header, offset, epoch)
             max_timestamp = header.max_timestamp
             if log_append_time:
                 batch_mod.set_log_append_time(buf, pos, now_ms)
                 max_timestamp = now_ms
             offset += header.last_offset_delta + 1
-            spans.append(BatchSpan(pos, offset - 1, max_timestamp, header.batch_length + 12))
+            spans.append(BatchSpan(pos, offset - 1, max_timestamp, header.batch_length + LOG_OVERHEAD))
         return spans
 
     def _write(self, data: bytes | bytearray | memoryview, spans: list[BatchSpan], now_ms: int) -> None:

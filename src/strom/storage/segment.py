@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import struct
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
@@ -31,6 +30,7 @@ from strom.protocol.records.batch import (
     BatchHeader,
     RecordValidationError,
     compute_crc,
+    peek_offsets,
     read_header,
 )
 from strom.storage.index import CorruptIndexError, OffsetIndex, TimeIndex
@@ -38,9 +38,6 @@ from strom.storage.index import CorruptIndexError, OffsetIndex, TimeIndex
 INT32_MAX = (1 << 31) - 1
 _SCAN_CHUNK = 64 * 1024
 _RECOVER_CHUNK = 4 * 1024 * 1024
-_OFFSET_AND_LENGTH = struct.Struct(">qi")
-_INT32 = struct.Struct(">i")
-_LAST_OFFSET_DELTA_POS = 23
 _NO_TIMESTAMP = -1
 
 
@@ -216,8 +213,7 @@ class LogSegment:
         data = os.pread(self._fd, want, start_position)
         end = 0
         while end + HEADER_SIZE <= len(data):
-            base_offset, batch_length = _OFFSET_AND_LENGTH.unpack_from(data, end)
-            (last_offset_delta,) = _INT32.unpack_from(data, end + _LAST_OFFSET_DELTA_POS)
+            base_offset, batch_length, last_offset_delta = peek_offsets(data, end)
             if base_offset + last_offset_delta >= max_offset_exclusive:
                 return data[:end], False
             size = batch_length + LOG_OVERHEAD

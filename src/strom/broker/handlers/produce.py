@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 from typing import TYPE_CHECKING, Any
 
 from strom.broker.broker import INTERNAL_TOPICS
 from strom.broker.handlers.base import Body, CloseConnection, RequestContext, handles
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.records.batch import uses_codec
 from strom.storage.log import AppendInfo
 
 if TYPE_CHECKING:
@@ -36,20 +36,6 @@ _Pending = tuple[dict[str, Any], "Partition", int]
 ISR_SIZE = 1
 ZSTD = 4
 MIN_ZSTD_VERSION = 7
-_INT32 = struct.Struct(">i")
-
-
-def _uses_zstd(records: bytes | bytearray | memoryview | None) -> bool:
-    """Whether any batch header in the payload names zstd (attributes bits 0-2; header only, bounded)."""
-    pos, end = 0, len(records or b"")
-    while records is not None and end - pos >= 61:
-        if records[pos + 22] & 0x07 == ZSTD:
-            return True
-        (length,) = _INT32.unpack_from(records, pos + 8)
-        if length <= 0:
-            return False
-        pos += length + 12
-    return False
 
 
 def _refused(ctx: RequestContext, topic: str, part: dict[str, Any]) -> dict[str, Any] | None:
@@ -57,7 +43,7 @@ def _refused(ctx: RequestContext, topic: str, part: dict[str, Any]) -> dict[str,
     if ctx.api_version < 3:
         return None  # answered UNSUPPORTED_VERSION below
     index = int(part["index"])
-    if ctx.api_version < MIN_ZSTD_VERSION and _uses_zstd(part["records"]):
+    if ctx.api_version < MIN_ZSTD_VERSION and uses_codec(part["records"], ZSTD):
         message = f"zstd batches need Produce v{MIN_ZSTD_VERSION}+, got v{ctx.api_version}"
         log.info("produce to %s-%d from %s rejected: %s", topic, index, ctx.client_id, message)
         return _partition_result(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, message)

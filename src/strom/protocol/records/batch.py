@@ -21,6 +21,11 @@ On-the-wire and on-disk layout of one batch (big-endian; Kafka's ``DefaultRecord
 Everything here works on ``bytes``/``bytearray``/``memoryview`` and never looks past byte 61 except
 to compute the CRC, so the broker's produce and fetch paths stay free of per-record work.
 Exception contract: malformed input raises only :class:`RecordValidationError`.
+
+This module is the only place that knows the byte positions above: storage, the produce handler and
+the batch builder read and patch headers through its functions (`read_header`, `peek_offsets`,
+`uses_codec`, `stamp_offsets`, `set_log_append_time`, `pack_header`, `seal_crc`), each one
+precompiled ``struct`` call so that the hot paths pay no more than inline code would.
 """
 
 from __future__ import annotations
@@ -49,6 +54,12 @@ NO_SEQUENCE = -1
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _BASE_OFFSET = struct.Struct(">q")
+# base_offset, batch_length, then skip to last_offset_delta (byte 23): what a fetch needs per batch
+_OFFSETS = struct.Struct(">qi11xi")
+# base_offset, batch_length, partition_leader_epoch: the fields the leader stamps on append
+_STAMP = struct.Struct(">qii")
+# batch_length (byte 8), then skip to attributes (byte 21)
+_LENGTH_AND_ATTRIBUTES = struct.Struct(">8xi9xh")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
 _INT16 = struct.Struct(">h")
@@ -64,6 +75,7 @@ _MAX_TIMESTAMP_POS = 35
 Buffer = bytes | bytearray | memoryview
 
 assert _HEADER.size == HEADER_SIZE
+assert _OFFSETS.size == 27 and _LENGTH_AND_ATTRIBUTES.size == _ATTRIBUTES_POS + 2
 
 
 class RecordValidationError(KafkaError):
@@ -238,6 +250,35 @@ def crc_ok(buf: Buffer, pos: int, header: BatchHeader) -> bool:
     return compute_crc(buf, pos, header.size) == header.crc
 
 
+def peek_offsets(buf: Buffer, pos: int) -> tuple[int, int, int]:
+    """``(base_offset, batch_length, last_offset_delta)`` of the batch at ``pos``, unchecked.
+
+    For stored batches that were validated on the way in (the fetch path): one unpack, no object.
+    The caller guarantees at least `HEADER_SIZE` bytes at ``pos``.
+    """
+    base_offset, batch_length, last_offset_delta = _OFFSETS.unpack_from(buf, pos)
+    return base_offset, batch_length, last_offset_delta
+
+
+def uses_codec(records: Buffer | None, codec: int) -> bool:
+    """Whether any batch header in ``records`` names compression ``codec`` (attributes bits 0-2).
+
+    Reads only each header's length and attributes; stops quietly at a short or malformed tail, which
+    validation reports later.
+    """
+    if records is None:
+        return False
+    pos, end = 0, len(records)
+    while end - pos >= HEADER_SIZE:
+        batch_length, attributes = _LENGTH_AND_ATTRIBUTES.unpack_from(records, pos)
+        if attributes & COMPRESSION_MASK == codec:
+            return True
+        if batch_length <= 0:
+            return False
+        pos += batch_length + LOG_OVERHEAD
+    return False
+
+
 def _magic_error(magic: int) -> RecordValidationError:
     # Legacy formats (v0, v1) are well-formed but not accepted by a v2-only broker; anything else is garbage.
     if magic in (0, 1):
@@ -308,6 +349,17 @@ def validate_client_batches(buf: Buffer, max_message_bytes: int) -> list[tuple[i
     return batches
 
 
+def stamp_offsets(
+    buf: bytearray | memoryview, pos: int, header: BatchHeader, base_offset: int, epoch: int
+) -> None:
+    """Write the leader's base offset and partition leader epoch into the batch ``header`` read at ``pos``.
+
+    Both fields are outside the CRC, so the CRC stays valid; one pack writes them (the batch length
+    between them is rewritten unchanged).
+    """
+    _STAMP.pack_into(buf, pos, base_offset, header.batch_length, epoch)
+
+
 def patch_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
     """Overwrite the batch's base offset; it is outside the CRC, so the CRC stays valid."""
     _BASE_OFFSET.pack_into(buf, pos, base_offset)
@@ -323,5 +375,50 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp_ms: int
     (attributes,) = _INT16.unpack_from(buf, pos + _ATTRIBUTES_POS)
     _INT16.pack_into(buf, pos + _ATTRIBUTES_POS, attributes | TIMESTAMP_TYPE_BIT)
     _INT64.pack_into(buf, pos + _MAX_TIMESTAMP_POS, timestamp_ms)
+    seal_crc(buf, pos)
+
+
+def seal_crc(buf: bytearray | memoryview, pos: int = 0) -> None:
+    """Recompute and store the CRC of the whole batch at ``pos`` (after changing covered bytes)."""
     (batch_length,) = _INT32.unpack_from(buf, pos + _BATCH_LENGTH_POS)
     _UINT32.pack_into(buf, pos + _CRC_POS, compute_crc(buf, pos, batch_length + LOG_OVERHEAD))
+
+
+def pack_header(
+    out: bytearray | memoryview,
+    pos: int,
+    *,
+    base_offset: int,
+    batch_length: int,
+    partition_leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    records_count: int,
+) -> None:
+    """Write a magic-2 header at ``pos`` with a zero CRC; call `seal_crc` once the records follow it.
+
+    Raises:
+        struct.error: a field does not fit its width.
+    """
+    _HEADER.pack_into(
+        out,
+        pos,
+        base_offset,
+        batch_length,
+        partition_leader_epoch,
+        MAGIC_V2,
+        0,
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        records_count,
+    )

@@ -27,15 +27,12 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import crc32c as _crc32c
-
 from strom.protocol.records.batch import (
     COMPRESSION_MASK,
     CONTROL_BIT,
     DELETE_HORIZON_BIT,
     HEADER_SIZE,
     LOG_OVERHEAD,
-    MAGIC_V2,
     TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
     BatchFields,
@@ -43,7 +40,9 @@ from strom.protocol.records.batch import (
     RecordValidationError,
     crc_ok,
     iter_headers,
+    pack_header,
     read_header,
+    seal_crc,
 )
 from strom.protocol.records.compression import CompressionError, CompressionType, compress, decompress
 from strom.protocol.records.record import Header, Record, RecordDecodeError, decode_records, encode_record
@@ -64,10 +63,6 @@ Buffer = bytes | bytearray | memoryview
 RecordInput = tuple[bytes | None, bytes | None, Sequence[Header], int]
 """``(key, value, headers, timestamp_ms)`` as accepted by :func:`build_batch`."""
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_CRC = struct.Struct(">I")
-_CRC_POS = 17
-_ATTRIBUTES_POS = 21
 _NO_TIMESTAMP = -1
 
 
@@ -210,27 +205,25 @@ def encode_batch(
 
     out = bytearray(HEADER_SIZE + len(body))
     try:
-        _HEADER.pack_into(
+        pack_header(
             out,
             0,
-            base_offset,
-            HEADER_SIZE + len(body) - LOG_OVERHEAD,
-            partition_leader_epoch,
-            MAGIC_V2,
-            0,  # CRC, filled in below once the covered bytes are final
-            attributes,
-            last_offset_delta,
-            base_timestamp,
-            max_timestamp,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            len(records),
+            base_offset=base_offset,
+            batch_length=HEADER_SIZE + len(body) - LOG_OVERHEAD,
+            partition_leader_epoch=partition_leader_epoch,
+            attributes=attributes,
+            last_offset_delta=last_offset_delta,
+            base_timestamp=base_timestamp,
+            max_timestamp=max_timestamp,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+            records_count=len(records),
         )
     except struct.error as exc:
         raise ValueError(f"record batch header field out of range: {exc}") from exc
     out[HEADER_SIZE:] = body
-    _CRC.pack_into(out, _CRC_POS, _crc32c.crc32c(memoryview(out)[_ATTRIBUTES_POS:]))
+    seal_crc(out)  # last: the CRC covers the attributes through the (compressed) records
     return bytes(out)
 
 
