@@ -1,0 +1,186 @@
+"""Strom under librdkafka's C `rdkafka_performance` tool: throughput and the broker's CPU cost.
+
+Run by hand; never part of the test suite. Build the tool first (bench-only, never a dependency):
+`bench/build_rdkafka_perf.sh /path/to/librdkafka-source` prints the binary's path; pass it as `--tool`.
+
+Per round and per broker variant (`--src NAME=DIR`, a `src` directory holding the `strom` package; several
+variants run interleaved A B A B ... in the same session, which is the only fair comparison on a shared
+machine) and per message size (100 B and 10 KB): a fresh durable single broker (default flush policy) on
+a loopback port, one 6-partition topic, then
+
+- produce: `rdkafka_performance -P` sends `count` messages with acks=1 (random partitions,
+  linger.ms=5, otherwise the tool's and librdkafka's defaults);
+- consume: `rdkafka_performance -C` reads them back from the beginning of all 6 partitions.
+
+Each run reports the tool's own msgs/s and MB/s (10^6 bytes) and the broker process's CPU time
+(utime + stime of all its threads, from /proc/<pid>/stat) while the tool ran, as seconds per million
+messages and per GB (10^9 bytes of message values). CPU per message is the figure that matters on a
+2-core machine where client and broker share the CPU, and it is much less sensitive to other load than
+the throughput. The last lines print medians per (variant, case), as a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from strom.testing import BrokerProcess
+
+PARTITIONS = 6
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_s(pid: int) -> float:
+    """utime + stime of a process (all its threads), in seconds, from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        stat = f.read()
+    # The command name (field 2) may hold spaces; the fields after its closing parenthesis are fixed.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    utime, stime = int(fields[11]), int(fields[12])
+    return (utime + stime) / _CLK_TCK
+
+
+def _create_topic(bootstrap: str, name: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # must outlive its futures
+    admin.create_topics([NewTopic(name, PARTITIONS, 1)])[name].result(30)
+
+
+def _last_row(stdout: str) -> dict[str, float]:
+    """The tool's final table row (`-u` output) as {column: value}."""
+    header: list[str] = []
+    last: list[str] = []
+    for line in stdout.splitlines():
+        if not line.startswith("|"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells and cells[0] == "elapsed":
+            header = cells
+        elif header and len(cells) == len(header):
+            last = cells
+    if not last:
+        raise RuntimeError(f"no result row in the tool's output:\n{stdout[-2000:]}")
+    return {k: float(v) for k, v in zip(header, last, strict=True)}
+
+
+def _run_tool(cmd: list[str], broker_pid: int, timeout_s: float) -> tuple[dict[str, float], float, float]:
+    """(final row, broker CPU seconds, wall seconds) of one tool run."""
+    cpu_before = process_cpu_s(broker_pid)
+    start = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
+    wall = time.perf_counter() - start
+    cpu = process_cpu_s(broker_pid) - cpu_before
+    if done.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} exited {done.returncode}: {done.stderr[-2000:]}")
+    return _last_row(done.stdout), cpu, wall
+
+
+def run_case(tool: str, src: str, size: int, count: int, workdir: Path) -> list[dict[str, Any]]:
+    """Produce then consume `count` x `size` B against a fresh broker running the code in `src`."""
+    env_before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = src  # the broker child inherits it
+    data_dir = workdir / f"broker-{size}"
+    broker = BrokerProcess(data_dir)
+    try:
+        bootstrap = broker.start()
+    finally:
+        if env_before is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = env_before
+    assert broker.proc is not None
+    pid = broker.proc.pid
+    rows = []
+    try:
+        topic = f"cbench-{size}"
+        _create_topic(bootstrap, topic)
+        base = [tool, "-t", topic, "-b", bootstrap, "-u", "-c", str(count)]
+        produce = [*base, "-P", "-s", str(size), "-a", "1", "-X", "linger.ms=5"]
+        consume = [*base, "-C", "-o", "beginning"]
+        for p in range(PARTITIONS):
+            consume += ["-p", str(p)]
+        for mode, cmd in (("produce", produce), ("consume", consume)):
+            load = os.getloadavg()[0]
+            row, cpu, wall = _run_tool(cmd, pid, timeout_s=600)
+            msgs = row["dr"] if mode == "produce" else row["msgs"]
+            elapsed_s = row["elapsed"] / 1000
+            nbytes = msgs * size
+            rows.append(
+                {
+                    "case": f"{mode} {size} B",
+                    "msgs": int(msgs),
+                    "msgs_per_s": msgs / elapsed_s,
+                    "mb_per_s": nbytes / elapsed_s / 1e6,
+                    "broker_cpu_s": cpu,
+                    "cpu_s_per_m_msgs": cpu / (msgs / 1e6),
+                    "cpu_s_per_gb": cpu / (nbytes / 1e9),
+                    "tool_wall_s": wall,
+                    "load_1m": load,
+                }
+            )
+            if msgs < count:
+                raise RuntimeError(f"{mode}: only {msgs} of {count} messages")
+    finally:
+        broker.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tool", required=True, help="path of rdkafka_performance")
+    parser.add_argument(
+        "--src",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="a broker variant: NAME and the src directory to run it from (repeat to compare; "
+        "default: this checkout's src)",
+    )
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--small", type=int, default=5_000_000, help="count of 100 B messages")
+    parser.add_argument("--large", type=int, default=200_000, help="count of 10 KB messages")
+    parser.add_argument("--sizes", default="100,10240", help="message sizes to run, comma-separated")
+    args = parser.parse_args()
+    variants = [tuple(v.split("=", 1)) for v in args.src] or [
+        ("current", str(Path(__file__).resolve().parents[1] / "src"))
+    ]
+    sizes = [int(s) for s in args.sizes.split(",")]
+    results: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    with tempfile.TemporaryDirectory(prefix="strom-cbench-") as tmp:
+        for rnd in range(args.rounds):
+            for name, src in variants:
+                for size in sizes:
+                    count = args.small if size <= 1000 else args.large
+                    for measured in run_case(args.tool, src, size, count, Path(tmp)):
+                        row = {"round": rnd, "variant": name, **measured}
+                        print(json.dumps(row), flush=True)
+                        results.setdefault((name, row["case"]), []).append(row)
+    keys = ("msgs_per_s", "mb_per_s", "cpu_s_per_m_msgs", "cpu_s_per_gb")
+    print(f"\nmedians over {args.rounds} rounds")
+    print("| variant | case | msgs/s | MB/s | broker CPU s / M msgs | broker CPU s / GB |")
+    print("|---|---|---|---|---|---|")
+    for (name, case), rows in results.items():
+        med = {k: statistics.median(r[k] for r in rows) for k in keys}
+        print(
+            f"| {name} | {case} | {med['msgs_per_s']:,.0f} | {med['mb_per_s']:,.0f} "
+            f"| {med['cpu_s_per_m_msgs']:.3f} | {med['cpu_s_per_gb']:.2f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
