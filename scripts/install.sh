@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Idempotent installer: a virtualenv in .venv with Strom and, on request, its test/spark extras and the
-# Debian packages the test suites drive (kcat, zookeeper, a JRE for Spark). Safe to run repeatedly.
+# Debian packages the test suites drive (kcat, zookeeper, a JRE for Spark, iproute2 and nftables for the
+# fault suite's network namespaces). Safe to run repeatedly: apt-get runs only if something is missing.
 #   scripts/install.sh            -> runtime only (enough for `make run`)
-#   scripts/install.sh test       -> + test tools, Spark extra, kcat, zookeeper, JRE
+#   scripts/install.sh test       -> + test tools, Spark extra, kcat, zookeeper, JRE, iproute2, nftables
 set -euo pipefail
 cd "$(dirname "$0")/.."
 want="${1:-run}"
@@ -27,6 +28,8 @@ if [ "$want" = "test" ]; then
   command -v kcat >/dev/null 2>&1 || need+=(kcat)
   [ -x /usr/share/zookeeper/bin/zkServer.sh ] || need+=(zookeeper)
   command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+  command -v ip >/dev/null 2>&1 || need+=(iproute2)
+  command -v nft >/dev/null 2>&1 || need+=(nftables)
   if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" = "0" ]; then SUDO=""; else SUDO="sudo"; fi
     $SUDO apt-get update -qq

@@ -1,8 +1,11 @@
 """A real Strom broker in a child process, for tests: start, stop, kill -9, restart on the same port.
 
 The child is `python -m strom.broker` with a data directory of the caller's choosing; the first line it
-prints tells the bound port. Every process is stopped by its own PID (never by name), and every wait is
-bounded, so a broken broker fails a test instead of hanging the suite.
+prints tells the bound port. An optional command prefix runs it elsewhere (the fault suite uses
+``ip netns exec <ns>``, which execs the broker in place, so the PID is still the broker's) and ``host``
+is the address it listens on and advertises (127.0.0.1 by default). Every process is stopped by its own
+PID (never by name), and every wait is bounded, so a broken broker fails a test instead of hanging the
+suite.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
@@ -25,8 +29,12 @@ class BrokerProcess:
         data_dir: str | os.PathLike[str],
         overrides: dict[str, str] | None = None,
         start_timeout_s: float = 30.0,
+        command_prefix: Sequence[str] = (),
+        host: str = "127.0.0.1",
     ) -> None:
         self.data_dir = Path(data_dir)
+        self.command_prefix = list(command_prefix)
+        self.host = host
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.overrides = dict(overrides or {})
         self.start_timeout_s = start_timeout_s
@@ -36,7 +44,11 @@ class BrokerProcess:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
 
     @property
     def log_path(self) -> Path:
@@ -46,11 +58,11 @@ class BrokerProcess:
         if self.proc is not None and self.proc.poll() is None:
             raise RuntimeError("broker already running")
         settings = {
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": f"PLAINTEXT://{self.host}:{self.port}",
             "log.dirs": str(self.data_dir / "logs"),
             **self.overrides,
         }
-        cmd = [sys.executable, "-m", "strom.broker"]
+        cmd = [*self.command_prefix, sys.executable, "-m", "strom.broker"]
         for key, value in settings.items():
             cmd += ["--set", f"{key}={value}"]
         self._log = open(self.log_path, "a")  # noqa: SIM115  (closed in _reap)

@@ -3,12 +3,14 @@
 Broker ``i`` gets ``broker.id=i``, its own data directory ``<base>/broker-<i>``, and with ``racks`` > 0
 ``broker.rack=R1..Rk`` assigned in contiguous blocks of ids (6 brokers on 2 racks: 0,1,2 on R1 and 3,4,5
 on R2, as in the seeds). Every process is started and stopped by its own PID; waits are bounded.
+A ``broker_factory`` may place brokers elsewhere (the fault suite runs each in a network namespace).
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from strom.testing.broker_process import BrokerProcess
@@ -30,6 +32,7 @@ class LocalCluster:
         racks: int = 0,
         overrides: dict[str, str] | None = None,
         zookeeper: ZooKeeperProcess | None = None,
+        broker_factory: Callable[[int, Path, dict[str, str]], BrokerProcess] | None = None,
     ) -> None:
         self.base_dir = Path(base_dir)
         self.zookeeper = zookeeper or ZooKeeperProcess(self.base_dir / "zookeeper")
@@ -37,6 +40,9 @@ class LocalCluster:
         self.racks = racks
         self.overrides = dict(overrides or {})
         self.brokers: dict[int, BrokerProcess] = {}
+        self.broker_factory = broker_factory or (
+            lambda _id, data_dir, settings: BrokerProcess(data_dir, settings)
+        )
 
     def broker_overrides(self, broker_id: int) -> dict[str, str]:
         settings = {
@@ -53,7 +59,9 @@ class LocalCluster:
         if self.zookeeper.proc is None:
             self.zookeeper.start()
         for broker_id in range(self.count):
-            proc = BrokerProcess(self.base_dir / f"broker-{broker_id}", self.broker_overrides(broker_id))
+            proc = self.broker_factory(
+                broker_id, self.base_dir / f"broker-{broker_id}", self.broker_overrides(broker_id)
+            )
             self.brokers[broker_id] = proc
             proc.start()
         self.wait_for_brokers(self.count)

@@ -1,8 +1,9 @@
 """A real ZooKeeper server (Debian's ``zookeeper`` package) in a child process, for tests and dev clusters.
 
-Standalone mode: a generated ``zoo.cfg`` in the caller's directory (own ``dataDir``, loopback client
-port, short ``tickTime`` so that small session timeouts are allowed), started as
-``java -cp /usr/share/java/zookeeper.jar:... org.apache.zookeeper.server.ZooKeeperServerMain zoo.cfg``.
+Standalone mode: a generated ``zoo.cfg`` in the caller's directory (own ``dataDir``, a client port on
+``host``, loopback by default, short ``tickTime`` so that small session timeouts are allowed), started as
+``java -cp /usr/share/java/zookeeper.jar:... org.apache.zookeeper.server.ZooKeeperServerMain zoo.cfg``,
+behind an optional command prefix (``ip netns exec <ns>`` in the fault suite; it execs in place).
 Readiness is checked with the ``ruok`` four-letter command. The process is stopped by its own PID.
 """
 
@@ -14,6 +15,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
@@ -32,16 +34,26 @@ def free_port() -> int:
 
 
 class ZooKeeperProcess:
-    def __init__(self, base_dir: str | os.PathLike[str], port: int = 0, tick_time_ms: int = 500) -> None:
+    def __init__(
+        self,
+        base_dir: str | os.PathLike[str],
+        port: int = 0,
+        tick_time_ms: int = 500,
+        command_prefix: Sequence[str] = (),
+        host: str = "127.0.0.1",
+    ) -> None:
         self.base_dir = Path(base_dir)
-        self.port = port or free_port()
+        self.host = host
+        self.command_prefix = list(command_prefix)
+        # Inside a network namespace of its own every port is free; loopback ports are picked here.
+        self.port = port or (free_port() if host == "127.0.0.1" else 2181)
         self.tick_time_ms = tick_time_ms
         self.proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
     @property
     def connect(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def pid(self) -> int | None:
@@ -55,7 +67,7 @@ class ZooKeeperProcess:
             f"tickTime={self.tick_time_ms}\n"
             f"dataDir={data}\n"
             f"clientPort={self.port}\n"
-            "clientPortAddress=127.0.0.1\n"
+            f"clientPortAddress={self.host}\n"
             "maxClientCnxns=0\n"
             "admin.enableServer=false\n"
             "4lw.commands.whitelist=ruok,srvr\n"
@@ -66,6 +78,7 @@ class ZooKeeperProcess:
     def command(self) -> list[str]:
         classpath = f"{ZOOKEEPER_CONF_DIR}:{ZOOKEEPER_JAR}"
         return [
+            *self.command_prefix,
             shutil.which("java") or "java",
             "-Xmx256m",
             "-cp",
@@ -93,7 +106,7 @@ class ZooKeeperProcess:
 
     def ruok(self) -> bool:
         try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+            with socket.create_connection((self.host, self.port), timeout=1) as s:
                 s.sendall(b"ruok")
                 return s.recv(16) == b"imok"
         except OSError:
