@@ -83,7 +83,12 @@ class Broker:
             self.metadata = LocalMetadataStore(config.log_dirs[0], self.node_id, config.get("cluster.id"))
         self.cluster_id = self.metadata.cluster_id
         self.default_log_config = LogConfig.from_properties(config.topic_defaults(), LogConfig())
-        self.log_manager = LogManager(config.log_dirs, self.default_log_config, self.clock.time_ms)
+        self.log_manager = LogManager(
+            config.log_dirs,
+            self.default_log_config,
+            self.clock.time_ms,
+            producer_id_expiration_ms=int(config.get("producer.id.expiration.ms")),
+        )
         self.purgatory = Purgatory()
         self.advertised: Endpoint = Endpoint("127.0.0.1", 9092)
         self._tasks: list[asyncio.Task[None]] = []
@@ -239,6 +244,15 @@ class Broker:
             )
         )
         self._tasks.append(asyncio.create_task(self._periodic("checkpoint", 60_000, self._checkpoint)))
+        self._tasks.append(
+            asyncio.create_task(
+                self._periodic(
+                    "producer-expiration",
+                    int(self.config.get("producer.id.expiration.check.interval.ms")),
+                    lambda: self.log_manager.remove_expired_producers(self.clock.time_ms()),
+                )
+            )
+        )
         self._tasks.append(
             asyncio.create_task(self._run_cleaner(int(self.config.get("log.cleaner.backoff.ms"))))
         )

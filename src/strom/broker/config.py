@@ -86,6 +86,18 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("log.cleaner.min.compaction.lag.ms", int, "0", "Compaction lag.", "min.compaction.lag.ms"),
         ConfigDef("log.cleaner.backoff.ms", int, "15000", "Cleaner sleep when idle."),
         ConfigDef(
+            "producer.id.expiration.ms",
+            int,
+            "86400000",
+            "Forget an idempotent producer whose last batch is this old (its state, not its data).",
+        ),
+        ConfigDef(
+            "producer.id.expiration.check.interval.ms",
+            int,
+            "600000",
+            "How often producer.id.expiration.ms is applied.",
+        ),
+        ConfigDef(
             "log.message.timestamp.type",
             str,
             "CreateTime",

@@ -19,7 +19,8 @@ Steps, in order:
    recovered after all.
 6. An empty directory gets one empty segment at the log start offset.
 
-Everything else (producer state, leader epochs) is rebuilt by `PartitionLog` from batch headers.
+Everything else is `PartitionLog`'s: the producer state (newest ``<offset>.snapshot`` plus the batch
+headers after it) and, if its checkpoint is missing, the leader epochs (every batch header).
 """
 
 from __future__ import annotations

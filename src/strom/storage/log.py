@@ -11,6 +11,10 @@ copy the request once into a ``bytearray``, patch base offsets and the leader ep
 with a CRC recompute, if the topic uses it), roll the active segment if this write would overflow it,
 then one ``os.pwrite``. The producer state is committed only after the write succeeded.
 
+Producer state (producer_state.py): snapshotted to ``<offset>.snapshot`` at each roll (after the
+flush) and at `close`; opening or truncating the log loads the newest snapshot at or below the
+recovery point and replays only the batch headers after it (`replayed_batch_headers` counts them).
+
 Fetch path (`read`): locate the batch containing the fetch offset through the sparse offset index
 and a short header scan, then ``os.pread`` whole batches, never past the high watermark.
 
@@ -36,15 +40,15 @@ from typing import NamedTuple
 
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records import batch as batch_mod
-from strom.protocol.records.batch import LOG_OVERHEAD, BatchHeader, RecordValidationError
-from strom.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache, fsync_dir
-from strom.storage.config import LONG_MAX, LogConfig
+from strom.protocol.records.batch import BatchHeader, RecordValidationError
+from strom.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
+from strom.storage.config import LogConfig
 from strom.storage.loader import SegmentSettings, load_segments
-from strom.storage.offset_map import require_keys
-from strom.storage.producer_state import ProducerStateManager
+from strom.storage.log_validator import assign_offsets, validate_for_leader
+from strom.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
 from strom.storage.retention import RetentionPolicy, SegmentSummary, segments_to_delete
 from strom.storage.segment import BatchSpan, LogSegment, should_roll
-from strom.storage.swap import DELETED_SUFFIX, SWAP_SUFFIX
+from strom.storage.swap import swap_in
 
 TimeFn = Callable[[], int]
 log = logging.getLogger(__name__)
@@ -75,6 +79,7 @@ class PartitionLog:
         log_start_offset: int = 0,
         high_watermark: int = 0,
         clean_shutdown: bool = False,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
         self.dir = directory
         self.config = config
@@ -98,8 +103,9 @@ class PartitionLog:
         self.high_watermark = high_watermark
         self.last_flush_ms = time_ms()
         self.leader_epoch_cache = LeaderEpochFileCache(os.path.join(directory, LEADER_EPOCH_CHECKPOINT))
-        self.producer_state = ProducerStateManager()
-        self._rebuild_from_headers(rebuild_epochs=not self.leader_epoch_cache.entries)
+        self.producer_state = ProducerStateManager(directory, producer_id_expiration_ms)
+        self.replayed_batch_headers = 0  # by the last producer-state load (snapshot + replay)
+        self._load_producer_state(rebuild_epochs=not self.leader_epoch_cache.entries)
 
     def _segment_settings(self) -> SegmentSettings:
         return SegmentSettings(self.config.index_interval_bytes, self.config.segment_index_bytes)
@@ -132,7 +138,7 @@ class PartitionLog:
 
     def segment_summaries(self) -> list[SegmentSummary]:
         return [
-            SegmentSummary(s.base_offset, s.next_offset, s.size, _largest_timestamp(s)) for s in self.segments
+            SegmentSummary(s.base_offset, s.next_offset, s.size, s.largest_timestamp()) for s in self.segments
         ]
 
     # -- append -----------------------------------------------------------------------------------
@@ -144,13 +150,8 @@ class PartitionLog:
                 MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD, INVALID_TIMESTAMP,
                 INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, KAFKA_STORAGE_ERROR).
         """
-        batches = batch_mod.validate_client_batches(records, self.config.max_message_bytes)
-        if len(records) > self.config.segment_bytes:
-            raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE, f"{len(records)} bytes exceed segment.bytes")
         now_ms = self._time_ms()
-        self._check_timestamps(batches, now_ms)
-        if self.config.compact_enabled:
-            require_keys(records, batches)  # the one per-record check of the produce path (Kafka's too)
+        batches = validate_for_leader(records, self.config, now_ms)
         base_offset = self.log_end_offset
         plan = self.producer_state.plan()
         offset = base_offset
@@ -162,7 +163,8 @@ class PartitionLog:
                 return AppendInfo(dup.first_offset, dup.last_offset, append_time, self.log_start_offset, True)
             offset += header.last_offset_delta + 1
         buf = bytearray(records)
-        spans = self._assign_offsets(buf, batches, base_offset, leader_epoch, now_ms)
+        append_time_ms = now_ms if self.config.log_append_time else None
+        spans = assign_offsets(buf, batches, base_offset, leader_epoch, append_time_ms)
         self._write(buf, spans, now_ms)
         plan.commit()
         if leader_epoch > self.leader_epoch_cache.latest_epoch:
@@ -171,36 +173,6 @@ class PartitionLog:
         self._maybe_flush_by_messages()
         append_time = now_ms if self.config.log_append_time else -1
         return AppendInfo(base_offset, offset - 1, append_time, self.log_start_offset, False)
-
-    def _check_timestamps(self, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
-        """message.timestamp.before/after.max.ms, judged from the batch header (first and max timestamp)."""
-        cfg = self.config
-        if cfg.log_append_time or (
-            cfg.message_timestamp_before_max_ms >= LONG_MAX and cfg.message_timestamp_after_max_ms >= LONG_MAX
-        ):
-            return
-        for _, header in batches:
-            if (
-                now_ms - header.base_timestamp > cfg.message_timestamp_before_max_ms
-                or header.max_timestamp - now_ms > cfg.message_timestamp_after_max_ms
-            ):
-                raise KafkaError(ErrorCode.INVALID_TIMESTAMP, "record timestamp out of the accepted range")
-
-    def _assign_offsets(
-        self, buf: bytearray, batches: list[tuple[int, BatchHeader]], offset: int, epoch: int, now_ms: int
-    ) -> list[BatchSpan]:
-        log_append_time = self.config.log_append_time
-        spans = []
-        stamp = batch_mod.stamp_offsets
-        for pos, header in batches:
-            stamp(buf, pos, header, offset, epoch)
-            max_timestamp = header.max_timestamp
-            if log_append_time:
-                batch_mod.set_log_append_time(buf, pos, now_ms)
-                max_timestamp = now_ms
-            offset += header.last_offset_delta + 1
-            spans.append(BatchSpan(pos, offset - 1, max_timestamp, header.batch_length + LOG_OVERHEAD))
-        return spans
 
     def _write(self, data: bytes | bytearray | memoryview, spans: list[BatchSpan], now_ms: int) -> None:
         self._maybe_roll(len(data), max(s.max_timestamp for s in spans), spans[-1].last_offset, now_ms)
@@ -269,7 +241,14 @@ class PartitionLog:
             self.dir, self.log_end_offset, now_ms=self._time_ms(), **self._segment_settings()._asdict()
         )
         self.segments.append(segment)
+        self._take_producer_snapshot()  # after the flush: it never describes data that could be lost
         return segment
+
+    def _take_producer_snapshot(self) -> None:
+        try:
+            self.producer_state.take_snapshot(self.log_end_offset)
+        except OSError as e:  # only an optimisation for the next open: the log stays writable
+            log.warning("%s: producer snapshot at %d not written: %s", self.dir, self.log_end_offset, e)
 
     def flush(self) -> None:
         """Fsync every segment at or above the recovery point and move it to the log end offset."""
@@ -376,6 +355,7 @@ class PartitionLog:
         self.log_start_offset = offset
         self.leader_epoch_cache.truncate_from_start(offset)
         self.producer_state.evict_before(offset)
+        self.producer_state.delete_snapshots_outside(offset, self.log_end_offset)
 
     def _count_deletable(self, now_ms: int, only_log_start: bool = False) -> int:
         cfg = self.config
@@ -424,6 +404,7 @@ class PartitionLog:
         ]
         self.log_start_offset = offset
         self.leader_epoch_cache.clear()
+        self.producer_state.delete_all_snapshots()
         self._after_truncation()
 
     def _after_truncation(self) -> None:
@@ -432,15 +413,45 @@ class PartitionLog:
         self.log_start_offset = min(self.log_start_offset, leo)
         self.high_watermark = min(self._high_watermark, leo)
         self.leader_epoch_cache.truncate_from_end(leo)
-        self.producer_state.clear()
-        self._rebuild_from_headers(rebuild_epochs=False)
+        self._load_producer_state(rebuild_epochs=False)
 
-    def _rebuild_from_headers(self, rebuild_epochs: bool) -> None:
-        """Replay batch headers (no record decoding) into the producer state and, if asked, leader epochs."""
-        for segment in self.segments:
+    def _load_producer_state(self, rebuild_epochs: bool) -> None:
+        """Newest usable snapshot, then the batch headers after it (every header for ``rebuild_epochs``).
+
+        Only snapshots at or below the recovery point are trusted: the data they describe is fsynced
+        or was re-validated by recovery. Snapshots beyond the log end (a truncated tail) are deleted.
+        """
+        leo, state = self.log_end_offset, self.producer_state
+        state.delete_snapshots_outside(self.log_start_offset, leo)
+        snapshot = None
+        if not rebuild_epochs:
+            snapshot = state.load_latest_snapshot(min(self.recovery_point, leo), self._time_ms())
+        else:
+            state.clear()
+        start = self.log_start_offset if snapshot is None else max(snapshot, self.log_start_offset)
+        self.replayed_batch_headers = self._replay_headers(start, rebuild_epochs)
+        state.evict_before(self.log_start_offset)
+        if leo > self.log_start_offset:
+            log.info(
+                "%s: producer state from %s and %d batch headers (%d producers)",
+                self.dir,
+                "no snapshot" if snapshot is None else f"snapshot {snapshot}",
+                self.replayed_batch_headers,
+                len(state.producers),
+            )
+
+    def _replay_headers(self, start_offset: int, rebuild_epochs: bool) -> int:
+        """Replay batch headers from ``start_offset`` (no record decoding); returns how many were read."""
+        replayed = 0
+        if start_offset >= self.log_end_offset and not rebuild_epochs:
+            return replayed
+        first = self._segment_index(start_offset)
+        for segment in self.segments[first:]:
+            position = segment.offset_index.lookup(start_offset) if segment is self.segments[first] else 0
             try:
-                for _, header in segment.scan():
-                    if header.last_offset < self.log_start_offset:
+                for _, header in segment.scan(position):
+                    replayed += 1
+                    if header.last_offset < start_offset:
                         continue
                     self.producer_state.load_batch(header)
                     if rebuild_epochs:
@@ -449,6 +460,7 @@ class PartitionLog:
                 log.warning("%s: stopped replaying segment %d headers: %s", self.dir, segment.base_offset, e)
         if rebuild_epochs and self.leader_epoch_cache.entries:
             self.leader_epoch_cache.write()
+        return replayed
 
     # -- compaction -------------------------------------------------------------------------------
     def replace_segments(self, old: list[LogSegment], cleaned: LogSegment) -> bool:
@@ -458,23 +470,7 @@ class PartitionLog:
         is no longer a run of inactive segments of this log (retention, truncation or deletion got
         there first); the caller then discards ``cleaned``.
         """
-        try:
-            i = next(n for n, s in enumerate(self.segments) if s is old[0])
-        except StopIteration:
-            return False
-        if self.segments[i : i + len(old)] != old or i + len(old) >= len(self.segments):
-            return False
-        cleaned.change_file_suffixes(SWAP_SUFFIX)  # the commit point: recovery completes it from here
-        fsync_dir(self.dir)
-        for segment in old:
-            segment.change_file_suffixes(DELETED_SUFFIX)
-        fsync_dir(self.dir)
-        cleaned.change_file_suffixes("")
-        fsync_dir(self.dir)
-        self.segments[i : i + len(old)] = [cleaned]
-        for segment in old:
-            segment.delete()
-        return True
+        return swap_in(self.segments, old, cleaned, self.dir)
 
     # -- lifecycle --------------------------------------------------------------------------------
     def update_config(self, config: LogConfig) -> None:
@@ -486,6 +482,7 @@ class PartitionLog:
         """Fsync everything and release the files (the LogManager writes the directory checkpoints)."""
         self.active_segment.on_become_inactive()
         self.flush()
+        self._take_producer_snapshot()
         self.leader_epoch_cache.write()
         for segment in self.segments:
             segment.close()
@@ -501,13 +498,3 @@ class PartitionLog:
             f"PartitionLog({self.dir!r}, log_start_offset={self.log_start_offset}, "
             f"high_watermark={self._high_watermark}, log_end_offset={self.log_end_offset})"
         )
-
-
-def _largest_timestamp(segment: LogSegment) -> int:
-    """The segment's max timestamp, or its file's mtime when it holds no timestamps (Kafka does the same)."""
-    if segment.max_timestamp >= 0:
-        return segment.max_timestamp
-    try:
-        return int(os.stat(segment.log_path).st_mtime * 1000)
-    except FileNotFoundError:
-        return -1

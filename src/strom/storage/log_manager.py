@@ -16,7 +16,8 @@ the marker is removed right after loading so that a crash from then on triggers 
 partitions go to the log directory holding the fewest partitions.
 
 The manager is synchronous and not thread-safe; the broker calls it from its event loop (or a single
-storage thread) and schedules `checkpoint_all`, `flush_dirty` and `run_retention` periodically.
+storage thread) and schedules `checkpoint_all`, `flush_dirty`, `run_retention` and
+`remove_expired_producers` (``producer.id.expiration.check.interval.ms``) periodically.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from strom.storage.checkpoint import (
 )
 from strom.storage.config import LogConfig
 from strom.storage.log import PartitionLog, TimeFn, system_time_ms
+from strom.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 log = logging.getLogger(__name__)
 
@@ -69,13 +71,19 @@ class LogManager:
     """Owns the `PartitionLog` of every partition hosted by this broker."""
 
     def __init__(
-        self, log_dirs: list[str], default_config: LogConfig, time_ms: TimeFn = system_time_ms
+        self,
+        log_dirs: list[str],
+        default_config: LogConfig,
+        time_ms: TimeFn = system_time_ms,
+        *,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
         if not log_dirs:
             raise ValueError("at least one log directory is required")
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.default_config = default_config
         self._time_ms = time_ms
+        self.producer_id_expiration_ms = producer_id_expiration_ms
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
         self.topic_configs: dict[str, LogConfig] = {}
@@ -105,6 +113,7 @@ class LogManager:
                 log_start_offset=log_starts.get(tp, 0),
                 high_watermark=high_watermarks.get(tp, 0),
                 clean_shutdown=clean,
+                producer_id_expiration_ms=self.producer_id_expiration_ms,
             )
             self._log_dir_of[tp] = log_dir
         if clean:
@@ -136,7 +145,12 @@ class LogManager:
             self.topic_configs[topic] = config
         log_dir = self._least_loaded_dir()
         path = os.path.join(log_dir, f"{topic}-{partition}")
-        created = PartitionLog(path, self.topic_configs.get(topic, self.default_config), self._time_ms)
+        created = PartitionLog(
+            path,
+            self.topic_configs.get(topic, self.default_config),
+            self._time_ms,
+            producer_id_expiration_ms=self.producer_id_expiration_ms,
+        )
         fsync_dir(log_dir)
         self._logs[tp] = created
         self._log_dir_of[tp] = log_dir
@@ -201,6 +215,10 @@ class LogManager:
             except OSError as e:
                 log.error("retention failed for %s: %s", tp, e)
         return deleted
+
+    def remove_expired_producers(self, now_ms: int) -> int:
+        """Apply producer.id.expiration.ms to every log (Kafka's periodic check); returns how many went."""
+        return sum(lg.producer_state.remove_expired_producers(now_ms) for lg in self._logs.values())
 
     def shutdown(self) -> None:
         """Fsync and close every log, write checkpoints, then mark each log dir cleanly shut down."""

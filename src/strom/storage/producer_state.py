@@ -14,23 +14,42 @@ Rules applied to each client batch with ``producer_id >= 0``, in Kafka's order
    wraps to 0); otherwise OUT_OF_ORDER_SEQUENCE_NUMBER. A producer without state (new, expired, or
    truncated away) may start at any sequence.
 
-The state is rebuilt from batch headers when a log is loaded or truncated (no snapshots yet), so it is
-never written to disk by this module. Checks are pure: `ProducerAppendPlan` validates a whole request
-against a scratch copy, and only `commit` changes the manager, after the log write succeeded.
+Checks are pure: `ProducerAppendPlan` validates a whole request against a scratch copy, and only
+`commit` changes the manager, after the log write succeeded.
+
+Persistence (Kafka's scheme). The log asks for a snapshot (`take_snapshot`, file format in
+producer_snapshot.py) when it rolls a segment and when it closes cleanly; the two newest snapshots
+are kept, and those below the log start offset are deleted. Opening or truncating a log clears the
+state, loads the newest valid snapshot at or below the offset the log trusts (`load_latest_snapshot`)
+and replays only the batch headers after it (`load_batch`); with no usable snapshot every header is
+replayed. Snapshots above a truncation point are deleted first, since the log may then diverge there.
+
+Expiration (``producer.id.expiration.ms``, a broker setting, Kafka's default one day): a producer
+whose last batch's max timestamp is that old is forgotten (`remove_expired_producers`, run by the
+log manager every ``producer.id.expiration.check.interval.ms``, and on snapshot load). Without
+transactions no producer has an open one, which is Kafka's only other condition. A forgotten producer
+may start again at any sequence, as a new one.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.batch import BatchHeader
+from strom.storage import producer_snapshot
+from strom.storage.producer_snapshot import CorruptSnapshotError, SnapshotEntry
 
 NUM_BATCHES_TO_RETAIN = 5
+NUM_SNAPSHOTS_TO_RETAIN = 2
 NO_EPOCH = -1
 INT32_MAX = (1 << 31) - 1
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
+log = logging.getLogger(__name__)
 
 
 class BatchMetadata(NamedTuple):
@@ -147,11 +166,45 @@ class ProducerAppendPlan:
         self._manager.producers.update(self._scratch)
 
 
-class ProducerStateManager:
-    """Producer id -> `ProducerStateEntry` for one partition."""
+def to_snapshot_entry(entry: ProducerStateEntry) -> SnapshotEntry:
+    """The snapshot row of ``entry``: its epoch and last batch (Kafka snapshots no more)."""
+    if not entry.batches:
+        return SnapshotEntry(entry.producer_id, entry.producer_epoch, -1, -1, 0, entry.last_timestamp)
+    last = entry.batches[-1]
+    return SnapshotEntry(
+        entry.producer_id,
+        entry.producer_epoch,
+        last.last_seq,
+        last.last_offset,
+        last.last_offset - last.first_offset,
+        entry.last_timestamp,
+    )
 
-    def __init__(self) -> None:
+
+def from_snapshot_entry(row: SnapshotEntry) -> ProducerStateEntry:
+    entry = ProducerStateEntry(row.producer_id, row.producer_epoch, last_timestamp=row.timestamp)
+    if row.last_offset >= 0:
+        first_seq = (row.last_sequence - row.offset_delta) % (1 << 31) if row.last_sequence >= 0 else -1
+        entry.batches.append(
+            BatchMetadata(
+                first_seq,
+                row.last_sequence,
+                row.last_offset - row.offset_delta,
+                row.last_offset,
+                row.timestamp,
+            )
+        )
+    return entry
+
+
+class ProducerStateManager:
+    """Producer id -> `ProducerStateEntry` for one partition, and its snapshot files in ``directory``."""
+
+    def __init__(self, directory: str, expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:
+        self.directory = directory
+        self.expiration_ms = expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
+        self.last_snapshot_offset = -1
 
     def plan(self) -> ProducerAppendPlan:
         return ProducerAppendPlan(self)
@@ -171,11 +224,75 @@ class ProducerStateManager:
         for pid in gone:
             del self.producers[pid]
 
-    def evict_expired(self, now_ms: int, expiration_ms: int) -> None:
-        """Forget producers idle longer than ``producer.id.expiration.ms``."""
-        gone = [pid for pid, e in self.producers.items() if now_ms - e.last_timestamp > expiration_ms]
+    def is_expired(self, entry: ProducerStateEntry, now_ms: int) -> bool:
+        return now_ms - entry.last_timestamp >= self.expiration_ms
+
+    def remove_expired_producers(self, now_ms: int) -> int:
+        """Forget producers idle for ``producer.id.expiration.ms``; returns how many."""
+        gone = [pid for pid, e in self.producers.items() if self.is_expired(e, now_ms)]
         for pid in gone:
             del self.producers[pid]
+        return len(gone)
 
     def clear(self) -> None:
         self.producers.clear()
+
+    # -- snapshots --------------------------------------------------------------------------------
+    def take_snapshot(self, offset: int) -> bool:
+        """Write the state as ``<offset>.snapshot`` (the state after every batch below ``offset``).
+
+        Skipped when a snapshot at or above ``offset`` was already taken; keeps the newest
+        `NUM_SNAPSHOTS_TO_RETAIN`. Returns whether a file was written.
+
+        Raises:
+            OSError: the file could not be written (nothing partial is left behind).
+        """
+        if offset <= self.last_snapshot_offset:
+            return False
+        producer_snapshot.write(self.directory, offset, map(to_snapshot_entry, self.producers.values()))
+        self.last_snapshot_offset = offset
+        for old in producer_snapshot.list_offsets(self.directory)[:-NUM_SNAPSHOTS_TO_RETAIN]:
+            producer_snapshot.delete(self.directory, old)
+        return True
+
+    def load_latest_snapshot(self, max_offset: int, now_ms: int) -> int | None:
+        """Replace the state with the newest valid snapshot at or below ``max_offset``; returns its offset.
+
+        Corrupt snapshots are deleted on the way; None (and an empty state) when none is usable.
+        Producers already expired at ``now_ms`` are not loaded.
+        """
+        self.producers.clear()
+        for offset in reversed(producer_snapshot.list_offsets(self.directory)):
+            if offset > max_offset:
+                continue
+            try:
+                rows = producer_snapshot.read(self.directory, offset)
+            except CorruptSnapshotError as exc:
+                log.warning("%s: deleting corrupt producer snapshot %d: %s", self.directory, offset, exc)
+                producer_snapshot.delete(self.directory, offset)
+                continue
+            self._load_entries(from_snapshot_entry(row) for row in rows)
+            self.remove_expired_producers(now_ms)
+            self.last_snapshot_offset = offset
+            return offset
+        return None
+
+    def _load_entries(self, entries: Iterable[ProducerStateEntry]) -> None:
+        for entry in entries:
+            self.producers[entry.producer_id] = entry
+
+    def delete_snapshots_outside(self, log_start_offset: int, log_end_offset: int) -> None:
+        """Delete snapshots below the log start offset or above the log end offset (truncated away)."""
+        kept = []
+        for offset in producer_snapshot.list_offsets(self.directory):
+            if offset < log_start_offset or offset > log_end_offset:
+                producer_snapshot.delete(self.directory, offset)
+            else:
+                kept.append(offset)
+        if self.last_snapshot_offset > log_end_offset:
+            self.last_snapshot_offset = max(kept, default=-1)
+
+    def delete_all_snapshots(self) -> None:
+        for offset in producer_snapshot.list_offsets(self.directory):
+            producer_snapshot.delete(self.directory, offset)
+        self.last_snapshot_offset = -1

@@ -242,6 +242,15 @@ class LogSegment:
                     return found
         return None
 
+    def largest_timestamp(self) -> int:
+        """The max timestamp, or the file's mtime when the segment holds none (as Kafka, for retention)."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        try:
+            return int(os.stat(self.log_path).st_mtime * 1000)
+        except FileNotFoundError:
+            return -1
+
     # -- maintenance ------------------------------------------------------------------------------
     def restore_state(self) -> None:
         """Recompute next offset, max timestamp and index bookkeeping from the indexes plus a tail scan."""

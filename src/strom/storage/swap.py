@@ -7,7 +7,7 @@ first one (base offset ``b``). Its files pass through three suffixes (Kafka's na
     <b>.log.swap     <b>.index.swap     <b>.timeindex.swap       complete and fsynced: the swap is committed
     <X>.log.deleted  <X>.index.deleted  <X>.timeindex.deleted    a replaced segment on its way out
 
-Protocol (run by `PartitionLog.replace_segments`): (1) write and fsync the ``.cleaned`` files;
+Protocol (`swap_in`, run by `PartitionLog.replace_segments`): (1) write and fsync the ``.cleaned`` files;
 (2) rename them to ``.swap``, indexes first and the ``.log`` last: the ``.log.swap`` rename is the
 commit point; (3) rename every replaced segment's files to ``.deleted``; (4) rename the ``.swap`` files
 to their live names; (5) splice the segment list in memory and unlink the ``.deleted`` files.
@@ -32,6 +32,7 @@ import re
 
 from strom.protocol.records.batch import HEADER_SIZE, RecordValidationError, read_header
 from strom.storage.checkpoint import fsync_dir
+from strom.storage.segment import LogSegment
 
 log = logging.getLogger(__name__)
 
@@ -92,3 +93,28 @@ def _complete_swap(directory: str, base: int, names: list[str]) -> None:
             os.unlink(os.path.join(directory, f"{base:020d}.{kind}.swap"))
     os.rename(swap_path, os.path.join(directory, f"{base:020d}.log"))
     log.warning("%s: completed the swap of cleaned segment %d interrupted by a crash", directory, base)
+
+
+def swap_in(segments: list[LogSegment], old: list[LogSegment], cleaned: LogSegment, directory: str) -> bool:
+    """Steps 2-5 above: replace the run ``old`` of ``segments`` (in place) by the fsynced ``cleaned``.
+
+    Returns False, touching nothing, when ``old`` is no longer a run of inactive segments in
+    ``segments`` (retention, truncation or deletion got there first).
+    """
+    try:
+        i = next(n for n, s in enumerate(segments) if s is old[0])
+    except StopIteration:
+        return False
+    if segments[i : i + len(old)] != old or i + len(old) >= len(segments):
+        return False
+    cleaned.change_file_suffixes(SWAP_SUFFIX)  # the commit point: recovery completes it from here
+    fsync_dir(directory)
+    for segment in old:
+        segment.change_file_suffixes(DELETED_SUFFIX)
+    fsync_dir(directory)
+    cleaned.change_file_suffixes("")
+    fsync_dir(directory)
+    segments[i : i + len(old)] = [cleaned]
+    for segment in old:
+        segment.delete()
+    return True

@@ -1,0 +1,71 @@
+"""What a leader checks and changes in a produce payload before it is written (Kafka's ``LogValidator``).
+
+`validate_for_leader` runs the header-only checks of records/batch.py (magic, sizes, CRC, offset
+deltas, producer fields), the payload size against ``segment.bytes``, the timestamp bounds of
+``message.timestamp.before/after.max.ms`` judged from each header, and, for compacted topics only,
+the per-record key check (offset_map.require_keys). `assign_offsets` then stamps base offsets and the
+leader epoch into a writable copy of the payload (and LogAppendTime, which recomputes the CRC) and
+returns where each batch sits, for the segment's indexes.
+
+Everything here is pure over bytes: no files, no clock of its own.
+"""
+
+from __future__ import annotations
+
+from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.records import batch as batch_mod
+from strom.protocol.records.batch import LOG_OVERHEAD, BatchHeader
+from strom.storage.config import LONG_MAX, LogConfig
+from strom.storage.offset_map import require_keys
+from strom.storage.segment import BatchSpan
+
+Buffer = bytes | bytearray | memoryview
+Batches = list[tuple[int, BatchHeader]]
+
+
+def validate_for_leader(records: Buffer, config: LogConfig, now_ms: int) -> Batches:
+    """Check a client's payload for this topic; returns ``(position, header)`` of each batch.
+
+    Raises:
+        KafkaError: CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD,
+            UNSUPPORTED_FOR_MESSAGE_FORMAT or INVALID_TIMESTAMP, as Kafka would answer.
+    """
+    batches = batch_mod.validate_client_batches(records, config.max_message_bytes)
+    if len(records) > config.segment_bytes:
+        raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE, f"{len(records)} bytes exceed segment.bytes")
+    check_timestamps(batches, config, now_ms)
+    if config.compact_enabled:
+        require_keys(records, batches)  # the one per-record check of the produce path (Kafka's too)
+    return batches
+
+
+def check_timestamps(batches: Batches, config: LogConfig, now_ms: int) -> None:
+    """message.timestamp.before/after.max.ms, judged from the batch header (first and max timestamp)."""
+    if config.log_append_time or (
+        config.message_timestamp_before_max_ms >= LONG_MAX
+        and config.message_timestamp_after_max_ms >= LONG_MAX
+    ):
+        return
+    for _, header in batches:
+        if (
+            now_ms - header.base_timestamp > config.message_timestamp_before_max_ms
+            or header.max_timestamp - now_ms > config.message_timestamp_after_max_ms
+        ):
+            raise KafkaError(ErrorCode.INVALID_TIMESTAMP, "record timestamp out of the accepted range")
+
+
+def assign_offsets(
+    buf: bytearray, batches: Batches, offset: int, epoch: int, log_append_time_ms: int | None
+) -> list[BatchSpan]:
+    """Stamp consecutive offsets from ``offset`` and ``epoch`` into ``buf``; LogAppendTime if given."""
+    spans = []
+    stamp = batch_mod.stamp_offsets
+    for pos, header in batches:
+        stamp(buf, pos, header, offset, epoch)
+        max_timestamp = header.max_timestamp
+        if log_append_time_ms is not None:
+            batch_mod.set_log_append_time(buf, pos, log_append_time_ms)
+            max_timestamp = log_append_time_ms
+        offset += header.last_offset_delta + 1
+        spans.append(BatchSpan(pos, offset - 1, max_timestamp, header.batch_length + LOG_OVERHEAD))
+    return spans
