@@ -26,7 +26,8 @@ from strom.storage.compaction import (
 )
 from strom.storage.config import LogConfig
 from strom.storage.log_manager import LogManager
-from strom.storage.offset_map import OffsetMap, iter_record_keys, record_payload, require_keys
+from strom.storage.log_validator import InvalidRecordsError, RecordError, require_keys
+from strom.storage.offset_map import OffsetMap, iter_record_keys, record_payload
 from strom.storage.retention import SegmentSummary
 
 
@@ -62,6 +63,21 @@ def test_require_keys_rejects_a_keyless_record_with_invalid_record() -> None:
     with pytest.raises(KafkaError) as info:
         require_keys(bad, list(iter_headers(bad)))
     assert info.value.code == ErrorCode.INVALID_RECORD
+
+
+def test_require_keys_names_every_keyless_record_by_its_index_in_its_batch() -> None:
+    first = build_batch([(None, b"v", (), 1), (b"k", b"v", (), 1), (None, b"v", (), 1)])
+    second = build_batch([(b"k", b"v", (), 1), (None, b"v", (), 1)])
+    payload = first + second
+    with pytest.raises(InvalidRecordsError) as info:
+        require_keys(payload, list(iter_headers(payload)), "t-3")
+    message = "Compacted topic cannot accept message without key in topic partition t-3."
+    assert info.value.record_errors == (
+        RecordError(0, message),
+        RecordError(2, message),
+        RecordError(1, message),
+    )
+    assert info.value.code is ErrorCode.INVALID_RECORD and "3 record(s)" in str(info.value.message)
 
 
 @pytest.mark.parametrize(

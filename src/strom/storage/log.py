@@ -107,6 +107,11 @@ class PartitionLog:
         self.replayed_batch_headers = 0  # by the last producer-state load (snapshot + replay)
         self._load_producer_state(rebuild_epochs=not self.leader_epoch_cache.entries)
 
+    @property
+    def name(self) -> str:
+        """``<topic>-<partition>``, the directory's name, as Kafka names a partition in messages."""
+        return os.path.basename(self.dir)
+
     def _segment_settings(self) -> SegmentSettings:
         return SegmentSettings(self.config.index_interval_bytes, self.config.segment_index_bytes)
 
@@ -151,7 +156,7 @@ class PartitionLog:
                 INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, KAFKA_STORAGE_ERROR).
         """
         now_ms = self._time_ms()
-        batches = validate_for_leader(records, self.config, now_ms)
+        batches = validate_for_leader(records, self.config, now_ms, self.name)
         base_offset = self.log_end_offset
         plan = self.producer_state.plan()
         offset = base_offset

@@ -3,27 +3,57 @@
 `validate_for_leader` runs the header-only checks of records/batch.py (magic, sizes, CRC, offset
 deltas, producer fields), the payload size against ``segment.bytes``, the timestamp bounds of
 ``message.timestamp.before/after.max.ms`` judged from each header, and, for compacted topics only,
-the per-record key check (offset_map.require_keys). `assign_offsets` then stamps base offsets and the
+the per-record key check (`require_keys`). `assign_offsets` then stamps base offsets and the
 leader epoch into a writable copy of the payload (and LogAppendTime, which recomputes the CRC) and
 returns where each batch sits, for the segment's indexes.
+
+Record errors (KIP-467, Produce v8+ ``record_errors``). A check that judges single records names
+every record it refuses: `InvalidRecordsError` is the partition's INVALID_RECORD and carries one
+`RecordError` per bad record, ``batch_index`` being the record's position in its batch (counted from
+0), so that a client fails exactly those records. Nothing of such a payload is appended, as in Kafka.
+The key check is the only per-record check here; it is also the only place the produce path
+decompresses or walks records, and only for topics whose ``cleanup.policy`` contains ``compact``.
 
 Everything here is pure over bytes: no files, no clock of its own.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import NamedTuple
+
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records import batch as batch_mod
 from strom.protocol.records.batch import LOG_OVERHEAD, BatchHeader
 from strom.storage.config import LONG_MAX, LogConfig
-from strom.storage.offset_map import require_keys
+from strom.storage.offset_map import iter_record_keys, record_payload
 from strom.storage.segment import BatchSpan
 
 Buffer = bytes | bytearray | memoryview
 Batches = list[tuple[int, BatchHeader]]
+_NO_KEY = "Compacted topic cannot accept message without key in topic partition {}."
 
 
-def validate_for_leader(records: Buffer, config: LogConfig, now_ms: int) -> Batches:
+class RecordError(NamedTuple):
+    """One refused record: its index in its batch and why (ProduceResponse ``record_errors``)."""
+
+    batch_index: int
+    message: str
+
+
+class InvalidRecordsError(KafkaError):
+    """INVALID_RECORD for a payload in which single records were refused; names each of them."""
+
+    def __init__(self, record_errors: Sequence[RecordError]) -> None:
+        first = record_errors[0].message
+        super().__init__(
+            ErrorCode.INVALID_RECORD,
+            f"{len(record_errors)} record(s) of the batch refused (see record_errors); first: {first}",
+        )
+        self.record_errors = tuple(record_errors)
+
+
+def validate_for_leader(records: Buffer, config: LogConfig, now_ms: int, partition: str = "") -> Batches:
     """Check a client's payload for this topic; returns ``(position, header)`` of each batch.
 
     Raises:
@@ -35,8 +65,25 @@ def validate_for_leader(records: Buffer, config: LogConfig, now_ms: int) -> Batc
         raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE, f"{len(records)} bytes exceed segment.bytes")
     check_timestamps(batches, config, now_ms)
     if config.compact_enabled:
-        require_keys(records, batches)  # the one per-record check of the produce path (Kafka's too)
+        require_keys(records, batches, partition)  # the one per-record check (Kafka's too)
     return batches
+
+
+def require_keys(records: Buffer, batches: Sequence[tuple[int, BatchHeader]], partition: str = "") -> None:
+    """Refuse a payload for a compacted topic if any record has a null key, naming every such record.
+
+    Raises:
+        InvalidRecordsError: INVALID_RECORD with one `RecordError` per keyless record.
+        RecordDecodeError: CORRUPT_MESSAGE for records that cannot be decoded.
+    """
+    view = memoryview(records)
+    errors: list[RecordError] = []
+    for position, header in batches:
+        payload = record_payload(view[position : position + header.size], header)
+        keys = [key for _, key in iter_record_keys(payload, header)]
+        errors += [RecordError(i, _NO_KEY.format(partition)) for i, key in enumerate(keys) if key is None]
+    if errors:
+        raise InvalidRecordsError(errors)
 
 
 def check_timestamps(batches: Batches, config: LogConfig, now_ms: int) -> None:

@@ -1,4 +1,4 @@
-"""Record keys for compaction: the cleaner's `OffsetMap` and the produce-time key check.
+"""Record keys for compaction: the cleaner's `OffsetMap` and the walk over a batch's keys.
 
 `OffsetMap` is Kafka's ``SkimpyOffsetMap`` in spirit (key -> offset of the key's latest record in the
 dirty section), kept as a plain dict of exact keys with a bound on the number of entries instead of
@@ -7,16 +7,13 @@ a fixed buffer of MD5 digests: exact keys cannot collide, and the bound plays th
 
 `iter_record_keys` walks a batch's records reading only each record's offset delta and key, skipping
 values and headers, so building the map costs one pass without materialising records.
-`require_keys` is the check Kafka's ``LogValidator`` makes for compacted topics: every record must
-have a key, else INVALID_RECORD. It is the only place the produce path decompresses or iterates
-records, and only for topics whose ``cleanup.policy`` contains ``compact``.
+log_validator.py uses the same walk for the produce-time key check of compacted topics.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.batch import HEADER_SIZE, BatchHeader
 from strom.protocol.records.compression import CompressionError, decompress
 from strom.protocol.records.record import RecordDecodeError, decode_varint, decode_varlong
@@ -93,19 +90,3 @@ def iter_record_keys(payload: Buffer, header: BatchHeader) -> Iterator[tuple[int
         else:
             yield header.base_offset + offset_delta, bytes(payload[pos : pos + key_length])
         pos = end
-
-
-def require_keys(records: Buffer, batches: Sequence[tuple[int, BatchHeader]]) -> None:
-    """Reject a produce payload for a compacted topic if any record has a null key.
-
-    Raises:
-        KafkaError: INVALID_RECORD for a keyless record, CORRUPT_MESSAGE for undecodable records.
-    """
-    view = memoryview(records)
-    for position, header in batches:
-        payload = record_payload(view[position : position + header.size], header)
-        for _, key in iter_record_keys(payload, header):
-            if key is None:
-                raise KafkaError(
-                    ErrorCode.INVALID_RECORD, "Compacted topic cannot accept message without key"
-                )

@@ -26,6 +26,7 @@ from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.batch import uses_codec
 from strom.storage.log import AppendInfo
+from strom.storage.log_validator import InvalidRecordsError
 
 if TYPE_CHECKING:
     from strom.broker.replica_manager import Partition
@@ -72,6 +73,15 @@ def _partition_result(index: int, code: ErrorCode, message: str | None = None) -
     }
 
 
+def _refusal(index: int, exc: KafkaError) -> dict[str, Any]:
+    result = _partition_result(index, exc.code, exc.message)
+    if isinstance(exc, InvalidRecordsError):  # KIP-467 (Produce v8+): name each refused record
+        result["record_errors"] = [
+            {"batch_index": e.batch_index, "batch_index_error_message": e.message} for e in exc.record_errors
+        ]
+    return result
+
+
 def _appended(index: int, info: AppendInfo) -> dict[str, Any]:
     return {
         "index": index,
@@ -108,7 +118,7 @@ def _append_replicated(
             ErrorCode.NOT_LEADER_OR_FOLLOWER,
         ):
             log.info("produce to %s-%d from %s rejected: %s", topic, index, ctx.client_id, exc)
-        return _partition_result(index, exc.code, exc.message)
+        return _refusal(index, exc)
     result = _appended(index, info)
     if acks == -1:
         pending.append((result, partition, info.last_offset + 1))
@@ -133,7 +143,7 @@ def _append(ctx: RequestContext, topic: str, part: dict[str, Any], acks: int) ->
     except KafkaError as exc:
         if exc.code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS):
             log.info("produce to %s-%d from %s rejected: %s", topic, index, ctx.client_id, exc)
-        return _partition_result(index, exc.code, exc.message)
+        return _refusal(index, exc)
     if not info.duplicate:
         plog.high_watermark = plog.log_end_offset
         broker.purgatory.notify((topic, index))
