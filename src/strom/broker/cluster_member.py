@@ -112,7 +112,7 @@ class ClusterMember:
                 self.zk.register_broker(self.registration())
             except ZkError:
                 log.exception("re-registration failed")
-            self.controller.enqueue(self.controller._elect)
+            self.controller.enqueue(self.controller.elect)
         elif event == "LOST":
             log.warning("ZooKeeper session lost")
 

@@ -13,23 +13,45 @@ Kafka's controller elects a partition leader in four situations, each a function
 
 Every election that changes the leader bumps the leader epoch; the new ISR keeps only live replicas (and
 always contains the new leader). A result of ``None`` means "no leader can be elected".
+
+The controller applies a `Decision` -- a function of the partition's current `LeaderAndIsr` returning
+``(leader, isr)`` or None -- with conditional writes, and calls it again on the fresh state after a
+write conflict (`strom.cluster.partition_machine`). `offline_partition_decision` is the one the
+controller uses after broker failures: it keeps a live leader and only drops dead brokers from the ISR,
+elects a new leader otherwise, and writes leader -1 (keeping the last ISR, so that a returning member can
+lead again) when nobody can lead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from enum import IntEnum
 
 __all__ = [
+    "NO_LEADER",
+    "Decision",
+    "ElectionType",
     "LeaderAndIsr",
     "controlled_shutdown_leader",
+    "election_needed",
+    "hit_by_broker_failure",
     "offline_leader",
+    "offline_partition_decision",
     "preferred_leader",
+    "preferred_leader_imbalanced",
     "reassignment_leader",
     "shrink_isr",
 ]
 
 NO_LEADER = -1
+
+
+class ElectionType(IntEnum):
+    """ElectLeaders' ``election_type`` (KIP-460)."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +67,10 @@ class LeaderAndIsr:
     def elected(self, leader: int, isr: Sequence[int], controller_epoch: int) -> LeaderAndIsr:
         """The next state after an election: the epoch moves on even when the leader stays the same."""
         return LeaderAndIsr(leader, self.leader_epoch + 1, tuple(isr), controller_epoch, self.zk_version)
+
+
+#: ``(leader, isr)`` to write, or None for "leave the partition as it is".
+Decision = tuple[int, list[int]] | None
 
 
 def _live_isr(isr: Collection[int], live: Collection[int]) -> list[int]:
@@ -108,3 +134,51 @@ def controlled_shutdown_leader(
 def shrink_isr(isr: Sequence[int], removed: Collection[int]) -> list[int]:
     """The ISR without ``removed``, order kept (the leader is never removed by this function's callers)."""
     return [b for b in isr if b not in removed]
+
+
+def offline_partition_decision(
+    current: LeaderAndIsr,
+    replicas: Sequence[int],
+    live: Collection[int],
+    shutting_down: Collection[int],
+    unclean_allowed: Callable[[], bool],
+) -> Decision:
+    """After broker failures: drop dead ISR members, elect a new leader, or write leader -1.
+
+    ``unclean_allowed`` is asked only when a new leader is needed (it reads the topic's config).
+    """
+    if current.leader in live and current.leader not in shutting_down:
+        isr = [b for b in current.isr if b in live]
+        return (current.leader, isr) if isr else None
+    eligible = [b for b in live if b not in shutting_down]
+    result = offline_leader(replicas, current.isr, eligible, unclean_allowed())
+    if result is None and current.leader != NO_LEADER:
+        return NO_LEADER, list(current.isr)
+    return result
+
+
+def hit_by_broker_failure(state: LeaderAndIsr, dead: Collection[int]) -> bool:
+    """Whether the partition needs `offline_partition_decision` after ``dead`` brokers went away
+    (a partition already without a leader is retried at every broker change)."""
+    return state.leader in dead or state.leader == NO_LEADER or any(b in dead for b in state.isr)
+
+
+def election_needed(
+    election_type: ElectionType, state: LeaderAndIsr, replicas: Sequence[int], live: Collection[int]
+) -> bool:
+    """ElectLeaders answers ELECTION_NOT_NEEDED unless this is true: an unclean election only for a
+    partition without a live leader, a preferred one only when the preferred replica does not lead."""
+    if election_type == ElectionType.UNCLEAN:
+        return state.leader not in live
+    return state.leader != replicas[0]
+
+
+def preferred_leader_imbalanced(
+    state: LeaderAndIsr, replicas: Sequence[int], live: Collection[int], reassigning: bool
+) -> bool:
+    """Auto rebalance moves leadership back when the preferred replica is alive, in the ISR and not
+    leading, and no reassignment of the partition is adding replicas."""
+    if not replicas or reassigning:
+        return False
+    preferred = replicas[0]
+    return state.leader != preferred and preferred in state.isr and preferred in live

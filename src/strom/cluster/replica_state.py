@@ -35,11 +35,18 @@ So a replica is always taken offline before its deletion starts, and only a fini
 non-existent. Pure: the effect that goes with a move (a StopReplica, with or without delete) is sent by
 the controller step that makes the move (topic deletion, reassignment, controlled shutdown), and only
 if the move was allowed.
+
+Deleting replicas is two calls around the sending: `start_deletion` takes each replica offline, then
+to REPLICA_DELETION_STARTED if its broker is alive (returning, per broker, the partitions whose
+StopReplica with delete must now be sent) or to REPLICA_DELETION_INELIGIBLE if not;
+`complete_deletion` then moves the started ones through REPLICA_DELETION_SUCCESSFUL to NON_EXISTENT and
+forgets the ineligible ones (logged).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import logging
+from collections.abc import Collection, Iterable
 from enum import Enum
 from typing import NamedTuple
 
@@ -49,9 +56,13 @@ __all__ = [
     "VALID_PREVIOUS",
     "PartitionReplica",
     "ReplicaState",
+    "complete_deletion",
     "new_replica_states",
+    "start_deletion",
     "state_at_failover",
 ]
+
+log = logging.getLogger("strom.cluster.state_change")
 
 
 class PartitionReplica(NamedTuple):
@@ -99,3 +110,39 @@ def new_replica_states() -> StateTable[PartitionReplica, ReplicaState]:
 def state_at_failover(broker_id: int, live: Collection[int]) -> ReplicaState:
     """A replica's state rebuilt by a newly elected controller: ONLINE on a live broker, else OFFLINE."""
     return ReplicaState.ONLINE if broker_id in live else ReplicaState.OFFLINE
+
+
+ReplicaTable = StateTable[PartitionReplica, ReplicaState]
+
+
+def start_deletion(
+    table: ReplicaTable, replicas: Iterable[PartitionReplica], live: Collection[int]
+) -> dict[int, list[tuple[str, int]]]:
+    """Offline, then DeletionStarted (live broker) or DeletionIneligible (dead broker).
+
+    Returns, per live broker in first-seen order, the partitions to send StopReplica(delete) for:
+    exactly the replicas whose deletion started.
+    """
+    per_broker: dict[int, list[tuple[str, int]]] = {}
+    for replica in replicas:
+        if not table.transition_to(replica, ReplicaState.OFFLINE, "deletion"):
+            continue
+        if replica.replica not in live:
+            table.transition_to(replica, ReplicaState.REPLICA_DELETION_INELIGIBLE, "broker not alive")
+        elif table.transition_to(replica, ReplicaState.REPLICA_DELETION_STARTED, "StopReplica(delete)"):
+            per_broker.setdefault(replica.replica, []).append((replica.topic, replica.partition))
+    return per_broker
+
+
+def complete_deletion(table: ReplicaTable, replicas: Iterable[PartitionReplica]) -> None:
+    """After the StopReplica requests were handed to the channel: started deletions succeed and the
+    replicas cease to exist; ineligible ones (dead brokers) are forgotten, with a warning, because
+    Strom does not retry them when the broker returns."""
+    for replica in replicas:
+        state = table.get(replica)
+        if state is ReplicaState.REPLICA_DELETION_STARTED:
+            table.transition_to(replica, ReplicaState.REPLICA_DELETION_SUCCESSFUL, "StopReplica sent")
+            table.transition_to(replica, ReplicaState.NON_EXISTENT, "deleted")
+        elif state is ReplicaState.REPLICA_DELETION_INELIGIBLE:
+            log.warning("replica %s was not deleted: its broker is not alive; its log stays there", replica)
+            table.forget([replica], "deletion ineligible")

@@ -6,7 +6,8 @@ each machine's states in a `StateTable`: a mapping from key to state plus that r
 (``valid_previous[target]`` = the states ``target`` may follow). A key absent from the table is in the
 *absent* state (NonExistent), and moving a key to the absent state removes it.
 
-`StateTable.transition_to` is the only way a state changes. It checks the move first: a move the rule
+`StateTable.transition_to` is the only way a state changes (`StateTable.check` asks first, for a move
+whose effect must succeed before it is recorded). It checks the move first: a move the rule
 book does not allow is *refused* -- logged at WARNING with the key, both states and the reason, and the
 table left as it was -- and the caller must then skip the effect (ZooKeeper write, request to a broker)
 that the move stood for. A refused move is always a controller bug or a race the controller did not
@@ -75,19 +76,26 @@ class StateTable(Generic[K, S]):
         """Whether ``key`` may move to ``target`` now (no logging, no change)."""
         return self.get(key) in self.valid_previous[target]
 
+    def check(self, key: K, target: S, reason: str = "") -> bool:
+        """`allowed`, logging a refusal: for a move whose effect must happen before it is recorded."""
+        current = self.get(key)
+        if current in self.valid_previous[target]:
+            return True
+        log.warning(
+            "refused %s state change %s: %s -> %s%s",
+            self.kind,
+            key,
+            current.name,
+            target.name,
+            f" ({reason})" if reason else "",
+        )
+        return False
+
     def transition_to(self, key: K, target: S, reason: str = "") -> bool:
         """Move ``key`` to ``target`` if the rule book allows it; otherwise refuse, log and return False."""
-        current = self.get(key)
-        if current not in self.valid_previous[target]:
-            log.warning(
-                "refused %s state change %s: %s -> %s%s",
-                self.kind,
-                key,
-                current.name,
-                target.name,
-                f" ({reason})" if reason else "",
-            )
+        if not self.check(key, target, reason):
             return False
+        current = self.get(key)
         if target is self.absent:
             self._states.pop(key, None)
         else:

@@ -1,0 +1,97 @@
+"""The active controller's view of the cluster: what it last read from or wrote to ZooKeeper.
+
+Theory of operation (Kafka's ``ControllerContext``). While a broker is the active controller it caches:
+the live brokers (``/brokers/ids``), every topic's assignment (``/brokers/topics/<t>``, with the znode
+version for conditional writes), every partition's `LeaderAndIsr` (its state znode, with version), the
+brokers in controlled shutdown, and the two state tables (partition and replica states). Every decision
+reads this cache; every ZooKeeper write that succeeds updates it; a write conflict re-reads the znode
+into it. Resigning clears it, and the next controller rebuilds it from ZooKeeper.
+
+Pure data, no I/O. Call only from the controller's event loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from strom.cluster.election import LeaderAndIsr
+from strom.cluster.partition_state import PartitionState, TopicPartition, new_partition_states
+from strom.cluster.replica_state import PartitionReplica, ReplicaState, new_replica_states
+from strom.cluster.state_table import StateTable
+from strom.cluster.zk_paths import BrokerRegistration, TopicAssignment
+
+__all__ = ["ControllerContext", "TopicPartition", "broker_changes"]
+
+
+def broker_changes(
+    before: dict[int, BrokerRegistration], after: dict[int, BrokerRegistration]
+) -> tuple[set[int], set[int]]:
+    """(dead, new) brokers between two reads of ``/brokers/ids``. A broker that registered again
+    (a new ephemeral znode, so a new czxid epoch) is both: it died and started."""
+    dead = {b for b in before if b not in after or after[b].epoch != before[b].epoch}
+    new = {b for b in after if b not in before or b in dead}
+    return dead, new
+
+
+@dataclass(slots=True)
+class ControllerContext:
+    broker_id: int
+    epoch: int = -1
+    #: Version of ``/controller_epoch`` this controller wrote: every write checks it (fencing).
+    epoch_zk_version: int = -1
+    live: dict[int, BrokerRegistration] = field(default_factory=dict)
+    shutting_down: set[int] = field(default_factory=set)
+    assignments: dict[str, TopicAssignment] = field(default_factory=dict)
+    assignment_versions: dict[str, int] = field(default_factory=dict)
+    leadership: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
+    partition_states: StateTable[TopicPartition, PartitionState] = field(default_factory=new_partition_states)
+    replica_states: StateTable[PartitionReplica, ReplicaState] = field(default_factory=new_replica_states)
+
+    def all_partitions(self) -> list[TopicPartition]:
+        return [(t, p) for t, a in sorted(self.assignments.items()) for p in sorted(a.partitions)]
+
+    def partitions_of(self, topic: str) -> list[TopicPartition]:
+        assignment = self.assignments.get(topic)
+        return [] if assignment is None else [(topic, p) for p in sorted(assignment.partitions)]
+
+    def replicas(self, tp: TopicPartition) -> list[int]:
+        """The partition's replica list (first = preferred leader; during a reassignment the targets
+        first, then the replicas being removed)."""
+        assignment = self.assignments.get(tp[0])
+        return list(assignment.partitions.get(tp[1], [])) if assignment else []
+
+    def replicas_of(self, tp: TopicPartition, brokers: list[int] | None = None) -> list[PartitionReplica]:
+        """`PartitionReplica` keys of ``brokers`` (default: all assigned replicas) for ``tp``."""
+        return [
+            PartitionReplica(tp[0], tp[1], b) for b in (self.replicas(tp) if brokers is None else brokers)
+        ]
+
+    def replicas_on(self, brokers: set[int]) -> list[PartitionReplica]:
+        """Every assigned replica hosted by one of ``brokers``."""
+        return [r for tp in self.all_partitions() for r in self.replicas_of(tp) if r.replica in brokers]
+
+    def live_ids(self) -> set[int]:
+        return set(self.live)
+
+    def forget_topic(self, topic: str) -> None:
+        """Drop every cached fact about ``topic`` (its znodes are gone)."""
+        assignment = self.assignments.pop(topic, None)
+        self.assignment_versions.pop(topic, None)
+        if assignment is None:
+            return
+        for p, replicas in assignment.partitions.items():
+            self.leadership.pop((topic, p), None)
+            self.partition_states.forget([(topic, p)], f"topic {topic} is gone")
+            self.replica_states.forget(
+                [PartitionReplica(topic, p, b) for b in replicas], f"topic {topic} is gone"
+            )
+
+    def clear(self) -> None:
+        """Forget what ZooKeeper said (on resignation; brokers in controlled shutdown are kept, as
+        they keep asking whichever controller is active)."""
+        self.live.clear()
+        self.assignments.clear()
+        self.assignment_versions.clear()
+        self.leadership.clear()
+        self.partition_states.clear()
+        self.replica_states.clear()
