@@ -1,8 +1,9 @@
 """strom.coordinator: consumer groups and committed offsets (layer 3, no broker or socket code).
 
-`GroupCoordinator` (coordinator.py) is the entry point; `membership.py` holds the classic rebalance
-protocol, `group.py` and `state.py` the per-group data and its state machine, `store.py` and `records.py`
-the persistence in `__consumer_offsets`, `ports.py` the narrow interfaces the broker implements
+`GroupCoordinator` (coordinator.py) is the entry point; `membership.py` answers the classic rebalance
+protocol's requests and `rebalance.py` runs the join phase, join timers and member sessions; `group.py`
+and `state.py` hold the per-group data and its state machine, `store.py` and `records.py` the
+persistence in `__consumer_offsets`, `ports.py` the narrow interfaces the broker implements
 (`PartitionWriter`, `Scheduler`).
 """
 

@@ -26,10 +26,13 @@ chosen protocol would not change, no rebalance happens: the join is answered at 
 generation and the *old* leader id (so the member does not think it leads), and its SyncGroup gets its
 old assignment back. A request carrying the instance id with an older member id is FENCED_INSTANCE_ID.
 
-Timers go through an injected :class:`Scheduler`, time through an injected clock, and every decision is
-synchronous: a handler calls in, and parked requests are answered through their callbacks, possibly
-later from a timer. Persistence goes through :class:`GroupStore` (a record per change, appended before the
-change is acknowledged). Call only from one thread (the broker's event loop).
+The join phase, join timers and member sessions are the `Rebalancer` of `strom.coordinator.rebalance`
+(its docstring tells how a rebalance completes and how sessions expire); this module answers the
+requests and calls into it. Timers go through an injected :class:`Scheduler`, time through an injected
+clock, and every decision is synchronous: a handler calls in, and parked requests are answered through
+their callbacks, possibly later from a timer. Persistence goes through :class:`GroupStore` (a record
+per change, appended before the change is acknowledged). Call only from one thread (the broker's event
+loop).
 """
 
 from __future__ import annotations
@@ -37,10 +40,9 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from strom._util.clock import Clock
-from strom.coordinator.group import NEW_MEMBER_JOIN_TIMEOUT_MS, Group, Member
+from strom.coordinator.group import Group, Member
 from strom.coordinator.messages import (
     UNKNOWN_MEMBER_ID,
     JoinCallback,
@@ -50,28 +52,15 @@ from strom.coordinator.messages import (
     SyncGroupRequest,
     SyncResult,
 )
-from strom.coordinator.ports import Cancellable, Scheduler
+from strom.coordinator.ports import Scheduler
+from strom.coordinator.rebalance import GroupConfig, Rebalancer
 from strom.coordinator.state import GroupState
 from strom.coordinator.store import GroupStore
 from strom.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True, slots=True)
-class GroupConfig:
-    initial_rebalance_delay_ms: int = 3000
-    min_session_timeout_ms: int = 6000
-    max_session_timeout_ms: int = 1_800_000
-    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
-    offset_metadata_max_bytes: int = 4096
-
-
-@dataclass(slots=True)
-class _JoinTimer:
-    handle: Cancellable
-    initial: bool  # InitialDelayedJoin: completes only when it fires, never early
-    remaining_ms: int = 0
+__all__ = ["GroupConfig", "GroupMembership"]
 
 
 class GroupMembership:
@@ -82,11 +71,15 @@ class GroupMembership:
         self.clock = clock
         self.scheduler = scheduler
         self.store = store
-        self._join_timers: dict[str, _JoinTimer] = {}
+        self.rebalance = Rebalancer(config, clock, scheduler, store)
 
-    def _now(self) -> int:
-        # Sessions are measured on the monotonic clock; state timestamps (persisted) on wall time.
-        return self.clock.monotonic_ms()
+    def keep_alive(self, group: Group, member: Member) -> None:
+        """Record a sign of life and make sure a session-expiry timer is armed for the member."""
+        self.rebalance.keep_alive(group, member)
+
+    def arm_loaded_members(self, groups: Iterable[Group] | None = None) -> None:
+        """After loading: members restored from the log get a fresh session to show up in."""
+        self.rebalance.arm_loaded_members(groups)
 
     # --- JoinGroup -----------------------------------------------------------------------------
     def join_group(self, req: JoinGroupRequest, respond: JoinCallback) -> None:
@@ -130,7 +123,7 @@ class GroupMembership:
             # KIP-394: hand out the id and expect the client to rejoin with it within its session.
             group.pending_members.add(member_id)
             self.scheduler.call_later(
-                req.session_timeout_ms, lambda: self._expire_pending_member(group, member_id)
+                req.session_timeout_ms, lambda: self.rebalance.expire_pending_member(group, member_id)
             )
             respond(JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id))
             return
@@ -165,7 +158,7 @@ class GroupMembership:
         elif group.is_(GroupState.COMPLETING_REBALANCE):
             if member.matches(req.protocols):
                 # The member lost its join response; answer again for the current generation.
-                respond(self._join_result(group, member))
+                respond(self.rebalance.join_result(group, member))
             else:
                 self._update_member_and_rebalance(group, member, req, respond)
         elif group.is_leader(member_id) or not member.matches(req.protocols):
@@ -173,20 +166,8 @@ class GroupMembership:
             # a regex subscription matching a new topic) that no member's metadata shows.
             self._update_member_and_rebalance(group, member, req, respond)
         else:
-            self.keep_alive(group, member)
-            respond(self._join_result(group, member, with_members=False))
-
-    def _join_result(self, group: Group, member: Member, with_members: bool = True) -> JoinResult:
-        leader = group.is_leader(member.member_id) and with_members
-        return JoinResult(
-            error=ErrorCode.NONE,
-            member_id=member.member_id,
-            generation_id=group.generation_id,
-            protocol_type=group.protocol_type,
-            protocol_name=group.protocol_name,
-            leader=group.leader_id or "",
-            members=group.join_members() if leader else (),
-        )
+            self.rebalance.keep_alive(group, member)
+            respond(self.rebalance.join_result(group, member, with_members=False))
 
     def _add_member_and_rebalance(
         self, group: Group, req: JoinGroupRequest, member_id: str, respond: JoinCallback
@@ -208,8 +189,8 @@ class GroupMembership:
             group.new_member_added = True
         group.pending_members.discard(member_id)
         group.add(member)
-        self.keep_alive(group, member)
-        self._maybe_prepare_rebalance(group, f"new member {member_id} joined")
+        self.rebalance.keep_alive(group, member)
+        self.rebalance.maybe_prepare_rebalance(group, f"new member {member_id} joined")
 
     def _update_member_and_rebalance(
         self, group: Group, member: Member, req: JoinGroupRequest, respond: JoinCallback
@@ -221,7 +202,7 @@ class GroupMembership:
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
         member.session_timeout_ms = req.session_timeout_ms
         member.join_callback = respond
-        self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
+        self.rebalance.maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
 
     def _replace_static_member(
         self, group: Group, req: JoinGroupRequest, old_id: str, new_id: str, respond: JoinCallback
@@ -242,11 +223,11 @@ class GroupMembership:
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
         member.session_timeout_ms = req.session_timeout_ms
         member.client_id, member.client_host = req.client_id, req.client_host
-        self.keep_alive(group, member)
+        self.rebalance.keep_alive(group, member)
         if group.is_(GroupState.STABLE):
             if group.select_protocol() != group.protocol_name:
                 member.join_callback = respond
-                self._prepare_rebalance(group, f"static member {new_id} changed protocols")
+                self.rebalance.prepare_rebalance(group, f"static member {new_id} changed protocols")
                 return
             try:
                 self.store.store_group(group)
@@ -277,118 +258,10 @@ class GroupMembership:
             return
         member.join_callback = respond
         if group.is_(GroupState.COMPLETING_REBALANCE):
-            self._prepare_rebalance(group, f"static member {new_id} replaced {old_id} during sync")
+            self.rebalance.prepare_rebalance(group, f"static member {new_id} replaced {old_id} during sync")
         # PreparingRebalance: the member is parked with the others until the join phase completes.
         else:
-            self._try_complete_join(group)
-
-    # --- rebalance -----------------------------------------------------------------------------
-    def _maybe_prepare_rebalance(self, group: Group, reason: str) -> None:
-        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY):
-            self._prepare_rebalance(group, reason)
-        elif group.is_(GroupState.PREPARING_REBALANCE):
-            self._try_complete_join(group)
-
-    def _prepare_rebalance(self, group: Group, reason: str) -> None:
-        if group.is_(GroupState.COMPLETING_REBALANCE):
-            self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
-        self._cancel_join_timer(group.group_id)
-        was_empty = group.is_(GroupState.EMPTY)
-        group.transition_to(GroupState.PREPARING_REBALANCE, self.clock.time_ms())
-        log.info(
-            "group %s: preparing to rebalance at generation %d (%s)",
-            group.group_id,
-            group.generation_id,
-            reason,
-        )
-        if was_empty:
-            delay = min(self.config.initial_rebalance_delay_ms, group.rebalance_timeout_ms())
-            remaining = max(group.rebalance_timeout_ms() - self.config.initial_rebalance_delay_ms, 0)
-            self._arm_join_timer(group, delay, initial=True, remaining_ms=remaining)
-        else:
-            self._arm_join_timer(group, group.rebalance_timeout_ms(), initial=False)
-            self._try_complete_join(group)
-
-    def _arm_join_timer(self, group: Group, delay_ms: int, initial: bool, remaining_ms: int = 0) -> None:
-        holder: list[_JoinTimer] = []
-        handle = self.scheduler.call_later(delay_ms, lambda: self._on_join_timer(group, holder[0]))
-        timer = _JoinTimer(handle, initial, remaining_ms)
-        holder.append(timer)
-        self._join_timers[group.group_id] = timer
-
-    def _cancel_join_timer(self, group_id: str) -> None:
-        timer = self._join_timers.pop(group_id, None)
-        if timer is not None:
-            timer.handle.cancel()
-
-    def _on_join_timer(self, group: Group, timer: _JoinTimer) -> None:
-        if self._join_timers.get(group.group_id) is not timer or self.store.get(group.group_id) is not group:
-            return  # superseded
-        del self._join_timers[group.group_id]
-        if not group.is_(GroupState.PREPARING_REBALANCE):
-            return
-        if timer.initial and group.new_member_added and timer.remaining_ms > 0:
-            group.new_member_added = False
-            delay = min(self.config.initial_rebalance_delay_ms, timer.remaining_ms)
-            self._arm_join_timer(group, delay, initial=True, remaining_ms=max(timer.remaining_ms - delay, 0))
-            return
-        self._complete_join(group)
-
-    def _try_complete_join(self, group: Group) -> None:
-        """Complete the join phase early once everyone is in (never during the initial delay)."""
-        timer = self._join_timers.get(group.group_id)
-        if timer is None or timer.initial or not group.is_(GroupState.PREPARING_REBALANCE):
-            return
-        if group.all_members_joined():
-            self._cancel_join_timer(group.group_id)
-            self._complete_join(group)
-
-    def _complete_join(self, group: Group) -> None:
-        for member in group.not_yet_rejoined():
-            if member.group_instance_id is None:
-                log.info(
-                    "group %s: member %s did not rejoin in time; removing it",
-                    group.group_id,
-                    member.member_id,
-                )
-                group.remove(member.member_id)
-        group.maybe_elect_joined_leader()
-        if group.members and not any(m.awaiting_join for m in group.members.values()):
-            # Only static members left and none rejoined: wait another round for them to come back
-            # or for their sessions to expire.
-            self._arm_join_timer(group, group.rebalance_timeout_ms(), initial=False)
-            return
-        group.new_member_added = False
-        group.init_next_generation(self.clock.time_ms())
-        log.info(
-            "group %s: generation %d with %d member(s), protocol %s",
-            group.group_id,
-            group.generation_id,
-            len(group.members),
-            group.protocol_name,
-        )
-        if group.is_(GroupState.EMPTY):
-            self._store_quietly(group)
-            return
-        for member in list(group.members.values()):
-            callback, member.join_callback = member.join_callback, None
-            member.is_new = False
-            self.keep_alive(group, member)
-            if callback is not None:
-                callback(self._join_result(group, member))
-
-    def _store_quietly(self, group: Group) -> None:
-        try:
-            self.store.store_group(group)
-        except KafkaError as exc:
-            log.warning("group %s: could not persist group metadata: %s", group.group_id, exc)
-
-    def _reset_and_propagate_assignment_error(self, group: Group, error: ErrorCode) -> None:
-        for member in group.members.values():
-            member.assignment = b""
-            callback, member.sync_callback = member.sync_callback, None
-            if callback is not None:
-                callback(SyncResult(error))
+            self.rebalance.try_complete_join(group)
 
     # --- SyncGroup -----------------------------------------------------------------------------
     def sync_group(self, req: SyncGroupRequest, respond: SyncCallback) -> None:
@@ -399,7 +272,7 @@ class GroupMembership:
             return
         member = group.members[req.member_id]
         if group.is_(GroupState.STABLE):
-            self.keep_alive(group, member)
+            self.rebalance.keep_alive(group, member)
             respond(SyncResult(ErrorCode.NONE, member.assignment, group.protocol_type, group.protocol_name))
             return
         # CompletingRebalance: park until the leader's assignment is stored.
@@ -434,8 +307,8 @@ class GroupMembership:
         try:
             self.store.store_group(group, assignment)
         except KafkaError as exc:
-            self._reset_and_propagate_assignment_error(group, exc.code)
-            self._prepare_rebalance(group, "could not store the assignment")
+            self.rebalance.reset_and_propagate_assignment_error(group, exc.code)
+            self.rebalance.prepare_rebalance(group, "could not store the assignment")
             return
         for member in group.members.values():
             member.assignment = assignment[member.member_id]
@@ -443,7 +316,7 @@ class GroupMembership:
         for member in group.members.values():
             callback, member.sync_callback = member.sync_callback, None
             if callback is not None:
-                self.keep_alive(group, member)
+                self.rebalance.keep_alive(group, member)
                 callback(
                     SyncResult(ErrorCode.NONE, member.assignment, group.protocol_type, group.protocol_name)
                 )
@@ -462,62 +335,11 @@ class GroupMembership:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if generation_id != group.generation_id:
             return ErrorCode.ILLEGAL_GENERATION
-        self.keep_alive(group, member)
+        self.rebalance.keep_alive(group, member)
         if group.is_(GroupState.PREPARING_REBALANCE):
             return ErrorCode.REBALANCE_IN_PROGRESS
         # Stable, or CompletingRebalance (members may heartbeat between their join and sync).
         return ErrorCode.NONE
-
-    def keep_alive(self, group: Group, member: Member) -> None:
-        """Record a sign of life and make sure a session-expiry timer is armed for the member."""
-        member.last_heartbeat_ms = self._now()
-        if not member.timer_armed:
-            member.timer_armed = True
-            self._arm_session_timer(group, member, member.session_timeout_ms)
-
-    def arm_loaded_members(self, groups: Iterable[Group] | None = None) -> None:
-        """After loading: members restored from the log get a fresh session to show up in."""
-        for group in self.store.groups.values() if groups is None else groups:
-            for member in group.members.values():
-                self.keep_alive(group, member)
-
-    def _arm_session_timer(self, group: Group, member: Member, delay_ms: int) -> None:
-        self.scheduler.call_later(delay_ms, lambda: self._on_session_timer(group, member))
-
-    def _on_session_timer(self, group: Group, member: Member) -> None:
-        if self.store.get(group.group_id) is not group or group.members.get(member.member_id) is not member:
-            member.timer_armed = False
-            return
-        now = self._now()
-        if member.should_keep_alive(now):
-            # Sleep until the session would expire if nothing else happens.
-            if member.awaiting_join or member.awaiting_sync:
-                wait = member.session_timeout_ms
-                if member.awaiting_join and member.is_new:
-                    wait = member.last_heartbeat_ms + NEW_MEMBER_JOIN_TIMEOUT_MS - now
-            else:
-                wait = member.last_heartbeat_ms + member.session_timeout_ms - now
-            self._arm_session_timer(group, member, max(wait, 1))
-            return
-        member.timer_armed = False
-        log.info("group %s: member %s session expired; removing it", group.group_id, member.member_id)
-        self._remove_member_and_update_group(group, member, "session timeout")
-
-    def _remove_member_and_update_group(self, group: Group, member: Member, reason: str) -> None:
-        if member.join_callback is not None:
-            # Lets an expired-but-alive client retry its join from scratch.
-            callback, member.join_callback = member.join_callback, None
-            callback(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, UNKNOWN_MEMBER_ID))
-        group.remove(member.member_id)
-        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._prepare_rebalance(group, f"member {member.member_id} left ({reason})")
-        elif group.is_(GroupState.PREPARING_REBALANCE):
-            self._try_complete_join(group)
-
-    def _expire_pending_member(self, group: Group, member_id: str) -> None:
-        if member_id in group.pending_members:
-            group.pending_members.discard(member_id)
-            self._try_complete_join(group)
 
     # --- LeaveGroup ----------------------------------------------------------------------------
     def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> list[ErrorCode]:
@@ -536,7 +358,7 @@ class GroupMembership:
             member_id = current
         elif member_id in group.pending_members:
             group.pending_members.discard(member_id)
-            self._try_complete_join(group)
+            self.rebalance.try_complete_join(group)
             return ErrorCode.NONE
         elif group.is_static_member_fenced(member_id, group_instance_id):
             return ErrorCode.FENCED_INSTANCE_ID
@@ -544,18 +366,18 @@ class GroupMembership:
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         log.info("group %s: member %s left", group.group_id, member_id)
-        self._remove_member_and_update_group(group, member, "LeaveGroup")
+        self.rebalance.remove_member_and_update_group(group, member, "LeaveGroup")
         return ErrorCode.NONE
 
     # --- life cycle ----------------------------------------------------------------------------
     def on_group_deleted(self, group_id: str) -> None:
-        self._cancel_join_timer(group_id)
+        self.rebalance.cancel_join_timer(group_id)
 
     def unload_group(self, group_id: str) -> None:
         """This broker stops coordinating the group: cancel its join timer, answer parked requests with
         NOT_COORDINATOR (clients look for the new coordinator). Session timers die on their own: they
         check that the store still holds the same group object. The caller forgets the group."""
-        self._cancel_join_timer(group_id)
+        self.rebalance.cancel_join_timer(group_id)
         group = self.store.get(group_id)
         if group is None:
             return
@@ -569,7 +391,6 @@ class GroupMembership:
 
     def shutdown(self) -> None:
         """Answer every parked request with NOT_COORDINATOR so clients look for the new coordinator."""
-        for group_id in list(self._join_timers):
-            self._cancel_join_timer(group_id)
+        self.rebalance.cancel_all_join_timers()
         for group_id in list(self.store.groups):
             self.unload_group(group_id)
