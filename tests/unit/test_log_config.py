@@ -23,8 +23,7 @@ def test_overrides_apply_on_top_of_defaults() -> None:
         ("retention.ms", "soon"),  # not a number
         ("cleanup.policy", "archive"),
         ("message.timestamp.type", "WallClock"),
-        # Recompression is not implemented: anything but "producer" would be silently ignored.
-        ("compression.type", "gzip"),
+        ("compression.type", "brotli"),
     ],
 )
 def test_invalid_configs_are_refused_with_invalid_config(name: str, value: str) -> None:
@@ -32,3 +31,13 @@ def test_invalid_configs_are_refused_with_invalid_config(name: str, value: str) 
         LogConfig.from_properties({name: value})
     assert info.value.code == ErrorCode.INVALID_CONFIG
     assert name in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "codec"),
+    [("producer", None), ("uncompressed", 0), ("gzip", 1), ("snappy", 2), ("lz4", 3), ("zstd", 4)],
+)
+def test_every_kafka_compression_type_is_accepted(value: str, codec: int | None) -> None:
+    config = LogConfig.from_properties({"compression.type": value})
+    assert config.target_codec == codec
+    assert config.to_properties()["compression.type"] == value

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.records.compression import CompressionType
 
 LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
@@ -21,9 +22,16 @@ DAY_MS = 24 * 60 * 60 * 1000
 
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
-# Recompression on append is not implemented: batches are stored as producers compressed them, so the
-# only honest value is "producer" (any other is refused rather than silently ignored).
-COMPRESSION_TYPES = ("producer",)
+# "producer" stores batches as the producer compressed them (no decoding); any other value makes the
+# leader recompress batches of another codec on append (log_validator.py), as Kafka does.
+CODEC_BY_COMPRESSION_TYPE = {
+    "uncompressed": CompressionType.NONE,
+    "gzip": CompressionType.GZIP,
+    "snappy": CompressionType.SNAPPY,
+    "lz4": CompressionType.LZ4,
+    "zstd": CompressionType.ZSTD,
+}
+COMPRESSION_TYPES = ("producer", *CODEC_BY_COMPRESSION_TYPE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +62,11 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def target_codec(self) -> CompressionType | None:
+        """The codec every stored batch must use, or None for ``producer`` (keep the producer's)."""
+        return CODEC_BY_COMPRESSION_TYPE.get(self.compression_type)
 
     @property
     def delete_enabled(self) -> bool:
@@ -211,7 +224,7 @@ LOG_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     _row(
         "compression.type",
         "STRING",
-        "Final codec; only 'producer' (keep the producer's codec) is supported.",
+        "Codec of stored batches: producer (as sent), uncompressed, gzip, snappy, lz4 or zstd.",
         _choice(COMPRESSION_TYPES),
     ),
     _row(

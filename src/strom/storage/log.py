@@ -44,7 +44,7 @@ from strom.protocol.records.batch import BatchHeader, RecordValidationError
 from strom.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from strom.storage.config import LogConfig
 from strom.storage.loader import SegmentSettings, load_segments
-from strom.storage.log_validator import assign_offsets, validate_for_leader
+from strom.storage.log_validator import assign_offsets, recompress, validate_for_leader
 from strom.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
 from strom.storage.retention import RetentionPolicy, SegmentSummary, segments_to_delete
 from strom.storage.segment import BatchSpan, LogSegment, should_roll
@@ -157,6 +157,7 @@ class PartitionLog:
         """
         now_ms = self._time_ms()
         batches = validate_for_leader(records, self.config, now_ms, self.name)
+        records, batches = recompress(records, batches, self.config)
         base_offset = self.log_end_offset
         plan = self.producer_state.plan()
         offset = base_offset

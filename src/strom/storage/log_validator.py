@@ -14,6 +14,11 @@ every record it refuses: `InvalidRecordsError` is the partition's INVALID_RECORD
 The key check is the only per-record check here; it is also the only place the produce path
 decompresses or walks records, and only for topics whose ``cleanup.policy`` contains ``compact``.
 
+Recompression (topic ``compression.type`` other than ``producer``): `recompress` rewrites every batch
+whose codec differs from the topic's with the topic's codec (records kept byte for byte, see
+builder.recompress_batch), before offsets are assigned; the size limits are checked again on the
+result. Only such topics pay for it: with ``producer`` (the default) nothing is decompressed.
+
 Everything here is pure over bytes: no files, no clock of its own.
 """
 
@@ -25,8 +30,9 @@ from typing import NamedTuple
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records import batch as batch_mod
 from strom.protocol.records.batch import LOG_OVERHEAD, BatchHeader
+from strom.protocol.records.builder import recompress_batch
 from strom.storage.config import LONG_MAX, LogConfig
-from strom.storage.offset_map import iter_record_keys, record_payload
+from strom.storage.offset_map import MAX_UNCOMPRESSED_BYTES, iter_record_keys, record_payload
 from strom.storage.segment import BatchSpan
 
 Buffer = bytes | bytearray | memoryview
@@ -67,6 +73,36 @@ def validate_for_leader(records: Buffer, config: LogConfig, now_ms: int, partiti
     if config.compact_enabled:
         require_keys(records, batches, partition)  # the one per-record check (Kafka's too)
     return batches
+
+
+def recompress(records: Buffer, batches: Batches, config: LogConfig) -> tuple[Buffer, Batches]:
+    """``records`` with every batch in the topic's codec; unchanged (no copy) when all already are.
+
+    Raises:
+        KafkaError: CORRUPT_MESSAGE for records that cannot be decompressed; MESSAGE_TOO_LARGE or
+            RECORD_LIST_TOO_LARGE when the recompressed payload outgrows the topic's limits.
+    """
+    codec = config.target_codec
+    if codec is None or all(header.compression == codec for _, header in batches):
+        return records, batches
+    view = memoryview(records)
+    out = b"".join(
+        view[pos : pos + header.size]
+        if header.compression == codec
+        else recompress_batch(view, pos, header, codec, max_uncompressed_size=MAX_UNCOMPRESSED_BYTES)
+        for pos, header in batches
+    )
+    rebuilt = list(batch_mod.iter_headers(out))
+    for _, header in rebuilt:
+        if header.size > config.max_message_bytes:
+            raise KafkaError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"record batch of {header.size} bytes as {config.compression_type} exceeds "
+                f"{config.max_message_bytes}",
+            )
+    if len(out) > config.segment_bytes:
+        raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE, f"{len(out)} bytes exceed segment.bytes")
+    return out, rebuilt
 
 
 def require_keys(records: Buffer, batches: Sequence[tuple[int, BatchHeader]], partition: str = "") -> None:

@@ -57,6 +57,7 @@ __all__ = [
     "decode_batch",
     "decode_batches",
     "encode_batch",
+    "recompress_batch",
 ]
 
 Buffer = bytes | bytearray | memoryview
@@ -224,6 +225,48 @@ def encode_batch(
         raise ValueError(f"record batch header field out of range: {exc}") from exc
     out[HEADER_SIZE:] = body
     seal_crc(out)  # last: the CRC covers the attributes through the (compressed) records
+    return bytes(out)
+
+
+def recompress_batch(
+    buf: Buffer, pos: int, header: BatchHeader, codec: CompressionType | int, *, max_uncompressed_size: int
+) -> bytes:
+    """The batch at ``pos`` with its record array re-compressed with ``codec`` (a topic's codec).
+
+    The records are not decoded: the uncompressed record array is the same bytes whatever the
+    codec, so every record's offset delta, timestamp delta, key, value and headers are kept exactly,
+    as are the header's offsets, timestamps, producer id/epoch/sequence and other attribute bits.
+    Only the codec bits, the batch length and the CRC change. Snappy is written in the xerial framing
+    the Java producer uses, which every client reads.
+
+    Raises:
+        RecordDecodeError: the records cannot be decompressed (or exceed ``max_uncompressed_size``).
+    """
+    kind = CompressionType(codec)
+    view = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
+    try:
+        records = decompress(header.compression, view, max_size=max_uncompressed_size)
+    except CompressionError as exc:
+        raise RecordDecodeError(f"cannot decompress record batch: {exc}") from exc
+    body = compress(kind, records, xerial=True)
+    out = bytearray(HEADER_SIZE + len(body))
+    pack_header(
+        out,
+        0,
+        base_offset=header.base_offset,
+        batch_length=len(out) - LOG_OVERHEAD,
+        partition_leader_epoch=header.partition_leader_epoch,
+        attributes=(header.attributes & ~COMPRESSION_MASK) | kind,
+        last_offset_delta=header.last_offset_delta,
+        base_timestamp=header.base_timestamp,
+        max_timestamp=header.max_timestamp,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        records_count=header.records_count,
+    )
+    out[HEADER_SIZE:] = body
+    seal_crc(out)
     return bytes(out)
 
 
