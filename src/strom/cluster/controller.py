@@ -164,6 +164,12 @@ class Controller:
             current = paths.decode_controller(data)
             if current != self.broker_id and self.active:
                 self._resign()
+            if current != self.broker_id or self.active:
+                return
+            # Our own /controller (same session) but we resigned after a ZooKeeper error: nobody is acting
+            # as controller. Give it up so that an election (ours or another broker's) can run.
+            self.zk.resign_controller(self.broker_id)
+            self.enqueue(self.elect)
             return
         won = self.zk.try_become_controller(self.broker_id)
         if won is None:

@@ -5,12 +5,19 @@ and session events. Strom's broker and controller live on one asyncio event loop
 callback and session change is *bridged* into that loop with ``loop.call_soon_threadsafe``; no Strom
 state is ever touched from a kazoo thread. The operations themselves are synchronous kazoo calls made
 from the loop: against a ZooKeeper on the local network they take about a millisecond, which keeps the
-callers (controller event handlers, ISR changes) simple straight-line code. A lost connection makes a
-call raise `ZkError` rather than hang past the session timeout.
+callers (controller event handlers, ISR changes) simple straight-line code. A call never waits for a
+connection: while kazoo is disconnected (it would queue the request until it reconnects, blocking the
+whole event loop, so a ZooKeeper outage would freeze every leader) it raises `ZkError` at once, and a
+call in flight when the connection drops raises it too. Reconnection attempts back off to at most a third
+of the session timeout, so a broker whose ZooKeeper comes back resumes its session instead of finding
+it expired.
 
 Watches are one-shot (ZooKeeper's rule): ``watch_children``/``watch_data`` read the node and leave a
 watch; when it fires the callback runs on the loop and must call ``watch_*`` again to re-arm it and read
-the new state, so no change can slip between a read and the next watch.
+the new state, so no change can slip between a read and the next watch. kazoo drops every watch when
+the connection drops (firing them with a state-only event); such callbacks, and those whose re-arming
+failed for want of a connection, are kept and run once the client is connected again, so they read the
+state they missed and re-arm.
 
 Fencing: partition-state writes take the version the writer read (conditional set); the controller's
 writes additionally check, in the same ZooKeeper transaction, that ``/controller_epoch`` still has the
@@ -22,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +42,7 @@ from kazoo.exceptions import (
     NotEmptyError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import EventType
 
 from strom.cluster import zk_paths as paths
 from strom.cluster.election import LeaderAndIsr
@@ -55,9 +64,15 @@ Callback = Callable[[], None]
 class KafkaZkClient:
     def __init__(self, connect: str, session_timeout_ms: int, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._zk = KazooClient(hosts=connect, timeout=max(session_timeout_ms, 1000) / 1000)
+        session_s = max(session_timeout_ms, 1000) / 1000
+        # kazoo's default backoff grows to a minute: far past the session, which then expires needlessly.
+        retry = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": max(0.5, session_s / 3)}
+        self._zk = KazooClient(hosts=connect, timeout=session_s, connection_retry=retry)
         self._state_callbacks: list[Callable[[str], None]] = []
         self._lost = False
+        # Watch callbacks to run again once connected (kazoo threads and the loop both touch it).
+        self._rearm: list[Callback] = []
+        self._rearm_lock = threading.Lock()
         self._zk.add_listener(self._on_state)
 
     # life cycle ------------------------------------------------------------------------------------
@@ -67,7 +82,7 @@ class KafkaZkClient:
         except KazooTimeoutError as exc:
             raise ZkError(f"cannot connect to ZooKeeper: {exc}") from exc
         for path in paths.PERSISTENT_PATHS:
-            self._zk.ensure_path(path)
+            self._call(self._zk.ensure_path, path)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -87,17 +102,46 @@ class KafkaZkClient:
             event = "RECONNECTED_NEW_SESSION"
         else:
             event = str(state)
+        if self._loop.is_closed():
+            return
         for cb in self._state_callbacks:
             self._loop.call_soon_threadsafe(cb, event)
+        if state == KazooState.CONNECTED:
+            self._loop.call_soon_threadsafe(self._run_rearm)
+
+    def _defer(self, callback: Callback) -> None:
+        """Run ``callback`` once connected again (now, if the connection is already back)."""
+        with self._rearm_lock:
+            if callback not in self._rearm:
+                self._rearm.append(callback)
+        if self._zk.connected and not self._loop.is_closed():
+            # Connected already (the drop was brief, or the failure was not about the connection):
+            # retry shortly, not at once, so a persistent failure cannot spin the loop.
+            self._loop.call_soon_threadsafe(self._loop.call_later, 0.5, self._run_rearm)
+
+    def _run_rearm(self) -> None:  # on the loop
+        if not self._zk.connected:
+            return
+        with self._rearm_lock:
+            callbacks, self._rearm = self._rearm, []
+        for callback in callbacks:
+            callback()
 
     def _bridge(self, callback: Callback) -> Callable[[Any], None]:
-        def fire(_event: Any) -> None:  # kazoo thread
-            if not self._loop.is_closed():
+        def fire(event: Any) -> None:  # kazoo thread
+            if self._loop.is_closed():
+                return
+            if getattr(event, "type", None) == EventType.NONE:
+                # Not a change: the connection dropped and kazoo discarded the watch.
+                self._defer(callback)
+            else:
                 self._loop.call_soon_threadsafe(callback)
 
         return fire
 
     def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if not self._zk.connected:
+            raise ZkError(f"{fn.__name__}{args[:1]}: not connected to ZooKeeper")
         try:
             return fn(*args, **kwargs)
         except (NoNodeError, NodeExistsError, BadVersionError, NotEmptyError):
@@ -107,12 +151,20 @@ class KafkaZkClient:
 
     # watches ---------------------------------------------------------------------------------------
     def watch_children(self, path: str, callback: Callback) -> list[str]:
-        self._zk.ensure_path(path)
-        return list(self._call(self._zk.get_children, path, watch=self._bridge(callback)))
+        try:
+            self._call(self._zk.ensure_path, path)
+            return list(self._call(self._zk.get_children, path, watch=self._bridge(callback)))
+        except ZkError:
+            self._defer(callback)
+            raise
 
     def watch_data(self, path: str, callback: Callback) -> bytes | None:
         """The node's data (None if absent), leaving a watch for its creation, change or deletion."""
-        stat = self._call(self._zk.exists, path, watch=self._bridge(callback))
+        try:
+            stat = self._call(self._zk.exists, path, watch=self._bridge(callback))
+        except ZkError:
+            self._defer(callback)
+            raise
         if stat is None:
             return None
         try:
@@ -188,7 +240,7 @@ class KafkaZkClient:
     def resign_controller(self, broker_id: int) -> None:
         with contextlib.suppress(Exception):
             if self.get_controller_id() == broker_id:
-                self._zk.delete(paths.CONTROLLER)
+                self._call(self._zk.delete, paths.CONTROLLER)
 
     # topics ----------------------------------------------------------------------------------------
     def get_topics(self) -> list[str]:
@@ -198,7 +250,7 @@ class KafkaZkClient:
         """Write the configs, then the assignment (which the controller watches), atomically."""
         tx = self._zk.transaction()
         config_path = paths.topic_config_path(name)
-        if self._zk.exists(config_path):
+        if self._call(self._zk.exists, config_path):
             tx.set_data(config_path, paths.encode_topic_config(configs))
         else:
             tx.create(config_path, paths.encode_topic_config(configs))
@@ -281,7 +333,7 @@ class KafkaZkClient:
     ) -> LeaderAndIsr | None:
         """Create the state znode (controller only, fenced by the epoch version); None if it exists."""
         path = paths.partition_state_path(topic, partition)
-        self._zk.ensure_path(path.rsplit("/", 1)[0])
+        self._call(self._zk.ensure_path, path.rsplit("/", 1)[0])
         tx = self._zk.transaction()
         tx.check(paths.CONTROLLER_EPOCH, epoch_zk_version)
         tx.create(path, self._state_bytes(state))
