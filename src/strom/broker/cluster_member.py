@@ -12,15 +12,20 @@
 * topic administration in cluster mode: create (rack-aware assignment written to ZooKeeper, the
   controller does the rest), delete (marked for the controller), add partitions, alter configs;
 * controlled shutdown: before stopping, ask the controller to move leadership away.
+
+While ZooKeeper is unreachable the administrative requests that need it fail with REQUEST_TIMED_OUT (a
+retriable error, what a ZooKeeper-mode Kafka broker answers once its ZooKeeper wait expires) instead of
+closing the client's connection; produce and fetch do not need ZooKeeper and go on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from strom.broker.controller_channel import KafkaControllerChannel
 from strom.broker.metadata_cache import ClusterMetadataStore
@@ -40,6 +45,22 @@ if TYPE_CHECKING:
     from strom.broker.broker import Broker
 
 log = logging.getLogger(__name__)
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _needs_zookeeper(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """ZooKeeper unreachable -> REQUEST_TIMED_OUT (retriable) for the client, not a closed connection."""
+
+    @functools.wraps(method)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(*args, **kwargs)
+        except ZkError as exc:
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"ZooKeeper unavailable: {exc}") from exc
+
+    return wrapper
 
 
 class ClusterMember:
@@ -174,10 +195,12 @@ class ClusterMember:
         self.zk.close()
 
     # topic administration --------------------------------------------------------------------------
+    @_needs_zookeeper
     def live_brokers(self) -> dict[int, str | None]:
         """Registered brokers and their racks, read from ZooKeeper (the cache may lag a new broker)."""
         return {b.broker_id: b.rack for b in self.zk.get_brokers().values()}
 
+    @_needs_zookeeper
     def create_topic(
         self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
     ) -> TopicInfo:
@@ -189,14 +212,17 @@ class ClusterMember:
         log.info("created topic %s in ZooKeeper: %s", name, assignment)
         return TopicInfo(name, topic_id, partitions, replication_factor, dict(configs))
 
+    @_needs_zookeeper
     def validate_assignment(self, partitions: int, replication_factor: int) -> None:
         assign_replicas(self.live_brokers(), partitions, replication_factor)
 
+    @_needs_zookeeper
     def delete_topic(self, name: str) -> None:
         if self.zk.get_topic_assignment(name) is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         self.zk.mark_topic_for_deletion(name)
 
+    @_needs_zookeeper
     def add_partitions(self, name: str, total: int, validate_only: bool) -> None:
         found = self.zk.get_topic_assignment(name)
         if found is None:
@@ -219,6 +245,7 @@ class ClusterMember:
                 ErrorCode.REASSIGNMENT_IN_PROGRESS, "topic assignment changed concurrently; retry"
             )
 
+    @_needs_zookeeper
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         self.zk.set_topic_config(name, configs)
         info = self.metadata.topics.get(name)
