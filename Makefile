@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 DATA ?= ./data
 
-.PHONY: install install-test run test lint typecheck layers unit bench demo clean
+.PHONY: install install-test run test lint typecheck layers unit chaos bench demo clean
 
 install:
 	@scripts/install.sh run
@@ -29,6 +29,13 @@ test: install-test lint typecheck layers
 
 unit: install-test
 	$(PY) -m pytest -q tests/unit
+
+# The fault suite's long form (root: network namespaces, tmpfs): RUNS seeded runs of every fault class,
+# then a table per class (docs/faults.md). `make test` runs the short form (RUNS=1) with everything else.
+RUNS ?= 20
+CHAOS_SEED ?= 8
+chaos: install-test
+	RUNS=$(RUNS) CHAOS_SEED=$(CHAOS_SEED) $(PY) -m pytest -m faults tests/faults -q
 
 bench: install-test
 	$(PY) bench/run.py

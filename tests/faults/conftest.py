@@ -93,7 +93,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     tr = terminalreporter
     tr.section(f"fault suite (base seed {base_seed(tr.config)})")
     tr.write_line(
-        f"{'fault class':<28}{'runs':>6}{'acknowledged':>14}{'lost':>7}{'duplicated':>12}{'moved':>7}"
+        f"{'fault class':<36}{'runs':>6}{'acknowledged':>14}{'lost':>7}{'duplicated':>12}{'moved':>7}"
         f"{'reordered':>11}"
     )
     classes: dict[str, list[CaseResult]] = {}
@@ -102,7 +102,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for fault, results in classes.items():
         reports = [r.report for r in results]
         tr.write_line(
-            f"{fault:<28}{len(results):>6}{sum(r.acknowledged for r in reports):>14}"
+            f"{fault:<36}{len(results):>6}{sum(r.acknowledged for r in reports):>14}"
             f"{sum(r.lost for r in reports):>7}{sum(r.duplicated for r in reports):>12}"
             f"{sum(r.moved for r in reports):>7}{sum(r.reordered for r in reports):>11}"
         )

@@ -165,7 +165,8 @@ class CaseResult:
     errors: dict[str, int]
 
 
-Fault = Callable[[FaultCluster, random.Random, str], None]
+# fault(cluster, rng, topic, writer): break something at random moments, then heal it.
+Fault = Callable[[FaultCluster, random.Random, str, Writer], None]
 
 
 def run_case(
@@ -183,7 +184,7 @@ def run_case(
     writer = Writer(fc.bootstrap, topic, partitions, name=f"w{fc.lab.tag}", rate_per_s=rate_per_s).start()
     try:
         time.sleep(rng.uniform(0.5, 2.0))
-        fault(fc, rng, topic)
+        fault(fc, rng, topic, writer)
         fc.wait_converged(topic, converge_timeout_s)
         # Liveness: acknowledged writes resume once the cluster has healed.
         before = writer.acked_count()

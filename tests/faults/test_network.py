@@ -14,11 +14,12 @@ from collections.abc import Callable
 import pytest
 
 from tests.faults.harness import FaultCluster, run_case, wait_for
+from tests.faults.workload import Writer
 
 pytestmark = pytest.mark.faults
 
 
-def _leader_isolated(fc: FaultCluster, rng: random.Random, topic: str) -> None:
+def _leader_isolated(fc: FaultCluster, rng: random.Random, topic: str, _writer: Writer) -> None:
     """The leader of partition 0 loses its followers and ZooKeeper; clients still reach it."""
     leader = fc.leader_of(topic, 0)
     others = [n for i, n in fc.nodes.items() if i != leader]
@@ -31,7 +32,7 @@ def _leader_isolated(fc: FaultCluster, rng: random.Random, topic: str) -> None:
     fc.lab.heal()
 
 
-def _cut_from_zookeeper(fc: FaultCluster, rng: random.Random, topic: str) -> None:
+def _cut_from_zookeeper(fc: FaultCluster, rng: random.Random, topic: str, _writer: Writer) -> None:
     """One broker loses ZooKeeper only: its session expires, the controller fences it, it comes back."""
     victim = rng.choice([fc.leader_of(topic, 0), fc.controller_id(), rng.choice(sorted(fc.nodes))])
     fc.lab.cut(fc.nodes[victim], fc.zk_node)
@@ -40,7 +41,7 @@ def _cut_from_zookeeper(fc: FaultCluster, rng: random.Random, topic: str) -> Non
     fc.lab.heal()
 
 
-def _follower_cut_from_leader(fc: FaultCluster, rng: random.Random, topic: str) -> None:
+def _follower_cut_from_leader(fc: FaultCluster, rng: random.Random, topic: str, _writer: Writer) -> None:
     """A follower of partition 0 cannot reach its leader; it leaves the ISR, then rejoins."""
     md = fc.metadata(topic).topics[topic].partitions[0]
     follower = rng.choice([r for r in md.replicas if r != md.leader])
