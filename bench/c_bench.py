@@ -14,9 +14,11 @@ a loopback port, one 6-partition topic, then
 
 Each run reports the tool's own msgs/s and MB/s (10^6 bytes) and the broker process's CPU time
 (utime + stime of all its threads, from /proc/<pid>/stat) while the tool ran, as seconds per million
-messages and per GB (10^9 bytes of message values). CPU per message is the figure that matters on a
-2-core machine where client and broker share the CPU, and it is much less sensitive to other load than
-the throughput. The last lines print medians per (variant, case), as a Markdown table.
+messages and per GB (10^9 bytes of message values), split into user time (the broker's own work)
+and system time (the kernel's: socket and file copies, page-cache allocation). CPU per message is
+the figure that matters on a 2-core machine where client and broker share the CPU, and it is much
+less sensitive to other load than the throughput. The last lines print medians per (variant, case),
+as a Markdown table.
 """
 
 from __future__ import annotations
@@ -41,14 +43,13 @@ PARTITIONS = 6
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def process_cpu_s(pid: int) -> float:
-    """utime + stime of a process (all its threads), in seconds, from /proc/<pid>/stat."""
+def process_cpu_s(pid: int) -> tuple[float, float]:
+    """(utime, stime) of a process (all its threads), in seconds, from /proc/<pid>/stat."""
     with open(f"/proc/{pid}/stat") as f:
         stat = f.read()
     # The command name (field 2) may hold spaces; the fields after its closing parenthesis are fixed.
     fields = stat[stat.rindex(")") + 2 :].split()
-    utime, stime = int(fields[11]), int(fields[12])
-    return (utime + stime) / _CLK_TCK
+    return int(fields[11]) / _CLK_TCK, int(fields[12]) / _CLK_TCK
 
 
 def _create_topic(bootstrap: str, name: str) -> None:
@@ -75,16 +76,18 @@ def _last_row(stdout: str) -> dict[str, float]:
     return {k: float(v) for k, v in zip(header, last, strict=True)}
 
 
-def _run_tool(cmd: list[str], broker_pid: int, timeout_s: float) -> tuple[dict[str, float], float, float]:
-    """(final row, broker CPU seconds, wall seconds) of one tool run."""
-    cpu_before = process_cpu_s(broker_pid)
+def _run_tool(
+    cmd: list[str], broker_pid: int, timeout_s: float
+) -> tuple[dict[str, float], tuple[float, float], float]:
+    """(final row, broker (user, system) CPU seconds, wall seconds) of one tool run."""
+    user_before, sys_before = process_cpu_s(broker_pid)
     start = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
     wall = time.perf_counter() - start
-    cpu = process_cpu_s(broker_pid) - cpu_before
+    user_after, sys_after = process_cpu_s(broker_pid)
     if done.returncode != 0:
         raise RuntimeError(f"{cmd[0]} exited {done.returncode}: {done.stderr[-2000:]}")
-    return _last_row(done.stdout), cpu, wall
+    return _last_row(done.stdout), (user_after - user_before, sys_after - sys_before), wall
 
 
 def run_case(tool: str, src: str, size: int, count: int, workdir: Path) -> list[dict[str, Any]]:
@@ -113,7 +116,8 @@ def run_case(tool: str, src: str, size: int, count: int, workdir: Path) -> list[
             consume += ["-p", str(p)]
         for mode, cmd in (("produce", produce), ("consume", consume)):
             load = os.getloadavg()[0]
-            row, cpu, wall = _run_tool(cmd, pid, timeout_s=600)
+            row, (user, system), wall = _run_tool(cmd, pid, timeout_s=600)
+            cpu = user + system
             msgs = row["dr"] if mode == "produce" else row["msgs"]
             elapsed_s = row["elapsed"] / 1000
             nbytes = msgs * size
@@ -125,6 +129,8 @@ def run_case(tool: str, src: str, size: int, count: int, workdir: Path) -> list[
                     "mb_per_s": nbytes / elapsed_s / 1e6,
                     "broker_cpu_s": cpu,
                     "cpu_s_per_m_msgs": cpu / (msgs / 1e6),
+                    "user_s_per_m_msgs": user / (msgs / 1e6),
+                    "sys_s_per_m_msgs": system / (msgs / 1e6),
                     "cpu_s_per_gb": cpu / (nbytes / 1e9),
                     "tool_wall_s": wall,
                     "load_1m": load,
@@ -170,15 +176,17 @@ def main() -> None:
                         row = {"round": rnd, "variant": name, **measured}
                         print(json.dumps(row), flush=True)
                         results.setdefault((name, row["case"]), []).append(row)
-    keys = ("msgs_per_s", "mb_per_s", "cpu_s_per_m_msgs", "cpu_s_per_gb")
+    keys = ("msgs_per_s", "mb_per_s", "cpu_s_per_m_msgs", "user_s_per_m_msgs", "sys_s_per_m_msgs")
     print(f"\nmedians over {args.rounds} rounds")
-    print("| variant | case | msgs/s | MB/s | broker CPU s / M msgs | broker CPU s / GB |")
+    print("| variant | case | msgs/s | MB/s | broker CPU s / M msgs (user + sys) | broker CPU s / GB |")
     print("|---|---|---|---|---|---|")
-    for (name, case), rows in results.items():
+    for (name, case), rows in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         med = {k: statistics.median(r[k] for r in rows) for k in keys}
+        per_gb = statistics.median(r["cpu_s_per_gb"] for r in rows)
         print(
             f"| {name} | {case} | {med['msgs_per_s']:,.0f} | {med['mb_per_s']:,.0f} "
-            f"| {med['cpu_s_per_m_msgs']:.3f} | {med['cpu_s_per_gb']:.2f} |"
+            f"| {med['cpu_s_per_m_msgs']:.3f} ({med['user_s_per_m_msgs']:.3f} + "
+            f"{med['sys_s_per_m_msgs']:.3f}) | {per_gb:.2f} |"
         )
 
 
