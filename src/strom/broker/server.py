@@ -1,11 +1,23 @@
 """The network layer: accepts connections, frames requests, runs handlers, writes responses in order.
 
-Per connection, one task reads `int32 size` + payload frames. Kafka processes one request per connection at
-a time and answers in request order; so does this loop (a long-polling Fetch holds back the requests
-behind it on the same connection, exactly as Kafka's muted channel does). Clients pipeline, so the next
-frames are already in the socket buffer when a response is written.
+Theory of operation. Each connection is a `_Connection` (an ``asyncio.BufferedProtocol``): the event
+loop receives straight into its buffers. Small frames (``int32 size`` + payload) are cut out of a
+shared receive buffer with one copy; a frame larger than ``_DIRECT_FRAME`` gets a buffer of its own
+as soon as its size is known and the rest of it is received into place, so a produce request's
+records are never copied in Python before storage patches and writes them. Complete frames queue in
+an inbox that one worker task per connection drains.
 
-Bad input never reaches a handler: a size outside 0..`socket.request.max.bytes`, a frame that does not
+Kafka processes one request per connection at a time and answers in request order (its muted
+channel); so does the worker, running each handler inline, with one exception: an ``acks=all``
+Produce (which may wait in the purgatory for the ISR) runs as a task of its own once it has
+appended, so that the produce behind it is not held back. Consecutive produces thus append in
+arrival order (on which idempotent sequence checks depend) and then wait concurrently; any other
+request starts only once everything before it has finished. Responses leave in request order through
+the connection's `ResponseWriter`, which sends stored batches with ``sendfile``
+(response_writer.py). Read-ahead is bounded: reading pauses while ``_MAX_IN_FLIGHT`` requests are
+queued or unanswered, or while more than ``_WRITE_HIGH_WATER`` bytes of responses wait for the socket.
+
+Bad input never reaches a handler: a size outside 8..`socket.request.max.bytes`, a frame that does not
 parse, or an API/version we do not serve closes that connection with a log line (Kafka's behaviour),
 except an unsupported ApiVersions version, which gets UNSUPPORTED_VERSION with a v0 body so the client
 can retry at a version we speak (KIP-511). Every other connection keeps being served.
@@ -17,26 +29,55 @@ import asyncio
 import contextlib
 import logging
 import struct
+from collections import deque
+from typing import NamedTuple, cast
 
 from strom.broker.broker import Broker
 from strom.broker.handlers import HANDLERS, RequestContext, advertised_api_keys
-from strom.broker.handlers.base import CloseConnection
+from strom.broker.handlers.base import CloseConnection, Handler
+from strom.broker.response_writer import ResponseWriter
 from strom.protocol.api import INTERNAL, SUPPORTED, ApiKey
-from strom.protocol.codec import CorruptFrame, UnsupportedVersion, decode_request, encode_response
+from strom.protocol.codec import (
+    Chunk,
+    CorruptFrame,
+    Request,
+    UnsupportedVersion,
+    decode_request,
+    encode_response_chunks,
+)
 from strom.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 _HEADER_PREFIX = struct.Struct(">hhi")
-_API_KEY = struct.Struct(">h")
+_RECV_BUFFER = 256 * 1024
+_DIRECT_FRAME = 64 * 1024
+_MIN_READ = 16 * 1024  # less free space than this at the end of the receive buffer: compact it first
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
 # Requests read ahead of their responses on one connection (clients pipeline up to ~5 produces).
 _MAX_IN_FLIGHT = 32
+_ACKS_ALL = -1
 
 
 class _CloseConnection(Exception):
     """The client sent something Kafka answers by closing the connection; the reason is logged."""
+
+
+class _Call(NamedTuple):
+    handler: Handler
+    ctx: RequestContext
+    request: Request
+
+
+class _Close(NamedTuple):
+    """A place in the response order at which the connection is aborted."""
+
+    reason: str
+
+
+_Answer = list[Chunk] | None  # a handler's encoded response; None when Kafka sends none (acks=0)
+_Slot = asyncio.Task[_Answer] | list[Chunk] | _Close
 
 
 class KafkaServer:
@@ -44,13 +85,14 @@ class KafkaServer:
         self.broker = broker
         self._host = host
         self._port = port
-        self._max_request_bytes = int(broker.config.get("socket.request.max.bytes"))
+        self.max_request_bytes = int(broker.config.get("socket.request.max.bytes"))
         self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        self._connections: set[_Connection] = set()
 
     async def start(self) -> tuple[str, int]:
-        self._server = await asyncio.start_server(
-            self._on_connect, self._host, self._port, reuse_address=True, limit=1 << 20
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _Connection(self), self._host, self._port, reuse_address=True
         )
         sock = self._server.sockets[0]
         host, port = sock.getsockname()[:2]
@@ -59,129 +101,15 @@ class KafkaServer:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
-        for task in list(self._connections):
-            task.cancel()
-        for task in list(self._connections):
+        workers = [c.abort() for c in list(self._connections)]
+        for worker in workers:
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+                await worker
         if self._server is not None:
             await self._server.wait_closed()
 
-    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
-        peer = writer.get_extra_info("peername")
-        client_host = str(peer[0]) if peer else "?"
-        try:
-            await self._serve(reader, writer, client_host)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        except asyncio.CancelledError:
-            pass  # broker shutdown; the server stops right after
-        except Exception:
-            log.exception("connection from %s failed; closing it", client_host)
-        finally:
-            self._connections.discard(task)
-            writer.close()
-
-    async def _serve(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_host: str
-    ) -> None:
-        # Kafka handles one request per connection at a time. Strom keeps that for every API but
-        # Produce: consecutive produces start in arrival order (so appends keep the client's order, on
-        # which idempotent sequence checks depend) and then wait concurrently, so an acks=all produce
-        # parked in the purgatory does not hold back the one behind it. Any other request starts only
-        # once everything before it has finished, and nothing starts while it runs. Responses always
-        # leave in request order.
-        in_flight: asyncio.Queue[asyncio.Task[bytes | None] | None] = asyncio.Queue(_MAX_IN_FLIGHT)
-        responder = asyncio.create_task(self._respond_in_order(in_flight, writer))
-        running: set[asyncio.Task[bytes | None]] = set()
-        last_was_produce = True
-        try:
-            while not responder.done():
-                payload = await self._read_frame(reader, client_host)
-                if payload is None:
-                    break
-                is_produce = _API_KEY.unpack_from(payload)[0] == ApiKey.PRODUCE
-                if not (is_produce and last_was_produce):
-                    while running and not responder.done():
-                        await asyncio.wait({*running, responder}, return_when=asyncio.FIRST_COMPLETED)
-                    if responder.done():
-                        break
-                last_was_produce = is_produce
-                task = asyncio.create_task(self._handle_frame(payload, client_host))
-                running.add(task)
-                task.add_done_callback(running.discard)
-                if not in_flight.full():
-                    in_flight.put_nowait(task)
-                    continue
-                # Back-pressure: wait for room, unless the responder has ended the connection meanwhile.
-                put = asyncio.ensure_future(in_flight.put(task))
-                await asyncio.wait({put, responder}, return_when=asyncio.FIRST_COMPLETED)
-                if not put.done():
-                    put.cancel()
-                    task.cancel()
-                    break
-            if not responder.done():
-                await in_flight.put(None)
-            await responder
-        finally:
-            if not responder.done():
-                responder.cancel()
-            while not in_flight.empty():
-                pending = in_flight.get_nowait()
-                if pending is not None:
-                    pending.cancel()
-
-    async def _read_frame(self, reader: asyncio.StreamReader, client_host: str) -> bytes | None:
-        """The next request payload, or None when the connection ends (or must end: bad size)."""
-        try:
-            (size,) = _SIZE.unpack(await reader.readexactly(4))
-        except asyncio.IncompleteReadError as exc:
-            if exc.partial:  # an EOF between frames is an ordinary close
-                log.info("connection from %s closed mid-request (size prefix cut short)", client_host)
-            return None
-        if size < 8 or size > self._max_request_bytes:
-            log.warning(
-                "closing connection from %s: request size %d outside 8..%d (socket.request.max.bytes)",
-                client_host,
-                size,
-                self._max_request_bytes,
-            )
-            return None
-        try:
-            return await reader.readexactly(size)
-        except asyncio.IncompleteReadError as exc:
-            got = len(exc.partial)
-            log.info("connection from %s closed mid-request (%d of %d bytes)", client_host, got, size)
-            return None
-
-    async def _respond_in_order(
-        self, in_flight: asyncio.Queue[asyncio.Task[bytes | None] | None], writer: asyncio.StreamWriter
-    ) -> None:
-        """Write each response when its request completes, in request order; stop at a close."""
-        while True:
-            task = await in_flight.get()
-            if task is None:
-                return
-            try:
-                response = await task
-            except _CloseConnection:
-                writer.transport.abort()
-                return
-            except Exception:
-                # A handler bug: this client's connection ends, every other client is unaffected.
-                log.exception("request handling failed; closing the connection")
-                writer.transport.abort()
-                return
-            if response is not None:
-                writer.write(response)
-                if writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
-                    await writer.drain()
-
-    async def _handle_frame(self, payload: bytes, client_host: str) -> bytes | None:
-        """The encoded response, or None when none is due (acks=0); raises _CloseConnection."""
+    def decode(self, payload: bytearray, client_host: str) -> _Call | list[Chunk]:
+        """The handler call for a request frame, or an immediate answer; raises _CloseConnection."""
         # API and version are judged from the fixed header prefix before the body is decoded (as Kafka
         # does), so a version we do not serve is reported as such whatever its body holds.
         key, version, correlation_id = _HEADER_PREFIX.unpack_from(payload)
@@ -205,18 +133,23 @@ class KafkaServer:
         except CorruptFrame as exc:
             log.warning("closing connection from %s: malformed request (%s)", client_host, exc)
             raise _CloseConnection from None
-        handler = HANDLERS[key]
         ctx = RequestContext(
             self.broker, key, version, request.correlation_id, request.client_id, client_host
         )
+        return _Call(HANDLERS[key], ctx, request)
+
+    @staticmethod
+    async def call(call: _Call) -> _Answer:
+        """Run a handler and encode its response; raises _CloseConnection where Kafka closes."""
+        handler, ctx, request = call
         try:
             body = await handler(ctx, request.body)
         except CloseConnection as exc:
-            log.info("closing connection from %s: %s", client_host, exc)
+            log.info("closing connection from %s: %s", ctx.client_host, exc)
             raise _CloseConnection from None
         if body is None:
             return None
-        return encode_response(key, version, request.correlation_id, body)
+        return encode_response_chunks(ctx.api_key, ctx.api_version, request.correlation_id, body)
 
     @staticmethod
     def _served(key: int, version: int) -> bool:
@@ -228,7 +161,299 @@ class KafkaServer:
         )
         return key in HANDLERS and low_high is not None and low_high[0] <= version <= low_high[1]
 
-    def _api_versions_fallback(self, correlation_id: int) -> bytes:
+    @staticmethod
+    def _api_versions_fallback(correlation_id: int) -> list[Chunk]:
         # Always a v0 body: the only layout a client can parse before versions are agreed.
         body = {"error_code": int(ErrorCode.UNSUPPORTED_VERSION), "api_keys": advertised_api_keys()}
-        return encode_response(ApiKey.API_VERSIONS, 0, correlation_id, body)
+        return encode_response_chunks(ApiKey.API_VERSIONS, 0, correlation_id, body)
+
+
+class _Connection(asyncio.BufferedProtocol):
+    """One client connection: framing, the in-order worker, and the response order; see the docstring."""
+
+    def __init__(self, server: KafkaServer) -> None:
+        self._server = server
+        self._loop = asyncio.get_running_loop()
+        self._buf = bytearray(_RECV_BUFFER)
+        self._view = memoryview(self._buf)
+        self._start = 0  # first byte not yet framed
+        self._end = 0  # end of the received bytes
+        self._frame: bytearray | None = None  # a large frame being received into place
+        self._frame_got = 0
+        self._inbox: deque[bytearray] = deque()
+        self._wakeup: asyncio.Future[None] | None = None
+        self._eof = False  # no more frames will come (EOF, or a bad size prefix)
+        self._paused = False
+        self._closing = False
+        self._close_on_drain = False
+        self._slots: deque[_Slot] = deque()  # responses not yet written, in request order
+        self._concurrent: set[asyncio.Task[_Answer]] = set()  # acks=all produces still running
+        self.client_host = "?"
+        self._transport: asyncio.Transport | None = None
+        self._writer: ResponseWriter | None = None
+        self._worker: asyncio.Task[None] | None = None
+
+    # -- transport callbacks ----------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's TCPTransport does not subclass asyncio.Transport, but has its interface.
+        transport = cast(asyncio.Transport, transport)
+        self._transport = transport
+        peer = transport.get_extra_info("peername")
+        self.client_host = str(peer[0]) if peer else "?"
+        self._writer = ResponseWriter(transport, self._on_write_failed, self._on_drained)
+        self._worker = self._loop.create_task(self._work())
+        self._server._connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        self._server._connections.discard(self)
+        if self._worker is not None and not self._worker.done():
+            self._worker.cancel()
+        self._cancel_pending()
+        if self._writer is not None:
+            self._writer.close()
+
+    def eof_received(self) -> bool:
+        partial = self._end - self._start
+        if self._frame is not None:
+            partial = 4 + self._frame_got
+        if partial and not self._eof:
+            log.info("connection from %s closed mid-request (%d bytes of a frame)", self.client_host, partial)
+        self._end_of_input()
+        return True  # keep the socket open to finish answering; the worker closes it
+
+    def pause_writing(self) -> None:  # transport-buffered writes only (no sendfile): see ResponseWriter
+        pass
+
+    def resume_writing(self) -> None:
+        self._on_drained()
+
+    # -- framing ----------------------------------------------------------------------------------
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame is not None:
+            return memoryview(self._frame)[self._frame_got :]
+        if len(self._buf) - self._end < _MIN_READ:  # move the partial frame at the end to the front
+            pending = self._end - self._start
+            self._buf[:pending] = self._view[self._start : self._end]
+            self._start, self._end = 0, pending
+        return self._view[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        frame = self._frame
+        if frame is not None:
+            self._frame_got += nbytes
+            if self._frame_got == len(frame):
+                self._frame = None
+                self._deliver(frame)
+            return
+        self._end += nbytes
+        buf, start, end = self._buf, self._start, self._end
+        while end - start >= 4:
+            (size,) = _SIZE.unpack_from(buf, start)
+            if size < 8 or size > self._server.max_request_bytes:
+                log.warning(
+                    "closing connection from %s: request size %d outside 8..%d (socket.request.max.bytes)",
+                    self.client_host,
+                    size,
+                    self._server.max_request_bytes,
+                )
+                start = end
+                self._end_of_input()
+                break
+            if end - start - 4 >= size:
+                frame = buf[start + 4 : start + 4 + size]  # the one copy of a small frame
+                start += 4 + size
+                self._deliver(frame)
+            elif size > _DIRECT_FRAME:
+                # Receive the rest straight into the frame's own buffer.
+                self._frame = bytearray(size)
+                self._frame_got = end - start - 4
+                self._frame[: self._frame_got] = self._view[start + 4 : end]
+                start = end
+                break
+            else:
+                break
+        self._start, self._end = (0, 0) if start == end else (start, end)
+
+    def _deliver(self, frame: bytearray) -> None:
+        if self._eof:
+            return
+        self._inbox.append(frame)
+        wakeup = self._wakeup
+        if wakeup is not None and not wakeup.done():
+            wakeup.set_result(None)
+        self._throttle()
+
+    def _end_of_input(self) -> None:
+        self._eof = True
+        self._frame = None
+        if self._transport is not None and not self._transport.is_closing():
+            with contextlib.suppress(RuntimeError, NotImplementedError):
+                self._transport.pause_reading()
+        wakeup = self._wakeup
+        if wakeup is not None and not wakeup.done():
+            wakeup.set_result(None)
+
+    # -- flow control -----------------------------------------------------------------------------
+    def _throttle(self) -> None:
+        """Pause reading while too much is queued or unanswered; resume once it has gone down."""
+        assert self._transport is not None and self._writer is not None
+        busy = (
+            len(self._inbox) + len(self._slots) >= _MAX_IN_FLIGHT or self._writer.buffered > _WRITE_HIGH_WATER
+        )
+        if busy and not self._paused and not self._eof:
+            self._paused = True
+            self._transport.pause_reading()
+        elif not busy and self._paused and not self._eof:
+            self._paused = False
+            self._transport.resume_reading()
+
+    def _on_drained(self) -> None:
+        if self._close_on_drain:
+            self._close_when_answered()
+        elif self._paused:
+            self._throttle()
+
+    def _on_write_failed(self, exc: BaseException) -> None:
+        if not isinstance(exc, ConnectionError):
+            log.info("closing connection from %s: %s", self.client_host, exc)
+        self._abort_transport()
+
+    # -- the worker -------------------------------------------------------------------------------
+    async def _work(self) -> None:
+        try:
+            last_was_produce = False
+            while True:
+                if not self._inbox:
+                    if self._eof:
+                        break
+                    self._wakeup = self._loop.create_future()
+                    await self._wakeup
+                    self._wakeup = None
+                    continue
+                payload = self._inbox.popleft()
+                if self._paused:
+                    self._throttle()
+                is_produce = _HEADER_PREFIX.unpack_from(payload)[0] == ApiKey.PRODUCE
+                if not (is_produce and last_was_produce):
+                    await self._quiesce()
+                last_was_produce = is_produce
+                if not await self._process(payload):
+                    return
+            await self._quiesce()
+            self._close_when_answered()
+        except asyncio.CancelledError:
+            pass  # connection lost, or broker shutdown
+        except Exception:
+            log.exception("connection from %s failed; closing it", self.client_host)
+            self._abort_transport()
+
+    async def _process(self, payload: bytearray) -> bool:
+        """Handle one request, queueing its response in order; False once the connection must close."""
+        try:
+            decoded = self._server.decode(payload, self.client_host)
+            if not isinstance(decoded, _Call):
+                self._answer(decoded)
+                return True
+            body = decoded.request.body
+            if decoded.ctx.api_key == ApiKey.PRODUCE and body.get("acks") == _ACKS_ALL:
+                task = self._loop.create_task(self._server.call(decoded))
+                self._concurrent.add(task)
+                task.add_done_callback(self._on_concurrent_done)
+                self._slots.append(task)
+                await asyncio.sleep(0)  # the task appends now, before the next request starts
+                return True
+            self._answer(await self._server.call(decoded))
+            return True
+        except _CloseConnection:
+            self._queue_slot(_Close("close requested"))
+            return False
+        except Exception:
+            # A handler bug: this client's connection ends, every other client is unaffected.
+            log.exception("request handling from %s failed; closing the connection", self.client_host)
+            self._queue_slot(_Close("handler failed"))
+            return False
+
+    async def _quiesce(self) -> None:
+        """Wait until every concurrently running produce has finished."""
+        while self._concurrent:
+            await asyncio.wait(set(self._concurrent))
+
+    def _on_concurrent_done(self, task: asyncio.Task[_Answer]) -> None:
+        self._concurrent.discard(task)
+        self._flush_slots()
+
+    # -- response order ---------------------------------------------------------------------------
+    def _answer(self, answer: _Answer) -> None:
+        if answer is not None:
+            self._queue_slot(answer)
+
+    def _queue_slot(self, slot: _Slot) -> None:
+        if self._slots or not isinstance(slot, list):
+            self._slots.append(slot)
+            self._flush_slots()
+        else:
+            assert self._writer is not None
+            self._writer.write(slot)
+
+    def _flush_slots(self) -> None:
+        """Write the responses at the head of the order that are ready."""
+        writer = self._writer
+        slots = self._slots
+        assert writer is not None
+        while slots and not self._closing:
+            head = slots[0]
+            if isinstance(head, asyncio.Task):
+                if not head.done():
+                    return
+                slots.popleft()
+                if head.cancelled():
+                    continue
+                exc = head.exception()
+                if exc is None:
+                    answer = head.result()
+                    if answer is not None:
+                        writer.write(answer)
+                    continue
+                if not isinstance(exc, _CloseConnection):
+                    log.error("request handling from %s failed; closing the connection", self.client_host)
+                    log.error("the handler raised", exc_info=exc)
+                self._abort_transport()
+                return
+            slots.popleft()
+            if isinstance(head, _Close):
+                self._abort_transport()
+                return
+            writer.write(head)
+        if self._paused:
+            self._throttle()
+
+    def _close_when_answered(self) -> None:
+        """After the last request has been answered: close once every response has gone out."""
+        assert self._writer is not None and self._transport is not None
+        self._close_on_drain = True
+        if self._closing or self._writer.buffered:
+            return  # the writer calls _on_drained when it is done
+        self._closing = True
+        self._transport.close()
+
+    def _abort_transport(self) -> None:
+        self._closing = True
+        self._cancel_pending()
+        if self._transport is not None:
+            self._transport.abort()
+
+    def _cancel_pending(self) -> None:
+        for slot in self._slots:
+            if isinstance(slot, asyncio.Task):
+                if slot.done() and not slot.cancelled():
+                    slot.exception()  # retrieved: the connection is going, nobody will answer
+                slot.cancel()
+        self._slots.clear()
+
+    def abort(self) -> asyncio.Task[None]:
+        """Broker shutdown: drop the connection; returns the worker to await."""
+        assert self._worker is not None
+        self._abort_transport()
+        self._worker.cancel()
+        return self._worker

@@ -10,6 +10,10 @@ knows the exact layout of that version, so at run time there is no per-field int
 * arrays become ``for`` loops, structs are inlined, messages are plain ``dict``s built with one dict
   display (keys are the snake_case JSON names);
 * ``records`` decode to a ``memoryview`` slice of the frame (zero copy); other bytes are copied;
+* a ``records`` value may also be a :class:`RecordsRegion` (bytes held elsewhere, e.g. a file range):
+  :func:`encode_response_chunks` then returns the response as chunks, the encoded bytes around each
+  region and the region itself, and the I/O driver sends the region's bytes (``sendfile``); this module
+  never sees them;
 * flexible versions (KIP-482) use compact lengths and a tagged-field section per struct. Known tags
   are decoded (absent ones get their default), unknown ones skipped; a tag is written only when the
   dict holds it with a non-default value (PROTOCOL-NOTES P1).
@@ -37,6 +41,7 @@ from typing import Any
 from strom.protocol import primitives
 from strom.protocol.primitives import (
     LENGTH_PREFIX,
+    RecordsRegion,
     SourceBuilder,
     dec_blob,
     dec_flush,
@@ -51,13 +56,16 @@ from strom.protocol.primitives import (
 from strom.protocol.spec import FIXED_TYPES, FieldSpec, MessageSpec, request_spec, response_spec
 
 __all__ = [
+    "Chunk",
     "CorruptFrame",
+    "RecordsRegion",
     "Request",
     "UnsupportedVersion",
     "decode_request",
     "decode_response",
     "encode_request",
     "encode_response",
+    "encode_response_chunks",
     "generated_source",
 ]
 
@@ -65,6 +73,18 @@ API_VERSIONS_KEY = 18
 
 Decoder = Callable[[memoryview, int], tuple[dict[str, Any], int]]
 Encoder = Callable[[dict[str, Any], bytearray], None]
+# One piece of an encoded response: encoded bytes, or a region whose bytes the I/O driver sends.
+Chunk = bytes | bytearray | memoryview | RecordsRegion
+
+
+class _ChunkedOut(bytearray):
+    """An encoder's output that also notes where each `RecordsRegion` belongs: (position, region)."""
+
+    __slots__ = ("regions",)
+
+    def __init__(self, initial: bytes) -> None:
+        super().__init__(initial)
+        self.regions: list[tuple[int, RecordsRegion]] = []
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,27 +397,63 @@ def decode_request(payload: bytes | bytearray | memoryview) -> Request:
     return Request(api_key, version, correlation_id, client_id, body)
 
 
-def encode_response(api_key: int, api_version: int, correlation_id: int, body: dict[str, Any]) -> bytes:
-    """Encode a whole response frame, size prefix included.
-
-    Raises:
-        UnsupportedVersion: unknown API key or version.
-        ValueError: a value does not fit the version's layout.
-    """
+def _encode_response_into(
+    out: bytearray, api_key: int, api_version: int, correlation_id: int, body: dict[str, Any]
+) -> None:
+    """Append the response header and body to ``out``, which starts with a 4-byte size placeholder."""
     if api_key == API_VERSIONS_KEY and body.get("error_code", 0) != 0:
         api_version = 0  # clients re-parse a failed ApiVersions response as v0
     encoder, flexible = _ENCODERS.get((api_key, api_version, False)) or _encoder(
         api_key, api_version, False, correlation_id
     )
-    out = bytearray(_SIZE_AND_CORRELATION.pack(0, correlation_id))
     if flexible:
         out.append(0)  # empty tagged-field section of response header v1
     try:
         encoder(body, out)
     except _ENCODE_ERRORS as exc:
         raise ValueError(f"cannot encode response api_key={api_key} v{api_version}: {exc!r}") from exc
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: dict[str, Any]) -> bytes:
+    """Encode a whole response frame, size prefix included (every ``records`` value held in memory).
+
+    Raises:
+        UnsupportedVersion: unknown API key or version.
+        ValueError: a value does not fit the version's layout, or a ``records`` value is a region.
+    """
+    out = bytearray(_SIZE_AND_CORRELATION.pack(0, correlation_id))
+    _encode_response_into(out, api_key, api_version, correlation_id, body)
     _INT32.pack_into(out, 0, len(out) - 4)
     return bytes(out)
+
+
+def encode_response_chunks(
+    api_key: int, api_version: int, correlation_id: int, body: dict[str, Any]
+) -> list[Chunk]:
+    """Encode a whole response frame as chunks to send in order; ``records`` may be regions.
+
+    Without regions this is one chunk. With them, the size prefix counts each region's length, and
+    the list alternates encoded bytes (views of one buffer, never copied) with the regions, in
+    their wire order. Raises like :func:`encode_response`.
+    """
+    out = _ChunkedOut(_SIZE_AND_CORRELATION.pack(0, correlation_id))
+    _encode_response_into(out, api_key, api_version, correlation_id, body)
+    regions = out.regions
+    if not regions:
+        _INT32.pack_into(out, 0, len(out) - 4)
+        return [out]
+    _INT32.pack_into(out, 0, len(out) - 4 + sum(len(region) for _, region in regions))
+    view = memoryview(out)
+    chunks: list[Chunk] = []
+    start = 0
+    for position, region in regions:
+        if position > start:
+            chunks.append(view[start:position])
+        chunks.append(region)
+        start = position
+    if start < len(out):
+        chunks.append(view[start:])
+    return chunks
 
 
 def encode_request(

@@ -30,6 +30,7 @@ __all__ = [
     "MISSING",
     "SMALL_ARRAY",
     "UVARINT_SMALL",
+    "RecordsRegion",
     "SourceBuilder",
     "array_packers",
     "array_unpackers",
@@ -48,6 +49,21 @@ __all__ = [
     "unpack_array",
     "uvarint",
 ]
+
+
+class RecordsRegion:
+    """A ``records`` value the encoder frames but does not hold: only its size is known here.
+
+    The encoder writes its length prefix and records where it goes in ``out.regions`` (see
+    ``codec.encode_response_chunks``), and the I/O driver sends the bytes itself (storage's
+    ``FileRecords``: file ranges sent with ``sendfile``). Subclasses define ``__len__``.
+    """
+
+    __slots__ = ()
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
 
 # One-byte encodings of 0..127, the common case for compact lengths and tag counts.
 UVARINT_SMALL: tuple[bytes, ...] = tuple(bytes((i,)) for i in range(128))
@@ -155,6 +171,7 @@ class SourceBuilder:
             "_differs": differs_from_defaults,
             "_MISSING": MISSING,
             "_EMPTY": {},
+            "_Region": RecordsRegion,
         }
         self._count = 0
         self._structs: dict[str, str] = {}
@@ -311,4 +328,9 @@ def enc_blob(
     else:
         g.emit(ind, f"{raw} = {expr}")
     enc_length(g, f, (LENGTH_PREFIX[f.type], nullable), raw, pending, out, ind)
+    if f.type == "records":
+        # A region is left out of ``out``; an output without ``regions`` (plain bytearray) refuses it.
+        g.emit(ind, f"if isinstance({raw}, _Region): {out}.regions.append((len({out}), {raw}))")
+        g.emit(ind, f"elif {raw} is not None: {out} += {raw}" if nullable else f"else: {out} += {raw}")
+        return
     g.emit(ind, f"if {raw} is not None: {out} += {raw}" if nullable else f"{out} += {raw}")

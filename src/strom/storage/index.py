@@ -137,6 +137,11 @@ class OffsetIndex(_SparseIndex):
         i = bisect_right(self.keys, offset - self.base_offset) - 1
         return self.values[i] if i >= 0 else 0
 
+    def floor_position(self, position: int) -> int:
+        """The largest indexed batch position <= ``position``, else 0 (where the first batch starts)."""
+        i = bisect_right(self.values, position) - 1
+        return self.values[i] if i >= 0 else 0
+
     def last_entry(self) -> tuple[int, int] | None:
         """(absolute last offset, position) of the newest entry."""
         if not self.keys:

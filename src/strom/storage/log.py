@@ -15,8 +15,9 @@ Producer state (producer_state.py): snapshotted to ``<offset>.snapshot`` at each
 flush) and at `close`; opening or truncating the log loads the newest snapshot at or below the
 recovery point and replays only the batch headers after it (`replayed_batch_headers` counts them).
 
-Fetch path (`read`): locate the batch containing the fetch offset through the sparse offset index
-and a short header scan, then ``os.pread`` whole batches, never past the high watermark.
+Fetch path (`read_records`): locate the batch containing the fetch offset through the sparse offset
+index and a short header scan, then answer with file slices of whole batches, never past the high
+watermark; the broker sends them with ``sendfile`` (file_records.py). `read` is the same as bytes.
 
 Durability trade-off (Kafka's default): appends land in the OS page cache and are acknowledged
 without fsync. That survives a killed broker process (the kernel still has the pages) but not a power
@@ -43,6 +44,7 @@ from strom.protocol.records import batch as batch_mod
 from strom.protocol.records.batch import BatchHeader, RecordValidationError
 from strom.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from strom.storage.config import LogConfig
+from strom.storage.file_records import EMPTY_RECORDS, FileRecords, FileSlice
 from strom.storage.loader import SegmentSettings, load_segments
 from strom.storage.log_validator import assign_offsets, recompress, validate_for_leader
 from strom.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
@@ -276,14 +278,14 @@ class PartitionLog:
         return False
 
     # -- read -------------------------------------------------------------------------------------
-    def read(
+    def read_records(
         self,
         fetch_offset: int,
         max_bytes: int,
         max_offset_exclusive: int | None = None,
         min_one_batch: bool = True,
-    ) -> bytes:
-        """Whole stored batches from the one containing ``fetch_offset``, as a byte string.
+    ) -> FileRecords:
+        """Whole stored batches from the one containing ``fetch_offset``, as file slices (no bytes read).
 
         At most ``max_bytes`` unless ``min_one_batch`` forces one larger batch; no batch whose last
         offset is at or beyond ``max_offset_exclusive`` (pass the high watermark for consumers).
@@ -299,22 +301,32 @@ class PartitionLog:
             )
         upper = leo if max_offset_exclusive is None else min(max_offset_exclusive, leo)
         if fetch_offset >= upper:
-            return b""
-        parts: list[bytes] = []
+            return EMPTY_RECORDS
+        slices: list[FileSlice] = []
         remaining = max_bytes
         i = self._segment_index(fetch_offset)
         position = self._start_position(self.segments[i], fetch_offset)
         while i < len(self.segments):
             if position is not None:
-                data, more = self.segments[i].read(position, remaining, upper, min_one_batch and not parts)
-                if data:
-                    parts.append(data)
-                    remaining -= len(data)
+                piece, more = self.segments[i].read(position, remaining, upper, min_one_batch and not slices)
+                if piece is not None:
+                    slices.append(piece)
+                    remaining -= piece.size
                 if not more or remaining <= 0:
                     break
             i += 1
             position = 0
-        return parts[0] if len(parts) == 1 else b"".join(parts)
+        return FileRecords(slices) if slices else EMPTY_RECORDS
+
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        max_offset_exclusive: int | None = None,
+        min_one_batch: bool = True,
+    ) -> bytes:
+        """`read_records`, read into memory (one ``pread`` per segment): for tools and tests."""
+        return self.read_records(fetch_offset, max_bytes, max_offset_exclusive, min_one_batch).read_bytes()
 
     def _segment_index(self, offset: int) -> int:
         return max(0, bisect_right([s.base_offset for s in self.segments], offset) - 1)

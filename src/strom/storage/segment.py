@@ -8,12 +8,14 @@ Files, named by the segment's base offset zero-padded to 20 digits (Kafka's name
     00000000000000001234.timeindex  TimeIndex (see index.py)
 
 Theory of operation. Appends are one ``os.pwrite`` at the end of the file; every
-``index.interval.bytes`` of batches one entry goes into each index (in memory, written on flush).
-Reads are ``os.pread`` of byte ranges that the caller returns unchanged to consumers. To find an
-offset, the offset index gives a nearby earlier position and batch headers are scanned forward from
-there (header bytes only). ``recover`` re-reads the whole file, checks each batch's header, CRC and
-offset order, rebuilds both indexes and cuts the file at the first bad byte. ``should_roll`` is the
-pure roll decision (Kafka's ``LogSegment.shouldRoll``).
+``index.interval.bytes`` of batches one entry goes into each index (in memory, written on flush). A
+fetch reads no record bytes: `read` answers with a `FileSlice` (this file, a position, a size) that the
+broker sends with ``sendfile`` (see file_records.py for the slice's lifetime). To find an offset, the
+offset index gives a nearby earlier position and batch headers are scanned forward from there (header
+bytes only); the end of a slice is found the same way, from the index entry at or below the byte limit,
+so that a slice always ends on a batch boundary. ``recover`` re-reads the whole file, checks each
+batch's header, CRC and offset order, rebuilds both indexes and cuts the file at the first bad byte.
+``should_roll`` is the pure roll decision (Kafka's ``LogSegment.shouldRoll``).
 Not thread-safe; a `PartitionLog` owns its segments.
 """
 
@@ -26,17 +28,18 @@ from typing import NamedTuple
 
 from strom.protocol.records.batch import (
     HEADER_SIZE,
-    LOG_OVERHEAD,
     BatchHeader,
     RecordValidationError,
     compute_crc,
-    peek_offsets,
     read_header,
 )
+from strom.storage.file_records import FileSlice, SegmentFile
 from strom.storage.index import CorruptIndexError, OffsetIndex, TimeIndex
 
 INT32_MAX = (1 << 31) - 1
 _SCAN_CHUNK = 64 * 1024
+# Header scans that locate one batch near an index entry (at most about index.interval.bytes away).
+_LOCATE_CHUNK = 8 * 1024
 _RECOVER_CHUNK = 4 * 1024 * 1024
 _NO_TIMESTAMP = -1
 
@@ -100,6 +103,8 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = now_ms
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        # Owns the descriptor; fetch responses still being sent share it (file_records.py).
+        self._file: SegmentFile | None = SegmentFile(self._fd)
         self.size = os.fstat(self._fd).st_size
         self.next_offset = base_offset
         self.max_timestamp = _NO_TIMESTAMP
@@ -172,7 +177,9 @@ class LogSegment:
     def read_bytes(self, position: int, length: int) -> bytes:
         return os.pread(self._fd, length, position)
 
-    def scan(self, start_position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+    def scan(
+        self, start_position: int = 0, chunk_bytes: int = _SCAN_CHUNK
+    ) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each batch from ``start_position``; header bytes only, chunked preads.
 
         Raises:
@@ -180,7 +187,7 @@ class LogSegment:
         """
         pos = start_position
         while pos + HEADER_SIZE <= self.size:
-            chunk = os.pread(self._fd, min(_SCAN_CHUNK, self.size - pos), pos)
+            chunk = os.pread(self._fd, min(chunk_bytes, self.size - pos), pos)
             offset = 0
             while offset + HEADER_SIZE <= len(chunk):
                 header = read_header(chunk, offset)
@@ -192,38 +199,50 @@ class LogSegment:
 
     def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is >= ``offset`` (the batch containing it, if any)."""
-        for position, header in self.scan(self.offset_index.lookup(offset)):
+        for position, header in self.scan(self.offset_index.lookup(offset), _LOCATE_CHUNK):
             if header.last_offset >= offset:
                 return position, header
         return None
 
     def read(
         self, start_position: int, max_bytes: int, max_offset_exclusive: int, min_one_batch: bool
-    ) -> tuple[bytes, bool]:
+    ) -> tuple[FileSlice | None, bool]:
         """Whole batches from ``start_position`` up to ``max_bytes`` that end before ``max_offset_exclusive``.
 
-        Returns the bytes and whether the caller may continue into the next segment (the end of this
-        one was reached without hitting either limit). With ``min_one_batch`` the first batch is
-        returned whole even when larger than ``max_bytes``.
+        Returns the slice of this file holding them (None if there are none) and whether the caller may
+        continue into the next segment (the end of this one was reached without hitting either limit).
+        With ``min_one_batch`` the first batch is returned whole even when larger than ``max_bytes``.
+        No record bytes are read: the limits are found from the offset index and batch headers.
         """
-        available = self.size - start_position
-        want = min(available, max(max_bytes, HEADER_SIZE if min_one_batch else 0))
-        if want <= 0:
-            return b"", available <= 0
-        data = os.pread(self._fd, want, start_position)
-        end = 0
-        while end + HEADER_SIZE <= len(data):
-            base_offset, batch_length, last_offset_delta = peek_offsets(data, end)
-            if base_offset + last_offset_delta >= max_offset_exclusive:
-                return data[:end], False
-            size = batch_length + LOG_OVERHEAD
-            if end + size > len(data):
-                if end == 0 and min_one_batch:
-                    return os.pread(self._fd, size, start_position), available == size
-                return data[:end], False
-            end += size
-        whole = data if end == len(data) else data[:end]
-        return whole, start_position + end >= self.size
+        assert self._file is not None, "read from a closed segment"
+        end, more = self.size, True
+        if max_offset_exclusive < self.next_offset:
+            found = self.find_batch(max_offset_exclusive)
+            if found is not None:
+                end, more = found[0], False
+        available = end - start_position
+        if available <= 0:
+            return None, more
+        if available <= max_bytes:
+            return FileSlice(self._file, start_position, available), more
+        cut = self._last_batch_end(start_position, start_position + max(max_bytes, 0))
+        if cut == start_position and min_one_batch:
+            cut += read_header(self.read_bytes(start_position, HEADER_SIZE)).size
+        if cut == start_position:
+            return None, False
+        return FileSlice(self._file, start_position, cut - start_position), False
+
+    def _last_batch_end(self, start_position: int, limit: int) -> int:
+        """The last batch boundary in ``[start_position, limit]``, counting from ``start_position``.
+
+        Index entries point at batch starts, so the walk starts at the last entry at or below ``limit``.
+        """
+        end = max(start_position, self.offset_index.floor_position(limit))
+        for position, header in self.scan(end, _LOCATE_CHUNK):
+            if position + header.size > limit:
+                break
+            end = position + header.size
+        return end
 
     def find_offset_for_timestamp(self, timestamp: int, min_offset: int = 0) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at/after ``min_offset`` with timestamp >= ``timestamp``.
@@ -348,16 +367,19 @@ class LogSegment:
     def close(self) -> None:
         if self._fd >= 0:
             self.flush_indexes()
-            os.close(self._fd)
-            self._fd = -1
+            self._release_file()
 
     def delete(self) -> None:
         if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+            self._release_file()
         for path in (self.log_path, self.offset_index.path, self.time_index.path):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
+
+    def _release_file(self) -> None:
+        """Let go of the descriptor: it closes now, or once the last queued fetch slice is sent."""
+        self._fd = -1
+        self._file = None
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size}, next_offset={self.next_offset})"

@@ -1,5 +1,8 @@
 """Fetch (key 1), sessionless: stored batches served as file ranges, long-polled through the purgatory.
 
+The records of each partition are `FileRecords` (slices of segment files, no bytes read here); the
+network layer sends them with ``sendfile`` (server.py, response_writer.py).
+
 Rules (PROTOCOL-NOTES §3 "Fetch responses", P6-P8, P13):
 - every requested partition appears in the response, with an error code if need be;
 - reading starts at the batch containing the fetch offset and stops at the high watermark (the last
@@ -25,6 +28,7 @@ from typing import Any
 from strom.broker.handlers.base import Body, RequestContext, handles
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.storage.file_records import FileRecords
 
 LEADER_EPOCH = 0
 READ_COMMITTED = 1
@@ -59,7 +63,7 @@ def _leader_read(
     min_one: bool,
     first_pass: bool,
     replica_id: int,
-) -> tuple[bytes, int, int]:
+) -> tuple[FileRecords, int, int]:
     """Cluster mode: (data, high watermark, log start offset) from a partition this broker leads.
 
     A follower (``replica_id`` >= 0) reads up to the log end offset and, on the first pass of its
@@ -73,18 +77,18 @@ def _leader_read(
     if replica_id >= 0 and first_pass:
         rm.record_follower_fetch(part, replica_id, fetch_offset)
     upper = plog.log_end_offset if replica_id >= 0 else plog.high_watermark
-    data = plog.read(fetch_offset, max(limit, 0), upper, min_one_batch=min_one)
+    data = plog.read_records(fetch_offset, max(limit, 0), upper, min_one_batch=min_one)
     return data, plog.high_watermark, plog.log_start_offset
 
 
 def _local_read(
     ctx: RequestContext, name: str, p: dict[str, Any], limit: int, min_one: bool
-) -> tuple[bytes, int, int]:
+) -> tuple[FileRecords, int, int]:
     """Single-node mode: (data, high watermark, log start offset); this broker leads every partition."""
     _check_epoch(int(p.get("current_leader_epoch", -1)))
     plog = ctx.broker.partition_log(name, int(p["partition"]))
     hwm = plog.high_watermark
-    data = plog.read(int(p["fetch_offset"]), max(limit, 0), hwm, min_one_batch=min_one)
+    data = plog.read_records(int(p["fetch_offset"]), max(limit, 0), hwm, min_one_batch=min_one)
     return data, hwm, plog.log_start_offset
 
 
