@@ -65,7 +65,6 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Controller", "ControllerChannel", "ControllerConfig", "TopicPartition"]
 
-ELECTION_PREFERRED, ELECTION_UNCLEAN = ElectionType.PREFERRED, ElectionType.UNCLEAN
 ZK_RETRY_DELAY_S = 1.0
 
 

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from strom.cluster.context import ControllerContext, TopicPartition
 from strom.cluster.election import LeaderAndIsr
 from strom.cluster.zk_paths import BrokerRegistration
+from strom.protocol.api import ApiKey
 
 __all__ = [
     "LEADER_AND_ISR",
@@ -39,7 +40,11 @@ __all__ = [
     "update_metadata_body",
 ]
 
-LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = 4, 5, 6
+LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = (
+    ApiKey.LEADER_AND_ISR,
+    ApiKey.STOP_REPLICA,
+    ApiKey.UPDATE_METADATA,
+)
 
 
 class ControllerChannel(Protocol):
