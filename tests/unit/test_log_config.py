@@ -41,3 +41,24 @@ def test_every_kafka_compression_type_is_accepted(value: str, codec: int | None)
     config = LogConfig.from_properties({"compression.type": value})
     assert config.target_codec == codec
     assert config.to_properties()["compression.type"] == value
+
+
+def test_deprecated_kafka_names_are_accepted() -> None:
+    config = LogConfig.from_properties(
+        {"message.format.version": "2.8", "message.downconversion.enable": "false"}
+    )
+    assert (config.message_format_version, config.message_downconversion_enable) == ("2.8", False)
+    assert config.to_properties()["message.format.version"] == "2.8"
+    assert LogConfig.from_properties({"message.format.version": "0.10.2-IV0"}).message_format_version
+    with pytest.raises(KafkaError) as info:
+        LogConfig.from_properties({"message.format.version": "latest"})
+    assert info.value.code == ErrorCode.INVALID_CONFIG
+
+
+def test_timestamp_difference_max_ms_stands_in_for_unset_bounds() -> None:
+    config = LogConfig.from_properties({"message.timestamp.difference.max.ms": "5000"})
+    assert (config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms) == (5000, 5000)
+    both = LogConfig.from_properties(
+        {"message.timestamp.difference.max.ms": "5000", "message.timestamp.after.max.ms": "10"}
+    )
+    assert (both.message_timestamp_before_max_ms, both.message_timestamp_after_max_ms) == (5000, 10)

@@ -4,11 +4,19 @@
 string overrides through it, `to_properties` renders a config back to Kafka's strings, and
 DescribeConfigs can compare a topic's overrides against the defaults row by row.
 Invalid names or values raise ``KafkaError(INVALID_CONFIG)`` with a message naming the property.
+
+Deprecated names that Kafka 3.x still accepts are accepted too, so that existing tooling and scripts
+keep working: ``message.format.version`` (deprecated in 3.0; every batch is magic 2 whatever it says,
+as in Kafka 3.x, so it is stored, validated as a version string and otherwise ignored),
+``message.downconversion.enable`` (a no-op here: Strom serves Fetch v4+ only, so it never
+down-converts) and ``message.timestamp.difference.max.ms`` (deprecated in 3.6, KIP-937; as in Kafka
+it still applies, as the before and after bounds that are not set themselves).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -58,6 +66,9 @@ class LogConfig:
     compression_type: str = "producer"
     unclean_leader_election_enable: bool = False
     file_delete_delay_ms: int = 60_000
+    message_format_version: str = "3.0-IV1"  # deprecated, ignored (always magic 2)
+    message_downconversion_enable: bool = True  # a no-op: Fetch v4+ only, never down-converted
+    message_timestamp_difference_max_ms: int = LONG_MAX  # deprecated; fallback for before/after
 
     @property
     def log_append_time(self) -> bool:
@@ -90,6 +101,10 @@ class LogConfig:
             if definition is None:
                 raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
             changes[definition.field] = definition.parse(name, raw)
+        difference = changes.get("message_timestamp_difference_max_ms")
+        if difference is not None:  # the deprecated bound stands in for the ones not given (KIP-937)
+            changes.setdefault("message_timestamp_before_max_ms", difference)
+            changes.setdefault("message_timestamp_after_max_ms", difference)
         config = dataclasses.replace(base, **changes)
         config.validate()
         return config
@@ -158,6 +173,17 @@ def _parse_bool(name: str, raw: str) -> bool:
             ErrorCode.INVALID_CONFIG, f"Invalid value {raw!r} for {name}: expected true or false"
         )
     return value == "true"
+
+
+_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?(-IV\d+)?$")
+
+
+def _parse_version(name: str, raw: str) -> str:
+    """A Kafka release version such as 0.10.0, 2.8 or 3.0-IV1 (what Kafka's validator accepts)."""
+    value = raw.strip()
+    if not _VERSION.match(value):
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {raw!r} for {name}: not a Kafka version")
+    return value
 
 
 def _choice(options: tuple[str, ...]) -> Callable[[str, str], str]:
@@ -234,6 +260,23 @@ LOG_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         _parse_bool,
     ),
     _row("file.delete.delay.ms", "LONG", "Delay before deleting a file from the filesystem."),
+    _row(
+        "message.format.version",
+        "STRING",
+        "Deprecated since Kafka 3.0 and ignored: batches are always magic 2.",
+        _parse_version,
+    ),
+    _row(
+        "message.downconversion.enable",
+        "BOOLEAN",
+        "Accepted for compatibility; Strom never down-converts (Fetch v4+ only).",
+        _parse_bool,
+    ),
+    _row(
+        "message.timestamp.difference.max.ms",
+        "LONG",
+        "Deprecated since Kafka 3.6: the before/after bounds that are not set themselves.",
+    ),
 )
 
 CONFIG_BY_NAME: dict[str, ConfigDef] = {d.name: d for d in LOG_CONFIG_DEFS}
