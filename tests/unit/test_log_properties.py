@@ -24,6 +24,7 @@ class LogMachine(RuleBasedStateMachine):
         self.root = tempfile.mkdtemp()
         self.log = PartitionLog(f"{self.root}/p-0", CONFIG, lambda: 0)
         self.model: list[tuple[int, int, int]] = []  # (base, last, timestamp) of stored batches
+        self.sizes: dict[int, int] = {}  # base offset -> batch size
         self.log_start = 0
         self.next_ts = 0
 
@@ -38,14 +39,16 @@ class LogMachine(RuleBasedStateMachine):
     @rule(count=st.integers(1, 6))
     def append(self, count: int) -> None:
         expected_base = self.leo
-        info = self.log.append_as_leader(make_batch(count=count, timestamp=self.next_ts), 0)
+        batch = make_batch(count=count, timestamp=self.next_ts)
+        info = self.log.append_as_leader(batch, 0)
         assert info.base_offset == expected_base
         self.model.append((info.base_offset, info.last_offset, self.next_ts))
+        self.sizes[info.base_offset] = len(batch)
         self.next_ts += 1
         self.log.high_watermark = self.log.log_end_offset
 
-    @rule(data=st.data(), max_bytes=st.integers(0, 600))
-    def read(self, data: st.DataObject, max_bytes: int) -> None:
+    @rule(data=st.data(), max_bytes=st.integers(0, 600), min_one=st.booleans())
+    def read(self, data: st.DataObject, max_bytes: int, min_one: bool) -> None:
         offset = data.draw(st.integers(self.log_start - 1, self.leo + 1))
         if offset < self.log.log_start_offset or offset > self.leo:
             try:
@@ -53,14 +56,23 @@ class LogMachine(RuleBasedStateMachine):
             except KafkaError:
                 return
             raise AssertionError("expected OFFSET_OUT_OF_RANGE")
+        upper = data.draw(st.integers(offset, self.leo + 1))
         got = [
             (h.base_offset, h.last_offset, h.base_timestamp)
-            for _, h in iter_headers(self.log.read(offset, max_bytes))
+            for _, h in iter_headers(self.log.read(offset, max_bytes, upper, min_one_batch=min_one))
         ]
-        expected = [b for b in self.model if b[1] >= offset]
-        assert got == expected[: len(got)]
-        if expected:
-            assert got, "at least one batch"
+        # Whole batches from the one holding `offset`, each ending below `upper`, as many as fit in
+        # max_bytes; the first one even if it does not fit when min_one.
+        expected: list[tuple[int, int, int]] = []
+        total = 0
+        for b in self.model:
+            if b[1] < offset:
+                continue
+            if b[1] >= upper or (total + self.sizes[b[0]] > max_bytes and (expected or not min_one)):
+                break
+            expected.append(b)
+            total += self.sizes[b[0]]
+        assert got == expected
 
     @precondition(lambda self: self.model)
     @rule(data=st.data())
