@@ -283,7 +283,7 @@ def test_metadata(raw: RawClient, broker: BrokerProcess, topic_name: str, versio
         if version >= 5:
             assert p["offline_replicas"] == []
         if version >= 7:
-            assert p["leader_epoch"] == -1  # unknown until replication changes epochs (P9)
+            assert p["leader_epoch"] == 0  # the epoch stamped in stored batches (P9)
 
     bad = metadata_topics(raw, ["bad/name"], version)
     assert bad["bad/name"]["error_code"] == ErrorCode.INVALID_TOPIC_EXCEPTION

@@ -1,15 +1,33 @@
-"""Injectable time: components take a `Clock` so tests can drive time instead of sleeping."""
+"""Injectable time: components take a `Clock` so tests can drive time instead of sleeping.
+
+A clock tells wall-clock time (`time_ms`, for timestamps and retention) and monotonic time
+(`monotonic_ms`, for timeouts and lag), and schedules callbacks on its own time line (`call_later`).
+Every timeout in the broker core (purgatory deadlines, fetch long-polls, acks=all waits, periodic
+jobs) is built on `call_later`, so under a `ManualClock` nothing expires until the test advances it:
+`advance()` runs the callbacks that fall due, in deadline order, and a test then lets the event loop
+run the tasks they woke. `SystemClock` schedules on the running asyncio loop.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import heapq
+import itertools
 import time
+from collections.abc import Callable
 from typing import Protocol
+
+
+class Cancellable(Protocol):
+    def cancel(self) -> None: ...
 
 
 class Clock(Protocol):
     def time_ms(self) -> int: ...
 
     def monotonic_ms(self) -> int: ...
+
+    def call_later(self, delay_ms: int, callback: Callable[[], None]) -> Cancellable: ...
 
 
 class SystemClock:
@@ -19,13 +37,28 @@ class SystemClock:
     def monotonic_ms(self) -> int:
         return time.monotonic_ns() // 1_000_000
 
+    def call_later(self, delay_ms: int, callback: Callable[[], None]) -> Cancellable:
+        return asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000, callback)
+
+
+class _ManualTimer:
+    __slots__ = ("cancelled",)
+
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
 
 class ManualClock:
-    """A clock that moves only when told to (unit tests of timeouts and retention)."""
+    """A clock that moves only when told to (tests of timeouts, retention and the broker core)."""
 
     def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
         self._now_ms = start_ms
         self._mono_ms = 0
+        self._timers: list[tuple[int, int, _ManualTimer, Callable[[], None]]] = []
+        self._seq = itertools.count()
 
     def time_ms(self) -> int:
         return self._now_ms
@@ -33,6 +66,37 @@ class ManualClock:
     def monotonic_ms(self) -> int:
         return self._mono_ms
 
+    def call_later(self, delay_ms: int, callback: Callable[[], None]) -> Cancellable:
+        timer = _ManualTimer()
+        heapq.heappush(self._timers, (self._mono_ms + max(delay_ms, 0), next(self._seq), timer, callback))
+        return timer
+
+    def pending_timers(self) -> int:
+        return sum(1 for _, _, t, _ in self._timers if not t.cancelled)
+
     def advance(self, delta_ms: int) -> None:
-        self._now_ms += delta_ms
-        self._mono_ms += delta_ms
+        """Move time forward, running every callback that falls due at its own deadline."""
+        target = self._mono_ms + max(delta_ms, 0)
+        while self._timers and self._timers[0][0] <= target:
+            due, _, timer, callback = heapq.heappop(self._timers)
+            self._now_ms += due - self._mono_ms
+            self._mono_ms = due
+            if not timer.cancelled:
+                callback()
+        self._now_ms += target - self._mono_ms
+        self._mono_ms = target
+
+
+async def sleep_ms(clock: Clock, delay_ms: int) -> None:
+    """Sleep on the clock's time line (a manual clock's sleepers wake only when it is advanced)."""
+    fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def wake() -> None:
+        if not fut.done():
+            fut.set_result(None)
+
+    handle = clock.call_later(delay_ms, wake)
+    try:
+        await fut
+    finally:
+        handle.cancel()

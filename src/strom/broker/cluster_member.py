@@ -1,6 +1,7 @@
-"""Cluster mode glue: one broker's membership in a ZooKeeper-coordinated Strom cluster.
+"""The control plane of a ZooKeeper cluster member (`strom.broker.ports.ControlPlane` over ZooKeeper).
 
-`ClusterMember` is created by `Broker` when ``zookeeper.connect`` is set. It owns
+`ClusterMember` is the broker's control plane when ``zookeeper.connect`` is set (a single node uses
+`strom.broker.local_control` instead; request handlers cannot tell them apart). It owns
 
 * the ZooKeeper session (`strom.cluster.zk.KafkaZkClient`, the only door to kazoo) and the broker's
   ephemeral registration ``/brokers/ids/<id>`` (re-created after a session expiry; at start it waits
@@ -8,9 +9,10 @@
 * the controller elector/controller (`strom.cluster.controller.Controller`) and its channel;
 * the metadata cache (`ClusterMetadataStore`) the handlers read, kept up to date by UpdateMetadata and by
   ``/config/changes`` notifications for topic configs;
-* the replica manager, with ISR writes as conditional ZooKeeper writes plus ISR change notifications;
-* topic administration in cluster mode: create (rack-aware assignment written to ZooKeeper, the
-  controller does the rest), delete (marked for the controller), add partitions, alter configs;
+* the `IsrStore` of the replica manager (`ZkIsrStore`): conditional writes of the partition state znode
+  plus ISR change notifications;
+* topic administration: create (the assignment, decided by `strom.broker.topic_admin`, written to
+  ZooKeeper; the controller does the rest), delete (marked for the controller), add partitions, configs;
 * controlled shutdown: before stopping, ask the controller to move leadership away.
 
 While ZooKeeper is unreachable the administrative requests that need it fail with REQUEST_TIMED_OUT (a
@@ -25,24 +27,24 @@ import functools
 import logging
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
+from strom.broker.config import BrokerConfig
 from strom.broker.controller_channel import KafkaControllerChannel
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.metadata_store import LocalMetadataStore, TopicInfo
 from strom.broker.net_client import BrokerConnection
+from strom.broker.ports import Outcome, Reassignments, TopicPartition
 from strom.broker.replica_manager import ReplicaManager
 from strom.cluster import zk_paths as paths
-from strom.cluster.assignment import assign_replicas
 from strom.cluster.controller import Controller, ControllerConfig
 from strom.cluster.election import LeaderAndIsr
 from strom.cluster.zk import KafkaZkClient, ZkError
 from strom.cluster.zk_paths import BrokerRegistration, TopicAssignment
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
-
-if TYPE_CHECKING:
-    from strom.broker.broker import Broker
+from strom.storage.config import LogConfig
+from strom.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
@@ -63,24 +65,61 @@ def _needs_zookeeper(method: Callable[_P, _R]) -> Callable[_P, _R]:
     return wrapper
 
 
+def connect_zookeeper(config: BrokerConfig) -> tuple[KafkaZkClient, ClusterMetadataStore]:
+    """Open the ZooKeeper session and the metadata cache it backs (call inside the event loop)."""
+    zk = KafkaZkClient(
+        str(config.get("zookeeper.connect")),
+        int(config.get("zookeeper.session.timeout.ms")),
+        asyncio.get_running_loop(),
+    )
+    zk.start()
+    cluster_id = zk.get_or_create_cluster_id(config.get("cluster.id") or uuid.uuid4().hex[:22])
+    # meta.properties still pins the log dir to this broker id and cluster.
+    LocalMetadataStore(config.log_dirs[0], config.broker_id, cluster_id)
+
+    def allocate(size: int) -> int:
+        return zk.allocate_producer_id_block(config.broker_id, size)
+
+    return zk, ClusterMetadataStore(cluster_id, zk.get_topic_config, allocate)
+
+
+class ZkIsrStore:
+    """ISR changes as conditional writes of the partition state znode, then a notification."""
+
+    def __init__(self, zk: KafkaZkClient) -> None:
+        self._zk = zk
+
+    def write_isr(self, topic: str, partition: int, state: LeaderAndIsr) -> LeaderAndIsr | None:
+        return self._zk.update_partition_state(topic, partition, state)
+
+    def notify_isr_change(self, partitions: list[TopicPartition]) -> None:
+        self._zk.notify_isr_change(partitions)
+
+
 class ClusterMember:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        config = broker.config
+    def __init__(
+        self,
+        config: BrokerConfig,
+        zk: KafkaZkClient,
+        metadata: ClusterMetadataStore,
+        replica_manager: ReplicaManager,
+        log_manager: LogManager,
+        log_config_for: Callable[[str], LogConfig],
+    ) -> None:
+        self.node_id = config.broker_id
+        self.rack: str | None = config.get("broker.rack")
+        self.controlled_shutdown_enable = bool(config.get("controlled.shutdown.enable"))
         self.session_timeout_ms = int(config.get("zookeeper.session.timeout.ms"))
-        self.zk = KafkaZkClient(
-            str(config.get("zookeeper.connect")), self.session_timeout_ms, asyncio.get_running_loop()
-        )
-        self.zk.start()
-        cluster_id = self.zk.get_or_create_cluster_id(config.get("cluster.id") or uuid.uuid4().hex[:22])
-        # meta.properties still pins the log dir to this broker id and cluster.
-        LocalMetadataStore(config.log_dirs[0], broker.node_id, cluster_id)
-        self.metadata = ClusterMetadataStore(cluster_id, self.zk.get_topic_config, self._allocate_pids)
-        self.replica_manager = ReplicaManager(broker, self._write_isr, self.zk.notify_isr_change)
-        self.channel = KafkaControllerChannel(f"controller-{broker.node_id}")
+        self.zk = zk
+        self._metadata = metadata
+        self.replica_manager = replica_manager
+        self._log_manager = log_manager
+        self._log_config_for = log_config_for
+        self._host, self._port = "127.0.0.1", 9092  # until start() knows the bound listener
+        self.channel = KafkaControllerChannel(f"controller-{self.node_id}")
         self.controller = Controller(
             self.zk,
-            broker.node_id,
+            self.node_id,
             self.channel,
             ControllerConfig(
                 auto_leader_rebalance=bool(config.get("auto.leader.rebalance.enable")),
@@ -91,24 +130,24 @@ class ClusterMember:
             ),
         )
         self._registration_task: asyncio.Task[None] | None = None
-        self.metadata_listeners: list[Callable[[], None]] = []
 
-    def _allocate_pids(self, size: int) -> int:
-        return self.zk.allocate_producer_id_block(self.broker.node_id, size)
+    @property
+    def metadata(self) -> ClusterMetadataStore:
+        return self._metadata
 
-    def _write_isr(self, topic: str, partition: int, state: LeaderAndIsr) -> LeaderAndIsr | None:
-        return self.zk.update_partition_state(topic, partition, state)
+    @property
+    def controller_active(self) -> bool:
+        return self.controller.active
 
     # life cycle ------------------------------------------------------------------------------------
-    def start(self) -> None:
-        self.replica_manager.start()
+    def start(self, host: str, port: int) -> None:
+        self._host, self._port = host, port
         self.zk.on_state_change(self._on_session_event)
         self._watch_config_changes()
         self._registration_task = asyncio.create_task(self._register_then_elect())
 
     def registration(self) -> BrokerRegistration:
-        ep = self.broker.advertised
-        return BrokerRegistration(self.broker.node_id, ep.host, ep.port, self.broker.rack)
+        return BrokerRegistration(self.node_id, self._host, self._port, self.rack)
 
     async def _register_then_elect(self) -> None:
         loop = asyncio.get_running_loop()
@@ -119,16 +158,16 @@ class ClusterMember:
                 break
             except ZkError as exc:
                 if loop.time() > deadline:
-                    log.error("giving up registering broker %d: %s", self.broker.node_id, exc)
+                    log.error("giving up registering broker %d: %s", self.node_id, exc)
                     raise
-                log.info("waiting to register broker %d: %s", self.broker.node_id, exc)
+                log.info("waiting to register broker %d: %s", self.node_id, exc)
                 await asyncio.sleep(0.5)
-        log.info("registered broker %d in ZooKeeper at %s", self.broker.node_id, self.registration())
+        log.info("registered broker %d in ZooKeeper at %s", self.node_id, self.registration())
         self.controller.start()
 
     def _on_session_event(self, event: str) -> None:
         if event == "RECONNECTED_NEW_SESSION":
-            log.warning("ZooKeeper session expired; registering broker %d again", self.broker.node_id)
+            log.warning("ZooKeeper session expired; registering broker %d again", self.node_id)
             try:
                 self.zk.register_broker(self.registration())
             except ZkError:
@@ -152,30 +191,30 @@ class ClusterMember:
                     continue
                 configs = self.metadata.reload_configs(topic)
                 if configs is not None:
-                    self.broker.log_manager.update_config(topic, self.broker.log_config_for(topic))
+                    self._log_manager.update_config(topic, self._log_config_for(topic))
 
         seen.update(self.zk.watch_children(paths.CONFIG_CHANGES, on_change))
 
     async def controlled_shutdown(self) -> None:
         """Ask the controller to move leadership off this broker (a few attempts, then give up)."""
+        if not self.controlled_shutdown_enable:
+            return
         for _attempt in range(3):
             controller_id = self.metadata.controller_id
             try:
-                if controller_id == self.broker.node_id and self.controller.active:
+                if controller_id == self.node_id and self.controller.active:
                     remaining = await asyncio.wait_for(
-                        self.controller.call(
-                            lambda: self.controller.controlled_shutdown(self.broker.node_id)
-                        ),
+                        self.controller.call(lambda: self.controller.controlled_shutdown(self.node_id)),
                         10,
                     )
                     if not remaining:
                         return
                 elif controller_id in self.metadata.brokers:
                     target = self.metadata.brokers[controller_id]
-                    conn = BrokerConnection(target.host, target.port, f"broker-{self.broker.node_id}")
+                    conn = BrokerConnection(target.host, target.port, f"broker-{self.node_id}")
                     try:
                         response = await conn.send(
-                            ApiKey.CONTROLLED_SHUTDOWN, 0, {"broker_id": self.broker.node_id}, timeout_s=10
+                            ApiKey.CONTROLLED_SHUTDOWN, 0, {"broker_id": self.node_id}, timeout_s=10
                         )
                     finally:
                         conn.close()
@@ -190,7 +229,6 @@ class ClusterMember:
         if self._registration_task is not None:
             self._registration_task.cancel()
         await self.controller.stop()
-        await self.replica_manager.stop()
         await self.channel.close()
         self.zk.close()
 
@@ -201,20 +239,18 @@ class ClusterMember:
         return {b.broker_id: b.rack for b in self.zk.get_brokers().values()}
 
     @_needs_zookeeper
-    def create_topic(
-        self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
-    ) -> TopicInfo:
+    def create_topic(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]) -> TopicInfo:
         if self.zk.get_topic_assignment(name) is not None:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
-        assignment = assign_replicas(self.live_brokers(), partitions, replication_factor)
         topic_id = uuid.uuid4().bytes
-        self.zk.create_topic(name, TopicAssignment(topic_id, assignment), configs)
+        self.zk.create_topic(name, TopicAssignment(topic_id, dict(assignment)), configs)
         log.info("created topic %s in ZooKeeper: %s", name, assignment)
-        return TopicInfo(name, topic_id, partitions, replication_factor, dict(configs))
+        return TopicInfo(name, topic_id, len(assignment), len(assignment[0]), dict(configs))
 
     @_needs_zookeeper
-    def validate_assignment(self, partitions: int, replication_factor: int) -> None:
-        assign_replicas(self.live_brokers(), partitions, replication_factor)
+    def topic_assignment(self, name: str) -> dict[int, list[int]] | None:
+        found = self.zk.get_topic_assignment(name)
+        return None if found is None else dict(found[0].partitions)
 
     @_needs_zookeeper
     def delete_topic(self, name: str) -> None:
@@ -223,22 +259,15 @@ class ClusterMember:
         self.zk.mark_topic_for_deletion(name)
 
     @_needs_zookeeper
-    def add_partitions(self, name: str, total: int, validate_only: bool) -> None:
+    def add_partitions(self, name: str, added: dict[int, list[int]]) -> None:
         found = self.zk.get_topic_assignment(name)
         if found is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         assignment, version = found
-        current = len(assignment.partitions)
-        if total <= current:
+        if min(added) != len(assignment.partitions):
             raise KafkaError(
-                ErrorCode.INVALID_PARTITIONS,
-                f"topic currently has {current} partitions, which is higher than or equal to the "
-                f"requested {total}",
+                ErrorCode.REASSIGNMENT_IN_PROGRESS, "topic assignment changed concurrently; retry"
             )
-        rf = len(assignment.partitions[0])
-        added = assign_replicas(self.live_brokers(), total - current, rf, first_partition=current)
-        if validate_only:
-            return
         assignment.partitions.update(added)
         if self.zk.set_topic_assignment(name, assignment, version) is None:
             raise KafkaError(
@@ -282,10 +311,41 @@ class ClusterMember:
             await asyncio.sleep(0.05)
         return False
 
-    def on_metadata_updated(self) -> None:
-        """Hook run after every UpdateMetadata (the group service follows coordinator moves here)."""
-        for callback in self.metadata_listeners:
-            callback()
+    # requests only a controller sends -------------------------------------------------------------
+    def leader_and_isr(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self.replica_manager.become_leader_or_follower(body)
 
-    def describe(self) -> dict[str, Any]:
-        return {"controller": self.metadata.controller_id, "brokers": sorted(self.metadata.brokers)}
+    def stop_replica(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self.replica_manager.stop_replicas(body)
+
+    def update_metadata(self, body: dict[str, Any]) -> ErrorCode:
+        if not self.metadata.apply_update_metadata(body):
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        return ErrorCode.NONE
+
+    async def shutdown_broker(self, broker_id: int) -> list[TopicPartition]:
+        if not self.controller.active:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER)
+        remaining: list[TopicPartition] = await self.controller.call(
+            lambda: self.controller.controlled_shutdown(broker_id)
+        )
+        return remaining
+
+    # admin APIs, executed as controller events ----------------------------------------------------
+    async def elect_leaders(self, election_type: int, partitions: list[TopicPartition] | None) -> Outcome:
+        if not self.controller.active:
+            # Per partition, as Kafka's (ZK) controller does: v0 has no top-level error code, so a
+            # top-level NOT_CONTROLLER with no results would read as "nothing to report".
+            return dict.fromkeys(partitions or [], (ErrorCode.NOT_CONTROLLER, None))
+        outcome: Outcome = await self.controller.call(
+            lambda: self.controller.elect_leaders(election_type, partitions)
+        )
+        return outcome
+
+    async def reassign(self, targets: dict[TopicPartition, list[int] | None]) -> Outcome:
+        outcome: Outcome = await self.controller.call(lambda: self.controller.reassign(targets))
+        return outcome
+
+    async def list_reassignments(self) -> Reassignments:
+        found: Reassignments = await self.controller.call(self.controller.list_reassignments)
+        return found

@@ -4,14 +4,14 @@ The coordinator (`strom.coordinator`) is sans-I/O; this module gives it
 
 * a `PartitionWriter` over the `__consumer_offsets` partition logs: each call becomes one uncompressed
   record batch (keys and values laid out as documented in `strom.coordinator.records`), appended as
-  leader; on a single node the high watermark then moves to the log end offset, exactly as for a
-  produce with acks=all, and the append has returned before the coordinator acknowledges anything;
-* a `Scheduler` on the asyncio loop (`loop.call_later`);
-* the records of every `__consumer_offsets` partition, replayed in offset order at start-up, so
-  committed offsets and group membership survive restarts;
+  leader through the replica manager;
+* a `Scheduler` on the broker's clock (`Clock.call_later`);
+* the records of a `__consumer_offsets` partition, replayed in offset order when this broker becomes its
+  leader (on a single node, at start-up: the local control plane makes it leader of every partition),
+  so committed offsets and group membership survive restarts;
 * a periodic task expiring offsets after `offsets.retention.minutes`.
 
-Durability in cluster mode (Kafka's coordinator appends with acks=-1): the writer appends as leader and
+Durability (Kafka's coordinator appends with acks=-1): the writer appends as leader and
 remembers, per `__consumer_offsets` partition, the end offset of the latest coordinator append; the
 OffsetCommit and SyncGroup handlers then `wait_for_replication`, which parks in the same purgatory as an
 acks=all produce (`ReplicaManager.wait_for_replication`) until the high watermark passes that offset, for
@@ -20,18 +20,17 @@ NOT_LEADER_OR_FOLLOWER -> NOT_COORDINATOR; NOT_ENOUGH_REPLICAS(_AFTER_APPEND), R
 COORDINATOR_NOT_AVAILABLE. (Memory is updated at the append, before the ISR has it: an OffsetFetch may see
 a commit whose answer is still pending; if leadership moves, the partition's groups are unloaded anyway.)
 
-Leadership moves (cluster mode): becoming leader of a `__consumer_offsets` partition loads its groups from
+Leadership moves: becoming leader of a `__consumer_offsets` partition loads its groups from
 the log, replacing what memory held; losing it (LeaderAndIsr as follower, or StopReplica) unloads them, so
 a former coordinator neither answers for nor keeps timers on groups it no longer owns.
 
 `__consumer_offsets` is created on first use (the first group request or commit) with
-`offsets.topic.num.partitions` partitions, `cleanup.policy=compact` and replication factor 1 (one node;
-`offsets.topic.replication.factor` is for the cluster mode). A group lives in partition
-``abs(java_hash(group_id)) % partitions``; the coordinator of a group is the leader of that partition,
-which on a single node is always this broker. In cluster mode `__consumer_offsets` has
-`offsets.topic.replication.factor` replicas, the coordinator of a group is the leader of its partition
-(FindCoordinator answers with that leader), a broker loads a partition's groups when it becomes its
-leader, and coordinator writes go through the replica manager (leader epoch, replicated high watermark).
+`offsets.topic.num.partitions` partitions, `cleanup.policy=compact` and
+``min(offsets.topic.replication.factor, live brokers)`` replicas (so 1 on a single node). A group lives in
+partition ``abs(java_hash(group_id)) % partitions``; the coordinator of a group is the leader of that
+partition (FindCoordinator answers with that leader from the metadata cache), a broker loads a
+partition's groups when it becomes its leader, and coordinator writes go through the replica manager
+(leader epoch, replicated high watermark).
 
 Call only from the broker's event loop.
 """
@@ -42,8 +41,14 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
+from strom._util.clock import Clock, sleep_ms
+from strom.broker.config import BrokerConfig
+from strom.broker.metadata_cache import ClusterMetadataStore
+from strom.broker.partition import Partition
+from strom.broker.replica_manager import ReplicaManager
+from strom.broker.topic_admin import TopicAdmin
 from strom.coordinator import (
     GroupConfig,
     GroupCoordinator,
@@ -57,10 +62,6 @@ from strom.coordinator.ports import Cancellable
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.builder import RecordValidationError, build_batch, decode_batches
 
-if TYPE_CHECKING:
-    from strom.broker.broker import Broker
-    from strom.broker.replica_manager import Partition
-
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -68,7 +69,6 @@ T = TypeVar("T")
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_TOPIC_SEGMENT_BYTES = 100 * 1024 * 1024  # Kafka's offsets.topic.segment.bytes
 OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600_000  # Kafka's offsets.retention.check.interval.ms
-LEADER_EPOCH = 0
 _READ_CHUNK_BYTES = 1 << 20
 # How a failed replication wait reaches clients (Kafka's GroupMetadataManager.storeOffsets).
 _COORDINATOR_ERRORS = {
@@ -80,8 +80,11 @@ _COORDINATOR_ERRORS = {
 }
 
 
-class AsyncioScheduler:
-    """`Scheduler` on the running asyncio loop; a failing timer callback is logged, not fatal."""
+class ClockScheduler:
+    """`Scheduler` on the broker's clock; a failing timer callback is logged, not fatal."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
 
     def call_later(self, delay_ms: int, callback: Callable[[], None]) -> Cancellable:
         def run() -> None:
@@ -90,7 +93,7 @@ class AsyncioScheduler:
             except Exception:
                 log.exception("group coordinator timer failed")
 
-        return asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000, run)
+        return self._clock.call_later(delay_ms, run)
 
 
 class OffsetsTopicWriter:
@@ -100,34 +103,25 @@ class OffsetsTopicWriter:
         self._service = service
 
     def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> None:
-        broker = self._service.broker
-        self._service.ensure_offsets_topic()
-        now = broker.clock.time_ms()
+        service = self._service
+        service.ensure_offsets_topic()
+        now = service.clock.time_ms()
         batch = build_batch([(key, value, (), now) for key, value in records])
-        if broker.replica_manager is not None:  # cluster: leader epoch and high watermark are replicated
-            rm = broker.replica_manager
-            try:
-                part = rm.leader_partition(OFFSETS_TOPIC, partition)
-                info = rm.append_as_leader(part, batch)
-            except KafkaError as exc:
-                if exc.code is ErrorCode.NOT_LEADER_OR_FOLLOWER:
-                    raise KafkaError(ErrorCode.NOT_COORDINATOR, exc.message) from exc
-                raise
-            except OSError as exc:
-                raise KafkaError(ErrorCode.NOT_COORDINATOR, str(exc)) from exc
-            self._service.appended_end[partition] = info.last_offset + 1
-            return
-        plog = broker.partition_log(OFFSETS_TOPIC, partition)
+        rm = service.replica_manager
         try:
-            plog.append_as_leader(batch, leader_epoch=LEADER_EPOCH)
+            part = rm.leader_partition(OFFSETS_TOPIC, partition)
+            info = rm.append_as_leader(part, batch)
+        except KafkaError as exc:
+            if exc.code is ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                raise KafkaError(ErrorCode.NOT_COORDINATOR, exc.message) from exc
+            raise
         except OSError as exc:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from exc
-        plog.high_watermark = plog.log_end_offset
-        broker.purgatory.notify((OFFSETS_TOPIC, partition))
+        service.appended_end[partition] = info.last_offset + 1
 
 
-def group_config(broker: Broker) -> GroupConfig:
-    get = broker.config.get
+def group_config(config: BrokerConfig) -> GroupConfig:
+    get = config.get
     return GroupConfig(
         initial_rebalance_delay_ms=int(get("group.initial.rebalance.delay.ms")),
         min_session_timeout_ms=int(get("group.min.session.timeout.ms")),
@@ -137,33 +131,36 @@ def group_config(broker: Broker) -> GroupConfig:
 
 
 class GroupService:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.num_partitions = int(broker.config.get("offsets.topic.num.partitions"))
+    def __init__(
+        self,
+        config: BrokerConfig,
+        clock: Clock,
+        replica_manager: ReplicaManager,
+        metadata: ClusterMetadataStore,
+        topics: TopicAdmin,
+    ) -> None:
+        self.clock = clock
+        self.replica_manager = replica_manager
+        self._metadata = metadata
+        self._topics = topics
+        self.num_partitions = int(config.get("offsets.topic.num.partitions"))
+        self._replication_factor = int(config.get("offsets.topic.replication.factor"))
         self.coordinator = GroupCoordinator(
-            group_config(broker),
-            broker.clock,
-            AsyncioScheduler(),
+            group_config(config),
+            clock,
+            ClockScheduler(clock),
             OffsetsTopicWriter(self),
             self.num_partitions,
         )
         self._expiry_task: asyncio.Task[None] | None = None
-        self.commit_timeout_ms = int(broker.config.get("offsets.commit.timeout.ms"))
-        # Cluster mode: partition -> end offset of the latest coordinator append (what a reply waits for).
+        self.commit_timeout_ms = int(config.get("offsets.commit.timeout.ms"))
+        # Partition -> end offset of the latest coordinator append (what a reply waits for).
         self.appended_end: dict[int, int] = {}
+        replica_manager.on_leadership_change.append(self._on_leadership_change)
 
     # --- life cycle ----------------------------------------------------------------------------
     def start(self) -> None:
-        """Replay `__consumer_offsets` (if it exists) and start offset expiry. Call inside the loop."""
-        info = self.broker.metadata.topics.get(OFFSETS_TOPIC)
-        if self.broker.replica_manager is not None:
-            # Cluster: load a partition's groups when this broker becomes its leader.
-            self.broker.replica_manager.on_leadership_change.append(self._on_leadership_change)
-            info = None
-        if info is not None:
-            self.num_partitions = info.partitions
-            self.coordinator.store.num_partitions = info.partitions
-            self.coordinator.load(self._replay_records(info.partitions))
+        """Start offset expiry (groups load as this broker becomes leader of their partitions)."""
         self._expiry_task = asyncio.create_task(self._expire_periodically())
 
     async def stop(self) -> None:
@@ -176,7 +173,7 @@ class GroupService:
 
     async def _expire_periodically(self) -> None:
         while True:
-            await asyncio.sleep(OFFSETS_RETENTION_CHECK_INTERVAL_MS / 1000)
+            await sleep_ms(self.clock, OFFSETS_RETENTION_CHECK_INTERVAL_MS)
             try:
                 removed = self.coordinator.expire_offsets()
             except Exception:
@@ -184,15 +181,6 @@ class GroupService:
                 continue
             if removed:
                 log.info("expired %d committed offset(s)", removed)
-
-    def _replay_records(self, partitions: int) -> Iterator[tuple[bytes | None, bytes | None]]:
-        for partition in range(partitions):
-            try:
-                plog = self.broker.partition_log(OFFSETS_TOPIC, partition)
-            except KafkaError:
-                log.warning("%s-%d has no log; skipping it on load", OFFSETS_TOPIC, partition)
-                continue
-            yield from _read_partition(plog.read, plog.log_start_offset, plog.log_end_offset, partition)
 
     def _on_leadership_change(self, partition: Partition, is_leader: bool) -> None:
         if partition.topic != OFFSETS_TOPIC:
@@ -202,7 +190,7 @@ class GroupService:
             self.coordinator.unload_partition(partition.index)
             return
         plog = partition.log
-        info = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+        info = self._metadata.topics.get(OFFSETS_TOPIC)
         if info is not None:
             self.num_partitions = info.partitions
             self.coordinator.store.num_partitions = info.partitions
@@ -212,11 +200,9 @@ class GroupService:
         )
 
     async def wait_for_replication(self, group_id: str) -> ErrorCode:
-        """Cluster mode: until the ISR has every coordinator record appended so far to the group's
-        partition (acks=-1, as Kafka's coordinator writes). Single node: nothing to wait for."""
-        rm = self.broker.replica_manager
-        if rm is None:
-            return ErrorCode.NONE
+        """Until the ISR has every coordinator record appended so far to the group's partition (acks=-1,
+        as Kafka's coordinator writes; immediate when the ISR is this broker alone)."""
+        rm = self.replica_manager
         index = self.coordinator.partition_for(group_id)
         required = self.appended_end.get(index)
         if required is None:
@@ -236,10 +222,10 @@ class GroupService:
         return _COORDINATOR_ERRORS.get(code, code)
 
     def coordinator_endpoint(self, group_id: str) -> tuple[int, str, int] | None:
-        """Cluster mode: (node id, host, port) of the leader of the group's partition, if known."""
-        cache = self.broker.cluster.metadata if self.broker.cluster is not None else None
-        info = self.broker.metadata.topics.get(OFFSETS_TOPIC)
-        if cache is None or info is None:
+        """(node id, host, port) of the leader of the group's partition, if known."""
+        cache = self._metadata
+        info = cache.topics.get(OFFSETS_TOPIC)
+        if info is None:
             return None
         meta = cache.partitions.get((OFFSETS_TOPIC, partition_for(group_id, info.partitions)))
         if meta is None or meta.leader not in cache.brokers:
@@ -249,16 +235,12 @@ class GroupService:
 
     def ensure_offsets_topic(self) -> None:
         """Create `__consumer_offsets` if it does not exist yet (first use)."""
-        if OFFSETS_TOPIC in self.broker.metadata.topics:
+        if OFFSETS_TOPIC in self._metadata.topics:
             return
         configs = {"cleanup.policy": "compact", "segment.bytes": str(OFFSETS_TOPIC_SEGMENT_BYTES)}
         try:
-            rf = (
-                1
-                if self.broker.cluster is None
-                else int(self.broker.config.get("offsets.topic.replication.factor"))
-            )
-            self.broker.create_topic(OFFSETS_TOPIC, self.num_partitions, rf, configs)
+            rf = max(1, min(self._replication_factor, len(self._metadata.brokers)))
+            self._topics.create_topic(OFFSETS_TOPIC, self.num_partitions, rf, configs)
         except KafkaError as exc:
             if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
@@ -266,15 +248,14 @@ class GroupService:
 
     # --- requests ------------------------------------------------------------------------------
     def is_coordinator(self, group_id: str) -> bool:
-        """Single node: this broker leads every `__consumer_offsets` partition; cluster: the group's one."""
-        rm = self.broker.replica_manager
-        if rm is None:
-            return True
-        info = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+        """Whether this broker leads the group's `__consumer_offsets` partition (before that topic
+        exists, any broker may answer: the first group request creates it)."""
+        rm = self.replica_manager
+        info = self._metadata.topics.get(OFFSETS_TOPIC)
         if info is None:
-            return False
+            return True
         part = rm.partitions.get((OFFSETS_TOPIC, partition_for(group_id, info.partitions)))
-        return part is not None and part.leader_id == self.broker.node_id
+        return part is not None and part.leader_id == rm.node_id
 
     async def join_group(self, req: JoinGroupRequest) -> JoinResult:
         fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()

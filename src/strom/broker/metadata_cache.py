@@ -1,15 +1,17 @@
-"""The broker's view of the cluster in cluster mode: what UpdateMetadata last said, plus topic configs.
+"""The broker's view of the cluster: what UpdateMetadata last said, plus topic configs.
 
-`ClusterMetadataStore` offers the surface handlers already use on `LocalMetadataStore` (``topics``,
-``cluster_id``, ``next_producer_id``) so that Metadata, DescribeConfigs and friends work unchanged, and
-adds the cluster facts: live brokers, the controller, and per partition the leader, leader epoch,
-replicas, ISR and offline replicas. Every broker answers Metadata from this cache, never from ZooKeeper.
+`ClusterMetadataStore` holds the topics (``topics``, with their configs), the live brokers, the
+controller, and per partition the leader, leader epoch, replicas, ISR and offline replicas. Every broker
+answers Metadata from this cache. In a ZooKeeper cluster the controller's UpdateMetadata requests fill
+it; on a single node the local control plane (`strom.broker.local_control`) applies the same bodies
+in-process, describing a cluster of one.
 
 UpdateMetadata carries the whole cluster state (internal_specs.py), so applying it replaces the cache;
 requests from a controller epoch older than the newest seen are ignored. Topic configs are not in
 UpdateMetadata: they are read from ``/config/topics/<t>`` when a topic first appears and re-read when a
-``/config/changes`` notification names it (the loader is injected by the cluster member).
-Producer ids come in blocks claimed from ZooKeeper, unique across the cluster.
+``/config/changes`` notification names it (the loader is injected: ZooKeeper, or the local catalogue).
+Producer ids come in blocks claimed from ZooKeeper (unique across the cluster) or from the local
+catalogue's persisted counter.
 """
 
 from __future__ import annotations

@@ -4,12 +4,14 @@ Files (all written atomically: temp file, fsync, rename, fsync of the directory)
 - `meta.properties`: `version=1`, `cluster.id=...`, `node.id=...`, as Kafka writes it. A log dir written
   by another cluster or broker id is refused at start-up rather than silently mixed.
 - `strom-topics.json`: `{"topics": {name: {"topic_id": hex, "partitions": n, "replication_factor": r,
-  "configs": {name: value}}}}`: the topic catalogue, rewritten whole on every change (changes are rare).
-- `strom-producer-id`: the next producer id block start; ids are handed out from blocks of 1000 so the
-  file is written once per block, and a crash skips at most the rest of a block (ids stay unique).
+  "configs": {name: value}, "leader_epoch": e}}}`: the topic catalogue, rewritten whole on every change
+  (changes are rare). `leader_epoch` is the epoch at which this node leads the topic's partitions (0 until
+  something makes leadership change; absent in files written before it existed, meaning 0).
+- `strom-producer-id`: the start of the next producer id block; ids are handed out in blocks (1000 at a
+  time) so the file is written once per block, and a crash skips at most the rest of a block.
 
-In cluster mode the same information lives in ZooKeeper; the broker talks to either through this
-class's small surface.
+This is the single node's stand-in for what ZooKeeper holds in a cluster: the local control plane
+(`strom.broker.local_control`) reads and writes it.
 """
 
 from __future__ import annotations
@@ -22,8 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from strom._util.errors import ConfigError
-
-PRODUCER_ID_BLOCK = 1000
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -47,6 +47,7 @@ class TopicInfo:
     partitions: int
     replication_factor: int
     configs: dict[str, str] = field(default_factory=dict)
+    leader_epoch: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -54,6 +55,7 @@ class TopicInfo:
             "partitions": self.partitions,
             "replication_factor": self.replication_factor,
             "configs": self.configs,
+            "leader_epoch": self.leader_epoch,
         }
 
 
@@ -63,7 +65,7 @@ class LocalMetadataStore:
         self._dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id = self._load_meta(broker_id, cluster_id)
         self.topics: dict[str, TopicInfo] = self._load_topics()
-        self._next_pid, self._pid_block_end = self._load_pid_block()
+        self._next_block = self._load_pid_block()
 
     # meta.properties -------------------------------------------------------------------------------
     def _load_meta(self, broker_id: int, cluster_id: str | None) -> str:
@@ -98,6 +100,7 @@ class LocalMetadataStore:
                 partitions=int(t["partitions"]),
                 replication_factor=int(t["replication_factor"]),
                 configs=dict(t.get("configs", {})),
+                leader_epoch=int(t.get("leader_epoch", 0)),
             )
             for name, t in doc["topics"].items()
         }
@@ -127,15 +130,17 @@ class LocalMetadataStore:
         self._save_topics()
 
     # producer ids ----------------------------------------------------------------------------------
-    def _load_pid_block(self) -> tuple[int, int]:
+    def _load_pid_block(self) -> int:
         path = self._dir / "strom-producer-id"
-        start = int(path.read_text().strip()) if path.exists() else 0
-        return start, start
+        return int(path.read_text().strip()) if path.exists() else 0
 
-    def next_producer_id(self) -> int:
-        if self._next_pid >= self._pid_block_end:
-            self._pid_block_end = self._next_pid + PRODUCER_ID_BLOCK
-            atomic_write(self._dir / "strom-producer-id", str(self._pid_block_end).encode())
-        pid = self._next_pid
-        self._next_pid += 1
-        return pid
+    def allocate_producer_ids(self, size: int) -> int:
+        """Claim the next block of ``size`` producer ids (persisted first); returns its first id."""
+        start = self._next_block
+        atomic_write(self._dir / "strom-producer-id", str(start + size).encode())
+        self._next_block = start + size
+        return start
+
+    def topic_configs(self, name: str) -> dict[str, str]:
+        info = self.topics.get(name)
+        return dict(info.configs) if info is not None else {}

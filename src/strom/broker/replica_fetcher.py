@@ -23,19 +23,15 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from strom.broker.net_client import BrokerConnection
+from strom.broker.partition import Partition, TopicPartition
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 
-if TYPE_CHECKING:
-    from strom.broker.broker import Broker
-    from strom.broker.replica_manager import Partition, ReplicaManager
-
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 FETCH_VERSION = 11
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 ERROR_BACKOFF_S = 0.1
@@ -49,15 +45,17 @@ class _FetchState:
 
 
 class ReplicaFetcher:
-    def __init__(self, broker: Broker, leader_id: int, endpoint: tuple[str, int]) -> None:
-        self.broker = broker
+    def __init__(
+        self, node_id: int, leader_id: int, endpoint: tuple[str, int], max_wait_ms: int, max_bytes: int
+    ) -> None:
+        self.node_id = node_id
         self.leader_id = leader_id
         self.endpoint = endpoint
         self.partitions: dict[TopicPartition, _FetchState] = {}
         self._wake = asyncio.Event()
-        self._conn = BrokerConnection(endpoint[0], endpoint[1], f"replica-fetcher-{broker.node_id}")
-        self._max_wait_ms = int(broker.config.get("replica.fetch.wait.max.ms"))
-        self._max_bytes = int(broker.config.get("replica.fetch.max.bytes"))
+        self._conn = BrokerConnection(endpoint[0], endpoint[1], f"replica-fetcher-{node_id}")
+        self._max_wait_ms = max_wait_ms
+        self._max_bytes = max_bytes
         self.task = asyncio.create_task(self._run())
 
     def add(self, part: Partition) -> None:
@@ -105,7 +103,7 @@ class ReplicaFetcher:
         if not topics:
             return
         body = {
-            "replica_id": self.broker.node_id,
+            "replica_id": self.node_id,
             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
         }
         response = await self._conn.send(
@@ -163,7 +161,7 @@ class ReplicaFetcher:
                 }
             )
         body = {
-            "replica_id": self.broker.node_id,
+            "replica_id": self.node_id,
             "max_wait_ms": self._max_wait_ms,
             "min_bytes": 1,
             "max_bytes": 0x7FFFFFFF,
@@ -216,9 +214,12 @@ class ReplicaFetcher:
 
 
 class ReplicaFetcherManager:
-    def __init__(self, broker: Broker, replica_manager: ReplicaManager) -> None:
-        self.broker = broker
-        self.replica_manager = replica_manager
+    """The fetchers of one follower broker, one per leader it follows partitions of."""
+
+    def __init__(self, node_id: int, max_wait_ms: int, max_bytes: int) -> None:
+        self.node_id = node_id
+        self._max_wait_ms = max_wait_ms
+        self._max_bytes = max_bytes
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._owner: dict[TopicPartition, int] = {}
         self._closing: set[asyncio.Future[None]] = set()
@@ -238,7 +239,9 @@ class ReplicaFetcherManager:
                 del self._owner[tp]
             fetcher = None
         if fetcher is None:
-            fetcher = self._fetchers[leader_id] = ReplicaFetcher(self.broker, leader_id, endpoint)
+            fetcher = self._fetchers[leader_id] = ReplicaFetcher(
+                self.node_id, leader_id, endpoint, self._max_wait_ms, self._max_bytes
+            )
         fetcher.add(part)
         self._owner[part.tp] = leader_id
 

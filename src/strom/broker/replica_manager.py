@@ -1,4 +1,9 @@
-"""Replica manager (cluster mode): the partitions this broker hosts, as leader or follower.
+"""Replica manager: the partitions this broker hosts, as leader or follower.
+
+One path for both ways of running Strom: in a ZooKeeper cluster the controller's LeaderAndIsr requests
+arrive over the network; an embedded single node is a cluster of one whose local control plane
+(`strom.broker.local_control`) hands the same requests over in-process, making this broker leader of every
+partition with ISR = {itself}. ISR changes go through the `IsrStore` port either way.
 
 Theory of operation (Kafka's ``ReplicaManager`` + ``Partition``):
 
@@ -29,67 +34,50 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from strom._util.clock import Clock, sleep_ms
+from strom.broker.metadata_cache import ClusterMetadataStore
+from strom.broker.partition import FollowerState, Partition, TopicPartition
+from strom.broker.ports import IsrStore
+from strom.broker.purgatory import Purgatory
+from strom.broker.replica_fetcher import ReplicaFetcherManager
 from strom.cluster.election import LeaderAndIsr
 from strom.protocol.errors import ErrorCode, KafkaError
-from strom.storage.log import AppendInfo, PartitionLog
-
-if TYPE_CHECKING:
-    from strom.broker.broker import Broker
-    from strom.broker.replica_fetcher import ReplicaFetcherManager
+from strom.storage.config import LogConfig
+from strom.storage.log import AppendInfo
+from strom.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
-IsrWriter = Callable[[str, int, LeaderAndIsr], "LeaderAndIsr | None"]
-IsrNotifier = Callable[[list[TopicPartition]], None]
-
-
-@dataclass(slots=True)
-class FollowerState:
-    log_end_offset: int = -1
-    last_caught_up_ms: int = 0
-    last_fetch_leader_leo: int = -1
-    last_fetch_ms: int = 0
-
-
-@dataclass(slots=True)
-class Partition:
-    topic: str
-    index: int
-    log: PartitionLog
-    leader_id: int = -1
-    leader_epoch: int = -1
-    leader_epoch_start_offset: int = 0
-    replicas: list[int] = field(default_factory=list)
-    isr: list[int] = field(default_factory=list)
-    zk_version: int = -1
-    controller_epoch: int = -1
-    followers: dict[int, FollowerState] = field(default_factory=dict)
-
-    @property
-    def tp(self) -> TopicPartition:
-        return (self.topic, self.index)
-
-    def min_isr(self) -> int:
-        return max(1, min(self.log.config.min_insync_replicas, len(self.replicas) or 1))
+__all__ = ["FollowerState", "Partition", "ReplicaManager", "TopicPartition"]
 
 
 class ReplicaManager:
-    def __init__(self, broker: Broker, write_isr: IsrWriter, notify_isr_change: IsrNotifier) -> None:
-        from strom.broker.replica_fetcher import ReplicaFetcherManager
-
-        self.broker = broker
-        self.node_id = broker.node_id
+    def __init__(
+        self,
+        node_id: int,
+        log_manager: LogManager,
+        metadata: ClusterMetadataStore,
+        log_config_for: Callable[[str], LogConfig],
+        purgatory: Purgatory,
+        clock: Clock,
+        isr_store: IsrStore,
+        fetchers: ReplicaFetcherManager,
+        lag_max_ms: int,
+    ) -> None:
+        self.node_id = node_id
         self.partitions: dict[TopicPartition, Partition] = {}
         self.controller_epoch = -1
-        self._write_isr = write_isr
-        self._notify_isr_change = notify_isr_change
-        self.lag_max_ms = int(broker.config.get("replica.lag.time.max.ms"))
-        self.fetchers: ReplicaFetcherManager = ReplicaFetcherManager(broker, self)
+        self.lag_max_ms = lag_max_ms
+        self.fetchers = fetchers
         self.on_leadership_change: list[Callable[[Partition, bool], None]] = []
+        self._log_manager = log_manager
+        self._metadata = metadata
+        self._log_config_for = log_config_for
+        self._purgatory = purgatory
+        self._clock = clock
+        self._isr_store = isr_store
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -103,14 +91,14 @@ class ReplicaManager:
         await self.fetchers.stop()
 
     def _now_ms(self) -> int:
-        return self.broker.clock.monotonic_ms()
+        return self._clock.monotonic_ms()
 
     # lookups -----------------------------------------------------------------------------------------
     def leader_partition(self, topic: str, index: int, current_leader_epoch: int = -1) -> Partition:
         """The partition if this broker leads it (at the client's epoch, if given), else the Kafka error."""
         part = self.partitions.get((topic, index))
         if part is None:
-            meta = self.broker.metadata.topics.get(topic)
+            meta = self._metadata.topics.get(topic)
             if meta is None or not 0 <= index < meta.partitions:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.node_id} hosts no replica")
@@ -152,7 +140,7 @@ class ReplicaManager:
             raise KafkaError(ErrorCode.STALE_CONTROLLER_EPOCH, "older leader epoch")
         same_epoch = part is not None and epoch == part.leader_epoch
         if part is None:
-            plog = self.broker.log_manager.get_or_create_log(tp[0], tp[1], self.broker.log_config_for(tp[0]))
+            plog = self._log_manager.get_or_create_log(tp[0], tp[1], self._log_config_for(tp[0]))
             part = Partition(tp[0], tp[1], plog)
             self.partitions[tp] = part
         zk_version = int(state["zk_version"])
@@ -196,7 +184,7 @@ class ReplicaManager:
             part.isr,
         )
         self.maybe_advance_high_watermark(part)
-        self.broker.purgatory.notify(part.tp)
+        self._purgatory.notify(part.tp)
         for callback in self.on_leadership_change:
             callback(part, True)
 
@@ -208,7 +196,7 @@ class ReplicaManager:
         )
         if endpoint is not None and part.leader_id >= 0:
             self.fetchers.add_partition(part, part.leader_id, endpoint)
-        self.broker.purgatory.notify(part.tp)
+        self._purgatory.notify(part.tp)
         for callback in self.on_leadership_change:
             callback(part, False)
 
@@ -227,17 +215,18 @@ class ReplicaManager:
                 if part is not None and part.leader_id == self.node_id:
                     for callback in self.on_leadership_change:
                         callback(part, False)
-                self.broker.log_manager.delete_log(tp[0], tp[1])
-                self.broker.purgatory.notify(tp)
+                self._log_manager.delete_log(tp[0], tp[1])
+                self._purgatory.notify(tp)
             errors.append({"topic_name": tp[0], "partition_index": tp[1], "error_code": 0})
         return {"error_code": 0, "partition_errors": errors}
 
     # leader: appends, follower fetches, high watermark -------------------------------------------
     def append_as_leader(self, part: Partition, records: bytes | bytearray | memoryview) -> AppendInfo:
         info = part.log.append_as_leader(records, leader_epoch=part.leader_epoch)
-        if not info.duplicate:
-            self.maybe_advance_high_watermark(part)
-            self.broker.purgatory.notify(part.tp)
+        # Wake parked fetches: consumers if the high watermark moved, followers (who read to the log
+        # end offset) in any case.
+        if not info.duplicate and not self.maybe_advance_high_watermark(part):
+            self._purgatory.notify(part.tp)
         return info
 
     def record_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int) -> None:
@@ -277,7 +266,7 @@ class ReplicaManager:
         new_hw = min(offsets)
         if new_hw > plog.high_watermark:
             plog.high_watermark = new_hw
-            self.broker.purgatory.notify(part.tp)
+            self._purgatory.notify(part.tp)
             return True
         return False
 
@@ -286,7 +275,7 @@ class ReplicaManager:
             self.node_id, part.leader_epoch, tuple(new_isr), part.controller_epoch, part.zk_version
         )
         try:
-            stored = self._write_isr(part.topic, part.index, proposed)
+            stored = self._isr_store.write_isr(part.topic, part.index, proposed)
         except Exception as exc:
             log.warning("%s-%d: ISR change failed (%s)", part.topic, part.index, exc)
             return False
@@ -299,15 +288,15 @@ class ReplicaManager:
         part.isr = list(new_isr)
         part.zk_version = stored.zk_version
         with contextlib.suppress(Exception):
-            self._notify_isr_change([part.tp])
+            self._isr_store.notify_isr_change([part.tp])
         self.maybe_advance_high_watermark(part)
-        self.broker.purgatory.notify(part.tp)
+        self._purgatory.notify(part.tp)
         return True
 
     async def _isr_expiry_loop(self) -> None:
-        interval_s = max(self.lag_max_ms / 2, 50) / 1000
+        interval_ms = max(self.lag_max_ms // 2, 50)
         while True:
-            await asyncio.sleep(interval_s)
+            await sleep_ms(self._clock, interval_ms)
             try:
                 self.shrink_lagging_isrs()
             except Exception:
@@ -330,9 +319,8 @@ class ReplicaManager:
                 self._change_isr(part, new_isr, f"replicas {lagging} lagged > {self.lag_max_ms} ms")
 
     async def wait_for_replication(self, part: Partition, required_offset: int, timeout_ms: int) -> ErrorCode:
-        """acks=all: wait until the high watermark reaches ``required_offset``."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(timeout_ms, 0) / 1000
+        """acks=all: wait until the high watermark reaches ``required_offset`` (deadline on the clock)."""
+        deadline_ms = self._clock.monotonic_ms() + max(timeout_ms, 0)
         while True:
             if self.partitions.get(part.tp) is not part or part.leader_id != self.node_id:
                 return ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -340,8 +328,8 @@ class ReplicaManager:
                 return ErrorCode.NONE
             if len(part.isr) < part.min_isr():
                 return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-            remaining = deadline - loop.time()
-            if remaining <= 0 or not await self.broker.purgatory.wait([part.tp], remaining):
+            remaining_ms = deadline_ms - self._clock.monotonic_ms()
+            if remaining_ms <= 0 or not await self._purgatory.wait([part.tp], remaining_ms):
                 if part.log.high_watermark >= required_offset and part.leader_id == self.node_id:
                     return ErrorCode.NONE
                 return ErrorCode.REQUEST_TIMED_OUT

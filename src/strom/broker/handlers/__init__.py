@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from strom.broker.handlers import (  # noqa: F401  (imported for their @handles registrations)
     api_versions,
     cluster,
@@ -17,17 +15,6 @@ from strom.broker.handlers import (  # noqa: F401  (imported for their @handles 
     producer_ids,
     topics,
 )
-from strom.broker.handlers.base import HANDLERS, Body, Handler, RequestContext, handles
-from strom.protocol.api import SUPPORTED
-
-
-def advertised_api_keys() -> list[dict[str, Any]]:
-    """ApiVersions entries: only keys with a handler, at the versions the conformance tests cover."""
-    return [
-        {"api_key": int(key), "min_version": low, "max_version": high}
-        for key, (low, high) in sorted(SUPPORTED.items())
-        if int(key) in HANDLERS
-    ]
-
+from strom.broker.handlers.base import HANDLERS, Body, Handler, RequestContext, advertised_api_keys, handles
 
 __all__ = ["HANDLERS", "Body", "Handler", "RequestContext", "advertised_api_keys", "handles"]

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from strom.protocol.api import ApiKey
-
-if TYPE_CHECKING:
-    from strom.broker.broker import Broker
+from strom.broker.broker import Broker
+from strom.protocol.api import SUPPORTED, ApiKey
 
 Body = dict[str, Any]
 
@@ -54,3 +52,12 @@ def handles(api_key: ApiKey) -> Callable[[Handler], Handler]:
         return fn
 
     return register
+
+
+def advertised_api_keys() -> list[dict[str, Any]]:
+    """ApiVersions entries: only keys with a handler, at the versions the conformance tests cover."""
+    return [
+        {"api_key": int(key), "min_version": low, "max_version": high}
+        for key, (low, high) in sorted(SUPPORTED.items())
+        if int(key) in HANDLERS
+    ]

@@ -141,7 +141,7 @@ async def _alter(ctx: RequestContext, req: Body, incremental: bool) -> Body:
                 new = _apply_incremental(info.configs, res["configs"])
             else:
                 new = {c["name"]: c["value"] for c in res["configs"] if c["value"] is not None}
-            ctx.broker.set_topic_configs(name, new, validate_only)
+            ctx.broker.topics.set_topic_configs(name, new, validate_only)
         except KafkaError as exc:
             out["error_code"], out["error_message"] = int(exc.code), exc.message
         responses.append(out)

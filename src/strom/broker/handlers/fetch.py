@@ -12,17 +12,17 @@ Rules (PROTOCOL-NOTES §3 "Fetch responses", P6-P8, P13):
   within its `partition_max_bytes`;
 - with fewer than `min_bytes` available the request parks in the purgatory until an append to one of its
   partitions or `max_wait_ms` passes, then answers with what there is;
-- session_id is always 0: Strom declines fetch sessions, which every client handles (P8).
+- session_id is always 0: Strom declines fetch sessions, which every client handles (P8);
+- only the leader serves fetches (NOT_LEADER_OR_FOLLOWER elsewhere; FENCED_LEADER_EPOCH /
+  UNKNOWN_LEADER_EPOCH for a stale or future `current_leader_epoch`). Consumers read below the high
+  watermark; a follower (`replica_id` >= 0) reads up to the log end offset, and its fetch offset is its
+  log end offset, reported once per request to the replica manager (high watermark, ISR expansion).
 
-Cluster mode: only the leader serves fetches (NOT_LEADER_OR_FOLLOWER elsewhere; FENCED_LEADER_EPOCH /
-UNKNOWN_LEADER_EPOCH for a stale or future `current_leader_epoch`). Consumers read below the high
-watermark; a follower (`replica_id` >= 0) reads up to the log end offset, and its fetch offset is its log
-end offset, reported once per request to the replica manager (high watermark, ISR expansion).
+Waits are on the broker's clock (the purgatory's deadlines), so a manual clock drives them in tests.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from strom.broker.handlers.base import Body, RequestContext, handles
@@ -30,7 +30,6 @@ from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.file_records import FileRecords
 
-LEADER_EPOCH = 0
 READ_COMMITTED = 1
 
 
@@ -47,15 +46,7 @@ def _empty(index: int, code: ErrorCode, hwm: int = -1, lso: int = -1, log_start:
     }
 
 
-def _check_epoch(current_leader_epoch: int) -> None:
-    if current_leader_epoch < 0 or current_leader_epoch == LEADER_EPOCH:
-        return
-    if current_leader_epoch < LEADER_EPOCH:
-        raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
-    raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
-
-
-def _leader_read(
+def _read(
     ctx: RequestContext,
     name: str,
     p: dict[str, Any],
@@ -64,13 +55,12 @@ def _leader_read(
     first_pass: bool,
     replica_id: int,
 ) -> tuple[FileRecords, int, int]:
-    """Cluster mode: (data, high watermark, log start offset) from a partition this broker leads.
+    """(data, high watermark, log start offset) from a partition this broker leads.
 
     A follower (``replica_id`` >= 0) reads up to the log end offset and, on the first pass of its
     request, reports its log end offset (= the fetch offset) to the replica manager.
     """
     rm = ctx.broker.replica_manager
-    assert rm is not None
     part = rm.leader_partition(name, int(p["partition"]), int(p.get("current_leader_epoch", -1)))
     plog = part.log
     fetch_offset = int(p["fetch_offset"])
@@ -81,21 +71,9 @@ def _leader_read(
     return data, plog.high_watermark, plog.log_start_offset
 
 
-def _local_read(
-    ctx: RequestContext, name: str, p: dict[str, Any], limit: int, min_one: bool
-) -> tuple[FileRecords, int, int]:
-    """Single-node mode: (data, high watermark, log start offset); this broker leads every partition."""
-    _check_epoch(int(p.get("current_leader_epoch", -1)))
-    plog = ctx.broker.partition_log(name, int(p["partition"]))
-    hwm = plog.high_watermark
-    data = plog.read_records(int(p["fetch_offset"]), max(limit, 0), hwm, min_one_batch=min_one)
-    return data, hwm, plog.log_start_offset
-
-
 def _hosted_log_start(ctx: RequestContext, name: str, index: int) -> int:
     """The log start offset reported beside an error: known only for a replica this broker hosts."""
-    rm = ctx.broker.replica_manager
-    hosted = rm.partitions.get((name, index)) if rm is not None else None
+    hosted = ctx.broker.replica_manager.partitions.get((name, index))
     return hosted.log.log_start_offset if hosted is not None else -1
 
 
@@ -103,7 +81,6 @@ def _read_all(
     ctx: RequestContext, req: Body, first_pass: bool = False
 ) -> tuple[list[dict[str, Any]], int, bool]:
     """One pass over the requested partitions: (responses, bytes read, any error)."""
-    broker = ctx.broker
     replica_id = int(req.get("replica_id", -1))
     read_committed = int(req.get("isolation_level", 0)) == READ_COMMITTED
     remaining = max(int(req.get("max_bytes", 0x7FFFFFFF)), 0)
@@ -117,12 +94,7 @@ def _read_all(
             index = int(p["partition"])
             limit = min(int(p["partition_max_bytes"]), remaining)
             try:
-                if broker.replica_manager is not None:
-                    data, hwm, log_start = _leader_read(
-                        ctx, name, p, limit, total == 0, first_pass, replica_id
-                    )
-                else:
-                    data, hwm, log_start = _local_read(ctx, name, p, limit, total == 0)
+                data, hwm, log_start = _read(ctx, name, p, limit, total == 0, first_pass, replica_id)
             except KafkaError as exc:
                 errored = True
                 parts.append(_empty(index, exc.code, log_start=_hosted_log_start(ctx, name, index)))
@@ -140,8 +112,8 @@ def _read_all(
 
 @handles(ApiKey.FETCH)
 async def handle_fetch(ctx: RequestContext, req: Body) -> Body:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + max(int(req.get("max_wait_ms", 0)), 0) / 1000
+    clock = ctx.broker.clock
+    deadline_ms = clock.monotonic_ms() + max(int(req.get("max_wait_ms", 0)), 0)
     min_bytes = int(req.get("min_bytes", 0))
     keys = [(t["topic"], int(p["partition"])) for t in req["topics"] for p in t["partitions"]]
     first_pass = True
@@ -150,7 +122,7 @@ async def handle_fetch(ctx: RequestContext, req: Body) -> Body:
         first_pass = False
         if total >= min_bytes or errored or not keys:
             break
-        if not await ctx.broker.purgatory.wait(keys, deadline - loop.time()):
+        if not await ctx.broker.purgatory.wait(keys, deadline_ms - clock.monotonic_ms()):
             responses, _, _ = _read_all(ctx, req)
             break
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}

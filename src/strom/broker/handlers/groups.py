@@ -11,29 +11,23 @@ Kafka's muted channel does. Until the group service is up, group requests get CO
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from strom.broker.group_service import GroupService
 from strom.broker.handlers.base import Body, RequestContext, handles
 from strom.coordinator import JoinGroupRequest, SyncGroupRequest
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 
-if TYPE_CHECKING:
-    from strom.broker.group_service import GroupService
-
 COORDINATOR_KEY_TYPE_GROUP = 0
 
 
-def group_service(ctx: RequestContext) -> GroupService | None:
-    """The broker's group service, or None while it is not started (before `start_background`)."""
-    service: GroupService | None = getattr(ctx.broker, "groups", None)
-    return service
+def group_service(ctx: RequestContext) -> GroupService:
+    return ctx.broker.groups
 
 
 def _not_coordinator(ctx: RequestContext, group_id: str) -> ErrorCode | None:
     service = group_service(ctx)
-    if service is None:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
     if not service.is_coordinator(group_id):
         return ErrorCode.NOT_COORDINATOR
     return None
@@ -49,19 +43,15 @@ async def handle_find_coordinator(ctx: RequestContext, req: Body) -> Body:
     if key_type != COORDINATOR_KEY_TYPE_GROUP:
         # Transactions are not supported: there is no transaction coordinator to find.
         return _find_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported")
-    if service is None:
-        return _find_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group coordinator is starting")
     try:
         service.ensure_offsets_topic()
     except KafkaError as exc:
         return _find_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot create __consumer_offsets: {exc}")
-    endpoint = ctx.broker.advertised
-    node_id, host, port = ctx.broker.node_id, endpoint.host, endpoint.port
-    if ctx.broker.cluster is not None:  # the leader of the group's __consumer_offsets partition
-        found = service.coordinator_endpoint(str(req.get("key", "")))
-        if found is None:
-            return _find_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's partition has no leader yet")
-        node_id, host, port = found
+    # The coordinator is the leader of the group's __consumer_offsets partition.
+    found = service.coordinator_endpoint(str(req.get("key", "")))
+    if found is None:
+        return _find_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's partition has no leader yet")
+    node_id, host, port = found
     return {
         "throttle_time_ms": 0,
         "error_code": 0,
@@ -92,8 +82,8 @@ async def handle_join_group(ctx: RequestContext, req: Body) -> Body:
     member_id = req["member_id"] or ""
     error = _not_coordinator(ctx, group_id)
     service = group_service(ctx)
-    if error is not None or service is None:
-        return _join_response(error or ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
+    if error is not None:
+        return _join_response(error, member_id)
     version = ctx.api_version
     session_timeout_ms = int(req["session_timeout_ms"])
     rebalance_timeout_ms = int(req.get("rebalance_timeout_ms", -1)) if version >= 1 else -1
@@ -142,10 +132,10 @@ async def handle_sync_group(ctx: RequestContext, req: Body) -> Body:
     group_id = req["group_id"]
     error = _not_coordinator(ctx, group_id)
     service = group_service(ctx)
-    if error is not None or service is None:
+    if error is not None:
         return {
             "throttle_time_ms": 0,
-            "error_code": int(error or ErrorCode.COORDINATOR_NOT_AVAILABLE),
+            "error_code": int(error),
             "assignment": b"",
         }
     request = SyncGroupRequest(
@@ -195,8 +185,8 @@ async def handle_leave_group(ctx: RequestContext, req: Body) -> Body:
         leaving = [(req["member_id"] or "", None)]
     error = _not_coordinator(ctx, group_id)
     service = group_service(ctx)
-    if error is not None or service is None:
-        code = int(error or ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if error is not None:
+        code = int(error)
         return {"throttle_time_ms": 0, "error_code": code, "members": []}
     errors = service.coordinator.leave_group(group_id, leaving)
     if ctx.api_version < 3:
@@ -218,9 +208,9 @@ async def handle_describe_groups(ctx: RequestContext, req: Body) -> Body:
     groups = []
     for group_id in req["groups"]:
         error = _not_coordinator(ctx, group_id)
-        if error is not None or service is None:
+        if error is not None:
             # Cluster mode: only the group's coordinator describes it (NOT_COORDINATOR elsewhere).
-            groups.append(_described(group_id, error or ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            groups.append(_described(group_id, error))
             continue
         summary = service.coordinator.describe_group(group_id)
         described = _described(group_id, summary.error)
@@ -259,8 +249,6 @@ def _described(group_id: str, code: ErrorCode) -> dict[str, Any]:
 async def handle_list_groups(ctx: RequestContext, req: Body) -> Body:
     del req
     service = group_service(ctx)
-    if service is None:
-        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "groups": []}
     groups = [
         {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state}
         for g in service.coordinator.list_groups()
@@ -272,12 +260,9 @@ async def handle_list_groups(ctx: RequestContext, req: Body) -> Body:
 async def handle_delete_groups(ctx: RequestContext, req: Body) -> Body:
     service = group_service(ctx)
     names: list[str] = list(req["groups_names"])
-    if service is None:
-        codes = dict.fromkeys(names, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    else:
-        mine = [n for n in names if _not_coordinator(ctx, n) is None]
-        codes = dict.fromkeys(names, ErrorCode.NOT_COORDINATOR)
-        codes.update(service.coordinator.delete_groups(mine))
+    mine = [n for n in names if _not_coordinator(ctx, n) is None]
+    codes = dict.fromkeys(names, ErrorCode.NOT_COORDINATOR)
+    codes.update(service.coordinator.delete_groups(mine))
     return {
         "throttle_time_ms": 0,
         "results": [{"group_id": name, "error_code": int(codes[name])} for name in names],

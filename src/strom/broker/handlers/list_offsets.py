@@ -4,11 +4,11 @@ Latest is the high watermark for read_uncommitted and the last stable offset for
 without transactions, P13). A timestamp lookup goes through the time index and answers the first batch
 whose max timestamp is at or after the target; none means offset -1 and timestamp -1, as Kafka answers.
 
-Leader epoch (v4+), cluster mode, as Kafka's ``Partition.fetchOffsetForTimestamp``: latest answers the
+Leader epoch (v4+), as Kafka's ``Partition.fetchOffsetForTimestamp``: latest answers the
 partition's current leader epoch; earliest the epoch of the leader-epoch cache entry covering the log start
 offset; a timestamp lookup the epoch of the batch holding the found offset (the cache entry covering it).
 A ``current_leader_epoch`` in the request is checked as for Fetch (FENCED_LEADER_EPOCH when older,
-UNKNOWN_LEADER_EPOCH when newer). The single-node mode keeps answering -1 (no leader elections there).
+UNKNOWN_LEADER_EPOCH when newer).
 """
 
 from __future__ import annotations
@@ -33,25 +33,21 @@ def _lookup(ctx: RequestContext, topic: str, p: dict[str, Any]) -> dict[str, Any
         "offset": -1,
         "leader_epoch": -1,
     }
-    rm = ctx.broker.replica_manager
-    current_epoch = -1  # -1: leader epochs are not reported (single node)
     try:
-        if rm is not None:
-            part = rm.leader_partition(topic, index, int(p.get("current_leader_epoch", -1)))
-            plog, current_epoch = part.log, part.leader_epoch
-        else:
-            plog = ctx.broker.partition_log(topic, index)
+        part = ctx.broker.replica_manager.leader_partition(
+            topic, index, int(p.get("current_leader_epoch", -1))
+        )
     except KafkaError as exc:
         out["error_code"] = int(exc.code)
         return out
+    plog = part.log
     epochs = plog.leader_epoch_cache
     if target == LATEST:
         out["offset"] = plog.high_watermark
-        out["leader_epoch"] = current_epoch
+        out["leader_epoch"] = part.leader_epoch
     elif target == EARLIEST:
         out["offset"] = plog.log_start_offset
-        if rm is not None:
-            out["leader_epoch"] = epochs.epoch_for_offset(plog.log_start_offset)
+        out["leader_epoch"] = epochs.epoch_for_offset(plog.log_start_offset)
     elif target < 0:
         # -3 (max timestamp) and other negative specials arrive only from v7, which is not advertised.
         out["error_code"] = int(ErrorCode.UNSUPPORTED_VERSION)
@@ -59,8 +55,7 @@ def _lookup(ctx: RequestContext, topic: str, p: dict[str, Any]) -> dict[str, Any
         found = plog.offset_for_timestamp(target)
         if found is not None and found[0] < plog.high_watermark:
             out["offset"], out["timestamp"] = found
-            if rm is not None:
-                out["leader_epoch"] = epochs.epoch_for_offset(found[0])
+            out["leader_epoch"] = epochs.epoch_for_offset(found[0])
     return out
 
 

@@ -2,22 +2,23 @@
 
 Topic list semantics: v0 treats an empty list as "all topics"; from v1 null means all and an empty list
 means none. Unknown topics are auto-created when both the request (v4+ `allow_auto_topic_creation`) and
-`auto.create.topics.enable` allow it. Leader epochs are reported as -1 until replication changes them
-(PROTOCOL-NOTES P9), and authorized operations as Kafka's "not requested" value (P3).
+`auto.create.topics.enable` allow it. Authorized operations are Kafka's "not requested" value (P3).
 
-Cluster mode: everything comes from the metadata cache (the controller's last UpdateMetadata): live
-brokers, controller, and per partition the leader, its real leader epoch, replicas, ISR and offline
-replicas; a partition without a leader is LEADER_NOT_AVAILABLE (also right after auto-creation).
+Everything comes from the metadata cache (the controller's last UpdateMetadata, or the local control
+plane's for a cluster of one): live brokers, controller, and per partition the leader, its leader epoch
+(the one stamped in stored batches, PROTOCOL-NOTES P9), replicas, ISR and offline replicas; a partition
+without a leader is LEADER_NOT_AVAILABLE (also right after auto-creation in a cluster).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker.broker import INTERNAL_TOPICS, Broker, validate_topic_name
+from strom.broker.broker import Broker
 from strom.broker.handlers.base import Body, RequestContext, handles
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.metadata_store import TopicInfo
+from strom.broker.topic_admin import INTERNAL_TOPICS, validate_topic_name
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 
@@ -47,35 +48,13 @@ def _cluster_partition(cache: ClusterMetadataStore, topic: str, p: int) -> dict[
     }
 
 
-def _topic_entry(broker: Broker, info: TopicInfo) -> dict[str, Any]:
-    if isinstance(broker.metadata, ClusterMetadataStore):
-        cache = broker.metadata
-        return {
-            "error_code": 0,
-            "name": info.name,
-            "topic_id": info.topic_id,
-            "is_internal": info.name in INTERNAL_TOPICS,
-            "partitions": [_cluster_partition(cache, info.name, p) for p in range(info.partitions)],
-            "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
-        }
-    me = broker.node_id
+def _topic_entry(cache: ClusterMetadataStore, info: TopicInfo) -> dict[str, Any]:
     return {
         "error_code": 0,
         "name": info.name,
         "topic_id": info.topic_id,
         "is_internal": info.name in INTERNAL_TOPICS,
-        "partitions": [
-            {
-                "error_code": 0,
-                "partition_index": p,
-                "leader_id": me,
-                "leader_epoch": -1,
-                "replica_nodes": [me],
-                "isr_nodes": [me],
-                "offline_replicas": [],
-            }
-            for p in range(info.partitions)
-        ],
+        "partitions": [_cluster_partition(cache, info.name, p) for p in range(info.partitions)],
         "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
     }
 
@@ -93,18 +72,18 @@ def _error_entry(name: str, code: ErrorCode) -> dict[str, Any]:
 def _lookup(broker: Broker, name: str, allow_auto_create: bool) -> dict[str, Any]:
     info = broker.metadata.topics.get(name)
     if info is not None:
-        return _topic_entry(broker, info)
+        return _topic_entry(broker.metadata, info)
     try:
         validate_topic_name(name)
     except KafkaError as exc:
         return _error_entry(name, exc.code)
     if allow_auto_create:
         try:
-            created = broker.maybe_auto_create(name)
+            created = broker.topics.maybe_auto_create(name)
         except KafkaError as exc:
             return _error_entry(name, exc.code)
         if created is not None:
-            return _topic_entry(broker, created)
+            return _topic_entry(broker.metadata, created)
     return _error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
@@ -114,35 +93,19 @@ async def handle_metadata(ctx: RequestContext, req: Body) -> Body:
     requested = req.get("topics")
     all_topics = requested is None or (ctx.api_version == 0 and not requested)
     if all_topics:
-        topics = [_topic_entry(broker, info) for _, info in sorted(broker.metadata.topics.items())]
+        topics = [_topic_entry(broker.metadata, info) for _, info in sorted(broker.metadata.topics.items())]
     else:
         allow = bool(req.get("allow_auto_topic_creation", True)) if ctx.api_version >= 4 else True
         topics = [_lookup(broker, t["name"], allow) for t in requested or [] if t.get("name") is not None]
-    if isinstance(broker.metadata, ClusterMetadataStore):
-        cache = broker.metadata
-        return {
-            "throttle_time_ms": 0,
-            "brokers": [
-                {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                for _, b in sorted(cache.brokers.items())
-            ],
-            "cluster_id": broker.cluster_id,
-            "controller_id": cache.controller_id,
-            "topics": topics,
-            "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
-        }
+    cache = broker.metadata
     return {
         "throttle_time_ms": 0,
         "brokers": [
-            {
-                "node_id": broker.node_id,
-                "host": broker.advertised.host,
-                "port": broker.advertised.port,
-                "rack": broker.rack,
-            }
+            {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+            for _, b in sorted(cache.brokers.items())
         ],
         "cluster_id": broker.cluster_id,
-        "controller_id": broker.node_id,
+        "controller_id": cache.controller_id,
         "topics": topics,
         "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
     }

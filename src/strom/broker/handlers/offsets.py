@@ -34,8 +34,6 @@ def _partition_exists(ctx: RequestContext, tp: TopicPartition) -> bool:
 
 def _group_error(ctx: RequestContext, group_id: str) -> ErrorCode | None:
     service = group_service(ctx)
-    if service is None:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
     if not service.is_coordinator(group_id):
         return ErrorCode.NOT_COORDINATOR
     return None
@@ -64,8 +62,8 @@ async def handle_offset_commit(ctx: RequestContext, req: Body) -> Body:
             )
     error = _group_error(ctx, group_id)
     service = group_service(ctx)
-    if error is not None or service is None:
-        results.update(dict.fromkeys(offsets, error or ErrorCode.COORDINATOR_NOT_AVAILABLE))
+    if error is not None:
+        results.update(dict.fromkeys(offsets, error))
     elif offsets:
         service.ensure_offsets_topic()
         committed = service.coordinator.commit_offsets(
@@ -104,8 +102,8 @@ async def handle_offset_fetch(ctx: RequestContext, req: Body) -> Body:
         requested = [TopicPartition(t["name"], int(p)) for t in req["topics"] for p in t["partition_indexes"]]
     error = _group_error(ctx, group_id)
     service = group_service(ctx)
-    if error is not None or service is None:
-        code = error or ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if error is not None:
+        code = error
         if version < 2:
             # v1 has nowhere else to put it (PROTOCOL-NOTES P12).
             return {"topics": _fetch_topics(dict.fromkeys(requested or []), code)}
@@ -140,9 +138,9 @@ async def handle_offset_delete(ctx: RequestContext, req: Body) -> Body:
     ]
     error = _group_error(ctx, group_id)
     service = group_service(ctx)
-    if error is not None or service is None:
+    if error is not None:
         return {
-            "error_code": int(error or ErrorCode.COORDINATOR_NOT_AVAILABLE),
+            "error_code": int(error),
             "throttle_time_ms": 0,
             "topics": [],
         }

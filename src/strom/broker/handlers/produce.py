@@ -1,65 +1,51 @@
 """Produce (key 0): validate batch headers, append as leader, answer per partition.
 
 The records are never decoded here: storage checks each batch header and CRC, runs the idempotent
-producer checks, patches offsets and appends (DESIGN.md, "Durable, Kafka-shaped storage"). With one
-replica the ISR is this broker, so the high watermark moves to the log end offset at once and acks=all
-needs nothing more than `min.insync.replicas <= 1`. Produce v0-2 (magic 0/1) is rejected per partition,
-as Kafka 4 does, while staying advertised for old librdkafka's feature detection (PROTOCOL-NOTES P10).
-Also as Kafka: internal topics (__consumer_offsets) take no client writes, zstd batches need Produce v7+
-(KIP-110), and a failed acks=0 request closes the connection, since no response can carry the error.
+producer checks, patches offsets and appends (DESIGN.md, "Durable, Kafka-shaped storage"). Only the
+leader appends (NOT_LEADER_OR_FOLLOWER elsewhere), at the partition's leader epoch, through the replica
+manager, which moves the high watermark to the minimum log end offset of the ISR. acks=all checks the ISR
+against min.insync.replicas before the append (NOT_ENOUGH_REPLICAS) and, unless the high watermark
+already passed the batch (always so on a single node, whose ISR is itself), waits in the purgatory until
+it does (replica_manager.wait_for_replication; NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrinks).
 
-Cluster mode (replica manager present): only the leader appends (NOT_LEADER_OR_FOLLOWER elsewhere), at
-the partition's leader epoch; acks=all checks the ISR against min.insync.replicas before the append
-(NOT_ENOUGH_REPLICAS) and then waits in the purgatory until the high watermark passes the batch
-(replica_manager.wait_for_replication; NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrinks meanwhile).
+Produce v0-2 (magic 0/1) is rejected per partition, as Kafka 4 does, while staying advertised for old
+librdkafka's feature detection (PROTOCOL-NOTES P10). Also as Kafka: internal topics (__consumer_offsets)
+take no client writes, zstd batches need Produce v7+ (KIP-110), and a failed acks=0 request closes the
+connection, since no response can carry the error.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from strom.broker.broker import INTERNAL_TOPICS
 from strom.broker.handlers.base import Body, CloseConnection, RequestContext, handles
+from strom.broker.partition import Partition
+from strom.broker.topic_admin import INTERNAL_TOPICS
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.batch import uses_codec
 from strom.storage.log import AppendInfo
 from strom.storage.log_validator import InvalidRecordsError
 
-if TYPE_CHECKING:
-    from strom.broker.replica_manager import Partition
-
 log = logging.getLogger(__name__)
-_Pending = tuple[dict[str, Any], "Partition", int]
+_Pending = tuple[dict[str, Any], Partition, int]
 
-ISR_SIZE = 1
 ZSTD = 4
 MIN_ZSTD_VERSION = 7
 
 
-def _refused(ctx: RequestContext, topic: str, part: dict[str, Any]) -> dict[str, Any] | None:
-    """Per-partition checks Kafka makes before appending, whichever path appends; None if none fails."""
-    if ctx.api_version < 3:
-        return None  # answered UNSUPPORTED_VERSION below
-    index = int(part["index"])
-    if ctx.api_version < MIN_ZSTD_VERSION and uses_codec(part["records"], ZSTD):
+def _refused(ctx: RequestContext, topic: str, index: int, records: Any) -> KafkaError | None:
+    """Per-partition checks Kafka makes before appending; None if none fails."""
+    if ctx.api_version < MIN_ZSTD_VERSION and uses_codec(records, ZSTD):
         message = f"zstd batches need Produce v{MIN_ZSTD_VERSION}+, got v{ctx.api_version}"
-        log.info("produce to %s-%d from %s rejected: %s", topic, index, ctx.client_id, message)
-        return _partition_result(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, message)
+        return KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, message)
     if topic in INTERNAL_TOPICS:
-        message = f"cannot append to internal topic {topic}"
-        log.info("produce to %s-%d from %s rejected: %s", topic, index, ctx.client_id, message)
-        return _partition_result(index, ErrorCode.INVALID_TOPIC_EXCEPTION, message)
+        return KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot append to internal topic {topic}")
+    if records is None or len(records) == 0:
+        return KafkaError(ErrorCode.CORRUPT_MESSAGE, "produce request without records")
     return None
-
-
-def _in_request_order(
-    refused: dict[int, dict[str, Any]], others: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    rest = iter(others)
-    return [refused[i] if i in refused else next(rest) for i in range(len(refused) + len(others))]
 
 
 def _partition_result(index: int, code: ErrorCode, message: str | None = None) -> dict[str, Any]:
@@ -93,22 +79,25 @@ def _appended(index: int, info: AppendInfo) -> dict[str, Any]:
     }
 
 
-def _append_replicated(
+def _append(
     ctx: RequestContext, topic: str, part: dict[str, Any], acks: int, pending: list[_Pending]
 ) -> dict[str, Any]:
-    """Cluster mode: append as leader at the partition's epoch; acks=all waits for the ISR afterwards."""
+    """Append as leader at the partition's epoch; acks=all parks until the ISR has the batch."""
     index = int(part["index"])
     records = part["records"]
     rm = ctx.broker.replica_manager
-    assert rm is not None
     try:
+        refused = _refused(ctx, topic, index, records)
+        if refused is not None:
+            raise refused
         partition = rm.leader_partition(topic, index)
-        if records is None or len(records) == 0:
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "produce request without records")
-        if acks == -1 and len(partition.isr) < partition.min_isr():
+        min_isr = partition.log.config.min_insync_replicas
+        if acks == -1 and len(partition.isr) < min_isr:
+            # As Kafka: not capped by the replication factor (min.insync.replicas=2 on one replica
+            # refuses every acks=all write).
             raise KafkaError(
                 ErrorCode.NOT_ENOUGH_REPLICAS,
-                f"the ISR {partition.isr} has fewer than min.insync.replicas={partition.min_isr()} replicas",
+                f"the ISR {partition.isr} has fewer than min.insync.replicas={min_isr} replicas",
             )
         info = rm.append_as_leader(partition, records)
     except KafkaError as exc:
@@ -120,34 +109,10 @@ def _append_replicated(
             log.info("produce to %s-%d from %s rejected: %s", topic, index, ctx.client_id, exc)
         return _refusal(index, exc)
     result = _appended(index, info)
-    if acks == -1:
-        pending.append((result, partition, info.last_offset + 1))
+    required = info.last_offset + 1
+    if acks == -1 and partition.log.high_watermark < required:
+        pending.append((result, partition, required))
     return result
-
-
-def _append(ctx: RequestContext, topic: str, part: dict[str, Any], acks: int) -> dict[str, Any]:
-    index = int(part["index"])
-    records = part["records"]
-    broker = ctx.broker
-    try:
-        plog = broker.partition_log(topic, index)
-        if records is None or len(records) == 0:
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "produce request without records")
-        if acks == -1 and plog.config.min_insync_replicas > ISR_SIZE:
-            raise KafkaError(
-                ErrorCode.NOT_ENOUGH_REPLICAS,
-                f"the ISR has {ISR_SIZE} replica(s), fewer than min.insync.replicas="
-                f"{plog.config.min_insync_replicas}",
-            )
-        info = plog.append_as_leader(records, leader_epoch=0)
-    except KafkaError as exc:
-        if exc.code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS):
-            log.info("produce to %s-%d from %s rejected: %s", topic, index, ctx.client_id, exc)
-        return _refusal(index, exc)
-    if not info.duplicate:
-        plog.high_watermark = plog.log_end_offset
-        broker.purgatory.notify((topic, index))
-    return _appended(index, info)
 
 
 @handles(ApiKey.PRODUCE)
@@ -158,8 +123,6 @@ async def handle_produce(ctx: RequestContext, req: Body) -> Body | None:
     for topic_data in req["topic_data"]:
         name = topic_data["name"]
         parts = topic_data["partition_data"]
-        refused = {i: r for i, p in enumerate(parts) if (r := _refused(ctx, name, p)) is not None}
-        parts = [p for i, p in enumerate(parts) if i not in refused]
         if ctx.api_version < 3:
             results = [_partition_result(p["index"], ErrorCode.UNSUPPORTED_VERSION) for p in parts]
         elif acks not in (0, 1, -1):
@@ -173,11 +136,9 @@ async def handle_produce(ctx: RequestContext, req: Body) -> Body | None:
                 )
                 for p in parts
             ]
-        elif ctx.broker.replica_manager is not None:
-            results = [_append_replicated(ctx, name, p, acks, pending) for p in parts]
         else:
-            results = [_append(ctx, name, p, acks) for p in parts]
-        responses.append({"name": name, "partition_responses": _in_request_order(refused, results)})
+            results = [_append(ctx, name, p, acks, pending) for p in parts]
+        responses.append({"name": name, "partition_responses": results})
     if acks == 0:
         failed = [
             f"{t['name']}-{p['index']}: {ErrorCode(p['error_code']).name}"
@@ -196,7 +157,6 @@ async def handle_produce(ctx: RequestContext, req: Body) -> Body | None:
 async def _wait_for_isr(ctx: RequestContext, pending: list[_Pending], timeout_ms: int) -> None:
     """acks=all: every appended partition waits in the purgatory until its ISR has the batch."""
     rm = ctx.broker.replica_manager
-    assert rm is not None
     codes = await asyncio.gather(
         *(rm.wait_for_replication(p, offset, timeout_ms) for _, p, offset in pending)
     )

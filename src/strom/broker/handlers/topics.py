@@ -1,7 +1,10 @@
 """Topic administration: CreateTopics (19), DeleteTopics (20), CreatePartitions (37), DeleteRecords (21).
 
 Each topic gets its own error code and message; one bad topic never fails the others. The rules
-(legal names, counts, configs) live in `Broker` so that auto-creation applies the same ones.
+(legal names, counts, configs, replica assignments) live in `strom.broker.topic_admin` so that
+auto-creation applies the same ones. Creation and deletion answer once this broker's metadata cache shows
+the change (at once on a single node; after the controller's UpdateMetadata in a cluster), or at
+`timeout_ms`.
 """
 
 from __future__ import annotations
@@ -17,14 +20,17 @@ def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only: bool)
     name = topic["name"]
     out: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
     configs = {c["name"]: c["value"] for c in topic.get("configs", []) if c["value"] is not None}
+    assignment = {
+        int(a["partition_index"]): [int(b) for b in a["broker_ids"]] for a in topic.get("assignments") or []
+    }
     try:
-        if topic.get("assignments"):
-            raise KafkaError(
-                ErrorCode.INVALID_REQUEST,
-                "manual replica assignment is not supported by a single-node broker",
-            )
-        info = ctx.broker.create_topic(
-            name, int(topic["num_partitions"]), int(topic["replication_factor"]), configs, validate_only
+        info = ctx.broker.topics.create_topic(
+            name,
+            int(topic["num_partitions"]),
+            int(topic["replication_factor"]),
+            configs,
+            validate_only,
+            assignment or None,
         )
     except KafkaError as exc:
         out["error_code"] = int(exc.code)
@@ -60,13 +66,10 @@ async def handle_create_topics(ctx: RequestContext, req: Body) -> Body:
 
 
 async def _await_cluster(ctx: RequestContext, names: list[str], req: Body, deleted: bool = False) -> None:
-    """Cluster mode: answer once the controller's metadata reached this broker (or timeout_ms passed)."""
-    cluster = ctx.broker.cluster
-    if cluster is None:
-        return
+    """Answer once the controller's metadata reached this broker (or timeout_ms passed)."""
     timeout_ms = int(req.get("timeout_ms", 30_000))
     for name in names:
-        await cluster.wait_for_topic(name, timeout_ms, deleted=deleted)
+        await ctx.broker.control.wait_for_topic(name, timeout_ms, deleted=deleted)
 
 
 @handles(ApiKey.DELETE_TOPICS)
@@ -75,7 +78,7 @@ async def handle_delete_topics(ctx: RequestContext, req: Body) -> Body:
     for name in req["topic_names"]:
         out: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
         try:
-            ctx.broker.delete_topic(name)
+            ctx.broker.topics.delete_topic(name)
         except KafkaError as exc:
             out["error_code"] = int(exc.code)
             out["error_message"] = exc.message
@@ -91,11 +94,10 @@ async def handle_create_partitions(ctx: RequestContext, req: Body) -> Body:
     for topic in req["topics"]:
         out: dict[str, Any] = {"name": topic["name"], "error_code": 0, "error_message": None}
         try:
-            if topic.get("assignments"):
-                raise KafkaError(ErrorCode.INVALID_REQUEST, "manual replica assignment is not supported")
-            ctx.broker.add_partitions(topic["name"], int(topic["count"]), validate_only)
-            if ctx.broker.cluster is not None and not validate_only:
-                await ctx.broker.cluster.wait_for_partitions(
+            assignments = [[int(b) for b in a["broker_ids"]] for a in topic.get("assignments") or []]
+            ctx.broker.topics.add_partitions(topic["name"], int(topic["count"]), validate_only, assignments)
+            if not validate_only:
+                await ctx.broker.control.wait_for_partitions(
                     topic["name"], int(topic["count"]), int(req.get("timeout_ms", 30_000))
                 )
         except KafkaError as exc:
@@ -109,7 +111,7 @@ def _delete_records(ctx: RequestContext, topic: str, p: dict[str, Any]) -> dict[
     index = int(p["partition_index"])
     out: dict[str, Any] = {"partition_index": index, "low_watermark": -1, "error_code": 0}
     try:
-        plog = ctx.broker.partition_log(topic, index)
+        plog = ctx.broker.replica_manager.leader_partition(topic, index).log
         offset = int(p["offset"])
         if offset == -1:  # Kafka: -1 means "up to the high watermark"
             offset = plog.high_watermark

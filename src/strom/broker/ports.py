@@ -1,0 +1,85 @@
+"""The ports between the broker core and what backs it: a ZooKeeper cluster, or a cluster of one.
+
+The request handlers, the replica manager and the group service are written once. What differs between
+an embedded single node and a member of a ZooKeeper-coordinated cluster sits behind two interfaces:
+
+* `IsrStore`: where the leader records ISR changes (a conditional write of the partition state znode
+  in a cluster; a local compare-and-set for a cluster of one) and whom it tells (the controller).
+* `ControlPlane`: the cluster's metadata and its controller as this broker reaches them: topic
+  administration (assignments, configs, deletion), the controller-only requests (LeaderAndIsr,
+  UpdateMetadata, StopReplica, ControlledShutdown), the admin election and reassignment APIs, and
+  the broker's life cycle in the cluster (registration, controlled shutdown). `strom.broker.cluster_member`
+  implements it over ZooKeeper; `strom.broker.local_control` implements it for a single node, which
+  leads every partition with ISR = {itself} and feeds the replica manager and the metadata cache the same
+  LeaderAndIsr and UpdateMetadata bodies a controller would send.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from strom.broker.metadata_cache import ClusterMetadataStore
+from strom.broker.metadata_store import TopicInfo
+from strom.cluster.election import LeaderAndIsr
+from strom.protocol.errors import ErrorCode
+
+TopicPartition = tuple[str, int]
+Outcome = dict[TopicPartition, tuple[ErrorCode, str | None]]
+Reassignments = dict[TopicPartition, tuple[list[int], list[int], list[int]]]
+
+
+class IsrStore(Protocol):
+    def write_isr(self, topic: str, partition: int, state: LeaderAndIsr) -> LeaderAndIsr | None:
+        """Store the new state if the stored version still is ``state.zk_version``; None if it moved."""
+        ...
+
+    def notify_isr_change(self, partitions: list[TopicPartition]) -> None: ...
+
+
+class ControlPlane(Protocol):
+    @property
+    def metadata(self) -> ClusterMetadataStore: ...
+
+    @property
+    def controller_active(self) -> bool: ...
+
+    def start(self, host: str, port: int) -> None: ...
+
+    async def controlled_shutdown(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    # topic administration: assignments are decided by the caller (strom.broker.topic_admin)
+    def live_brokers(self) -> dict[int, str | None]: ...
+
+    def create_topic(
+        self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]
+    ) -> TopicInfo: ...
+
+    def topic_assignment(self, name: str) -> dict[int, list[int]] | None: ...
+
+    def add_partitions(self, name: str, added: dict[int, list[int]]) -> None: ...
+
+    def delete_topic(self, name: str) -> None: ...
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None: ...
+
+    async def wait_for_topic(self, name: str, timeout_ms: int, deleted: bool = False) -> bool: ...
+
+    async def wait_for_partitions(self, name: str, count: int, timeout_ms: int) -> bool: ...
+
+    # requests only a controller sends
+    def leader_and_isr(self, body: dict[str, Any]) -> dict[str, Any]: ...
+
+    def stop_replica(self, body: dict[str, Any]) -> dict[str, Any]: ...
+
+    def update_metadata(self, body: dict[str, Any]) -> ErrorCode: ...
+
+    async def shutdown_broker(self, broker_id: int) -> list[TopicPartition]: ...
+
+    # admin APIs executed by the controller
+    async def elect_leaders(self, election_type: int, partitions: list[TopicPartition] | None) -> Outcome: ...
+
+    async def reassign(self, targets: dict[TopicPartition, list[int] | None]) -> Outcome: ...
+
+    async def list_reassignments(self) -> Reassignments: ...

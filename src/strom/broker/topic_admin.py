@@ -1,0 +1,201 @@
+"""Topic administration: the rules, applied once for CreateTopics, auto-creation and the admin APIs.
+
+Kafka's rules live here: legal names (ASCII alphanumerics, '.', '_', '-'; at most 249 characters; not
+'.' or '..'), positive partition counts and replication factors (-1 takes the broker default),
+configs that `LogConfig` accepts, and replica assignments. An assignment is either chosen rack-aware
+(`strom.cluster.assignment`, the seeds' alternating-rack order) over the live brokers, or given by the
+client: then every partition from 0 up must be listed once, all with the same number of distinct
+replicas, each a live broker (INVALID_REPLICA_ASSIGNMENT otherwise), as Kafka's
+`AdminZkClient.validateTopicCreate` checks. Where the topic is then stored (ZooKeeper or a single node's
+catalogue) is the control plane's business; this module never asks which one it has.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping, Sequence
+
+from strom.broker.metadata_cache import ClusterMetadataStore
+from strom.broker.metadata_store import TopicInfo
+from strom.broker.ports import ControlPlane
+from strom.cluster.assignment import assign_replicas
+from strom.protocol.errors import ErrorCode, KafkaError
+from strom.storage.config import LogConfig
+from strom.storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_NAME_LENGTH = 249
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def validate_topic_name(name: str) -> None:
+    if not name or name in (".", ".."):
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name {name!r} is illegal")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters",
+        )
+    if not _LEGAL_TOPIC.match(name):
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'",
+        )
+
+
+def validate_manual_assignment(
+    assignment: Mapping[int, Sequence[int]],
+    live_brokers: dict[int, str | None],
+    first_partition: int = 0,
+    replication_factor: int | None = None,
+) -> dict[int, list[int]]:
+    """A client-given assignment, checked as Kafka checks it; returns it as plain lists."""
+
+    def invalid(message: str) -> KafkaError:
+        return KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, message)
+
+    expected = list(range(first_partition, first_partition + len(assignment)))
+    if sorted(assignment) != expected:
+        raise invalid(
+            f"partitions should be a consecutive 0-based integer sequence, got {sorted(assignment)}"
+        )
+    sizes = {len(replicas) for replicas in assignment.values()}
+    if replication_factor is not None:
+        sizes.add(replication_factor)
+    if len(sizes) != 1:
+        raise invalid("all partitions should have the same number of replicas")
+    out: dict[int, list[int]] = {}
+    for partition, replicas in sorted(assignment.items()):
+        if not replicas:
+            raise invalid(f"partition {partition} has no replicas")
+        if len(set(replicas)) != len(replicas):
+            raise invalid(f"duplicate brokers in the replica list of partition {partition}: {list(replicas)}")
+        unknown = sorted(set(replicas) - set(live_brokers))
+        if unknown:
+            raise invalid(f"unknown broker(s) in the replica assignment: {unknown}")
+        out[partition] = [int(b) for b in replicas]
+    return out
+
+
+class TopicAdmin:
+    def __init__(
+        self,
+        control: ControlPlane,
+        metadata: ClusterMetadataStore,
+        log_manager: LogManager,
+        default_log_config: LogConfig,
+        default_partitions: int,
+        default_replication_factor: int,
+        auto_create: bool,
+        delete_enable: bool,
+    ) -> None:
+        self._control = control
+        self._metadata = metadata
+        self._log_manager = log_manager
+        self.default_log_config = default_log_config
+        self._default_partitions = default_partitions
+        self._default_replication_factor = default_replication_factor
+        self._auto_create = auto_create
+        self._delete_enable = delete_enable
+
+    def log_config_for(self, topic: str) -> LogConfig:
+        info = self._metadata.topics.get(topic)
+        overrides = info.configs if info else {}
+        return LogConfig.from_properties(overrides, self.default_log_config)
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        validate_only: bool = False,
+        assignment: Mapping[int, Sequence[int]] | None = None,
+    ) -> TopicInfo | None:
+        validate_topic_name(name)
+        if name in self._metadata.topics:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        if assignment:
+            if partitions != -1 or replication_factor != -1:
+                raise KafkaError(
+                    ErrorCode.INVALID_REQUEST,
+                    "both num_partitions or replication_factor and a replica assignment were given",
+                )
+            chosen = validate_manual_assignment(assignment, self._control.live_brokers())
+        else:
+            if partitions == -1:
+                partitions = self._default_partitions
+            if replication_factor == -1:
+                replication_factor = self._default_replication_factor
+            chosen = assign_replicas(self._control.live_brokers(), partitions, replication_factor)
+        LogConfig.from_properties(configs, self.default_log_config)  # raises INVALID_CONFIG
+        if validate_only:
+            return None
+        info = self._control.create_topic(name, chosen, configs)
+        log.info("created topic %s with %d partitions", name, len(chosen))
+        return info
+
+    def maybe_auto_create(self, name: str) -> TopicInfo | None:
+        if not self._auto_create:
+            return None
+        try:
+            return self.create_topic(name, -1, -1, {})
+        except KafkaError as exc:
+            if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                return self._metadata.topics.get(name)
+            raise
+
+    def delete_topic(self, name: str) -> None:
+        if name not in self._metadata.topics:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        if not self._delete_enable:
+            raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
+        self._control.delete_topic(name)
+        log.info("deleted topic %s", name)
+
+    def add_partitions(
+        self,
+        name: str,
+        total: int,
+        validate_only: bool = False,
+        assignment: Sequence[Sequence[int]] | None = None,
+    ) -> None:
+        current = self._control.topic_assignment(name)
+        if current is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        if total <= len(current):
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"topic currently has {len(current)} partitions, which is higher than or equal to "
+                f"the requested {total}",
+            )
+        first, rf = len(current), len(current[0])
+        if assignment:
+            if len(assignment) != total - first:
+                raise KafkaError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"{len(assignment)} replica lists given for {total - first} new partitions",
+                )
+            added = validate_manual_assignment(
+                {first + i: list(r) for i, r in enumerate(assignment)},
+                self._control.live_brokers(),
+                first,
+                rf,
+            )
+        else:
+            added = assign_replicas(self._control.live_brokers(), total - first, rf, first_partition=first)
+        if validate_only:
+            return
+        self._control.add_partitions(name, added)
+
+    def set_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool = False) -> None:
+        if name not in self._metadata.topics:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        config = LogConfig.from_properties(configs, self.default_log_config)
+        if validate_only:
+            return
+        self._control.set_topic_configs(name, configs)
+        self._log_manager.update_config(name, config)

@@ -1,0 +1,100 @@
+"""Structural rules of DESIGN.md that a reviewer would otherwise check by eye.
+
+* No import cycle anywhere in ``strom``, counting imports under ``TYPE_CHECKING`` and inside functions
+  (grimp reads every import statement of a module).
+* One broker core: request handlers never ask which mode the broker runs in; the composition root
+  (`strom.broker.broker`) is the only module that chooses between ZooKeeper and a cluster of one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from pathlib import Path
+
+import grimp
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "strom"
+
+
+def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iteratively)."""
+    counter = itertools.count()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph.modules):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.find_modules_directly_imported_by(root))))]
+        index[root] = low[root] = next(counter)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = next(counter)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.find_modules_directly_imported_by(child)))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_cycle_finder_sees_a_cycle() -> None:
+    graph = grimp.ImportGraph()
+    for name in ("a", "b", "c"):
+        graph.add_module(name)
+    graph.add_import(importer="a", imported="b")
+    graph.add_import(importer="b", imported="a")
+    graph.add_import(importer="b", imported="c")
+    assert _cycles(graph) == [["a", "b"]]
+
+
+def test_no_import_cycles() -> None:
+    graph = grimp.build_graph("strom", include_external_packages=False)
+    assert _cycles(graph) == []
+
+
+MODE_CHECKS = re.compile(
+    r"replica_manager is (not )?None|cluster is (not )?None|\.cluster\b|zookeeper|LocalMetadataStore"
+    r"|isinstance\([^)]*Metadata"
+)
+
+
+def test_handlers_do_not_branch_on_the_mode() -> None:
+    offenders = [
+        f"{path.name}:{n}: {line.strip()}"
+        for path in sorted((SRC / "broker" / "handlers").glob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if MODE_CHECKS.search(line)
+    ]
+    assert offenders == []
+
+
+def test_only_the_composition_root_chooses_the_control_plane() -> None:
+    choosers = sorted(
+        str(path.relative_to(SRC))
+        for path in SRC.rglob("*.py")
+        if re.search(r'\bif\b.*get\("zookeeper\.connect"\)', path.read_text())
+    )
+    assert choosers == ["broker/broker.py"]
