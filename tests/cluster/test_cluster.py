@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.testing.cluster import LocalCluster
@@ -130,7 +130,17 @@ def _produce_with_failures(
 
 
 def _pick(cluster: LocalCluster, topic: str, kind: str) -> int:
-    md = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(timeout=10)
+    # Right after a restart librdkafka may answer a metadata call with _PARTIAL (a bootstrap connection
+    # dropped mid-request); a client retries, and so does this helper, for a bounded time.
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            md = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(timeout=10)
+            break
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
     if kind == "controller":
         return int(md.controller_id)
     return int(md.topics[topic].partitions[0].leader)
