@@ -33,8 +33,10 @@ def test_manual_replica_assignment_is_kept_in_order(make_cluster: Any) -> None:
     assert _error(futures["uneven"]) == KafkaError.INVALID_REPLICA_ASSIGNMENT
     # The first replica is the preferred leader, and the order is kept.
     wait_until(
-        lambda: partitions_of(cluster.bootstrap, "placed")
-        == {0: (2, [2, 0, 1], [2, 0, 1]), 1: (1, [1, 2, 0], [1, 2, 0])},
+        lambda: (
+            partitions_of(cluster.bootstrap, "placed")
+            == {0: (2, [2, 0, 1], [2, 0, 1]), 1: (1, [1, 2, 0], [1, 2, 0])}
+        ),
         30,
         "the assignment in Metadata",
     )

@@ -51,7 +51,8 @@ def test_confluent_kafka_manual_assignment_on_a_single_node(broker: BrokerProces
     assert _error(futures[unknown]) == KafkaError.INVALID_REPLICA_ASSIGNMENT
     assert _error(futures[twice]) == KafkaError.INVALID_REPLICA_ASSIGNMENT
     assert _partitions(admin, good) == {0: (0, [0]), 1: (0, [0]), 2: (0, [0])}
-    assert good in admin.list_topics(timeout=10).topics and unknown not in admin.list_topics(timeout=10).topics
+    topics = admin.list_topics(timeout=10).topics
+    assert good in topics and unknown not in topics
     # CreatePartitions with an assignment for the new partitions.
     grown = admin.create_partitions([NewPartitions(good, 5, replica_assignment=[[0], [0]])])
     assert _error(grown[good]) is None
@@ -68,7 +69,8 @@ def test_kafka_python_manual_assignment_on_a_single_node(broker: BrokerProcess) 
         described = admin.describe_topics([name])[0]["partitions"]
         assert sorted((p["partition_index"], p["replica_nodes"]) for p in described) == [(0, [0]), (1, [0])]
         with pytest.raises(InvalidReplicationAssignmentError):
-            admin.create_topics([KpNewTopic(f"assign-kp-{next(_names)}", -1, -1, replica_assignments={0: [3]})])
+            wrong = KpNewTopic(f"assign-kp-{next(_names)}", -1, -1, replica_assignments={0: [3]})
+            admin.create_topics([wrong])
         admin.create_partitions({name: KpNewPartitions(3, [[0]])})
         assert len(admin.describe_topics([name])[0]["partitions"]) == 3
     finally:
