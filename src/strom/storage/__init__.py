@@ -1,1 +1,25 @@
-"""strom.storage."""
+"""strom.storage: each partition's durable log (segments, indexes, checkpoints, snapshots, cleaner).
+
+Synchronous and loop-agnostic; the broker decides where fsync runs. log.py is the entry point
+(`PartitionLog`), log_manager.py owns every log of a broker.
+
+Write failures and why Strom keeps the log online. When a write fails (ENOSPC on a full disk, or
+any other OSError), Kafka's ``LogDirFailureChannel`` marks the whole log directory offline: every
+partition in it stops serving until the broker restarts, because Kafka will not trust a page cache
+whose write-back failed. Strom instead makes each append all or nothing and keeps serving:
+
+* a partial batch is cut off the segment (``ftruncate`` back to the previous size) and half-written
+  index entries are cut off their file, so no partial record ever sits inside the log;
+* if the batches were written but a later step of the append failed (the leader-epoch checkpoint,
+  the fsync of ``flush.messages``), the log is truncated back to the offset it had before, with its
+  indexes, epochs and producer state (nothing of the append is acknowledged);
+* the append answers KAFKA_STORAGE_ERROR, reads go on, and the next append is simply tried again,
+  so the partition takes writes as soon as space returns, without a restart.
+
+The reason: a single node (Strom's embedded mode, and any partition whose other replicas are gone)
+has no replica to fail over to, so "offline until restart" means "down until someone restarts it",
+while a full disk is the common case and usually transient (retention frees space, an operator
+deletes files). The risk Kafka guards against remains and is bounded the same way: after a failed
+fsync the kernel may drop dirty pages of earlier, acknowledged appends, so the recovery point moves
+only after a successful flush, and crash recovery re-validates everything above it.
+"""

@@ -22,7 +22,7 @@ Theory of operation (Kafka's ``LogCleaner`` / ``Cleaner`` / ``LogCleanerManager`
    producer sequences stay valid. Tombstones get a delete horizon (now + ``delete.retention.ms``) the
    first time they are cleaned and vanish in the first clean after it. A producer's last batch is
    kept as an empty batch if all its records go, so idempotent-producer state survives a reload.
-4. **Swap** each group's cleaned segment in (`PartitionLog.replace_segments`, protocol in swap.py):
+4. **Swap** each group's cleaned segment in (`swap.swap_in`, protocol in swap.py):
    the cleaned files are written as ``.cleaned`` and fsynced, renamed to ``.swap`` (the commit point),
    the replaced segments' files renamed to ``.deleted``, the ``.swap`` files renamed to live names,
    the in-memory segment list spliced and the old files unlinked. After a crash the loader removes
@@ -70,7 +70,7 @@ from strom.storage.log_manager import LogManager
 from strom.storage.offset_map import OffsetMap, iter_record_keys, record_payload
 from strom.storage.retention import SegmentSummary
 from strom.storage.segment import BatchSpan, LogSegment
-from strom.storage.swap import CLEANED_SUFFIX
+from strom.storage.swap import CLEANED_SUFFIX, swap_in
 
 log = logging.getLogger(__name__)
 
@@ -212,7 +212,7 @@ class LogCleaner:
             cleaned, group_removed = yield from self._clean_group(
                 plog, group, offset_map, now_ms, producer_last, horizons
             )
-            if not plog.replace_segments(group, cleaned):
+            if not swap_in(plog.segments, group, cleaned, plog.dir):
                 cleaned.delete()
                 log.info("compaction of %s abandoned: its segments changed underneath", tp)
                 return

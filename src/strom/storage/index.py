@@ -82,11 +82,18 @@ class _SparseIndex:
         pending = b"".join(self._encode(i) for i in range(self._flushed, len(self.keys)))
         if not pending and not fsync:
             return
-        with open(self.path, "ab") as f:
-            f.write(pending)
-            if fsync:
-                f.flush()
-                os.fsync(f.fileno())
+        try:
+            with open(self.path, "ab") as f:
+                f.write(pending)
+                if fsync:
+                    f.flush()
+                    os.fsync(f.fileno())
+        except OSError:
+            # A full disk may have taken part of the entries: cut them off so that the next flush
+            # appends whole entries again (they stay buffered in memory).
+            with contextlib.suppress(OSError):
+                os.truncate(self.path, self._flushed * self.ENTRY.size)
+            raise
         self._flushed = len(self.keys)
 
     def rewrite(self) -> None:

@@ -28,9 +28,11 @@ from __future__ import annotations
 import logging
 import os
 import re
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from strom.protocol.records.batch import RecordValidationError
+from strom.protocol.records.batch import BatchHeader, RecordValidationError
 from strom.storage.segment import LogSegment
 from strom.storage.swap import recover_swaps
 
@@ -128,3 +130,26 @@ def _load_one(segment: LogSegment, *, must_recover: bool) -> tuple[int, bool]:
 def _delete_from(directory: str, bases: list[int], settings: SegmentSettings, now_ms: int) -> None:
     for base in bases:
         LogSegment(directory, base, now_ms=now_ms, **settings._asdict()).delete()
+
+
+def replay_headers(
+    segments: Sequence[LogSegment], start_offset: int, visit: Callable[[BatchHeader], None]
+) -> int:
+    """Pass ``visit`` every batch header whose last offset is >= ``start_offset``, oldest first.
+
+    Reads header bytes only, from the index position for ``start_offset`` in the segment holding
+    it; a malformed header ends the replay of its segment. Returns the number of headers read.
+    """
+    bases = [s.base_offset for s in segments]
+    first = max(0, bisect_right(bases, start_offset) - 1)
+    read = 0
+    for segment in segments[first:]:
+        position = segment.offset_index.lookup(start_offset) if segment is segments[first] else 0
+        try:
+            for _, header in segment.scan(position):
+                read += 1
+                if header.last_offset >= start_offset:
+                    visit(header)
+        except RecordValidationError as e:
+            log.warning("%s: stopped replaying headers: %s", segment.log_path, e)
+    return read

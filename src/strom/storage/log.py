@@ -26,6 +26,11 @@ loss or kernel crash; Kafka relies on replication instead. The log fsyncs when a
 (``flush.messages=1`` fsyncs every append: durable on one machine, but every produce then waits for
 the disk). After an unclean stop, recovery re-validates everything above the recovery point.
 
+Write failures (a full disk, ENOSPC, or any OSError) are all or nothing per append: `_write` leaves
+the log where it was and raises KAFKA_STORAGE_ERROR; reads go on and the next append is tried
+afresh. Kafka takes the whole log directory offline instead; the package docstring says why Strom
+does not.
+
 Not thread-safe: the broker calls one partition's log from one thread (its event loop) at a time.
 """
 
@@ -40,19 +45,18 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from strom.protocol.errors import ErrorCode, KafkaError
-from strom.protocol.records import batch as batch_mod
-from strom.protocol.records.batch import BatchHeader, RecordValidationError
+from strom.protocol.records.batch import BatchHeader
 from strom.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from strom.storage.config import LogConfig
 from strom.storage.file_records import EMPTY_RECORDS, FileRecords, FileSlice
-from strom.storage.loader import SegmentSettings, load_segments
-from strom.storage.log_validator import assign_offsets, recompress, validate_for_leader
+from strom.storage.loader import SegmentSettings, load_segments, replay_headers
+from strom.storage.log_validator import assign_offsets, recompress, validate_for_leader, validate_replicated
 from strom.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
 from strom.storage.retention import RetentionPolicy, SegmentSummary, segments_to_delete
-from strom.storage.segment import BatchSpan, LogSegment, should_roll
-from strom.storage.swap import swap_in
+from strom.storage.segment import BatchSpan, LogSegment
 
 TimeFn = Callable[[], int]
+Buffer = bytes | bytearray | memoryview
 log = logging.getLogger(__name__)
 
 
@@ -105,6 +109,8 @@ class PartitionLog:
         self.high_watermark = high_watermark
         self.last_flush_ms = time_ms()
         self.leader_epoch_cache = LeaderEpochFileCache(os.path.join(directory, LEADER_EPOCH_CHECKPOINT))
+        # epochs starting beyond the log end (a crash between truncating the log and its checkpoint)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset + 1)
         self.producer_state = ProducerStateManager(directory, producer_id_expiration_ms)
         self.replayed_batch_headers = 0  # by the last producer-state load (snapshot + replay)
         self._load_producer_state(rebuild_epochs=not self.leader_epoch_cache.entries)
@@ -173,21 +179,43 @@ class PartitionLog:
         buf = bytearray(records)
         append_time_ms = now_ms if self.config.log_append_time else None
         spans = assign_offsets(buf, batches, base_offset, leader_epoch, append_time_ms)
-        self._write(buf, spans, now_ms)
+
+        def start_epoch() -> None:
+            if leader_epoch > self.leader_epoch_cache.latest_epoch:
+                self.leader_epoch_cache.assign(leader_epoch, base_offset)
+                self.leader_epoch_cache.write()
+
+        self._write(buf, spans, now_ms, start_epoch)
         plan.commit()
-        if leader_epoch > self.leader_epoch_cache.latest_epoch:
-            self.leader_epoch_cache.assign(leader_epoch, base_offset)
-            self.leader_epoch_cache.write()
-        self._maybe_flush_by_messages()
         append_time = now_ms if self.config.log_append_time else -1
         return AppendInfo(base_offset, offset - 1, append_time, self.log_start_offset, False)
 
-    def _write(self, data: bytes | bytearray | memoryview, spans: list[BatchSpan], now_ms: int) -> None:
-        self._maybe_roll(len(data), max(s.max_timestamp for s in spans), spans[-1].last_offset, now_ms)
+    def _write(
+        self, data: Buffer, spans: list[BatchSpan], now_ms: int, after_write: Callable[[], None]
+    ) -> None:
+        """Roll if due, write the batches, run ``after_write``, honour flush.messages: all or nothing.
+
+        Raises:
+            KafkaError: KAFKA_STORAGE_ERROR when any file operation fails (a full disk); the log is
+                then back where it was before the call (see "Write failures" above).
+        """
+        start = self.log_end_offset
         try:
+            self._maybe_roll(len(data), max(s.max_timestamp for s in spans), spans[-1].last_offset, now_ms)
             self.active_segment.append(data, spans)
+            after_write()
+            self._maybe_flush_by_messages()
         except OSError as e:
+            self._roll_back(start, e)
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"append to {self.dir} failed: {e}") from e
+
+    def _roll_back(self, start_offset: int, cause: OSError) -> None:
+        log.error("%s: append at offset %d failed, rolling back: %s", self.dir, start_offset, cause)
+        try:
+            # An epoch assigned at start_offset may stay: it is true of the next append too.
+            self.truncate_to(start_offset)
+        except OSError as e:  # in-memory state is already back; a file keeps what recovery repairs
+            log.error("%s: rollback to offset %d incomplete: %s", self.dir, start_offset, e)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> int:
         """Append batches replicated from the leader, keeping their offsets and epochs; returns the new LEO.
@@ -195,46 +223,33 @@ class PartitionLog:
         Raises:
             KafkaError: CORRUPT_MESSAGE for a bad batch, or when offsets do not continue the log.
         """
-        spans: list[BatchSpan] = []
-        headers: list[BatchHeader] = []
-        expected = self.log_end_offset
-        for pos, header in batch_mod.iter_headers(records):
-            if not batch_mod.crc_ok(records, pos, header) or header.base_offset < expected:
-                raise RecordValidationError(
-                    ErrorCode.CORRUPT_MESSAGE, f"bad replicated batch at offset {expected}"
-                )
-            spans.append(BatchSpan(pos, header.last_offset, header.max_timestamp, header.size))
-            headers.append(header)
-            expected = header.next_offset
+        spans, headers = validate_replicated(records, self.log_end_offset)
         if not spans:
             return self.log_end_offset
         end = spans[-1].position + spans[-1].size
-        self._write(memoryview(records)[:end], spans, self._time_ms())
-        epochs_changed = False
-        for header in headers:
-            self.producer_state.load_batch(header)
-            epochs_changed |= self.leader_epoch_cache.assign(
-                header.partition_leader_epoch, header.base_offset
-            )
-        if epochs_changed:  # an fsynced file write: only when a new epoch starts, never per append
-            self.leader_epoch_cache.write()
-        self._maybe_flush_by_messages()
+
+        def replay() -> None:
+            epochs_changed = False
+            for header in headers:
+                self.producer_state.load_batch(header)
+                epochs_changed |= self.leader_epoch_cache.assign(
+                    header.partition_leader_epoch, header.base_offset
+                )
+            if epochs_changed:  # an fsynced file write: only when a new epoch starts, never per append
+                self.leader_epoch_cache.write()
+
+        self._write(memoryview(records)[:end], spans, self._time_ms(), replay)
         return self.log_end_offset
 
     # -- roll and flush ---------------------------------------------------------------------------
     def _maybe_roll(self, append_size: int, append_max_timestamp: int, last_offset: int, now_ms: int) -> None:
-        seg = self.active_segment
-        if should_roll(
-            segment_size=seg.size,
-            append_size=append_size,
-            max_segment_bytes=self.config.segment_bytes,
-            first_batch_timestamp=seg.first_batch_timestamp,
-            append_max_timestamp=append_max_timestamp,
-            created_ms=seg.created_ms,
-            now_ms=now_ms,
-            segment_ms=self.config.segment_ms,
-            index_full=seg.offset_index.is_full or seg.time_index.is_full,
-            relative_last_offset=last_offset - seg.base_offset,
+        if self.active_segment.should_roll(
+            append_size,
+            append_max_timestamp,
+            last_offset,
+            now_ms,
+            self.config.segment_bytes,
+            self.config.segment_ms,
         ):
             self.roll()
 
@@ -249,14 +264,10 @@ class PartitionLog:
             self.dir, self.log_end_offset, now_ms=self._time_ms(), **self._segment_settings()._asdict()
         )
         self.segments.append(segment)
-        self._take_producer_snapshot()  # after the flush: it never describes data that could be lost
+        self.producer_state.take_snapshot(
+            self.log_end_offset
+        )  # after the flush: it never describes data that could be lost
         return segment
-
-    def _take_producer_snapshot(self) -> None:
-        try:
-            self.producer_state.take_snapshot(self.log_end_offset)
-        except OSError as e:  # only an optimisation for the next open: the log stays writable
-            log.warning("%s: producer snapshot at %d not written: %s", self.dir, self.log_end_offset, e)
 
     def flush(self) -> None:
         """Fsync every segment at or above the recovery point and move it to the log end offset."""
@@ -376,10 +387,7 @@ class PartitionLog:
         self.producer_state.delete_snapshots_outside(offset, self.log_end_offset)
 
     def _count_deletable(self, now_ms: int, only_log_start: bool = False) -> int:
-        cfg = self.config
-        policy = RetentionPolicy(
-            cfg.retention_ms, cfg.retention_bytes, cfg.delete_enabled and not only_log_start
-        )
+        policy = RetentionPolicy.of(self.config, only_log_start)
         return segments_to_delete(
             self.segment_summaries(), policy, now_ms, self.log_start_offset, self._high_watermark
         )
@@ -439,56 +447,25 @@ class PartitionLog:
         Only snapshots at or below the recovery point are trusted: the data they describe is fsynced
         or was re-validated by recovery. Snapshots beyond the log end (a truncated tail) are deleted.
         """
-        leo, state = self.log_end_offset, self.producer_state
-        state.delete_snapshots_outside(self.log_start_offset, leo)
-        snapshot = None
-        if not rebuild_epochs:
-            snapshot = state.load_latest_snapshot(min(self.recovery_point, leo), self._time_ms())
-        else:
-            state.clear()
+        leo, state, epochs = self.log_end_offset, self.producer_state, self.leader_epoch_cache
+        trusted = -1 if rebuild_epochs else min(self.recovery_point, leo)
+        snapshot = state.reload(trusted, self.log_start_offset, leo, self._time_ms())
         start = self.log_start_offset if snapshot is None else max(snapshot, self.log_start_offset)
-        self.replayed_batch_headers = self._replay_headers(start, rebuild_epochs)
+
+        def visit(header: BatchHeader) -> None:
+            state.load_batch(header)
+            if rebuild_epochs:
+                epochs.assign(header.partition_leader_epoch, header.base_offset)
+
+        self.replayed_batch_headers = replay_headers(self.segments, start, visit) if start < leo else 0
+        if rebuild_epochs and epochs.entries:
+            epochs.write()
         state.evict_before(self.log_start_offset)
         if leo > self.log_start_offset:
+            what = "no snapshot" if snapshot is None else f"snapshot {snapshot}"
             log.info(
-                "%s: producer state from %s and %d batch headers (%d producers)",
-                self.dir,
-                "no snapshot" if snapshot is None else f"snapshot {snapshot}",
-                self.replayed_batch_headers,
-                len(state.producers),
+                "%s: producer state from %s and %d batch headers", self.dir, what, self.replayed_batch_headers
             )
-
-    def _replay_headers(self, start_offset: int, rebuild_epochs: bool) -> int:
-        """Replay batch headers from ``start_offset`` (no record decoding); returns how many were read."""
-        replayed = 0
-        if start_offset >= self.log_end_offset and not rebuild_epochs:
-            return replayed
-        first = self._segment_index(start_offset)
-        for segment in self.segments[first:]:
-            position = segment.offset_index.lookup(start_offset) if segment is self.segments[first] else 0
-            try:
-                for _, header in segment.scan(position):
-                    replayed += 1
-                    if header.last_offset < start_offset:
-                        continue
-                    self.producer_state.load_batch(header)
-                    if rebuild_epochs:
-                        self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-            except RecordValidationError as e:
-                log.warning("%s: stopped replaying segment %d headers: %s", self.dir, segment.base_offset, e)
-        if rebuild_epochs and self.leader_epoch_cache.entries:
-            self.leader_epoch_cache.write()
-        return replayed
-
-    # -- compaction -------------------------------------------------------------------------------
-    def replace_segments(self, old: list[LogSegment], cleaned: LogSegment) -> bool:
-        """Swap ``cleaned`` (fsynced, files suffixed ``.cleaned``) in for the consecutive ``old`` segments.
-
-        Runs steps 2-5 of the swap protocol in swap.py. Returns False, touching nothing, when ``old``
-        is no longer a run of inactive segments of this log (retention, truncation or deletion got
-        there first); the caller then discards ``cleaned``.
-        """
-        return swap_in(self.segments, old, cleaned, self.dir)
 
     # -- lifecycle --------------------------------------------------------------------------------
     def update_config(self, config: LogConfig) -> None:
@@ -498,12 +475,14 @@ class PartitionLog:
 
     def close(self) -> None:
         """Fsync everything and release the files (the LogManager writes the directory checkpoints)."""
-        self.active_segment.on_become_inactive()
-        self.flush()
-        self._take_producer_snapshot()
-        self.leader_epoch_cache.write()
-        for segment in self.segments:
-            segment.close()
+        try:
+            self.active_segment.on_become_inactive()
+            self.flush()
+            self.producer_state.take_snapshot(self.log_end_offset)
+            self.leader_epoch_cache.write()
+        finally:
+            for segment in self.segments:
+                segment.close()
 
     def delete(self) -> None:
         """Remove the partition's files and directory."""

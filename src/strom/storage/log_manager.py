@@ -204,7 +204,13 @@ class LogManager:
 
     def flush_dirty(self, now_ms: int) -> int:
         """Flush logs whose flush.ms has elapsed; returns how many were flushed."""
-        return sum(lg.maybe_flush_by_time(now_ms) for lg in self._logs.values())
+        flushed = 0
+        for tp, partition_log in self._logs.items():
+            try:
+                flushed += partition_log.maybe_flush_by_time(now_ms)
+            except OSError as e:  # e.g. a full disk: the recovery point stays, the others still flush
+                log.error("flush failed for %s: %s", tp, e)
+        return flushed
 
     def run_retention(self, now_ms: int) -> int:
         """Apply retention to every log; returns the number of segments deleted."""
@@ -221,11 +227,25 @@ class LogManager:
         return sum(lg.producer_state.remove_expired_producers(now_ms) for lg in self._logs.values())
 
     def shutdown(self) -> None:
-        """Fsync and close every log, write checkpoints, then mark each log dir cleanly shut down."""
-        for partition_log in self._logs.values():
-            partition_log.close()
-        self.checkpoint_all()
+        """Fsync and close every log, write checkpoints, then mark each log dir cleanly shut down.
+
+        A log dir where anything failed (a full disk) gets no marker: the next start recovers it.
+        """
+        failed: set[str] = set()
+        for tp, partition_log in self._logs.items():
+            try:
+                partition_log.close()
+            except OSError as e:
+                log.error("closing %s failed; its log dir will be recovered on start: %s", tp, e)
+                failed.add(self._log_dir_of[tp])
+        try:
+            self.checkpoint_all()
+        except OSError as e:  # older checkpoints only mean a longer recovery
+            log.error("writing checkpoints failed; every log dir will be recovered on start: %s", e)
+            failed.update(self.log_dirs)
         for log_dir in self.log_dirs:
+            if log_dir in failed:
+                continue
             with open(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), "w") as f:
                 f.flush()
                 os.fsync(f.fileno())

@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records import batch as batch_mod
-from strom.protocol.records.batch import LOG_OVERHEAD, BatchHeader
+from strom.protocol.records.batch import LOG_OVERHEAD, BatchHeader, RecordValidationError
 from strom.protocol.records.builder import recompress_batch
 from strom.storage.config import LONG_MAX, LogConfig
 from strom.storage.offset_map import MAX_UNCOMPRESSED_BYTES, iter_record_keys, record_payload
@@ -135,6 +135,27 @@ def check_timestamps(batches: Batches, config: LogConfig, now_ms: int) -> None:
             or header.max_timestamp - now_ms > config.message_timestamp_after_max_ms
         ):
             raise KafkaError(ErrorCode.INVALID_TIMESTAMP, "record timestamp out of the accepted range")
+
+
+def validate_replicated(records: Buffer, expected_offset: int) -> tuple[list[BatchSpan], list[BatchHeader]]:
+    """Check batches fetched from the leader (CRC, offsets from ``expected_offset`` on, not backwards).
+
+    A trailing partial batch is ignored, as fetch responses may end in one.
+
+    Raises:
+        RecordValidationError: CORRUPT_MESSAGE for a bad batch or offsets that do not continue the log.
+    """
+    spans: list[BatchSpan] = []
+    headers: list[BatchHeader] = []
+    for pos, header in batch_mod.iter_headers(records):
+        if not batch_mod.crc_ok(records, pos, header) or header.base_offset < expected_offset:
+            raise RecordValidationError(
+                ErrorCode.CORRUPT_MESSAGE, f"bad replicated batch at offset {expected_offset}"
+            )
+        spans.append(BatchSpan(pos, header.last_offset, header.max_timestamp, header.size))
+        headers.append(header)
+        expected_offset = header.next_offset
+    return spans, headers
 
 
 def assign_offsets(

@@ -242,14 +242,16 @@ class ProducerStateManager:
         """Write the state as ``<offset>.snapshot`` (the state after every batch below ``offset``).
 
         Skipped when a snapshot at or above ``offset`` was already taken; keeps the newest
-        `NUM_SNAPSHOTS_TO_RETAIN`. Returns whether a file was written.
-
-        Raises:
-            OSError: the file could not be written (nothing partial is left behind).
+        `NUM_SNAPSHOTS_TO_RETAIN`. Returns whether a file was written. A failed write (a full disk)
+        is logged and leaves nothing behind: a snapshot only saves work at the next open.
         """
         if offset <= self.last_snapshot_offset:
             return False
-        producer_snapshot.write(self.directory, offset, map(to_snapshot_entry, self.producers.values()))
+        try:
+            producer_snapshot.write(self.directory, offset, map(to_snapshot_entry, self.producers.values()))
+        except OSError as e:
+            log.warning("%s: producer snapshot at %d not written: %s", self.directory, offset, e)
+            return False
         self.last_snapshot_offset = offset
         for old in producer_snapshot.list_offsets(self.directory)[:-NUM_SNAPSHOTS_TO_RETAIN]:
             producer_snapshot.delete(self.directory, old)
@@ -276,6 +278,16 @@ class ProducerStateManager:
             self.last_snapshot_offset = offset
             return offset
         return None
+
+    def reload(
+        self, max_snapshot_offset: int, log_start_offset: int, log_end_offset: int, now_ms: int
+    ) -> int | None:
+        """Drop snapshots outside the log, then load the newest valid one at or below ``max_snapshot_offset``.
+
+        Returns its offset, or None (and an empty state) when there is none to use.
+        """
+        self.delete_snapshots_outside(log_start_offset, log_end_offset)
+        return self.load_latest_snapshot(max_snapshot_offset, now_ms)
 
     def _load_entries(self, entries: Iterable[ProducerStateEntry]) -> None:
         for entry in entries:

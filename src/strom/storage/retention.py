@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from strom.storage.config import LogConfig
+
 
 class SegmentSummary(NamedTuple):
     base_offset: int
@@ -32,6 +34,11 @@ class RetentionPolicy(NamedTuple):
     retention_ms: int  # -1 = unlimited
     retention_bytes: int  # -1 = unlimited
     delete_enabled: bool  # cleanup.policy contains "delete"
+
+    @classmethod
+    def of(cls, config: LogConfig, only_log_start: bool = False) -> RetentionPolicy:
+        """The topic's policy; ``only_log_start`` keeps just the log-start rule (DeleteRecords)."""
+        return cls(config.retention_ms, config.retention_bytes, config.delete_enabled and not only_log_start)
 
 
 def _deletable_prefix(

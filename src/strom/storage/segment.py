@@ -152,10 +152,43 @@ class LogSegment:
             self.needs_rebuild = True
         return offset_index, time_index
 
+    def should_roll(
+        self,
+        append_size: int,
+        append_max_timestamp: int,
+        last_offset: int,
+        now_ms: int,
+        max_segment_bytes: int,
+        segment_ms: int,
+    ) -> bool:
+        """`should_roll` for an append of ``append_size`` bytes ending at ``last_offset`` to this segment."""
+        return should_roll(
+            segment_size=self.size,
+            append_size=append_size,
+            max_segment_bytes=max_segment_bytes,
+            first_batch_timestamp=self.first_batch_timestamp,
+            append_max_timestamp=append_max_timestamp,
+            created_ms=self.created_ms,
+            now_ms=now_ms,
+            segment_ms=segment_ms,
+            index_full=self.offset_index.is_full or self.time_index.is_full,
+            relative_last_offset=last_offset - self.base_offset,
+        )
+
     # -- append -----------------------------------------------------------------------------------
     def append(self, data: bytes | bytearray | memoryview, batches: Sequence[BatchSpan]) -> None:
-        """Write ``data`` (whole batches with offsets assigned) at the end and index them."""
-        _pwrite_all(self._fd, data, self.size)
+        """Write ``data`` (whole batches with offsets assigned) at the end and index them.
+
+        Raises:
+            OSError: the write failed (a full disk); the file is cut back to its previous size, so
+                no partial batch is left behind, and nothing was indexed.
+        """
+        try:
+            _pwrite_all(self._fd, data, self.size)
+        except OSError:
+            with contextlib.suppress(OSError):  # shrinking needs no space; recovery cuts it otherwise
+                os.ftruncate(self._fd, self.size)
+            raise
         for span in batches:
             self._index_batch(self.size + span.position, span.last_offset, span.max_timestamp, span.size)
         self.size += len(data)

@@ -7,7 +7,7 @@ first one (base offset ``b``). Its files pass through three suffixes (Kafka's na
     <b>.log.swap     <b>.index.swap     <b>.timeindex.swap       complete and fsynced: the swap is committed
     <X>.log.deleted  <X>.index.deleted  <X>.timeindex.deleted    a replaced segment on its way out
 
-Protocol (`swap_in`, run by `PartitionLog.replace_segments`): (1) write and fsync the ``.cleaned`` files;
+Protocol (`swap_in`, run by the cleaner): (1) write and fsync the ``.cleaned`` files;
 (2) rename them to ``.swap``, indexes first and the ``.log`` last: the ``.log.swap`` rename is the
 commit point; (3) rename every replaced segment's files to ``.deleted``; (4) rename the ``.swap`` files
 to their live names; (5) splice the segment list in memory and unlink the ``.deleted`` files.
