@@ -420,3 +420,16 @@ def test_offset_for_timestamp_inside_compressed_batch(tmp_path: Path, codec: int
     assert log.offset_for_timestamp(171) is None
     [decoded] = decode_batches(log.read(0, 1 << 20))
     assert [r.value for r in decoded.records] == [b"v%d" % i for i in range(8)]
+
+
+def test_a_writable_payload_is_patched_in_place_and_other_bytes_are_copied(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append_as_leader(make_batch(count=3), 0)
+    frame = bytearray(make_batch(count=2))  # as the network layer receives a request
+    log.append_as_leader(memoryview(frame), 7)
+    assert read_header(frame).base_offset == 3 and read_header(frame).partition_leader_epoch == 7
+    payload = make_batch(count=2)
+    log.append_as_leader(payload, 7)
+    assert read_header(payload).base_offset == 0  # a read-only payload is left as it was
+    assert offsets_in(log.read(0, 1 << 20)) == [(0, 2), (3, 4), (5, 6)]
+    assert log.read(3, 1 << 20).startswith(bytes(frame))

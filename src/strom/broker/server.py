@@ -3,8 +3,9 @@
 Theory of operation. Each connection is a `_Connection` (an ``asyncio.BufferedProtocol``): the event
 loop receives straight into its buffers. Small frames (``int32 size`` + payload) are cut out of a
 shared receive buffer with one copy; a frame larger than ``_DIRECT_FRAME`` gets a buffer of its own
-as soon as its size is known and the rest of it is received into place, so a produce request's
-records are never copied in Python before storage patches and writes them. Complete frames queue in
+as soon as its size is known and the rest of it is received into place (after one large frame, the
+next read takes only the next size prefix), so a produce request's records are never copied in
+Python: storage patches them in that buffer and writes them from it. Complete frames queue in
 an inbox that one worker task per connection drains.
 
 Kafka processes one request per connection at a time and answers in request order (its muted
@@ -180,6 +181,9 @@ class _Connection(asyncio.BufferedProtocol):
         self._end = 0  # end of the received bytes
         self._frame: bytearray | None = None  # a large frame being received into place
         self._frame_got = 0
+        # After a large frame, the next is likely large too (a producer streaming batches): read just
+        # its size prefix first, so that none of it lands in the shared buffer and has to be copied.
+        self._expect_large = False
         self._inbox: deque[bytearray] = deque()
         self._wakeup: asyncio.Future[None] | None = None
         self._eof = False  # no more frames will come (EOF, or a bad size prefix)
@@ -232,6 +236,8 @@ class _Connection(asyncio.BufferedProtocol):
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._frame is not None:
             return memoryview(self._frame)[self._frame_got :]
+        if self._expect_large and self._end == 0:
+            return self._view[:4]
         if len(self._buf) - self._end < _MIN_READ:  # move the partial frame at the end to the front
             pending = self._end - self._start
             self._buf[:pending] = self._view[self._start : self._end]
@@ -244,6 +250,7 @@ class _Connection(asyncio.BufferedProtocol):
             self._frame_got += nbytes
             if self._frame_got == len(frame):
                 self._frame = None
+                self._expect_large = True
                 self._deliver(frame)
             return
         self._end += nbytes
@@ -261,6 +268,7 @@ class _Connection(asyncio.BufferedProtocol):
                 self._end_of_input()
                 break
             if end - start - 4 >= size:
+                self._expect_large = False
                 frame = buf[start + 4 : start + 4 + size]  # the one copy of a small frame
                 start += 4 + size
                 self._deliver(frame)

@@ -7,9 +7,10 @@ last_offset_delta + 1) and the recovery point (everything below it is fsynced).
 
 Produce path (`append_as_leader`), header-only and allocation-light: validate the request's batch
 headers and CRCs, run the idempotent-producer checks against a scratch copy of the producer state,
-copy the request once into a ``bytearray``, patch base offsets and the leader epoch (and LogAppendTime
-with a CRC recompute, if the topic uses it), roll the active segment if this write would overflow it,
-then one ``os.pwrite``. The producer state is committed only after the write succeeded.
+patch base offsets and the leader epoch (and LogAppendTime with a CRC recompute, if the topic uses
+it) in the request's own buffer (a writable frame from the network layer; other bytes are copied
+once), roll the active segment if this write would overflow it, then one ``os.pwrite``. The
+producer state is committed only after the write succeeded.
 
 Producer state (producer_state.py): snapshotted to ``<offset>.snapshot`` at each roll (after the
 flush) and at `close`; opening or truncating the log loads the newest snapshot at or below the
@@ -158,6 +159,9 @@ class PartitionLog:
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int) -> AppendInfo:
         """Validate, assign offsets and append a client's produce payload for this partition.
 
+        A writable memoryview (a request's frame, as the network layer hands it over) is patched in
+        place; anything else is copied once first.
+
         Raises:
             KafkaError: the error code Kafka would put in the produce response (CORRUPT_MESSAGE,
                 MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD, INVALID_TIMESTAMP,
@@ -176,7 +180,8 @@ class PartitionLog:
                 append_time = dup.timestamp if self.config.log_append_time else -1
                 return AppendInfo(dup.first_offset, dup.last_offset, append_time, self.log_start_offset, True)
             offset += header.last_offset_delta + 1
-        buf = bytearray(records)
+        # The broker's request frames are writable and read by no one after the append: patch in place.
+        buf = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
         append_time_ms = now_ms if self.config.log_append_time else None
         spans = assign_offsets(buf, batches, base_offset, leader_epoch, append_time_ms)
 

@@ -159,7 +159,7 @@ def validate_replicated(records: Buffer, expected_offset: int) -> tuple[list[Bat
 
 
 def assign_offsets(
-    buf: bytearray, batches: Batches, offset: int, epoch: int, log_append_time_ms: int | None
+    buf: bytearray | memoryview, batches: Batches, offset: int, epoch: int, log_append_time_ms: int | None
 ) -> list[BatchSpan]:
     """Stamp consecutive offsets from ``offset`` and ``epoch`` into ``buf``; LogAppendTime if given."""
     spans = []
