@@ -12,6 +12,7 @@ record is in the log exactly once, in order.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -124,3 +125,27 @@ def test_idempotent_producer_across_restart_and_kill_9(
         values = [r.value for _, data in _stored(raw) for b in decode_batches(data) for r in b.records]
     assert [int(v[:6]) for v in values if v is not None] == list(range(900))
     producer.flush(5)
+
+
+def test_producer_id_expiration_through_the_broker_config(
+    strom_broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    """producer.id.expiration.ms and its check interval, set on the broker, forget idle producers."""
+    broker = strom_broker_factory(
+        **{"producer.id.expiration.ms": "1500", "producer.id.expiration.check.interval.ms": "200"}
+    )
+    with RawClient(broker.bootstrap) as raw:
+        assert raw.create_topic(TOPIC, 1) == 0
+        pid, epoch = raw.init_producer_id()
+
+        def send(seq: int) -> int:
+            data = batch([b"x"], producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+            return int(raw.produce(TOPIC, 0, data)["error_code"])
+
+        assert send(0) == 0
+        assert send(5) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER  # known producer: a gap is refused
+        deadline = time.monotonic() + 20
+        while send(5) != 0:  # once expired, the producer is new again and may start anywhere
+            assert time.monotonic() < deadline, "the producer state never expired"
+            time.sleep(0.3)
+        assert send(6) == 0 and send(8) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER

@@ -89,6 +89,7 @@ class PartitionLog:
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
         self.dir = directory
+        self.name = os.path.basename(directory)  # <topic>-<partition>, as Kafka names it in messages
         self.config = config
         self._time_ms = time_ms
         loaded = load_segments(
@@ -115,11 +116,6 @@ class PartitionLog:
         self.producer_state = ProducerStateManager(directory, producer_id_expiration_ms)
         self.replayed_batch_headers = 0  # by the last producer-state load (snapshot + replay)
         self._load_producer_state(rebuild_epochs=not self.leader_epoch_cache.entries)
-
-    @property
-    def name(self) -> str:
-        """``<topic>-<partition>``, the directory's name, as Kafka names a partition in messages."""
-        return os.path.basename(self.dir)
 
     def _segment_settings(self) -> SegmentSettings:
         return SegmentSettings(self.config.index_interval_bytes, self.config.segment_index_bytes)
@@ -169,7 +165,8 @@ class PartitionLog:
         """
         now_ms = self._time_ms()
         batches = validate_for_leader(records, self.config, now_ms, self.name)
-        records, batches = recompress(records, batches, self.config)
+        if self.config.compression_type != "producer":  # only such topics pay for recompression
+            records, batches = recompress(records, batches, self.config)
         base_offset = self.log_end_offset
         plan = self.producer_state.plan()
         offset = base_offset
@@ -186,17 +183,17 @@ class PartitionLog:
         spans = assign_offsets(buf, batches, base_offset, leader_epoch, append_time_ms)
 
         def start_epoch() -> None:
-            if leader_epoch > self.leader_epoch_cache.latest_epoch:
-                self.leader_epoch_cache.assign(leader_epoch, base_offset)
-                self.leader_epoch_cache.write()
+            self.leader_epoch_cache.assign(leader_epoch, base_offset)
+            self.leader_epoch_cache.write()
 
-        self._write(buf, spans, now_ms, start_epoch)
+        new_epoch = leader_epoch > self.leader_epoch_cache.latest_epoch
+        self._write(buf, spans, now_ms, start_epoch if new_epoch else None)
         plan.commit()
         append_time = now_ms if self.config.log_append_time else -1
         return AppendInfo(base_offset, offset - 1, append_time, self.log_start_offset, False)
 
     def _write(
-        self, data: Buffer, spans: list[BatchSpan], now_ms: int, after_write: Callable[[], None]
+        self, data: Buffer, spans: list[BatchSpan], now_ms: int, after_write: Callable[[], None] | None
     ) -> None:
         """Roll if due, write the batches, run ``after_write``, honour flush.messages: all or nothing.
 
@@ -208,7 +205,8 @@ class PartitionLog:
         try:
             self._maybe_roll(len(data), max(s.max_timestamp for s in spans), spans[-1].last_offset, now_ms)
             self.active_segment.append(data, spans)
-            after_write()
+            if after_write is not None:
+                after_write()
             self._maybe_flush_by_messages()
         except OSError as e:
             self._roll_back(start, e)
