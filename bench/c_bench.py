@@ -15,7 +15,8 @@ a loopback port, one 6-partition topic, then
 Each run reports the tool's own msgs/s and MB/s (10^6 bytes) and the broker process's CPU time
 (utime + stime of all its threads, from /proc/<pid>/stat) while the tool ran, as seconds per million
 messages and per GB (10^9 bytes of message values), split into user time (the broker's own work)
-and system time (the kernel's: socket and file copies, page-cache allocation). CPU per message is
+and system time (the kernel's: socket and file copies, page-cache allocation); and the tool's own CPU
+time per GB (the client's share of the same two cores). CPU per message is
 the figure that matters on a 2-core machine where client and broker share the CPU, and it is much
 less sensitive to other load than the throughput. The last lines print medians per (variant, case),
 as a Markdown table.
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -78,16 +80,19 @@ def _last_row(stdout: str) -> dict[str, float]:
 
 def _run_tool(
     cmd: list[str], broker_pid: int, timeout_s: float
-) -> tuple[dict[str, float], tuple[float, float], float]:
-    """(final row, broker (user, system) CPU seconds, wall seconds) of one tool run."""
+) -> tuple[dict[str, float], tuple[float, float], float, float]:
+    """(final row, broker (user, system) CPU seconds, the tool's CPU seconds, wall seconds) of one run."""
     user_before, sys_before = process_cpu_s(broker_pid)
+    children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
     wall = time.perf_counter() - start
     user_after, sys_after = process_cpu_s(broker_pid)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    tool_cpu = (children.ru_utime - children_before.ru_utime) + (children.ru_stime - children_before.ru_stime)
     if done.returncode != 0:
         raise RuntimeError(f"{cmd[0]} exited {done.returncode}: {done.stderr[-2000:]}")
-    return _last_row(done.stdout), (user_after - user_before, sys_after - sys_before), wall
+    return _last_row(done.stdout), (user_after - user_before, sys_after - sys_before), tool_cpu, wall
 
 
 def run_case(tool: str, src: str, size: int, count: int, workdir: Path) -> list[dict[str, Any]]:
@@ -116,7 +121,7 @@ def run_case(tool: str, src: str, size: int, count: int, workdir: Path) -> list[
             consume += ["-p", str(p)]
         for mode, cmd in (("produce", produce), ("consume", consume)):
             load = os.getloadavg()[0]
-            row, (user, system), wall = _run_tool(cmd, pid, timeout_s=600)
+            row, (user, system), tool_cpu, wall = _run_tool(cmd, pid, timeout_s=600)
             cpu = user + system
             msgs = row["dr"] if mode == "produce" else row["msgs"]
             elapsed_s = row["elapsed"] / 1000
@@ -132,6 +137,7 @@ def run_case(tool: str, src: str, size: int, count: int, workdir: Path) -> list[
                     "user_s_per_m_msgs": user / (msgs / 1e6),
                     "sys_s_per_m_msgs": system / (msgs / 1e6),
                     "cpu_s_per_gb": cpu / (nbytes / 1e9),
+                    "tool_cpu_s_per_gb": tool_cpu / (nbytes / 1e9),
                     "tool_wall_s": wall,
                     "load_1m": load,
                 }
@@ -176,17 +182,27 @@ def main() -> None:
                         row = {"round": rnd, "variant": name, **measured}
                         print(json.dumps(row), flush=True)
                         results.setdefault((name, row["case"]), []).append(row)
-    keys = ("msgs_per_s", "mb_per_s", "cpu_s_per_m_msgs", "user_s_per_m_msgs", "sys_s_per_m_msgs")
+    keys = (
+        "msgs_per_s",
+        "mb_per_s",
+        "cpu_s_per_m_msgs",
+        "user_s_per_m_msgs",
+        "sys_s_per_m_msgs",
+        "cpu_s_per_gb",
+        "tool_cpu_s_per_gb",
+    )
     print(f"\nmedians over {args.rounds} rounds")
-    print("| variant | case | msgs/s | MB/s | broker CPU s / M msgs (user + sys) | broker CPU s / GB |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| variant | case | msgs/s | MB/s | broker CPU s / M msgs (user + sys) | broker CPU s / GB "
+        "| tool CPU s / GB |"
+    )
+    print("|---|---|---|---|---|---|---|")
     for (name, case), rows in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         med = {k: statistics.median(r[k] for r in rows) for k in keys}
-        per_gb = statistics.median(r["cpu_s_per_gb"] for r in rows)
         print(
             f"| {name} | {case} | {med['msgs_per_s']:,.0f} | {med['mb_per_s']:,.0f} "
             f"| {med['cpu_s_per_m_msgs']:.3f} ({med['user_s_per_m_msgs']:.3f} + "
-            f"{med['sys_s_per_m_msgs']:.3f}) | {per_gb:.2f} |"
+            f"{med['sys_s_per_m_msgs']:.3f}) | {med['cpu_s_per_gb']:.2f} | {med['tool_cpu_s_per_gb']:.2f} |"
         )
 
 

@@ -1,15 +1,16 @@
 """`ResponseWriter`: one connection's outgoing responses, in order, stored batches sent by ``sendfile``.
 
-Theory of operation. A response arrives as chunks (``codec.encode_response_chunks``): encoded bytes,
-and `FileRecords` naming stored batches by file ranges. On a plain TCP connection the writer owns the
-sending side of the socket through a duplicate descriptor of its own: it writes each run of bytes
-chunks with one ``sendmsg`` and each file slice with ``os.sendfile``, so record bytes go from the page
-cache to the socket without passing through Python. When the socket buffer is full (EAGAIN, or a
-partial send) it remembers where it stopped, waits for writability with ``loop.add_writer`` on its
-descriptor, and carries on. The asyncio transport keeps reading the connection but is never asked to
-write, so its own buffer stays empty and the two never interleave. Everything leaves in the order
-given. (uvloop implements neither ``loop.sendfile`` nor ``add_writer`` on a transport's descriptor;
-a duplicate descriptor is an independent registration, which both event loops accept.)
+Theory of operation. A response arrives as chunks (``codec.encode_response_chunks``): encoded bytes, and
+`FileRecords` naming stored batches by file ranges. On a plain TCP connection the writer owns the
+sending side of the socket through a duplicate descriptor of its own: it writes each run of bytes chunks
+with one ``sendmsg`` and each file slice with ``os.sendfile``, so record bytes go from the page cache to
+the socket without passing through Python. When the socket buffer is full (EAGAIN, or a partial send) it
+remembers where it stopped, waits for writability with ``loop.add_writer`` on its descriptor, and
+carries on. The asyncio transport keeps reading the connection but is never asked to write, so its own
+buffer stays empty and the two never interleave. Everything leaves in the order given. Sending waits for
+the end of the current event-loop turn, so that the responses to pipelined requests handled in one turn
+go out together. (uvloop implements neither ``loop.sendfile`` nor ``add_writer`` on a transport's
+descriptor; a duplicate descriptor is an independent registration, which both event loops accept.)
 
 Where the socket is not the writer's to use (TLS, or a transport that exposes none), bytes go through
 ``transport.write`` and a file slice is first read with one ``pread``: the one copy.
@@ -60,6 +61,7 @@ class ResponseWriter:
         self._queue: deque[_Pending] = deque()
         self._queued_bytes = 0
         self._waiting = False  # add_writer is registered
+        self._send_scheduled = False
         self._closed = False
         self._sock: socket.socket | None = None
         raw = transport.get_extra_info("socket")
@@ -96,7 +98,15 @@ class ResponseWriter:
             elif len(chunk):
                 queue.append(chunk)
                 self._queued_bytes += len(chunk)
-        if not self._waiting:
+        if not self._waiting and not self._send_scheduled:
+            # Send at the end of this event-loop turn: responses to requests that arrived together
+            # leave in one sendmsg, and so wake the client once (on a VM, each wake-up is dear).
+            self._send_scheduled = True
+            self._loop.call_soon(self._scheduled_send)
+
+    def _scheduled_send(self) -> None:
+        self._send_scheduled = False
+        if not self._closed and not self._waiting:
             self._send()
 
     def _write_through_transport(self, chunks: list[Chunk]) -> None:

@@ -89,6 +89,8 @@ class KafkaServer:
         self.max_request_bytes = int(broker.config.get("socket.request.max.bytes"))
         self._server: asyncio.Server | None = None
         self._connections: set[_Connection] = set()
+        # API key -> served version range, for the keys that have a handler.
+        self._versions = {int(k): r for k, r in (INTERNAL | SUPPORTED).items() if int(k) in HANDLERS}
 
     async def start(self) -> tuple[str, int]:
         loop = asyncio.get_running_loop()
@@ -152,15 +154,10 @@ class KafkaServer:
             return None
         return encode_response_chunks(ctx.api_key, ctx.api_version, request.correlation_id, body)
 
-    @staticmethod
-    def _served(key: int, version: int) -> bool:
+    def _served(self, key: int, version: int) -> bool:
         """Whether a handler exists and the version is inside the advertised range."""
-        low_high = (
-            SUPPORTED.get(ApiKey(key)) or INTERNAL.get(ApiKey(key))
-            if key in ApiKey._value2member_map_
-            else None
-        )
-        return key in HANDLERS and low_high is not None and low_high[0] <= version <= low_high[1]
+        low_high = self._versions.get(key)
+        return low_high is not None and low_high[0] <= version <= low_high[1]
 
     @staticmethod
     def _api_versions_fallback(correlation_id: int) -> list[Chunk]:
