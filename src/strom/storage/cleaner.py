@@ -30,6 +30,12 @@ Theory of operation (Kafka's ``LogCleaner`` / ``Cleaner`` / ``LogCleanerManager`
    nothing: before the commit point the old segments are intact, after it the swap replaces them.
 5. **Checkpoint** the end of the cleaned section as the log's new first dirty offset.
 
+Transactions: nothing at or beyond the last stable offset is cleaned (an open transaction's records
+are not final). Control batches are kept, and so is every batch of an aborted transaction, byte for
+byte and outside the offset map, so an aborted record never supersedes a committed one; a cleaned
+segment takes over the ``.txnindex`` entries of the segments it replaces. Kafka also removes aborted
+records and, later, their markers; Strom keeps both (read_committed consumers still skip them).
+
 Concurrency contract: the cleaner is synchronous and single-threaded like the rest of storage, and
 `LogCleaner.clean_steps` is a generator that returns control to its driver (the broker's event loop)
 after every ~``step_bytes`` of work. Readers resolve segments on each ``PartitionLog.read`` call and
@@ -45,7 +51,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from typing import NamedTuple
 
 from strom.protocol.records.batch import (
@@ -71,6 +77,7 @@ from strom.storage.offset_map import OffsetMap, iter_record_keys, record_payload
 from strom.storage.retention import SegmentSummary
 from strom.storage.segment import BatchSpan, LogSegment
 from strom.storage.swap import CLEANED_SUFFIX, swap_in
+from strom.storage.transaction_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +187,7 @@ class LogCleaner:
             first_dirty_offset=first_dirty,
             now_ms=now_ms,
             min_compaction_lag_ms=plog.config.min_compaction_lag_ms,
-            high_watermark=plog.high_watermark,
+            high_watermark=plog.last_stable_offset,
         )
 
     def _horizon(self, tp: TopicPartition, plog: PartitionLog) -> int | None:
@@ -200,7 +207,10 @@ class LogCleaner:
         self, tp: TopicPartition, plog: PartitionLog, to_clean: LogToClean, now_ms: int
     ) -> Iterator[None]:
         offset_map = OffsetMap(self.max_map_entries)
-        end_offset = yield from self._build_offset_map(plog, to_clean, offset_map)
+        aborted = AbortedRanges(
+            plog.collect_aborted_transactions(plog.log_start_offset, to_clean.first_uncleanable_offset)
+        )
+        end_offset = yield from self._build_offset_map(plog, to_clean, offset_map, aborted)
         segments = [s for s in plog.segments[:-1] if s.base_offset < end_offset]
         summaries = [SegmentSummary(s.base_offset, s.next_offset, s.size, -1) for s in segments]
         producer_last = {pid: e.last_offset for pid, e in plog.producer_state.producers.items()}
@@ -210,7 +220,7 @@ class LogCleaner:
         for indexes in group_segments(summaries, plog.config.segment_bytes):
             group = [segments[i] for i in indexes]
             cleaned, group_removed = yield from self._clean_group(
-                plog, group, offset_map, now_ms, producer_last, horizons
+                plog, group, offset_map, now_ms, producer_last, horizons, aborted
             )
             if not swap_in(plog.segments, group, cleaned, plog.dir):
                 cleaned.delete()
@@ -233,7 +243,7 @@ class LogCleaner:
         log.info("compacted %s: %s", tp, self.last_stats)
 
     def _build_offset_map(
-        self, plog: PartitionLog, to_clean: LogToClean, offset_map: OffsetMap
+        self, plog: PartitionLog, to_clean: LogToClean, offset_map: OffsetMap, aborted: AbortedRanges
     ) -> Generator[None, None, int]:
         """Fill ``offset_map`` from the dirty section; returns (as the generator's value) where it ended."""
         dirty = [
@@ -246,7 +256,7 @@ class LogCleaner:
         for n, segment in enumerate(dirty):
             keys: list[tuple[bytes, int]] = []
             for header, batch in _iter_batches(segment, segment.size):
-                if not header.is_control:
+                if not header.is_control and not aborted.contains(header):
                     payload = record_payload(batch, header)
                     keys.extend(
                         (key, off) for off, key in iter_record_keys(payload, header) if key is not None
@@ -270,11 +280,12 @@ class LogCleaner:
         now_ms: int,
         producer_last: dict[int, int],
         horizons: list[int],
+        aborted: AbortedRanges,
     ) -> Generator[None, None, tuple[LogSegment, int]]:
         """Recopy ``group`` into one fsynced ``.cleaned`` segment; returns (segment, records removed)."""
         cfg = plog.config
         base = group[0].base_offset
-        for kind in ("log", "index", "timeindex"):  # leftovers of an abandoned clean
+        for kind in ("log", "index", "timeindex", "txnindex"):  # leftovers of an abandoned clean
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(plog.dir, f"{base:020d}.{kind}{CLEANED_SUFFIX}"))
         cleaned = LogSegment(
@@ -292,6 +303,12 @@ class LogCleaner:
             mtime = os.stat(group[-1].log_path)
             for segment in group:
                 for header, batch in _iter_batches(segment, segment.size):
+                    if aborted.contains(header):
+                        spans.append(
+                            BatchSpan(len(out), header.last_offset, header.max_timestamp, header.size)
+                        )
+                        out += batch
+                        continue
                     result = clean_batch(
                         batch,
                         header,
@@ -313,6 +330,9 @@ class LogCleaner:
                         yield
             if spans:
                 cleaned.append(out, spans)
+            for segment in group:
+                for entry in segment.txn_index.entries:
+                    cleaned.txn_index.append(entry)
             cleaned.on_become_inactive()
             cleaned.flush()
             # Time retention of an emptied segment falls back to its mtime: keep the replaced one's.
@@ -330,6 +350,21 @@ class LogCleaner:
             if tp in logs and os.path.dirname(logs[tp].dir) == log_dir
         }
         write_offsets(os.path.join(log_dir, CLEANER_OFFSET_CHECKPOINT), offsets)
+
+
+class AbortedRanges:
+    """The offset ranges of aborted transactions, per producer, to tell whether a batch is in one."""
+
+    def __init__(self, entries: Iterable[AbortedTxn]) -> None:
+        self._ranges: dict[int, list[tuple[int, int]]] = {}
+        for entry in entries:
+            self._ranges.setdefault(entry.producer_id, []).append((entry.first_offset, entry.last_offset))
+
+    def contains(self, header: BatchHeader) -> bool:
+        if not header.is_transactional or header.is_control:
+            return False
+        ranges = self._ranges.get(header.producer_id, ())
+        return any(first <= header.base_offset <= last for first, last in ranges)
 
 
 def _iter_batches(segment: LogSegment, size: int) -> Iterator[tuple[BatchHeader, bytes]]:

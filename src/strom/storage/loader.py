@@ -39,7 +39,7 @@ from strom.storage.swap import recover_swaps
 log = logging.getLogger(__name__)
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
-_INDEX_FILE = re.compile(r"^(\d{20})\.(index|timeindex)$")
+_INDEX_FILE = re.compile(r"^(\d{20})\.(index|timeindex|txnindex)$")
 _LEFTOVER_SUFFIXES = (".tmp", ".deleted", ".cleaned")
 
 
@@ -133,9 +133,11 @@ def _delete_from(directory: str, bases: list[int], settings: SegmentSettings, no
 
 
 def replay_headers(
-    segments: Sequence[LogSegment], start_offset: int, visit: Callable[[BatchHeader], None]
+    segments: Sequence[LogSegment],
+    start_offset: int,
+    visit: Callable[[LogSegment, int, BatchHeader], None],
 ) -> int:
-    """Pass ``visit`` every batch header whose last offset is >= ``start_offset``, oldest first.
+    """Pass ``visit`` (segment, position, header) of every batch whose last offset is >= ``start_offset``.
 
     Reads header bytes only, from the index position for ``start_offset`` in the segment holding
     it; a malformed header ends the replay of its segment. Returns the number of headers read.
@@ -146,10 +148,10 @@ def replay_headers(
     for segment in segments[first:]:
         position = segment.offset_index.lookup(start_offset) if segment is segments[first] else 0
         try:
-            for _, header in segment.scan(position):
+            for pos, header in segment.scan(position):
                 read += 1
                 if header.last_offset >= start_offset:
-                    visit(header)
+                    visit(segment, pos, header)
         except RecordValidationError as e:
             log.warning("%s: stopped replaying headers: %s", segment.log_path, e)
     return read

@@ -16,6 +16,15 @@ Producer state (producer_state.py): snapshotted to ``<offset>.snapshot`` at each
 flush) and at `close`; opening or truncating the log loads the newest snapshot at or below the
 recovery point and replays only the batch headers after it (`replayed_batch_headers` counts them).
 
+Transactions: a coordinator's marker is appended with `append_marker` (a leader) or replicated like
+any batch; an ABORT adds an entry to the active segment's ``.txnindex`` (transaction_index.py) in
+the same all-or-nothing write. The last stable offset is the high watermark capped by the first
+unstable offset (producer_state.py). Loading replays the headers after the snapshot (reading the one
+record of each control batch) and rebuilds the transaction-index entries of that range, after
+dropping whatever the indexes held there; an index that fails its sanity check makes the replay start
+at the log start offset. `read_committed` serves whole batches below the last stable offset with the
+aborted transactions that overlap them (transactions.py).
+
 Fetch path (`read_records`): locate the batch containing the fetch offset through the sparse offset
 index and a short header scan, then answer with file slices of whole batches, never past the high
 watermark; the broker sends them with ``sendfile`` (file_records.py). `read` is the same as bytes.
@@ -46,15 +55,28 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from strom.protocol.errors import ErrorCode, KafkaError
-from strom.protocol.records.batch import BatchHeader
+from strom.protocol.records.batch import BatchHeader, read_header
+from strom.protocol.records.control import ControlType, EndTxnMarker, build_marker_batch, read_marker
 from strom.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from strom.storage.config import LogConfig
-from strom.storage.file_records import EMPTY_RECORDS, FileRecords, FileSlice
+from strom.storage.file_records import FileRecords
 from strom.storage.loader import SegmentSettings, load_segments, replay_headers
+from strom.storage.log_read import (
+    collect_aborted,
+    offset_for_timestamp,
+    read_slices,
+    segment_index,
+    upper_bound_after,
+)
 from strom.storage.log_validator import assign_offsets, recompress, validate_for_leader, validate_replicated
-from strom.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
+from strom.storage.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ProducerAppendPlan,
+    ProducerStateManager,
+)
 from strom.storage.retention import RetentionPolicy, SegmentSummary, segments_to_delete
 from strom.storage.segment import BatchSpan, LogSegment
+from strom.storage.transaction_index import AbortedTxn
 
 TimeFn = Callable[[], int]
 Buffer = bytes | bytearray | memoryview
@@ -137,10 +159,16 @@ class PartitionLog:
     def high_watermark(self, offset: int) -> None:
         """Kafka clamps the high watermark into [log start offset, log end offset]."""
         self._high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        if hasattr(self, "producer_state"):  # not yet during __init__
+            self.producer_state.on_high_watermark(self._high_watermark)
 
     @property
     def last_stable_offset(self) -> int:
-        return self._high_watermark  # no transactions yet
+        """The high watermark, capped by the first offset of a transaction not yet complete below it."""
+        unstable = self.producer_state.first_unstable_offset()
+        if unstable is None:
+            return self._high_watermark
+        return max(min(unstable, self._high_watermark), self.log_start_offset)
 
     @property
     def size_bytes(self) -> int:
@@ -181,16 +209,49 @@ class PartitionLog:
         buf = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
         append_time_ms = now_ms if self.config.log_append_time else None
         spans = assign_offsets(buf, batches, base_offset, leader_epoch, append_time_ms)
-
-        def start_epoch() -> None:
-            self.leader_epoch_cache.assign(leader_epoch, base_offset)
-            self.leader_epoch_cache.write()
-
-        new_epoch = leader_epoch > self.leader_epoch_cache.latest_epoch
-        self._write(buf, spans, now_ms, start_epoch if new_epoch else None)
-        plan.commit()
+        self._write(buf, spans, now_ms, self._after_leader_write(plan, leader_epoch, base_offset))
         append_time = now_ms if self.config.log_append_time else -1
         return AppendInfo(base_offset, offset - 1, append_time, self.log_start_offset, False)
+
+    def _after_leader_write(
+        self, plan: ProducerAppendPlan, leader_epoch: int, base_offset: int
+    ) -> Callable[[], None]:
+        """What follows a leader's write inside `_write`: epoch cache, producer state, aborted-txn index."""
+
+        def after_write() -> None:
+            if leader_epoch > self.leader_epoch_cache.latest_epoch:
+                self.leader_epoch_cache.assign(leader_epoch, base_offset)
+                self.leader_epoch_cache.write()
+            for entry in plan.commit():
+                self.active_segment.txn_index.append(entry)
+
+        return after_write
+
+    def append_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        control_type: ControlType,
+        coordinator_epoch: int,
+        leader_epoch: int,
+    ) -> AppendInfo:
+        """Append a COMMIT or ABORT marker ending the producer's transaction (WriteTxnMarkers, as leader).
+
+        Raises:
+            KafkaError: INVALID_PRODUCER_EPOCH for an epoch below the producer's,
+                TRANSACTION_COORDINATOR_FENCED for a coordinator epoch below the last marker's,
+                KAFKA_STORAGE_ERROR when the write fails.
+        """
+        now_ms = self._time_ms()
+        marker = EndTxnMarker(control_type, coordinator_epoch)
+        base_offset = self.log_end_offset
+        buf = bytearray(build_marker_batch(producer_id, producer_epoch, marker, now_ms))
+        header = read_header(buf)
+        plan = self.producer_state.plan()
+        plan.check_marker(header, marker, base_offset)
+        spans = assign_offsets(buf, [(0, header)], base_offset, leader_epoch, None)
+        self._write(buf, spans, now_ms, self._after_leader_write(plan, leader_epoch, base_offset))
+        return AppendInfo(base_offset, base_offset, -1, self.log_start_offset, False)
 
     def _write(
         self, data: Buffer, spans: list[BatchSpan], now_ms: int, after_write: Callable[[], None] | None
@@ -230,21 +291,31 @@ class PartitionLog:
         if not spans:
             return self.log_end_offset
         end = spans[-1].position + spans[-1].size
+        view = memoryview(records)
 
         def replay() -> None:
             epochs_changed = False
-            for header in headers:
-                self.producer_state.load_batch(header)
+            for span, header in zip(spans, headers, strict=True):
+                self._load_batch(header, view[span.position : span.position + span.size])
                 epochs_changed |= self.leader_epoch_cache.assign(
                     header.partition_leader_epoch, header.base_offset
                 )
             if epochs_changed:  # an fsynced file write: only when a new epoch starts, never per append
                 self.leader_epoch_cache.write()
 
-        self._write(memoryview(records)[:end], spans, self._time_ms(), replay)
+        self._write(view[:end], spans, self._time_ms(), replay)
         return self.log_end_offset
 
-    # -- roll and flush ---------------------------------------------------------------------------
+    def _load_batch(self, header: BatchHeader, batch: Buffer | None) -> None:
+        """Replay one stored batch into the producer state; an ABORT marker's entry goes to its segment.
+
+        ``batch`` (the whole batch) is read only for a control batch, to learn what its marker says.
+        """
+        marker = read_marker(batch, header) if header.is_control and batch is not None else None
+        entry = self.producer_state.load_batch(header, marker)
+        if entry is not None:
+            self.segments[segment_index(self.segments, entry.last_offset)].txn_index.append(entry)
+
     def _maybe_roll(self, append_size: int, append_max_timestamp: int, last_offset: int, now_ms: int) -> None:
         if self.active_segment.should_roll(
             append_size,
@@ -314,23 +385,7 @@ class PartitionLog:
                 f"offset {fetch_offset} not in [{self.log_start_offset}, {leo}] of {self.dir}",
             )
         upper = leo if max_offset_exclusive is None else min(max_offset_exclusive, leo)
-        if fetch_offset >= upper:
-            return EMPTY_RECORDS
-        slices: list[FileSlice] = []
-        remaining = max_bytes
-        i = self._segment_index(fetch_offset)
-        position = self._start_position(self.segments[i], fetch_offset)
-        while i < len(self.segments):
-            if position is not None:
-                piece, more = self.segments[i].read(position, remaining, upper, min_one_batch and not slices)
-                if piece is not None:
-                    slices.append(piece)
-                    remaining -= piece.size
-                if not more or remaining <= 0:
-                    break
-            i += 1
-            position = 0
-        return FileRecords(slices) if slices else EMPTY_RECORDS
+        return read_slices(self.segments, fetch_offset, max_bytes, upper, min_one_batch)
 
     def read(
         self,
@@ -342,15 +397,24 @@ class PartitionLog:
         """`read_records`, read into memory (one ``pread`` per segment): for tools and tests."""
         return self.read_records(fetch_offset, max_bytes, max_offset_exclusive, min_one_batch).read_bytes()
 
-    def _segment_index(self, offset: int) -> int:
-        return max(0, bisect_right([s.base_offset for s in self.segments], offset) - 1)
+    def read_committed(
+        self, fetch_offset: int, max_bytes: int, min_one_batch: bool = True
+    ) -> tuple[FileRecords, list[AbortedTxn]]:
+        """A read_committed fetch: whole batches below the last stable offset, and the aborted
+        transactions overlapping them (see transactions.py).
 
-    @staticmethod
-    def _start_position(segment: LogSegment, offset: int) -> int | None:
-        if offset == segment.base_offset:
-            return 0
-        found = segment.find_batch(offset)
-        return found[0] if found else None
+        Raises:
+            KafkaError: OFFSET_OUT_OF_RANGE outside [log start offset, log end offset].
+        """
+        records = self.read_records(fetch_offset, max_bytes, self.last_stable_offset, min_one_batch)
+        if not any(s.txn_index.entries for s in self.segments):
+            return records, []
+        upper = upper_bound_after(self.segments, records, self.log_end_offset)
+        return records, collect_aborted(self.segments, fetch_offset, upper)
+
+    def collect_aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions whose range overlaps ``[fetch_offset, upper_bound)``."""
+        return collect_aborted(self.segments, fetch_offset, upper_bound)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """ListOffsets by time: (offset, timestamp) of the first record with timestamp >= ``timestamp``.
@@ -358,12 +422,7 @@ class PartitionLog:
         Records below the log start offset are skipped (their batch may straddle it). None if no
         record is that recent. The caller applies the high-watermark bound.
         """
-        for segment in self.segments:
-            if segment.max_timestamp >= timestamp:
-                found = segment.find_offset_for_timestamp(timestamp, self.log_start_offset)
-                if found is not None:
-                    return found
-        return None
+        return offset_for_timestamp(self.segments, timestamp, self.log_start_offset)
 
     def leader_epoch_end_offset(self, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (largest known epoch <= ``epoch``, end offset of that epoch)."""
@@ -451,12 +510,16 @@ class PartitionLog:
         or was re-validated by recovery. Snapshots beyond the log end (a truncated tail) are deleted.
         """
         leo, state, epochs = self.log_end_offset, self.producer_state, self.leader_epoch_cache
-        trusted = -1 if rebuild_epochs else min(self.recovery_point, leo)
+        rebuild_all = rebuild_epochs or any(s.txn_index.needs_rebuild for s in self.segments)
+        trusted = -1 if rebuild_all else min(self.recovery_point, leo)
         snapshot = state.reload(trusted, self.log_start_offset, leo, self._time_ms())
         start = self.log_start_offset if snapshot is None else max(snapshot, self.log_start_offset)
+        for segment in self.segments:  # the replay below writes these entries again
+            segment.txn_index.truncate_to(start)
+            segment.txn_index.needs_rebuild = False
 
-        def visit(header: BatchHeader) -> None:
-            state.load_batch(header)
+        def visit(segment: LogSegment, position: int, header: BatchHeader) -> None:
+            self._load_batch(header, segment.read_bytes(position, header.size) if header.is_control else None)
             if rebuild_epochs:
                 epochs.assign(header.partition_leader_epoch, header.base_offset)
 
@@ -464,6 +527,7 @@ class PartitionLog:
         if rebuild_epochs and epochs.entries:
             epochs.write()
         state.evict_before(self.log_start_offset)
+        state.on_high_watermark(self._high_watermark)
         if leo > self.log_start_offset:
             what = "no snapshot" if snapshot is None else f"snapshot {snapshot}"
             log.info(

@@ -6,6 +6,8 @@ Files, named by the segment's base offset zero-padded to 20 digits (Kafka's name
                                     back to back, no framing of our own (see records/batch.py)
     00000000000000001234.index      OffsetIndex (see index.py)
     00000000000000001234.timeindex  TimeIndex (see index.py)
+    00000000000000001234.txnindex   TransactionIndex, aborted transactions (transaction_index.py),
+                                    only once an ABORT marker is written to the segment
 
 Theory of operation. Appends are one ``os.pwrite`` at the end of the file; every
 ``index.interval.bytes`` of batches one entry goes into each index (in memory, written on flush). A
@@ -35,6 +37,8 @@ from strom.protocol.records.batch import (
 )
 from strom.storage.file_records import FileSlice, SegmentFile
 from strom.storage.index import CorruptIndexError, OffsetIndex, TimeIndex
+from strom.storage.transaction_index import SUFFIX as TXN_INDEX_SUFFIX
+from strom.storage.transaction_index import TransactionIndex
 
 INT32_MAX = (1 << 31) - 1
 _SCAN_CHUNK = 64 * 1024
@@ -112,6 +116,12 @@ class LogSegment:
         self.first_batch_timestamp = _NO_TIMESTAMP
         self._bytes_since_index_entry = 0
         self.offset_index, self.time_index = self._open_indexes(max_index_bytes)
+        self.txn_index = TransactionIndex(self.prefix + TXN_INDEX_SUFFIX + file_suffix, base_offset)
+
+    @property
+    def file(self) -> SegmentFile | None:
+        """The open file fetch slices of this segment refer to (None once closed)."""
+        return self._file
 
     @property
     def log_path(self) -> str:
@@ -129,6 +139,7 @@ class LogSegment:
             with contextlib.suppress(FileNotFoundError):
                 os.rename(index.path, new_path)
             index.path = new_path
+        self.txn_index.rename(self.prefix + TXN_INDEX_SUFFIX + new_suffix)
         old_log = self.log_path
         self.file_suffix = new_suffix
         os.rename(old_log, self.log_path)
@@ -379,6 +390,7 @@ class LogSegment:
         self.size = position
         self.offset_index.truncate_to_position(position)
         self.time_index.truncate_to_offset(found[1].base_offset)
+        self.txn_index.truncate_to(found[1].base_offset)
         self.restore_state()
         return removed
 
@@ -388,9 +400,10 @@ class LogSegment:
             self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
 
     def flush(self) -> None:
-        """Write buffered index entries and fsync all three files."""
+        """Write buffered index entries and fsync the files."""
         self.offset_index.flush(fsync=True)
         self.time_index.flush(fsync=True)
+        self.txn_index.flush()
         os.fsync(self._fd)
 
     def flush_indexes(self) -> None:
@@ -401,6 +414,7 @@ class LogSegment:
         if self._fd >= 0:
             self.flush_indexes()
             self._release_file()
+        self.txn_index.close()
 
     def delete(self) -> None:
         if self._fd >= 0:
@@ -408,6 +422,7 @@ class LogSegment:
         for path in (self.log_path, self.offset_index.path, self.time_index.path):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
+        self.txn_index.delete()
 
     def _release_file(self) -> None:
         """Let go of the descriptor: it closes now, or once the last queued fetch slice is sent."""

@@ -7,6 +7,8 @@ first one (base offset ``b``). Its files pass through three suffixes (Kafka's na
     <b>.log.swap     <b>.index.swap     <b>.timeindex.swap       complete and fsynced: the swap is committed
     <X>.log.deleted  <X>.index.deleted  <X>.timeindex.deleted    a replaced segment on its way out
 
+(and ``.txnindex`` likewise, for segments holding ABORT markers).
+
 Protocol (`swap_in`, run by the cleaner): (1) write and fsync the ``.cleaned`` files;
 (2) rename them to ``.swap``, indexes first and the ``.log`` last: the ``.log.swap`` rename is the
 commit point; (3) rename every replaced segment's files to ``.deleted``; (4) rename the ``.swap`` files
@@ -17,7 +19,9 @@ Recovery (`recover_swaps`, called by the loader after ``*.cleaned`` and ``*.dele
 removed): a ``<b>.log.swap`` holds everything the replaced group held that compaction keeps, so each
 one is completed: every live segment whose base offset lies in ``[b, next offset of the swap)`` (the
 members of its group that were not yet renamed in step 3) is deleted, the swap is renamed to
-``<b>.log``, and its index files are dropped so the loader rebuilds (and re-validates) them. Index
+``<b>.log``, and its offset and time index files are dropped so the loader rebuilds (and
+re-validates) them; its ``.txnindex.swap`` becomes the live ``.txnindex`` (nothing else rebuilds it
+below the producer-state snapshot). Index
 ``.swap`` files without a ``.log.swap`` (a crash inside step 2) are removed: the swap never
 committed and the old segments are all still in place. Either way nothing acknowledged is lost: before
 the commit point the old segments are untouched; after it, the swap replaces them.
@@ -41,8 +45,8 @@ SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"
 
 _LOG_SWAP = re.compile(r"^(\d{20})\.log\.swap$")
-_INDEX_SWAP = re.compile(r"^(\d{20})\.(index|timeindex)\.swap$")
-_LIVE_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
+_INDEX_SWAP = re.compile(r"^(\d{20})\.(index|timeindex|txnindex)\.swap$")
+_LIVE_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)$")
 
 
 def swap_next_offset(path: str, base_offset: int) -> int:
@@ -91,6 +95,12 @@ def _complete_swap(directory: str, base: int, names: list[str]) -> None:
     for kind in ("index", "timeindex"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(os.path.join(directory, f"{base:020d}.{kind}.swap"))
+    # The loader rebuilds the offset and time indexes but not the aborted-transaction index.
+    with contextlib.suppress(FileNotFoundError):
+        os.rename(
+            os.path.join(directory, f"{base:020d}.txnindex.swap"),
+            os.path.join(directory, f"{base:020d}.txnindex"),
+        )
     os.rename(swap_path, os.path.join(directory, f"{base:020d}.log"))
     log.warning("%s: completed the swap of cleaned segment %d interrupted by a crash", directory, base)
 
