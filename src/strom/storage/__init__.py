@@ -3,6 +3,13 @@
 Synchronous and loop-agnostic; the broker decides where fsync runs. log.py is the entry point
 (`PartitionLog`), log_manager.py owns every log of a broker.
 
+Durability (Kafka's default trade-off): appends land in the OS page cache and are acknowledged
+without fsync. That survives a killed broker process (the kernel still has the pages) but not a power
+loss or kernel crash; Kafka relies on replication instead. A log fsyncs when a segment rolls, on
+`flush`/`close`, and when ``flush.messages`` or ``flush.ms`` are set below their "never" defaults
+(``flush.messages=1`` fsyncs every append: durable on one machine, but every produce then waits for
+the disk). After an unclean stop, recovery re-validates everything above the recovery point.
+
 Write failures and why Strom keeps the log online. When a write fails (ENOSPC on a full disk, or
 any other OSError), Kafka's ``LogDirFailureChannel`` marks the whole log directory offline: every
 partition in it stops serving until the broker restarts, because Kafka will not trust a page cache

@@ -13,33 +13,21 @@ once), roll the active segment if this write would overflow it, then one ``os.pw
 producer state is committed only after the write succeeded.
 
 Producer state (producer_state.py): snapshotted to ``<offset>.snapshot`` at each roll (after the
-flush) and at `close`; opening or truncating the log loads the newest snapshot at or below the
-recovery point and replays only the batch headers after it (`replayed_batch_headers` counts them).
+flush) and at `close`; opening or truncating the log rebuilds it from the newest trusted snapshot and
+the batch headers after it (producer_replay.py; `replayed_batch_headers` counts them).
 
 Transactions: a coordinator's marker is appended with `append_marker` (a leader) or replicated like
 any batch; an ABORT adds an entry to the active segment's ``.txnindex`` (transaction_index.py) in
 the same all-or-nothing write. The last stable offset is the high watermark capped by the first
-unstable offset (producer_state.py). Loading replays the headers after the snapshot (reading the one
-record of each control batch) and rebuilds the transaction-index entries of that range, after
-dropping whatever the indexes held there; an index that fails its sanity check makes the replay start
-at the log start offset. `read_committed` serves whole batches below the last stable offset with the
-aborted transactions that overlap them (transactions.py).
+unstable offset (producer_state.py). `read_committed` serves whole batches below the last stable
+offset with the aborted transactions that overlap them (log_read.py).
 
 Fetch path (`read_records`): locate the batch containing the fetch offset through the sparse offset
 index and a short header scan, then answer with file slices of whole batches, never past the high
 watermark; the broker sends them with ``sendfile`` (file_records.py). `read` is the same as bytes.
 
-Durability trade-off (Kafka's default): appends land in the OS page cache and are acknowledged
-without fsync. That survives a killed broker process (the kernel still has the pages) but not a power
-loss or kernel crash; Kafka relies on replication instead. The log fsyncs when a segment rolls, on
-`flush`/`close`, and when ``flush.messages`` or ``flush.ms`` are set below their "never" defaults
-(``flush.messages=1`` fsyncs every append: durable on one machine, but every produce then waits for
-the disk). After an unclean stop, recovery re-validates everything above the recovery point.
-
-Write failures (a full disk, ENOSPC, or any OSError) are all or nothing per append: `_write` leaves
-the log where it was and raises KAFKA_STORAGE_ERROR; reads go on and the next append is tried
-afresh. Kafka takes the whole log directory offline instead; the package docstring says why Strom
-does not.
+Durability (fsync policy) and write failures (all or nothing per append, KAFKA_STORAGE_ERROR, the
+log stays online): see the package docstring.
 
 Not thread-safe: the broker calls one partition's log from one thread (its event loop) at a time.
 """
@@ -55,20 +43,20 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from strom.protocol.errors import ErrorCode, KafkaError
-from strom.protocol.records.batch import BatchHeader, read_header
-from strom.protocol.records.control import ControlType, EndTxnMarker, build_marker_batch, read_marker
+from strom.protocol.records.batch import read_header
+from strom.protocol.records.control import ControlType, EndTxnMarker, build_marker_batch
 from strom.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from strom.storage.config import LogConfig
 from strom.storage.file_records import FileRecords
-from strom.storage.loader import SegmentSettings, load_segments, replay_headers
+from strom.storage.loader import SegmentSettings, load_segments
 from strom.storage.log_read import (
     collect_aborted,
     offset_for_timestamp,
     read_slices,
-    segment_index,
     upper_bound_after,
 )
 from strom.storage.log_validator import assign_offsets, recompress, validate_for_leader, validate_replicated
+from strom.storage.producer_replay import load_batch, rebuild_producer_state
 from strom.storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ProducerAppendPlan,
@@ -264,7 +252,16 @@ class PartitionLog:
         """
         start = self.log_end_offset
         try:
-            self._maybe_roll(len(data), max(s.max_timestamp for s in spans), spans[-1].last_offset, now_ms)
+            max_timestamp, config = max(s.max_timestamp for s in spans), self.config
+            if self.active_segment.should_roll(
+                len(data),
+                max_timestamp,
+                spans[-1].last_offset,
+                now_ms,
+                config.segment_bytes,
+                config.segment_ms,
+            ):
+                self.roll()
             self.active_segment.append(data, spans)
             if after_write is not None:
                 after_write()
@@ -296,7 +293,12 @@ class PartitionLog:
         def replay() -> None:
             epochs_changed = False
             for span, header in zip(spans, headers, strict=True):
-                self._load_batch(header, view[span.position : span.position + span.size])
+                load_batch(
+                    self.segments,
+                    self.producer_state,
+                    header,
+                    view[span.position : span.position + span.size],
+                )
                 epochs_changed |= self.leader_epoch_cache.assign(
                     header.partition_leader_epoch, header.base_offset
                 )
@@ -305,27 +307,6 @@ class PartitionLog:
 
         self._write(view[:end], spans, self._time_ms(), replay)
         return self.log_end_offset
-
-    def _load_batch(self, header: BatchHeader, batch: Buffer | None) -> None:
-        """Replay one stored batch into the producer state; an ABORT marker's entry goes to its segment.
-
-        ``batch`` (the whole batch) is read only for a control batch, to learn what its marker says.
-        """
-        marker = read_marker(batch, header) if header.is_control and batch is not None else None
-        entry = self.producer_state.load_batch(header, marker)
-        if entry is not None:
-            self.segments[segment_index(self.segments, entry.last_offset)].txn_index.append(entry)
-
-    def _maybe_roll(self, append_size: int, append_max_timestamp: int, last_offset: int, now_ms: int) -> None:
-        if self.active_segment.should_roll(
-            append_size,
-            append_max_timestamp,
-            last_offset,
-            now_ms,
-            self.config.segment_bytes,
-            self.config.segment_ms,
-        ):
-            self.roll()
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset (fsyncing the old one); returns it."""
@@ -504,35 +485,17 @@ class PartitionLog:
         self._load_producer_state(rebuild_epochs=False)
 
     def _load_producer_state(self, rebuild_epochs: bool) -> None:
-        """Newest usable snapshot, then the batch headers after it (every header for ``rebuild_epochs``).
-
-        Only snapshots at or below the recovery point are trusted: the data they describe is fsynced
-        or was re-validated by recovery. Snapshots beyond the log end (a truncated tail) are deleted.
-        """
-        leo, state, epochs = self.log_end_offset, self.producer_state, self.leader_epoch_cache
-        rebuild_all = rebuild_epochs or any(s.txn_index.needs_rebuild for s in self.segments)
-        trusted = -1 if rebuild_all else min(self.recovery_point, leo)
-        snapshot = state.reload(trusted, self.log_start_offset, leo, self._time_ms())
-        start = self.log_start_offset if snapshot is None else max(snapshot, self.log_start_offset)
-        for segment in self.segments:  # the replay below writes these entries again
-            segment.txn_index.truncate_to(start)
-            segment.txn_index.needs_rebuild = False
-
-        def visit(segment: LogSegment, position: int, header: BatchHeader) -> None:
-            self._load_batch(header, segment.read_bytes(position, header.size) if header.is_control else None)
-            if rebuild_epochs:
-                epochs.assign(header.partition_leader_epoch, header.base_offset)
-
-        self.replayed_batch_headers = replay_headers(self.segments, start, visit) if start < leo else 0
-        if rebuild_epochs and epochs.entries:
-            epochs.write()
-        state.evict_before(self.log_start_offset)
-        state.on_high_watermark(self._high_watermark)
-        if leo > self.log_start_offset:
-            what = "no snapshot" if snapshot is None else f"snapshot {snapshot}"
-            log.info(
-                "%s: producer state from %s and %d batch headers", self.dir, what, self.replayed_batch_headers
-            )
+        self.replayed_batch_headers = rebuild_producer_state(
+            self.dir,
+            self.segments,
+            self.producer_state,
+            self.leader_epoch_cache,
+            recovery_point=self.recovery_point,
+            log_start_offset=self.log_start_offset,
+            high_watermark=self._high_watermark,
+            now_ms=self._time_ms(),
+            rebuild_epochs=rebuild_epochs,
+        )
 
     # -- lifecycle --------------------------------------------------------------------------------
     def update_config(self, config: LogConfig) -> None:
