@@ -1,22 +1,61 @@
 """Produce/consume throughput on a local 3-broker cluster (RF=3, min.insync.replicas=2), acks=1 and acks=all,
-next to a single embedded broker with acks=1 in the same run. Medians of ``--runs`` runs.
+next to a single embedded broker with acks=1 in the same run, with the brokers' CPU cost. Medians of
+``--runs`` rounds.
 
     .venv/bin/python bench/cluster_bench.py [--messages 200000] [--size 100] [--runs 3]
+        [--src NAME=DIR ...] [--cases single,acks1,all,idempotent]
+
+Each round starts a fresh single broker and a fresh cluster (ZooKeeper + 3 brokers) per variant
+(``--src NAME=DIR``: the ``src`` directory holding the ``strom`` package the brokers run; several variants
+run interleaved A B A B ..., the only fair comparison on a shared machine). Each case creates a fresh
+topic of 3 partitions, produces ``--messages`` keyed messages with confluent-kafka (``linger.ms=5``,
+``batch.size=262144``), then consumes them. Besides msgs/s, each case reports the CPU time (utime + stime
+from /proc/<pid>/stat) that all broker processes together spent while the producer ran, per million
+messages and per GB (10^9 bytes of message values): on 2 cores shared by three brokers and the client,
+CPU per message is what bounds the cluster and it is much less sensitive to other load than msgs/s.
+The idempotent case is the one librdkafka caps at 5 requests in flight per connection, so it measures
+the replication round trip (leader append, follower fetch and append, the follower's next fetch, the
+high-watermark move and the produce response).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import os
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.testing.broker_process import BrokerProcess
 from strom.testing.cluster import LocalCluster
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+# case name -> (label, acks, replication factor, idempotent)
+CASES: dict[str, tuple[str, str, int, bool]] = {
+    "single": ("single broker, acks=1", "1", 1, False),
+    "acks1": ("3 brokers RF=3, acks=1", "1", 3, False),
+    "all": ("3 brokers RF=3, acks=all", "all", 3, False),
+    "idempotent": ("3 brokers RF=3, acks=all idempotent", "all", 3, True),
+}
+
+
+def process_cpu_s(pids: Sequence[int]) -> float:
+    """utime + stime of the processes (all their threads), in seconds, from /proc/<pid>/stat."""
+    total = 0.0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+        fields = stat[stat.rindex(")") + 2 :].split()  # the name (field 2) may hold spaces
+        total += (int(fields[11]) + int(fields[12])) / _CLK_TCK
+    return total
 
 
 def create(bootstrap: str, name: str, rf: int) -> None:
@@ -78,45 +117,120 @@ def consume(bootstrap: str, topic: str, messages: int) -> float:
     return seen / elapsed
 
 
-def run(
-    bootstrap: str,
-    label: str,
-    acks: str,
-    rf: int,
-    args: argparse.Namespace,
-    results: dict[str, list[float]],
-    idempotent: bool = False,
-) -> None:
-    for r in range(args.runs):
-        topic = "bench-" + "".join(c if c.isalnum() else "-" for c in label) + f"-{r}"
-        create(bootstrap, topic, rf)
-        results.setdefault(f"{label} produce msg/s", []).append(
-            produce(bootstrap, topic, acks, args.messages, args.size, idempotent)
-        )
-        results.setdefault(f"{label} consume msg/s", []).append(consume(bootstrap, topic, args.messages))
+def run_case(
+    bootstrap: str, pids: list[int], case: str, args: argparse.Namespace, rnd: int
+) -> dict[str, Any]:
+    label, acks, rf, idempotent = CASES[case]
+    topic = f"bench-{case}-{rnd}"
+    create(bootstrap, topic, rf)
+    load = os.getloadavg()[0]
+    cpu_before = process_cpu_s(pids)
+    produce_rate = produce(bootstrap, topic, acks, args.messages, args.size, idempotent)
+    cpu = process_cpu_s(pids) - cpu_before
+    consume_rate = consume(bootstrap, topic, args.messages)
+    return {
+        "case": label,
+        "produce_msgs_per_s": produce_rate,
+        "consume_msgs_per_s": consume_rate,
+        "broker_cpu_s": cpu,
+        "cpu_s_per_m_msgs": cpu / (args.messages / 1e6),
+        "cpu_s_per_gb": cpu / (args.messages * args.size / 1e9),
+        "load_1m": load,
+    }
+
+
+@contextlib.contextmanager
+def pythonpath(src: str | None) -> Iterator[None]:
+    """Broker children inherit PYTHONPATH: run them from ``src`` (None: leave the environment alone)."""
+    before = os.environ.get("PYTHONPATH")
+    if src is not None:
+        os.environ["PYTHONPATH"] = src
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = before
+
+
+def run_round(
+    variant: str, src: str | None, cases: list[str], args: argparse.Namespace, rnd: int, tmp: Path
+) -> list[dict[str, Any]]:
+    rows = []
+    base = tmp / f"{variant}-{rnd}"
+    if "single" in cases:
+        with pythonpath(src):
+            single = BrokerProcess(base / "single")
+            single.start()
+        try:
+            assert single.pid is not None
+            rows.append(run_case(single.bootstrap, [single.pid], "single", args, rnd))
+        finally:
+            single.stop()
+    clustered = [c for c in cases if c != "single"]
+    if clustered:
+        cluster = LocalCluster(base / "cluster", 3, overrides={"offsets.topic.num.partitions": "3"})
+        try:
+            with pythonpath(src):
+                cluster.start()
+            pids = [b.pid for b in cluster.brokers.values() if b.pid is not None]
+            rows += [run_case(cluster.bootstrap, pids, c, args, rnd) for c in clustered]
+        finally:
+            cluster.stop()
+    return rows
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--src",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="a broker variant: NAME and the src directory its brokers run from (repeat to compare, "
+        "interleaved; default: the environment's PYTHONPATH)",
+    )
+    parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {list(CASES)}")
     args = parser.parse_args()
-    results: dict[str, list[float]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        with BrokerProcess(Path(tmp) / "single") as single:
-            run(single.bootstrap, "single broker, acks=1", "1", 1, args, results)
-        with LocalCluster(
-            Path(tmp) / "cluster", 3, overrides={"offsets.topic.num.partitions": "3"}
-        ) as cluster:
-            run(cluster.bootstrap, "3 brokers RF=3, acks=1", "1", 3, args, results)
-            run(cluster.bootstrap, "3 brokers RF=3, acks=all", "all", 3, args, results)
-            # librdkafka caps an idempotent producer at 5 requests in flight per connection, so each
-            # replication round trip bounds it more tightly than the default producer.
-            run(cluster.bootstrap, "3 brokers RF=3, acks=all idempotent", "all", 3, args, results, True)
-    print(f"{args.messages} messages of {args.size} B, 3 partitions, median of {args.runs} runs")
-    for name, values in results.items():
-        print(f"| {name} | {statistics.median(values):,.0f} |")
+    variants: list[tuple[str, str | None]] = [
+        (name, src) for name, src in (v.split("=", 1) for v in args.src)
+    ] or [("current", None)]
+    cases = [c for c in args.cases.split(",") if c]
+    results: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    with tempfile.TemporaryDirectory(prefix="strom-cluster-bench-") as tmp:
+        for rnd in range(args.runs):
+            for variant, src in variants:
+                for row in run_round(variant, src, cases, args, rnd, Path(tmp)):
+                    print(json.dumps({"round": rnd, "variant": variant, **row}), flush=True)
+                    results.setdefault((variant, row["case"]), []).append(row)
+    print(f"\n{args.messages} messages of {args.size} B, 3 partitions, median of {args.runs} runs")
+    print(
+        "| variant | setup | produce msgs/s | % of single acks=1 | consume msgs/s "
+        "| broker CPU s / M msgs | broker CPU s / GB |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for (variant, case), rows in results.items():
+        med = {
+            k: statistics.median(r[k] for r in rows)
+            for k in ("produce_msgs_per_s", "consume_msgs_per_s", "cpu_s_per_m_msgs", "cpu_s_per_gb")
+        }
+        single = results.get((variant, CASES["single"][0]))
+        share = (
+            f"{med['produce_msgs_per_s'] / statistics.median(r['produce_msgs_per_s'] for r in single):.0%}"
+            if single
+            else "-"
+        )
+        print(
+            f"| {variant} | {case} | {med['produce_msgs_per_s']:,.0f} | {share} "
+            f"| {med['consume_msgs_per_s']:,.0f} | {med['cpu_s_per_m_msgs']:.2f} "
+            f"| {med['cpu_s_per_gb']:.1f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -1,30 +1,167 @@
 """A minimal asyncio Kafka client connection for broker-to-broker traffic (controller requests, fetchers).
 
-One TCP connection, one request in flight at a time (callers serialise through a lock), requests and
-responses encoded by `strom.protocol.codec`. Any failure closes the connection and raises
-`ConnectionError`; the next `send` reconnects. Callers own retry and back-off policy.
+One TCP connection (TCP_NODELAY), one request in flight at a time (callers serialise through a lock),
+requests and responses encoded by `strom.protocol.codec`. Any failure (connection lost, timeout,
+cancellation, an answer that does not parse or carries the wrong correlation id) closes the connection
+and raises `ConnectionError`; the next `send` reconnects. Callers own retry and back-off policy.
+
+Theory of operation. The connection is an ``asyncio.BufferedProtocol``: the event loop receives into
+buffers the protocol hands out. Size prefixes and small frames land in a scratch buffer; once a
+frame's size is known and the frame does not fit there, it gets a buffer of its own and the rest of it
+is received straight into place. A replica fetcher's response (the leader's batches, often hundreds of
+kilobytes) is thus copied once, from the socket into the buffer that the decoded response's records
+are views of and that the follower's log writes from; a stream reader would copy it three times more
+(its buffer, its growth, the slice it returns). The timeout is a timer on the sending task, not a task
+of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import struct
 from typing import Any
 
-from strom.protocol.codec import decode_response, encode_request
+from strom.protocol.codec import CorruptFrame, UnsupportedVersion, decode_response, encode_request
 
 _SIZE = struct.Struct(">i")
+_SCRATCH = 64 * 1024  # receive buffer for size prefixes and frames that fit in it
+
+
+class _ResponseProtocol(asyncio.BufferedProtocol):
+    """Cuts response frames out of the byte stream and hands each to the request waiting for it.
+
+    With ``reuse`` every frame is received into one buffer, kept across responses (grown when a frame
+    does not fit) and delivered as a view of it: no allocation and no copy besides the socket's. The
+    caller must be done with a response before it sends the next request. Otherwise a frame larger
+    than the scratch buffer gets a buffer of its own, and a smaller one is copied out of it.
+    """
+
+    def __init__(self, reuse: bool) -> None:
+        self._reuse = reuse
+        self._buf = bytearray(_SCRATCH)
+        self._got = 0  # bytes received into _buf
+        self._frame: bytearray | None = None  # without reuse: a large frame being received into place
+        self._frame_got = 0
+        self._waiter: asyncio.Future[bytearray | memoryview] | None = None
+        self._drained: asyncio.Future[None] | None = None
+        self._paused = False
+        self.error: BaseException | None = None  # set once the connection is unusable
+
+    # -- used by BrokerConnection -----------------------------------------------------------------
+    def expect(self) -> asyncio.Future[bytearray | memoryview]:
+        """The future of the next frame (one request in flight)."""
+        waiter: asyncio.Future[bytearray | memoryview] = asyncio.get_running_loop().create_future()
+        if self.error is not None:
+            waiter.set_exception(ConnectionError(f"connection lost: {self.error!r}"))
+        self._waiter = waiter
+        return waiter
+
+    async def drain(self) -> None:
+        if self._paused and self.error is None:
+            self._drained = asyncio.get_running_loop().create_future()
+            await self._drained
+
+    # -- transport callbacks ----------------------------------------------------------------------
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame is not None:
+            return memoryview(self._frame)[self._frame_got :]
+        return memoryview(self._buf)[self._got :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        frame = self._frame
+        if frame is not None:
+            self._frame_got += nbytes
+            if self._frame_got == len(frame):
+                self._frame = None
+                self._deliver(frame)
+            return
+        self._got += nbytes
+        while self._got >= 4 and self.error is None:
+            buf = self._buf
+            (size,) = _SIZE.unpack_from(buf)
+            if size < 4:
+                self._fail(ValueError(f"response size {size}"))
+                return
+            end = 4 + size
+            if self._got >= end:
+                if self._reuse:
+                    if self._got > end:  # one request in flight: nothing may follow its answer
+                        self._fail(ValueError("bytes after the response to the one request in flight"))
+                        return
+                    self._got = 0
+                    self._deliver(memoryview(buf)[4:end])
+                    return
+                small = buf[4:end]
+                buf[: self._got - end] = buf[end : self._got]
+                self._got -= end
+                self._deliver(small)
+                continue
+            if end > len(buf):
+                if self._reuse:  # grow the kept buffer (views of the old one stay valid)
+                    grown = bytearray(max(end, 2 * len(buf)))
+                    grown[: self._got] = memoryview(buf)[: self._got]
+                    self._buf = grown
+                else:  # receive the rest straight into the frame's own buffer
+                    frame = bytearray(size)
+                    frame[: self._got - 4] = memoryview(buf)[4 : self._got]
+                    self._frame, self._frame_got, self._got = frame, self._got - 4, 0
+            return
+
+    def _deliver(self, frame: bytearray | memoryview) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is None:
+            self._fail(ValueError("a response arrived with no request waiting for it"))
+        elif not waiter.done():
+            waiter.set_result(frame)
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        self._wake_drain()
+
+    def eof_received(self) -> bool:
+        self._fail(ConnectionError("connection closed by the peer"))
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail(exc or ConnectionError("connection closed"))
+
+    def _fail(self, exc: BaseException) -> None:
+        if self.error is None:
+            self.error = exc
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(ConnectionError(f"connection lost: {exc!r}"))
+        self._wake_drain()
+
+    def _wake_drain(self) -> None:
+        drained, self._drained = self._drained, None
+        if drained is not None and not drained.done():
+            drained.set_result(None)
 
 
 class BrokerConnection:
-    def __init__(self, host: str, port: int, client_id: str, connect_timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        client_id: str,
+        connect_timeout_s: float = 5.0,
+        reuse_receive_buffer: bool = False,
+    ) -> None:
+        """``reuse_receive_buffer``: byte fields of a response (records) are views that stay valid only
+        until the next `send` (the replica fetcher, which writes them to its log before fetching again)."""
         self.host = host
+        self._reuse = reuse_receive_buffer
         self.port = port
         self._client_id = client_id
         self._connect_timeout_s = connect_timeout_s
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._transport: asyncio.Transport | None = None
+        self._protocol: _ResponseProtocol | None = None
         self._correlation_id = 0
         self._lock = asyncio.Lock()
 
@@ -33,31 +170,44 @@ class BrokerConnection:
     ) -> dict[str, Any]:
         async with self._lock:
             try:
-                return await asyncio.wait_for(self._roundtrip(api_key, api_version, body), timeout_s)
-            except (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError) as exc:
+                async with asyncio.timeout(timeout_s):
+                    return await self._roundtrip(api_key, api_version, body)
+            except (OSError, TimeoutError, ValueError, CorruptFrame, UnsupportedVersion) as exc:
                 self.close()
                 raise ConnectionError(f"{self.host}:{self.port}: {exc!r}") from exc
+            except asyncio.CancelledError:
+                self.close()  # the answer to the abandoned request must not reach the next one
+                raise
 
     async def _roundtrip(self, api_key: int, api_version: int, body: dict[str, Any]) -> dict[str, Any]:
-        reader, writer = self._reader, self._writer
-        if writer is None or reader is None or writer.is_closing():
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port, limit=1 << 22), self._connect_timeout_s
-            )
-            self._reader, self._writer = reader, writer
-        assert reader is not None and writer is not None
+        transport, protocol = self._transport, self._protocol
+        if transport is None or protocol is None or protocol.error is not None or transport.is_closing():
+            transport, protocol = await self._connect()
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
-        writer.write(encode_request(api_key, api_version, self._correlation_id, self._client_id, body))
-        await writer.drain()
-        (size,) = _SIZE.unpack(await reader.readexactly(4))
-        payload = await reader.readexactly(size)
-        correlation_id, response = decode_response(api_key, api_version, payload)
+        answer = protocol.expect()
+        transport.write(encode_request(api_key, api_version, self._correlation_id, self._client_id, body))
+        await protocol.drain()
+        correlation_id, response = decode_response(api_key, api_version, await answer)
         if correlation_id != self._correlation_id:
             raise ValueError(f"correlation id {correlation_id} != {self._correlation_id}")
         return response
 
+    async def _connect(self) -> tuple[asyncio.Transport, _ResponseProtocol]:
+        self.close()
+        loop = asyncio.get_running_loop()
+        transport, protocol = await asyncio.wait_for(
+            loop.create_connection(lambda: _ResponseProtocol(self._reuse), self.host, self.port),
+            self._connect_timeout_s,
+        )
+        sock = transport.get_extra_info("socket")
+        if sock is not None:  # both event loops set it already; a replication round trip depends on it
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._transport, self._protocol = transport, protocol
+        return transport, protocol
+
     def close(self) -> None:
-        if self._writer is not None:
+        if self._transport is not None:
             with contextlib.suppress(Exception):
-                self._writer.close()
-        self._reader = self._writer = None
+                self._transport.close()
+        self._transport = self._protocol = None

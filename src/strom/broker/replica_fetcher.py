@@ -53,7 +53,9 @@ class ReplicaFetcher:
         self.endpoint = endpoint
         self.partitions: dict[TopicPartition, _FetchState] = {}
         self._wake = asyncio.Event()
-        self._conn = BrokerConnection(endpoint[0], endpoint[1], f"replica-fetcher-{node_id}")
+        self._conn = BrokerConnection(
+            endpoint[0], endpoint[1], f"replica-fetcher-{node_id}", reuse_receive_buffer=True
+        )
         self._max_wait_ms = max_wait_ms
         self._max_bytes = max_bytes
         self.task = asyncio.create_task(self._run())
