@@ -168,10 +168,12 @@ class RawClient:
         )
         return dict(resp["responses"][0]["partitions"][0])
 
-    def list_offset(self, topic: str, partition: int, timestamp: int, version: int = 5) -> dict[str, Any]:
+    def list_offset(
+        self, topic: str, partition: int, timestamp: int, version: int = 5, isolation_level: int = 0
+    ) -> dict[str, Any]:
         body = {
             "replica_id": -1,
-            "isolation_level": 0,
+            "isolation_level": isolation_level,
             "topics": [
                 {
                     "name": topic,

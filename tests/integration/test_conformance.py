@@ -69,6 +69,7 @@ TESTED_HERE: dict[int, range] = {
 GROUP_KEYS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47})
 COVERED_ELSEWHERE: dict[int, str] = dict.fromkeys(GROUP_KEYS, "test_groups_protocol.py")
 COVERED_ELSEWHERE.update(dict.fromkeys((23, 43, 45, 46), "test_conformance_cluster_apis.py"))
+COVERED_ELSEWHERE.update(dict.fromkeys((24, 26), "test_transactions.py"))
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
@@ -377,7 +378,7 @@ def test_advertised_set_is_exactly_what_is_tested(raw: RawClient) -> None:
         assert f"ApiKey.{ApiKey(key).name}" in module.read_text(), (
             f"{module.name} does not test {ApiKey(key)!r}"
         )
-    for key in (68, 71, 75, 60, 24, 25, 26, 27, 28):  # never advertise what is not implemented
+    for key in (68, 71, 75, 60, 25, 27, 28):  # never advertise what is not implemented
         assert all(k != key for k, _ in advertised)
 
 
@@ -519,9 +520,17 @@ def test_init_producer_id(raw: RawClient, version: int) -> None:
         assert (resp["error_code"], resp["producer_epoch"]) == (0, 0)
         assert resp["producer_id"] >= 0
     assert second["producer_id"] > first["producer_id"]
-    txn = call(raw, ApiKey.INIT_PRODUCER_ID, version, {**body, "transactional_id": "txn-1"})
-    assert txn["error_code"] != 0  # transactions are not offered
-    assert (txn["producer_id"], txn["producer_epoch"]) == (-1, -1)
+    # A transactional id: the coordinator's producer id, its epoch bumped by every new instance.
+    tid = f"txn-conformance-{version}"
+    txn = call(raw, ApiKey.INIT_PRODUCER_ID, version, {**body, "transactional_id": tid})
+    again = call(raw, ApiKey.INIT_PRODUCER_ID, version, {**body, "transactional_id": tid})
+    assert (txn["error_code"], again["error_code"]) == (0, 0)
+    assert again["producer_id"] == txn["producer_id"] >= 0
+    assert again["producer_epoch"] == txn["producer_epoch"] + 1
+    too_long = call(
+        raw, ApiKey.INIT_PRODUCER_ID, version, {"transactional_id": tid, "transaction_timeout_ms": 900_001}
+    )
+    assert too_long["error_code"] == ErrorCode.INVALID_TRANSACTION_TIMEOUT
 
 
 # -- DescribeConfigs / AlterConfigs / IncrementalAlterConfigs ----------------------------------------

@@ -3,7 +3,7 @@
 `Broker` builds the components and wires each to the ports it uses; none of them receives the broker:
 
     LogManager (storage) ─┐
-    Purgatory(clock) ─────┼─> ReplicaManager ──> GroupService
+    Purgatory(clock) ─────┼─> ReplicaManager ──> GroupService, TransactionService
     ClusterMetadataStore ─┤        │
     IsrStore ─────────────┘        └─> ControlPlane ──> TopicAdmin
 
@@ -14,7 +14,7 @@ the single node a cluster of one (it leads every partition with ISR = {itself}).
 the components through the broker's attributes and never ask which mode they are in.
 
 Background jobs (retention, flush, checkpoints, producer-id expiration, the log cleaner, ISR expiry,
-offset expiry) run on the broker's clock.
+offset expiry, transaction timeouts) run on the broker's clock.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from strom.broker.purgatory import Purgatory
 from strom.broker.replica_fetcher import ReplicaFetcherManager
 from strom.broker.replica_manager import ReplicaManager
 from strom.broker.topic_admin import TopicAdmin
+from strom.broker.transaction_service import TransactionService
 from strom.storage.cleaner import LogCleaner
 from strom.storage.config import LogConfig
 from strom.storage.log_manager import LogManager
@@ -113,6 +114,9 @@ class Broker:
             bool(config.get("delete.topic.enable")),
         )
         self.groups = GroupService(config, self.clock, self.replica_manager, self.metadata, self.topics)
+        self.transactions = TransactionService(
+            config, self.clock, self.replica_manager, self.metadata, self.topics
+        )
         self._tasks: list[asyncio.Task[None]] = []
 
     def _log_config_for(self, topic: str) -> LogConfig:
@@ -122,6 +126,7 @@ class Broker:
     def start_background(self) -> None:
         """Join the cluster (or lead everything, alone) at the advertised endpoint, then the jobs."""
         self.groups.start()
+        self.transactions.start()
         self.control.start(self.advertised.host, self.advertised.port)
         self.replica_manager.start()
         get = self.config.get
@@ -177,6 +182,7 @@ class Broker:
     async def stop(self) -> None:
         await self.control.controlled_shutdown()
         await self.groups.stop()
+        await self.transactions.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -122,6 +122,21 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("offsets.topic.num.partitions", int, "50", "Partitions of __consumer_offsets."),
         ConfigDef("offsets.topic.replication.factor", int, "3", "Replication of __consumer_offsets."),
         ConfigDef("offsets.retention.minutes", int, "10080", "Committed offsets retention."),
+        ConfigDef("transaction.state.log.num.partitions", int, "50", "Partitions of __transaction_state."),
+        ConfigDef(
+            "transaction.state.log.replication.factor",
+            int,
+            "3",
+            "Replication of __transaction_state (capped at the live brokers when it is created).",
+        ),
+        ConfigDef("transaction.state.log.min.isr", int, "2", "min.insync.replicas of __transaction_state."),
+        ConfigDef("transaction.max.timeout.ms", int, "900000", "Largest transaction timeout allowed."),
+        ConfigDef(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            int,
+            "10000",
+            "How often transactions past their timeout are aborted.",
+        ),
         ConfigDef(
             "offsets.commit.timeout.ms",
             int,

@@ -233,6 +233,10 @@ class GroupService:
         leader = cache.brokers[meta.leader]
         return leader.node_id, leader.host, leader.port
 
+    def ensure_topic(self) -> None:
+        """Create `__consumer_offsets` if it does not exist yet (first use)."""
+        self.ensure_offsets_topic()
+
     def ensure_offsets_topic(self) -> None:
         """Create `__consumer_offsets` if it does not exist yet (first use)."""
         if OFFSETS_TOPIC in self._metadata.topics:

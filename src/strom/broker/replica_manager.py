@@ -44,6 +44,7 @@ from strom.broker.purgatory import Purgatory
 from strom.broker.replica_fetcher import ReplicaFetcherManager
 from strom.cluster.election import LeaderAndIsr
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.records.control import ControlType
 from strom.storage.config import LogConfig
 from strom.storage.log import AppendInfo
 from strom.storage.log_manager import LogManager
@@ -226,6 +227,22 @@ class ReplicaManager:
         # Wake parked fetches: consumers if the high watermark moved, followers (who read to the log
         # end offset) in any case.
         if not info.duplicate and not self.maybe_advance_high_watermark(part):
+            self._purgatory.notify(part.tp)
+        return info
+
+    def append_marker(
+        self,
+        part: Partition,
+        producer_id: int,
+        producer_epoch: int,
+        control: ControlType,
+        coordinator_epoch: int,
+    ) -> AppendInfo:
+        """A transaction coordinator's COMMIT/ABORT marker, appended as leader (WriteTxnMarkers)."""
+        info = part.log.append_marker(
+            producer_id, producer_epoch, control, coordinator_epoch, part.leader_epoch
+        )
+        if not self.maybe_advance_high_watermark(part):
             self._purgatory.notify(part.tp)
         return info
 

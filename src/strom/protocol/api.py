@@ -93,6 +93,9 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_TOPICS: (0, 3),
     ApiKey.DELETE_RECORDS: (0, 1),
     ApiKey.INIT_PRODUCER_ID: (0, 1),
+    # Transactions (TRANSACTIONS-NOTES §1): pre-flexible versions every client can use.
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 2),
+    ApiKey.END_TXN: (0, 2),
     ApiKey.DESCRIBE_CONFIGS: (0, 3),
     ApiKey.ALTER_CONFIGS: (0, 1),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),

@@ -54,11 +54,15 @@ def _read(
     min_one: bool,
     first_pass: bool,
     replica_id: int,
-) -> tuple[FileRecords, int, int]:
-    """(data, high watermark, log start offset) from a partition this broker leads.
+    read_committed: bool = False,
+) -> tuple[FileRecords, int, int, int, list[dict[str, int]] | None]:
+    """(data, high watermark, log start offset, last stable offset, aborted transactions) from a
+    partition this broker leads.
 
     A follower (``replica_id`` >= 0) reads up to the log end offset and, on the first pass of its
-    request, reports its log end offset (= the fetch offset) to the replica manager.
+    request, reports its log end offset (= the fetch offset) to the replica manager. A read_committed
+    consumer reads below the last stable offset and gets the aborted transactions overlapping what it
+    reads (a list, maybe empty); read_uncommitted gets None there (librdkafka complains otherwise).
     """
     rm = ctx.broker.replica_manager
     part = rm.leader_partition(name, int(p["partition"]), int(p.get("current_leader_epoch", -1)))
@@ -66,9 +70,13 @@ def _read(
     fetch_offset = int(p["fetch_offset"])
     if replica_id >= 0 and first_pass:
         rm.record_follower_fetch(part, replica_id, fetch_offset)
+    if read_committed and replica_id < 0:
+        data, aborted = plog.read_committed(fetch_offset, max(limit, 0), min_one_batch=min_one)
+        listed = [{"producer_id": a.producer_id, "first_offset": a.first_offset} for a in aborted]
+        return data, plog.high_watermark, plog.log_start_offset, plog.last_stable_offset, listed
     upper = plog.log_end_offset if replica_id >= 0 else plog.high_watermark
     data = plog.read_records(fetch_offset, max(limit, 0), upper, min_one_batch=min_one)
-    return data, plog.high_watermark, plog.log_start_offset
+    return data, plog.high_watermark, plog.log_start_offset, plog.last_stable_offset, None
 
 
 def _hosted_log_start(ctx: RequestContext, name: str, index: int) -> int:
@@ -94,17 +102,18 @@ def _read_all(
             index = int(p["partition"])
             limit = min(int(p["partition_max_bytes"]), remaining)
             try:
-                data, hwm, log_start = _read(ctx, name, p, limit, total == 0, first_pass, replica_id)
+                data, hwm, log_start, lso, aborted = _read(
+                    ctx, name, p, limit, total == 0, first_pass, replica_id, read_committed
+                )
             except KafkaError as exc:
                 errored = True
                 parts.append(_empty(index, exc.code, log_start=_hosted_log_start(ctx, name, index)))
                 continue
             total += len(data)
             remaining -= len(data)
-            entry = _empty(index, ErrorCode.NONE, hwm, hwm, log_start)
+            entry = _empty(index, ErrorCode.NONE, hwm, lso, log_start)
             entry["records"] = data
-            if read_committed:
-                entry["aborted_transactions"] = []
+            entry["aborted_transactions"] = aborted
             parts.append(entry)
         responses.append({"topic": name, "partitions": parts})
     return responses, total, errored

@@ -1,5 +1,5 @@
-"""Group membership APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, and the admin
-APIs DescribeGroups, ListGroups, DeleteGroups.
+"""Group membership APIs: FindCoordinator (also for transactional ids, key type 1), JoinGroup, SyncGroup,
+Heartbeat, LeaveGroup, and the admin APIs DescribeGroups, ListGroups, DeleteGroups.
 
 Each handler only translates between the wire dict of the negotiated version and the coordinator's typed
 requests and results (`strom.coordinator.messages`); every decision is the coordinator's. JoinGroup and
@@ -15,11 +15,13 @@ from typing import Any
 
 from strom.broker.group_service import GroupService
 from strom.broker.handlers.base import Body, RequestContext, handles
+from strom.broker.transaction_service import TransactionService
 from strom.coordinator import JoinGroupRequest, SyncGroupRequest
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 
 COORDINATOR_KEY_TYPE_GROUP = 0
+COORDINATOR_KEY_TYPE_TRANSACTION = 1
 
 
 def group_service(ctx: RequestContext) -> GroupService:
@@ -39,18 +41,19 @@ def _not_coordinator(ctx: RequestContext, group_id: str) -> ErrorCode | None:
 @handles(ApiKey.FIND_COORDINATOR)
 async def handle_find_coordinator(ctx: RequestContext, req: Body) -> Body:
     key_type = int(req.get("key_type", COORDINATOR_KEY_TYPE_GROUP))
-    service = group_service(ctx)
-    if key_type != COORDINATOR_KEY_TYPE_GROUP:
-        # Transactions are not supported: there is no transaction coordinator to find.
-        return _find_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported")
+    service: GroupService | TransactionService = group_service(ctx)
+    if key_type == COORDINATOR_KEY_TYPE_TRANSACTION:
+        service = ctx.broker.transactions
+    elif key_type != COORDINATOR_KEY_TYPE_GROUP:
+        return _find_error(ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
     try:
-        service.ensure_offsets_topic()
+        service.ensure_topic()
     except KafkaError as exc:
-        return _find_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot create __consumer_offsets: {exc}")
-    # The coordinator is the leader of the group's __consumer_offsets partition.
+        return _find_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot create the coordinator topic: {exc}")
+    # The coordinator is the leader of the key's __consumer_offsets / __transaction_state partition.
     found = service.coordinator_endpoint(str(req.get("key", "")))
     if found is None:
-        return _find_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's partition has no leader yet")
+        return _find_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the key's partition has no leader yet")
     node_id, host, port = found
     return {
         "throttle_time_ms": 0,

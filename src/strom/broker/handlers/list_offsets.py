@@ -20,10 +20,11 @@ from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 
 LATEST = -1
+READ_COMMITTED = 1
 EARLIEST = -2
 
 
-def _lookup(ctx: RequestContext, topic: str, p: dict[str, Any]) -> dict[str, Any]:
+def _lookup(ctx: RequestContext, topic: str, p: dict[str, Any], isolation_level: int) -> dict[str, Any]:
     index = int(p["partition_index"])
     target = int(p["timestamp"])
     out: dict[str, Any] = {
@@ -43,7 +44,8 @@ def _lookup(ctx: RequestContext, topic: str, p: dict[str, Any]) -> dict[str, Any
     plog = part.log
     epochs = plog.leader_epoch_cache
     if target == LATEST:
-        out["offset"] = plog.high_watermark
+        read_committed = int(isolation_level) == READ_COMMITTED
+        out["offset"] = plog.last_stable_offset if read_committed else plog.high_watermark
         out["leader_epoch"] = part.leader_epoch
     elif target == EARLIEST:
         out["offset"] = plog.log_start_offset
@@ -62,8 +64,9 @@ def _lookup(ctx: RequestContext, topic: str, p: dict[str, Any]) -> dict[str, Any
 @handles(ApiKey.LIST_OFFSETS)
 async def handle_list_offsets(ctx: RequestContext, req: Body) -> Body:
     topics = []
+    level = int(req.get("isolation_level", 0))
     for t in req["topics"]:
         topics.append(
-            {"name": t["name"], "partitions": [_lookup(ctx, t["name"], p) for p in t["partitions"]]}
+            {"name": t["name"], "partitions": [_lookup(ctx, t["name"], p, level) for p in t["partitions"]]}
         )
     return {"throttle_time_ms": 0, "topics": topics}

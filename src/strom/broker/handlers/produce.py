@@ -127,15 +127,6 @@ async def handle_produce(ctx: RequestContext, req: Body) -> Body | None:
             results = [_partition_result(p["index"], ErrorCode.UNSUPPORTED_VERSION) for p in parts]
         elif acks not in (0, 1, -1):
             results = [_partition_result(p["index"], ErrorCode.INVALID_REQUIRED_ACKS) for p in parts]
-        elif req.get("transactional_id") is not None:
-            results = [
-                _partition_result(
-                    p["index"],
-                    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                    "transactions are not supported",
-                )
-                for p in parts
-            ]
         else:
             results = [_append(ctx, name, p, acks, pending) for p in parts]
         responses.append({"name": name, "partition_responses": results})

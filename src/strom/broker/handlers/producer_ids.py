@@ -1,28 +1,44 @@
-"""InitProducerId (22): producer ids for idempotent producers, from a persisted counter.
+"""InitProducerId (22): producer ids for idempotent and transactional producers.
 
-Transactions are not implemented, so a request naming a transactional id is refused with
-INVALID_REQUEST (final, rather than a retriable code a client would spin on).
+Without a transactional id the producer gets a fresh id from the persisted counter at epoch 0 (the
+timeout is not checked: idempotent aiokafka producers send INT32_MAX). With one, the transaction
+coordinator of that id answers (`TransactionService.init_producer_id`): an epoch bump that fences older
+instances, after the change is durable in ``__transaction_state``. Only v0-v1 are advertised, so
+PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH, as Kafka does below v4.
 """
 
 from __future__ import annotations
 
 from strom.broker.handlers.base import Body, RequestContext, handles
 from strom.protocol.api import ApiKey
-from strom.protocol.errors import ErrorCode
+from strom.protocol.errors import ErrorCode, KafkaError
+
+PRODUCER_FENCED_FROM_VERSION = 4
 
 
 @handles(ApiKey.INIT_PRODUCER_ID)
 async def handle_init_producer_id(ctx: RequestContext, req: Body) -> Body:
-    if req.get("transactional_id") is not None:
-        return {
-            "throttle_time_ms": 0,
-            "error_code": int(ErrorCode.INVALID_REQUEST),
-            "producer_id": -1,
-            "producer_epoch": -1,
-        }
+    tid = req.get("transactional_id")
+    if tid is None:
+        return _response(ErrorCode.NONE, ctx.broker.metadata.next_producer_id(), 0)
+    service = ctx.broker.transactions
+    try:
+        service.ensure_topic()
+    except KafkaError:
+        return _response(ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1)
+    decision = await service.init_producer_id(tid, int(req["transaction_timeout_ms"]))
+    code = decision.error
+    if code is ErrorCode.PRODUCER_FENCED and ctx.api_version < PRODUCER_FENCED_FROM_VERSION:
+        code = ErrorCode.INVALID_PRODUCER_EPOCH
+    if code is not ErrorCode.NONE:
+        return _response(code, -1, -1)
+    return _response(code, decision.producer_id, decision.producer_epoch)
+
+
+def _response(code: ErrorCode, producer_id: int, producer_epoch: int) -> Body:
     return {
         "throttle_time_ms": 0,
-        "error_code": 0,
-        "producer_id": ctx.broker.metadata.next_producer_id(),
-        "producer_epoch": 0,
+        "error_code": int(code),
+        "producer_id": producer_id,
+        "producer_epoch": producer_epoch,
     }

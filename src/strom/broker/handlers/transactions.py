@@ -1,0 +1,83 @@
+"""Transactional producer APIs: AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26).
+
+Each handler checks that this broker coordinates the transactional id, translates the negotiated
+version's wire dict and lets the transaction service decide (`strom.broker.transaction_service`),
+which answers once the resulting state is durable in ``__transaction_state``. Error mapping as Kafka's
+KafkaApis: PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH below v2 (TRANSACTIONS-NOTES §1).
+AddPartitionsToTxn answers one code for every partition of the request (the coordinator decides for
+the request as a whole); partitions of unknown topics fail it with UNKNOWN_TOPIC_OR_PARTITION and the
+others get OPERATION_NOT_ATTEMPTED, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strom.broker.handlers.base import Body, RequestContext, handles
+from strom.protocol.api import ApiKey
+from strom.protocol.errors import ErrorCode, KafkaError
+
+PRODUCER_FENCED_FROM_VERSION = 2
+
+
+def _code(ctx: RequestContext, code: ErrorCode) -> ErrorCode:
+    if code is ErrorCode.PRODUCER_FENCED and ctx.api_version < PRODUCER_FENCED_FROM_VERSION:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return code
+
+
+def _ensure_topic(ctx: RequestContext) -> ErrorCode | None:
+    try:
+        ctx.broker.transactions.ensure_topic()
+    except KafkaError:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return None
+
+
+@handles(ApiKey.ADD_PARTITIONS_TO_TXN)
+async def handle_add_partitions_to_txn(ctx: RequestContext, req: Body) -> Body:
+    topics = req["v3_and_below_topics"]
+    wanted = [(t["name"], int(p)) for t in topics for p in t["partitions"]]
+    known = ctx.broker.metadata.topics
+    unknown = {tp for tp in wanted if tp[0] not in known or not 0 <= tp[1] < known[tp[0]].partitions}
+    codes: dict[tuple[str, int], ErrorCode]
+    if unknown:
+        codes = {
+            tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
+            for tp in wanted
+        }
+    else:
+        code = _ensure_topic(ctx)
+        if code is None:
+            code = await ctx.broker.transactions.add_partitions(
+                req["v3_and_below_transactional_id"],
+                int(req["v3_and_below_producer_id"]),
+                int(req["v3_and_below_producer_epoch"]),
+                wanted,
+            )
+        codes = dict.fromkeys(wanted, _code(ctx, code))
+    results: list[dict[str, Any]] = []
+    for t in topics:
+        results.append(
+            {
+                "name": t["name"],
+                "results_by_partition": [
+                    {"partition_index": int(p), "partition_error_code": int(codes[(t["name"], int(p))])}
+                    for p in t["partitions"]
+                ],
+            }
+        )
+    return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": results}
+
+
+@handles(ApiKey.END_TXN)
+async def handle_end_txn(ctx: RequestContext, req: Body) -> Body:
+    code = _ensure_topic(ctx)
+    if code is None:
+        code = await ctx.broker.transactions.end_txn(
+            req["transactional_id"],
+            int(req["producer_id"]),
+            int(req["producer_epoch"]),
+            bool(req["committed"]),
+        )
+    return {"throttle_time_ms": 0, "error_code": int(_code(ctx, code))}
