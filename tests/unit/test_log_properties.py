@@ -25,6 +25,7 @@ class LogMachine(RuleBasedStateMachine):
         self.log = PartitionLog(f"{self.root}/p-0", CONFIG, lambda: 0)
         self.model: list[tuple[int, int, int]] = []  # (base, last, timestamp) of stored batches
         self.sizes: dict[int, int] = {}  # base offset -> batch size
+        self.next_fetch = 0
         self.log_start = 0
         self.next_ts = 0
 
@@ -57,10 +58,15 @@ class LogMachine(RuleBasedStateMachine):
                 return
             raise AssertionError("expected OFFSET_OUT_OF_RANGE")
         upper = data.draw(st.integers(offset, self.leo + 1))
+        if data.draw(st.booleans()) and self.log.log_start_offset <= self.next_fetch <= self.leo:
+            offset = self.next_fetch  # where the previous read ended, as a consumer goes on
+            upper = max(upper, offset)
         got = [
             (h.base_offset, h.last_offset, h.base_timestamp)
             for _, h in iter_headers(self.log.read(offset, max_bytes, upper, min_one_batch=min_one))
         ]
+        if got:
+            self.next_fetch = got[-1][1] + 1
         # Whole batches from the one holding `offset`, each ending below `upper`, as many as fit in
         # max_bytes; the first one even if it does not fit when min_one.
         expected: list[tuple[int, int, int]] = []

@@ -69,13 +69,28 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[ssl.SSLContext, ssl.S
 
 
 def _responses(log: PartitionLog) -> tuple[list[list[Chunk]], bytes]:
-    """Responses mixing bytes and file slices (several segments each), and the bytes they stand for."""
+    """Responses mixing bytes and records, and the bytes they stand for.
+
+    Records: large ones over several segments (sendfile), a small one (copied and sent with the bytes
+    around it) and empty ones; some responses end with their records, as a Fetch response may.
+    """
     responses: list[list[Chunk]] = []
     expected = b""
-    for i, offset in enumerate((0, 50, 120, 0, 290)):
-        records = log.read_records(offset, 2_000_000)
-        head, tail = f"head-{i}".encode(), memoryview(bytearray(f"tail-{i}".encode()))
-        responses.append([head, records, tail])
+    reads = [
+        (0, 2_000_000),
+        (50, 2_000_000),
+        (log.log_end_offset, 100),
+        (120, 5000),
+        (0, 2_000_000),
+        (log.log_end_offset, 100),
+        (290, 1),
+        (log.log_end_offset, 100),
+    ]
+    for i, (offset, max_bytes) in enumerate(reads):
+        records = log.read_records(offset, max_bytes)
+        head = f"head-{i}".encode()
+        tail = memoryview(bytearray(f"tail-{i}".encode())) if i % 2 and records.size else b""
+        responses.append([head, records, tail] if tail else [head, records])
         expected += head + records.read_bytes() + bytes(tail)
     return responses, expected
 

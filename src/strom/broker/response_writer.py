@@ -12,6 +12,9 @@ the end of the current event-loop turn, so that the responses to pipelined reque
 go out together. (uvloop implements neither ``loop.sendfile`` nor ``add_writer`` on a transport's
 descriptor; a duplicate descriptor is an independent registration, which both event loops accept.)
 
+Small records (under ``_COPY_BELOW``) are the exception: a ``pread`` and one ``sendmsg`` together
+with the response's other bytes cost less than a ``sendfile`` of their own.
+
 Where the socket is not the writer's to use (TLS, or a transport that exposes none), bytes go through
 ``transport.write`` and a file slice is first read with one ``pread``: the one copy.
 
@@ -37,6 +40,9 @@ log = logging.getLogger(__name__)
 # Byte chunks gathered into one sendmsg (well below the kernel's IOV_MAX of 1024).
 _MAX_IOV = 64
 _MSG_MORE = getattr(socket, "MSG_MORE", 0)
+# Records smaller than this are read (one pread) and sent with the bytes around them: a sendfile of
+# its own costs more than the copy, and it would split a small response into several sends.
+_COPY_BELOW = 16 * 1024
 
 _Pending = bytes | bytearray | memoryview | FileSlice
 
@@ -91,10 +97,20 @@ class ResponseWriter:
         queue = self._queue
         for chunk in chunks:
             if isinstance(chunk, RecordsRegion):
-                for piece in _file_records(chunk).slices:
-                    if piece.size:
-                        queue.append(piece)
-                self._queued_bytes += len(chunk)
+                size = len(chunk)
+                if size == 0:
+                    continue  # the queue never holds an empty chunk: a send of nothing makes no progress
+                if size <= _COPY_BELOW:
+                    try:
+                        queue.append(_file_records(chunk).read_bytes())
+                    except TruncatedFileError as exc:
+                        self._fail(exc)
+                        return
+                else:
+                    for piece in _file_records(chunk).slices:
+                        if piece.size:
+                            queue.append(piece)
+                self._queued_bytes += size
             elif len(chunk):
                 queue.append(chunk)
                 self._queued_bytes += len(chunk)

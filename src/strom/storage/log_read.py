@@ -38,8 +38,7 @@ def segment_index(segments: Sequence[LogSegment], offset: int) -> int:
 def _start_position(segment: LogSegment, offset: int) -> int | None:
     if offset == segment.base_offset:
         return 0
-    found = segment.find_batch(offset)
-    return found[0] if found else None
+    return segment.batch_position(offset)
 
 
 def read_slices(

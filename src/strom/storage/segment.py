@@ -44,6 +44,8 @@ INT32_MAX = (1 << 31) - 1
 _SCAN_CHUNK = 64 * 1024
 # Header scans that locate one batch near an index entry (at most about index.interval.bytes away).
 _LOCATE_CHUNK = 8 * 1024
+# Batch positions remembered per segment where recent reads ended and appends began.
+_POSITIONS_KEPT = 64
 _RECOVER_CHUNK = 4 * 1024 * 1024
 _NO_TIMESTAMP = -1
 
@@ -115,6 +117,9 @@ class LogSegment:
         self.offset_of_max_timestamp = base_offset
         self.first_batch_timestamp = _NO_TIMESTAMP
         self._bytes_since_index_entry = 0
+        # offset -> position of the first batch whose last offset is >= it: where a consumer that
+        # read up to there fetches next (insertion order, oldest dropped first).
+        self._positions: dict[int, int] = {}
         self.offset_index, self.time_index = self._open_indexes(max_index_bytes)
         self.txn_index = TransactionIndex(self.prefix + TXN_INDEX_SUFFIX + file_suffix, base_offset)
 
@@ -202,6 +207,7 @@ class LogSegment:
             raise
         for span in batches:
             self._index_batch(self.size + span.position, span.last_offset, span.max_timestamp, span.size)
+        self._remember(self.next_offset, self.size)
         self.size += len(data)
         self.next_offset = batches[-1].last_offset + 1
 
@@ -241,6 +247,27 @@ class LogSegment:
                 offset += header.size
             pos += offset
 
+    def _remember(self, offset: int, position: int) -> None:
+        positions = self._positions
+        positions[offset] = position
+        if len(positions) > _POSITIONS_KEPT:
+            del positions[next(iter(positions))]
+
+    def batch_position(self, offset: int) -> int | None:
+        """Where the first batch whose last offset is >= ``offset`` starts (None: no such batch).
+
+        Consumers fetch where their previous fetch ended, and producers' appends start where the last
+        one ended: those positions are remembered, so a sequential reader costs no scan at all.
+        """
+        position = self._positions.get(offset)
+        if position is None:
+            found = self.find_batch(offset)
+            if found is None:
+                return None
+            position = found[0]
+            self._remember(offset, position)
+        return position
+
     def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is >= ``offset`` (the batch containing it, if any)."""
         for position, header in self.scan(self.offset_index.lookup(offset), _LOCATE_CHUNK):
@@ -261,9 +288,9 @@ class LogSegment:
         assert self._file is not None, "read from a closed segment"
         end, more = self.size, True
         if max_offset_exclusive < self.next_offset:
-            found = self.find_batch(max_offset_exclusive)
-            if found is not None:
-                end, more = found[0], False
+            position = self.batch_position(max_offset_exclusive)
+            if position is not None:
+                end, more = position, False
         available = end - start_position
         if available <= 0:
             return None, more
@@ -280,12 +307,17 @@ class LogSegment:
         """The last batch boundary in ``[start_position, limit]``, counting from ``start_position``.
 
         Index entries point at batch starts, so the walk starts at the last entry at or below ``limit``.
+        The boundary found is remembered as where the reader will fetch next.
         """
         end = max(start_position, self.offset_index.floor_position(limit))
-        for position, header in self.scan(end, _LOCATE_CHUNK):
+        next_offset = -1
+        for position, header in self.scan(end, min(_LOCATE_CHUNK, limit - end + HEADER_SIZE)):
             if position + header.size > limit:
                 break
             end = position + header.size
+            next_offset = header.next_offset
+        if next_offset >= 0:
+            self._remember(next_offset, end)
         return end
 
     def find_offset_for_timestamp(self, timestamp: int, min_offset: int = 0) -> tuple[int, int] | None:
@@ -338,6 +370,7 @@ class LogSegment:
         """
         self.offset_index.reset()
         self.time_index.reset()
+        self._positions.clear()
         self.max_timestamp, self.offset_of_max_timestamp = _NO_TIMESTAMP, self.base_offset
         self.first_batch_timestamp = _NO_TIMESTAMP
         self._bytes_since_index_entry = 0
@@ -386,6 +419,7 @@ class LogSegment:
             return 0
         position = found[0]
         removed = self.size - position
+        self._positions.clear()
         os.ftruncate(self._fd, position)
         self.size = position
         self.offset_index.truncate_to_position(position)
