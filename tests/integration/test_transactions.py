@@ -13,6 +13,7 @@ import itertools
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka import (
@@ -257,3 +258,240 @@ def test_add_partitions_and_end_txn_versions(broker: BrokerProcess, version: int
         assert _end(raw, version, tid, pid, epoch, True) == ErrorCode.INVALID_TXN_STATE
     # The abort marker was written: the partition holds exactly it, and nothing is unstable.
     assert committed_end(broker.bootstrap, topic) == (1, 1)
+
+
+def _txn_offset_commit(
+    raw: RawClient, version: int, tid: str, group: str, pid: int, epoch: int, topic: str
+) -> int:
+    body = {
+        "transactional_id": tid,
+        "group_id": group,
+        "producer_id": pid,
+        "producer_epoch": epoch,
+        "topics": [
+            {
+                "name": topic,
+                "partitions": [{"partition_index": 0, "committed_offset": 7, "committed_metadata": "m"}],
+            }
+        ],
+    }
+    (t,) = raw.call(ApiKey.TXN_OFFSET_COMMIT, version, body)["topics"]
+    (p,) = t["partitions"]
+    return int(p["error_code"])
+
+
+def _group_offset(raw: RawClient, group: str, topic: str) -> int:
+    body = {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}]}
+    (t,) = raw.call(ApiKey.OFFSET_FETCH, 3, body)["topics"]
+    return int(t["partitions"][0]["committed_offset"])
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_add_offsets_and_txn_offset_commit_versions(broker: BrokerProcess, version: int) -> None:
+    """AddOffsetsToTxn and TxnOffsetCommit at each advertised version: offsets stay invisible until the
+    transaction commits, an aborted transaction's offsets are dropped, a stale epoch is refused."""
+    topic = create_topic(broker.bootstrap)
+    tid, group = f"rawo-{version}-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    fenced = ErrorCode.PRODUCER_FENCED if version >= 2 else ErrorCode.INVALID_PRODUCER_EPOCH
+    add_body = {"transactional_id": tid, "group_id": group}
+    with RawClient(broker.bootstrap) as raw:
+        pid, epoch = _raw_txn_setup(raw, tid)
+        assert raw.call(ApiKey.FIND_COORDINATOR, 1, {"key": group, "key_type": 0})["error_code"] == 0
+        ids = {"producer_id": pid, "producer_epoch": epoch}
+        stale = {"producer_id": pid, "producer_epoch": epoch - 1}
+        assert raw.call(ApiKey.ADD_OFFSETS_TO_TXN, version, {**add_body, **stale})["error_code"] == fenced
+        assert raw.call(ApiKey.ADD_OFFSETS_TO_TXN, version, {**add_body, **ids})["error_code"] == 0
+        assert _txn_offset_commit(raw, version, tid, group, pid, epoch, topic) == 0
+        assert _group_offset(raw, group, topic) == -1  # pending until the commit
+        assert _end(raw, version, tid, pid, epoch, False) == 0
+        time.sleep(0.5)  # the markers follow the answer
+        assert _group_offset(raw, group, topic) == -1  # aborted: dropped
+        assert raw.call(ApiKey.ADD_OFFSETS_TO_TXN, version, {**add_body, **ids})["error_code"] == 0
+        assert _txn_offset_commit(raw, version, tid, group, pid, epoch, topic) == 0
+        assert _end(raw, version, tid, pid, epoch, True) == 0
+        deadline = time.monotonic() + 10
+        while _group_offset(raw, group, topic) != 7:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert (
+            _txn_offset_commit(raw, version, tid, group, pid, epoch - 1, topic)
+            == ErrorCode.INVALID_PRODUCER_EPOCH
+        )
+
+
+def test_consume_transform_produce(broker: BrokerProcess) -> None:
+    """confluent-kafka's exactly-once loop: outputs and input offsets commit together; an aborted
+    round leaves neither, and the retried round then commits both."""
+    source, sink = create_topic(broker.bootstrap), create_topic(broker.bootstrap)
+    plain = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(10):
+        plain.produce(source, f"in-{i}".encode())
+    plain.flush(10)
+    group = f"ctp-{uuid.uuid4().hex[:6]}"
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
+    consumer.subscribe([source])
+    producer = txn_producer(broker.bootstrap, f"ctp-{uuid.uuid4().hex[:6]}")
+    producer.init_transactions(30)
+
+    def one_round(abort: bool) -> None:
+        msgs = consumer.consume(5, timeout=15)
+        assert len(msgs) == 5 and not any(m.error() for m in msgs)
+        producer.begin_transaction()
+        for m in msgs:
+            producer.produce(sink, m.value().replace(b"in", b"out"))
+        positions = consumer.position(consumer.assignment())
+        producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
+        if abort:
+            producer.flush(10)
+            producer.abort_transaction(30)
+            # Rewind to what the group has committed, as an application does after an abort.
+            for tp in consumer.committed(consumer.assignment(), timeout=10):
+                consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
+        else:
+            producer.commit_transaction(30)
+
+    def committed_offset() -> int:
+        (tp,) = consumer.committed([TopicPartition(source, 0)], timeout=10)
+        return int(tp.offset)
+
+    one_round(abort=False)
+    assert committed_offset() == 5
+    one_round(abort=True)
+    assert committed_offset() == 5
+    one_round(abort=False)  # the same five inputs again
+    assert committed_offset() == 10
+    consumer.close()
+    out = consume_all(broker.bootstrap, sink, "read_committed")
+    assert out == [f"out-{i}".encode() for i in range(10)]
+    assert len(consume_all(broker.bootstrap, sink, "read_uncommitted")) == 15  # the aborted five too
+
+
+def test_kafka_python_transactions(broker: BrokerProcess) -> None:
+    """kafka-python's transactional producer commits and aborts; its read_committed consumer sees the
+    committed records only, read_uncommitted sees all."""
+    from kafka import KafkaConsumer, KafkaProducer
+
+    topic = create_topic(broker.bootstrap)
+    producer = KafkaProducer(
+        bootstrap_servers=broker.bootstrap, transactional_id=f"kp-{uuid.uuid4().hex[:6]}"
+    )
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for i in range(3):
+            producer.send(topic, f"kp-c-{i}".encode(), partition=0)
+        producer.commit_transaction()
+        producer.begin_transaction()
+        producer.send(topic, b"kp-a-0", partition=0)
+        producer.flush()
+        producer.abort_transaction()
+    finally:
+        producer.close(timeout=10)
+
+    def read(level: str) -> list[bytes]:
+        consumer = KafkaConsumer(
+            topic,
+            bootstrap_servers=broker.bootstrap,
+            auto_offset_reset="earliest",
+            isolation_level=level,
+            consumer_timeout_ms=3000,
+        )
+        try:
+            return [m.value for m in consumer]
+        finally:
+            consumer.close()
+
+    assert read("read_committed") == [b"kp-c-0", b"kp-c-1", b"kp-c-2"]
+    assert read("read_uncommitted") == [b"kp-c-0", b"kp-c-1", b"kp-c-2", b"kp-a-0"]
+    assert consume_all(broker.bootstrap, topic, "read_committed") == [b"kp-c-0", b"kp-c-1", b"kp-c-2"]
+
+
+def test_aiokafka_transactions(broker: BrokerProcess) -> None:
+    """aiokafka's transactional producer (InitProducerId v0, the v0 transaction APIs) commits and
+    aborts; its read_committed consumer sees the committed records only."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    topic = create_topic(broker.bootstrap)
+
+    async def run() -> tuple[list[bytes], list[bytes]]:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=broker.bootstrap, transactional_id=f"ai-{uuid.uuid4().hex[:6]}"
+        )
+        await producer.start()
+        try:
+            async with producer.transaction():
+                for i in range(3):
+                    await producer.send_and_wait(topic, f"ai-c-{i}".encode(), partition=0)
+            await producer.begin_transaction()
+            await producer.send_and_wait(topic, b"ai-a-0", partition=0)
+            await producer.abort_transaction()
+        finally:
+            await producer.stop()
+        seen = []
+        for level in ("read_committed", "read_uncommitted"):
+            consumer = AIOKafkaConsumer(
+                topic, bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest", isolation_level=level
+            )
+            await consumer.start()
+            try:
+                got: list[bytes] = []
+                while True:
+                    batch = await consumer.getmany(timeout_ms=2000)
+                    if not batch:
+                        break
+                    got += [m.value for msgs in batch.values() for m in msgs if m.value is not None]
+                seen.append(got)
+            finally:
+                await consumer.stop()
+        return seen[0], seen[1]
+
+    committed, everything = asyncio.run(run())
+    assert committed == [b"ai-c-0", b"ai-c-1", b"ai-c-2"]
+    assert everything == [*committed, b"ai-a-0"]
+
+
+def test_restart_mid_transaction_never_shows_it_half(strom_broker_factory: Any) -> None:
+    """kill -9 with one transaction open and one committed: after the restart the committed one is
+    intact, the open one is aborted by its timeout (never visible to read_committed), and its
+    producer is fenced."""
+    broker = strom_broker_factory(**BROKER_CONFIG)
+    topic = create_topic(broker.bootstrap)
+    open_txn = txn_producer(
+        broker.bootstrap, f"open-{uuid.uuid4().hex[:6]}", **{"transaction.timeout.ms": 3000}
+    )
+    open_txn.init_transactions(30)
+    open_txn.begin_transaction()
+    for i in range(3):
+        open_txn.produce(topic, f"open-{i}".encode())
+    open_txn.flush(10)
+    done = txn_producer(broker.bootstrap, f"done-{uuid.uuid4().hex[:6]}")
+    done.init_transactions(30)
+    done.begin_transaction()
+    done.produce(topic, b"done-0")
+    done.commit_transaction(30)
+    assert committed_end(broker.bootstrap, topic) == (0, 5)  # the open transaction pins the LSO at 0
+    broker.kill()
+    broker.start()
+    deadline = time.monotonic() + 20
+    while committed_end(broker.bootstrap, topic) != (6, 6):  # the abort marker of the expired one
+        assert time.monotonic() < deadline, "the open transaction was not aborted after the restart"
+        time.sleep(0.3)
+    assert consume_all(broker.bootstrap, topic, "read_committed") == [b"done-0"]
+    assert consume_all(broker.bootstrap, topic, "read_uncommitted") == [
+        b"open-0",
+        b"open-1",
+        b"open-2",
+        b"done-0",
+    ]
+    with pytest.raises(KafkaException):
+        open_txn.commit_transaction(10)

@@ -117,6 +117,8 @@ class Broker:
         self.transactions = TransactionService(
             config, self.clock, self.replica_manager, self.metadata, self.topics
         )
+        # Markers reaching __consumer_offsets commit or drop the group side's transactional offsets.
+        self.transactions.marker_listeners.append(self.groups.on_txn_marker)
         self._tasks: list[asyncio.Task[None]] = []
 
     def _log_config_for(self, topic: str) -> LogConfig:

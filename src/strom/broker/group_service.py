@@ -24,6 +24,12 @@ Leadership moves: becoming leader of a `__consumer_offsets` partition loads its 
 the log, replacing what memory held; losing it (LeaderAndIsr as follower, or StopReplica) unloads them, so
 a former coordinator neither answers for nor keeps timers on groups it no longer owns.
 
+Transactional offsets (TxnOffsetCommit, KIP-98): `commit_txn_offsets` appends them as a transactional
+batch of the producer (sequence numbers unchecked, as for Kafka's coordinator appends) and holds them
+pending per producer id; the transaction coordinator's marker on that partition (`on_txn_marker`)
+commits them into the group's offsets or drops them. Loading a partition applies a transaction's
+records at its COMMIT marker, never those of an aborted one, and keeps those of open ones pending.
+
 `__consumer_offsets` is created on first use (the first group request or commit) with
 `offsets.topic.num.partitions` partitions, `cleanup.policy=compact` and
 ``min(offsets.topic.replication.factor, live brokers)`` replicas (so 1 on a single node). A group lives in
@@ -54,17 +60,24 @@ from strom.coordinator import (
     GroupCoordinator,
     JoinGroupRequest,
     JoinResult,
+    OffsetAndMetadata,
     SyncGroupRequest,
     SyncResult,
+    TopicPartition,
     partition_for,
 )
 from strom.coordinator.ports import Cancellable
+from strom.coordinator.records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.records.batch import CONTROL_BIT, TRANSACTIONAL_BIT
 from strom.protocol.records.builder import RecordValidationError, build_batch, decode_batches
+from strom.protocol.records.control import parse_marker
+from strom.protocol.records.record import RecordDecodeError
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+Record = tuple[bytes | None, bytes | None]
 
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_TOPIC_SEGMENT_BYTES = 100 * 1024 * 1024  # Kafka's offsets.topic.segment.bytes
@@ -156,6 +169,9 @@ class GroupService:
         self.commit_timeout_ms = int(config.get("offsets.commit.timeout.ms"))
         # Partition -> end offset of the latest coordinator append (what a reply waits for).
         self.appended_end: dict[int, int] = {}
+        # Partition -> producer id -> offset records of that producer's open transaction (TxnOffsetCommit).
+        self.pending_txn_offsets: dict[int, dict[int, list[Record]]] = {}
+        self._metadata_max_bytes = group_config(config).offset_metadata_max_bytes
         replica_manager.on_leadership_change.append(self._on_leadership_change)
 
     # --- life cycle ----------------------------------------------------------------------------
@@ -186,6 +202,7 @@ class GroupService:
         if partition.topic != OFFSETS_TOPIC:
             return
         self.appended_end.pop(partition.index, None)
+        self.pending_txn_offsets.pop(partition.index, None)
         if not is_leader:
             self.coordinator.unload_partition(partition.index)
             return
@@ -194,10 +211,13 @@ class GroupService:
         if info is not None:
             self.num_partitions = info.partitions
             self.coordinator.store.num_partitions = info.partitions
+        pending: dict[int, list[Record]] = {}
         self.coordinator.load_partition(
             partition.index,
-            _read_partition(plog.read, plog.log_start_offset, plog.log_end_offset, partition.index),
+            _read_partition(plog.read, plog.log_start_offset, plog.log_end_offset, partition.index, pending),
         )
+        if pending:
+            self.pending_txn_offsets[partition.index] = pending
 
     async def wait_for_replication(self, group_id: str) -> ErrorCode:
         """Until the ISR has every coordinator record appended so far to the group's partition (acks=-1,
@@ -261,6 +281,74 @@ class GroupService:
         part = rm.partitions.get((OFFSETS_TOPIC, partition_for(group_id, info.partitions)))
         return part is not None and part.leader_id == rm.node_id
 
+    async def commit_txn_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit: the offsets go to the group's partition as a transactional batch of the
+        producer and stay pending until its transaction's marker (`on_txn_marker`)."""
+        results = {
+            tp: ErrorCode.OFFSET_METADATA_TOO_LARGE
+            for tp, om in offsets.items()
+            if len(om.metadata.encode()) > self._metadata_max_bytes
+        }
+        now = self.clock.time_ms()
+        records: list[Record] = [
+            (
+                encode_key(OffsetCommitKey(group_id, tp.topic, tp.partition)),
+                encode_value(OffsetCommitValue(om.offset, om.leader_epoch, om.metadata, now)),
+            )
+            for tp, om in offsets.items()
+            if tp not in results
+        ]
+        if not records:
+            return results
+        accepted = [tp for tp in offsets if tp not in results]
+        batch = build_batch(
+            [(key, value, (), now) for key, value in records],
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=0,  # batch checks want a sequence with a producer id; coordinator appends skip it
+            is_transactional=True,
+        )
+        index = self.coordinator.partition_for(group_id)
+        rm = self.replica_manager
+        try:
+            part = rm.leader_partition(OFFSETS_TOPIC, index)
+            info = rm.append_as_leader(part, batch, from_coordinator=True)
+            code = await rm.wait_for_replication(part, info.last_offset + 1, self.commit_timeout_ms)
+        except KafkaError as exc:
+            code = exc.code
+        except OSError:
+            code = ErrorCode.KAFKA_STORAGE_ERROR
+        if code is ErrorCode.NONE or code is ErrorCode.REQUEST_TIMED_OUT:
+            # Appended: the marker decides its fate whether or not the ISR had it in time.
+            self.pending_txn_offsets.setdefault(index, {}).setdefault(producer_id, []).extend(records)
+        if code is not ErrorCode.NONE:
+            log.warning(
+                "group %s: transactional offsets of producer %d: %s", group_id, producer_id, code.name
+            )
+        if code is not ErrorCode.INVALID_PRODUCER_EPOCH:
+            code = _COORDINATOR_ERRORS.get(
+                code, code if code is ErrorCode.NONE else ErrorCode.COORDINATOR_NOT_AVAILABLE
+            )
+        results.update(dict.fromkeys(accepted, code))
+        return results
+
+    def on_txn_marker(self, topic: str, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker reached a `__consumer_offsets` partition: its pending offsets of that
+        producer become committed (COMMIT) or are dropped (ABORT), as Kafka's coordinator does."""
+        if topic != OFFSETS_TOPIC:
+            return
+        records = self.pending_txn_offsets.get(partition, {}).pop(producer_id, [])
+        if commit:
+            now = self.clock.time_ms()
+            for key, value in records:
+                self.coordinator.store.replay(key, value, now)
+
     async def join_group(self, req: JoinGroupRequest) -> JoinResult:
         fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
         self.coordinator.join_group(req, _resolver(fut))
@@ -282,8 +370,10 @@ def _resolver(fut: asyncio.Future[T]) -> Callable[[T], None]:
 
 
 def _read_partition(
-    read: Callable[..., bytes], start: int, end: int, partition: int
+    read: Callable[..., bytes], start: int, end: int, partition: int, pending: dict[int, list[Record]]
 ) -> Iterator[tuple[bytes | None, bytes | None]]:
+    """The partition's records in offset order, those of transactions only once their COMMIT marker
+    comes (aborted ones never); ``pending`` is left with the records of transactions still open."""
     offset = start
     while offset < end:
         data = read(offset, _READ_CHUNK_BYTES, end, True)
@@ -303,7 +393,21 @@ def _read_partition(
         if not batches:
             return
         for batch in batches:
-            for record in batch.records:
-                if record.offset >= offset:
-                    yield record.key, record.value
+            records = [(r.key, r.value) for r in batch.records if r.offset >= offset]
+            if batch.attributes & CONTROL_BIT:
+                held = pending.pop(batch.producer_id, [])
+                if any(_is_commit(key, value) for key, value in records):
+                    yield from held
+            elif batch.attributes & TRANSACTIONAL_BIT:
+                pending.setdefault(batch.producer_id, []).extend(records)
+            else:
+                yield from records
         offset = batches[-1].next_offset
+
+
+def _is_commit(key: bytes | None, value: bytes | None) -> bool:
+    try:
+        marker = parse_marker(key, value)
+    except RecordDecodeError:
+        return False
+    return marker is not None and marker.is_commit

@@ -222,8 +222,10 @@ class ReplicaManager:
         return {"error_code": 0, "partition_errors": errors}
 
     # leader: appends, follower fetches, high watermark -------------------------------------------
-    def append_as_leader(self, part: Partition, records: bytes | bytearray | memoryview) -> AppendInfo:
-        info = part.log.append_as_leader(records, leader_epoch=part.leader_epoch)
+    def append_as_leader(
+        self, part: Partition, records: bytes | bytearray | memoryview, from_coordinator: bool = False
+    ) -> AppendInfo:
+        info = part.log.append_as_leader(records, part.leader_epoch, from_coordinator)
         # Wake parked fetches: consumers if the high watermark moved, followers (who read to the log
         # end offset) in any case.
         if not info.duplicate and not self.maybe_advance_high_watermark(part):

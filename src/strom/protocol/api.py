@@ -95,7 +95,9 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.INIT_PRODUCER_ID: (0, 1),
     # Transactions (TRANSACTIONS-NOTES §1): pre-flexible versions every client can use.
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 2),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 2),
     ApiKey.END_TXN: (0, 2),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 2),
     ApiKey.DESCRIBE_CONFIGS: (0, 3),
     ApiKey.ALTER_CONFIGS: (0, 1),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),

@@ -168,8 +168,11 @@ class PartitionLog:
         ]
 
     # -- append -----------------------------------------------------------------------------------
-    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int) -> AppendInfo:
-        """Validate, assign offsets and append a client's produce payload for this partition.
+    def append_as_leader(
+        self, records: Buffer, leader_epoch: int, from_coordinator: bool = False
+    ) -> AppendInfo:
+        """Validate, assign offsets and append a client's produce payload for this partition (or a
+        coordinator's batch: its sequence numbers are not checked, as Kafka's AppendOrigin.COORDINATOR).
 
         A writable memoryview (a request's frame, as the network layer hands it over) is patched in
         place; anything else is copied once first.
@@ -187,7 +190,7 @@ class PartitionLog:
         plan = self.producer_state.plan()
         offset = base_offset
         for _, header in batches:
-            if header.producer_id >= 0 and not plan.check(header, offset):
+            if header.producer_id >= 0 and not plan.check(header, offset, from_coordinator):
                 dup = plan.duplicate
                 assert dup is not None
                 append_time = dup.timestamp if self.config.log_append_time else -1

@@ -222,18 +222,26 @@ class ProducerAppendPlan:
             self._scratch[producer_id] = entry
         return entry
 
-    def check(self, header: BatchHeader, first_offset: int) -> bool:
+    def check(self, header: BatchHeader, first_offset: int, from_coordinator: bool = False) -> bool:
         """Validate one batch (to be written at ``first_offset``); False if it duplicates a retained one.
+        A coordinator's batch (transactional offsets) has no sequence: only its epoch is checked.
 
         Raises:
             KafkaError: INVALID_PRODUCER_EPOCH or OUT_OF_ORDER_SEQUENCE_NUMBER.
         """
         entry = self._entry(header.producer_id)
-        duplicate = entry.find_duplicate(header)
-        if duplicate is not None:
-            self.duplicate = duplicate
-            return False
-        check_sequence(entry, header)
+        if from_coordinator:
+            if header.producer_epoch < entry.producer_epoch:
+                raise KafkaError(
+                    ErrorCode.INVALID_PRODUCER_EPOCH,
+                    f"producer {entry.producer_id} epoch {header.producer_epoch} < {entry.producer_epoch}",
+                )
+        else:
+            duplicate = entry.find_duplicate(header)
+            if duplicate is not None:
+                self.duplicate = duplicate
+                return False
+            check_sequence(entry, header)
         if entry.add(header, first_offset):
             self._started.append((first_offset, header.producer_id))
         return True

@@ -1,4 +1,5 @@
-"""Transactional producer APIs: AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26).
+"""Transactional producer APIs: AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26) and
+TxnOffsetCommit (28).
 
 Each handler checks that this broker coordinates the transactional id, translates the negotiated
 version's wire dict and lets the transaction service decide (`strom.broker.transaction_service`),
@@ -6,14 +7,20 @@ which answers once the resulting state is durable in ``__transaction_state``. Er
 KafkaApis: PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH below v2 (TRANSACTIONS-NOTES §1).
 AddPartitionsToTxn answers one code for every partition of the request (the coordinator decides for
 the request as a whole); partitions of unknown topics fail it with UNKNOWN_TOPIC_OR_PARTITION and the
-others get OPERATION_NOT_ATTEMPTED, as Kafka does.
+others get OPERATION_NOT_ATTEMPTED, as Kafka does. AddOffsetsToTxn adds the group's
+``__consumer_offsets`` partition to the transaction; TxnOffsetCommit goes to the group's coordinator,
+which holds the offsets pending until the transaction's marker reaches that partition
+(`GroupService.commit_txn_offsets`). Only v0-v2 are advertised, without KIP-447 group metadata (v3), so
+member and generation are not checked (TRANSACTIONS-NOTES §4).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from strom.broker.group_service import OFFSETS_TOPIC
 from strom.broker.handlers.base import Body, RequestContext, handles
+from strom.coordinator import OffsetAndMetadata, TopicPartition
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 
@@ -81,3 +88,66 @@ async def handle_end_txn(ctx: RequestContext, req: Body) -> Body:
             bool(req["committed"]),
         )
     return {"throttle_time_ms": 0, "error_code": int(_code(ctx, code))}
+
+
+@handles(ApiKey.ADD_OFFSETS_TO_TXN)
+async def handle_add_offsets_to_txn(ctx: RequestContext, req: Body) -> Body:
+    code = _ensure_topic(ctx)
+    groups = ctx.broker.groups
+    if code is None:
+        try:
+            groups.ensure_offsets_topic()
+        except KafkaError:
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code is None:
+        partition = groups.coordinator.partition_for(req["group_id"])
+        code = await ctx.broker.transactions.add_partitions(
+            req["transactional_id"],
+            int(req["producer_id"]),
+            int(req["producer_epoch"]),
+            [(OFFSETS_TOPIC, partition)],
+        )
+    return {"throttle_time_ms": 0, "error_code": int(_code(ctx, code))}
+
+
+@handles(ApiKey.TXN_OFFSET_COMMIT)
+async def handle_txn_offset_commit(ctx: RequestContext, req: Body) -> Body:
+    group_id = req["group_id"]
+    groups = ctx.broker.groups
+    known = ctx.broker.metadata.topics
+    order: list[TopicPartition] = []
+    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    results: dict[TopicPartition, ErrorCode] = {}
+    for topic in req["topics"]:
+        for p in topic["partitions"]:
+            tp = TopicPartition(topic["name"], int(p["partition_index"]))
+            order.append(tp)
+            info = known.get(tp.topic)
+            if info is None or not 0 <= tp.partition < info.partitions:
+                results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            offsets[tp] = OffsetAndMetadata(
+                int(p["committed_offset"]),
+                int(p.get("committed_leader_epoch", -1)),
+                p.get("committed_metadata") or "",
+            )
+    if not group_id:
+        results.update(dict.fromkeys(offsets, ErrorCode.INVALID_GROUP_ID))
+    elif not groups.is_coordinator(group_id):
+        results.update(dict.fromkeys(offsets, ErrorCode.NOT_COORDINATOR))
+    elif offsets:
+        groups.ensure_offsets_topic()
+        results.update(
+            await groups.commit_txn_offsets(
+                group_id, int(req["producer_id"]), int(req["producer_epoch"]), offsets
+            )
+        )
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for tp in order:
+        by_topic.setdefault(tp.topic, []).append(
+            {"partition_index": tp.partition, "error_code": int(results[tp])}
+        )
+    return {
+        "throttle_time_ms": 0,
+        "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
+    }
