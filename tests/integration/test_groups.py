@@ -27,6 +27,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from strom.testing import BrokerProcess
 
 SESSION_TIMEOUT_MS = 6000
+STATIC_SESSION_MS = 20_000
 
 WORKER = r"""
 import json, signal, sys, time
@@ -337,8 +338,13 @@ def test_static_member_restart_keeps_partitions_without_rebalance(
     group = f"g-{topic_name}"
     key = "group.instance.id" if client == "confluent" else "group_instance_id"
 
+    # A restarted Python client can take several seconds to start on a loaded machine; a longer
+    # session keeps "restart within the session timeout" true however slow the start.
     def static(name: str) -> Worker:
-        return spawn(broker.bootstrap, topic_name, group, client=client, extra={key: name})
+        extra = {key: name}
+        return spawn(
+            broker.bootstrap, topic_name, group, client=client, extra=extra, session_ms=STATIC_SESSION_MS
+        )
 
     workers = [static("a"), static("b"), static("c")]
     assert wait_until(lambda: balanced(workers) and all(len(x) == 2 for x in assignments(workers)), 40)
@@ -347,8 +353,8 @@ def test_static_member_restart_keeps_partitions_without_rebalance(
     callbacks_before = [w.count("assign") + w.count("revoke") for w in others]
     b_partitions = workers[1].assignment
     workers[1].kill()
-    restarted = static("b")  # well within the 6 s session timeout
-    assert wait_until(lambda: restarted.assignment is not None, 20)
+    restarted = static("b")  # well within the session timeout
+    assert wait_until(lambda: restarted.assignment is not None, 30)
     assert restarted.assignment == b_partitions
     time.sleep(1.5)
     # No rebalance: the other members saw no revoke or assign at all.
