@@ -12,11 +12,13 @@ The coordinator (`strom.transaction`) is sans-I/O: it decides and returns transi
   Failures reach clients as Kafka's coordinator maps them: NOT_LEADER_OR_FOLLOWER -> NOT_COORDINATOR,
   anything else -> COORDINATOR_NOT_AVAILABLE (both retriable);
 * writes the COMMIT/ABORT markers of a Prepare* transaction to its partitions (`complete_transaction`):
-  for each partition this broker leads, `ReplicaManager.append_marker` and the same acks=all wait,
-  with the leader epoch of the id's ``__transaction_state`` partition as the coordinator epoch; then
-  the Complete* transition. Partitions whose topic is gone are dropped, as Kafka does; a partition led
-  by another broker would need WriteTxnMarkers, which Strom does not send yet, so its marker is
-  retried until this broker leads it (a single node leads every partition);
+  on a partition this broker leads, `ReplicaManager.append_marker` and the same acks=all wait,
+  with the leader epoch of the id's ``__transaction_state`` partition as the coordinator epoch; a
+  partition led by another broker gets WriteTxnMarkers v0 (broker to broker, never advertised: Kafka 4
+  made the API flexible-only), whose handler on that leader does the same append and wait. Markers
+  are retried (no leader, NOT_LEADER, timeouts, lost connections) until written; partitions whose
+  topic is gone are dropped, as Kafka does; INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED
+  from a partition ends the attempt there. Then the Complete* transition;
 * loads a ``__transaction_state`` partition when this broker becomes its leader (the replica manager's
   leadership callbacks): the records are replayed in offset order, then the markers of every Prepare*
   transaction are (re)sent, so a commit or abort interrupted by a crash completes after restart.
@@ -26,8 +28,9 @@ The coordinator (`strom.transaction`) is sans-I/O: it decides and returns transi
   (`TransactionCoordinator.expired_transactions` fences the producer and moves to PrepareAbort).
 
 Group offsets sent in a transaction (TxnOffsetCommit) are the group coordinator's: `marker_listeners`
-are told of every marker written to a ``__consumer_offsets`` partition so that the group side
-materialises or drops that producer's pending offsets.
+are told of every marker this broker writes as a partition's leader (for its own coordinator or for
+another's WriteTxnMarkers), so that the group side materialises or drops that producer's pending
+offsets on ``__consumer_offsets`` partitions.
 
 Call only from the broker's event loop.
 """
@@ -42,9 +45,11 @@ from collections.abc import Callable, Iterator
 from strom._util.clock import Clock, sleep_ms
 from strom.broker.config import BrokerConfig
 from strom.broker.metadata_cache import ClusterMetadataStore
+from strom.broker.net_client import BrokerConnection
 from strom.broker.partition import Partition
 from strom.broker.replica_manager import ReplicaManager
 from strom.broker.topic_admin import TopicAdmin
+from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.builder import RecordValidationError, build_batch, decode_batches
 from strom.protocol.records.control import ControlType
@@ -93,6 +98,7 @@ class TransactionService:
         self.coordinator_epochs: dict[int, int] = {}
         self.marker_listeners: list[MarkerListener] = []
         self._completing: dict[str, asyncio.Task[None]] = {}
+        self._connections: dict[int, BrokerConnection] = {}  # partition leaders, for WriteTxnMarkers
         self._expiry_task: asyncio.Task[None] | None = None
         replica_manager.on_leadership_change.append(self._on_leadership_change)
 
@@ -109,6 +115,9 @@ class TransactionService:
                 await task
         self._expiry_task = None
         self._completing.clear()
+        for connection in self._connections.values():
+            connection.close()
+        self._connections.clear()
 
     async def _abort_expired_periodically(self) -> None:
         while True:
@@ -319,6 +328,26 @@ class TransactionService:
         if info is None or partition >= info.partitions:
             log.info("%s-%d is gone: no transaction marker for producer %d", topic, partition, pid)
             return True
+        state = self._metadata.partitions.get((topic, partition))
+        if state is None or state.leader < 0:
+            return False  # no leader right now: retry
+        if state.leader == self.replica_manager.node_id:
+            code = await self.write_local_marker(topic, partition, pid, epoch, commit, coordinator_epoch)
+        else:
+            code = await self._send_marker(
+                state.leader, topic, partition, pid, epoch, commit, coordinator_epoch
+            )
+        if code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED):
+            # A newer epoch or coordinator already ended this transaction there (Kafka stops too).
+            log.warning("%s-%d: marker for producer %d refused: %s", topic, partition, pid, code.name)
+            return True
+        return code is ErrorCode.NONE
+
+    async def write_local_marker(
+        self, topic: str, partition: int, pid: int, epoch: int, commit: bool, coordinator_epoch: int
+    ) -> ErrorCode:
+        """Append a marker to a partition this broker leads and wait for its ISR (WriteTxnMarkers, as
+        Kafka's leader does with acks=-1); then tell the marker listeners."""
         rm = self.replica_manager
         control = ControlType.COMMIT if commit else ControlType.ABORT
         try:
@@ -326,19 +355,48 @@ class TransactionService:
             appended = rm.append_marker(part, pid, epoch, control, coordinator_epoch)
             code = await rm.wait_for_replication(part, appended.last_offset + 1, APPEND_TIMEOUT_MS)
         except KafkaError as exc:
-            code = exc.code
+            return exc.code
         except OSError as exc:
             log.warning("%s-%d: marker append failed: %s", topic, partition, exc)
-            return False
-        if code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED):
-            # A newer epoch or coordinator already ended this transaction there (Kafka stops too).
-            log.warning("%s-%d: marker for producer %d refused: %s", topic, partition, pid, code.name)
-            return True
-        if code is not ErrorCode.NONE:
-            return False
-        for listener in self.marker_listeners:
-            listener(topic, partition, pid, commit)
-        return True
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        if code is ErrorCode.NONE:
+            for listener in self.marker_listeners:
+                listener(topic, partition, pid, commit)
+        return code
+
+    async def _send_marker(
+        self,
+        leader: int,
+        topic: str,
+        partition: int,
+        pid: int,
+        epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+    ) -> ErrorCode:
+        """WriteTxnMarkers v0 to the partition's leader (broker to broker, never advertised)."""
+        broker = self._metadata.brokers.get(leader)
+        if broker is None:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        connection = self._connections.get(leader)
+        if connection is None or (connection.host, connection.port) != (broker.host, broker.port):
+            if connection is not None:
+                connection.close()
+            client_id = f"txn-coordinator-{self.replica_manager.node_id}"
+            connection = self._connections[leader] = BrokerConnection(broker.host, broker.port, client_id)
+        marker = {
+            "producer_id": pid,
+            "producer_epoch": epoch,
+            "transaction_result": commit,
+            "topics": [{"name": topic, "partition_indexes": [partition]}],
+            "coordinator_epoch": coordinator_epoch,
+        }
+        try:
+            response = await connection.send(int(ApiKey.WRITE_TXN_MARKERS), 0, {"markers": [marker]}, 15.0)
+            return ErrorCode(int(response["markers"][0]["topics"][0]["partitions"][0]["error_code"]))
+        except (ConnectionError, LookupError, ValueError) as exc:
+            log.info("%s-%d: WriteTxnMarkers to broker %d failed: %s", topic, partition, leader, exc)
+            return ErrorCode.NETWORK_EXCEPTION
 
 
 def _read_records(

@@ -117,6 +117,8 @@ INTERNAL: dict[ApiKey, tuple[int, int]] = {
     ApiKey.STOP_REPLICA: (0, 0),
     ApiKey.UPDATE_METADATA: (0, 0),
     ApiKey.CONTROLLED_SHUTDOWN: (0, 0),
+    # A transaction coordinator to partition leaders (kafka-python's spec has v0; Kafka 4 only v1+).
+    ApiKey.WRITE_TXN_MARKERS: (0, 0),
 }
 
 

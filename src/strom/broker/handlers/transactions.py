@@ -1,5 +1,5 @@
 """Transactional producer APIs: AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26) and
-TxnOffsetCommit (28).
+TxnOffsetCommit (28), and WriteTxnMarkers (27) between brokers.
 
 Each handler checks that this broker coordinates the transactional id, translates the negotiated
 version's wire dict and lets the transaction service decide (`strom.broker.transaction_service`),
@@ -151,3 +151,24 @@ async def handle_txn_offset_commit(ctx: RequestContext, req: Body) -> Body:
         "throttle_time_ms": 0,
         "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
     }
+
+
+@handles(ApiKey.WRITE_TXN_MARKERS)
+async def handle_write_txn_markers(ctx: RequestContext, req: Body) -> Body:
+    """Broker to broker (a transaction coordinator to a partition leader): served, never advertised."""
+    service = ctx.broker.transactions
+    markers = []
+    for marker in req["markers"]:
+        pid, epoch = int(marker["producer_id"]), int(marker["producer_epoch"])
+        commit, coordinator_epoch = bool(marker["transaction_result"]), int(marker["coordinator_epoch"])
+        topics = []
+        for t in marker["topics"]:
+            parts = []
+            for p in t["partition_indexes"]:
+                code = await service.write_local_marker(
+                    t["name"], int(p), pid, epoch, commit, coordinator_epoch
+                )
+                parts.append({"partition_index": int(p), "error_code": int(code)})
+            topics.append({"name": t["name"], "partitions": parts})
+        markers.append({"producer_id": pid, "topics": topics})
+    return {"markers": markers}
