@@ -42,16 +42,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from strom.testing import BrokerProcess
 
 PARTITIONS = 6
-_CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def process_cpu_s(pid: int) -> tuple[float, float]:
-    """(utime, stime) of a process (all its threads), in seconds, from /proc/<pid>/stat."""
-    with open(f"/proc/{pid}/stat") as f:
-        stat = f.read()
-    # The command name (field 2) may hold spaces; the fields after its closing parenthesis are fixed.
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return int(fields[11]) / _CLK_TCK, int(fields[12]) / _CLK_TCK
 
 
 def _create_topic(bootstrap: str, name: str) -> None:
@@ -79,15 +69,15 @@ def _last_row(stdout: str) -> dict[str, float]:
 
 
 def _run_tool(
-    cmd: list[str], broker_pid: int, timeout_s: float
+    cmd: list[str], broker: BrokerProcess, timeout_s: float
 ) -> tuple[dict[str, float], tuple[float, float], float, float]:
     """(final row, broker (user, system) CPU seconds, the tool's CPU seconds, wall seconds) of one run."""
-    user_before, sys_before = process_cpu_s(broker_pid)
+    user_before, sys_before = broker.cpu_times()
     children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
     wall = time.perf_counter() - start
-    user_after, sys_after = process_cpu_s(broker_pid)
+    user_after, sys_after = broker.cpu_times()
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     tool_cpu = (children.ru_utime - children_before.ru_utime) + (children.ru_stime - children_before.ru_stime)
     if done.returncode != 0:
@@ -108,8 +98,6 @@ def run_case(tool: str, src: str, size: int, count: int, workdir: Path) -> list[
             del os.environ["PYTHONPATH"]
         else:
             os.environ["PYTHONPATH"] = env_before
-    assert broker.proc is not None
-    pid = broker.proc.pid
     rows = []
     try:
         topic = f"cbench-{size}"
@@ -121,7 +109,7 @@ def run_case(tool: str, src: str, size: int, count: int, workdir: Path) -> list[
             consume += ["-p", str(p)]
         for mode, cmd in (("produce", produce), ("consume", consume)):
             load = os.getloadavg()[0]
-            row, (user, system), tool_cpu, wall = _run_tool(cmd, pid, timeout_s=600)
+            row, (user, system), tool_cpu, wall = _run_tool(cmd, broker, timeout_s=600)
             cpu = user + system
             msgs = row["dr"] if mode == "produce" else row["msgs"]
             elapsed_s = row["elapsed"] / 1000

@@ -7,6 +7,9 @@ one JSON line per run plus the medians. Cases (issue "Single-node Strom"):
 - produce 1,000,000 x 100 B and 100,000 x 10 KB to a 6-partition topic, acks=1 and acks=all;
 - consume the same topics back from the beginning;
 - end-to-end latency (produce timestamp to consumer receipt) at a fixed low rate, p50 / p99.
+Throughput rows also give the broker's CPU seconds (user + system, from /proc) per GB moved while
+the client ran; it includes what the broker does meanwhile in the background (about nothing).
+The broker runs whatever `strom` the environment's PYTHONPATH selects (to compare versions).
 """
 
 from __future__ import annotations
@@ -162,6 +165,13 @@ def _in_child(target: Any, *args: Any) -> dict[str, Any]:
     return dict(result)
 
 
+def _measured(broker: BrokerProcess, target: Any, *args: Any) -> tuple[dict[str, Any], float]:
+    """Run a client in its own process: (its result, the broker's CPU seconds meanwhile)."""
+    before = sum(broker.cpu_times())
+    result = _in_child(target, *args)
+    return result, sum(broker.cpu_times()) - before
+
+
 def run(repeats: int, small: int, large: int) -> dict[str, Any]:
     results: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="strom-bench-") as tmp:
@@ -173,21 +183,23 @@ def run(repeats: int, small: int, large: int) -> dict[str, Any]:
                     for acks in ("1", "all"):
                         topic = f"bench-{size}-{acks}-{rep}"
                         _create_topic(bootstrap, topic)
-                        produced = _in_child(_produce, bootstrap, topic, count, size, acks)
+                        produced, cpu = _measured(broker, _produce, bootstrap, topic, count, size, acks)
                         row = {
                             "case": f"produce {count}x{size}B acks={acks}",
                             "msgs_per_s": count / produced["elapsed_s"],
                             "mb_per_s": count * size / produced["elapsed_s"] / 1e6,
+                            "broker_cpu_s_per_gb": cpu / (count * size / 1e9),
                             "errors": produced["errors"],
                         }
                         print(json.dumps(row), flush=True)
                         results.setdefault(row["case"], []).append(row)
                         if acks == "1":
-                            consumed = _in_child(_consume, bootstrap, topic, count)
+                            consumed, cpu = _measured(broker, _consume, bootstrap, topic, count)
                             row = {
                                 "case": f"consume {count}x{size}B",
                                 "msgs_per_s": consumed["messages"] / consumed["elapsed_s"],
                                 "mb_per_s": consumed["bytes"] / consumed["elapsed_s"] / 1e6,
+                                "broker_cpu_s_per_gb": cpu / (max(consumed["bytes"], 1) / 1e9),
                                 "messages": consumed["messages"],
                             }
                             print(json.dumps(row), flush=True)

@@ -111,6 +111,17 @@ class BrokerProcess:
             self.proc.wait(10)
         self._reap()
 
+    def cpu_times(self) -> tuple[float, float]:
+        """(user, system) CPU seconds the running broker has used, all threads (Linux /proc)."""
+        if self.proc is None:
+            raise RuntimeError("broker not running")
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            stat = f.read()
+        # The command name (field 2) may hold spaces; the fields after its closing parenthesis are fixed.
+        fields = stat[stat.rindex(")") + 2 :].split()
+        ticks = os.sysconf("SC_CLK_TCK")
+        return int(fields[11]) / ticks, int(fields[12]) / ticks
+
     def signal(self, sig: int) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(sig)
