@@ -495,3 +495,79 @@ def test_restart_mid_transaction_never_shows_it_half(strom_broker_factory: Any) 
     ]
     with pytest.raises(KafkaException):
         open_txn.commit_transaction(10)
+
+
+CTP_APP = """
+import sys
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+bootstrap, source, sink, group, txn_id, total = sys.argv[1:7]
+producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 2})
+producer.init_transactions(60)  # fences the killed instance and finishes its transaction first
+consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                     "isolation.level": "read_committed"})
+(committed,) = consumer.committed([TopicPartition(source, 0)], timeout=30)
+position = max(committed.offset, 0)
+consumer.assign([TopicPartition(source, 0, position)])
+while position < int(total):
+    msgs = [m for m in consumer.consume(10, timeout=1) if not m.error()]
+    if not msgs:
+        continue
+    producer.begin_transaction()
+    for m in msgs:
+        producer.produce(sink, m.value().replace(b"in", b"out"), partition=0)
+    position = msgs[-1].offset() + 1
+    producer.send_offsets_to_transaction(
+        [TopicPartition(source, 0, position)], consumer.consumer_group_metadata(), 60
+    )
+    producer.commit_transaction(60)
+print("done", flush=True)
+"""
+
+
+def test_consume_transform_produce_killed_and_restarted(broker: BrokerProcess) -> None:
+    """Issue 13's exactly-once check: a confluent-kafka consume-transform-produce process killed with
+    SIGKILL at random points and restarted 20 times leaves every output exactly once, in order, for a
+    read_committed reader, and the group's committed offset at the input's end."""
+    import random
+    import subprocess
+    import sys
+
+    total = 3000
+    source, sink = create_topic(broker.bootstrap), create_topic(broker.bootstrap)
+    feeder = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    for i in range(total):
+        feeder.produce(source, f"in-{i}".encode())
+    assert feeder.flush(30) == 0
+    group, txn_id = f"ctp-kill-{uuid.uuid4().hex[:6]}", f"ctp-kill-{uuid.uuid4().hex[:6]}"
+    args = [sys.executable, "-c", CTP_APP, broker.bootstrap, source, sink, group, txn_id, str(total)]
+    rng = random.Random(13)
+    killed = 0
+    with RawClient(broker.bootstrap) as raw:
+        for run in range(20):
+            # Kill once the sink has grown past a point that moves on each run, plus some jitter, so
+            # the deaths fall between and inside transactions at varying places.
+            target = (run + 1) * total // 21
+            app = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            deadline = time.monotonic() + 30
+            while app.poll() is None and time.monotonic() < deadline:
+                if int(raw.list_offset(sink, 0, -1)["offset"]) >= target:
+                    time.sleep(rng.uniform(0, 0.05))
+                    break
+                time.sleep(0.005)
+            if app.poll() is None:
+                app.kill()  # SIGKILL
+                killed += 1
+            _, err = app.communicate(timeout=10)
+            assert app.returncode in (0, -9), err.decode()[-2000:]
+    assert killed >= 15  # most runs died mid-way
+    final = subprocess.run(args, capture_output=True, timeout=180, check=True)
+    assert final.stdout.strip() == b"done"
+    out = consume_all(broker.bootstrap, sink, "read_committed")
+    assert out == [f"out-{i}".encode() for i in range(total)]
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        (committed,) = consumer.committed([TopicPartition(source, 0)], timeout=10)
+    finally:
+        consumer.close()
+    assert committed.offset == total
