@@ -28,9 +28,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
+from strom.protocol.records.builder import build_batch
 from strom.testing import BrokerProcess
 
-from .rawclient import RawClient
+from .rawclient import RawClient, produce_body
 
 _ids = itertools.count()
 BROKER_CONFIG = {
@@ -571,3 +572,36 @@ def test_consume_transform_produce_killed_and_restarted(broker: BrokerProcess) -
     finally:
         consumer.close()
     assert committed.offset == total
+
+
+def test_produce_checks_transactional_batches(broker: BrokerProcess) -> None:
+    """A transactional batch without the request's transactional_id is refused (no coordinator would
+    ever end it); a plain batch of a producer inside its transaction gets INVALID_TXN_STATE; a fenced
+    epoch gets INVALID_PRODUCER_EPOCH."""
+    topic = create_topic(broker.bootstrap)
+    tid = f"rawp-{uuid.uuid4().hex[:6]}"
+    with RawClient(broker.bootstrap) as raw:
+        pid, epoch = _raw_txn_setup(raw, tid)
+        assert _add(raw, 1, tid, pid, epoch, topic) == 0
+
+        def produce(seq: int, transactional: bool, txn_id: str | None, ep: int = epoch) -> int:
+            records = build_batch(
+                [(None, b"v", (), int(time.time() * 1000))],
+                producer_id=pid,
+                producer_epoch=ep,
+                base_sequence=seq,
+                is_transactional=transactional,
+            )
+            body = produce_body(topic, 0, records)
+            body["transactional_id"] = txn_id
+            return int(
+                raw.call(ApiKey.PRODUCE, 8, body)["responses"][0]["partition_responses"][0]["error_code"]
+            )
+
+        assert produce(0, True, None) == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        assert produce(0, True, tid) == ErrorCode.NONE
+        assert produce(1, False, None) == ErrorCode.INVALID_TXN_STATE
+        assert produce(1, True, tid, ep=epoch - 1) == ErrorCode.INVALID_PRODUCER_EPOCH
+        assert produce(1, True, tid) == ErrorCode.NONE
+        assert _end(raw, 1, tid, pid, epoch, True) == ErrorCode.NONE
+    assert committed_end(broker.bootstrap, topic) == (3, 3)

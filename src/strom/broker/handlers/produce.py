@@ -10,8 +10,10 @@ it does (replica_manager.wait_for_replication; NOT_ENOUGH_REPLICAS_AFTER_APPEND 
 
 Produce v0-2 (magic 0/1) is rejected per partition, as Kafka 4 does, while staying advertised for old
 librdkafka's feature detection (PROTOCOL-NOTES P10). Also as Kafka: internal topics (__consumer_offsets)
-take no client writes, zstd batches need Produce v7+ (KIP-110), and a failed acks=0 request closes the
-connection, since no response can carry the error.
+take no client writes, zstd batches need Produce v7+ (KIP-110), transactional batches need the request's
+transactional_id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and a failed acks=0 request closes the
+connection, since no response can carry the error. The partition checks a transactional batch's epoch
+and refuses a plain batch inside its producer's open transaction (INVALID_TXN_STATE).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from strom.broker.partition import Partition
 from strom.broker.topic_admin import INTERNAL_TOPICS
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
-from strom.protocol.records.batch import uses_codec
+from strom.protocol.records.batch import TRANSACTIONAL_BIT, has_attribute, uses_codec
 from strom.storage.log import AppendInfo
 from strom.storage.log_validator import InvalidRecordsError
 
@@ -36,8 +38,12 @@ ZSTD = 4
 MIN_ZSTD_VERSION = 7
 
 
-def _refused(ctx: RequestContext, topic: str, index: int, records: Any) -> KafkaError | None:
+def _refused(ctx: RequestContext, topic: str, index: int, records: Any, txn: bool) -> KafkaError | None:
     """Per-partition checks Kafka makes before appending; None if none fails."""
+    if not txn and has_attribute(records, TRANSACTIONAL_BIT):
+        # Without a transactional id no coordinator would ever end the transaction (a hanging LSO).
+        message = "transactional batches need the request's transactional_id"
+        return KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, message)
     if ctx.api_version < MIN_ZSTD_VERSION and uses_codec(records, ZSTD):
         message = f"zstd batches need Produce v{MIN_ZSTD_VERSION}+, got v{ctx.api_version}"
         return KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, message)
@@ -80,14 +86,14 @@ def _appended(index: int, info: AppendInfo) -> dict[str, Any]:
 
 
 def _append(
-    ctx: RequestContext, topic: str, part: dict[str, Any], acks: int, pending: list[_Pending]
+    ctx: RequestContext, topic: str, part: dict[str, Any], acks: int, pending: list[_Pending], txn: bool
 ) -> dict[str, Any]:
     """Append as leader at the partition's epoch; acks=all parks until the ISR has the batch."""
     index = int(part["index"])
     records = part["records"]
     rm = ctx.broker.replica_manager
     try:
-        refused = _refused(ctx, topic, index, records)
+        refused = _refused(ctx, topic, index, records, txn)
         if refused is not None:
             raise refused
         partition = rm.leader_partition(topic, index)
@@ -128,7 +134,8 @@ async def handle_produce(ctx: RequestContext, req: Body) -> Body | None:
         elif acks not in (0, 1, -1):
             results = [_partition_result(p["index"], ErrorCode.INVALID_REQUIRED_ACKS) for p in parts]
         else:
-            results = [_append(ctx, name, p, acks, pending) for p in parts]
+            txn = req.get("transactional_id") is not None
+            results = [_append(ctx, name, p, acks, pending, txn) for p in parts]
         responses.append({"name": name, "partition_responses": results})
     if acks == 0:
         failed = [

@@ -279,6 +279,22 @@ def uses_codec(records: Buffer | None, codec: int) -> bool:
     return False
 
 
+def has_attribute(records: Buffer | None, bit: int) -> bool:
+    """Whether any batch header in ``records`` has attributes ``bit`` set (e.g. TRANSACTIONAL_BIT);
+    reads headers only, like `uses_codec`."""
+    if records is None:
+        return False
+    pos, end = 0, len(records)
+    while end - pos >= HEADER_SIZE:
+        batch_length, attributes = _LENGTH_AND_ATTRIBUTES.unpack_from(records, pos)
+        if attributes & bit:
+            return True
+        if batch_length <= 0:
+            return False
+        pos += batch_length + LOG_OVERHEAD
+    return False
+
+
 def _magic_error(magic: int) -> RecordValidationError:
     # Legacy formats (v0, v1) are well-formed but not accepted by a v2-only broker; anything else is garbage.
     if magic in (0, 1):
