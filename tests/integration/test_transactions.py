@@ -376,11 +376,14 @@ def test_consume_transform_produce(broker: BrokerProcess) -> None:
 
 
 def test_kafka_python_transactions(broker: BrokerProcess) -> None:
-    """kafka-python's transactional producer commits and aborts; its read_committed consumer sees the
-    committed records only, read_uncommitted sees all."""
+    """kafka-python's transactional producer commits and aborts, with group offsets in the transaction;
+    its read_committed consumer sees the committed records only, read_uncommitted sees all."""
     from kafka import KafkaConsumer, KafkaProducer
+    from kafka.structs import OffsetAndMetadata
+    from kafka.structs import TopicPartition as KpTopicPartition
 
     topic = create_topic(broker.bootstrap)
+    group = f"kp-g-{uuid.uuid4().hex[:6]}"
     producer = KafkaProducer(
         bootstrap_servers=broker.bootstrap, transactional_id=f"kp-{uuid.uuid4().hex[:6]}"
     )
@@ -389,9 +392,15 @@ def test_kafka_python_transactions(broker: BrokerProcess) -> None:
         producer.begin_transaction()
         for i in range(3):
             producer.send(topic, f"kp-c-{i}".encode(), partition=0)
+        producer.send_offsets_to_transaction(
+            {KpTopicPartition(topic, 0): OffsetAndMetadata(3, "", -1)}, group
+        )
         producer.commit_transaction()
         producer.begin_transaction()
         producer.send(topic, b"kp-a-0", partition=0)
+        producer.send_offsets_to_transaction(
+            {KpTopicPartition(topic, 0): OffsetAndMetadata(4, "", -1)}, group
+        )
         producer.flush()
         producer.abort_transaction()
     finally:
@@ -410,6 +419,8 @@ def test_kafka_python_transactions(broker: BrokerProcess) -> None:
         finally:
             consumer.close()
 
+    with RawClient(broker.bootstrap) as raw:
+        assert _group_offset(raw, group, topic) == 3  # the aborted transaction's offset is dropped
     assert read("read_committed") == [b"kp-c-0", b"kp-c-1", b"kp-c-2"]
     assert read("read_uncommitted") == [b"kp-c-0", b"kp-c-1", b"kp-c-2", b"kp-a-0"]
     assert consume_all(broker.bootstrap, topic, "read_committed") == [b"kp-c-0", b"kp-c-1", b"kp-c-2"]
@@ -417,12 +428,15 @@ def test_kafka_python_transactions(broker: BrokerProcess) -> None:
 
 def test_aiokafka_transactions(broker: BrokerProcess) -> None:
     """aiokafka's transactional producer (InitProducerId v0, the v0 transaction APIs) commits and
-    aborts; its read_committed consumer sees the committed records only."""
+    aborts, with group offsets in the transaction; its read_committed consumer sees the committed
+    records only."""
     import asyncio
 
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.structs import TopicPartition as AiTopicPartition
 
     topic = create_topic(broker.bootstrap)
+    group = f"ai-g-{uuid.uuid4().hex[:6]}"
 
     async def run() -> tuple[list[bytes], list[bytes]]:
         producer = AIOKafkaProducer(
@@ -433,8 +447,10 @@ def test_aiokafka_transactions(broker: BrokerProcess) -> None:
             async with producer.transaction():
                 for i in range(3):
                     await producer.send_and_wait(topic, f"ai-c-{i}".encode(), partition=0)
+                await producer.send_offsets_to_transaction({AiTopicPartition(topic, 0): 3}, group)
             await producer.begin_transaction()
             await producer.send_and_wait(topic, b"ai-a-0", partition=0)
+            await producer.send_offsets_to_transaction({AiTopicPartition(topic, 0): 4}, group)
             await producer.abort_transaction()
         finally:
             await producer.stop()
@@ -459,6 +475,8 @@ def test_aiokafka_transactions(broker: BrokerProcess) -> None:
     committed, everything = asyncio.run(run())
     assert committed == [b"ai-c-0", b"ai-c-1", b"ai-c-2"]
     assert everything == [*committed, b"ai-a-0"]
+    with RawClient(broker.bootstrap) as raw:
+        assert _group_offset(raw, group, topic) == 3  # the aborted transaction's offset is dropped
 
 
 def test_restart_mid_transaction_never_shows_it_half(strom_broker_factory: Any) -> None:
