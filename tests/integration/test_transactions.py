@@ -480,11 +480,19 @@ def test_aiokafka_transactions(broker: BrokerProcess) -> None:
 
 
 def test_restart_mid_transaction_never_shows_it_half(strom_broker_factory: Any) -> None:
-    """kill -9 with one transaction open and one committed: after the restart the committed one is
-    intact, the open one is aborted by its timeout (never visible to read_committed), and its
-    producer is fenced."""
+    """kill -9 with one transaction open and one committed, both with offsets for one group: after
+    the restart the committed one is intact (records and offset), the open one is aborted by its
+    timeout (never visible to read_committed, its offset never applied), and its producer is fenced."""
     broker = strom_broker_factory(**BROKER_CONFIG)
     topic = create_topic(broker.bootstrap)
+    group = f"restart-{uuid.uuid4().hex[:6]}"
+    member = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    metadata = member.consumer_group_metadata()
+
+    def group_offset() -> int:
+        with RawClient(broker.bootstrap) as raw:
+            return _group_offset(raw, group, topic)
+
     open_txn = txn_producer(
         broker.bootstrap, f"open-{uuid.uuid4().hex[:6]}", **{"transaction.timeout.ms": 3000}
     )
@@ -492,19 +500,24 @@ def test_restart_mid_transaction_never_shows_it_half(strom_broker_factory: Any) 
     open_txn.begin_transaction()
     for i in range(3):
         open_txn.produce(topic, f"open-{i}".encode())
+    open_txn.send_offsets_to_transaction([TopicPartition(topic, 0, 99)], metadata, 30)
     open_txn.flush(10)
     done = txn_producer(broker.bootstrap, f"done-{uuid.uuid4().hex[:6]}")
     done.init_transactions(30)
     done.begin_transaction()
     done.produce(topic, b"done-0")
+    done.send_offsets_to_transaction([TopicPartition(topic, 0, 1)], metadata, 30)
     done.commit_transaction(30)
+    member.close()
     assert committed_end(broker.bootstrap, topic) == (0, 5)  # the open transaction pins the LSO at 0
+    wait_for(lambda: group_offset() == 1, "the committed transaction's offset")
     broker.kill()
     broker.start()
     deadline = time.monotonic() + 20
     while committed_end(broker.bootstrap, topic) != (6, 6):  # the abort marker of the expired one
         assert time.monotonic() < deadline, "the open transaction was not aborted after the restart"
         time.sleep(0.3)
+    assert group_offset() == 1  # replayed from __consumer_offsets: the open transaction's 99 never
     assert consume_all(broker.bootstrap, topic, "read_committed") == [b"done-0"]
     assert consume_all(broker.bootstrap, topic, "read_uncommitted") == [
         b"open-0",
@@ -514,6 +527,13 @@ def test_restart_mid_transaction_never_shows_it_half(strom_broker_factory: Any) 
     ]
     with pytest.raises(KafkaException):
         open_txn.commit_transaction(10)
+
+
+def wait_for(check: Any, what: str, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
 
 
 CTP_APP = """
