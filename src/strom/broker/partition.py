@@ -4,6 +4,14 @@ A `Partition` pairs the local log with what this broker knows of the partition's
 and its epoch, the offset where that epoch started on this replica, the assigned replicas and the ISR
 with the znode version it was read at (the ISR store's compare-and-set token), and, while this broker
 leads, what each follower last fetched (`FollowerState`). Pure data: the replica manager changes it.
+
+Parked fetches wait in the purgatory under one of two keys per partition, because they wait for
+different things (as Kafka's delayed fetches check different offsets): a consumer's fetch reads below
+the high watermark and is woken when it moves (`TopicPartition` itself is its key); a follower's reads
+to the log end offset and is woken by appends (`follower_fetch_key`). An append that does not move the
+high watermark (every acks=all append in a cluster) therefore wakes only the followers, and the
+high-watermark move that a follower's fetch causes wakes only consumers (and acks=all produces, which
+wait in `delayed_produce.DelayedProduces`).
 """
 
 from __future__ import annotations
@@ -13,6 +21,11 @@ from dataclasses import dataclass, field
 from strom.storage.log import PartitionLog
 
 TopicPartition = tuple[str, int]
+
+
+def follower_fetch_key(tp: TopicPartition) -> tuple[str, int, str]:
+    """The purgatory key under which followers' fetches of ``tp`` wait for appends."""
+    return (tp[0], tp[1], "log_end")
 
 
 @dataclass(slots=True)

@@ -15,17 +15,19 @@ Theory of operation (Kafka's ``ReplicaManager`` + ``Partition``):
   replica fetcher for the new leader, which first truncates by leader epoch, then fetches.
 * **High watermark** (leader): the minimum log end offset over the ISR, the leader's own included, and
   only while the ISR has at least ``min(min.insync.replicas, replicas)`` members (the strict min-ISR rule
-  of REPLICATION-NOTES). Consumers read below it; every move wakes the purgatory key ``(topic,
-  partition)``, which is where long-polling fetches and acks=all produces wait.
+  of REPLICATION-NOTES). Consumers read below it; every move wakes the consumers' fetches parked in the
+  purgatory and completes the acks=all waits it covers. An append wakes the followers' parked fetches
+  (partition.py explains the two purgatory keys).
 * **Follower tracking**: a follower's Fetch offset is its log end offset. It is *caught up* when it
   fetches at the leader's log end offset (or at the end the leader had at its previous fetch, Kafka's
   lastCaughtUpTime rule). A follower not caught up for ``replica.lag.time.max.ms`` leaves the ISR; a
   follower outside the ISR that reaches the high watermark (and the current epoch's start) rejoins.
   Both changes are conditional writes of the partition state znode (version from the controller's last
   LeaderAndIsr, then our own writes) followed by an ISR change notification for the controller.
-* **acks=all**: after the append the produce waits in the purgatory until the high watermark passes the
-  batch (NONE), the ISR drops below min.insync.replicas (NOT_ENOUGH_REPLICAS_AFTER_APPEND), leadership
-  moves (NOT_LEADER_OR_FOLLOWER) or the request times out (REQUEST_TIMED_OUT).
+* **acks=all**: after the append the produce waits (`DelayedProduces`, ordered by offset) until the
+  high watermark passes the batch (NONE), the ISR drops below min.insync.replicas
+  (NOT_ENOUGH_REPLICAS_AFTER_APPEND), leadership moves (NOT_LEADER_OR_FOLLOWER) or the request times
+  out (REQUEST_TIMED_OUT). Every ISR or leadership change wakes the partition's waits to re-check.
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ from collections.abc import Callable
 from typing import Any
 
 from strom._util.clock import Clock, sleep_ms
+from strom.broker.delayed_produce import DelayedProduces
 from strom.broker.metadata_cache import ClusterMetadataStore
-from strom.broker.partition import FollowerState, Partition, TopicPartition
+from strom.broker.partition import FollowerState, Partition, TopicPartition, follower_fetch_key
 from strom.broker.ports import IsrStore
 from strom.broker.purgatory import Purgatory
 from strom.broker.replica_fetcher import ReplicaFetcherManager
@@ -77,6 +80,7 @@ class ReplicaManager:
         self._metadata = metadata
         self._log_config_for = log_config_for
         self._purgatory = purgatory
+        self.delayed_produces = DelayedProduces(clock)
         self._clock = clock
         self._isr_store = isr_store
         self._task: asyncio.Task[None] | None = None
@@ -158,6 +162,7 @@ class ReplicaManager:
                     if r != self.node_id and r not in part.followers:
                         part.followers[r] = FollowerState(last_caught_up_ms=self._now_ms())
                 self.maybe_advance_high_watermark(part)
+                self.delayed_produces.wake_all(tp)  # the controller may have shrunk the ISR
             elif leader in endpoints and not self.fetchers.is_fetching(tp):
                 self.fetchers.add_partition(part, leader, endpoints[leader])
             return
@@ -185,7 +190,7 @@ class ReplicaManager:
             part.isr,
         )
         self.maybe_advance_high_watermark(part)
-        self._purgatory.notify(part.tp)
+        self._wake_all(part.tp)
         for callback in self.on_leadership_change:
             callback(part, True)
 
@@ -197,7 +202,7 @@ class ReplicaManager:
         )
         if endpoint is not None and part.leader_id >= 0:
             self.fetchers.add_partition(part, part.leader_id, endpoint)
-        self._purgatory.notify(part.tp)
+        self._wake_all(part.tp)
         for callback in self.on_leadership_change:
             callback(part, False)
 
@@ -217,7 +222,7 @@ class ReplicaManager:
                     for callback in self.on_leadership_change:
                         callback(part, False)
                 self._log_manager.delete_log(tp[0], tp[1])
-                self._purgatory.notify(tp)
+                self._wake_all(tp)
             errors.append({"topic_name": tp[0], "partition_index": tp[1], "error_code": 0})
         return {"error_code": 0, "partition_errors": errors}
 
@@ -226,10 +231,8 @@ class ReplicaManager:
         self, part: Partition, records: bytes | bytearray | memoryview, from_coordinator: bool = False
     ) -> AppendInfo:
         info = part.log.append_as_leader(records, part.leader_epoch, from_coordinator)
-        # Wake parked fetches: consumers if the high watermark moved, followers (who read to the log
-        # end offset) in any case.
-        if not info.duplicate and not self.maybe_advance_high_watermark(part):
-            self._purgatory.notify(part.tp)
+        if not info.duplicate:
+            self._appended(part)
         return info
 
     def append_marker(
@@ -244,9 +247,15 @@ class ReplicaManager:
         info = part.log.append_marker(
             producer_id, producer_epoch, control, coordinator_epoch, part.leader_epoch
         )
-        if not self.maybe_advance_high_watermark(part):
-            self._purgatory.notify(part.tp)
+        self._appended(part)
         return info
+
+    def _appended(self, part: Partition) -> None:
+        # Followers read to the log end offset: wake their parked fetches first, so the batch leaves
+        # for the ISR as soon as possible. Consumers wake only if the high watermark moves (at once on
+        # a cluster of one, or while the ISR is this broker alone).
+        self._purgatory.notify(follower_fetch_key(part.tp))
+        self.maybe_advance_high_watermark(part)
 
     def record_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int) -> None:
         """A follower fetched at ``fetch_offset`` (= its log end offset): track it, maybe expand the ISR."""
@@ -285,9 +294,16 @@ class ReplicaManager:
         new_hw = min(offsets)
         if new_hw > plog.high_watermark:
             plog.high_watermark = new_hw
+            self.delayed_produces.complete(part.tp, new_hw)
             self._purgatory.notify(part.tp)
             return True
         return False
+
+    def _wake_all(self, tp: TopicPartition) -> None:
+        """Leadership or the ISR changed: every parked fetch and acks=all wait re-checks."""
+        self.delayed_produces.wake_all(tp)
+        self._purgatory.notify(tp)
+        self._purgatory.notify(follower_fetch_key(tp))
 
     def _change_isr(self, part: Partition, new_isr: list[int], reason: str) -> bool:
         proposed = LeaderAndIsr(
@@ -309,7 +325,7 @@ class ReplicaManager:
         with contextlib.suppress(Exception):
             self._isr_store.notify_isr_change([part.tp])
         self.maybe_advance_high_watermark(part)
-        self._purgatory.notify(part.tp)
+        self._wake_all(part.tp)
         return True
 
     async def _isr_expiry_loop(self) -> None:
@@ -348,7 +364,9 @@ class ReplicaManager:
             if len(part.isr) < part.min_isr():
                 return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
             remaining_ms = deadline_ms - self._clock.monotonic_ms()
-            if remaining_ms <= 0 or not await self._purgatory.wait([part.tp], remaining_ms):
+            if remaining_ms <= 0 or not await self.delayed_produces.wait(
+                part.tp, required_offset, remaining_ms
+            ):
                 if part.log.high_watermark >= required_offset and part.leader_id == self.node_id:
                     return ErrorCode.NONE
                 return ErrorCode.REQUEST_TIMED_OUT

@@ -10,8 +10,9 @@ Rules (PROTOCOL-NOTES §3 "Fetch responses", P6-P8, P13):
 - the first partition that has data returns at least one whole batch even beyond `max_bytes` (KIP-74),
   so a consumer always progresses; the response stays within `max_bytes` otherwise and each partition
   within its `partition_max_bytes`;
-- with fewer than `min_bytes` available the request parks in the purgatory until an append to one of its
-  partitions or `max_wait_ms` passes, then answers with what there is;
+- with fewer than `min_bytes` available the request parks in the purgatory until one of its partitions
+  has more to read or `max_wait_ms` passes, then answers with what there is: a follower's fetch is woken
+  by appends, a consumer's by high-watermark moves (partition.py);
 - session_id is always 0: Strom declines fetch sessions, which every client handles (P8);
 - only the leader serves fetches (NOT_LEADER_OR_FOLLOWER elsewhere; FENCED_LEADER_EPOCH /
   UNKNOWN_LEADER_EPOCH for a stale or future `current_leader_epoch`). Consumers read below the high
@@ -26,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from strom.broker.handlers.base import Body, RequestContext, handles
+from strom.broker.partition import follower_fetch_key
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.file_records import FileRecords
@@ -124,7 +126,8 @@ async def handle_fetch(ctx: RequestContext, req: Body) -> Body:
     clock = ctx.broker.clock
     deadline_ms = clock.monotonic_ms() + max(int(req.get("max_wait_ms", 0)), 0)
     min_bytes = int(req.get("min_bytes", 0))
-    keys = [(t["topic"], int(p["partition"])) for t in req["topics"] for p in t["partitions"]]
+    tps = [(t["topic"], int(p["partition"])) for t in req["topics"] for p in t["partitions"]]
+    keys = [follower_fetch_key(tp) for tp in tps] if int(req.get("replica_id", -1)) >= 0 else tps
     first_pass = True
     while True:
         responses, total, errored = _read_all(ctx, req, first_pass)

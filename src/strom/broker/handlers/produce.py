@@ -5,8 +5,8 @@ producer checks, patches offsets and appends (DESIGN.md, "Durable, Kafka-shaped 
 leader appends (NOT_LEADER_OR_FOLLOWER elsewhere), at the partition's leader epoch, through the replica
 manager, which moves the high watermark to the minimum log end offset of the ISR. acks=all checks the ISR
 against min.insync.replicas before the append (NOT_ENOUGH_REPLICAS) and, unless the high watermark
-already passed the batch (always so on a single node, whose ISR is itself), waits in the purgatory until
-it does (replica_manager.wait_for_replication; NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrinks).
+already passed the batch (always so on a single node, whose ISR is itself), waits until it does
+(replica_manager.wait_for_replication; NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrinks).
 
 Produce v0-2 (magic 0/1) is rejected per partition, as Kafka 4 does, while staying advertised for old
 librdkafka's feature detection (PROTOCOL-NOTES P10). Also as Kafka: internal topics (__consumer_offsets)
@@ -153,11 +153,15 @@ async def handle_produce(ctx: RequestContext, req: Body) -> Body | None:
 
 
 async def _wait_for_isr(ctx: RequestContext, pending: list[_Pending], timeout_ms: int) -> None:
-    """acks=all: every appended partition waits in the purgatory until its ISR has the batch."""
+    """acks=all: every appended partition waits until its ISR has the batch."""
     rm = ctx.broker.replica_manager
-    codes = await asyncio.gather(
-        *(rm.wait_for_replication(p, offset, timeout_ms) for _, p, offset in pending)
-    )
+    if len(pending) == 1:  # the common case: no gather, whose tasks would delay the answer
+        _, part, offset = pending[0]
+        codes = [await rm.wait_for_replication(part, offset, timeout_ms)]
+    else:
+        codes = await asyncio.gather(
+            *(rm.wait_for_replication(p, offset, timeout_ms) for _, p, offset in pending)
+        )
     for (result, _, _), code in zip(pending, codes, strict=True):
         if code != ErrorCode.NONE:
             result["error_code"] = int(code)
