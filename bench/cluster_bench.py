@@ -6,16 +6,25 @@ next to a single embedded broker with acks=1 in the same run, with the brokers' 
         [--src NAME=DIR ...] [--cases single,acks1,all,idempotent]
 
 Each round starts a fresh single broker and a fresh cluster (ZooKeeper + 3 brokers) per variant
-(``--src NAME=DIR``: the ``src`` directory holding the ``strom`` package the brokers run; several variants
-run interleaved A B A B ..., the only fair comparison on a shared machine). Each case creates a fresh
-topic of 3 partitions, produces ``--messages`` keyed messages with confluent-kafka (``linger.ms=5``,
-``batch.size=262144``), then consumes them. Besides msgs/s, each case reports the CPU time (utime + stime
-from /proc/<pid>/stat) that all broker processes together spent while the producer ran, per million
-messages and per GB (10^9 bytes of message values): on 2 cores shared by three brokers and the client,
-CPU per message is what bounds the cluster and it is much less sensitive to other load than msgs/s.
-The idempotent case is the one librdkafka caps at 5 requests in flight per connection, so it measures
-the replication round trip (leader append, follower fetch and append, the follower's next fetch, the
-high-watermark move and the produce response).
+(``--src NAME=DIR``: the ``src`` directory holding the ``strom`` package the brokers run; several
+variants run interleaved A B A B ..., the only fair comparison on a shared machine). Each case creates
+a fresh topic of 3 partitions and a confluent-kafka producer (``linger.ms=5``, ``batch.size=262144``),
+sends one warm-up message to each partition and waits for them, then times ``--messages`` keyed
+messages until the last is acknowledged, and consumes everything back.
+
+The warm-up keeps the producer's start-up out of the timed part. librdkafka acquires an idempotent
+producer's id on a 500 ms timer: its first attempt, right after the bootstrap connection's Metadata
+answer, finds no connection up (the bootstrap connection is retired for the broker's advertised one),
+and nothing retries before the timer. In a 200,000-message run that was half of the idempotent case's
+time. ``--no-warmup`` times from the producer's creation, as this script did before.
+
+Besides msgs/s, each case reports the CPU time (utime + stime, /proc) that all broker processes
+together spent while the timed messages were produced, per million messages and per GB (10^9 bytes of
+message values): on 2 cores shared by three brokers and the client, it is much less sensitive to other
+load than msgs/s. The idempotent case measures the replication round trip: librdkafka (2.16) checks
+the messages it has in flight on a partition against its 5-request window, so an idempotent producer
+has one Produce request in flight per partition, and each one waits for the leader's append, both
+followers' fetch and append, their next fetches, the high-watermark move and the answer.
 """
 
 from __future__ import annotations
@@ -37,7 +46,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from strom.testing.broker_process import BrokerProcess
 from strom.testing.cluster import LocalCluster
 
-_CLK_TCK = os.sysconf("SC_CLK_TCK")
+PARTITIONS = 3
 # case name -> (label, acks, replication factor, idempotent)
 CASES: dict[str, tuple[str, str, int, bool]] = {
     "single": ("single broker, acks=1", "1", 1, False),
@@ -47,21 +56,15 @@ CASES: dict[str, tuple[str, str, int, bool]] = {
 }
 
 
-def process_cpu_s(pids: Sequence[int]) -> float:
-    """utime + stime of the processes (all their threads), in seconds, from /proc/<pid>/stat."""
-    total = 0.0
-    for pid in pids:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-        fields = stat[stat.rindex(")") + 2 :].split()  # the name (field 2) may hold spaces
-        total += (int(fields[11]) + int(fields[12])) / _CLK_TCK
-    return total
+def brokers_cpu_s(brokers: Sequence[BrokerProcess]) -> float:
+    """utime + stime of the broker processes (all their threads), from /proc."""
+    return sum(sum(b.cpu_times()) for b in brokers)
 
 
 def create(bootstrap: str, name: str, rf: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for fut in admin.create_topics(
-        [NewTopic(name, 3, rf, config={"min.insync.replicas": str(min(rf, 2))})]
+        [NewTopic(name, PARTITIONS, rf, config={"min.insync.replicas": str(min(rf, 2))})]
     ).values():
         fut.result(timeout=30)
     deadline = time.monotonic() + 30
@@ -72,7 +75,15 @@ def create(bootstrap: str, name: str, rf: int) -> None:
         time.sleep(0.2)
 
 
-def produce(bootstrap: str, topic: str, acks: str, messages: int, size: int, idempotent: bool) -> float:
+def produce(
+    bootstrap: str,
+    topic: str,
+    acks: str,
+    args: argparse.Namespace,
+    idempotent: bool,
+    brokers: list[BrokerProcess],
+) -> tuple[float, float, float]:
+    """(msgs/s, broker CPU seconds, seconds the warm-up took) for ``args.messages`` keyed messages."""
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -82,9 +93,19 @@ def produce(bootstrap: str, topic: str, acks: str, messages: int, size: int, ide
             "enable.idempotence": idempotent,
         }
     )
-    payload = b"x" * size
+    warmup_s = 0.0
+    if args.warmup:
+        # One message to each partition, outside the timed part: the producer has its metadata, its
+        # connections to the leaders and (idempotent) its producer id before the clock starts.
+        start = time.perf_counter()
+        for partition in range(PARTITIONS):
+            producer.produce(topic, b"warm-up", partition=partition)
+        assert producer.flush(30) == 0
+        warmup_s = time.perf_counter() - start
+    payload = b"x" * args.size
+    cpu_before = brokers_cpu_s(brokers)
     start = time.perf_counter()
-    for i in range(messages):
+    for i in range(args.messages):
         while True:
             try:
                 producer.produce(topic, payload, key=str(i % 100).encode())
@@ -92,7 +113,8 @@ def produce(bootstrap: str, topic: str, acks: str, messages: int, size: int, ide
             except BufferError:
                 producer.poll(0.01)
     assert producer.flush(120) == 0
-    return messages / (time.perf_counter() - start)
+    elapsed = time.perf_counter() - start
+    return args.messages / elapsed, brokers_cpu_s(brokers) - cpu_before, warmup_s
 
 
 def consume(bootstrap: str, topic: str, messages: int) -> float:
@@ -118,19 +140,18 @@ def consume(bootstrap: str, topic: str, messages: int) -> float:
 
 
 def run_case(
-    bootstrap: str, pids: list[int], case: str, args: argparse.Namespace, rnd: int
+    bootstrap: str, brokers: list[BrokerProcess], case: str, args: argparse.Namespace, rnd: int
 ) -> dict[str, Any]:
     label, acks, rf, idempotent = CASES[case]
     topic = f"bench-{case}-{rnd}"
     create(bootstrap, topic, rf)
     load = os.getloadavg()[0]
-    cpu_before = process_cpu_s(pids)
-    produce_rate = produce(bootstrap, topic, acks, args.messages, args.size, idempotent)
-    cpu = process_cpu_s(pids) - cpu_before
-    consume_rate = consume(bootstrap, topic, args.messages)
+    produce_rate, cpu, warmup_s = produce(bootstrap, topic, acks, args, idempotent, brokers)
+    consume_rate = consume(bootstrap, topic, args.messages + (PARTITIONS if args.warmup else 0))
     return {
         "case": label,
         "produce_msgs_per_s": produce_rate,
+        "warmup_s": warmup_s,
         "consume_msgs_per_s": consume_rate,
         "broker_cpu_s": cpu,
         "cpu_s_per_m_msgs": cpu / (args.messages / 1e6),
@@ -164,8 +185,7 @@ def run_round(
             single = BrokerProcess(base / "single")
             single.start()
         try:
-            assert single.pid is not None
-            rows.append(run_case(single.bootstrap, [single.pid], "single", args, rnd))
+            rows.append(run_case(single.bootstrap, [single], "single", args, rnd))
         finally:
             single.stop()
     clustered = [c for c in cases if c != "single"]
@@ -174,8 +194,8 @@ def run_round(
         try:
             with pythonpath(src):
                 cluster.start()
-            pids = [b.pid for b in cluster.brokers.values() if b.pid is not None]
-            rows += [run_case(cluster.bootstrap, pids, c, args, rnd) for c in clustered]
+            brokers = list(cluster.brokers.values())
+            rows += [run_case(cluster.bootstrap, brokers, c, args, rnd) for c in clustered]
         finally:
             cluster.stop()
     return rows
@@ -197,6 +217,13 @@ def main() -> None:
         "interleaved; default: the environment's PYTHONPATH)",
     )
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {list(CASES)}")
+    parser.add_argument(
+        "--no-warmup",
+        dest="warmup",
+        action="store_false",
+        help="time the producer from its creation (as before: includes connecting and, idempotent, "
+        "the producer id, which librdkafka acquires on a 500 ms timer)",
+    )
     args = parser.parse_args()
     variants: list[tuple[str, str | None]] = [
         (name, src) for name, src in (v.split("=", 1) for v in args.src)
@@ -209,16 +236,25 @@ def main() -> None:
                 for row in run_round(variant, src, cases, args, rnd, Path(tmp)):
                     print(json.dumps({"round": rnd, "variant": variant, **row}), flush=True)
                     results.setdefault((variant, row["case"]), []).append(row)
-    print(f"\n{args.messages} messages of {args.size} B, 3 partitions, median of {args.runs} runs")
+    print(
+        f"\n{args.messages} messages of {args.size} B, {PARTITIONS} partitions, median of {args.runs} runs, "
+        f"{'after a warm-up message per partition' if args.warmup else 'timed from the producer creation'}"
+    )
     print(
         "| variant | setup | produce msgs/s | % of single acks=1 | consume msgs/s "
-        "| broker CPU s / M msgs | broker CPU s / GB |"
+        "| broker CPU s / M msgs | broker CPU s / GB | warm-up s |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for (variant, case), rows in results.items():
         med = {
             k: statistics.median(r[k] for r in rows)
-            for k in ("produce_msgs_per_s", "consume_msgs_per_s", "cpu_s_per_m_msgs", "cpu_s_per_gb")
+            for k in (
+                "produce_msgs_per_s",
+                "consume_msgs_per_s",
+                "cpu_s_per_m_msgs",
+                "cpu_s_per_gb",
+                "warmup_s",
+            )
         }
         single = results.get((variant, CASES["single"][0]))
         share = (
@@ -229,7 +265,7 @@ def main() -> None:
         print(
             f"| {variant} | {case} | {med['produce_msgs_per_s']:,.0f} | {share} "
             f"| {med['consume_msgs_per_s']:,.0f} | {med['cpu_s_per_m_msgs']:.2f} "
-            f"| {med['cpu_s_per_gb']:.1f} |"
+            f"| {med['cpu_s_per_gb']:.1f} | {med['warmup_s']:.2f} |"
         )
 
 
