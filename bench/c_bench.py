@@ -10,7 +10,9 @@ a loopback port, one 6-partition topic, then
 
 - produce: `rdkafka_performance -P` sends `count` messages with acks=1 (random partitions,
   linger.ms=5, otherwise the tool's and librdkafka's defaults);
-- consume: `rdkafka_performance -C` reads them back from the beginning of all 6 partitions.
+- consume: `rdkafka_performance -C` reads them back from the beginning of all 6 partitions;
+- with `--cases small`, the same for 100 B messages sent one per produce request and read back with
+  fetches of at most 200 bytes per partition: the fixed cost of a request, per message.
 
 Each run reports the tool's own msgs/s and MB/s (10^6 bytes) and the broker process's CPU time
 (utime + stime of all its threads, from /proc/<pid>/stat) while the tool ran, as seconds per million
@@ -35,7 +37,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
@@ -85,8 +87,30 @@ def _run_tool(
     return _last_row(done.stdout), (user_after - user_before, sys_after - sys_before), tool_cpu, wall
 
 
-def run_case(tool: str, src: str, size: int, count: int, workdir: Path) -> list[dict[str, Any]]:
-    """Produce then consume `count` x `size` B against a fresh broker running the code in `src`."""
+class Case(NamedTuple):
+    name: str  # a --cases name, and the suffix of the row names
+    size: int
+    produce_options: tuple[str, ...]
+    consume_options: tuple[str, ...]
+
+
+CASES = {
+    "100": Case("", 100, (), ()),
+    "10240": Case("", 10_240, (), ()),
+    # Per-request cost: one message per produce request, and fetches of at most 200 bytes per
+    # partition (about one batch of that topic each).
+    "small": Case(
+        ", 1 per request",
+        100,
+        ("-X", "linger.ms=0", "-X", "batch.num.messages=1"),
+        ("-X", "message.max.bytes=1000", "-X", "fetch.max.bytes=1000", "-X", "max.partition.fetch.bytes=200"),
+    ),
+}
+
+
+def run_case(tool: str, src: str, case: Case, count: int, workdir: Path) -> list[dict[str, Any]]:
+    """Produce then consume `count` messages against a fresh broker running the code in `src`."""
+    size = case.size
     env_before = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = src  # the broker child inherits it
     data_dir = workdir / f"broker-{size}"
@@ -103,8 +127,8 @@ def run_case(tool: str, src: str, size: int, count: int, workdir: Path) -> list[
         topic = f"cbench-{size}"
         _create_topic(bootstrap, topic)
         base = [tool, "-t", topic, "-b", bootstrap, "-u", "-c", str(count)]
-        produce = [*base, "-P", "-s", str(size), "-a", "1", "-X", "linger.ms=5"]
-        consume = [*base, "-C", "-o", "beginning"]
+        produce = [*base, "-P", "-s", str(size), "-a", "1", "-X", "linger.ms=5", *case.produce_options]
+        consume = [*base, "-C", "-o", "beginning", *case.consume_options]
         for p in range(PARTITIONS):
             consume += ["-p", str(p)]
         for mode, cmd in (("produce", produce), ("consume", consume)):
@@ -116,7 +140,7 @@ def run_case(tool: str, src: str, size: int, count: int, workdir: Path) -> list[
             nbytes = msgs * size
             rows.append(
                 {
-                    "case": f"{mode} {size} B",
+                    "case": f"{mode} {size} B{case.name}",
                     "msgs": int(msgs),
                     "msgs_per_s": msgs / elapsed_s,
                     "mb_per_s": nbytes / elapsed_s / 1e6,
@@ -154,19 +178,22 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--small", type=int, default=5_000_000, help="count of 100 B messages")
     parser.add_argument("--large", type=int, default=200_000, help="count of 10 KB messages")
-    parser.add_argument("--sizes", default="100,10240", help="message sizes to run, comma-separated")
+    parser.add_argument("--requests", type=int, default=100_000, help="count of one-per-request messages")
+    parser.add_argument(
+        "--cases", default="100,10240", help=f"cases to run, comma-separated, of {', '.join(CASES)}"
+    )
     args = parser.parse_args()
     variants = [tuple(v.split("=", 1)) for v in args.src] or [
         ("current", str(Path(__file__).resolve().parents[1] / "src"))
     ]
-    sizes = [int(s) for s in args.sizes.split(",")]
+    cases = [CASES[name] for name in args.cases.split(",")]
+    counts = {"100": args.small, "10240": args.large, "small": args.requests}
     results: dict[tuple[str, str], list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="strom-cbench-") as tmp:
         for rnd in range(args.rounds):
             for name, src in variants:
-                for size in sizes:
-                    count = args.small if size <= 1000 else args.large
-                    for measured in run_case(args.tool, src, size, count, Path(tmp)):
+                for key, case in zip(args.cases.split(","), cases, strict=True):
+                    for measured in run_case(args.tool, src, case, counts[key], Path(tmp)):
                         row = {"round": rnd, "variant": name, **measured}
                         print(json.dumps(row), flush=True)
                         results.setdefault((name, row["case"]), []).append(row)
