@@ -16,6 +16,8 @@ from strom.protocol.api import ApiKey
 from strom.testing.cluster import LocalCluster
 from tests.integration.rawclient import RawClient
 
+from .conftest import partitions_of
+
 TXN = {"transaction.state.log.num.partitions": "3"}
 
 
@@ -129,3 +131,50 @@ def test_transaction_coordinator_kill9_fails_over(make_cluster: Any) -> None:
     assert sorted(committed) == sorted(
         [f"a-{i}".encode() for i in range(30)] + [f"b-{i}".encode() for i in range(30)]
     )
+
+
+def test_consume_transform_produce_survives_coordinator_kill9(make_cluster: Any) -> None:
+    """Issue 13 on a cluster: a confluent-kafka consume-transform-produce process keeps going (restarted
+    if the failure was fatal for it) while the broker coordinating its transactional id is killed
+    with SIGKILL; every input reaches the output exactly once, in order, for read_committed."""
+    import subprocess
+    import sys
+
+    from tests.integration.test_transactions import CTP_APP
+
+    cluster: LocalCluster = make_cluster(3, **TXN)
+    create_topic(cluster.bootstrap, "src", 1)
+    create_topic(cluster.bootstrap, "dst", 1)
+    total = 4000
+    feeder = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5})
+    for i in range(total):
+        feeder.produce("src", f"in-{i}".encode(), partition=0)
+    assert feeder.flush(30) == 0
+    txn_id = f"ctp-{uuid.uuid4().hex[:6]}"
+    args = [sys.executable, "-c", CTP_APP, cluster.bootstrap, "src", "dst", "ctp-group", txn_id, str(total)]
+    app = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        leader = partitions_of(cluster.bootstrap, "dst")[0][0]
+        with RawClient(cluster.brokers[leader].bootstrap) as raw:
+            deadline = time.monotonic() + 60
+            while int(raw.list_offset("dst", 0, -1)["offset"]) < total // 4:  # the loop got going
+                assert time.monotonic() < deadline and app.poll() is None
+                time.sleep(0.01)
+        coordinator = transaction_coordinator(cluster.bootstrap, txn_id)
+        assert app.poll() is None  # still working: the kill lands mid-stream
+        cluster.brokers[coordinator].kill()
+        for _ in range(5):  # a failure fatal to the process (e.g. a fenced epoch) means a restart
+            out, err = app.communicate(timeout=180)
+            if app.returncode == 0:
+                break
+            app = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert app.returncode == 0, err.decode()[-2000:]
+        assert out.strip() == b"done"
+    finally:
+        if app.poll() is None:
+            app.kill()
+            app.communicate(timeout=10)
+    # (cluster.bootstrap now names the live brokers only)
+    assert read_all(cluster.bootstrap, "dst", "read_committed", 1) == [
+        f"out-{i}".encode() for i in range(total)
+    ]
