@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import random
 import socket
+import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -182,3 +183,27 @@ def test_a_queued_response_survives_the_deletion_of_its_segments(broker: BrokerP
     while _broker_fds_to(broker, f"/{topic}-0"):  # sent: the descriptors close
         assert time.monotonic() < deadline, _broker_fds_to(broker, f"/{topic}-0")
         time.sleep(0.1)
+
+
+def test_a_client_gone_mid_response_costs_nothing(
+    broker: BrokerProcess, spanning_topic: tuple[str, list[Rec]]
+) -> None:
+    """Queued slices are dropped with the connection: no error, no descriptor left open, still serving."""
+    topic, _ = spanning_topic
+    held_before = len(_broker_fds_to(broker, f"/{topic}-0"))  # the segments' own descriptors
+    log_size = broker.log_path.stat().st_size
+    for _ in range(3):
+        with _slow_reader(broker) as sock:
+            sock.sendall(_fetch_request(topic, 1, 64 << 20) + _fetch_request(topic, 2, 64 << 20))
+            time.sleep(0.3)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # reset
+    deadline = time.monotonic() + 10
+    while len(_broker_fds_to(broker, f"/{topic}-0")) > held_before:
+        assert time.monotonic() < deadline, _broker_fds_to(broker, f"/{topic}-0")
+        time.sleep(0.1)
+    with open(broker.log_path) as log:
+        log.seek(log_size)
+        assert "Traceback" not in log.read()
+    with RawClient(broker.bootstrap) as raw:
+        entry = raw.fetch(topic, 0, 0, max_bytes=64 << 20, partition_max_bytes=64 << 20)
+    assert bytes(entry["records"]) == _log_files_bytes(broker, topic)
