@@ -125,7 +125,10 @@ class KafkaZkClient:
         with self._rearm_lock:
             callbacks, self._rearm = self._rearm, []
         for callback in callbacks:
-            callback()
+            try:
+                callback()
+            except Exception:  # one failing watch must not keep the others from re-arming
+                log.exception("re-arming a ZooKeeper watch failed")
 
     def _bridge(self, callback: Callback) -> Callable[[Any], None]:
         def fire(event: Any) -> None:  # kazoo thread
@@ -186,12 +189,20 @@ class KafkaZkClient:
     def register_broker(self, registration: BrokerRegistration) -> None:
         """Create the ephemeral ``/brokers/ids/<id>``; a live broker with the same id is an error."""
         path = paths.broker_path(registration.broker_id)
-        try:
-            self._call(self._zk.create, path, registration.encode(), ephemeral=True)
-        except NodeExistsError:
-            _, stat = self._call(self._zk.get, path)
-            if stat.ephemeralOwner != self._zk.client_id[0]:
-                raise ZkError(f"broker id {registration.broker_id} is already registered") from None
+        for _attempt in range(3):
+            try:
+                self._call(self._zk.create, path, registration.encode(), ephemeral=True)
+                return
+            except NodeExistsError:
+                try:
+                    _, stat = self._call(self._zk.get, path)
+                except NoNodeError:
+                    # The previous owner's session expired between our create and get: create again.
+                    continue
+                if stat.ephemeralOwner != self._zk.client_id[0]:
+                    raise ZkError(f"broker id {registration.broker_id} is already registered") from None
+                return
+        raise ZkError(f"registering broker {registration.broker_id} kept racing with another owner")
 
     def get_brokers(self) -> dict[int, BrokerRegistration]:
         found: dict[int, BrokerRegistration] = {}
