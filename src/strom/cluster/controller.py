@@ -191,8 +191,9 @@ class Controller:
 
     def _on_become_active(self) -> None:
         ctx = self.ctx
-        ctx.live = self.zk.get_brokers()
+        # Watch first, then read: a broker registering in between fires the watch instead of being missed.
         self.zk.watch_children(paths.BROKER_IDS, lambda: self.enqueue(self._on_broker_change))
+        ctx.live = self.zk.get_brokers()
         self.requests.set_brokers()
         for topic in self.zk.watch_children(paths.BROKER_TOPICS, lambda: self.enqueue(self._on_topic_change)):
             self._load_topic(topic)
