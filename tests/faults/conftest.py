@@ -5,10 +5,12 @@
   ``CHAOS_SEED=S RUNS=N pytest -m faults tests/faults -k '<case> and run<i>'``.
 * ``RUNS`` (default 1: the short form in CI): how many seeded runs of each case. ``make chaos RUNS=20``.
 * At the end a table per fault class: runs, acknowledged records, lost, duplicated, moved, reordered.
+  With ``CHAOS_RESULTS=<file>`` every run is also appended to that file as one JSON line as it ends.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 from collections.abc import Callable, Iterator
@@ -80,6 +82,11 @@ def outcome(chaos_seed: str) -> Callable[..., None]:
 
     def record(fault: str, report: Report, writer: Writer) -> None:
         RESULTS.append(CaseResult(fault, chaos_seed, report, dict(writer.errors)))
+        if os.environ.get("CHAOS_RESULTS"):
+            with open(os.environ["CHAOS_RESULTS"], "a") as out:
+                fields = ("acknowledged", "lost", "duplicated", "moved", "reordered", "unknown_offset")
+                row = {"fault": fault, "seed": chaos_seed, **{k: getattr(report, k) for k in fields}}
+                out.write(json.dumps(row) + "\n")
         assert report.ok, (
             f"{fault} (seed {chaos_seed!r}): {report.summary()}; producer errors {dict(writer.errors)}"
         )

@@ -97,6 +97,30 @@ class FaultCluster:
     def zk_registered(self) -> set[int]:
         return {int(c) for c in self._zk_read(zk_paths.BROKER_IDS, children=True)}
 
+    def zk_registration_zxid(self, broker_id: int) -> int | None:
+        """The creating transaction id of ``/brokers/ids/<id>``: it changes with every new registration."""
+        zk = KazooClient(hosts=self.zookeeper.connect, timeout=5)
+        try:
+            zk.start(timeout=5)
+            stat = zk.exists(f"{zk_paths.BROKER_IDS}/{broker_id}")
+            return None if stat is None else int(stat.czxid)
+        finally:
+            zk.stop()
+            zk.close()
+
+    def restart(self, broker_id: int, registration_zxid: int | None) -> None:
+        """Start a stopped or killed broker and wait until it has registered with a session of its own.
+
+        Until then ZooKeeper may still hold the dead incarnation's registration (its session has not
+        expired yet) and the cluster would look whole while it is not.
+        """
+        self.broker(broker_id).start()
+        wait_for(
+            lambda: self.zk_registration_zxid(broker_id) not in (None, registration_zxid),
+            60,
+            f"broker {broker_id} to register again",
+        )
+
     # views of the cluster --------------------------------------------------------------------------
     def metadata(self, topic: str | None = None) -> Any:
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "socket.connection.setup.timeout.ms": 2000})

@@ -115,8 +115,9 @@ def test_disk_full_on_one_broker(
         )
         probes["after"] = "NO_ERROR"
         # Restart: the log written through the full disk must load cleanly too.
+        registered = fc.zk_registration_zxid(victim)
         fc.broker(victim).stop()
-        fc.broker(victim).start()
+        fc.restart(victim, registered)
 
     report, writer = run_case(fc, rng, fault)
     assert probes == {"full": "KAFKA_STORAGE_ERROR", "after": "NO_ERROR"}

@@ -34,9 +34,10 @@ def _victim(fc: FaultCluster, rng: random.Random, topic: str, role: str) -> int:
 def _kill_and_restart(role: str) -> Fault:
     def fault(fc: FaultCluster, rng: random.Random, topic: str, _writer: Writer) -> None:
         victim = _victim(fc, rng, topic, role)
+        registered = fc.zk_registration_zxid(victim)
         fc.broker(victim).kill()
         time.sleep(rng.uniform(0.5, 6.0))
-        fc.broker(victim).start()
+        fc.restart(victim, registered)
 
     return fault
 
@@ -75,6 +76,7 @@ def test_two_brokers_lost_at_once(
     def fault(fc: FaultCluster, rng: random.Random, topic: str, writer: Writer) -> None:
         victims = rng.sample(sorted(fc.nodes), 2)
         survivor = next(i for i in fc.nodes if i not in victims)
+        registered = {v: fc.zk_registration_zxid(v) for v in victims}
         for victim in victims:
             fc.broker(victim).kill()
         # Responses already on the wire may still arrive; after that nothing can be acknowledged.
@@ -88,7 +90,7 @@ def test_two_brokers_lost_at_once(
         time.sleep(rng.uniform(0.0, 4.0))
         acked_during_outage.append(writer.acked_count() - before)
         for victim in victims:
-            fc.broker(victim).start()
+            fc.restart(victim, registered[victim])
 
     report, writer = run_case(fault_cluster, rng, fault)
     assert acked_during_outage == [0], f"writes acknowledged with one replica of three: {acked_during_outage}"

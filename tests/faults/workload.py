@@ -146,6 +146,19 @@ def create_topic(bootstrap: str, topic: str, partitions: int, rf: int, **configs
         future.result(60)
 
 
+def _high_watermark(consumer: Any, topic: str, partition: int, timeout_s: float = 30.0) -> int:
+    """The partition's high watermark; transient errors (a broker that has just restarted and has not
+    been sent the cluster's metadata yet answers "unknown topic") are retried, bounded, as clients do."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return int(consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1])
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def read_back(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60.0) -> list[Record]:
     """Every record of every partition from offset 0 to the high watermark (bounded)."""
     consumer = Consumer(
@@ -158,10 +171,7 @@ def read_back(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60
         }
     )
     try:
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15)[1]
-            for p in range(partitions)
-        }
+        ends = {p: _high_watermark(consumer, topic, p) for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions) if ends[p] > 0])
         positions = dict.fromkeys(ends, 0)
         found: list[Record] = []
