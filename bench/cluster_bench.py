@@ -147,7 +147,11 @@ def run_case(
     create(bootstrap, topic, rf)
     load = os.getloadavg()[0]
     produce_rate, cpu, warmup_s = produce(bootstrap, topic, acks, args, idempotent, brokers)
-    consume_rate = consume(bootstrap, topic, args.messages + (PARTITIONS if args.warmup else 0))
+    consume_rate = (
+        consume(bootstrap, topic, args.messages + (PARTITIONS if args.warmup else 0))
+        if args.consume
+        else float("nan")
+    )
     return {
         "case": label,
         "produce_msgs_per_s": produce_rate,
@@ -217,6 +221,9 @@ def main() -> None:
         "interleaved; default: the environment's PYTHONPATH)",
     )
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {list(CASES)}")
+    parser.add_argument(
+        "--no-consume", dest="consume", action="store_false", help="skip reading the messages back"
+    )
     parser.add_argument(
         "--no-warmup",
         dest="warmup",
