@@ -243,15 +243,11 @@ class GroupService:
 
     def coordinator_endpoint(self, group_id: str) -> tuple[int, str, int] | None:
         """(node id, host, port) of the leader of the group's partition, if known."""
-        cache = self._metadata
-        info = cache.topics.get(OFFSETS_TOPIC)
+        info = self._metadata.topics.get(OFFSETS_TOPIC)
         if info is None:
             return None
-        meta = cache.partitions.get((OFFSETS_TOPIC, partition_for(group_id, info.partitions)))
-        if meta is None or meta.leader not in cache.brokers:
-            return None
-        leader = cache.brokers[meta.leader]
-        return leader.node_id, leader.host, leader.port
+        leader = self._metadata.partition_leader(OFFSETS_TOPIC, partition_for(group_id, info.partitions))
+        return None if leader is None else (leader.node_id, leader.host, leader.port)
 
     def ensure_topic(self) -> None:
         """Create `__consumer_offsets` if it does not exist yet (first use)."""

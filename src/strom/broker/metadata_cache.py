@@ -92,6 +92,13 @@ class ClusterMetadataStore:
         self.partitions = partitions
         return True
 
+    def partition_leader(self, topic: str, partition: int) -> LiveBroker | None:
+        """The live broker leading a partition, if the cache knows one."""
+        meta = self.partitions.get((topic, partition))
+        if meta is None:
+            return None
+        return self.brokers.get(meta.leader)
+
     def reload_configs(self, topic: str) -> dict[str, str] | None:
         info = self.topics.get(topic)
         if info is None:

@@ -189,15 +189,11 @@ class TransactionService:
 
     def coordinator_endpoint(self, transactional_id: str) -> tuple[int, str, int] | None:
         """(node id, host, port) of the leader of the id's ``__transaction_state`` partition, if known."""
-        cache = self._metadata
-        info = cache.topics.get(TXN_TOPIC)
+        info = self._metadata.topics.get(TXN_TOPIC)
         if info is None:
             return None
-        meta = cache.partitions.get((TXN_TOPIC, partition_for(transactional_id, info.partitions)))
-        if meta is None or meta.leader not in cache.brokers:
-            return None
-        leader = cache.brokers[meta.leader]
-        return leader.node_id, leader.host, leader.port
+        leader = self._metadata.partition_leader(TXN_TOPIC, partition_for(transactional_id, info.partitions))
+        return None if leader is None else (leader.node_id, leader.host, leader.port)
 
     def coordinator_error(self, transactional_id: str) -> ErrorCode | None:
         """None when this broker coordinates the id, else the retriable error to answer."""
