@@ -130,6 +130,7 @@ class ClusterMember:
             ),
         )
         self._registration_task: asyncio.Task[None] | None = None
+        self._reregistration_task: asyncio.Task[None] | None = None
 
     @property
     def metadata(self) -> ClusterMetadataStore:
@@ -151,30 +152,45 @@ class ClusterMember:
 
     async def _register_then_elect(self) -> None:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + 3 * self.session_timeout_ms / 1000 + 10
+        await self._register(deadline=loop.time() + 3 * self.session_timeout_ms / 1000 + 10)
+        self.controller.start()
+
+    async def _register(self, deadline: float | None) -> None:
+        """Create this broker's registration, retrying while ZooKeeper refuses; ``None``: never give up.
+
+        At start-up a deadline turns a broken ensemble into a start-up error. After a session expiry
+        there is no deadline: a broker that stays unregistered is fenced for good (no leadership, no
+        ISR membership), so it keeps trying until it is registered or its process stops.
+        """
+        loop = asyncio.get_running_loop()
+        delay = 0.5
         while True:
             try:
                 self.zk.register_broker(self.registration())
                 break
             except ZkError as exc:
-                if loop.time() > deadline:
+                if deadline is not None and loop.time() > deadline:
                     log.error("giving up registering broker %d: %s", self.node_id, exc)
                     raise
                 log.info("waiting to register broker %d: %s", self.node_id, exc)
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(delay)
+                if deadline is None:
+                    delay = min(delay * 2, 5.0)
         log.info("registered broker %d in ZooKeeper at %s", self.node_id, self.registration())
-        self.controller.start()
 
     def _on_session_event(self, event: str) -> None:
         if event == "RECONNECTED_NEW_SESSION":
             log.warning("ZooKeeper session expired; registering broker %d again", self.node_id)
-            try:
-                self.zk.register_broker(self.registration())
-            except ZkError:
-                log.exception("re-registration failed")
+            if self._reregistration_task is not None:
+                self._reregistration_task.cancel()
+            self._reregistration_task = asyncio.create_task(self._register(deadline=None))
             self.controller.enqueue(self.controller.elect)
         elif event == "LOST":
             log.warning("ZooKeeper session lost")
+            if self._reregistration_task is not None:
+                # The next new session starts its own attempt.
+                self._reregistration_task.cancel()
+                self._reregistration_task = None
 
     def _watch_config_changes(self) -> None:
         seen: set[str] = set()
@@ -226,8 +242,9 @@ class ClusterMember:
         log.warning("controlled shutdown incomplete; stopping anyway")
 
     async def stop(self) -> None:
-        if self._registration_task is not None:
-            self._registration_task.cancel()
+        for task in (self._registration_task, self._reregistration_task):
+            if task is not None:
+                task.cancel()
         await self.controller.stop()
         await self.channel.close()
         self.zk.close()
