@@ -53,7 +53,8 @@ from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.builder import RecordValidationError, build_batch, decode_batches
 from strom.protocol.records.control import ControlType
-from strom.transaction.coordinator import Decision, TransactionCoordinator, Transition
+from strom.transaction.coordinator import Decision, TransactionCoordinator, Transition, TxnMetadata
+from strom.transaction.describe import Listing, list_transactions
 from strom.transaction.records import (
     TxnRecordError,
     decode_key,
@@ -207,6 +208,41 @@ class TransactionService:
         if index not in self.coordinator_epochs:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return None
+
+    def loading(self) -> bool:
+        """Whether a ``__transaction_state`` partition this broker leads is not loaded yet."""
+        rm = self.replica_manager
+        return any(
+            topic == TXN_TOPIC and part.leader_id == rm.node_id and index not in self.coordinator_epochs
+            for (topic, index), part in rm.partitions.items()
+        )
+
+    # --- describe (KIP-664) --------------------------------------------------------------------
+    def describe_transaction(self, transactional_id: str) -> tuple[ErrorCode, TxnMetadata | None]:
+        """DescribeTransactions for one id: its metadata, or Kafka's error for it."""
+        error = self.coordinator_error(transactional_id)
+        if error is not None:
+            return error, None
+        meta = self.coordinator.txns.get(transactional_id)
+        if meta is None or meta.state is TxnState.DEAD:
+            return ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, None
+        return ErrorCode.NONE, meta
+
+    def list_transactions(
+        self, state_filters: list[str], producer_id_filters: list[int], duration_filter_ms: int
+    ) -> tuple[ErrorCode, Listing]:
+        """ListTransactions: the ids this broker coordinates (COORDINATOR_LOAD_IN_PROGRESS while a
+        partition loads)."""
+        if self.loading():
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, Listing([], [])
+        listing = list_transactions(
+            self.coordinator.txns.values(),
+            state_filters,
+            producer_id_filters,
+            self.clock.time_ms(),
+            duration_filter_ms,
+        )
+        return ErrorCode.NONE, listing
 
     # --- requests ------------------------------------------------------------------------------
     async def init_producer_id(self, transactional_id: str, timeout_ms: int) -> Decision:

@@ -98,6 +98,10 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 2),
     ApiKey.END_TXN: (0, 2),
     ApiKey.TXN_OFFSET_COMMIT: (0, 2),
+    # Transaction admin (KIP-664): flexible-only APIs of admin tools.
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),
     ApiKey.DESCRIBE_CONFIGS: (0, 3),
     ApiKey.ALTER_CONFIGS: (0, 1),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),

@@ -14,6 +14,7 @@ from strom.broker.handlers import (  # noqa: F401  (imported for their @handles 
     produce,
     producer_ids,
     topics,
+    transaction_admin,
     transactions,
 )
 from strom.broker.handlers.base import HANDLERS, Body, Handler, RequestContext, advertised_api_keys, handles

@@ -1,0 +1,120 @@
+"""Transaction admin APIs (KIP-664): DescribeTransactions (65), ListTransactions (66), DescribeProducers (61).
+
+All three are flexible-only (v0 is flexible) and sent by admin tools, not by producers.
+
+- DescribeTransactions goes to each id's coordinator (FindCoordinator key type 1). Per id: state
+  (Kafka's names), timeout, start time (-1 when no transaction has started), producer id and epoch,
+  and the partitions of the open transaction (all of them until the Complete* state is written: Strom
+  does not shrink the list as markers land). Another broker's id: NOT_COORDINATOR; an unknown one:
+  TRANSACTIONAL_ID_NOT_FOUND; while the id's partition loads: COORDINATOR_LOAD_IN_PROGRESS.
+- ListTransactions is answered by every broker for the ids it coordinates (admin clients ask each
+  broker and merge), with the state, producer id and (v1+) duration filters of
+  `strom.transaction.describe`; unknown state names come back in ``unknown_state_filters``.
+- DescribeProducers is answered by a replica of each partition from its log's producer state (as
+  Kafka's ``Partition.activeProducerState``): producer id and epoch, last sequence and timestamp,
+  the coordinator epoch of its last marker and the first offset of its open transaction (-1 if none).
+  A partition not hosted here: NOT_LEADER_OR_FOLLOWER; an unknown one: UNKNOWN_TOPIC_OR_PARTITION.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strom.broker.handlers.base import Body, RequestContext, handles
+from strom.protocol.api import ApiKey
+from strom.protocol.errors import ErrorCode
+from strom.transaction.coordinator import TxnMetadata
+from strom.transaction.describe import NO_DURATION_FILTER
+from strom.transaction.records import topic_partitions
+
+
+@handles(ApiKey.DESCRIBE_TRANSACTIONS)
+async def handle_describe_transactions(ctx: RequestContext, req: Body) -> Body:
+    service = ctx.broker.transactions
+    states = []
+    for tid in req["transactional_ids"]:
+        code, meta = service.describe_transaction(tid)
+        states.append(_described(tid, code, meta))
+    return {"throttle_time_ms": 0, "transaction_states": states}
+
+
+def _described(tid: str, code: ErrorCode, meta: TxnMetadata | None) -> Body:
+    if meta is None:
+        return {
+            "error_code": int(code),
+            "transactional_id": tid,
+            "transaction_state": "",
+            "transaction_timeout_ms": 0,
+            "transaction_start_time_ms": -1,
+            "producer_id": -1,
+            "producer_epoch": -1,
+            "topics": [],
+        }
+    return {
+        "error_code": 0,
+        "transactional_id": tid,
+        "transaction_state": meta.state.kafka_name,
+        "transaction_timeout_ms": meta.timeout_ms,
+        "transaction_start_time_ms": meta.start_ms,
+        "producer_id": meta.producer_id,
+        "producer_epoch": meta.producer_epoch,
+        "topics": [
+            {"topic": t["topic"], "partitions": t["partitions"]} for t in topic_partitions(meta.partitions)
+        ],
+    }
+
+
+@handles(ApiKey.LIST_TRANSACTIONS)
+async def handle_list_transactions(ctx: RequestContext, req: Body) -> Body:
+    code, listing = ctx.broker.transactions.list_transactions(
+        list(req["state_filters"]),
+        [int(pid) for pid in req["producer_id_filters"]],
+        int(req.get("duration_filter", NO_DURATION_FILTER)),
+    )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": int(code),
+        "unknown_state_filters": listing.unknown_state_filters,
+        "transaction_states": [
+            {
+                "transactional_id": meta.transactional_id,
+                "producer_id": meta.producer_id,
+                "transaction_state": meta.state.kafka_name,
+            }
+            for meta in listing.transactions
+        ],
+    }
+
+
+@handles(ApiKey.DESCRIBE_PRODUCERS)
+async def handle_describe_producers(ctx: RequestContext, req: Body) -> Body:
+    topics = []
+    for t in req["topics"]:
+        parts = [_producers(ctx, t["name"], int(p)) for p in t["partition_indexes"]]
+        topics.append({"name": t["name"], "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _producers(ctx: RequestContext, topic: str, index: int) -> Body:
+    info = ctx.broker.metadata.topics.get(topic)
+    if info is None or not 0 <= index < info.partitions:
+        return _partition_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    part = ctx.broker.replica_manager.partitions.get((topic, index))
+    if part is None:
+        return _partition_error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    active: list[dict[str, Any]] = [
+        {
+            "producer_id": entry.producer_id,
+            "producer_epoch": entry.producer_epoch,
+            "last_sequence": entry.last_seq,
+            "last_timestamp": entry.last_timestamp,
+            "coordinator_epoch": entry.coordinator_epoch,
+            "current_txn_start_offset": entry.current_txn_first_offset,
+        }
+        for _, entry in sorted(part.log.producer_state.producers.items())
+    ]
+    return {"partition_index": index, "error_code": 0, "error_message": None, "active_producers": active}
+
+
+def _partition_error(index: int, code: ErrorCode) -> Body:
+    return {"partition_index": index, "error_code": int(code), "error_message": None, "active_producers": []}

@@ -1,0 +1,192 @@
+"""Transaction admin APIs (KIP-664) against a real broker process: DescribeTransactions,
+ListTransactions and DescribeProducers, raw at every advertised version (test_conformance.py's
+COVERED_ELSEWHERE points here) and through kafka-python's admin client, the tool users run.
+
+The transactions under inspection are made by confluent-kafka's transactional producer.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from strom.protocol.api import ApiKey
+from strom.protocol.errors import ErrorCode
+from strom.testing import BrokerProcess
+
+from .rawclient import RawClient
+from .test_transactions import BROKER_CONFIG, create_topic, txn_producer
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    proc = BrokerProcess(tmp_path_factory.mktemp("txadmin") / "data", BROKER_CONFIG)
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def _open_transaction(bootstrap: str, topic: str, records: int = 2) -> tuple[str, Producer]:
+    tid = f"adm-{uuid.uuid4().hex[:8]}"
+    producer = txn_producer(bootstrap, tid)
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(records):
+        producer.produce(topic, f"v{i}".encode(), partition=0)
+    assert producer.flush(10) == 0
+    return tid, producer
+
+
+def _describe(raw: RawClient, *tids: str) -> list[dict[str, Any]]:
+    resp = raw.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": list(tids)})
+    assert resp["throttle_time_ms"] == 0
+    states: list[dict[str, Any]] = resp["transaction_states"]
+    return states
+
+
+def _list(raw: RawClient, version: int, **filters: Any) -> dict[str, Any]:
+    body = {"state_filters": [], "producer_id_filters": [], **filters}
+    result: dict[str, Any] = raw.call(ApiKey.LIST_TRANSACTIONS, version, body)
+    return result
+
+
+def _listed(resp: dict[str, Any]) -> dict[str, tuple[int, str]]:
+    return {
+        t["transactional_id"]: (t["producer_id"], t["transaction_state"]) for t in resp["transaction_states"]
+    }
+
+
+def test_describe_transactions_v0(broker: BrokerProcess) -> None:
+    topic = create_topic(broker.bootstrap)
+    before_ms = int(time.time() * 1000)
+    tid, producer = _open_transaction(broker.bootstrap, topic)
+    with RawClient(broker.bootstrap) as raw:
+        (ongoing, unknown) = _describe(raw, tid, "no-such-transactional-id")
+        assert ongoing["error_code"] == 0
+        assert ongoing["transactional_id"] == tid
+        assert ongoing["transaction_state"] == "Ongoing"
+        assert ongoing["transaction_timeout_ms"] == 60_000  # librdkafka's transaction.timeout.ms
+        assert before_ms <= ongoing["transaction_start_time_ms"] <= int(time.time() * 1000)
+        assert ongoing["producer_id"] >= 0 and ongoing["producer_epoch"] == 0
+        assert ongoing["topics"] == [{"topic": topic, "partitions": [0]}]
+        assert unknown["error_code"] == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+        assert unknown["transactional_id"] == "no-such-transactional-id"
+        producer.commit_transaction(30)
+        (done,) = _describe(raw, tid)
+        assert done["transaction_state"] == "CompleteCommit"
+        assert done["topics"] == []
+        assert done["producer_id"] == ongoing["producer_id"]
+        assert _describe(raw) == []  # no ids, no results
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_list_transactions_versions(broker: BrokerProcess, version: int) -> None:
+    """State filters (unknown names echoed back), producer id filters and, from v1, the duration filter."""
+    topic = create_topic(broker.bootstrap)
+    open_tid, open_producer = _open_transaction(broker.bootstrap, topic)
+    done_tid, done_producer = _open_transaction(broker.bootstrap, topic)
+    done_producer.commit_transaction(30)
+    with RawClient(broker.bootstrap) as raw:
+        (open_desc, done_desc) = _describe(raw, open_tid, done_tid)
+        everything = _list(raw, version)
+        assert everything["error_code"] == 0 and everything["unknown_state_filters"] == []
+        listed = _listed(everything)
+        assert listed[open_tid] == (open_desc["producer_id"], "Ongoing")
+        assert listed[done_tid] == (done_desc["producer_id"], "CompleteCommit")
+
+        ongoing = _list(raw, version, state_filters=["Ongoing", "Bogus"])
+        assert ongoing["unknown_state_filters"] == ["Bogus"]
+        assert open_tid in _listed(ongoing) and done_tid not in _listed(ongoing)
+        only_bogus = _list(raw, version, state_filters=["Bogus"])
+        assert only_bogus["unknown_state_filters"] == ["Bogus"] and only_bogus["transaction_states"] == []
+
+        by_pid = _list(raw, version, producer_id_filters=[done_desc["producer_id"]])
+        assert set(_listed(by_pid)) == {done_tid}
+        if version >= 1:
+            time.sleep(0.3)
+            # Only transactions running longer than the filter: the open one (0.3 s old), not the done one.
+            running = _listed(_list(raw, version, duration_filter=200))
+            assert open_tid in running and done_tid not in running
+            assert open_tid not in _listed(_list(raw, version, duration_filter=600_000))
+    open_producer.abort_transaction(30)
+
+
+def test_describe_producers_v0(broker: BrokerProcess) -> None:
+    """The partition's producer state: an idempotent producer, a transactional one with its open
+    transaction's first offset, then after the commit the coordinator epoch of its marker."""
+    topic = create_topic(broker.bootstrap)
+    plain = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+    for i in range(3):
+        plain.produce(topic, f"p{i}".encode(), partition=0)
+    assert plain.flush(10) == 0
+    tid, producer = _open_transaction(broker.bootstrap, topic, records=2)
+
+    def producers(raw: RawClient) -> dict[int, dict[str, Any]]:
+        body = {
+            "topics": [
+                {"name": topic, "partition_indexes": [0, 7]},
+                {"name": "nope", "partition_indexes": [0]},
+            ]
+        }
+        resp = raw.call(ApiKey.DESCRIBE_PRODUCERS, 0, body)
+        (ours, other) = resp["topics"]
+        (p0, p7) = ours["partitions"]
+        assert (p7["partition_index"], p7["error_code"]) == (7, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        assert other["partitions"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert p0["error_code"] == 0 and p0["error_message"] is None
+        return {p["producer_id"]: p for p in p0["active_producers"]}
+
+    with RawClient(broker.bootstrap) as raw:
+        (desc,) = _describe(raw, tid)
+        txn_pid = desc["producer_id"]
+        state = producers(raw)
+        assert len(state) == 2
+        (plain_pid,) = set(state) - {txn_pid}
+        assert state[plain_pid]["last_sequence"] == 2
+        assert state[plain_pid]["current_txn_start_offset"] == -1
+        assert state[plain_pid]["last_timestamp"] > 0
+        assert state[txn_pid]["producer_epoch"] == desc["producer_epoch"]
+        assert state[txn_pid]["last_sequence"] == 1
+        assert state[txn_pid]["current_txn_start_offset"] == 3  # after the three plain records
+        assert state[txn_pid]["coordinator_epoch"] == -1  # no marker yet
+        producer.commit_transaction(30)
+        after = producers(raw)[txn_pid]
+        assert after["current_txn_start_offset"] == -1
+        assert (
+            after["coordinator_epoch"] >= 0
+        )  # the marker's: the leader epoch of its __transaction_state partition
+
+
+def test_kafka_python_admin_client(broker: BrokerProcess) -> None:
+    """kafka-python's KafkaAdminClient (list/describe transactions, describe producers) reads the same."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.structs import TopicPartition
+
+    topic = create_topic(broker.bootstrap)
+    tid, producer = _open_transaction(broker.bootstrap, topic)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        listed = admin.list_transactions(state_filters=["Ongoing"])
+        (rows,) = listed.values()  # one broker, one listing
+        assert tid in {row.transactional_id for row in rows}
+        desc = admin.describe_transactions([tid])[tid]
+        assert desc.state.value == "Ongoing"
+        assert desc.topic_partitions == {TopicPartition(topic, 0)}
+        assert desc.coordinator_id == 0
+        running = admin.list_transactions(duration_filter_ms=0)
+        assert tid in {row.transactional_id for rows in running.values() for row in rows}
+        producers = admin.describe_producers([TopicPartition(topic, 0)])
+        (active,) = producers[TopicPartition(topic, 0)].active_producers
+        assert active.producer_id == desc.producer_id
+        assert active.current_transaction_start_offset == 0
+        producer.abort_transaction(30)
+        assert admin.describe_transactions([tid])[tid].state.value == "CompleteAbort"
+    finally:
+        admin.close()
