@@ -49,7 +49,7 @@ from strom.cluster.election import LeaderAndIsr
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.control import ControlType
 from strom.storage.config import LogConfig
-from strom.storage.log import AppendInfo
+from strom.storage.log_append import AppendInfo
 from strom.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)

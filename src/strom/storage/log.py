@@ -5,12 +5,10 @@ Offsets: the log start offset (first offset a consumer may read), the high water
 broker; consumers read below it), the log end offset (LEO = last batch's base offset +
 last_offset_delta + 1) and the recovery point (everything below it is fsynced).
 
-Produce path (`append_as_leader`), header-only and allocation-light: validate the request's batch
-headers and CRCs, run the idempotent-producer checks against a scratch copy of the producer state,
-patch base offsets and the leader epoch (and LogAppendTime with a CRC recompute, if the topic uses
-it) in the request's own buffer (a writable frame from the network layer; other bytes are copied
-once), roll the active segment if this write would overflow it, then one ``os.pwrite``. The
-producer state is committed only after the write succeeded.
+Produce path (`append_as_leader`), header-only and allocation-light: the checks, producer plan and
+offset patching of log_append.py (in the request's own buffer), then roll the active segment if this
+write would overflow it, and one ``os.pwrite``. The producer state is committed only after the write
+succeeded.
 
 Producer state (producer_state.py): snapshotted to ``<offset>.snapshot`` at each roll (after the
 flush) and at `close`; opening or truncating the log rebuilds it from the newest trusted snapshot and
@@ -40,7 +38,6 @@ import shutil
 import time
 from bisect import bisect_right
 from collections.abc import Callable
-from typing import NamedTuple
 
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.batch import read_header
@@ -49,14 +46,15 @@ from strom.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCac
 from strom.storage.config import LogConfig
 from strom.storage.file_records import FileRecords
 from strom.storage.loader import SegmentSettings, load_segments
-from strom.storage.log_read import (
-    collect_aborted,
-    offset_for_timestamp,
-    read_slices,
-    upper_bound_after,
+from strom.storage.log_append import (
+    AppendInfo,
+    commit_leader_append,
+    prepare_leader_append,
+    replay_replicated,
 )
-from strom.storage.log_validator import assign_offsets, recompress, validate_for_leader, validate_replicated
-from strom.storage.producer_replay import load_batch, rebuild_producer_state
+from strom.storage.log_read import collect_aborted, read_slices, upper_bound_after
+from strom.storage.log_validator import assign_offsets, validate_replicated
+from strom.storage.producer_replay import rebuild_producer_state
 from strom.storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ProducerAppendPlan,
@@ -64,6 +62,7 @@ from strom.storage.producer_state import (
 )
 from strom.storage.retention import RetentionPolicy, SegmentSummary, segments_to_delete
 from strom.storage.segment import BatchSpan, LogSegment
+from strom.storage.time_lookup import offset_for_timestamp
 from strom.storage.transaction_index import AbortedTxn
 
 TimeFn = Callable[[], int]
@@ -73,14 +72,6 @@ log = logging.getLogger(__name__)
 
 def system_time_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class AppendInfo(NamedTuple):
-    base_offset: int
-    last_offset: int
-    log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
-    log_start_offset: int
-    duplicate: bool  # a retried idempotent batch: nothing was written, offsets are the original ones
 
 
 class PartitionLog:
@@ -175,48 +166,34 @@ class PartitionLog:
         coordinator's batch: its sequence numbers are not checked, as Kafka's AppendOrigin.COORDINATOR).
 
         A writable memoryview (a request's frame, as the network layer hands it over) is patched in
-        place; anything else is copied once first.
+        place; anything else is copied once first (log_append.py).
 
         Raises:
             KafkaError: the error code Kafka would put in the produce response (CORRUPT_MESSAGE,
                 MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD, INVALID_TIMESTAMP,
                 INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, KAFKA_STORAGE_ERROR).
         """
-        now_ms = self._time_ms()
-        batches = validate_for_leader(records, self.config, now_ms, self.name)
-        if self.config.compression_type != "producer":  # only such topics pay for recompression
-            records, batches = recompress(records, batches, self.config)
-        base_offset = self.log_end_offset
-        plan = self.producer_state.plan()
-        offset = base_offset
-        for _, header in batches:
-            if header.producer_id >= 0 and not plan.check(header, offset, from_coordinator):
-                dup = plan.duplicate
-                assert dup is not None
-                append_time = dup.timestamp if self.config.log_append_time else -1
-                return AppendInfo(dup.first_offset, dup.last_offset, append_time, self.log_start_offset, True)
-            offset += header.last_offset_delta + 1
-        # The broker's request frames are writable and read by no one after the append: patch in place.
-        buf = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
-        append_time_ms = now_ms if self.config.log_append_time else None
-        spans = assign_offsets(buf, batches, base_offset, leader_epoch, append_time_ms)
-        self._write(buf, spans, now_ms, self._after_leader_write(plan, leader_epoch, base_offset))
-        append_time = now_ms if self.config.log_append_time else -1
-        return AppendInfo(base_offset, offset - 1, append_time, self.log_start_offset, False)
+        now_ms, config = self._time_ms(), self.config
+        base_offset, plan = self.log_end_offset, self.producer_state.plan()
+        prepared = prepare_leader_append(
+            records, config, now_ms, self.name, plan, base_offset, leader_epoch, from_coordinator
+        )
+        append_time = now_ms if config.log_append_time else -1
+        dup = prepared.duplicate
+        if dup is not None:
+            append_time = dup.timestamp if config.log_append_time else -1
+            return AppendInfo(dup.first_offset, dup.last_offset, append_time, self.log_start_offset, True)
+        self._write(
+            prepared.data, prepared.spans, now_ms, self._after_leader_write(plan, leader_epoch, base_offset)
+        )
+        return AppendInfo(base_offset, prepared.last_offset, append_time, self.log_start_offset, False)
 
     def _after_leader_write(
         self, plan: ProducerAppendPlan, leader_epoch: int, base_offset: int
     ) -> Callable[[], None]:
-        """What follows a leader's write inside `_write`: epoch cache, producer state, aborted-txn index."""
-
-        def after_write() -> None:
-            if leader_epoch > self.leader_epoch_cache.latest_epoch:
-                self.leader_epoch_cache.assign(leader_epoch, base_offset)
-                self.leader_epoch_cache.write()
-            for entry in plan.commit():
-                self.active_segment.txn_index.append(entry)
-
-        return after_write
+        return lambda: commit_leader_append(
+            self.leader_epoch_cache, self.active_segment, plan, leader_epoch, base_offset
+        )
 
     def append_marker(
         self,
@@ -291,24 +268,14 @@ class PartitionLog:
         if not spans:
             return self.log_end_offset
         end = spans[-1].position + spans[-1].size
-        view = memoryview(records)
+        view = memoryview(records)[:end]
 
         def replay() -> None:
-            epochs_changed = False
-            for span, header in zip(spans, headers, strict=True):
-                load_batch(
-                    self.segments,
-                    self.producer_state,
-                    header,
-                    view[span.position : span.position + span.size],
-                )
-                epochs_changed |= self.leader_epoch_cache.assign(
-                    header.partition_leader_epoch, header.base_offset
-                )
-            if epochs_changed:  # an fsynced file write: only when a new epoch starts, never per append
-                self.leader_epoch_cache.write()
+            replay_replicated(
+                self.segments, self.producer_state, self.leader_epoch_cache, spans, headers, view
+            )
 
-        self._write(view[:end], spans, self._time_ms(), replay)
+        self._write(view, spans, self._time_ms(), replay)
         return self.log_end_offset
 
     def roll(self) -> LogSegment:

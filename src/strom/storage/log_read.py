@@ -3,7 +3,7 @@
 `read_slices` answers a fetch with whole stored batches as file slices (no record byte read): it
 finds the batch containing the fetch offset through the sparse offset index and a short header scan,
 then takes slices segment by segment up to the byte limit and the offset bound (KIP-74: at least one
-whole batch when asked). `offset_for_timestamp` serves ListOffsets by time through the time indexes.
+whole batch when asked). ListOffsets by time is time_lookup.py.
 
 read_committed (Kafka's ``LocalLog.collectAbortedTransactions``). A read_committed fetch serves
 batches below the last stable offset and lists the aborted transactions that overlap what it serves,
@@ -62,18 +62,6 @@ def read_slices(
         i += 1
         position = 0
     return FileRecords(slices) if slices else EMPTY_RECORDS
-
-
-def offset_for_timestamp(
-    segments: Sequence[LogSegment], timestamp: int, log_start_offset: int
-) -> tuple[int, int] | None:
-    """(offset, timestamp) of the first record at/after the log start with timestamp >= ``timestamp``."""
-    for segment in segments:
-        if segment.max_timestamp >= timestamp:
-            found = segment.find_offset_for_timestamp(timestamp, log_start_offset)
-            if found is not None:
-                return found
-    return None
 
 
 def upper_bound_after(segments: Sequence[LogSegment], records: FileRecords, log_end_offset: int) -> int:

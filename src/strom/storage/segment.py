@@ -5,7 +5,7 @@ Files, named by the segment's base offset zero-padded to 20 digits (Kafka's name
     00000000000000001234.log        v2 record batches exactly as on the wire, base offsets assigned,
                                     back to back, no framing of our own (see records/batch.py)
     00000000000000001234.index      OffsetIndex (see index.py)
-    00000000000000001234.timeindex  TimeIndex (see index.py)
+    00000000000000001234.timeindex  TimeIndex (see index.py; ListOffsets by time is time_lookup.py)
     00000000000000001234.txnindex   TransactionIndex, aborted transactions (transaction_index.py),
                                     only once an ABORT marker is written to the segment
 
@@ -320,23 +320,6 @@ class LogSegment:
             self._remember(next_offset, end)
         return end
 
-    def find_offset_for_timestamp(self, timestamp: int, min_offset: int = 0) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record at/after ``min_offset`` with timestamp >= ``timestamp``.
-
-        The time index and header scan find the first batch whose max timestamp qualifies; only that
-        one batch is then decoded (decompressed if needed) to find the record within it.
-        """
-        if self.max_timestamp < timestamp:
-            return None
-        start_offset = self.time_index.lookup(timestamp)
-        for position, header in self.scan(self.offset_index.lookup(max(start_offset, min_offset))):
-            if header.max_timestamp >= timestamp and header.last_offset >= min_offset:
-                batch = self.read_bytes(position, header.size)
-                found = locate_record_by_timestamp(batch, header, timestamp, min_offset)
-                if found is not None:
-                    return found
-        return None
-
     def largest_timestamp(self) -> int:
         """The max timestamp, or the file's mtime when the segment holds none (as Kafka, for retention)."""
         if self.max_timestamp >= 0:
@@ -465,41 +448,6 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size}, next_offset={self.next_offset})"
-
-
-def locate_record_by_timestamp(
-    batch: bytes, header: BatchHeader, timestamp: int, min_offset: int = 0
-) -> tuple[int, int] | None:
-    """Walk the records of one batch for the first at/after ``min_offset`` with timestamp >= ``timestamp``.
-
-    Only the length, timestamp delta and offset delta of each record are decoded. LogAppendTime batches
-    give every record the batch's max timestamp. If the batch cannot be decoded, answer with its first
-    offset at/after ``min_offset``, which is never later than the exact answer.
-    """
-    fallback = max(header.base_offset, min_offset), header.max_timestamp
-    if header.timestamp_type == 1:
-        return fallback
-    # Imported here: only ListOffsets by timestamp needs record decoding; produce and fetch never do.
-    from strom.protocol.records.compression import decompress
-    from strom.protocol.records.record import decode_varint, decode_varlong
-
-    try:
-        records = batch[HEADER_SIZE:]
-        if header.compression:
-            records = decompress(header.compression, records)
-        pos = 0
-        for _ in range(header.records_count):
-            length, pos = decode_varint(records, pos)
-            end = pos + length
-            delta_ts, pos = decode_varlong(records, pos + 1)  # skip the record attributes byte
-            delta_offset, _ = decode_varint(records, pos)
-            offset = header.base_offset + delta_offset
-            if header.base_timestamp + delta_ts >= timestamp and offset >= min_offset:
-                return offset, header.base_timestamp + delta_ts
-            pos = end
-    except (ValueError, RecordValidationError):
-        return fallback
-    return None
 
 
 def _plausible(header: BatchHeader, expected_base: int) -> bool:

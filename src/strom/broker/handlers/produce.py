@@ -28,7 +28,7 @@ from strom.broker.topic_admin import INTERNAL_TOPICS
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.batch import TRANSACTIONAL_BIT, has_attribute, uses_codec
-from strom.storage.log import AppendInfo
+from strom.storage.log_append import AppendInfo
 from strom.storage.log_validator import InvalidRecordsError
 
 log = logging.getLogger(__name__)
