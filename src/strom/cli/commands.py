@@ -31,6 +31,12 @@ from strom.console.topics import (
     describe_topics,
     list_topics,
 )
+from strom.console.transactions import (
+    ListRequest,
+    describe_producers,
+    describe_transaction,
+    list_transactions,
+)
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -184,6 +190,22 @@ def groups_delete(args: argparse.Namespace) -> int:
     return 0
 
 
+def transactions_list(args: argparse.Namespace) -> int:
+    request = ListRequest(states=args.state, producer_ids=args.producer_id, hanging=args.hanging)
+    list_transactions(client_options(args), request, sys.stdout)
+    return 0
+
+
+def transactions_describe(args: argparse.Namespace) -> int:
+    describe_transaction(client_options(args), args.transactional_id, sys.stdout)
+    return 0
+
+
+def transactions_producers(args: argparse.Namespace) -> int:
+    describe_producers(client_options(args), args.topic, args.partition, sys.stdout)
+    return 0
+
+
 HANDLERS: dict[str, Handler] = {
     "serve": serve,
     "topics_create": topics_create,
@@ -198,4 +220,7 @@ HANDLERS: dict[str, Handler] = {
     "groups_describe": groups_describe,
     "groups_reset_offsets": groups_reset_offsets,
     "groups_delete": groups_delete,
+    "transactions_list": transactions_list,
+    "transactions_describe": transactions_describe,
+    "transactions_producers": transactions_producers,
 }

@@ -83,6 +83,7 @@ def build_parser() -> OneLineErrorParser:
     _add_produce(commands, _connection_parent())
     _add_consume(commands, _connection_parent())
     _add_groups(commands, _connection_parent())
+    _add_transactions(commands, _connection_parent())
     from strom.cli.cluster import add_cluster_commands
 
     add_cluster_commands(commands, _connection_parent())
@@ -310,3 +311,46 @@ def _add_groups(commands: argparse._SubParsersAction[OneLineErrorParser], parent
     delete = actions.add_parser("delete", help="delete groups", parents=[parent], allow_abbrev=False)
     delete.add_argument("groups", metavar="GROUP", nargs="+")
     delete.set_defaults(handler="groups_delete")
+
+
+def _add_transactions(
+    commands: argparse._SubParsersAction[OneLineErrorParser], parent: OneLineErrorParser
+) -> None:
+    txns = commands.add_parser("transactions", help="list and describe transactions and producer state")
+    actions = txns.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    listing = actions.add_parser(
+        "list", help="transactional ids of every coordinator", parents=[parent], allow_abbrev=False
+    )
+    listing.add_argument(
+        "--state",
+        metavar="STATE",
+        action="append",
+        default=[],
+        help="Kafka's state name, e.g. Ongoing (repeatable)",
+    )
+    listing.add_argument("--producer-id", metavar="ID", type=non_negative_int, action="append", default=[])
+    listing.add_argument(
+        "--hanging",
+        action="store_true",
+        help="only transactions open longer than the coordinator's transaction.max.timeout.ms, described",
+    )
+    listing.set_defaults(handler="transactions_list")
+
+    describe = actions.add_parser(
+        "describe", help="one transactional id, from its coordinator", parents=[parent], allow_abbrev=False
+    )
+    describe.add_argument("transactional_id", metavar="TRANSACTIONAL-ID")
+    describe.set_defaults(handler="transactions_describe")
+
+    producers = actions.add_parser(
+        "producers",
+        help="producer state of a topic's partitions, from their leaders",
+        parents=[parent],
+        allow_abbrev=False,
+    )
+    producers.add_argument("topic", metavar="TOPIC")
+    producers.add_argument(
+        "--partition", metavar="N", type=non_negative_int, action="append", default=[], help="default: all"
+    )
+    producers.set_defaults(handler="transactions_producers")

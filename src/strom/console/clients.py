@@ -15,7 +15,7 @@ import concurrent.futures
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
@@ -121,3 +121,12 @@ def wait(future: concurrent.futures.Future[T], what: str, options: ClientOptions
         ) from None
     except KafkaException as exc:
         raise fail(what, exc, options) from None
+
+
+def print_table(rows: list[list[str]], out: TextIO) -> None:
+    """Rows (the header first) as left-aligned columns two spaces apart."""
+    widths = [max(len(row[col]) for row in rows) for col in range(len(rows[0]))]
+    for row in rows:
+        print(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip(), file=out
+        )

@@ -21,7 +21,7 @@ from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, Ka
 from confluent_kafka.admin import AdminClient
 
 from strom.console._admin_api import OffsetSpec, earliest_spec, latest_spec, timestamp_spec
-from strom.console.clients import ClientOptions, describe_kafka_error, fail, wait
+from strom.console.clients import ClientOptions, describe_kafka_error, fail, print_table, wait
 from strom.console.errors import ConsoleError
 from strom.console.topics import admin_client
 
@@ -87,7 +87,7 @@ def describe_group(options: ClientOptions, group: str, out: TextIO) -> None:
     ]
     for key in partitions:
         rows.append(_describe_row(key, committed.get(key), end_offsets.get(key), owners.get(key)))
-    _print_table(rows, out)
+    print_table(rows, out)
 
 
 def reset_offsets(options: ClientOptions, request: ResetRequest, out: TextIO) -> None:
@@ -103,7 +103,7 @@ def reset_offsets(options: ClientOptions, request: ResetRequest, out: TextIO) ->
     plan = _plan(admin, options, request, partitions)
     rows = [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]]
     rows += [[request.group, topic, str(partition), str(offset)] for (topic, partition), offset in plan]
-    _print_table(rows, out)
+    print_table(rows, out)
     if not request.execute:
         print("(dry run: nothing changed; add --execute to commit these offsets)", file=out)
         return
@@ -211,11 +211,3 @@ def _describe_row(key: tuple[str, int], committed: int | None, log_end: int | No
         member.host if member else _NO_OFFSET,
         member.client_id if member else _NO_OFFSET,
     ]
-
-
-def _print_table(rows: list[list[str]], out: TextIO) -> None:
-    widths = [max(len(row[col]) for row in rows) for col in range(len(rows[0]))]
-    for row in rows:
-        print(
-            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip(), file=out
-        )

@@ -1,0 +1,238 @@
+"""``strom transactions list | describe | producers``: the transaction admin APIs (KIP-664).
+
+confluent-kafka 2.16's AdminClient has no ListTransactions, DescribeTransactions or DescribeProducers,
+so this tool uses kafka-python's ``KafkaAdminClient`` (already a dependency: Strom builds its codecs
+from the message specs kafka-python ships), which routes the requests as Kafka's admin client does:
+
+- ``list`` asks every broker for the transactional ids it coordinates (ListTransactions) and merges
+  them into one table; ``--state`` and ``--producer-id`` filter on the brokers.
+- ``list --hanging`` asks each broker, with its own ``transaction.max.timeout.ms`` (DescribeConfigs),
+  for transactions open (Ongoing, PrepareCommit, PrepareAbort) longer than that (ListTransactions v1's
+  duration filter), then describes them. The coordinator aborts a transaction once its own timeout
+  (at most that maximum) has passed, so one listed here is stuck: typically a coordinator that cannot
+  write its markers, or a partition whose leader is gone.
+- ``describe`` asks the id's coordinator (FindCoordinator key type 1, then DescribeTransactions).
+- ``producers`` asks each partition's leader (DescribeProducers) for the producer state it holds.
+
+Errors are one line (:class:`ConsoleError`), as for every console tool. Single-threaded.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TextIO, TypeVar
+
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+from kafka.errors import KafkaError as KafkaPythonError
+from kafka.errors import KafkaTimeoutError, TransactionalIdNotFoundError
+from kafka.structs import TopicPartition
+
+from strom.console.clients import ClientOptions, print_table
+from strom.console.errors import ConsoleError
+
+T = TypeVar("T")
+OPEN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort")
+MAX_TIMEOUT_CONFIG = "transaction.max.timeout.ms"
+DEFAULT_MAX_TIMEOUT_MS = 900_000  # Kafka's default, when a broker does not report its own
+
+LIST_HEADER = ["TRANSACTIONAL-ID", "COORDINATOR", "PRODUCER-ID", "STATE"]
+DESCRIBE_HEADER = [
+    "TRANSACTIONAL-ID",
+    "COORDINATOR",
+    "PRODUCER-ID",
+    "EPOCH",
+    "STATE",
+    "TIMEOUT-MS",
+    "START-TIME",
+    "DURATION-MS",
+    "PARTITIONS",
+]
+PRODUCERS_HEADER = [
+    "PARTITION",
+    "PRODUCER-ID",
+    "EPOCH",
+    "LAST-SEQUENCE",
+    "LAST-TIMESTAMP",
+    "COORDINATOR-EPOCH",
+    "TXN-START-OFFSET",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ListRequest:
+    states: Sequence[str] = ()
+    producer_ids: Sequence[int] = ()
+    hanging: bool = False
+
+
+def list_transactions(options: ClientOptions, request: ListRequest, out: TextIO) -> None:
+    """One table of every broker's transactional ids (``--hanging``: the stuck ones, described)."""
+    with _admin(options) as admin:
+        if request.hanging:
+            print_table([DESCRIBE_HEADER, *_hanging_rows(admin, options, request)], out)
+            return
+        listed = _call(
+            options,
+            "list transactions",
+            lambda: admin.list_transactions(
+                state_filters=list(request.states) or None,
+                producer_id_filters=list(request.producer_ids) or None,
+            ),
+        )
+    rows = [
+        [t.transactional_id, str(broker), str(t.producer_id), t.state.value]
+        for broker, txns in listed.items()
+        for t in txns
+    ]
+    print_table([LIST_HEADER, *sorted(rows)], out)
+
+
+def _hanging_rows(admin: KafkaAdminClient, options: ClientOptions, request: ListRequest) -> list[list[str]]:
+    brokers = _call(
+        options, "list brokers", lambda: [b["broker_id"] for b in admin.describe_cluster()["brokers"]]
+    )
+    ids: list[str] = []
+    states = [s for s in OPEN_STATES if not request.states or s in request.states]
+    for broker in sorted(brokers):
+        max_timeout_ms = _max_timeout_ms(admin, options, broker)
+
+        def open_too_long(broker: int = broker, duration_ms: int = max_timeout_ms) -> Any:
+            return admin.list_transactions(
+                broker_ids=[broker],
+                state_filters=states,
+                producer_id_filters=list(request.producer_ids) or None,
+                duration_filter_ms=duration_ms,
+            )
+
+        listed = _call(options, f"list transactions of broker {broker}", open_too_long)
+        ids += [t.transactional_id for txns in listed.values() for t in txns]
+    if not ids:
+        return []
+    described = _call(options, "describe transactions", lambda: admin.describe_transactions(sorted(ids)))
+    return [_describe_row(tid, desc) for tid, desc in sorted(described.items())]
+
+
+def _max_timeout_ms(admin: KafkaAdminClient, options: ClientOptions, broker: int) -> int:
+    resource = ConfigResource(ConfigResourceType.BROKER, str(broker), [MAX_TIMEOUT_CONFIG])
+    found = _call(
+        options,
+        f"describe the configs of broker {broker}",
+        lambda: admin.describe_configs([resource], config_filter="all"),
+    )
+    entry = found.get("broker", {}).get(str(broker), {}).get(MAX_TIMEOUT_CONFIG)
+    value = entry.get("value") if isinstance(entry, dict) else entry
+    return int(value) if value is not None else DEFAULT_MAX_TIMEOUT_MS
+
+
+def describe_transaction(options: ClientOptions, transactional_id: str, out: TextIO) -> None:
+    with _admin(options) as admin:
+        try:
+            described = _call(
+                options,
+                f"describe {transactional_id!r}",
+                lambda: admin.describe_transactions([transactional_id]),
+            )
+        except _NotFound:
+            raise ConsoleError(
+                f"transactional id {transactional_id!r} is not known to its coordinator"
+            ) from None
+    print_table([DESCRIBE_HEADER, _describe_row(transactional_id, described[transactional_id])], out)
+
+
+def _describe_row(transactional_id: str, desc: Any) -> list[str]:
+    start_ms = int(desc.transaction_start_time_ms)
+    partitions = ",".join(f"{tp.topic}-{tp.partition}" for tp in sorted(desc.topic_partitions))
+    return [
+        transactional_id,
+        str(desc.coordinator_id),
+        str(desc.producer_id),
+        str(desc.producer_epoch),
+        desc.state.value,
+        str(desc.transaction_timeout_ms),
+        _iso(start_ms) if start_ms >= 0 else "-",
+        str(int(time.time() * 1000) - start_ms) if start_ms >= 0 else "-",
+        partitions or "-",
+    ]
+
+
+def describe_producers(options: ClientOptions, topic: str, partitions: Sequence[int], out: TextIO) -> None:
+    with _admin(options) as admin:
+        if not partitions:
+            partitions = _partitions_of(admin, options, topic)
+        wanted = [TopicPartition(topic, p) for p in sorted(set(partitions))]
+        found = _call(options, f"describe the producers of {topic}", lambda: admin.describe_producers(wanted))
+    rows = [
+        [
+            str(tp.partition),
+            str(p.producer_id),
+            str(p.producer_epoch),
+            str(p.last_sequence),
+            _iso(p.last_timestamp) if p.last_timestamp >= 0 else "-",
+            str(p.coordinator_epoch),
+            str(p.current_transaction_start_offset),
+        ]
+        for tp in wanted
+        for p in found[tp].active_producers
+    ]
+    print_table([PRODUCERS_HEADER, *rows], out)
+
+
+def _partitions_of(admin: KafkaAdminClient, options: ClientOptions, topic: str) -> list[int]:
+    (described,) = _call(options, f"describe topic {topic}", lambda: admin.describe_topics([topic]))
+    if described.get("error_code", 0) != 0 or not described.get("partitions"):
+        raise ConsoleError(f"topic {topic!r} does not exist")
+    return [int(p["partition_index"]) for p in described["partitions"]]
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+class _NotFound(Exception):
+    pass
+
+
+@contextmanager
+def _admin(options: ClientOptions) -> Iterator[KafkaAdminClient]:
+    if options.command_config:
+        raise ConsoleError("--command-config (librdkafka properties) does not apply to strom transactions")
+    timeout_ms = int(options.timeout_s * 1000)
+    try:
+        admin = KafkaAdminClient(
+            bootstrap_servers=options.bootstrap_servers.split(","),
+            client_id="strom-transactions",
+            request_timeout_ms=timeout_ms,
+            bootstrap_timeout_ms=timeout_ms,
+        )
+    except KafkaTimeoutError:
+        raise ConsoleError(
+            f"no broker reachable at {options.bootstrap_servers} within {options.timeout_s:g}s"
+        ) from None
+    except KafkaPythonError as exc:
+        raise ConsoleError(f"connect to {options.bootstrap_servers}: {_text(exc)}") from None
+    try:
+        yield admin
+    finally:
+        admin.close()
+
+
+def _call(options: ClientOptions, what: str, fn: Callable[[], T]) -> T:
+    try:
+        return fn()
+    except TransactionalIdNotFoundError:
+        raise _NotFound() from None
+    except KafkaPythonError as exc:
+        raise ConsoleError(f"{what}: {_text(exc)} (brokers: {options.bootstrap_servers})") from None
+
+
+def _text(exc: BaseException) -> str:
+    name = type(exc).__name__
+    message = str(exc).split(": ", 1)[-1] if str(exc) else ""
+    return f"{name}: {message}" if message and message != name else name
+
+
+def _iso(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat(timespec="milliseconds")

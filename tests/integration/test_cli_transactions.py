@@ -1,0 +1,135 @@
+"""`strom transactions list | describe | producers` against a real broker, with transactions made by
+confluent-kafka's transactional producer.
+
+The broker's ``transaction.max.timeout.ms`` is 3 s and its expired-transaction check is effectively
+off, so a transaction left open past 3 s stays open: what `list --hanging` exists to find.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from strom.testing import BrokerProcess
+
+from .test_transactions import create_topic, txn_producer
+
+Strom = Callable[..., subprocess.CompletedProcess[str]]
+STROM = [sys.executable, "-m", "strom.cli.main"]
+MAX_TIMEOUT_MS = 3000
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    config = {
+        "transaction.state.log.num.partitions": "3",
+        "transaction.max.timeout.ms": str(MAX_TIMEOUT_MS),
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "3600000",
+    }
+    proc = BrokerProcess(tmp_path_factory.mktemp("clitxn") / "data", config)
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture
+def strom(broker: BrokerProcess) -> Strom:
+    def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [*STROM, "--bootstrap-server", broker.bootstrap, *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if check:
+            assert result.returncode == 0, result.stderr
+        return result
+
+    return run
+
+
+def table(output: str) -> tuple[list[str], list[list[str]]]:
+    header, *rows = output.splitlines()
+    return header.split(), [row.split() for row in rows]
+
+
+def test_list_describe_and_producers(broker: BrokerProcess, strom: Strom) -> None:
+    topic = create_topic(broker.bootstrap, partitions=2)
+    tid = f"cli-{uuid.uuid4().hex[:8]}"
+    producer = txn_producer(broker.bootstrap, tid, **{"transaction.timeout.ms": MAX_TIMEOUT_MS})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"x", partition=1)
+    assert producer.flush(10) == 0
+
+    header, rows = table(strom("transactions", "list").stdout)
+    assert header == ["TRANSACTIONAL-ID", "COORDINATOR", "PRODUCER-ID", "STATE"]
+    (row,) = [r for r in rows if r[0] == tid]
+    pid = row[2]
+    assert row == [tid, "0", pid, "Ongoing"]
+    assert tid in [r[0] for r in table(strom("transactions", "list", "--state", "Ongoing").stdout)[1]]
+    assert tid not in [r[0] for r in table(strom("transactions", "list", "--state", "Empty").stdout)[1]]
+    assert [r[0] for r in table(strom("transactions", "list", "--producer-id", pid).stdout)[1]] == [tid]
+
+    header, (described,) = table(strom("transactions", "describe", tid).stdout)
+    assert header[:6] == ["TRANSACTIONAL-ID", "COORDINATOR", "PRODUCER-ID", "EPOCH", "STATE", "TIMEOUT-MS"]
+    assert described[:6] == [tid, "0", pid, "0", "Ongoing", str(MAX_TIMEOUT_MS)]
+    assert described[-1] == f"{topic}-1"
+
+    header, rows = table(strom("transactions", "producers", topic).stdout)
+    assert header[:3] == ["PARTITION", "PRODUCER-ID", "EPOCH"] and header[-1] == "TXN-START-OFFSET"
+    assert [(r[0], r[1], r[-1]) for r in rows] == [("1", pid, "0")]  # partition 0 has no producer
+    assert table(strom("transactions", "producers", topic, "--partition", "0").stdout)[1] == []
+    producer.commit_transaction(30)
+    assert table(strom("transactions", "describe", tid).stdout)[1][0][4] == "CompleteCommit"
+    (after,) = table(strom("transactions", "producers", topic, "--partition", "1").stdout)[1]
+    assert after[-1] == "-1"  # no open transaction
+
+
+def test_list_hanging(broker: BrokerProcess, strom: Strom) -> None:
+    topic = create_topic(broker.bootstrap)
+    stuck, fresh = f"stuck-{uuid.uuid4().hex[:8]}", f"fresh-{uuid.uuid4().hex[:8]}"
+    for tid in (stuck, fresh):
+        producer = txn_producer(broker.bootstrap, tid, **{"transaction.timeout.ms": MAX_TIMEOUT_MS})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce(topic, tid.encode())
+        assert producer.flush(10) == 0
+        if tid == stuck:
+            time.sleep(MAX_TIMEOUT_MS / 1000 + 0.5)
+    _, rows = table(strom("transactions", "list", "--hanging").stdout)
+    hanging = {r[0]: r for r in rows}
+    assert stuck in hanging and fresh not in hanging
+    assert hanging[stuck][4] == "Ongoing" and int(hanging[stuck][7]) > MAX_TIMEOUT_MS
+
+
+def test_errors_are_one_line(strom: Strom) -> None:
+    unknown = strom("transactions", "describe", "no-such-id", check=False)
+    assert unknown.returncode == 1
+    assert unknown.stderr == "strom: error: transactional id 'no-such-id' is not known to its coordinator\n"
+    no_topic = strom("transactions", "producers", "no-such-topic", check=False)
+    assert (no_topic.returncode, no_topic.stderr) == (
+        1,
+        "strom: error: topic 'no-such-topic' does not exist\n",
+    )
+    config = strom("transactions", "list", "--command-config", "security.protocol=SSL", check=False)
+    assert config.returncode == 1 and config.stderr.count("\n") == 1
+    assert "--command-config" in config.stderr
+    down = subprocess.run(
+        [*STROM, "--bootstrap-server", "127.0.0.1:1", "--request-timeout-s", "2", "transactions", "list"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert down.returncode == 1
+    assert down.stderr.startswith("strom: error: no broker reachable at 127.0.0.1:1")
+    assert down.stderr.count("\n") == 1
