@@ -51,6 +51,7 @@ from typing import TypeVar
 
 from strom._util.clock import Clock, sleep_ms
 from strom.broker.config import BrokerConfig
+from strom.broker.log_replay import LogRead, replay_batches
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.partition import Partition
 from strom.broker.replica_manager import ReplicaManager
@@ -70,7 +71,7 @@ from strom.coordinator.ports import Cancellable
 from strom.coordinator.records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.batch import CONTROL_BIT, TRANSACTIONAL_BIT
-from strom.protocol.records.builder import RecordValidationError, build_batch, decode_batches
+from strom.protocol.records.builder import build_batch
 from strom.protocol.records.control import parse_marker
 from strom.protocol.records.record import RecordDecodeError
 
@@ -82,7 +83,6 @@ Record = tuple[bytes | None, bytes | None]
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_TOPIC_SEGMENT_BYTES = 100 * 1024 * 1024  # Kafka's offsets.topic.segment.bytes
 OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600_000  # Kafka's offsets.retention.check.interval.ms
-_READ_CHUNK_BYTES = 1 << 20
 # How a failed replication wait reaches clients (Kafka's GroupMetadataManager.storeOffsets).
 _COORDINATOR_ERRORS = {
     ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
@@ -255,16 +255,10 @@ class GroupService:
 
     def ensure_offsets_topic(self) -> None:
         """Create `__consumer_offsets` if it does not exist yet (first use)."""
-        if OFFSETS_TOPIC in self._metadata.topics:
-            return
         configs = {"cleanup.policy": "compact", "segment.bytes": str(OFFSETS_TOPIC_SEGMENT_BYTES)}
-        try:
-            rf = max(1, min(self._replication_factor, len(self._metadata.brokers)))
-            self._topics.create_topic(OFFSETS_TOPIC, self.num_partitions, rf, configs)
-        except KafkaError as exc:
-            if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise
-        log.info("created %s with %d partitions", OFFSETS_TOPIC, self.num_partitions)
+        self._topics.ensure_internal_topic(
+            OFFSETS_TOPIC, self.num_partitions, self._replication_factor, configs
+        )
 
     # --- requests ------------------------------------------------------------------------------
     def is_coordinator(self, group_id: str) -> bool:
@@ -366,39 +360,21 @@ def _resolver(fut: asyncio.Future[T]) -> Callable[[T], None]:
 
 
 def _read_partition(
-    read: Callable[..., bytes], start: int, end: int, partition: int, pending: dict[int, list[Record]]
+    read: LogRead, start: int, end: int, partition: int, pending: dict[int, list[Record]]
 ) -> Iterator[tuple[bytes | None, bytes | None]]:
     """The partition's records in offset order, those of transactions only once their COMMIT marker
     comes (aborted ones never); ``pending`` is left with the records of transactions still open."""
-    offset = start
-    while offset < end:
-        data = read(offset, _READ_CHUNK_BYTES, end, True)
-        if not data:
-            return
-        try:
-            batches = decode_batches(data)
-        except RecordValidationError as exc:
-            log.error(
-                "%s-%d: unreadable batch at offset %d (%s); stopping its replay there",
-                OFFSETS_TOPIC,
-                partition,
-                offset,
-                exc,
-            )
-            return
-        if not batches:
-            return
-        for batch in batches:
-            records = [(r.key, r.value) for r in batch.records if r.offset >= offset]
-            if batch.attributes & CONTROL_BIT:
-                held = pending.pop(batch.producer_id, [])
-                if any(_is_commit(key, value) for key, value in records):
-                    yield from held
-            elif batch.attributes & TRANSACTIONAL_BIT:
-                pending.setdefault(batch.producer_id, []).extend(records)
-            else:
-                yield from records
-        offset = batches[-1].next_offset
+    name = f"{OFFSETS_TOPIC}-{partition}"
+    for batch, stored in replay_batches(read, start, end, name):
+        records = [(r.key, r.value) for r in stored]
+        if batch.attributes & CONTROL_BIT:
+            held = pending.pop(batch.producer_id, [])
+            if any(_is_commit(key, value) for key, value in records):
+                yield from held
+        elif batch.attributes & TRANSACTIONAL_BIT:
+            pending.setdefault(batch.producer_id, []).extend(records)
+        else:
+            yield from records
 
 
 def _is_commit(key: bytes | None, value: bytes | None) -> bool:

@@ -11,7 +11,7 @@ the high watermark and is woken when it moves (`TopicPartition` itself is its ke
 to the log end offset and is woken by appends (`follower_fetch_key`). An append that does not move the
 high watermark (every acks=all append in a cluster) therefore wakes only the followers, and the
 high-watermark move that a follower's fetch causes wakes only consumers (and acks=all produces, which
-wait in `delayed_produce.DelayedProduces`).
+wait in `purgatory.DelayedProduces`).
 """
 
 from __future__ import annotations

@@ -39,11 +39,10 @@ from collections.abc import Callable
 from typing import Any
 
 from strom._util.clock import Clock, sleep_ms
-from strom.broker.delayed_produce import DelayedProduces
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.partition import FollowerState, Partition, TopicPartition, follower_fetch_key
 from strom.broker.ports import IsrStore
-from strom.broker.purgatory import Purgatory
+from strom.broker.purgatory import DelayedProduces, Purgatory
 from strom.broker.replica_fetcher import ReplicaFetcherManager
 from strom.cluster.election import LeaderAndIsr
 from strom.protocol.errors import ErrorCode, KafkaError

@@ -138,6 +138,32 @@ class TopicAdmin:
         log.info("created topic %s with %d partitions", name, len(chosen))
         return info
 
+    def ensure_internal_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        min_insync_replicas: int | None = None,
+    ) -> None:
+        """Create an internal topic (``__consumer_offsets``, ``__transaction_state``) on first use.
+
+        The replication factor is capped at the live brokers, so a single node works, and
+        ``min.insync.replicas``, when given, at that replication factor; a concurrent creation
+        (TOPIC_ALREADY_EXISTS) is success.
+        """
+        if name in self._metadata.topics:
+            return
+        rf = max(1, min(replication_factor, len(self._metadata.brokers)))
+        configs = dict(configs)
+        if min_insync_replicas is not None:
+            configs["min.insync.replicas"] = str(max(1, min(min_insync_replicas, rf)))
+        try:
+            self.create_topic(name, partitions, rf, configs)
+        except KafkaError as exc:
+            if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+
     def maybe_auto_create(self, name: str) -> TopicInfo | None:
         if not self._auto_create:
             return None

@@ -40,10 +40,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from strom._util.clock import Clock, sleep_ms
 from strom.broker.config import BrokerConfig
+from strom.broker.log_replay import replay_batches
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.net_client import BrokerConnection
 from strom.broker.partition import Partition
@@ -51,7 +52,7 @@ from strom.broker.replica_manager import ReplicaManager
 from strom.broker.topic_admin import TopicAdmin
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
-from strom.protocol.records.builder import RecordValidationError, build_batch, decode_batches
+from strom.protocol.records.builder import build_batch
 from strom.protocol.records.control import ControlType
 from strom.transaction.coordinator import Decision, TransactionCoordinator, Transition, TxnMetadata
 from strom.transaction.describe import Listing, list_transactions
@@ -71,7 +72,6 @@ TXN_TOPIC = "__transaction_state"
 TXN_TOPIC_SEGMENT_BYTES = 100 * 1024 * 1024  # Kafka's transaction.state.log.segment.bytes
 APPEND_TIMEOUT_MS = 5_000  # how long a coordinator append waits for the ISR
 MARKER_RETRY_MS = 100
-_READ_CHUNK_BYTES = 1 << 20
 # (topic, partition, producer id, commit) of a marker written to a partition this broker leads.
 MarkerListener = Callable[[str, int, int, bool], None]
 
@@ -152,14 +152,10 @@ class TransactionService:
         if not is_leader:
             return
         plog = partition.log
-        for key, value in _read_records(plog.read, plog.log_start_offset, plog.log_end_offset):
-            if key is None:
-                continue
-            try:
-                tid = decode_key(key)
-                self.coordinator.replay(tid, None if value is None else decode_value(value))
-            except TxnRecordError as exc:
-                log.warning("%s-%d: skipping unreadable record: %s", TXN_TOPIC, partition.index, exc)
+        name = f"{TXN_TOPIC}-{partition.index}"
+        for _, records in replay_batches(plog.read, plog.log_start_offset, plog.log_end_offset, name):
+            for record in records:
+                self._replay(name, record.key, record.value)
         self.coordinator_epochs[partition.index] = partition.leader_epoch
         loaded = [
             t for t in self.coordinator.txns if partition_for(t, self.num_partitions) == partition.index
@@ -169,24 +165,25 @@ class TransactionService:
             if meta.transactional_id in loaded:
                 self._start_completion(meta.transactional_id)
 
+    def _replay(self, partition: str, key: bytes | None, value: bytes | None) -> None:
+        if key is None:
+            return
+        try:
+            self.coordinator.replay(decode_key(key), None if value is None else decode_value(value))
+        except TxnRecordError as exc:
+            log.warning("%s: skipping unreadable record: %s", partition, exc)
+
     # --- the topic and the coordinator's location ----------------------------------------------
     def ensure_topic(self) -> None:
         """Create ``__transaction_state`` if it does not exist yet (first use)."""
-        if TXN_TOPIC in self._metadata.topics:
-            return
-        rf = max(1, min(self._replication_factor, len(self._metadata.brokers)))
         configs = {
             "cleanup.policy": "compact",
             "compression.type": "uncompressed",
             "segment.bytes": str(TXN_TOPIC_SEGMENT_BYTES),
-            "min.insync.replicas": str(max(1, min(self._min_isr, rf))),
         }
-        try:
-            self._topics.create_topic(TXN_TOPIC, self.num_partitions, rf, configs)
-        except KafkaError as exc:
-            if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise
-        log.info("created %s with %d partitions", TXN_TOPIC, self.num_partitions)
+        self._topics.ensure_internal_topic(
+            TXN_TOPIC, self.num_partitions, self._replication_factor, configs, self._min_isr
+        )
 
     def coordinator_endpoint(self, transactional_id: str) -> tuple[int, str, int] | None:
         """(node id, host, port) of the leader of the id's ``__transaction_state`` partition, if known."""
@@ -429,27 +426,3 @@ class TransactionService:
         except (ConnectionError, LookupError, ValueError) as exc:
             log.info("%s-%d: WriteTxnMarkers to broker %d failed: %s", topic, partition, leader, exc)
             return ErrorCode.NETWORK_EXCEPTION
-
-
-def _read_records(
-    read: Callable[..., bytes], start: int, end: int
-) -> Iterator[tuple[bytes | None, bytes | None]]:
-    offset = start
-    while offset < end:
-        data = read(offset, _READ_CHUNK_BYTES, end, True)
-        if not data:
-            return
-        try:
-            batches = decode_batches(data)
-        except RecordValidationError as exc:
-            log.error(
-                "%s: unreadable batch at offset %d (%s); stopping its replay there", TXN_TOPIC, offset, exc
-            )
-            return
-        if not batches:
-            return
-        for batch in batches:
-            for record in batch.records:
-                if record.offset >= offset:
-                    yield record.key, record.value
-        offset = batches[-1].next_offset
