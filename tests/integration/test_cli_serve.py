@@ -18,13 +18,24 @@ def test_serve_then_use_then_stop(tmp_path: Path, stop_signal: signal.Signals) -
     config = tmp_path / "server.properties"
     config.write_text(f"log.dirs={tmp_path / 'data'}\nnum.partitions=2\n")
     serve = subprocess.Popen(
-        [*STROM, "serve", "--config", str(config), "--set", "listeners=PLAINTEXT://127.0.0.1:0"],
+        [
+            *STROM,
+            "serve",
+            "--config",
+            str(config),
+            "--set",
+            "listeners=PLAINTEXT://127.0.0.1:0",
+            "--set",
+            "http.listeners=http://127.0.0.1:0",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
     )
     try:
         assert serve.stdout is not None
+        http = re.search(r"HTTP on (http://\S+)", serve.stdout.readline())
+        assert http, "strom serve did not report its HTTP listener"
         match = re.search(r"listening on (\S+:\d+)", serve.stdout.readline())
         assert match, "strom serve did not report its listener"
         bootstrap = match.group(1)

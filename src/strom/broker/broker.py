@@ -3,7 +3,7 @@
 `Broker` builds the components and wires each to the ports it uses; none of them receives the broker:
 
     LogManager (storage) ─┐
-    Purgatory(clock) ─────┼─> ReplicaManager ──> GroupService, TransactionService
+    Purgatory(clock) ─────┼─> ReplicaManager ──> GroupService, TransactionService, RegistryService
     ClusterMetadataStore ─┤        │
     IsrStore ─────────────┘        └─> ControlPlane ──> TopicAdmin
 
@@ -14,7 +14,7 @@ the single node a cluster of one (it leads every partition with ISR = {itself}).
 the components through the broker's attributes and never ask which mode they are in.
 
 Background jobs (retention, flush, checkpoints, producer-id expiration, the log cleaner, ISR expiry,
-offset expiry, transaction timeouts) run on the broker's clock.
+offset expiry, transaction timeouts, following ``_schemas``) run on the broker's clock.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.metadata_store import LocalMetadataStore
 from strom.broker.ports import ControlPlane
 from strom.broker.purgatory import Purgatory
+from strom.broker.registry_service import RegistryService
 from strom.broker.replica_fetcher import ReplicaFetcherManager
 from strom.broker.replica_manager import ReplicaManager
 from strom.broker.topic_admin import TopicAdmin
@@ -119,6 +120,7 @@ class Broker:
         )
         # Markers reaching __consumer_offsets commit or drop the group side's transactional offsets.
         self.transactions.marker_listeners.append(self.groups.on_txn_marker)
+        self.registry = RegistryService(config, self.clock, self.replica_manager, self.metadata, self.topics)
         self._tasks: list[asyncio.Task[None]] = []
 
     def _log_config_for(self, topic: str) -> LogConfig:
@@ -129,6 +131,7 @@ class Broker:
         """Join the cluster (or lead everything, alone) at the advertised endpoint, then the jobs."""
         self.groups.start()
         self.transactions.start()
+        self.registry.start()
         self.control.start(self.advertised.host, self.advertised.port)
         self.replica_manager.start()
         get = self.config.get
@@ -185,6 +188,7 @@ class Broker:
         await self.control.controlled_shutdown()
         await self.groups.stop()
         await self.transactions.stop()
+        await self.registry.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

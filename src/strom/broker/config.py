@@ -51,6 +51,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ),
         ConfigDef("listeners", _parse_list, "PLAINTEXT://127.0.0.1:9092", "Addresses to listen on."),
         ConfigDef(
+            "http.listeners",
+            _parse_list,
+            "http://127.0.0.1:8081",
+            "HTTP listeners (schema registry): http://host:port, comma-separated; empty turns HTTP off.",
+        ),
+        ConfigDef(
             "advertised.listeners", _parse_list, None, "Addresses given to clients (default: listeners)."
         ),
         ConfigDef("log.dirs", _parse_list, "./data", "Directories holding partition logs."),

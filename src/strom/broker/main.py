@@ -1,8 +1,10 @@
 """`strom serve`: run one broker in the foreground until SIGINT/SIGTERM, then shut down cleanly.
 
-On start the broker prints one line, `Strom broker <id> listening on <host>:<port>` (the port the OS
-chose when the listener asks for port 0): the `strom.testing` fixture and scripts read it to learn the
-bootstrap address. A clean shutdown flushes and checkpoints every log so the next start skips recovery.
+On start the broker prints `Strom broker <id> HTTP on http://<host>:<port>` when its HTTP listener
+(`http_server.py`: the schema registry) is up, then `Strom broker <id> listening on <host>:<port>` (the
+ports the OS chose when a listener asks for port 0): the `strom.testing` fixture and scripts read them
+to learn the bootstrap address and the registry URL. A clean shutdown flushes and checkpoints every
+log so the next start skips recovery.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import sys
 from strom._util.errors import ConfigError
 from strom.broker.broker import Broker, Endpoint
 from strom.broker.config import BrokerConfig
+from strom.broker.http_server import HttpServer
+from strom.broker.registry_api import RegistryApi
 from strom.broker.server import KafkaServer
 from strom.protocol.errors import KafkaError
 
@@ -50,6 +54,11 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event) -> None:
     else:
         shown = bound_host if bound_host not in ("0.0.0.0", "::") else "localhost"
         broker.advertised = Endpoint(shown, bound_port)
+    try:
+        http, registry_api = await _start_http(config, broker)
+    except BaseException:
+        await server.stop()
+        raise
     broker.start_background()
     print(f"Strom broker {broker.node_id} listening on {broker.advertised.host}:{bound_port}", flush=True)
     try:
@@ -57,8 +66,24 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event) -> None:
     finally:
         log.info("shutting down")
         await server.stop()
+        await http.stop()
+        await registry_api.close()
         await broker.stop()
         log.info("shut down cleanly")
+
+
+async def _start_http(config: BrokerConfig, broker: Broker) -> tuple[HttpServer, RegistryApi]:
+    """The HTTP listener with the registry's routes; its URL is where other brokers forward writes."""
+    http = HttpServer(config.get("http.listeners"), default_listener="http.listeners" not in config.raw)
+    registry_api = RegistryApi(broker.registry)
+    http.mount(registry_api.routes())
+    bound = await http.start()
+    if bound:
+        host, port = bound[0]
+        shown = host if host not in ("0.0.0.0", "::") else broker.advertised.host
+        broker.registry.url = f"http://{shown}:{port}"
+        print(f"Strom broker {broker.node_id} HTTP on {broker.registry.url}", flush=True)
+    return http, registry_api
 
 
 def _keep_freed_memory() -> None:

@@ -2,7 +2,8 @@
 
 ``cluster up`` starts a ZooKeeper (Debian's package) and N brokers on 127.0.0.1, each a separate process
 with its own data directory under ``--dir`` (default ``./cluster``), racks assigned in contiguous blocks
-(``--racks 2`` with 6 brokers: 0-2 on R1, 3-5 on R2). It records every PID and address in
+(``--racks 2`` with 6 brokers: 0-2 on R1, 3-5 on R2), and each its own HTTP port (the schema registry;
+ephemeral unless ``--set http.listeners=...``). It records every PID and address in
 ``<dir>/cluster.json`` and returns, leaving the processes running; ``cluster down`` stops them by those
 PIDs (SIGTERM, then SIGKILL after a timeout), brokers first. ``strom zookeeper`` runs a ZooKeeper in the
 foreground until Ctrl-C.
@@ -45,7 +46,12 @@ def cluster_up(args: argparse.Namespace) -> int:
     state = {
         "zookeeper": {"pid": cluster.zookeeper.pid, "connect": cluster.zookeeper.connect},
         "brokers": {
-            str(i): {"pid": b.proc.pid if b.proc else None, "address": b.bootstrap, "log": str(b.log_path)}
+            str(i): {
+                "pid": b.proc.pid if b.proc else None,
+                "address": b.bootstrap,
+                "registry": b.http_url,
+                "log": str(b.log_path),
+            }
             for i, b in cluster.brokers.items()
         },
         "bootstrap": bootstrap,
@@ -53,7 +59,8 @@ def cluster_up(args: argparse.Namespace) -> int:
     state_path.write_text(json.dumps(state, indent=1))
     print(f"ZooKeeper: {cluster.zookeeper.connect} (pid {cluster.zookeeper.pid})")
     for i, b in cluster.brokers.items():
-        print(f"Broker {i}: {b.bootstrap} (pid {b.proc.pid if b.proc else '-'})")
+        registry = f", schema registry {b.http_url}" if b.http_url else ""
+        print(f"Broker {i}: {b.bootstrap} (pid {b.proc.pid if b.proc else '-'}){registry}")
     print(f"bootstrap.servers={bootstrap}")
     return 0
 

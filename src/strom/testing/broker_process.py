@@ -1,7 +1,8 @@
 """A real Strom broker in a child process, for tests: start, stop, kill -9, restart on the same port.
 
-The child is `python -m strom.broker` with a data directory of the caller's choosing; the first line it
-prints tells the bound port. An optional command prefix runs it elsewhere (the fault suite uses
+The child is `python -m strom.broker` with a data directory of the caller's choosing; the first lines it
+prints tell the bound ports (Kafka's, and the HTTP listener's as `http_url`, on an ephemeral port unless
+``http.listeners`` is given). An optional command prefix runs it elsewhere (the fault suite uses
 ``ip netns exec <ns>``, which execs the broker in place, so the PID is still the broker's) and ``host``
 is the address it listens on and advertises (127.0.0.1 by default). Every process is stopped by its own
 PID (never by name), and every wait is bounded, so a broken broker fails a test instead of hanging the
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import IO
 
 _READY = re.compile(r"Strom broker (\d+) listening on ([^:\s]+):(\d+)")
+_HTTP = re.compile(r"Strom broker \d+ HTTP on (http://\S+?):(\d+)")
 
 
 class BrokerProcess:
@@ -39,6 +41,10 @@ class BrokerProcess:
         self.overrides = dict(overrides or {})
         self.start_timeout_s = start_timeout_s
         self.port = int(self.overrides.pop("port", "0"))
+        # The HTTP listener (schema registry) on an ephemeral port unless the caller sets one: a test
+        # broker must never take the registry's default port 8081. Kept across restarts, like port.
+        self.http_port = 0
+        self.http_url: str | None = None
         self.proc: subprocess.Popen[str] | None = None
         self._log: IO[str] | None = None
 
@@ -60,6 +66,7 @@ class BrokerProcess:
         settings = {
             "listeners": f"PLAINTEXT://{self.host}:{self.port}",
             "log.dirs": str(self.data_dir / "logs"),
+            "http.listeners": f"http://{self.host}:{self.http_port}",
             **self.overrides,
         }
         cmd = [*self.command_prefix, sys.executable, "-m", "strom.broker"]
@@ -76,6 +83,11 @@ class BrokerProcess:
             line = self.proc.stdout.readline()
             if not line:
                 break
+            http = _HTTP.search(line)
+            if http:
+                self.http_url = f"{http.group(1)}:{http.group(2)}"
+                if "http.listeners" not in self.overrides:
+                    self.http_port = int(http.group(2))
             match = _READY.search(line)
             if match:
                 self.port = int(match.group(3))
