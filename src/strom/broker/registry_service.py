@@ -32,12 +32,13 @@ from collections.abc import Callable
 
 from strom._util.clock import Clock, sleep_ms
 from strom.broker.config import BrokerConfig
+from strom.broker.log_replay import replay_batches
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.partition import Partition
 from strom.broker.replica_manager import ReplicaManager
 from strom.broker.topic_admin import TopicAdmin
 from strom.protocol.errors import ErrorCode, KafkaError
-from strom.protocol.records.builder import RecordValidationError, build_batch, decode_batches
+from strom.protocol.records.builder import build_batch
 from strom.registry import errors
 from strom.registry.records import SCHEMAS_TOPIC, Record, RecordError, Writer, writer_record
 from strom.registry.registry import SchemaRegistry, Write
@@ -48,7 +49,6 @@ log = logging.getLogger(__name__)
 APPEND_TIMEOUT_MS = 10_000
 FOLLOW_INTERVAL_MS = 200
 LEADER_WAIT_MS = 10_000
-_READ_CHUNK_BYTES = 1 << 20
 
 
 class RegistryService:
@@ -160,26 +160,14 @@ class RegistryService:
         if part is not self._loaded_from or plog.log_end_offset < self._next_offset:
             self._reset(part)  # another replica object, or the log was truncated below what we applied
         end = plog.high_watermark
-        offset = max(self._next_offset, plog.log_start_offset)
-        while offset < end:
-            data = plog.read(offset, _READ_CHUNK_BYTES, end, True)
-            try:
-                batches = decode_batches(data) if data else []
-            except RecordValidationError as exc:
-                log.error(
-                    "%s: unreadable batch at offset %d (%s); replay stops there", SCHEMAS_TOPIC, offset, exc
-                )
-                return
-            if not batches:
-                break
-            for batch in batches:
-                if batch.is_control:
-                    continue
-                for record in batch.records:
-                    if record.offset >= offset and record.offset < end:
+        start = max(self._next_offset, plog.log_start_offset)
+        for batch, records in replay_batches(plog.read, start, end, f"{SCHEMAS_TOPIC}-0"):
+            if not batch.is_control:
+                for record in records:
+                    if record.offset < end:
                         self._apply(record.offset, record.key, record.value)
-            offset = min(batches[-1].next_offset, end)
-        self._next_offset = max(self._next_offset, offset)
+            # An unreadable batch stops the replay there (logged); the next catch-up tries it again.
+            self._next_offset = max(self._next_offset, min(batch.next_offset, end))
 
     def _apply(self, offset: int, key: bytes | None, value: bytes | None) -> None:
         if key is None:
@@ -212,14 +200,12 @@ class RegistryService:
 
     async def ensure_writer_known(self) -> None:
         """Create ``_schemas`` on first use and wait (bounded) until some broker is its ready writer."""
-        if SCHEMAS_TOPIC not in self._metadata.topics:
-            rf = max(1, min(self._replication_factor, len(self._metadata.brokers)))
-            try:
-                self._topics.create_topic(SCHEMAS_TOPIC, 1, rf, {"cleanup.policy": "compact"})
-                log.info("created %s with replication factor %d", SCHEMAS_TOPIC, rf)
-            except KafkaError as exc:
-                if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
-                    raise errors.store_error(f"cannot create {SCHEMAS_TOPIC}: {exc}") from None
+        try:
+            self._topics.ensure_internal_topic(
+                SCHEMAS_TOPIC, 1, self._replication_factor, {"cleanup.policy": "compact"}
+            )
+        except KafkaError as exc:
+            raise errors.store_error(f"cannot create {SCHEMAS_TOPIC}: {exc}") from None
         deadline = self.clock.monotonic_ms() + LEADER_WAIT_MS
         while not self.is_writer and (self.is_leader or self.writer_url() is None):
             if self.clock.monotonic_ms() > deadline:
