@@ -30,11 +30,14 @@ Theory of operation (Kafka's ``LogCleaner`` / ``Cleaner`` / ``LogCleanerManager`
    nothing: before the commit point the old segments are intact, after it the swap replaces them.
 5. **Checkpoint** the end of the cleaned section as the log's new first dirty offset.
 
-Transactions: nothing at or beyond the last stable offset is cleaned (an open transaction's records
-are not final). Control batches are kept, and so is every batch of an aborted transaction, byte for
-byte and outside the offset map, so an aborted record never supersedes a committed one; a cleaned
-segment takes over the ``.txnindex`` entries of the segments it replaces. Kafka also removes aborted
-records and, later, their markers; Strom keeps both (read_committed consumers still skip them).
+Transactions (decisions in transaction_cleaning.py, as Kafka's cleaner makes them): nothing at or
+beyond the last stable offset is cleaned (an open transaction's records are not final). Aborted
+records, found through the aborted transactions of the ``.txnindex`` files, stay out of the offset map
+(an aborted record never supersedes a committed one) and are removed by the recopy. A transaction's
+marker is kept while the clean meets data of its transaction; once none is left it gets a delete
+horizon and goes after ``delete.retention.ms``. A cleaned segment's ``.txnindex`` holds the entries of
+the ABORT markers it keeps whose transactions still have data in the log. Each producer's last batch,
+data or marker, stays (empty if need be) so its sequence and epoch survive a reload.
 
 Concurrency contract: the cleaner is synchronous and single-threaded like the rest of storage, and
 `LogCleaner.clean_steps` is a generator that returns control to its driver (the broker's event loop)
@@ -51,7 +54,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Generator, Iterator
 from typing import NamedTuple
 
 from strom.protocol.records.batch import (
@@ -61,6 +64,7 @@ from strom.protocol.records.batch import (
     RecordValidationError,
     read_header,
 )
+from strom.protocol.records.control import EndTxnMarker, read_marker
 from strom.storage.checkpoint import CorruptCheckpointError, TopicPartition, read_offsets, write_offsets
 from strom.storage.compaction import (
     Candidate,
@@ -77,6 +81,12 @@ from strom.storage.offset_map import OffsetMap, iter_record_keys, record_payload
 from strom.storage.retention import SegmentSummary
 from strom.storage.segment import BatchSpan, LogSegment
 from strom.storage.swap import CLEANED_SUFFIX, swap_in
+from strom.storage.transaction_cleaning import (
+    CleanedTransactions,
+    ProducerLast,
+    clean_control_batch,
+    is_producer_last_batch,
+)
 from strom.storage.transaction_index import AbortedTxn
 
 log = logging.getLogger(__name__)
@@ -207,20 +217,23 @@ class LogCleaner:
         self, tp: TopicPartition, plog: PartitionLog, to_clean: LogToClean, now_ms: int
     ) -> Iterator[None]:
         offset_map = OffsetMap(self.max_map_entries)
-        aborted = AbortedRanges(
-            plog.collect_aborted_transactions(plog.log_start_offset, to_clean.first_uncleanable_offset)
-        )
-        end_offset = yield from self._build_offset_map(plog, to_clean, offset_map, aborted)
+        aborted = [e for s in plog.segments for e in s.txn_index.entries]
+        map_txns = CleanedTransactions(aborted, to_clean.first_dirty_offset)
+        end_offset = yield from self._build_offset_map(plog, to_clean, offset_map, map_txns)
         segments = [s for s in plog.segments[:-1] if s.base_offset < end_offset]
         summaries = [SegmentSummary(s.base_offset, s.next_offset, s.size, -1) for s in segments]
-        producer_last = {pid: e.last_offset for pid, e in plog.producer_state.producers.items()}
+        producer_last = {
+            pid: ProducerLast(e.last_offset, e.producer_epoch)
+            for pid, e in plog.producer_state.producers.items()
+        }
+        txns = CleanedTransactions(aborted, segments[0].base_offset if segments else end_offset)
         bytes_before, segments_before = plog.size_bytes, len(plog.segments)
         horizons: list[int] = []
         removed = 0
         for indexes in group_segments(summaries, plog.config.segment_bytes):
             group = [segments[i] for i in indexes]
             cleaned, group_removed = yield from self._clean_group(
-                plog, group, offset_map, now_ms, producer_last, horizons, aborted
+                plog, group, offset_map, now_ms, producer_last, horizons, txns
             )
             if not swap_in(plog.segments, group, cleaned, plog.dir):
                 cleaned.delete()
@@ -243,7 +256,7 @@ class LogCleaner:
         log.info("compacted %s: %s", tp, self.last_stats)
 
     def _build_offset_map(
-        self, plog: PartitionLog, to_clean: LogToClean, offset_map: OffsetMap, aborted: AbortedRanges
+        self, plog: PartitionLog, to_clean: LogToClean, offset_map: OffsetMap, txns: CleanedTransactions
     ) -> Generator[None, None, int]:
         """Fill ``offset_map`` from the dirty section; returns (as the generator's value) where it ended."""
         dirty = [
@@ -256,7 +269,9 @@ class LogCleaner:
         for n, segment in enumerate(dirty):
             keys: list[tuple[bytes, int]] = []
             for header, batch in _iter_batches(segment, segment.size):
-                if not header.is_control and not aborted.contains(header):
+                if header.is_control:
+                    txns.on_marker(header, _marker(batch, header))
+                elif not txns.on_data_batch(header):
                     payload = record_payload(batch, header)
                     keys.extend(
                         (key, off) for off, key in iter_record_keys(payload, header) if key is not None
@@ -278,9 +293,9 @@ class LogCleaner:
         group: list[LogSegment],
         offset_map: OffsetMap,
         now_ms: int,
-        producer_last: dict[int, int],
+        producer_last: dict[int, ProducerLast],
         horizons: list[int],
-        aborted: AbortedRanges,
+        txns: CleanedTransactions,
     ) -> Generator[None, None, tuple[LogSegment, int]]:
         """Recopy ``group`` into one fsynced ``.cleaned`` segment; returns (segment, records removed)."""
         cfg = plog.config
@@ -297,26 +312,36 @@ class LogCleaner:
             file_suffix=CLEANED_SUFFIX,
         )
         removed = 0
+        entries: list[AbortedTxn] = []
         try:
             out = bytearray()
             spans: list[BatchSpan] = []
             mtime = os.stat(group[-1].log_path)
             for segment in group:
                 for header, batch in _iter_batches(segment, segment.size):
-                    if aborted.contains(header):
-                        spans.append(
-                            BatchSpan(len(out), header.last_offset, header.max_timestamp, header.size)
+                    last = is_producer_last_batch(header, producer_last)
+                    if header.is_control:
+                        outcome = txns.on_marker(header, _marker(batch, header))
+                        if outcome.index_entry is not None:
+                            entries.append(outcome.index_entry)
+                        result = clean_control_batch(
+                            batch,
+                            header,
+                            discardable=outcome.discardable,
+                            now_ms=now_ms,
+                            delete_retention_ms=cfg.delete_retention_ms,
+                            producer_last_batch=last,
                         )
-                        out += batch
-                        continue
-                    result = clean_batch(
-                        batch,
-                        header,
-                        offset_map,
-                        now_ms=now_ms,
-                        delete_retention_ms=cfg.delete_retention_ms,
-                        producer_last_batch=producer_last.get(header.producer_id) == header.last_offset,
-                    )
+                    else:
+                        result = clean_batch(
+                            batch,
+                            header,
+                            offset_map,
+                            now_ms=now_ms,
+                            delete_retention_ms=cfg.delete_retention_ms,
+                            producer_last_batch=last,
+                            aborted=txns.on_data_batch(header),
+                        )
                     removed += result.records_removed
                     if result.delete_horizon_ms is not None:
                         horizons.append(result.delete_horizon_ms)
@@ -330,9 +355,8 @@ class LogCleaner:
                         yield
             if spans:
                 cleaned.append(out, spans)
-            for segment in group:
-                for entry in segment.txn_index.entries:
-                    cleaned.txn_index.append(entry)
+            for entry in entries:
+                cleaned.txn_index.append(entry)
             cleaned.on_become_inactive()
             cleaned.flush()
             # Time retention of an emptied segment falls back to its mtime: keep the replaced one's.
@@ -352,19 +376,13 @@ class LogCleaner:
         write_offsets(os.path.join(log_dir, CLEANER_OFFSET_CHECKPOINT), offsets)
 
 
-class AbortedRanges:
-    """The offset ranges of aborted transactions, per producer, to tell whether a batch is in one."""
+def _marker(batch: bytes, header: BatchHeader) -> EndTxnMarker | None:
+    """What a control batch says; None for an emptied one or another control type.
 
-    def __init__(self, entries: Iterable[AbortedTxn]) -> None:
-        self._ranges: dict[int, list[tuple[int, int]]] = {}
-        for entry in entries:
-            self._ranges.setdefault(entry.producer_id, []).append((entry.first_offset, entry.last_offset))
-
-    def contains(self, header: BatchHeader) -> bool:
-        if not header.is_transactional or header.is_control:
-            return False
-        ranges = self._ranges.get(header.producer_id, ())
-        return any(first <= header.base_offset <= last for first, last in ranges)
+    Raises:
+        RecordDecodeError: its record is not a valid control record.
+    """
+    return read_marker(batch, header) if header.records_count else None
 
 
 def _iter_batches(segment: LogSegment, size: int) -> Iterator[tuple[BatchHeader, bytes]]:

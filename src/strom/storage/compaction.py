@@ -14,7 +14,9 @@ No I/O here; cleaner.py applies these to segments (see its docstring for the the
   keeps a tombstone and has no delete horizon yet gets one (now + ``delete.retention.ms``, attributes
   bit 6, KIP-534). A batch keeps its base offset and last offset delta, so offsets and producer
   sequences are unchanged; a batch left empty is dropped unless it is its producer's last, which is
-  kept as an empty header so the idempotent-producer state survives (Kafka's ``RETAIN_EMPTY``).
+  kept as an empty header so the idempotent-producer state survives (Kafka's ``RETAIN_EMPTY``). A
+  batch of an aborted transaction keeps none of its records; control batches (transaction markers)
+  are decided in transaction_cleaning.py.
 * `group_segments`: consecutive segments whose cleaned result fits in one segment (at most
   ``segment.bytes`` of input, offsets within a 32-bit delta of the group's base).
 """
@@ -157,21 +159,24 @@ def clean_batch(
     now_ms: int,
     delete_retention_ms: int,
     producer_last_batch: bool,
+    aborted: bool = False,
 ) -> CleanedBatch:
-    """Compact one whole stored batch (see the module docstring).
+    """Compact one whole stored data batch (see the module docstring); ``aborted``: it belongs to an
+    aborted transaction, so none of its records stays (transaction_cleaning.py).
 
     Raises:
         RecordValidationError: the batch does not decode (CRC mismatch, bad records).
     """
     if header.is_control:
-        return CleanedBatch(batch, None, 0)
+        return CleanedBatch(batch, None, 0)  # markers: transaction_cleaning.clean_control_batch
     decoded = decode_batch(batch, max_uncompressed_size=MAX_UNCOMPRESSED_BYTES)
     horizon = decoded.delete_horizon_ms
     past_horizon = horizon is not None and now_ms >= horizon
     kept = [
         r
         for r in decoded.records
-        if retain_record(
+        if not aborted
+        and retain_record(
             r.offset, r.key, r.value is None, offset_map.get(r.key) if r.key is not None else -1, past_horizon
         )
     ]
@@ -180,14 +185,15 @@ def clean_batch(
     if horizon is None and has_tombstone:
         horizon = now_ms + delete_retention_ms
     pending = horizon if has_tombstone else None
+    if not kept and not producer_last_batch:
+        return CleanedBatch(None, None, removed)  # also an empty batch that is no longer the last
     if removed == 0 and (pending is None or decoded.delete_horizon_ms is not None):
         return CleanedBatch(batch, pending, 0)  # unchanged: keep the original bytes
-    if not kept and not producer_last_batch:
-        return CleanedBatch(None, None, removed)
-    return CleanedBatch(_rebuild(batch, header, kept, horizon if kept else None), pending, removed)
+    return CleanedBatch(rebuild_batch(batch, header, kept, horizon if kept else None), pending, removed)
 
 
-def _rebuild(batch: bytes, header: BatchHeader, kept: Sequence[Record], horizon: int | None) -> bytes:
+def rebuild_batch(batch: bytes, header: BatchHeader, kept: Sequence[Record], horizon: int | None) -> bytes:
+    """``batch`` holding only ``kept``, with its offsets, producer fields, codec and attributes."""
     codec = CompressionType(header.compression)
     xerial = codec is CompressionType.SNAPPY and batch[HEADER_SIZE : HEADER_SIZE + 8] == XERIAL_MAGIC
     return encode_batch(
@@ -203,5 +209,6 @@ def _rebuild(batch: bytes, header: BatchHeader, kept: Sequence[Record], horizon:
         partition_leader_epoch=header.partition_leader_epoch,
         timestamp_type=header.timestamp_type,
         is_transactional=header.is_transactional,
+        is_control=header.is_control,
         xerial_snappy=xerial,
     )

@@ -35,7 +35,9 @@ def load_batch(
 
     ``batch`` (the whole batch) is read only for a control batch, to learn what its marker says.
     """
-    marker = read_marker(batch, header) if header.is_control and batch is not None else None
+    # A control batch emptied by the cleaner (kept for its producer's epoch) says nothing more.
+    has_record = header.is_control and header.records_count > 0
+    marker = read_marker(batch, header) if has_record and batch is not None else None
     entry = state.load_batch(header, marker)
     if entry is not None:
         segments[segment_index(segments, entry.last_offset)].txn_index.append(entry)

@@ -127,14 +127,14 @@ class ProducerStateEntry:
                 return meta
         return None
 
-    def _set_epoch(self, epoch: int) -> None:
+    def set_epoch(self, epoch: int) -> None:
         if epoch != self.producer_epoch:
             self.producer_epoch = epoch
             self.batches.clear()
 
     def add(self, header: BatchHeader, first_offset: int) -> bool:
         """Record a data batch written at ``first_offset``; True if it starts a transaction."""
-        self._set_epoch(header.producer_epoch)
+        self.set_epoch(header.producer_epoch)
         starts = header.is_transactional and self.current_txn_first_offset < 0
         if starts:
             self.current_txn_first_offset = first_offset
@@ -149,7 +149,7 @@ class ProducerStateEntry:
 
     def end_txn(self, header: BatchHeader, marker: EndTxnMarker, offset: int) -> CompletedTxn:
         """Record the marker at ``offset``: the open transaction (or an empty one there) completes."""
-        self._set_epoch(header.producer_epoch)
+        self.set_epoch(header.producer_epoch)
         first = self.current_txn_first_offset if self.current_txn_first_offset >= 0 else offset
         self.current_txn_first_offset = NO_OFFSET
         self.coordinator_epoch = marker.coordinator_epoch
@@ -330,11 +330,11 @@ class ProducerStateManager:
         if entry is None:
             entry = self.producers[header.producer_id] = ProducerStateEntry(header.producer_id)
         if header.is_control:
-            return (
-                None
-                if marker is None
-                else self.complete_txn(entry.end_txn(header, marker, header.base_offset))
-            )
+            if marker is None:  # an emptied marker the cleaner kept: the producer's epoch survives
+                if header.producer_epoch > entry.producer_epoch:
+                    entry.set_epoch(header.producer_epoch)
+                return None
+            return self.complete_txn(entry.end_txn(header, marker, header.base_offset))
         if entry.add(header, header.base_offset):
             self.ongoing[header.base_offset] = header.producer_id
         return None
@@ -365,11 +365,15 @@ class ProducerStateManager:
         return min(min(self.ongoing, default=INT64_MAX), min(self.unreplicated, default=INT64_MAX))
 
     def evict_before(self, log_start_offset: int) -> None:
-        """Forget producers whose last batch was deleted (retention), unless in a transaction."""
+        """Forget producers whose last batch was deleted (retention), unless in a transaction.
+
+        A producer known only by its epoch (its last batch is a marker that fenced it, which the
+        cleaner keeps for that reason) stays until it expires.
+        """
         gone = [
             pid
             for pid, e in self.producers.items()
-            if e.last_offset < log_start_offset and e.current_txn_first_offset < 0
+            if e.batches and e.last_offset < log_start_offset and e.current_txn_first_offset < 0
         ]
         for pid in gone:
             del self.producers[pid]

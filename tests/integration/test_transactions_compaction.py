@@ -1,0 +1,134 @@
+"""Transactions on a compacted topic, against a real broker process, with confluent-kafka and kafka-python.
+
+A transactional producer commits, aborts and commits again on the same keys; the broker's cleaner
+(backing off 200 ms, tiny segments, ``delete.retention.ms`` 1 s) then removes the aborted records,
+the superseded committed ones and, once no data of its transaction is left, the ABORT marker. Readers
+of both isolation levels see the committed view only; after a kill -9 and restart the producer state,
+the last stable offset and that view are the same and the transactional id keeps working.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KpTopicPartition
+
+from strom.protocol.records.batch import iter_headers
+from strom.protocol.records.control import ControlType, read_marker
+from strom.testing import BrokerProcess
+
+from .test_compaction import wait_until
+from .test_transactions import committed_end, consume_all
+
+pytestmark = pytest.mark.slow
+
+SETTINGS = {
+    "log.cleaner.backoff.ms": "200",
+    "transaction.state.log.num.partitions": "3",
+    "group.initial.rebalance.delay.ms": "0",
+}
+COMPACTED = {
+    "cleanup.policy": "compact",
+    "segment.bytes": "2048",
+    "segment.ms": "300",
+    "min.cleanable.dirty.ratio": "0.01",
+    "delete.retention.ms": "1000",
+}
+
+
+def markers_on_disk(broker: BrokerProcess, topic: str) -> list[tuple[int, ControlType | None]]:
+    """(offset, type) of every control batch in the partition's segment files (None: emptied)."""
+    found = []
+    for path in sorted((broker.data_dir / "logs" / f"{topic}-0").glob("*.log")):
+        data = Path(path).read_bytes()
+        for position, header in iter_headers(data):
+            if header.is_control:
+                marker = read_marker(data[position:], header) if header.records_count else None
+                found.append((header.base_offset, None if marker is None else marker.control_type))
+    return found
+
+
+def test_compaction_removes_aborted_data_then_its_marker_and_survives_a_restart(
+    strom_broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    broker = strom_broker_factory(**SETTINGS)
+    topic = f"txc-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config=COMPACTED)])[topic].result(15)
+    txn_id = f"txc-{uuid.uuid4().hex[:6]}"
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": txn_id, "linger.ms": 0})
+    producer.init_transactions(30)
+
+    def transaction(values: dict[bytes, bytes], commit: bool) -> None:
+        producer.begin_transaction()
+        for key, value in values.items():
+            producer.produce(topic, key=key, value=value)
+        producer.flush(10)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+
+    keys = [b"k%d" % i for i in range(10)]
+    transaction({k: b"c1-" + k for k in keys}, commit=True)
+    transaction({**{k: b"ab-" + k for k in keys}, **{b"a%d" % i: b"ab" for i in range(5)}}, commit=False)
+    transaction({k: b"c3-" + k for k in keys[:5]}, commit=True)
+    expected = [b"c1-" + k for k in keys[5:]] + [b"c3-" + k for k in keys[:5]]
+    filler = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    rounds = [0]
+
+    def push_filler() -> None:
+        """A keyed plain record: new dirty data and (past segment.ms) a segment roll for the cleaner."""
+        rounds[0] += 1
+        filler.produce(topic, key=b"filler", value=b"%d" % rounds[0])
+        assert filler.flush(10) == 0
+
+    def committed_view() -> list[bytes]:
+        return consume_all(broker.bootstrap, topic, "read_committed", idle_s=1.0)
+
+    def cleaned() -> bool:
+        push_filler()
+        values = consume_all(broker.bootstrap, topic, "read_uncommitted", idle_s=1.0)
+        return [v for v in values if v.startswith((b"c", b"ab"))] == expected
+
+    wait_until(cleaned, 60, "the aborted and superseded records to be compacted away")
+    assert [v for v in committed_view() if v.startswith(b"c")] == expected
+
+    def abort_marker_gone() -> bool:
+        push_filler()
+        return [t for _, t in markers_on_disk(broker, topic)] == [ControlType.COMMIT, ControlType.COMMIT]
+
+    wait_until(abort_marker_gone, 60, "the ABORT marker to go once its data was gone")
+    lso, hw = committed_end(broker.bootstrap, topic)
+    assert lso == hw
+
+    broker.kill()
+    broker.start()
+    assert committed_end(broker.bootstrap, topic) == (lso, hw)
+    assert [v for v in committed_view() if v.startswith(b"c")] == expected
+    # The transactional id still works: the new instance fences the old one and commits.
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": txn_id, "linger.ms": 0})
+    producer.init_transactions(30)
+    transaction({b"k0": b"c4-k0"}, commit=True)
+    superseded = b"c3-k0"  # until the segment holding c4-k0 rolls and is cleaned
+    after = [*(v for v in expected if v != superseded), b"c4-k0"]
+    assert [v for v in committed_view() if v.startswith(b"c") and v != superseded] == after
+    # kafka-python's read_committed consumer parses the cleaned batches (emptied and horizon-stamped) too.
+    consumer = KafkaConsumer(
+        bootstrap_servers=broker.bootstrap,
+        auto_offset_reset="earliest",
+        isolation_level="read_committed",
+        consumer_timeout_ms=3000,
+    )
+    try:
+        consumer.assign([KpTopicPartition(topic, 0)])
+        seen = [m.value for m in consumer if m.value.startswith(b"c") and m.value != superseded]
+    finally:
+        consumer.close()
+    assert seen == after
