@@ -20,6 +20,7 @@ Theory of operation (details in each module's docstring):
   never past the high watermark) into Arrow record batches.
 * `writer` -- the sink: idempotent producer, Java-compatible murmur2 key placement.
 * `partitioner` -- murmur2 as Java computes it, for predicting placements.
+* `deploy` -- which Python runs Spark's Python workers (set by `register()`, checked at once).
 
 Only this package imports pyspark; it reaches brokers only through confluent-kafka clients.
 """
@@ -34,7 +35,30 @@ FORMAT_NAME = "strom"
 
 
 def register(spark: Any) -> None:
-    """Register format `strom` on a SparkSession (registration is per session)."""
+    """Register format `strom` on a SparkSession (registration is per session).
+
+    Also points Spark's Python workers at an interpreter that has `strom` (see `strom.spark.deploy`):
+    `PYSPARK_PYTHON`, else the `spark.pyspark.python` conf, else this interpreter on a `local` master.
+
+    Raises:
+        PythonWorkerError: a cluster master without either setting, or an interpreter that cannot
+            import `strom` -- the message names the fix.
+    """
+    import os
+    import sys
+
+    from strom.spark.deploy import check_imports_strom, choose_python_exec
     from strom.spark.source import StromDataSource
 
+    context = spark.sparkContext
+    conf = context.getConf()
+    choice = choose_python_exec(
+        env_python=os.environ.get("PYSPARK_PYTHON"),
+        conf_python=conf.get("spark.pyspark.python", None),
+        master=context.master,
+        current_python=sys.executable,
+    )
+    check_imports_strom(choice)
+    # PySpark wraps the data source with the context's pythonExec: set it before registering.
+    context.pythonExec = choice.python
     spark.dataSource.register(StromDataSource)
