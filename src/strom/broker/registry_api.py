@@ -10,6 +10,12 @@ Routing in a cluster: a write reaching a broker that is not the writer (leader o
 forwarded to the writer's URL, with its method, path, query and body, and the writer's answer is
 relayed; a read reaching a broker without a replica of ``_schemas`` is forwarded the same way. A
 forwarded request carries ``X-Strom-Forwarded`` so that it is never forwarded twice (50003 instead).
+
+Read-your-writes through any broker: the writer's answer to a write carries ``X-Strom-Schemas-Offset``
+(its high watermark once the write is committed); the broker that forwarded it waits (briefly, bounded)
+until its own replica has replayed that far before relaying the answer. And a read that misses (404)
+on a broker that is not the writer is confirmed with the writer before the 404 is given, because a
+follower learns of committed records a fetch round later than the writer.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ ACCEPTED_CONTENT_TYPES = frozenset(
     {JSON_CONTENT_TYPE, "application/vnd.schemaregistry+json", "application/json", "application/octet-stream"}
 )
 FORWARDED_HEADER = "X-Strom-Forwarded"
+OFFSET_HEADER = "X-Strom-Schemas-Offset"  # a write's answer: the _schemas offset the writer had committed
 FORWARD_TIMEOUT_S = 30.0
 
 Decide = Callable[[SchemaRegistry], Write]
@@ -153,15 +160,26 @@ class RegistryApi:
                 if forward_to is not None:
                     return await self._forward(request, forward_to)
                 result = await handler(request)
-                if isinstance(result, web.StreamResponse):
-                    return result
-                return json_response(200, result)
+                response = result if isinstance(result, web.StreamResponse) else json_response(200, result)
+                if write:
+                    response.headers[OFFSET_HEADER] = str(self.service.committed_offset())
+                return response
             except RegistryError as exc:
+                if exc.status == 404 and not write and self._may_forward_miss(request):
+                    # A follower may not have replayed a write the writer just acknowledged: a miss here
+                    # is confirmed with the writer (read-your-writes through any broker).
+                    return await self._forward(request, str(self.service.writer_url()))
                 if exc.status >= 500:
                     log.warning("registry %s %s: %s", request.method, request.path_qs, exc.message)
                 return json_response(exc.status, exc.body())
 
         return serve
+
+    def _may_forward_miss(self, request: web.Request) -> bool:
+        svc = self.service
+        return (
+            not svc.is_writer and svc.writer_url() is not None and not request.headers.get(FORWARDED_HEADER)
+        )
 
     async def _forward_target(self, request: web.Request, write: bool) -> str | None:
         svc = self.service
@@ -194,7 +212,11 @@ class RegistryApi:
                 request.method, base_url.rstrip("/") + request.path_qs, data=body, headers=headers
             ) as answer:
                 payload = await answer.read()
-                return web.Response(status=answer.status, body=payload, content_type=JSON_CONTENT_TYPE)
+                offset = answer.headers.get(OFFSET_HEADER, "")
+            if answer.status == 200 and offset.isdigit():
+                # Answer once this broker has replayed the write too, so that the client reads it here.
+                await self.service.wait_replayed(int(offset))
+            return web.Response(status=answer.status, body=payload, content_type=JSON_CONTENT_TYPE)
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise errors.forwarding_error(f"{base_url}: {exc or type(exc).__name__}") from None
 

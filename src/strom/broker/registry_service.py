@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 APPEND_TIMEOUT_MS = 10_000
 FOLLOW_INTERVAL_MS = 200
 LEADER_WAIT_MS = 10_000
+REPLAY_WAIT_MS = 2_000
 
 
 class RegistryService:
@@ -177,6 +178,20 @@ class RegistryService:
             self.registry.state.apply(bytes(key), None if value is None else bytes(value))
         except RecordError as exc:
             log.warning("%s: skipping record at offset %d: %s", SCHEMAS_TOPIC, offset, exc)
+
+    def committed_offset(self) -> int:
+        """The local replica's high watermark (0 without one)."""
+        part = self._replica()
+        return 0 if part is None else part.log.high_watermark
+
+    async def wait_replayed(self, offset: int) -> None:
+        """Wait (at most ``REPLAY_WAIT_MS``) until the local replica has replayed up to ``offset``."""
+        deadline = self.clock.monotonic_ms() + REPLAY_WAIT_MS
+        while self._replica() is not None:
+            self.catch_up()
+            if self._next_offset >= offset or self.clock.monotonic_ms() >= deadline:
+                return
+            await sleep_ms(self.clock, 10)
 
     # --- writes --------------------------------------------------------------------------------
     async def _announce(self) -> None:
