@@ -36,8 +36,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         from strom.cli.cluster import CLUSTER_HANDLERS
+        from strom.cli.schemas import SCHEMAS_HANDLERS
 
-        return {**HANDLERS, **CLUSTER_HANDLERS}[args.handler](args)
+        return {**HANDLERS, **CLUSTER_HANDLERS, **SCHEMAS_HANDLERS}[args.handler](args)
     except ConsoleError as exc:
         print(f"strom: error: {exc.message}", file=sys.stderr)
         return EXIT_FAILURE

@@ -1,0 +1,120 @@
+"""``strom schemas``: a schema registry client over its REST API (Confluent's, served by every broker).
+
+Plain HTTP with the standard library: JSON bodies with the registry's content type
+``application/vnd.schemaregistry.v1+json``. Every failure becomes one `ConsoleError` line: the
+registry's own ``error_code`` and message, or why the registry could not be reached.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from strom.console.errors import ConsoleError
+
+DEFAULT_REGISTRY = "http://localhost:8081"
+REGISTRY_ENV = "STROM_SCHEMA_REGISTRY"
+CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+
+
+class RegistryClient:
+    def __init__(self, url: str, timeout_s: float = 30.0) -> None:
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+
+    def request(self, method: str, path: str, body: Any = None, **query: object) -> Any:
+        params = {
+            k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in query.items() if v is not None
+        }
+        url = self.url + path + (f"?{urllib.parse.urlencode(params)}" if params else "")
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(url, data=data, method=method)
+        request.add_header("Accept", CONTENT_TYPE)
+        if data is not None:
+            request.add_header("Content-Type", CONTENT_TYPE)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                payload = response.read()
+        except urllib.error.HTTPError as exc:
+            raise ConsoleError(_error_line(exc.code, exc.read())) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ConsoleError(f"cannot reach the schema registry at {self.url}: {reason}") from None
+        try:
+            return json.loads(payload) if payload else None
+        except ValueError:
+            raise ConsoleError(f"{self.url} did not answer JSON; is it a schema registry?") from None
+
+
+def _error_line(status: int, payload: bytes) -> str:
+    try:
+        body = json.loads(payload)
+        return f"{body['message']} (error code {body['error_code']})"
+    except (ValueError, KeyError, TypeError):
+        return f"the schema registry answered HTTP {status}"
+
+
+def _subject(subject: str) -> str:
+    return urllib.parse.quote(subject, safe="")
+
+
+def read_schema(path: str) -> str:
+    """A schema file's text ('-': standard input), checked to be JSON."""
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConsoleError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        json.loads(text)
+    except ValueError as exc:
+        raise ConsoleError(f"{path} is not JSON: {exc}") from None
+    return text
+
+
+def list_subjects(client: RegistryClient, deleted: bool) -> list[str]:
+    return list(client.request("GET", "/subjects", deleted=deleted))
+
+
+def list_versions(client: RegistryClient, subject: str, deleted: bool) -> list[int]:
+    return list(client.request("GET", f"/subjects/{_subject(subject)}/versions", deleted=deleted))
+
+
+def get_version(client: RegistryClient, subject: str, version: str) -> dict[str, Any]:
+    return dict(client.request("GET", f"/subjects/{_subject(subject)}/versions/{_subject(version)}"))
+
+
+def get_by_id(client: RegistryClient, schema_id: int) -> dict[str, Any]:
+    return dict(client.request("GET", f"/schemas/ids/{schema_id}"))
+
+
+def register(client: RegistryClient, subject: str, schema: str, schema_type: str) -> int:
+    body = {"schema": schema, "schemaType": schema_type}
+    return int(client.request("POST", f"/subjects/{_subject(subject)}/versions", body)["id"])
+
+
+def check(client: RegistryClient, subject: str, schema: str, version: str | None) -> dict[str, Any]:
+    path = f"/compatibility/subjects/{_subject(subject)}/versions"
+    if version is not None:
+        path += f"/{_subject(version)}"
+    return dict(client.request("POST", path, {"schema": schema}, verbose=True))
+
+
+def config(client: RegistryClient, subject: str | None, level: str | None, delete: bool) -> str:
+    path = "/config" if subject is None else f"/config/{_subject(subject)}"
+    if delete:
+        return str(client.request("DELETE", path)["compatibilityLevel"])
+    if level is not None:
+        return str(client.request("PUT", path, {"compatibility": level.upper()})["compatibility"])
+    return str(client.request("GET", path, defaultToGlobal=True if subject else None)["compatibilityLevel"])
+
+
+def delete(client: RegistryClient, subject: str, version: str | None, permanent: bool) -> list[int]:
+    path = f"/subjects/{_subject(subject)}"
+    if version is not None:
+        return [int(client.request("DELETE", f"{path}/versions/{_subject(version)}", permanent=permanent))]
+    return [int(v) for v in client.request("DELETE", path, permanent=permanent)]
