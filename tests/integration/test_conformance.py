@@ -44,7 +44,7 @@ API_VERSIONS_V = range(5)
 CREATE_TOPICS_V = range(5)
 DELETE_TOPICS_V = range(4)
 DELETE_RECORDS_V = range(2)
-INIT_PRODUCER_ID_V = range(2)
+INIT_PRODUCER_ID_V = range(5)
 DESCRIBE_CONFIGS_V = range(4)
 ALTER_CONFIGS_V = range(2)
 INCREMENTAL_ALTER_CONFIGS_V = range(1)
@@ -532,6 +532,35 @@ def test_init_producer_id(raw: RawClient, version: int) -> None:
         raw, ApiKey.INIT_PRODUCER_ID, version, {"transactional_id": tid, "transaction_timeout_ms": 900_001}
     )
     assert too_long["error_code"] == ErrorCode.INVALID_TRANSACTION_TIMEOUT
+    if version >= 3:
+        _init_producer_id_epoch_bumps(
+            raw, version, tid, int(again["producer_id"]), int(again["producer_epoch"])
+        )
+
+
+def _init_producer_id_epoch_bumps(raw: RawClient, version: int, tid: str, pid: int, epoch: int) -> None:
+    """KIP-360 (v3+): the current id and epoch bump the epoch; a retry of that bump (the previous epoch)
+    answers the same again; an older epoch or another producer id is fenced (INVALID_PRODUCER_EPOCH
+    below v4). An idempotent producer's old id is not reused."""
+    body = {"transactional_id": tid, "transaction_timeout_ms": 60_000}
+    bumped = call(
+        raw, ApiKey.INIT_PRODUCER_ID, version, {**body, "producer_id": pid, "producer_epoch": epoch}
+    )
+    assert (bumped["error_code"], bumped["producer_id"], bumped["producer_epoch"]) == (0, pid, epoch + 1)
+    retry = call(raw, ApiKey.INIT_PRODUCER_ID, version, {**body, "producer_id": pid, "producer_epoch": epoch})
+    assert (retry["error_code"], retry["producer_id"], retry["producer_epoch"]) == (0, pid, epoch + 1)
+    fenced = ErrorCode.PRODUCER_FENCED if version >= 4 else ErrorCode.INVALID_PRODUCER_EPOCH
+    for stale in (
+        {"producer_id": pid, "producer_epoch": epoch - 1},
+        {"producer_id": pid + 1, "producer_epoch": 0},
+    ):
+        answer = call(raw, ApiKey.INIT_PRODUCER_ID, version, {**body, **stale})
+        assert (answer["error_code"], answer["producer_id"], answer["producer_epoch"]) == (fenced, -1, -1)
+    idempotent = {"transactional_id": None, "transaction_timeout_ms": 60_000}
+    fresh = call(
+        raw, ApiKey.INIT_PRODUCER_ID, version, {**idempotent, "producer_id": pid, "producer_epoch": 5}
+    )
+    assert fresh["error_code"] == 0 and fresh["producer_id"] > pid and fresh["producer_epoch"] == 0
 
 
 # -- DescribeConfigs / AlterConfigs / IncrementalAlterConfigs ----------------------------------------

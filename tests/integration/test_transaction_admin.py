@@ -190,3 +190,54 @@ def test_kafka_python_admin_client(broker: BrokerProcess) -> None:
         assert admin.describe_transactions([tid])[tid].state.value == "CompleteAbort"
     finally:
         admin.close()
+
+
+def _last_value_of(raw: RawClient, tid: str, partitions: int) -> bytes | None:
+    """The value of the last ``__transaction_state`` record of ``tid`` (None: a tombstone)."""
+    from strom.protocol.records.builder import decode_batches
+    from strom.transaction.records import decode_key, partition_for
+
+    part = raw.fetch("__transaction_state", partition_for(tid, partitions), 0)
+    assert part["error_code"] == 0
+    records = [r for b in decode_batches(bytes(part["records"] or b"")) for r in b.records]
+    (last, *_) = [r for r in reversed(records) if r.key is not None and decode_key(r.key) == tid]
+    return last.value
+
+
+def test_idle_transactional_ids_expire(strom_broker_factory: Any) -> None:
+    """transactional.id.expiration.ms over TCP: an idle id gets a tombstone in __transaction_state and is
+    forgotten (also after a restart); an id with an open transaction does not expire; the expired id
+    starts again with a new producer id."""
+    config = {
+        **BROKER_CONFIG,
+        "transactional.id.expiration.ms": "1500",
+        "transaction.remove.expired.transaction.cleanup.interval.ms": "200",
+    }
+    broker = strom_broker_factory(**config)
+    topic = create_topic(broker.bootstrap)
+    idle_tid = f"idle-{uuid.uuid4().hex[:8]}"
+    idle = txn_producer(broker.bootstrap, idle_tid)
+    idle.init_transactions(30)
+    idle.begin_transaction()
+    idle.produce(topic, b"x")
+    idle.commit_transaction(30)
+    open_tid, open_producer = _open_transaction(broker.bootstrap, topic)
+    with RawClient(broker.bootstrap) as raw:
+        (before,) = _describe(raw, idle_tid)
+        deadline = time.monotonic() + 15
+        while _describe(raw, idle_tid)[0]["error_code"] != ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
+            assert time.monotonic() < deadline, "the idle transactional id did not expire"
+            time.sleep(0.2)
+        assert _last_value_of(raw, idle_tid, 5) is None
+        (still_open,) = _describe(raw, open_tid)
+        assert still_open["transaction_state"] == "Ongoing"
+    broker.stop()
+    broker.start()
+    with RawClient(broker.bootstrap) as raw:
+        assert _describe(raw, idle_tid)[0]["error_code"] == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+    again = txn_producer(broker.bootstrap, idle_tid)
+    again.init_transactions(30)
+    with RawClient(broker.bootstrap) as raw:
+        (fresh,) = _describe(raw, idle_tid)
+    assert fresh["producer_id"] != before["producer_id"] and fresh["producer_epoch"] == 0
+    del open_producer

@@ -144,6 +144,18 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "How often transactions past their timeout are aborted.",
         ),
         ConfigDef(
+            "transactional.id.expiration.ms",
+            int,
+            "604800000",
+            "How long a transactional id may stay idle (no transaction, no InitProducerId) before expiring.",
+        ),
+        ConfigDef(
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
+            int,
+            "3600000",
+            "How often expired transactional ids are removed.",
+        ),
+        ConfigDef(
             "offsets.commit.timeout.ms",
             int,
             "5000",

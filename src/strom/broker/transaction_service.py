@@ -25,7 +25,9 @@ The coordinator (`strom.transaction`) is sans-I/O: it decides and returns transi
   Losing leadership forgets that partition's ids;
 * aborts transactions past their timeout every
   ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` on the broker's clock
-  (`TransactionCoordinator.expired_transactions` fences the producer and moves to PrepareAbort).
+  (`TransactionCoordinator.expired_transactions` fences the producer and moves to PrepareAbort), and
+  every ``transaction.remove.expired.transaction.cleanup.interval.ms`` writes a tombstone for each id
+  idle longer than ``transactional.id.expiration.ms`` (then forgets it).
 
 Group offsets sent in a transaction (TxnOffsetCommit) are the group coordinator's: `marker_listeners`
 are told of every marker this broker writes as a partition's leader (for its own coordinator or for
@@ -40,7 +42,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from strom._util.clock import Clock, sleep_ms
 from strom.broker.config import BrokerConfig
@@ -94,39 +96,44 @@ class TransactionService:
         self._replication_factor = int(get("transaction.state.log.replication.factor"))
         self._min_isr = int(get("transaction.state.log.min.isr"))
         self._cleanup_interval_ms = int(get("transaction.abort.timed.out.transaction.cleanup.interval.ms"))
+        self._id_expiration_ms = int(get("transactional.id.expiration.ms"))
+        self._id_cleanup_interval_ms = int(get("transaction.remove.expired.transaction.cleanup.interval.ms"))
         self.coordinator = TransactionCoordinator(metadata, int(get("transaction.max.timeout.ms")))
         # __transaction_state partition -> its leader epoch when this broker loaded it (coordinator epoch).
         self.coordinator_epochs: dict[int, int] = {}
         self.marker_listeners: list[MarkerListener] = []
         self._completing: dict[str, asyncio.Task[None]] = {}
         self._connections: dict[int, BrokerConnection] = {}  # partition leaders, for WriteTxnMarkers
-        self._expiry_task: asyncio.Task[None] | None = None
+        self._timer_tasks: list[asyncio.Task[None]] = []
         replica_manager.on_leadership_change.append(self._on_leadership_change)
 
     # --- life cycle ----------------------------------------------------------------------------
     def start(self) -> None:
-        self._expiry_task = asyncio.create_task(self._abort_expired_periodically())
+        self._timer_tasks = [
+            asyncio.create_task(self._periodically(self._cleanup_interval_ms, self.abort_expired)),
+            asyncio.create_task(self._periodically(self._id_cleanup_interval_ms, self.remove_expired_ids)),
+        ]
 
     async def stop(self) -> None:
-        tasks = [t for t in (self._expiry_task, *self._completing.values()) if t is not None]
+        tasks = [*self._timer_tasks, *self._completing.values()]
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        self._expiry_task = None
+        self._timer_tasks = []
         self._completing.clear()
         for connection in self._connections.values():
             connection.close()
         self._connections.clear()
 
-    async def _abort_expired_periodically(self) -> None:
+    async def _periodically(self, interval_ms: int, job: Callable[[], Awaitable[None]]) -> None:
         while True:
-            await sleep_ms(self.clock, max(self._cleanup_interval_ms, 10))
+            await sleep_ms(self.clock, max(interval_ms, 10))
             try:
-                await self.abort_expired()
+                await job()
             except Exception:
-                log.exception("aborting timed-out transactions failed")
+                log.exception("transaction coordinator job %s failed", job.__name__)
 
     async def abort_expired(self) -> None:
         """Fence and abort every Ongoing transaction past its timeout (Kafka's abortTimedOutTransactions)."""
@@ -134,6 +141,14 @@ class TransactionService:
             log.info("transaction of %s timed out: aborting", transition.transactional_id)
             if await self._append(transition) is ErrorCode.NONE:
                 self._start_completion(transition.transactional_id)
+
+    async def remove_expired_ids(self) -> None:
+        """Tombstone every id idle past ``transactional.id.expiration.ms`` (Kafka's
+        removeExpiredTransactionalIds); the id is forgotten once its tombstone is durable."""
+        now = self.clock.time_ms()
+        for transition in self.coordinator.expired_transactional_ids(self._id_expiration_ms, now):
+            if await self._append(transition) is ErrorCode.NONE:
+                log.info("transactional id %s expired", transition.transactional_id)
 
     # --- leadership ----------------------------------------------------------------------------
     def _on_leadership_change(self, partition: Partition, is_leader: bool) -> None:
@@ -242,11 +257,15 @@ class TransactionService:
         return ErrorCode.NONE, listing
 
     # --- requests ------------------------------------------------------------------------------
-    async def init_producer_id(self, transactional_id: str, timeout_ms: int) -> Decision:
+    async def init_producer_id(
+        self, transactional_id: str, timeout_ms: int, producer_id: int = -1, producer_epoch: int = -1
+    ) -> Decision:
         error = self.coordinator_error(transactional_id)
         if error is not None:
             return Decision(error)
-        decision = self.coordinator.init_producer_id(transactional_id, timeout_ms, self.clock.time_ms())
+        decision = self.coordinator.init_producer_id(
+            transactional_id, timeout_ms, self.clock.time_ms(), producer_id, producer_epoch
+        )
         return await self._decided(decision)
 
     async def add_partitions(
@@ -288,7 +307,8 @@ class TransactionService:
         tid = transition.transactional_id
         rm = self.replica_manager
         index = partition_for(tid, self.num_partitions)
-        batch = build_batch([(encode_key(tid), encode_value(transition.value), (), self.clock.time_ms())])
+        value = None if transition.state is TxnState.DEAD else encode_value(transition.value)  # tombstone
+        batch = build_batch([(encode_key(tid), value, (), self.clock.time_ms())])
         try:
             part = rm.leader_partition(TXN_TOPIC, index)
             info = rm.append_as_leader(part, batch)

@@ -92,7 +92,7 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.CREATE_TOPICS: (0, 4),
     ApiKey.DELETE_TOPICS: (0, 3),
     ApiKey.DELETE_RECORDS: (0, 1),
-    ApiKey.INIT_PRODUCER_ID: (0, 1),
+    ApiKey.INIT_PRODUCER_ID: (0, 4),  # v3+: KIP-360 epoch bumps
     # Transactions (TRANSACTIONS-NOTES §1): pre-flexible versions every client can use.
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 2),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 2),

@@ -17,8 +17,13 @@ INVALID_PRODUCER_EPOCH for older versions, TRANSACTIONS-NOTES §1):
   producer id once the epoch would pass 32766), fencing any older instance. Ongoing: the open
   transaction is fenced: epoch + 1 and PrepareAbort (the host then writes ABORT markers with that
   epoch), and the client gets CONCURRENT_TRANSACTIONS; its retry finds CompleteAbort and bumps again.
-  Prepare* or pending: CONCURRENT_TRANSACTIONS. A given producer id/epoch (v3+) that is neither the
-  current one -> PRODUCER_FENCED.
+  Prepare* or pending: CONCURRENT_TRANSACTIONS. A given producer id/epoch (v3+, KIP-360: a producer
+  recovering from an abortable error bumps its own epoch) must be the current one, else
+  PRODUCER_FENCED, or the epoch the last bump or fence replaced (kept in memory only, as
+  ``__transaction_state`` v0 has no field for it): in Empty that is a retry of the bump whose answer
+  was lost, answered with the current id and epoch without a write; after a fence's abort (a timeout,
+  or this producer's own InitProducerId while its transaction was open) the producer recovers with a
+  bump. Any other transition forgets the previous epoch, so a zombie older than that stays fenced.
 - `add_partitions` (AddPartitionsToTxn; AddOffsetsToTxn adds the group's ``__consumer_offsets``
   partition the same way): unknown id or another producer id -> INVALID_PRODUCER_ID_MAPPING, another
   epoch -> PRODUCER_FENCED, Prepare* or pending -> CONCURRENT_TRANSACTIONS; partitions already in the
@@ -31,6 +36,10 @@ INVALID_PRODUCER_EPOCH for older versions, TRANSACTIONS-NOTES §1):
 - `expired_transactions`: Ongoing transactions past start + timeout are fenced and aborted like
   InitProducerId does (the zombie then gets INVALID_PRODUCER_EPOCH from partitions and a fence error
   from the coordinator).
+- `expired_transactional_ids`: ids idle (Empty or Complete*, no pending change) for
+  ``transactional.id.expiration.ms`` since their last update move to Dead; the host writes Dead as a
+  tombstone and, once it is durable, the id is forgotten (a later InitProducerId starts it afresh with
+  a new producer id), as Kafka's ``removeExpiredTransactionalIds`` does.
 - `replay` rebuilds the metadata from the log (failover); `pending_markers` lists the Prepare*
   transactions whose markers must be (re)sent after a load.
 
@@ -67,6 +76,7 @@ class TxnMetadata:
     start_ms: int = -1
     last_update_ms: int = -1
     pending: Transition | None = field(default=None, repr=False)
+    previous_epoch: int = NO_EPOCH  # before the last InitProducerId bump (a retry of it is answered)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +136,12 @@ class TransactionCoordinator:
             meta.producer_id,
             meta.producer_epoch,
         ):
-            return Decision(ErrorCode.PRODUCER_FENCED)
+            if not self._is_previous(meta, producer_id, producer_epoch):
+                return Decision(ErrorCode.PRODUCER_FENCED)
+            if meta.state is _S.EMPTY:  # a retry of the bump that made this epoch
+                return Decision(ErrorCode.NONE, None, meta.producer_id, meta.producer_epoch)
+            # Complete*: the coordinator fenced this producer's transaction (a timeout, or an
+            # InitProducerId it sent while the transaction was open); it may carry on with a bump.
         if meta.state is _S.ONGOING:
             fence = self._fence(meta, now_ms)
             return (
@@ -135,6 +150,13 @@ class TransactionCoordinator:
                 else Decision(ErrorCode.CONCURRENT_TRANSACTIONS)
             )
         return self._bump(meta, timeout_ms, now_ms)
+
+    @staticmethod
+    def _is_previous(meta: TxnMetadata, producer_id: int, producer_epoch: int) -> bool:
+        return meta.previous_epoch != NO_EPOCH and (producer_id, producer_epoch) == (
+            meta.producer_id,
+            meta.previous_epoch,
+        )
 
     def _bump(self, meta: TxnMetadata, timeout_ms: int, now_ms: int) -> Decision:
         pid, epoch = meta.producer_id, meta.producer_epoch + 1
@@ -228,13 +250,38 @@ class TransactionCoordinator:
                     out.append(fence)
         return out
 
+    def expired_transactional_ids(self, expiration_ms: int, now_ms: int) -> list[Transition]:
+        """Dead transitions (tombstones to append) for ids idle longer than ``expiration_ms``."""
+        return [
+            self._prepare(
+                meta, self._value(meta, state=_S.DEAD, partitions=frozenset(), last_update_ms=now_ms)
+            )
+            for meta in list(self.txns.values())
+            if (meta.state is _S.EMPTY or meta.state.is_complete)
+            and meta.pending is None
+            and meta.last_update_ms + expiration_ms <= now_ms
+        ]
+
     # -- the log ----------------------------------------------------------------------------------
     def complete(self, transition: Transition) -> None:
-        """The transition's append is durable: it takes effect."""
+        """The transition's append is durable: it takes effect (Dead: the id is forgotten)."""
         meta = self.txns[transition.transactional_id]
         if meta.pending is not transition:
             raise RuntimeError(f"{transition.transactional_id}: completing a transition that is not pending")
-        self._apply(meta, transition.value)
+        if transition.state is _S.DEAD:
+            del self.txns[transition.transactional_id]
+            return
+        value = transition.value
+        if value.producer_id != meta.producer_id:
+            previous = NO_EPOCH
+        elif value.producer_epoch != meta.producer_epoch:
+            previous = meta.producer_epoch  # a bump or a fence
+        elif (meta.state, value.state) == (_S.PREPARE_ABORT, _S.COMPLETE_ABORT):
+            previous = meta.previous_epoch  # a fence's abort completing
+        else:
+            previous = NO_EPOCH
+        self._apply(meta, value)
+        meta.previous_epoch = previous
 
     def abandon(self, transition: Transition) -> None:
         """The append failed: the metadata stays as it was (a failed fence does not bump again later)."""

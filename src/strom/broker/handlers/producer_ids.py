@@ -3,8 +3,10 @@
 Without a transactional id the producer gets a fresh id from the persisted counter at epoch 0 (the
 timeout is not checked: idempotent aiokafka producers send INT32_MAX). With one, the transaction
 coordinator of that id answers (`TransactionService.init_producer_id`): an epoch bump that fences older
-instances, after the change is durable in ``__transaction_state``. Only v0-v1 are advertised, so
-PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH, as Kafka does below v4.
+instances, after the change is durable in ``__transaction_state``. From v3 the request may carry the
+producer's current id and epoch (KIP-360: a producer bumps its own epoch to recover from an abortable
+error); a stale one gets PRODUCER_FENCED, answered as INVALID_PRODUCER_EPOCH below v4, as Kafka does.
+An idempotent producer always gets a new producer id (with or without its old one), as from Kafka.
 """
 
 from __future__ import annotations
@@ -26,7 +28,12 @@ async def handle_init_producer_id(ctx: RequestContext, req: Body) -> Body:
         service.ensure_topic()
     except KafkaError:
         return _response(ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1)
-    decision = await service.init_producer_id(tid, int(req["transaction_timeout_ms"]))
+    decision = await service.init_producer_id(
+        tid,
+        int(req["transaction_timeout_ms"]),
+        int(req.get("producer_id", -1)),
+        int(req.get("producer_epoch", -1)),
+    )
     code = decision.error
     if code is ErrorCode.PRODUCER_FENCED and ctx.api_version < PRODUCER_FENCED_FROM_VERSION:
         code = ErrorCode.INVALID_PRODUCER_EPOCH
