@@ -44,6 +44,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from strom.spark.avro_plan import AvroRead
 from strom.spark.fetcher import RangeFetcher
 from strom.spark.metadata import KafkaMetadata
 from strom.spark.options import (
@@ -77,7 +78,7 @@ def _metadata(options: SourceOptions) -> KafkaMetadata:
     )
 
 
-def _read_range(options: SourceOptions, partition: InputPartition) -> Iterator[Any]:
+def _read_range(options: SourceOptions, partition: InputPartition, avro: AvroRead | None) -> Iterator[Any]:
     assert isinstance(partition, RangePartition)
     fetcher = RangeFetcher(
         options.client_config,
@@ -86,6 +87,8 @@ def _read_range(options: SourceOptions, partition: InputPartition) -> Iterator[A
         fail_on_data_loss=options.fail_on_data_loss,
         poll_timeout_ms=options.poll_timeout_ms,
     )
+    if avro is not None:
+        return avro.apply(fetcher.batches(), partition.offset_range.topic, partition.offset_range.partition)
     return fetcher.batches()
 
 
@@ -97,8 +100,9 @@ def _tasks(options: SourceOptions, ranges: list[OffsetRange]) -> list[RangeParti
 class StromBatchReader(DataSourceReader):
     """`spark.read.format("strom")`: the records between the starting and ending offsets."""
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, avro: AvroRead | None = None) -> None:
         self._options = options
+        self._avro = avro
         self._metadata = _metadata(options)
 
     def partitions(self) -> list[InputPartition]:
@@ -119,14 +123,15 @@ class StromBatchReader(DataSourceReader):
         return list(_tasks(o, ranges)) or [RangePartition(OffsetRange("", 0, 0, 0))]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return _read_range(self._options, partition)
+        return _read_range(self._options, partition, self._avro)
 
 
 class StromStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """`spark.readStream.format("strom")`: micro-batches of offset ranges, offsets in the checkpoint."""
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, avro: AvroRead | None = None) -> None:
         self._options = options
+        self._avro = avro
         self._metadata = _metadata(options)
         self._available_now_target: TopicPartitionOffsets | None = None
         self._last_latest: TopicPartitionOffsets = {}
@@ -171,7 +176,7 @@ class StromStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return list(_tasks(self._options, ranges))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return _read_range(self._options, partition)
+        return _read_range(self._options, partition, self._avro)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: Kafka keeps the records, Spark's checkpoint keeps the offsets."""

@@ -29,6 +29,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from strom.spark.avro_options import parse_avro_options
+from strom.spark.avro_plan import AvroRead, plan_read, plan_write
+from strom.spark.avro_writer import AvroBatchWriter, AvroStreamWriter
 from strom.spark.options import KafkaOptionError, parse_sink_options, parse_source_options
 from strom.spark.reader import StromBatchReader, StromStreamReader
 from strom.spark.writer import StromBatchWriter, StromStreamWriter, validate_sink_schema
@@ -61,15 +64,26 @@ class StromDataSource(DataSource):
         return FORMAT_NAME
 
     def schema(self) -> StructType:
-        return kafka_schema(self._include_headers())
+        avro = self._avro_read()
+        base = kafka_schema(self._include_headers())
+        return avro.read_schema(base) if avro is not None else base
 
     def reader(self, schema: StructType) -> DataSourceReader:
         self._check_schema(schema)
-        return StromBatchReader(parse_source_options(self.options, streaming=False))
+        options = parse_source_options(self.options, streaming=False)
+        return StromBatchReader(options, avro=self._avro_read())
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         self._check_schema(schema)
-        return StromStreamReader(parse_source_options(self.options, streaming=True))
+        options = parse_source_options(self.options, streaming=True)
+        return StromStreamReader(options, avro=self._avro_read())
+
+    def _avro_read(self) -> AvroRead | None:
+        """The Avro reader schemas, looked up once: Spark pickles this instance after `schema()` and
+        unpickles it to call `reader()`, so both see the same schema versions."""
+        if not hasattr(self, "_avro"):
+            self._avro = plan_read(parse_avro_options(self.options, sink=False))
+        return self._avro
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         if overwrite:
@@ -78,18 +92,26 @@ class StromDataSource(DataSource):
                 "ErrorIfExists (default)."
             )
         options = parse_sink_options(self.options)
-        validate_sink_schema(schema, options)
-        return StromBatchWriter(options)
+        avro = plan_write(parse_avro_options(self.options, sink=True), schema)
+        if avro is None:
+            validate_sink_schema(schema, options)
+            return StromBatchWriter(options)
+        validate_sink_schema(avro.sink_schema(schema), options)
+        return AvroBatchWriter(options, avro)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         options = parse_sink_options(self.options)
-        validate_sink_schema(schema, options)
-        return StromStreamWriter(options)
+        avro = plan_write(parse_avro_options(self.options, sink=True), schema)
+        if avro is None:
+            validate_sink_schema(schema, options)
+            return StromStreamWriter(options)
+        validate_sink_schema(avro.sink_schema(schema), options)
+        return AvroStreamWriter(options, avro)
 
     def _include_headers(self) -> bool:
         return str(self.options.get("includeheaders", "false")).strip().lower() == "true"
 
     def _check_schema(self, schema: StructType) -> None:
-        expected = kafka_schema(self._include_headers())
+        expected = self.schema()
         if schema.simpleString() != expected.simpleString():
             raise KafkaOptionError("Kafka source has a fixed schema and cannot be set with a custom one")

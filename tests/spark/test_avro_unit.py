@@ -1,0 +1,312 @@
+"""Typed Avro columns without Spark or a registry: type mapping, wire format, decoding with resolution."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from fastavro import parse_schema, schemaless_writer
+from hypothesis import given
+from hypothesis import strategies as st
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from strom.spark.avro_codec import AvroColumnDecoder, AvroColumnEncoder, AvroDecodeError, frame, split
+from strom.spark.avro_options import parse_avro_options
+from strom.spark.avro_types import AvroTypeError, avro_schema, spark_type
+from strom.spark.options import KafkaOptionError
+
+V1 = {
+    "type": "record",
+    "name": "Click",
+    "namespace": "shop",
+    "fields": [{"name": "user", "type": "string"}, {"name": "latency_ms", "type": "int"}],
+}
+V2 = {
+    **V1,
+    "fields": [
+        {"name": "user", "type": "string"},
+        {"name": "latency_ms", "type": "long"},  # promoted: int -> long
+        {"name": "country", "type": "string", "default": "unknown"},
+        {"name": "referrer", "type": ["null", "string"], "default": None},
+    ],
+}
+
+
+def avro_bytes(schema: Any, datum: Any) -> bytes:
+    buffer = io.BytesIO()
+    schemaless_writer(buffer, parse_schema(schema), datum)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("avro", "spark"),
+    [
+        ("boolean", BooleanType()),
+        ("int", IntegerType()),
+        ("long", LongType()),
+        ("float", FloatType()),
+        ("double", DoubleType()),
+        ("bytes", BinaryType()),
+        ("string", StringType()),
+        ({"type": "string", "logicalType": "uuid"}, StringType()),
+        ({"type": "int", "logicalType": "date"}, DateType()),
+        ({"type": "long", "logicalType": "timestamp-millis"}, TimestampType()),
+        ({"type": "long", "logicalType": "timestamp-micros"}, TimestampType()),
+        ({"type": "long", "logicalType": "local-timestamp-micros"}, TimestampNTZType()),
+        ({"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}, DecimalType(10, 2)),
+        (
+            {"type": "fixed", "name": "D", "size": 8, "logicalType": "decimal", "precision": 18, "scale": 4},
+            DecimalType(18, 4),
+        ),
+        ({"type": "enum", "name": "Color", "symbols": ["RED", "GREEN"]}, StringType()),
+        ({"type": "fixed", "name": "Hash", "size": 16}, BinaryType()),
+        ({"type": "array", "items": "int"}, ArrayType(IntegerType(), False)),
+        ({"type": "array", "items": ["null", "int"]}, ArrayType(IntegerType(), True)),
+        ({"type": "map", "values": "long"}, MapType(StringType(), LongType(), False)),
+        (["int", "long"], LongType()),
+        (["null", "float", "double"], DoubleType()),
+    ],
+)
+def test_avro_to_spark_type(avro: Any, spark: Any) -> None:
+    assert spark_type(avro) == spark
+
+
+def test_records_nested_named_types_and_nullability() -> None:
+    schema = {
+        "type": "record",
+        "name": "Order",
+        "namespace": "shop",
+        "fields": [
+            {"name": "id", "type": "long"},
+            {"name": "note", "type": ["null", "string"], "default": None},
+            {
+                "name": "ship_to",
+                "type": {"type": "record", "name": "Address", "fields": [{"name": "city", "type": "string"}]},
+            },
+            {"name": "bill_to", "type": ["null", "Address"]},  # a reference, resolved in the namespace
+            {"name": "bill_to_again", "type": "shop.Address"},
+        ],
+    }
+    address = StructType([StructField("city", StringType(), False)])
+    assert spark_type(schema) == StructType(
+        [
+            StructField("id", LongType(), False),
+            StructField("note", StringType(), True),
+            StructField("ship_to", address, False),
+            StructField("bill_to", address, True),
+            StructField("bill_to_again", address, False),
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    "avro",
+    [
+        ["int", "string"],
+        {"type": "record", "name": "Node", "fields": [{"name": "next", "type": ["null", "Node"]}]},
+        "Unknown",
+        {"type": "bytes", "logicalType": "decimal", "precision": 40, "scale": 0},
+    ],
+)
+def test_types_without_a_spark_counterpart_are_refused(avro: Any) -> None:
+    with pytest.raises(AvroTypeError):
+        spark_type(avro)
+
+
+def test_spark_to_avro_and_back() -> None:
+    struct = StructType(
+        [
+            StructField("user", StringType(), False),
+            StructField("n", LongType(), True),
+            StructField("at", TimestampType(), True),
+            StructField("day", DateType(), True),
+            StructField("price", DecimalType(12, 3), True),
+            StructField("tags", ArrayType(StringType(), True), True),
+            StructField("attrs", MapType(StringType(), IntegerType(), False), True),
+            StructField("inner", StructType([StructField("x", DoubleType(), False)]), True),
+        ]
+    )
+    schema = avro_schema(struct)
+    parse_schema(schema)  # a valid Avro schema
+    assert schema["name"] == "topLevelRecord"
+    assert spark_type(schema) == struct
+
+
+def test_wire_format() -> None:
+    assert frame(258, b"body") == b"\x00\x00\x00\x01\x02body"
+    schema_id, body = split(b"\x00\x00\x00\x01\x02body")
+    assert (schema_id, bytes(body)) == (258, b"body")
+    with pytest.raises(ValueError, match="magic byte 1"):
+        split(b"\x01\x00\x00\x00\x01x")
+    with pytest.raises(ValueError, match="shorter"):
+        split(b"\x00\x00")
+
+
+@given(st.integers(-(2**31), 2**31 - 1), st.binary(max_size=64))
+def test_wire_format_round_trip(schema_id: int, body: bytes) -> None:
+    got_id, got_body = split(frame(schema_id, body))
+    assert (got_id, bytes(got_body)) == (schema_id, body)
+
+
+def decoder_v2() -> tuple[AvroColumnDecoder, dict[int, str]]:
+    registry = {1: json.dumps(V1), 2: json.dumps(V2)}
+    return AvroColumnDecoder(registry[2], 2, spark_type(V2), "value"), registry
+
+
+def test_old_records_resolve_to_the_reader_schema_with_defaults() -> None:
+    decoder, registry = decoder_v2()
+    payloads: list[bytes | None] = [
+        frame(1, avro_bytes(V1, {"user": "ann", "latency_ms": 40})),
+        frame(2, avro_bytes(V2, {"user": "bob", "latency_ms": 2**40, "country": "de", "referrer": "x"})),
+        None,
+    ]
+    looked_up: list[int] = []
+
+    def lookup(schema_id: int) -> str:
+        looked_up.append(schema_id)
+        return registry[schema_id]
+
+    column = decoder.decode(payloads, [10, 11, 12], "clicks", 0, lookup)
+    assert column.to_pylist() == [
+        {"user": "ann", "latency_ms": 40, "country": "unknown", "referrer": None},
+        {"user": "bob", "latency_ms": 2**40, "country": "de", "referrer": "x"},
+        None,
+    ]
+    assert looked_up == [1]  # the reader's own id needs no lookup
+    decoder.decode(payloads, [10, 11, 12], "clicks", 0, lookup)
+    assert looked_up == [1]  # writers' schemas are cached
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (b"garbage", "magic byte"),
+        (b"\x00\x00", "shorter"),
+        (frame(7, b"\x02a"), "no schema 7"),
+        (frame(2, b"\x06ab"), "EOF|Error"),  # string length 3, only 2 bytes
+        (frame(2, avro_bytes(V2, {"user": "a", "latency_ms": 1, "country": "c"}) + b"\x00"), "left after"),
+    ],
+)
+def test_corrupt_payload_names_topic_partition_offset(payload: bytes, reason: str) -> None:
+    decoder, registry = decoder_v2()
+
+    def lookup(schema_id: int) -> str:
+        if schema_id not in registry:
+            raise KeyError(f"no schema {schema_id}")
+        return registry[schema_id]
+
+    good = frame(2, avro_bytes(V2, {"user": "a", "latency_ms": 1, "country": "c"}))
+    with pytest.raises(AvroDecodeError, match="offset 43 of clicks-5") as raised:
+        decoder.decode([good, payload], [42, 43], "clicks", 5, lookup)
+    assert raised.match(reason)
+
+
+def test_logical_types_decode_into_arrow() -> None:
+    schema = {
+        "type": "record",
+        "name": "R",
+        "fields": [
+            {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+            {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+            {
+                "name": "price",
+                "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2},
+            },
+            {"name": "color", "type": {"type": "enum", "name": "C", "symbols": ["RED", "BLUE"]}},
+            {"name": "attrs", "type": {"type": "map", "values": "int"}},
+        ],
+    }
+    at = dt.datetime(2026, 11, 24, 12, 0, 0, 123000, tzinfo=dt.UTC)
+    datum = {
+        "day": dt.date(2026, 11, 24),
+        "at": at,
+        "price": Decimal("12.34"),
+        "color": "BLUE",
+        "attrs": {"a": 1},
+    }
+    decoder = AvroColumnDecoder(json.dumps(schema), 5, spark_type(schema), "value")
+    column = decoder.decode([frame(5, avro_bytes(schema, datum))], [0], "t", 0, lambda i: "")
+    assert column.type.field("at").type == pa.timestamp("us", tz="UTC")
+    row = column.to_pylist()[0]
+    assert row["day"] == datum["day"] and row["at"] == at and row["price"] == Decimal("12.34")
+    assert row["color"] == "BLUE" and row["attrs"] == [("a", 1)]
+
+
+def test_encoder_round_trips_through_the_decoder() -> None:
+    struct = StructType(
+        [
+            StructField("user", StringType(), False),
+            StructField("attrs", MapType(StringType(), LongType(), True), True),
+            StructField("score", DoubleType(), True),
+        ]
+    )
+    text = json.dumps(avro_schema(struct))
+    rows = [
+        {"user": "a", "attrs": {"k": 1, "n": None}, "score": 0.5},
+        None,
+        {"user": "b", "attrs": None, "score": None},
+    ]
+    arrow = pa.array(
+        rows,
+        type=pa.struct(
+            [("user", pa.string()), ("attrs", pa.map_(pa.string(), pa.int64())), ("score", pa.float64())]
+        ),
+    )
+    payloads = AvroColumnEncoder(text, 9, struct).encode(arrow).to_pylist()
+    assert payloads[1] is None and payloads[0][:5] == b"\x00\x00\x00\x00\x09"
+    decoded = AvroColumnDecoder(text, 9, struct, "value").decode(payloads, [0, 1, 2], "t", 0, lambda i: "")
+    assert decoded.to_pylist() == [
+        {"user": "a", "attrs": [("k", 1), ("n", None)], "score": 0.5},
+        None,
+        {"user": "b", "attrs": None, "score": None},
+    ]
+
+
+def test_options() -> None:
+    base = {"schema.registry.url": "http://r:8081", "schema.registry.basic.auth.user.info": "u:p"}
+    avro = parse_avro_options({**base, "valueformat": "avro", "subscribe": "clicks"}, sink=False)
+    assert (avro.value_subject, avro.key_subject, avro.auto_register) == ("clicks-value", None, False)
+    assert avro.registry_config == {"url": "http://r:8081", "basic.auth.user.info": "u:p"}
+    avro = parse_avro_options({**base, "keyformat": "AVRO", "assign": '{"t": [0]}'}, sink=False)
+    assert (avro.value_subject, avro.key_subject) == (None, "t-key")
+    sink = {**base, "valueformat": "avro", "topic": "out", "auto.register.schemas": "true"}
+    avro = parse_avro_options(sink, sink=True)
+    assert (avro.value_subject, avro.auto_register) == ("out-value", True)
+    named = {**base, "valueformat": "avro", "subscribepattern": "c.*", "valuesubject": "s"}
+    assert parse_avro_options(named, sink=False).value_subject == "s"
+    assert not parse_avro_options({"subscribe": "t"}, sink=False).enabled
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"valueformat": "json", "subscribe": "t"}, "valueFormat must be one of"),
+        ({"valueformat": "avro", "subscribe": "t"}, "needs the schema.registry.url"),
+        ({"valueformat": "avro", "schema.registry.url": "u", "subscribe": "a,b"}, "set valueSubject"),
+        ({"valueformat": "avro", "schema.registry.url": "u", "subscribepattern": "a.*"}, "set valueSubject"),
+    ],
+)
+def test_bad_options(options: dict[str, str], message: str) -> None:
+    with pytest.raises(KafkaOptionError, match=message):
+        parse_avro_options(options, sink=False)
