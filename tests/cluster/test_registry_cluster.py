@@ -1,6 +1,7 @@
 """The schema registry in a 3-broker cluster: every broker serves reads, writes go to one writer (the
 leader of ``_schemas``-0), and after that writer is killed with SIGKILL the new one continues the ids
-without giving any id twice."""
+without giving any id twice. ``_schemas`` has 2 replicas (offsets.topic.replication.factor=2), so one
+broker holds none and follows the topic by fetching it from the leader."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def everything(url: str) -> dict[tuple[str, int], tuple[int, str]]:
 
 
 def test_register_on_one_read_on_others_kill_the_writer_ids_continue(make_cluster: Any) -> None:
-    cluster: LocalCluster = make_cluster(3)
+    cluster: LocalCluster = make_cluster(3, offsets_topic_replication_factor="2")
     urls = {i: b.http_url for i, b in cluster.brokers.items()}
     assert all(urls.values())
     given: dict[int, str] = {}  # id -> canonical schema text, as first answered
@@ -55,8 +56,8 @@ def test_register_on_one_read_on_others_kill_the_writer_ids_continue(make_cluste
         lambda: registered_everywhere([str(u) for u in urls.values()], given), what="reads on every broker"
     )
 
-    leader = partitions_of(cluster.bootstrap, "_schemas")[0][0]
-    assert leader in cluster.brokers
+    leader, replicas, _ = partitions_of(cluster.bootstrap, "_schemas")[0]
+    assert leader in cluster.brokers and len(replicas) == 2
     cluster.brokers[leader].kill()
     survivors = [str(urls[i]) for i in cluster.brokers if i != leader]
     for i in range(4, 7):

@@ -8,8 +8,8 @@ every error is ``{"error_code": ..., "message": ...}`` with Confluent's codes (`
 
 Routing in a cluster: a write reaching a broker that is not the writer (leader of ``_schemas``-0) is
 forwarded to the writer's URL, with its method, path, query and body, and the writer's answer is
-relayed; a read reaching a broker without a replica of ``_schemas`` is forwarded the same way. A
-forwarded request carries ``X-Strom-Forwarded`` so that it is never forwarded twice (50003 instead).
+relayed (every broker answers reads from its own copy of the state). A forwarded request carries
+``X-Strom-Forwarded`` so that it is never forwarded twice (50003 instead).
 
 Read-your-writes through any broker: the writer's answer to a write carries ``X-Strom-Schemas-Offset``
 (its high watermark once the write is committed); the broker that forwarded it waits (briefly, bounded)
@@ -183,17 +183,14 @@ class RegistryApi:
 
     async def _forward_target(self, request: web.Request, write: bool) -> str | None:
         svc = self.service
-        if write:
-            if not svc.is_writer:
-                await svc.ensure_writer_known()
-            if svc.is_writer:
-                return None
-            target = svc.writer_url()
-        else:
-            if svc.has_local_state:
-                svc.catch_up()
-                return None
-            target = svc.writer_url()
+        if not write:
+            svc.catch_up()
+            return None
+        if not svc.is_writer:
+            await svc.ensure_writer_known()
+        if svc.is_writer:
+            return None
+        target = svc.writer_url()
         if target is None:
             raise errors.forwarding_error("no registry writer is known yet; retry")
         if request.headers.get(FORWARDED_HEADER):

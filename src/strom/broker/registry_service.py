@@ -14,10 +14,11 @@ Theory of operation:
   wait for the high watermark to pass them (`ReplicaManager.wait_for_replication`), replay them, answer.
   A write that fails to commit is answered with an error (50001 / 50002) and is not applied; the
   broker that loses leadership drops its state and reloads as a follower.
-* **Readers.** A broker hosting a replica of ``_schemas``-0 replays its local log up to the high
-  watermark (committed records only) before every read and every 200 ms. Other brokers have no local
-  copy: the REST layer forwards their requests to the writer. Writes reaching a non-writer are
-  forwarded to the URL of the last committed ``WRITER`` record (`writer_url`).
+* **Readers.** Every broker answers reads from its own state. A broker hosting a replica of
+  ``_schemas``-0 replays its local log up to the high watermark (committed records only) before every
+  read and every 200 ms; a broker without one fetches the topic from its leader as a consumer does
+  (`registry_fetch.py`, long-polling), which also gives it committed records only. Writes reaching a
+  non-writer are forwarded to the URL of the last committed ``WRITER`` record (`writer_url`).
 * A record that does not parse is logged and skipped; the replay goes on.
 
 Call only from the broker's event loop.
@@ -35,6 +36,7 @@ from strom.broker.config import BrokerConfig
 from strom.broker.log_replay import replay_batches
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.partition import Partition
+from strom.broker.registry_fetch import RemoteLogReader
 from strom.broker.replica_manager import ReplicaManager
 from strom.broker.topic_admin import TopicAdmin
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -74,6 +76,8 @@ class RegistryService:
         self._write_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
         self._announcing: asyncio.Task[None] | None = None
+        self._remote = RemoteLogReader(SCHEMAS_TOPIC, metadata, f"registry-{replica_manager.node_id}")
+        self._following_remote = False
         replica_manager.on_leadership_change.append(self._on_leadership_change)
 
     # --- life cycle ----------------------------------------------------------------------------
@@ -89,16 +93,42 @@ class RegistryService:
                 await task
         self._tasks.clear()
         self._announcing = None
+        self._remote.close()
 
     async def _follow(self) -> None:
         while True:
-            await sleep_ms(self.clock, FOLLOW_INTERVAL_MS)
             try:
-                self.catch_up()
-                if self.is_leader and not self._ready and self._announcing is None:
-                    self._announcing = asyncio.create_task(self._announce())
+                if self._replica() is None and SCHEMAS_TOPIC in self._metadata.topics:
+                    if await self._fetch_remote():
+                        continue  # more may be waiting: fetch again at once
+                else:
+                    self.catch_up()
+                    if self.is_leader and not self._ready and self._announcing is None:
+                        self._announcing = asyncio.create_task(self._announce())
             except Exception:
                 log.exception("following %s failed", SCHEMAS_TOPIC)
+            await sleep_ms(self.clock, FOLLOW_INTERVAL_MS)
+
+    async def _fetch_remote(self) -> bool:
+        """No local replica: one Fetch from the leader (`registry_fetch.py`); whether records came."""
+        if not self._following_remote:
+            self._reset(None)
+            self._following_remote = True
+        fetched = await self._remote.fetch(self._next_offset)
+        if fetched is None or self._replica() is not None:
+            return False
+        if fetched.reset:
+            log.warning(
+                "%s: offset %d out of the leader's range; replaying from the start",
+                SCHEMAS_TOPIC,
+                self._next_offset,
+            )
+            self._reset(None)
+            return True
+        for offset, key, value in fetched.records:
+            self._apply(offset, key, value)
+        self._next_offset = max(self._next_offset, fetched.next_offset)
+        return bool(fetched.records)
 
     # --- where the state comes from ------------------------------------------------------------
     def _replica(self) -> Partition | None:
@@ -113,18 +143,18 @@ class RegistryService:
     def is_writer(self) -> bool:
         return self.is_leader and self._ready
 
-    @property
-    def has_local_state(self) -> bool:
-        """Whether reads can be answered here: a local replica, or no ``_schemas`` at all yet."""
-        return self._replica() is not None or SCHEMAS_TOPIC not in self._metadata.topics
-
     def writer_url(self) -> str | None:
         """Where to forward a write: the committed writer's URL (None while there is none)."""
         writer = self.registry.state.writer
-        part = self._replica()
         if writer is None:
             return None
-        if part is not None and part.leader_id >= 0 and part.leader_id != writer.broker_id:
+        part = self._replica()
+        if part is not None:
+            leader_id = part.leader_id
+        else:
+            leader = self._metadata.partition_leader(SCHEMAS_TOPIC, 0)
+            leader_id = -1 if leader is None else leader.node_id
+        if leader_id >= 0 and leader_id != writer.broker_id:
             return None  # a new leader has not announced itself yet
         return writer.url
 
@@ -157,6 +187,7 @@ class RegistryService:
         part = self._replica()
         if part is None:
             return
+        self._following_remote = False
         plog = part.log
         if part is not self._loaded_from or plog.log_end_offset < self._next_offset:
             self._reset(part)  # another replica object, or the log was truncated below what we applied
@@ -187,8 +218,8 @@ class RegistryService:
     async def wait_replayed(self, offset: int) -> None:
         """Wait (at most ``REPLAY_WAIT_MS``) until the local replica has replayed up to ``offset``."""
         deadline = self.clock.monotonic_ms() + REPLAY_WAIT_MS
-        while self._replica() is not None:
-            self.catch_up()
+        while True:
+            self.catch_up()  # a local replica; without one the follow task fetches meanwhile
             if self._next_offset >= offset or self.clock.monotonic_ms() >= deadline:
                 return
             await sleep_ms(self.clock, 10)
