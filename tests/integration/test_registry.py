@@ -213,3 +213,27 @@ def test_bad_input_gets_confluent_codes_and_the_registry_keeps_serving(
     assert isinstance(body["message"], str) and body["message"]
     assert ctype.startswith(CONTENT_TYPE)
     assert call(url, "GET", "/subjects")[0] == 200
+
+
+def test_unparseable_schemas_records_are_logged_and_skipped(registry_broker: BrokerProcess) -> None:
+    url = registry_broker.http_url
+    assert url is not None
+    first = {"type": "record", "name": "Before", "fields": [{"name": "a", "type": "int"}]}
+    assert call(url, "POST", "/subjects/skip/versions", {"schema": json.dumps(first)})[0] == 200
+    producer = Producer({"bootstrap.servers": registry_broker.bootstrap})
+    producer.produce("_schemas", key=b"not json", value=b"{}")
+    producer.produce(
+        "_schemas", key=b'{"keytype":"SCHEMA","subject":"skip","version":9,"magic":1}', value=b"[1, 2]"
+    )
+    producer.produce("_schemas", key=b'{"keytype":"SOMETHING_NEW","magic":0}', value=b"{}")
+    assert producer.flush(30) == 0
+    second = {"type": "record", "name": "After", "fields": [{"name": "b", "type": "int"}]}
+    status, _, body = call(url, "POST", "/subjects/skip-after/versions", {"schema": json.dumps(second)})
+    assert status == 200, body
+    assert call(url, "GET", "/subjects/skip/versions")[2] == [1]
+    registry_broker.restart()
+    url = registry_broker.http_url
+    assert url is not None
+    assert call(url, "GET", "/subjects/skip/versions")[2] == [1]
+    assert call(url, "GET", "/subjects/skip-after/versions/1")[2]["id"] == body["id"]
+    assert "skipping record" in registry_broker.log_tail(200)
