@@ -433,3 +433,28 @@ def test_a_writable_payload_is_patched_in_place_and_other_bytes_are_copied(tmp_p
     assert read_header(payload).base_offset == 0  # a read-only payload is left as it was
     assert offsets_in(log.read(0, 1 << 20)) == [(0, 2), (3, 4), (5, 6)]
     assert log.read(3, 1 << 20).startswith(bytes(frame))
+
+
+def test_a_sequential_reader_needs_no_header_scan_to_find_its_next_batch(tmp_path: Path) -> None:
+    # More appends than a segment remembers positions for, then fetches that each take one batch and
+    # stop inside the next: every fetch must start where the last one was cut, without find_batch.
+    log = open_log(tmp_path, index_interval_bytes=100)
+    fill(log, 100, count=4, value_size=50)
+    log.high_watermark = log.log_end_offset
+    segment = log.active_segment
+    batch_size = read_header(segment.read_bytes(0, 61)).size
+    scans: list[int] = []
+    find_batch = segment.find_batch
+
+    def counting_find_batch(offset: int) -> object:
+        scans.append(offset)
+        return find_batch(offset)
+
+    segment.find_batch = counting_find_batch  # type: ignore[method-assign]
+    offset, served = 0, []
+    while offset < log.log_end_offset:
+        data = log.read(offset, batch_size + batch_size // 2, log.high_watermark)
+        served += offsets_in(data)
+        offset = offsets_in(data)[-1][1] + 1
+    assert served == [(4 * i, 4 * i + 3) for i in range(100)]
+    assert scans == []

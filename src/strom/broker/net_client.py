@@ -23,6 +23,7 @@ import socket
 import struct
 from typing import Any
 
+from strom._util.buffers import receive_buffer
 from strom.protocol.codec import CorruptFrame, UnsupportedVersion, decode_response, encode_request
 
 _SIZE = struct.Struct(">i")
@@ -104,7 +105,7 @@ class _ResponseProtocol(asyncio.BufferedProtocol):
                     grown[: self._got] = memoryview(buf)[: self._got]
                     self._buf = grown
                 else:  # receive the rest straight into the frame's own buffer
-                    frame = bytearray(size)
+                    frame = receive_buffer(size)  # not zeroed: the socket fills all of it
                     frame[: self._got - 4] = memoryview(buf)[4 : self._got]
                     self._frame, self._frame_got, self._got = frame, self._got - 4, 0
             return

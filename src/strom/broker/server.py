@@ -33,6 +33,7 @@ import struct
 from collections import deque
 from typing import NamedTuple, cast
 
+from strom._util.buffers import receive_buffer
 from strom.broker.broker import Broker
 from strom.broker.handlers import HANDLERS, RequestContext, advertised_api_keys
 from strom.broker.handlers.base import CloseConnection, Handler
@@ -271,7 +272,7 @@ class _Connection(asyncio.BufferedProtocol):
                 self._deliver(frame)
             elif size > _DIRECT_FRAME:
                 # Receive the rest straight into the frame's own buffer.
-                self._frame = bytearray(size)
+                self._frame = receive_buffer(size)  # not zeroed: the socket fills all of it
                 self._frame_got = end - start - 4
                 self._frame[: self._frame_got] = self._view[start + 4 : end]
                 start = end

@@ -307,12 +307,15 @@ class LogSegment:
         """The last batch boundary in ``[start_position, limit]``, counting from ``start_position``.
 
         Index entries point at batch starts, so the walk starts at the last entry at or below ``limit``.
-        The boundary found is remembered as where the reader will fetch next.
+        The boundary found is remembered as where the reader will fetch next: the base offset of the
+        first batch left out starts there (when no batch fits after the index entry, that batch's
+        header is the only one read, and the entry says nothing of its base offset).
         """
         end = max(start_position, self.offset_index.floor_position(limit))
         next_offset = -1
         for position, header in self.scan(end, min(_LOCATE_CHUNK, limit - end + HEADER_SIZE)):
             if position + header.size > limit:
+                next_offset = header.base_offset  # this batch starts at ``end``
                 break
             end = position + header.size
             next_offset = header.next_offset
