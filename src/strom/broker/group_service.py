@@ -68,7 +68,14 @@ from strom.coordinator import (
     partition_for,
 )
 from strom.coordinator.ports import Cancellable
-from strom.coordinator.records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
+from strom.coordinator.records import (
+    OffsetCommitKey,
+    OffsetCommitValue,
+    RecordFormatError,
+    decode_key,
+    encode_key,
+    encode_value,
+)
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.batch import CONTROL_BIT, TRANSACTIONAL_BIT
 from strom.protocol.records.builder import build_batch
@@ -327,6 +334,23 @@ class GroupService:
             )
         results.update(dict.fromkeys(accepted, code))
         return results
+
+    def unstable_partitions(self, group_id: str) -> set[TopicPartition]:
+        """The group's partitions with transactional offsets still pending a marker (OffsetFetch
+        ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for them, KIP-447)."""
+        pending = self.pending_txn_offsets.get(self.coordinator.partition_for(group_id), {})
+        out: set[TopicPartition] = set()
+        for records in pending.values():
+            for key, _ in records:
+                if key is None:
+                    continue
+                try:
+                    decoded = decode_key(key)
+                except RecordFormatError:
+                    continue
+                if isinstance(decoded, OffsetCommitKey) and decoded.group == group_id:
+                    out.add(TopicPartition(decoded.topic, decoded.partition))
+        return out
 
     def on_txn_marker(self, topic: str, partition: int, producer_id: int, commit: bool) -> None:
         """A transaction marker reached a `__consumer_offsets` partition: its pending offsets of that

@@ -13,6 +13,12 @@ Offset commits follow Kafka's `GroupCoordinator.handleCommitOffsets`:
   PreparingRebalance they are still accepted so that a consumer can commit before it rejoins;
 * metadata longer than `offset.metadata.max.bytes` is OFFSET_METADATA_TOO_LARGE, per partition.
 
+Transactional commits (TxnOffsetCommit, KIP-447) are checked by `txn_commit_error` as Kafka's
+``validateOffsetCommit`` does for them: a request without group metadata (generation -1, empty member
+id, no instance id: TxnOffsetCommit below v3, or a producer that has none) passes unchecked; with it,
+a fenced static incarnation is FENCED_INSTANCE_ID, an unknown member UNKNOWN_MEMBER_ID and another
+generation ILLEGAL_GENERATION, so a zombie consumer's offsets cannot be committed after a rebalance.
+
 Accepted offsets are appended to `__consumer_offsets` first and applied in memory only once the append
 returned, so a commit is acknowledged only when it would survive a restart.
 
@@ -182,6 +188,26 @@ class GroupCoordinator:
             return ErrorCode.ILLEGAL_GENERATION
         if group.is_(GroupState.COMPLETING_REBALANCE):
             return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def txn_commit_error(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> ErrorCode:
+        """Whether a TxnOffsetCommit's group metadata lets it commit (see the module docstring)."""
+        if generation_id < 0 and member_id == UNKNOWN_MEMBER_ID and group_instance_id is None:
+            return ErrorCode.NONE
+        group = self.store.get(group_id)
+        if group is None:
+            # Kafka creates the group Empty at generation 0 for a transactional commit.
+            if member_id != UNKNOWN_MEMBER_ID:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            return ErrorCode.NONE if generation_id == 0 else ErrorCode.ILLEGAL_GENERATION
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            return ErrorCode.FENCED_INSTANCE_ID
+        if member_id != UNKNOWN_MEMBER_ID and not group.has(member_id):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
         return ErrorCode.NONE
 
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None) -> OffsetFetchResult:

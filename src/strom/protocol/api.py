@@ -80,7 +80,7 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LIST_OFFSETS: (1, 5),
     ApiKey.METADATA: (0, 8),
     ApiKey.OFFSET_COMMIT: (2, 7),
-    ApiKey.OFFSET_FETCH: (1, 5),
+    ApiKey.OFFSET_FETCH: (1, 7),  # v7: require_stable (KIP-447)
     ApiKey.FIND_COORDINATOR: (0, 2),
     ApiKey.JOIN_GROUP: (0, 5),
     ApiKey.HEARTBEAT: (0, 3),
@@ -97,7 +97,7 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 2),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 2),
     ApiKey.END_TXN: (0, 2),
-    ApiKey.TXN_OFFSET_COMMIT: (0, 2),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 3),  # v3: group metadata (KIP-447)
     # Transaction admin (KIP-664): flexible-only APIs of admin tools.
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),

@@ -9,7 +9,10 @@ Partitions of topics that do not exist get UNKNOWN_TOPIC_OR_PARTITION, as Kafka 
 Version notes (PROTOCOL-NOTES §2, P9, P12): OffsetFetch v1 has no top-level error code, so a group-level
 error is repeated in every partition; v2+ carries it at the top and lets `topics` be null ("every committed
 offset of the group"). A partition without a committed offset answers offset -1 and empty metadata;
-v5 adds the committed leader epoch, -1 when unknown (never Kafka's int32 minimum).
+v5 adds the committed leader epoch, -1 when unknown (never Kafka's int32 minimum). v6 is v5 in the
+flexible encoding; v7 adds ``require_stable`` (KIP-447): a partition whose transactional offsets await
+their transaction's marker answers UNSTABLE_OFFSET_COMMIT (retriable) with offset -1 instead of the
+committed offset, so a consumer starting after a crash does not read past a pending commit.
 """
 
 from __future__ import annotations
@@ -109,19 +112,33 @@ async def handle_offset_fetch(ctx: RequestContext, req: Body) -> Body:
             return {"topics": _fetch_topics(dict.fromkeys(requested or []), code)}
         return {"throttle_time_ms": 0, "topics": [], "error_code": int(code)}
     committed = service.coordinator.fetch_offsets(group_id, requested)
-    return {"throttle_time_ms": 0, "topics": _fetch_topics(committed, ErrorCode.NONE), "error_code": 0}
+    unstable = service.unstable_partitions(group_id) if req.get("require_stable") else set()
+    if requested is None:
+        committed.update({tp: None for tp in unstable if tp not in committed})
+    return {
+        "throttle_time_ms": 0,
+        "topics": _fetch_topics(committed, ErrorCode.NONE, unstable),
+        "error_code": 0,
+    }
 
 
-def _fetch_topics(committed: dict[TopicPartition, OffsetAndMetadata | None], code: ErrorCode) -> list[Body]:
+def _fetch_topics(
+    committed: dict[TopicPartition, OffsetAndMetadata | None],
+    code: ErrorCode,
+    unstable: set[TopicPartition] | None = None,
+) -> list[Body]:
     by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for tp, om in committed.items():
+    for tp, found in committed.items():
+        is_unstable = unstable is not None and tp in unstable
+        om = None if is_unstable else found
+        partition_code = ErrorCode.UNSTABLE_OFFSET_COMMIT if is_unstable else code
         by_topic[tp.topic].append(
             {
                 "partition_index": tp.partition,
                 "committed_offset": om.offset if om is not None else NO_OFFSET,
                 "committed_leader_epoch": om.leader_epoch if om is not None else NO_LEADER_EPOCH,
                 "metadata": om.metadata if om is not None else "",
-                "error_code": int(code),
+                "error_code": int(partition_code),
             }
         )
     return [{"name": name, "partitions": parts} for name, parts in by_topic.items()]

@@ -10,8 +10,9 @@ the request as a whole); partitions of unknown topics fail it with UNKNOWN_TOPIC
 others get OPERATION_NOT_ATTEMPTED, as Kafka does. AddOffsetsToTxn adds the group's
 ``__consumer_offsets`` partition to the transaction; TxnOffsetCommit goes to the group's coordinator,
 which holds the offsets pending until the transaction's marker reaches that partition
-(`GroupService.commit_txn_offsets`). Only v0-v2 are advertised, without KIP-447 group metadata (v3), so
-member and generation are not checked (TRANSACTIONS-NOTES §4).
+(`GroupService.commit_txn_offsets`). From v3 (KIP-447) it carries the consumer's group metadata,
+checked against the group before anything is written (`GroupCoordinator.txn_commit_error`:
+ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID for every partition).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 from strom.broker.group_service import OFFSETS_TOPIC
 from strom.broker.handlers.base import Body, RequestContext, handles
-from strom.coordinator import OffsetAndMetadata, TopicPartition
+from strom.coordinator import GroupCoordinator, OffsetAndMetadata, TopicPartition
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 
@@ -135,6 +136,8 @@ async def handle_txn_offset_commit(ctx: RequestContext, req: Body) -> Body:
         results.update(dict.fromkeys(offsets, ErrorCode.INVALID_GROUP_ID))
     elif not groups.is_coordinator(group_id):
         results.update(dict.fromkeys(offsets, ErrorCode.NOT_COORDINATOR))
+    elif offsets and (member_error := _group_metadata_error(groups.coordinator, group_id, req)) is not None:
+        results.update(dict.fromkeys(offsets, member_error))
     elif offsets:
         groups.ensure_offsets_topic()
         results.update(
@@ -151,6 +154,17 @@ async def handle_txn_offset_commit(ctx: RequestContext, req: Body) -> Body:
         "throttle_time_ms": 0,
         "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
     }
+
+
+def _group_metadata_error(coordinator: GroupCoordinator, group_id: str, req: Body) -> ErrorCode | None:
+    """KIP-447 (v3+): the group metadata's verdict, None when it lets the commit through."""
+    code = coordinator.txn_commit_error(
+        group_id,
+        int(req.get("generation_id", -1)),
+        req.get("member_id") or "",
+        req.get("group_instance_id"),
+    )
+    return None if code is ErrorCode.NONE else code
 
 
 @handles(ApiKey.WRITE_TXN_MARKERS)
