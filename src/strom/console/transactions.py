@@ -145,6 +145,7 @@ def describe_transaction(options: ClientOptions, transactional_id: str, out: Tex
 
 def _describe_row(transactional_id: str, desc: Any) -> list[str]:
     start_ms = int(desc.transaction_start_time_ms)
+    running = start_ms >= 0 and desc.state.value in OPEN_STATES  # a finished one has no duration
     partitions = ",".join(f"{tp.topic}-{tp.partition}" for tp in sorted(desc.topic_partitions))
     return [
         transactional_id,
@@ -154,7 +155,7 @@ def _describe_row(transactional_id: str, desc: Any) -> list[str]:
         desc.state.value,
         str(desc.transaction_timeout_ms),
         _iso(start_ms) if start_ms >= 0 else "-",
-        str(int(time.time() * 1000) - start_ms) if start_ms >= 0 else "-",
+        str(int(time.time() * 1000) - start_ms) if running else "-",
         partitions or "-",
     ]
 

@@ -1,0 +1,95 @@
+"""Transaction admin APIs on a 3-broker ZooKeeper cluster: every broker lists the transactional ids it
+coordinates (ListTransactions), only an id's coordinator describes it (NOT_COORDINATOR elsewhere), and
+kafka-python's admin client and `strom transactions list` fan out and merge as Kafka's tools do."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from typing import Any
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from strom.protocol.api import ApiKey
+from strom.protocol.errors import ErrorCode
+from strom.testing.cluster import LocalCluster
+from tests.integration.rawclient import RawClient
+
+TXN = {"transaction.state.log.num.partitions": "3", "transaction.state.log.replication.factor": "1"}
+
+
+def test_list_per_broker_and_describe_at_the_coordinator(make_cluster: Any) -> None:
+    cluster: LocalCluster = make_cluster(3, **TXN)
+    topic = f"adm-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(30)
+    producers: dict[str, Producer] = {}
+    for i in range(6):  # ids spread over the three __transaction_state partitions
+        tid = f"adm-{i}-{uuid.uuid4().hex[:4]}"
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": tid})
+        producer.init_transactions(60)
+        producer.begin_transaction()
+        producer.produce(topic, b"x", partition=i % 3)
+        assert producer.flush(30) == 0
+        producers[tid] = producer
+    addresses = {i: b.bootstrap for i, b in cluster.brokers.items()}
+
+    coordinator: dict[str, int] = {}
+    with RawClient(cluster.bootstrap.split(",")[0]) as raw:
+        for tid in producers:
+            found = raw.call(ApiKey.FIND_COORDINATOR, 1, {"key": tid, "key_type": 1})
+            coordinator[tid] = int(found["node_id"])
+    assert len(set(coordinator.values())) > 1  # the test needs ids on more than one coordinator
+
+    listed: dict[int, set[str]] = {}
+    for node, address in addresses.items():
+        with RawClient(address) as raw:
+            body = {"state_filters": ["Ongoing"], "producer_id_filters": [], "duration_filter": -1}
+            resp = raw.call(ApiKey.LIST_TRANSACTIONS, 1, body)
+            assert resp["error_code"] == 0
+            listed[node] = {t["transactional_id"] for t in resp["transaction_states"]} & set(producers)
+            for tid in producers:
+                (desc,) = raw.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [tid]})[
+                    "transaction_states"
+                ]
+                if coordinator[tid] == node:
+                    assert (desc["error_code"], desc["transaction_state"]) == (0, "Ongoing")
+                else:
+                    assert desc["error_code"] == ErrorCode.NOT_COORDINATOR
+    for node, ids in listed.items():
+        assert ids == {tid for tid, c in coordinator.items() if c == node}  # each lists only its own
+
+    from kafka.admin import KafkaAdminClient
+
+    kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap.split(","))
+    try:
+        merged = kp.list_transactions(state_filters=["Ongoing"])
+        assert {
+            node: {t.transactional_id for t in rows} & set(producers) for node, rows in merged.items()
+        } == listed
+        described = kp.describe_transactions(list(producers))
+        assert {tid: d.coordinator_id for tid, d in described.items()} == coordinator
+    finally:
+        kp.close()
+
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "strom.cli.main",
+            "--bootstrap-server",
+            cluster.bootstrap,
+            "transactions",
+            "list",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    rows = [line.split() for line in cli.stdout.splitlines()[1:]]
+    assert {r[0]: int(r[1]) for r in rows if r[0] in producers} == coordinator
+    for producer in producers.values():
+        producer.abort_transaction(60)
