@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import uuid
 from typing import Any
 
@@ -93,3 +94,70 @@ def test_list_per_broker_and_describe_at_the_coordinator(make_cluster: Any) -> N
     assert {r[0]: int(r[1]) for r in rows if r[0] in producers} == coordinator
     for producer in producers.values():
         producer.abort_transaction(60)
+
+
+def _describe(address: str, tid: str) -> dict[str, Any]:
+    with RawClient(address) as raw:
+        (desc,) = raw.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [tid]})[
+            "transaction_states"
+        ]
+    return dict(desc)
+
+
+def test_a_commit_waiting_for_a_marker_is_described_and_listed_as_hanging(make_cluster: Any) -> None:
+    """A partition leader dies after the records and before the COMMIT marker: the coordinator holds the
+    transaction in PrepareCommit, DescribeTransactions lists just the partition still without its marker,
+    and `strom transactions list --hanging` reports it once it has been open past
+    transaction.max.timeout.ms; the broker's return lets the marker land (CompleteCommit)."""
+    cluster: LocalCluster = make_cluster(3, **TXN, transaction_max_timeout_ms="4000")
+    topic = f"prep-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(30)
+    leaders = {p.id: p.leader for p in admin.list_topics(topic, timeout=10).topics[topic].partitions.values()}
+    tid = f"prep-{uuid.uuid4().hex[:6]}"
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap, "transactional.id": tid, "transaction.timeout.ms": 4000}
+    )
+    producer.init_transactions(60)
+    with RawClient(cluster.bootstrap.split(",")[0]) as raw:
+        coordinator = int(raw.call(ApiKey.FIND_COORDINATOR, 1, {"key": tid, "key_type": 1})["node_id"])
+    (victim_partition, victim) = next((p, b) for p, b in sorted(leaders.items()) if b != coordinator)
+    producer.begin_transaction()
+    for p in range(3):
+        producer.produce(topic, b"v", partition=p)
+    assert producer.flush(30) == 0
+    cluster.brokers[victim].kill()
+    producer.commit_transaction(60)  # answered once PrepareCommit is durable; markers follow
+    address = cluster.brokers[coordinator].bootstrap
+    desc = _describe(address, tid)
+    assert desc["transaction_state"] == "PrepareCommit"
+    wait = time.monotonic() + 10
+    while _describe(address, tid)["topics"] != [{"topic": topic, "partitions": [victim_partition]}]:
+        assert time.monotonic() < wait, _describe(address, tid)
+        time.sleep(0.2)
+    time.sleep(4.5)  # past transaction.max.timeout.ms
+    alive = ",".join(b.bootstrap for i, b in cluster.brokers.items() if i != victim)
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "strom.cli.main",
+            "--bootstrap-server",
+            alive,
+            "transactions",
+            "list",
+            "--hanging",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert cli.returncode == 0, cli.stderr
+    (row,) = [line.split() for line in cli.stdout.splitlines()[1:] if line.split()[0] == tid]
+    assert (row[1], row[4], row[-1]) == (str(coordinator), "PrepareCommit", f"{topic}-{victim_partition}")
+    cluster.brokers[victim].start()
+    wait = time.monotonic() + 60
+    while _describe(address, tid)["transaction_state"] != "CompleteCommit":
+        assert time.monotonic() < wait, "the marker did not land after the leader came back"
+        time.sleep(0.5)

@@ -103,6 +103,8 @@ class TransactionService:
         self.coordinator_epochs: dict[int, int] = {}
         self.marker_listeners: list[MarkerListener] = []
         self._completing: dict[str, asyncio.Task[None]] = {}
+        # Id -> partitions whose marker is written, while its Prepare* transaction completes.
+        self.markers_written: dict[str, set[tuple[str, int]]] = {}
         self._connections: dict[int, BrokerConnection] = {}  # partition leaders, for WriteTxnMarkers
         self._timer_tasks: list[asyncio.Task[None]] = []
         replica_manager.on_leadership_change.append(self._on_leadership_change)
@@ -230,15 +232,18 @@ class TransactionService:
         )
 
     # --- describe (KIP-664) --------------------------------------------------------------------
-    def describe_transaction(self, transactional_id: str) -> tuple[ErrorCode, TxnMetadata | None]:
-        """DescribeTransactions for one id: its metadata, or Kafka's error for it."""
+    def describe_transaction(
+        self, transactional_id: str
+    ) -> tuple[ErrorCode, TxnMetadata | None, frozenset[tuple[str, int]]]:
+        """DescribeTransactions for one id: its metadata and the partitions of its transaction still
+        without a marker (as Kafka reports them while it prepares), or Kafka's error for it."""
         error = self.coordinator_error(transactional_id)
         if error is not None:
-            return error, None
+            return error, None, frozenset()
         meta = self.coordinator.txns.get(transactional_id)
         if meta is None or meta.state is TxnState.DEAD:
-            return ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, None
-        return ErrorCode.NONE, meta
+            return ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, None, frozenset()
+        return ErrorCode.NONE, meta, meta.partitions - self.markers_written.get(transactional_id, set())
 
     def list_transactions(
         self, state_filters: list[str], producer_id_filters: list[int], duration_filter_ms: int
@@ -342,12 +347,13 @@ class TransactionService:
     def _forget_task(self, transactional_id: str, task: asyncio.Task[None]) -> None:
         if self._completing.get(transactional_id) is task:
             del self._completing[transactional_id]
+            self.markers_written.pop(transactional_id, None)
         if not task.cancelled() and task.exception() is not None:
             log.error("completing the transaction of %s failed", transactional_id, exc_info=task.exception())
 
     async def _complete_transaction(self, tid: str) -> None:
         """Write the markers of a Prepare* transaction, then its Complete* state (retrying until done)."""
-        done: set[tuple[str, int]] = set()
+        done = self.markers_written[tid] = set()
         while True:
             meta = self.coordinator.txns.get(tid)
             if meta is None or not meta.state.is_prepare:

@@ -4,8 +4,8 @@ All three are flexible-only (v0 is flexible) and sent by admin tools, not by pro
 
 - DescribeTransactions goes to each id's coordinator (FindCoordinator key type 1). Per id: state
   (Kafka's names), timeout, start time (-1 when no transaction has started), producer id and epoch,
-  and the partitions of the open transaction (all of them until the Complete* state is written: Strom
-  does not shrink the list as markers land). Another broker's id: NOT_COORDINATOR; an unknown one:
+  and the partitions of the open transaction (while it is Prepare*, those whose marker is not written
+  yet, as Kafka reports them). Another broker's id: NOT_COORDINATOR; an unknown one:
   TRANSACTIONAL_ID_NOT_FOUND; while the id's partition loads: COORDINATOR_LOAD_IN_PROGRESS.
 - ListTransactions is answered by every broker for the ids it coordinates (admin clients ask each
   broker and merge), with the state, producer id and (v1+) duration filters of
@@ -33,12 +33,14 @@ async def handle_describe_transactions(ctx: RequestContext, req: Body) -> Body:
     service = ctx.broker.transactions
     states = []
     for tid in req["transactional_ids"]:
-        code, meta = service.describe_transaction(tid)
-        states.append(_described(tid, code, meta))
+        code, meta, partitions = service.describe_transaction(tid)
+        states.append(_described(tid, code, meta, partitions))
     return {"throttle_time_ms": 0, "transaction_states": states}
 
 
-def _described(tid: str, code: ErrorCode, meta: TxnMetadata | None) -> Body:
+def _described(
+    tid: str, code: ErrorCode, meta: TxnMetadata | None, partitions: frozenset[tuple[str, int]]
+) -> Body:
     if meta is None:
         return {
             "error_code": int(code),
@@ -59,7 +61,7 @@ def _described(tid: str, code: ErrorCode, meta: TxnMetadata | None) -> Body:
         "producer_id": meta.producer_id,
         "producer_epoch": meta.producer_epoch,
         "topics": [
-            {"topic": t["topic"], "partitions": t["partitions"]} for t in topic_partitions(meta.partitions)
+            {"topic": t["topic"], "partitions": t["partitions"]} for t in topic_partitions(partitions)
         ],
     }
 
