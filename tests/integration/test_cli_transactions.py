@@ -15,8 +15,11 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from strom.protocol.api import ApiKey
+from strom.protocol.records.builder import build_batch
 from strom.testing import BrokerProcess
 
+from .rawclient import RawClient, produce_body
 from .test_transactions import create_topic, txn_producer
 
 Strom = Callable[..., subprocess.CompletedProcess[str]]
@@ -85,14 +88,17 @@ def test_list_describe_and_producers(broker: BrokerProcess, strom: Strom) -> Non
     assert described[-1] == f"{topic}-1"
 
     header, rows = table(strom("transactions", "producers", topic).stdout)
-    assert header[:3] == ["PARTITION", "PRODUCER-ID", "EPOCH"] and header[-1] == "TXN-START-OFFSET"
-    assert [(r[0], r[1], r[-1]) for r in rows] == [("1", pid, "0")]  # partition 0 has no producer
+    assert header[:3] == ["PARTITION", "PRODUCER-ID", "EPOCH"] and header[-2:] == [
+        "TXN-START-OFFSET",
+        "HANGING",
+    ]
+    assert [(r[0], r[1], r[-2], r[-1]) for r in rows] == [("1", pid, "0", "no")]  # partition 0: no producer
     assert table(strom("transactions", "producers", topic, "--partition", "0").stdout)[1] == []
     producer.commit_transaction(30)
     (done,) = table(strom("transactions", "describe", tid).stdout)[1]
     assert (done[4], done[7], done[8]) == ("CompleteCommit", "-", "-")  # finished: no duration, no partitions
     (after,) = table(strom("transactions", "producers", topic, "--partition", "1").stdout)[1]
-    assert after[-1] == "-1"  # no open transaction
+    assert after[-2:] == ["-1", "-"]  # no open transaction
 
 
 def test_list_hanging(broker: BrokerProcess, strom: Strom) -> None:
@@ -110,6 +116,41 @@ def test_list_hanging(broker: BrokerProcess, strom: Strom) -> None:
     hanging = {r[0]: r for r in rows}
     assert stuck in hanging and fresh not in hanging
     assert hanging[stuck][4] == "Ongoing" and int(hanging[stuck][7]) > MAX_TIMEOUT_MS
+
+
+def test_producers_finds_a_hanging_transaction(broker: BrokerProcess, strom: Strom) -> None:
+    """A transactional batch no coordinator knows of (written with an idempotent producer id, as only a
+    broken coordinator or a lost ``__transaction_state`` would leave it) is HANGING once it is older
+    than transaction.max.timeout.ms; an equally old transaction its coordinator holds open is not."""
+    topic = create_topic(broker.bootstrap)
+    tid = f"known-{uuid.uuid4().hex[:8]}"
+    known = txn_producer(broker.bootstrap, tid, **{"transaction.timeout.ms": MAX_TIMEOUT_MS})
+    known.init_transactions(30)
+    known.begin_transaction()
+    known.produce(topic, b"known")
+    assert known.flush(10) == 0
+    with RawClient(broker.bootstrap) as raw:
+        ghost_pid, epoch = raw.init_producer_id()
+        batch = build_batch(
+            [(None, b"ghost", (), int(time.time() * 1000))],
+            producer_id=ghost_pid,
+            producer_epoch=epoch,
+            base_sequence=0,
+            is_transactional=True,
+        )
+        body = produce_body(topic, 0, batch)
+        body["transactional_id"] = "no-coordinator-knows-me"
+        resp = raw.call(ApiKey.PRODUCE, 8, body)
+        assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0
+    rows = table(strom("transactions", "producers", topic).stdout)[1]
+    assert sorted(r[-1] for r in rows) == ["no", "no"]  # both younger than the maximum timeout
+    time.sleep(MAX_TIMEOUT_MS / 1000 + 0.5)
+    rows = table(strom("transactions", "producers", topic).stdout)[1]
+    assert {r[1]: r[-1] for r in rows} == {str(ghost_pid): "yes", _pid_of(strom, tid): "no"}
+
+
+def _pid_of(strom: Strom, tid: str) -> str:
+    return table(strom("transactions", "describe", tid).stdout)[1][0][2]
 
 
 def test_errors_are_one_line(strom: Strom) -> None:

@@ -63,3 +63,15 @@ def test_running_longer_than_needs_an_open_started_transaction(
     got = running_longer_than(meta("x", 1, state, start_ms), duration_ms, NOW)
     is_open = state in (S.ONGOING, S.PREPARE_COMMIT, S.PREPARE_ABORT)
     assert got == (is_open and start_ms >= 0 and NOW - start_ms > duration_ms)
+
+
+def test_a_partitions_open_transaction_is_hanging_unless_its_coordinator_holds_it() -> None:
+    from strom.console.transactions import coordinator_knows
+
+    open_here = ("Ongoing", 3, {("t", 0), ("t", 1)})
+    assert coordinator_knows("t", 0, 3, [open_here])
+    assert coordinator_knows("t", 0, 3, [("PrepareCommit", 3, {("t", 0)})])  # markers on their way
+    assert not coordinator_knows("t", 2, 3, [open_here])  # another partition
+    assert not coordinator_knows("t", 0, 2, [open_here])  # the coordinator moved on to a newer epoch
+    assert not coordinator_knows("t", 0, 3, [("CompleteAbort", 3, set())])
+    assert not coordinator_knows("t", 0, 3, [])  # no coordinator knows the producer at all

@@ -12,7 +12,12 @@ from the message specs kafka-python ships), which routes the requests as Kafka's
   (at most that maximum) has passed, so one listed here is stuck: typically a coordinator that cannot
   write its markers, or a partition whose leader is gone.
 - ``describe`` asks the id's coordinator (FindCoordinator key type 1, then DescribeTransactions).
-- ``producers`` asks each partition's leader (DescribeProducers) for the producer state it holds.
+- ``producers`` asks each partition's leader (DescribeProducers) for the producer state it holds. A
+  producer with an open transaction on the partition whose last write is older than the leader's
+  ``transaction.max.timeout.ms`` is checked with its coordinator (ListTransactions by producer id,
+  then DescribeTransactions): when no coordinator describes that transaction open on the partition at
+  that epoch, HANGING says ``yes``; nothing will write its marker, and the partition's last stable
+  offset stays pinned (Kafka's ``kafka-transactions.sh find-hanging`` decides the same way).
 
 Errors are one line (:class:`ConsoleError`), as for every console tool. Single-threaded.
 """
@@ -59,6 +64,7 @@ PRODUCERS_HEADER = [
     "LAST-TIMESTAMP",
     "COORDINATOR-EPOCH",
     "TXN-START-OFFSET",
+    "HANGING",
 ]
 
 
@@ -162,10 +168,24 @@ def _describe_row(transactional_id: str, desc: Any) -> list[str]:
 
 def describe_producers(options: ClientOptions, topic: str, partitions: Sequence[int], out: TextIO) -> None:
     with _admin(options) as admin:
-        if not partitions:
-            partitions = _partitions_of(admin, options, topic)
-        wanted = [TopicPartition(topic, p) for p in sorted(set(partitions))]
+        leaders = _leaders_of(admin, options, topic)
+        wanted = [TopicPartition(topic, p) for p in sorted(set(partitions or leaders))]
         found = _call(options, f"describe the producers of {topic}", lambda: admin.describe_producers(wanted))
+        now_ms = int(time.time() * 1000)
+        timeouts: dict[int, int] = {}
+        candidates = []
+        for tp in wanted:
+            leader = leaders.get(tp.partition, -1)
+            if leader not in timeouts:
+                timeouts[leader] = (
+                    _max_timeout_ms(admin, options, leader) if leader >= 0 else DEFAULT_MAX_TIMEOUT_MS
+                )
+            candidates += [
+                (tp, p)
+                for p in found[tp].active_producers
+                if p.current_transaction_start_offset >= 0 and now_ms - p.last_timestamp > timeouts[leader]
+            ]
+        hanging = _hanging_producers(admin, options, candidates)
     rows = [
         [
             str(tp.partition),
@@ -175,6 +195,7 @@ def describe_producers(options: ClientOptions, topic: str, partitions: Sequence[
             _iso(p.last_timestamp) if p.last_timestamp >= 0 else "-",
             str(p.coordinator_epoch),
             str(p.current_transaction_start_offset),
+            _hanging_cell(p.current_transaction_start_offset, (tp.partition, p.producer_id) in hanging),
         ]
         for tp in wanted
         for p in found[tp].active_producers
@@ -182,11 +203,67 @@ def describe_producers(options: ClientOptions, topic: str, partitions: Sequence[
     print_table([PRODUCERS_HEADER, *rows], out)
 
 
-def _partitions_of(admin: KafkaAdminClient, options: ClientOptions, topic: str) -> list[int]:
+def _hanging_cell(txn_start_offset: int, hanging: bool) -> str:
+    if txn_start_offset < 0:
+        return "-"
+    return "yes" if hanging else "no"
+
+
+def _hanging_producers(
+    admin: KafkaAdminClient, options: ClientOptions, candidates: list[tuple[TopicPartition, Any]]
+) -> set[tuple[int, int]]:
+    """(partition, producer id) of the candidates whose coordinator knows no such open transaction."""
+    if not candidates:
+        return set()
+    pids = sorted({p.producer_id for _, p in candidates})
+    listed = _call(options, "list transactions", lambda: admin.list_transactions(producer_id_filters=pids))
+    ids_of: dict[int, list[str]] = {}
+    for rows in listed.values():
+        for row in rows:
+            ids_of.setdefault(row.producer_id, []).append(row.transactional_id)
+    described: dict[str, Any] = {}
+    for tid in sorted({tid for ids in ids_of.values() for tid in ids}):
+
+        def describe(tid: str = tid) -> Any:
+            return admin.describe_transactions([tid])
+
+        try:
+            described.update(_call(options, f"describe {tid!r}", describe))
+        except _NotFound:
+            continue  # expired meanwhile: the coordinator knows nothing of it
+    out = set()
+    for tp, p in candidates:
+        known = [
+            (d.state.value, d.producer_epoch, {(x.topic, x.partition) for x in d.topic_partitions})
+            for d in (described[t] for t in ids_of.get(p.producer_id, []) if t in described)
+        ]
+        if not coordinator_knows(tp.topic, tp.partition, p.producer_epoch, known):
+            out.add((tp.partition, p.producer_id))
+    return out
+
+
+def coordinator_knows(
+    topic: str,
+    partition: int,
+    producer_epoch: int,
+    described: Sequence[tuple[str, int, set[tuple[str, int]]]],
+) -> bool:
+    """Whether a coordinator describes an open transaction of this producer epoch on the partition
+    (``described``: state, producer epoch and partitions of each id the producer id is listed under).
+    A partition's open transaction that no coordinator describes so is hanging: nothing will ever
+    write its marker, and it pins the partition's last stable offset (as Kafka's find-hanging tool
+    decides)."""
+    return any(
+        state in OPEN_STATES and epoch == producer_epoch and (topic, partition) in partitions
+        for state, epoch, partitions in described
+    )
+
+
+def _leaders_of(admin: KafkaAdminClient, options: ClientOptions, topic: str) -> dict[int, int]:
     (described,) = _call(options, f"describe topic {topic}", lambda: admin.describe_topics([topic]))
     if described.get("error_code", 0) != 0 or not described.get("partitions"):
         raise ConsoleError(f"topic {topic!r} does not exist")
-    return [int(p["partition_index"]) for p in described["partitions"]]
+    return {int(p["partition_index"]): int(p["leader_id"]) for p in described["partitions"]}
 
 
 # --- helpers -----------------------------------------------------------------------------------
