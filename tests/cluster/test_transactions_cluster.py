@@ -5,18 +5,20 @@ broker, and a transaction coordinator killed with SIGKILL is replaced by the new
 
 from __future__ import annotations
 
+import os
+import random
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.protocol.api import ApiKey
 from strom.testing.cluster import LocalCluster
+from tests.integration.eos import CtpApp, assert_exactly_once, consume_all, feed_inputs
 from tests.integration.rawclient import RawClient
-
-from .conftest import partitions_of
 
 TXN = {"transaction.state.log.num.partitions": "3"}
 
@@ -27,39 +29,16 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
     futures[name].result(30)
 
 
-def read_all(bootstrap: str, topic: str, isolation: str, partitions: int, idle_s: float = 3.0) -> list[bytes]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"r-{uuid.uuid4().hex[:6]}",
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    out: list[bytes] = []
-    deadline = time.monotonic() + idle_s
-    try:
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise KafkaException(msg.error())
-            out.append(msg.value())
-            deadline = time.monotonic() + idle_s
-    finally:
-        consumer.close()
-    return out
-
-
-def transaction_coordinator(bootstrap: str, txn_id: str) -> int:
-    with RawClient(bootstrap.split(",", maxsplit=1)[0]) as raw:
-        found = raw.call(ApiKey.FIND_COORDINATOR, 1, {"key": txn_id, "key_type": 1})
-    assert found["error_code"] == 0, found
-    return int(found["node_id"])
+def transaction_coordinator(bootstrap: str, txn_id: str, timeout_s: float = 30.0) -> int:
+    """The broker id FindCoordinator (key type TRANSACTION) names, once one is available."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with RawClient(bootstrap.split(",", maxsplit=1)[0]) as raw:
+            found = raw.call(ApiKey.FIND_COORDINATOR, 1, {"key": txn_id, "key_type": 1})
+        if found["error_code"] == 0:
+            return int(found["node_id"])
+        assert time.monotonic() < deadline, found
+        time.sleep(0.2)
 
 
 def test_markers_and_offsets_reach_other_brokers(make_cluster: Any) -> None:
@@ -100,9 +79,9 @@ def test_markers_and_offsets_reach_other_brokers(make_cluster: Any) -> None:
     producer.flush(30)
     producer.abort_transaction(60)
 
-    committed = read_all(cluster.bootstrap, "out", "read_committed", 3)
+    committed = consume_all(cluster.bootstrap, "out", "read_committed", 3)
     assert sorted(committed) == sorted(b"out-" + m.value() for m in got)
-    assert len(read_all(cluster.bootstrap, "out", "read_uncommitted", 3)) == 33
+    assert len(consume_all(cluster.bootstrap, "out", "read_uncommitted", 3)) == 33
     offsets = consumer.committed([TopicPartition("in", p) for p in range(3)], timeout=10)
     assert sorted(tp.offset for tp in offsets) == [10, 10, 10]
     consumer.close()
@@ -127,54 +106,93 @@ def test_transaction_coordinator_kill9_fails_over(make_cluster: Any) -> None:
         producer.produce("out", value=f"b-{i}".encode(), partition=i % 3)
     producer.commit_transaction(120)
     assert transaction_coordinator(cluster.bootstrap, txn_id) != coordinator
-    committed = read_all(cluster.bootstrap, "out", "read_committed", 3)
+    committed = consume_all(cluster.bootstrap, "out", "read_committed", 3)
     assert sorted(committed) == sorted(
         [f"a-{i}".encode() for i in range(30)] + [f"b-{i}".encode() for i in range(30)]
     )
 
 
-def test_consume_transform_produce_survives_coordinator_kill9(make_cluster: Any) -> None:
-    """Issue 13 on a cluster: a confluent-kafka consume-transform-produce process keeps going (restarted
-    if the failure was fatal for it) while the broker coordinating its transactional id is killed
-    with SIGKILL; every input reaches the output exactly once, in order, for read_committed."""
-    import subprocess
-    import sys
+def wait_for_full_isr(cluster: LocalCluster, topics: list[str], timeout_s: float = 60.0) -> None:
+    """Until every partition of ``topics`` has a leader and all three replicas in sync again."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            md = admin.list_topics(timeout=5).topics
+            if all(p.leader >= 0 and len(p.isrs) == 3 for t in topics for p in md[t].partitions.values()):
+                return
+        except (KafkaException, KeyError):
+            pass
+        assert time.monotonic() < deadline, f"the ISRs of {topics} did not fill up again"
+        time.sleep(0.3)
 
-    from tests.integration.test_transactions import CTP_APP
 
+def test_consume_transform_produce_while_the_coordinator_is_killed(make_cluster: Any, tmp_path: Path) -> None:
+    """Issue 13's exactly-once check on a cluster: a confluent-kafka consume-transform-produce process
+    runs (restarted whenever a failure is fatal to it) while the broker that coordinates its
+    transactional id (found with FindCoordinator) is killed with SIGKILL at a random point and
+    restarted, ``TXN_KILLS`` times (2 in the suite; ``make eos-long`` runs 20), and every second time
+    the loop is killed with SIGKILL too; every input reaches the output exactly once, in order, for
+    read_committed, with the group's offsets at the input's end."""
+    kills = int(os.environ.get("TXN_KILLS", "2"))
+    rng = random.Random(int(os.environ.get("TXN_SEED", "13")))
     cluster: LocalCluster = make_cluster(3, **TXN)
     create_topic(cluster.bootstrap, "src", 1)
     create_topic(cluster.bootstrap, "dst", 1)
-    total = 4000
-    feeder = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5})
-    for i in range(total):
-        feeder.produce("src", f"in-{i}".encode(), partition=0)
-    assert feeder.flush(30) == 0
-    txn_id = f"ctp-{uuid.uuid4().hex[:6]}"
-    args = [sys.executable, "-c", CTP_APP, cluster.bootstrap, "src", "dst", "ctp-group", txn_id, str(total)]
-    app = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    chunk = 300  # outputs between two kills
+    total = chunk * (kills + 1)
+    feed_inputs(cluster.bootstrap, "src", total)
+    txn_id, group = f"ctp-{uuid.uuid4().hex[:6]}", "ctp-group"
+    app = CtpApp(cluster.bootstrap, "src", "dst", group, txn_id, total, tmp_path / "ctp.log")
+    internal = ["src", "dst", "__consumer_offsets", "__transaction_state"]
+
+    def sink_end() -> int:
+        """The sink's high watermark, from whichever live broker leads it (-1 if none answers)."""
+        for broker in list(cluster.brokers.values()):
+            if broker.proc is None:
+                continue
+            try:
+                with RawClient(broker.bootstrap) as raw:
+                    answer = raw.list_offset("dst", 0, -1)
+            except OSError:
+                continue
+            if answer["error_code"] == 0:
+                return int(answer["offset"])
+        return -1
+
+    killed: list[int] = []
+    app_kills = 0
     try:
-        leader = partitions_of(cluster.bootstrap, "dst")[0][0]
-        with RawClient(cluster.brokers[leader].bootstrap) as raw:
-            deadline = time.monotonic() + 60
-            while int(raw.list_offset("dst", 0, -1)["offset"]) < total // 4:  # the loop got going
-                assert time.monotonic() < deadline and app.poll() is None
-                time.sleep(0.01)
-        coordinator = transaction_coordinator(cluster.bootstrap, txn_id)
-        assert app.poll() is None  # still working: the kill lands mid-stream
-        cluster.brokers[coordinator].kill()
-        for _ in range(5):  # a failure fatal to the process (e.g. a fenced epoch) means a restart
-            out, err = app.communicate(timeout=180)
-            if app.returncode == 0:
-                break
-            app = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        assert app.returncode == 0, err.decode()[-2000:]
-        assert out.strip() == b"done"
+        app.start()
+        for k in range(kills):
+            deadline = time.monotonic() + 120
+            while sink_end() < (k + 1) * chunk:  # markers count too: about a tenth more
+                assert not app.keep_alive(), "the loop finished before the kills were done"
+                if time.monotonic() > deadline:
+                    logs = "\n".join(f"broker {i}:\n{b.log_tail(15)}" for i, b in cluster.brokers.items())
+                    raise AssertionError(
+                        f"no progress before kill {k + 1} (killed {killed}), sink at {sink_end()}\n"
+                        f"loop:\n{app.log_tail()}\n{logs}"
+                    )
+                time.sleep(0.05)
+            time.sleep(rng.uniform(0, 0.5))  # a random point: inside or between transactions
+            coordinator = transaction_coordinator(cluster.bootstrap, txn_id)
+            cluster.brokers[coordinator].kill()
+            killed.append(coordinator)
+            time.sleep(rng.uniform(1, 4))  # the loop meets the dead coordinator (and, maybe, leader)
+            if k % 2:  # every second time the loop dies too, in whatever state the failover left it
+                app.kill()
+                app.start()
+                app_kills += 1
+            cluster.brokers[coordinator].start()
+            cluster.wait_for_brokers(3)
+            wait_for_full_isr(cluster, internal)
+        app.finish(300)
     finally:
-        if app.poll() is None:
-            app.kill()
-            app.communicate(timeout=10)
-    # (cluster.bootstrap now names the live brokers only)
-    assert read_all(cluster.bootstrap, "dst", "read_committed", 1) == [
-        f"out-{i}".encode() for i in range(total)
-    ]
+        app.kill()
+    assert len(killed) == kills
+    assert_exactly_once(cluster.bootstrap, "src", "dst", group, total)
+    print(
+        f"\n{total} inputs; coordinators killed: {killed}; loop killed {app_kills} times; "
+        f"loop restarts after fatal errors: {app.restarts}"
+    )

@@ -13,11 +13,11 @@ import itertools
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import (
-    OFFSET_BEGINNING,
     Consumer,
     KafkaError,
     KafkaException,
@@ -31,6 +31,7 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.records.builder import build_batch
 from strom.testing import BrokerProcess
 
+from .eos import CtpApp, assert_exactly_once, consume_all, feed_inputs
 from .rawclient import RawClient, produce_body
 
 _ids = itertools.count()
@@ -67,37 +68,6 @@ def txn_producer(bootstrap: str, txn_id: str, **extra: object) -> Producer:
     }
     conf.update(extra)
     return Producer(conf)
-
-
-def consume_all(
-    bootstrap: str, topic: str, isolation: str, partitions: int = 1, idle_s: float = 2.0
-) -> list[bytes]:
-    """Every value a consumer of ``isolation`` level sees, stopping after ``idle_s`` without records."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"g-{uuid.uuid4().hex[:8]}",
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    out: list[bytes] = []
-    deadline = time.monotonic() + idle_s
-    try:
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise KafkaException(msg.error())
-            out.append(msg.value())
-            deadline = time.monotonic() + idle_s
-    finally:
-        consumer.close()
-    return out
 
 
 def committed_end(bootstrap: str, topic: str, partition: int = 0) -> tuple[int, int]:
@@ -536,50 +506,17 @@ def wait_for(check: Any, what: str, timeout_s: float = 10.0) -> None:
         time.sleep(0.1)
 
 
-CTP_APP = """
-import sys
-from confluent_kafka import Consumer, Producer, TopicPartition
-
-bootstrap, source, sink, group, txn_id, total = sys.argv[1:7]
-producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 2})
-producer.init_transactions(60)  # fences the killed instance and finishes its transaction first
-consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                     "isolation.level": "read_committed"})
-(committed,) = consumer.committed([TopicPartition(source, 0)], timeout=30)
-position = max(committed.offset, 0)
-consumer.assign([TopicPartition(source, 0, position)])
-while position < int(total):
-    msgs = [m for m in consumer.consume(10, timeout=1) if not m.error()]
-    if not msgs:
-        continue
-    producer.begin_transaction()
-    for m in msgs:
-        producer.produce(sink, m.value().replace(b"in", b"out"), partition=0)
-    position = msgs[-1].offset() + 1
-    producer.send_offsets_to_transaction(
-        [TopicPartition(source, 0, position)], consumer.consumer_group_metadata(), 60
-    )
-    producer.commit_transaction(60)
-print("done", flush=True)
-"""
-
-
-def test_consume_transform_produce_killed_and_restarted(broker: BrokerProcess) -> None:
+def test_consume_transform_produce_killed_and_restarted(broker: BrokerProcess, tmp_path: Path) -> None:
     """Issue 13's exactly-once check: a confluent-kafka consume-transform-produce process killed with
     SIGKILL at random points and restarted 20 times leaves every output exactly once, in order, for a
     read_committed reader, and the group's committed offset at the input's end."""
     import random
-    import subprocess
-    import sys
 
     total = 3000
     source, sink = create_topic(broker.bootstrap), create_topic(broker.bootstrap)
-    feeder = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
-    for i in range(total):
-        feeder.produce(source, f"in-{i}".encode())
-    assert feeder.flush(30) == 0
+    feed_inputs(broker.bootstrap, source, total)
     group, txn_id = f"ctp-kill-{uuid.uuid4().hex[:6]}", f"ctp-kill-{uuid.uuid4().hex[:6]}"
-    args = [sys.executable, "-c", CTP_APP, broker.bootstrap, source, sink, group, txn_id, str(total)]
+    app = CtpApp(broker.bootstrap, source, sink, group, txn_id, total, tmp_path / "ctp.log")
     rng = random.Random(13)
     killed = 0
     with RawClient(broker.bootstrap) as raw:
@@ -587,29 +524,19 @@ def test_consume_transform_produce_killed_and_restarted(broker: BrokerProcess) -
             # Kill once the sink has grown past a point that moves on each run, plus some jitter, so
             # the deaths fall between and inside transactions at varying places.
             target = (run + 1) * total // 21
-            app = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            app.start()
             deadline = time.monotonic() + 30
-            while app.poll() is None and time.monotonic() < deadline:
+            while app.running and time.monotonic() < deadline:
                 if int(raw.list_offset(sink, 0, -1)["offset"]) >= target:
                     time.sleep(rng.uniform(0, 0.05))
                     break
                 time.sleep(0.005)
-            if app.poll() is None:
-                app.kill()  # SIGKILL
-                killed += 1
-            _, err = app.communicate(timeout=10)
-            assert app.returncode in (0, -9), err.decode()[-2000:]
+            killed += app.running
+            app.kill()
+            assert app.proc is not None and app.proc.returncode in (0, -9), app.log_tail()
     assert killed >= 15  # most runs died mid-way
-    final = subprocess.run(args, capture_output=True, timeout=180, check=True)
-    assert final.stdout.strip() == b"done"
-    out = consume_all(broker.bootstrap, sink, "read_committed")
-    assert out == [f"out-{i}".encode() for i in range(total)]
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
-    try:
-        (committed,) = consumer.committed([TopicPartition(source, 0)], timeout=10)
-    finally:
-        consumer.close()
-    assert committed.offset == total
+    app.finish(180)
+    assert_exactly_once(broker.bootstrap, source, sink, group, total)
 
 
 def test_produce_checks_transactional_batches(broker: BrokerProcess) -> None:

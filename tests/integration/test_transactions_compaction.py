@@ -23,8 +23,9 @@ from strom.protocol.records.batch import iter_headers
 from strom.protocol.records.control import ControlType, read_marker
 from strom.testing import BrokerProcess
 
+from .eos import consume_all
 from .test_compaction import wait_until
-from .test_transactions import committed_end, consume_all
+from .test_transactions import committed_end
 
 pytestmark = pytest.mark.slow
 
