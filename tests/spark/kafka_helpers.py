@@ -86,9 +86,9 @@ def consume_all(bootstrap: str, topic: str, partitions: int) -> list[dict[str, A
             if high <= low:
                 continue
             consumer.assign([TopicPartition(topic, p, low)])
-            seen = low
-            while seen < high:
-                for m in consumer.consume(min(1000, high - seen), timeout=5):
+            # By position, not by the last record's offset: a transaction marker may end the partition.
+            while consumer.position([TopicPartition(topic, p)])[0].offset < high:
+                for m in consumer.consume(1000, timeout=5):
                     assert m.error() is None, m.error()
                     ts_type, ts = m.timestamp()
                     rows.append(
@@ -103,7 +103,38 @@ def consume_all(bootstrap: str, topic: str, partitions: int) -> list[dict[str, A
                             "headers": [(k, v) for k, v in m.headers()] if m.headers() else None,
                         }
                     )
-                    seen = m.offset() + 1
     finally:
         consumer.close()
     return rows
+
+
+def consume_values(bootstrap: str, topic: str, partitions: int, isolation: str) -> list[bytes]:
+    """Every value of a topic for a consumer of `isolation` level, in partition then offset order.
+
+    Reads each partition up to its end (the last stable offset for read_committed), going by the
+    consumer's position, which moves past aborted records and transaction markers.
+    """
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"oracle-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "fetch.wait.max.ms": 10,
+        }
+    )
+    values: list[bytes] = []
+    try:
+        for p in range(partitions):
+            tp = TopicPartition(topic, p)
+            low, high = consumer.get_watermark_offsets(tp, timeout=10)
+            consumer.assign([TopicPartition(topic, p, low)])
+            deadline = time.monotonic() + 30
+            while consumer.position([tp])[0].offset < high:
+                assert time.monotonic() < deadline, f"{topic}-{p}: stuck below {high}"
+                for m in consumer.consume(1000, timeout=0.2):
+                    assert m.error() is None, m.error()
+                    values.append(m.value())
+    finally:
+        consumer.close()
+    return values

@@ -9,6 +9,7 @@ import pytest
 from strom.spark.options import (
     EARLIEST,
     LATEST,
+    DeliveryGuarantee,
     KafkaOptionError,
     StartingKind,
     offsets_from_json,
@@ -33,7 +34,7 @@ def test_defaults_batch_and_streaming() -> None:
     assert stream.starting.kind is StartingKind.LATEST
     assert batch.fail_on_data_loss is True
     assert batch.include_headers is False
-    assert batch.client_config == {"bootstrap.servers": "127.0.0.1:9092"}
+    assert batch.client_config == {"bootstrap.servers": "127.0.0.1:9092", "isolation.level": "read_committed"}
 
 
 def test_options_arrive_lower_cased_with_string_values() -> None:
@@ -150,3 +151,38 @@ def test_sink_options() -> None:
         parse_sink_options({"kafka.bootstrap.servers": "h:1", "kafka.value.serializer": "x"})
     with pytest.raises(KafkaOptionError, match=r"kafka\.bootstrap\.servers"):
         parse_sink_options({"topic": "x"})
+
+
+def test_isolation_level_defaults_to_read_committed() -> None:
+    for streaming in (False, True):
+        assert parse(streaming).client_config["isolation.level"] == "read_committed"  # type: ignore[attr-defined]
+    uncommitted = parse(**{"kafka.isolation.level": "READ_UNCOMMITTED"})
+    assert uncommitted.client_config["isolation.level"] == "read_uncommitted"  # type: ignore[attr-defined]
+    with pytest.raises(KafkaOptionError, match=r"'isolation\.level', must be read_committed or"):
+        parse(**{"kafka.isolation.level": "snapshot"})
+
+
+SINK = {"kafka.bootstrap.servers": "h:1", "topic": "out"}
+
+
+def test_delivery_guarantee_defaults() -> None:
+    assert parse_sink_options(SINK, streaming=True).delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE
+    assert parse_sink_options(SINK).delivery_guarantee is DeliveryGuarantee.AT_LEAST_ONCE
+    plain = parse_sink_options({**SINK, "deliveryGuarantee": "At-Least-Once"}, streaming=True)
+    assert plain.delivery_guarantee is DeliveryGuarantee.AT_LEAST_ONCE
+    assert parse_sink_options(SINK, streaming=True).transactional_id_prefix == "strom-sink"
+    custom = parse_sink_options({**SINK, "transactionalidprefix": "etl"}, streaming=True)
+    assert custom.transactional_id_prefix == "etl"
+
+
+def test_delivery_guarantee_errors() -> None:
+    with pytest.raises(KafkaOptionError, match="'deliveryGuarantee', must be 'exactly-once' or"):
+        parse_sink_options({**SINK, "deliveryguarantee": "exactly-twice"}, streaming=True)
+    with pytest.raises(KafkaOptionError, match="'exactly-once' is for streaming writes"):
+        parse_sink_options({**SINK, "deliveryguarantee": "exactly-once"})
+    with pytest.raises(KafkaOptionError, match=r"'transactional\.id' is not supported"):
+        parse_sink_options({**SINK, "kafka.transactional.id": "mine"}, streaming=True)
+    with pytest.raises(KafkaOptionError, match=r"'enable\.idempotence' cannot be false"):
+        parse_sink_options({**SINK, "kafka.enable.idempotence": "false"}, streaming=True)
+    with pytest.raises(KafkaOptionError, match="'transactionalIdPrefix' must not be empty"):
+        parse_sink_options({**SINK, "transactionalidprefix": " "}, streaming=True)

@@ -16,7 +16,18 @@ latest; `startingOffsetsByTimestamp`/`endingOffsetsByTimestamp` hold epoch milli
 
 Client configuration: every option starting with `kafka.` is passed, without the prefix, to the
 confluent-kafka (librdkafka) clients, except the Java-client settings that Spark's connector also forbids
-because the connector owns them (deserializers, auto offset reset, auto commit, interceptors).
+because the connector owns them (deserializers, auto offset reset, auto commit, interceptors, and on the
+sink the transactional id).
+
+Isolation: `kafka.isolation.level` is honoured as in Spark's Kafka source, but the default is
+`read_committed` (the Kafka consumer's own default, which Spark inherits, is `read_uncommitted`): records
+of aborted and still-open transactions are never returned and "latest" is the last stable offset, so the
+output of a transactional or exactly-once writer is read exactly once. `read_uncommitted` shows every
+record.
+
+Delivery guarantee (sink): `deliveryGuarantee` is `exactly-once` (the default for streaming writes; one
+Kafka transaction per micro-batch and Spark partition, see `strom.spark.transactional`) or
+`at-least-once` (plain idempotent writes; the only choice for batch `df.write`).
 """
 
 from __future__ import annotations
@@ -98,12 +109,24 @@ class SourceOptions:
     timestamp_not_found_latest: bool = False
 
 
+class DeliveryGuarantee(Enum):
+    """The sink's `deliveryGuarantee` option (values as in Flink's Kafka sink)."""
+
+    EXACTLY_ONCE = "exactly-once"
+    AT_LEAST_ONCE = "at-least-once"
+
+
+DEFAULT_TRANSACTIONAL_ID_PREFIX = "strom-sink"
+
+
 @dataclass(frozen=True, slots=True)
 class SinkOptions:
     """Validated write options."""
 
     client_config: dict[str, str]
     topic: str | None = None
+    delivery_guarantee: DeliveryGuarantee = DeliveryGuarantee.AT_LEAST_ONCE
+    transactional_id_prefix: str = DEFAULT_TRANSACTIONAL_ID_PREFIX
 
 
 # Java consumer/producer settings that Spark's connector refuses, with the reason it gives.
@@ -124,7 +147,10 @@ _FORBIDDEN_SINK = {
     "to explicitly serialize the keys into either strings or byte arrays",
     "value.serializer": "is not supported as values are serialized as byte arrays. Use DataFrame "
     "operations to explicitly serialize the values into either strings or byte arrays",
+    "transactional.id": "is not supported: the exactly-once sink derives one transactional id per "
+    "query and Spark partition (option 'transactionalIdPrefix' sets its prefix)",
 }
+_ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 _BATCH_ONLY = ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")
 
 
@@ -247,6 +273,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     """
     opts = {str(k).lower(): str(v) for k, v in options.items()}
     config = client_config(opts, _FORBIDDEN_SOURCE)
+    config["isolation.level"] = _isolation_level(config)
     subscription = parse_subscription(opts)
     if streaming:
         for key in _BATCH_ONLY:
@@ -275,18 +302,68 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     )
 
 
-def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
+def parse_sink_options(options: Mapping[str, str], *, streaming: bool = False) -> SinkOptions:
     """Validate write options.
 
+    Args:
+        options: Spark's options (keys in any case; lower-cased here).
+        streaming: True for `writeStream` (exactly-once by default), False for `write`.
+
     Raises:
-        KafkaOptionError: missing bootstrap servers or a forbidden serializer option.
+        KafkaOptionError: missing bootstrap servers, a forbidden option, an unknown delivery
+            guarantee, or exactly-once asked of a batch write.
     """
     opts = {str(k).lower(): str(v) for k, v in options.items()}
     config = client_config(opts, _FORBIDDEN_SINK)
     topic = opts.get("topic")
     if topic is not None and not topic.strip():
         raise KafkaOptionError("Option 'topic' must not be empty")
-    return SinkOptions(client_config=config, topic=topic.strip() if topic else None)
+    guarantee = _delivery_guarantee(opts, streaming)
+    prefix = opts.get("transactionalidprefix", DEFAULT_TRANSACTIONAL_ID_PREFIX).strip()
+    if not prefix:
+        raise KafkaOptionError("Option 'transactionalIdPrefix' must not be empty")
+    if (
+        guarantee is DeliveryGuarantee.EXACTLY_ONCE
+        and config.get("enable.idempotence", "").lower() == "false"
+    ):
+        raise KafkaOptionError(
+            "Kafka option 'enable.idempotence' cannot be false with deliveryGuarantee 'exactly-once'."
+        )
+    return SinkOptions(
+        client_config=config,
+        topic=topic.strip() if topic else None,
+        delivery_guarantee=guarantee,
+        transactional_id_prefix=prefix,
+    )
+
+
+def _delivery_guarantee(opts: Mapping[str, str], streaming: bool) -> DeliveryGuarantee:
+    default = DeliveryGuarantee.EXACTLY_ONCE if streaming else DeliveryGuarantee.AT_LEAST_ONCE
+    value = opts.get("deliveryguarantee", default.value).strip().lower()
+    try:
+        guarantee = DeliveryGuarantee(value)
+    except ValueError:
+        raise KafkaOptionError(
+            f"Invalid value '{value}' for option 'deliveryGuarantee', must be 'exactly-once' or "
+            "'at-least-once'"
+        ) from None
+    if guarantee is DeliveryGuarantee.EXACTLY_ONCE and not streaming:
+        raise KafkaOptionError(
+            "deliveryGuarantee 'exactly-once' is for streaming writes (writeStream); batch writes are "
+            "at-least-once"
+        )
+    return guarantee
+
+
+def _isolation_level(config: Mapping[str, str]) -> str:
+    """`kafka.isolation.level`, read_committed unless said otherwise."""
+    value = config.get("isolation.level", "read_committed").strip().lower()
+    if value not in _ISOLATION_LEVELS:
+        raise KafkaOptionError(
+            f"Invalid value '{value}' for Kafka option 'isolation.level', must be read_committed or "
+            "read_uncommitted"
+        )
+    return value
 
 
 def _parse_bound(opts: Mapping[str, str], prefix: str, default: int) -> OffsetBound:

@@ -100,7 +100,7 @@ class StromDataSource(DataSource):
         return AvroBatchWriter(options, avro)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        options = parse_sink_options(self.options)
+        options = parse_sink_options(self.options, streaming=True)
         avro = plan_write(parse_avro_options(self.options, sink=True), schema)
         if avro is None:
             validate_sink_schema(schema, options)

@@ -17,15 +17,22 @@ records exactly where Java clients (and Spark's Kafka sink) do. `kafka.*` option
 producer and may override these defaults.
 
 A task succeeds only after `flush()` confirms every record; the first delivery error (or a record refused
-at `produce()`) fails the task with that Kafka error, and Spark retries or fails the job. Like Spark's
-Kafka sink this is at-least-once: a retried task or a re-run micro-batch produces its rows again. The
-streaming writer's `commit`/`abort` therefore have nothing to do; `write()` returns a commit message
-carrying the number of records written (Spark requires an object, not None).
+at `produce()`) fails the task with that Kafka error, and Spark retries or fails the job.
+
+Delivery guarantee (option `deliveryGuarantee`):
+
+* `at-least-once` -- batch writes, and streaming writes that ask for it: like Spark's Kafka sink, a
+  retried task or a re-run micro-batch produces its rows again.
+* `exactly-once` -- the default for streaming writes: each task writes its rows in one transaction,
+  fenced and skipped or re-done on a re-run (`strom.spark.transactional`).
+
+Either way the streaming writer's driver-side `commit`/`abort` have nothing to do; `write()` returns a
+commit message carrying the number of records written (Spark requires an object, not None).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +51,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from strom.spark.options import KafkaOptionError, SinkOptions
+from strom.spark.options import DeliveryGuarantee, KafkaOptionError, SinkOptions
+from strom.spark.transactional import write_exactly_once
 
 _FLUSH_TIMEOUT_S = 300.0
 _POLL_EVERY = 10_000
@@ -52,9 +60,10 @@ _POLL_EVERY = 10_000
 
 @dataclass(frozen=True)
 class ProducedRecords(WriterCommitMessage):
-    """What one task wrote."""
+    """What one task wrote; `replayed` when an exactly-once task found its batch already committed."""
 
     records: int
+    replayed: bool = False
 
 
 def validate_sink_schema(schema: StructType, options: SinkOptions) -> None:
@@ -91,13 +100,9 @@ def _is_headers_type(data_type: Any) -> bool:
     )
 
 
-def produce_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> ProducedRecords:
-    """Produce every row of `batches` and wait until all are acknowledged.
-
-    Raises:
-        KafkaException: the first record the brokers refused, or one that could not be delivered.
-    """
-    config: dict[str, Any] = {
+def producer_config(options: SinkOptions) -> dict[str, Any]:
+    """The sink producer's librdkafka configuration: defaults, then the `kafka.*` options."""
+    return {
         "enable.idempotence": True,
         "partitioner": "murmur2_random",
         "linger.ms": 5,
@@ -108,22 +113,48 @@ def produce_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> 
         "delivery.report.only.error": True,
         **options.client_config,
     }
-    producer = Producer(config)
-    errors: list[KafkaError] = []
 
-    def on_delivery(err: KafkaError | None, _msg: Any) -> None:
-        if err is not None and not errors:
-            errors.append(err)
 
+class DeliveryTracker:
+    """The first delivery error of a producer (delivery reports arrive on `poll`/`flush`)."""
+
+    def __init__(self) -> None:
+        self.errors: list[KafkaError] = []
+
+    def on_delivery(self, err: KafkaError | None, _msg: Any) -> None:
+        if err is not None and not self.errors:
+            self.errors.append(err)
+
+    def raise_first(self) -> None:
+        """Raises: KafkaException: a record could not be delivered."""
+        if self.errors:
+            raise KafkaException(self.errors[0])
+
+
+def produce_rows(producer: Any, options: SinkOptions, batches: Iterable[pa.RecordBatch]) -> int:
+    """Produce every row of `batches` and wait until all are acknowledged; the number of rows.
+
+    Raises:
+        KafkaException: the first record the brokers refused, or one that could not be delivered.
+    """
+    tracker = DeliveryTracker()
     written = 0
     for batch in batches:
-        written += _produce_batch(producer, options, batch, on_delivery, errors)
+        written += _produce_batch(producer, options, batch, tracker.on_delivery, tracker.errors)
     remaining = producer.flush(_FLUSH_TIMEOUT_S)
-    if errors:
-        raise KafkaException(errors[0])
+    tracker.raise_first()
     if remaining:
         raise KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT, f"{remaining} records not delivered"))
-    return ProducedRecords(written)
+    return written
+
+
+def produce_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> ProducedRecords:
+    """At-least-once: produce every row of `batches` with an idempotent producer.
+
+    Raises:
+        KafkaException: the first record the brokers refused, or one that could not be delivered.
+    """
+    return ProducedRecords(produce_rows(Producer(producer_config(options)), options, batches))
 
 
 def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
@@ -189,16 +220,24 @@ class StromBatchWriter(DataSourceArrowWriter):
 
 
 class StromStreamWriter(DataSourceStreamArrowWriter):
-    """`df.writeStream.format("strom")`: at-least-once, like Spark's Kafka sink."""
+    """`df.writeStream.format("strom")`: exactly-once by default, or at-least-once like Spark's sink."""
 
     def __init__(self, options: SinkOptions) -> None:
         self._options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> ProducedRecords:
-        return produce_batches(self._options, iterator)
+        options = self._options
+        if options.delivery_guarantee is DeliveryGuarantee.AT_LEAST_ONCE:
+            return produce_batches(options, iterator)
+
+        def produce(producer: Any, batches: Iterable[pa.RecordBatch]) -> int:
+            return produce_rows(producer, options, batches)
+
+        outcome = write_exactly_once(options, iterator, producer_config(options), produce)
+        return ProducedRecords(outcome.records, outcome.replayed)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Records were acknowledged in `write()`; nothing is staged."""
+        """Each task committed its own transaction (or its records were acknowledged) in `write()`."""
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Records already acknowledged stay in the topic (at-least-once)."""
+        """Committed transactions and acknowledged records stay; a re-run skips committed tasks."""
