@@ -39,6 +39,7 @@ from strom.broker.replica_fetcher import ReplicaFetcherManager
 from strom.broker.replica_manager import ReplicaManager
 from strom.broker.topic_admin import TopicAdmin
 from strom.broker.transaction_service import TransactionService
+from strom.metrics.counters import BrokerCounters
 from strom.storage.cleaner import LogCleaner
 from strom.storage.config import LogConfig
 from strom.storage.log_manager import LogManager
@@ -65,6 +66,8 @@ class Broker:
             producer_id_expiration_ms=int(config.get("producer.id.expiration.ms")),
         )
         self.purgatory = Purgatory(self.clock)
+        # Hot-path counters for /metrics (strom.metrics); None with metrics.enabled=false.
+        self.metrics = BrokerCounters() if config.get("metrics.enabled") else None
         self.advertised = Endpoint("127.0.0.1", 9092)
         fetchers = ReplicaFetcherManager(
             self.node_id,

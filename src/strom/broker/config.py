@@ -57,6 +57,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "HTTP listeners (schema registry): http://host:port, comma-separated; empty turns HTTP off.",
         ),
         ConfigDef(
+            "metrics.enabled",
+            _parse_bool,
+            "true",
+            "Strom: count requests and serve Prometheus metrics at /metrics on the HTTP listener.",
+        ),
+        ConfigDef(
             "advertised.listeners", _parse_list, None, "Addresses given to clients (default: listeners)."
         ),
         ConfigDef("log.dirs", _parse_list, "./data", "Directories holding partition logs."),

@@ -19,6 +19,7 @@ from strom._util.errors import ConfigError
 from strom.broker.broker import Broker, Endpoint
 from strom.broker.config import BrokerConfig
 from strom.broker.http_server import HttpServer
+from strom.broker.metrics_api import MetricsApi
 from strom.broker.registry_api import RegistryApi
 from strom.broker.server import KafkaServer
 from strom.protocol.errors import KafkaError
@@ -55,7 +56,7 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event) -> None:
         shown = bound_host if bound_host not in ("0.0.0.0", "::") else "localhost"
         broker.advertised = Endpoint(shown, bound_port)
     try:
-        http, registry_api = await _start_http(config, broker)
+        http, registry_api = await _start_http(config, broker, server)
     except BaseException:
         await server.stop()
         raise
@@ -72,11 +73,16 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event) -> None:
         log.info("shut down cleanly")
 
 
-async def _start_http(config: BrokerConfig, broker: Broker) -> tuple[HttpServer, RegistryApi]:
-    """The HTTP listener with the registry's routes; its URL is where other brokers forward writes."""
+async def _start_http(
+    config: BrokerConfig, broker: Broker, server: KafkaServer
+) -> tuple[HttpServer, RegistryApi]:
+    """The HTTP listener with the registry's routes (its URL is where other brokers forward writes)
+    and, unless ``metrics.enabled=false``, ``/metrics``."""
     http = HttpServer(config.get("http.listeners"), default_listener="http.listeners" not in config.raw)
     registry_api = RegistryApi(broker.registry)
     http.mount(registry_api.routes())
+    if broker.metrics is not None:
+        http.mount(MetricsApi(broker, broker.metrics, lambda: server.connection_count).routes())
     bound = await http.start()
     if bound:
         host, port = bound[0]

@@ -83,6 +83,8 @@ class ReplicaManager:
         self._clock = clock
         self._isr_store = isr_store
         self._task: asyncio.Task[None] | None = None
+        self.isr_shrinks = 0  # metrics: kafka.server ReplicaManager IsrShrinksPerSec / IsrExpandsPerSec
+        self.isr_expands = 0
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._isr_expiry_loop())
@@ -319,6 +321,10 @@ class ReplicaManager:
             )
             return False
         log.info("%s-%d: ISR %s -> %s (%s)", part.topic, part.index, part.isr, new_isr, reason)
+        if len(new_isr) < len(part.isr):
+            self.isr_shrinks += 1
+        elif len(new_isr) > len(part.isr):
+            self.isr_expands += 1
         part.isr = list(new_isr)
         part.zk_version = stored.zk_version
         with contextlib.suppress(Exception):

@@ -31,6 +31,7 @@ import contextlib
 import logging
 import struct
 from collections import deque
+from time import perf_counter_ns
 from typing import NamedTuple, cast
 
 from strom._util.buffers import receive_buffer
@@ -142,18 +143,29 @@ class KafkaServer:
         )
         return _Call(HANDLERS[key], ctx, request)
 
-    @staticmethod
-    async def call(call: _Call) -> _Answer:
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    async def call(self, call: _Call, received_ns: int) -> _Answer:
         """Run a handler and encode its response; raises _CloseConnection where Kafka closes."""
         handler, ctx, request = call
+        started_ns = perf_counter_ns()
         try:
             body = await handler(ctx, request.body)
         except CloseConnection as exc:
             log.info("closing connection from %s: %s", ctx.client_host, exc)
             raise _CloseConnection from None
-        if body is None:
-            return None
-        return encode_response_chunks(ctx.api_key, ctx.api_version, request.correlation_id, body)
+        answer = (
+            None
+            if body is None
+            else encode_response_chunks(ctx.api_key, ctx.api_version, request.correlation_id, body)
+        )
+        if (metrics := self.broker.metrics) is not None:
+            metrics.request(ctx.api_key).observe(
+                ctx.api_version, received_ns, started_ns, perf_counter_ns(), ctx.remote_ns
+            )
+        return answer
 
     def _served(self, key: int, version: int) -> bool:
         """Whether a handler exists and the version is inside the advertised range."""
@@ -183,6 +195,7 @@ class _Connection(asyncio.BufferedProtocol):
         # its size prefix first, so that none of it lands in the shared buffer and has to be copied.
         self._expect_large = False
         self._inbox: deque[bytearray] = deque()
+        self._arrived: deque[int] = deque()  # when each inbox frame was complete (request queue time)
         self._wakeup: asyncio.Future[None] | None = None
         self._eof = False  # no more frames will come (EOF, or a bad size prefix)
         self._paused = False
@@ -285,6 +298,7 @@ class _Connection(asyncio.BufferedProtocol):
         if self._eof:
             return
         self._inbox.append(frame)
+        self._arrived.append(perf_counter_ns())
         wakeup = self._wakeup
         if wakeup is not None and not wakeup.done():
             wakeup.set_result(None)
@@ -338,13 +352,14 @@ class _Connection(asyncio.BufferedProtocol):
                     self._wakeup = None
                     continue
                 payload = self._inbox.popleft()
+                received_ns = self._arrived.popleft()
                 if self._paused:
                     self._throttle()
                 is_produce = _HEADER_PREFIX.unpack_from(payload)[0] == ApiKey.PRODUCE
                 if not (is_produce and last_was_produce):
                     await self._quiesce()
                 last_was_produce = is_produce
-                if not await self._process(payload):
+                if not await self._process(payload, received_ns):
                     return
             await self._quiesce()
             self._close_when_answered()
@@ -354,7 +369,7 @@ class _Connection(asyncio.BufferedProtocol):
             log.exception("connection from %s failed; closing it", self.client_host)
             self._abort_transport()
 
-    async def _process(self, payload: bytearray) -> bool:
+    async def _process(self, payload: bytearray, received_ns: int) -> bool:
         """Handle one request, queueing its response in order; False once the connection must close."""
         try:
             decoded = self._server.decode(payload, self.client_host)
@@ -363,13 +378,13 @@ class _Connection(asyncio.BufferedProtocol):
                 return True
             body = decoded.request.body
             if decoded.ctx.api_key == ApiKey.PRODUCE and body.get("acks") == _ACKS_ALL:
-                task = self._loop.create_task(self._server.call(decoded))
+                task = self._loop.create_task(self._server.call(decoded, received_ns))
                 self._concurrent.add(task)
                 task.add_done_callback(self._on_concurrent_done)
                 self._slots.append(task)
                 await asyncio.sleep(0)  # the task appends now, before the next request starts
                 return True
-            self._answer(await self._server.call(decoded))
+            self._answer(await self._server.call(decoded, received_ns))
             return True
         except _CloseConnection:
             self._queue_slot(_Close("close requested"))

@@ -26,6 +26,7 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     client_host: str
+    remote_ns: int = 0  # time parked in the purgatory (metrics: RemoteTimeMs)
 
 
 Handler = Callable[[RequestContext, Body], Awaitable[Body | None]]

@@ -24,6 +24,7 @@ Waits are on the broker's clock (the purgatory's deadlines), so a manual clock d
 
 from __future__ import annotations
 
+from time import perf_counter_ns
 from typing import Any
 
 from strom.broker.handlers.base import Body, RequestContext, handles
@@ -134,7 +135,12 @@ async def handle_fetch(ctx: RequestContext, req: Body) -> Body:
         first_pass = False
         if total >= min_bytes or errored or not keys:
             break
-        if not await ctx.broker.purgatory.wait(keys, deadline_ms - clock.monotonic_ms()):
+        parked = perf_counter_ns()
+        woken = await ctx.broker.purgatory.wait(keys, deadline_ms - clock.monotonic_ms())
+        ctx.remote_ns += perf_counter_ns() - parked
+        if not woken:
             responses, _, _ = _read_all(ctx, req)
             break
+    if (metrics := ctx.broker.metrics) is not None:
+        metrics.fetched(responses, int(req.get("replica_id", -1)) >= 0)
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}

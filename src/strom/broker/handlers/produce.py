@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from time import perf_counter_ns
 from typing import Any
 
 from strom.broker.handlers.base import Body, CloseConnection, RequestContext, handles
@@ -107,6 +108,8 @@ def _append(
             )
         info = rm.append_as_leader(partition, records)
     except KafkaError as exc:
+        if (metrics := ctx.broker.metrics) is not None:
+            metrics.produce_failed(topic)
         if exc.code not in (
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
             ErrorCode.NOT_ENOUGH_REPLICAS,
@@ -114,6 +117,10 @@ def _append(
         ):
             log.info("produce to %s-%d from %s rejected: %s", topic, index, ctx.client_id, exc)
         return _refusal(index, exc)
+    if (metrics := ctx.broker.metrics) is not None:
+        metrics.appended(
+            topic, 0 if info.duplicate else info.last_offset - info.base_offset + 1, len(records)
+        )
     result = _appended(index, info)
     required = info.last_offset + 1
     if acks == -1 and partition.log.high_watermark < required:
@@ -148,7 +155,9 @@ async def handle_produce(ctx: RequestContext, req: Body) -> Body | None:
             raise CloseConnection(f"produce with acks=0 failed ({', '.join(failed)})")
         return None
     if pending:
+        parked = perf_counter_ns()
         await _wait_for_isr(ctx, pending, int(req.get("timeout_ms", 30_000)))
+        ctx.remote_ns += perf_counter_ns() - parked
     return {"responses": responses, "throttle_time_ms": 0}
 
 

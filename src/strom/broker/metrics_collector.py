@@ -1,0 +1,186 @@
+"""The broker's Prometheus collector: counters kept on the hot path plus state read at scrape time.
+
+`BrokerCollector.collect` runs when ``/metrics`` is scraped (on the broker's event loop, between other
+work): it turns the integer counters of `strom.metrics.counters` into counter families, estimates the
+request-time quantiles, and reads gauges straight from the broker's structures (hosted partitions, the
+metadata cache, the purgatory, the group coordinator). Names follow the Prometheus JMX exporter's
+Kafka rules (`strom.metrics.families`); consumer lag follows kafka_exporter (``kafka_consumergroup_lag``).
+
+Consumer lag is exported by the broker that coordinates the group, for the partitions it hosts a
+replica of: lag = the replica's high watermark - the committed offset (the leader's high watermark is
+what `strom groups describe` shows as the log end offset; a follower's trails it by at most one fetch).
+Partitions this broker holds no replica of are not in its lag series.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
+
+from strom.broker.broker import Broker
+from strom.metrics.counters import BrokerCounters, TopicCounters
+from strom.metrics.families import counter, gauge, jmx_name, summary
+from strom.metrics.histogram import LatencyHistogram
+from strom.protocol.api import ApiKey
+
+_TOPIC_METERS: tuple[tuple[str, str, str], ...] = (
+    ("MessagesInPerSec", "messages_in", "Records appended as leader (client produce)."),
+    ("BytesInPerSec", "bytes_in", "Bytes of record batches appended as leader (client produce)."),
+    ("BytesOutPerSec", "bytes_out", "Bytes of record batches sent to consumers."),
+    ("FailedProduceRequestsPerSec", "failed_produce", "Produce partitions answered with an error."),
+    ("FailedFetchRequestsPerSec", "failed_fetch", "Fetch partitions answered with an error."),
+    ("TotalProduceRequestsPerSec", "produce_requests", "Produce partitions requested."),
+    ("TotalFetchRequestsPerSec", "fetch_requests", "Fetch partitions requested."),
+    ("ReplicationBytesOutPerSec", "replication_bytes_out", "Bytes of record batches sent to followers."),
+)
+_TIMERS = (
+    ("TotalTimeMs", "total", "Frame complete to response encoded, ms."),
+    ("RequestQueueTimeMs", "queue", "Frame complete to handler start (behind earlier requests), ms."),
+    ("LocalTimeMs", "local", "Handler time outside the purgatory, ms."),
+    ("RemoteTimeMs", "remote", "Time parked in the purgatory (long-poll, acks=all), ms."),
+)
+
+
+def request_name(api_key: int) -> str:
+    """Kafka's request name for an API key (``LIST_OFFSETS`` → ``ListOffsets``)."""
+    try:
+        return "".join(part.capitalize() for part in ApiKey(api_key).name.split("_"))
+    except ValueError:
+        return str(api_key)
+
+
+class BrokerCollector(Collector):
+    def __init__(self, broker: Broker, counters: BrokerCounters, connections: Callable[[], int]) -> None:
+        self._broker = broker
+        self._counters = counters
+        self._connections = connections
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._topic_meters()
+        yield from self._requests()
+        yield from self._replica_manager()
+        yield from self._controller()
+        yield from self._logs()
+        yield from self._misc()
+        yield from self._consumer_lag()
+
+    def _topic_meters(self) -> Iterator[Metric]:
+        # Counters of topics that no longer exist (deleted, or named by a refused request) are dropped,
+        # which bounds the label set by the topics of the cluster.
+        known = self._broker.metadata.topics
+        for name in [t for t in self._counters.topics if t not in known]:
+            self._counters.forget_topic(name)
+        topics = sorted(self._counters.topics.items())
+        for mbean, attr, doc in _TOPIC_METERS:
+            name = jmx_name("kafka.server", "BrokerTopicMetrics", mbean)
+            # Kafka has one meter per topic plus the broker-wide one without the topic key.
+            rows: list[tuple[list[str], float]] = [([t], getattr(c, attr)) for t, c in topics]
+            family = counter(name, doc, ["topic"], rows)
+            family.add_sample(f"{name}_total", {}, float(_sum(topics, attr)))
+            yield family
+
+    def _requests(self) -> Iterator[Metric]:
+        stats = sorted(self._counters.requests.items())
+        yield counter(
+            jmx_name("kafka.network", "RequestMetrics", "RequestsPerSec"),
+            "Requests handled, per request type and version.",
+            ["request", "version"],
+            [([request_name(k), str(v)], n) for k, s in stats for v, n in sorted(s.versions.items())],
+        )
+        for mbean, attr, doc in _TIMERS:
+            rows = []
+            for key, s in stats:
+                hist: LatencyHistogram = getattr(s, attr)
+                hist.rotate_if_due()
+                rows.append(([request_name(key)], hist.quantiles(), hist.count, hist.sum_ms))
+            yield summary(jmx_name("kafka.network", "RequestMetrics", mbean), doc, ["request"], rows)
+
+    def _replica_manager(self) -> Iterator[Metric]:
+        rm = self._broker.replica_manager
+        node = rm.node_id
+        led = [p for p in rm.partitions.values() if p.leader_id == node]
+        under = sum(1 for p in led if len(p.isr) < len(p.replicas))
+        under_min = sum(1 for p in led if len(p.isr) < p.min_isr())
+        at_min = sum(1 for p in led if len(p.isr) == p.min_isr())
+        for mbean, value, doc in (
+            ("UnderReplicatedPartitions", under, "Led partitions whose ISR is smaller than the replicas."),
+            (
+                "UnderMinIsrPartitionCount",
+                under_min,
+                "Led partitions whose ISR is below min.insync.replicas.",
+            ),
+            ("AtMinIsrPartitionCount", at_min, "Led partitions whose ISR is at min.insync.replicas."),
+            ("PartitionCount", len(rm.partitions), "Partitions with a replica on this broker."),
+            ("LeaderCount", len(led), "Partitions this broker leads."),
+        ):
+            yield gauge(jmx_name("kafka.server", "ReplicaManager", mbean), doc, [], [([], value)])
+        for mbean, value, doc in (
+            ("IsrShrinksPerSec", rm.isr_shrinks, "ISR shrinks of led partitions."),
+            ("IsrExpandsPerSec", rm.isr_expands, "ISR expansions of led partitions."),
+        ):
+            yield counter(jmx_name("kafka.server", "ReplicaManager", mbean), doc, [], [([], value)])
+
+    def _controller(self) -> Iterator[Metric]:
+        active = self._broker.control.controller_active
+        offline = 0
+        if active:  # as Kafka: only the active controller reports offline partitions
+            offline = sum(1 for p in self._broker.metadata.partitions.values() if p.leader < 0)
+        for mbean, value, doc in (
+            ("ActiveControllerCount", int(active), "1 on the active controller, else 0."),
+            ("OfflinePartitionsCount", offline, "Partitions without a live leader (active controller)."),
+        ):
+            yield gauge(jmx_name("kafka.controller", "KafkaController", mbean), doc, [], [([], value)])
+
+    def _logs(self) -> Iterator[Metric]:
+        parts = sorted(self._broker.replica_manager.partitions.items())
+        labels = ["topic", "partition"]
+        getters: tuple[tuple[str, str, Callable[..., int]], ...] = (
+            ("Size", "Bytes of the partition's segments.", lambda log: log.size_bytes),
+            ("NumLogSegments", "Segments of the partition.", lambda log: len(log.segments)),
+            ("LogEndOffset", "The partition's log end offset.", lambda log: log.log_end_offset),
+            ("LogStartOffset", "The partition's log start offset.", lambda log: log.log_start_offset),
+        )
+        for mbean, doc, get in getters:
+            rows = [([t, str(i)], float(get(p.log))) for (t, i), p in parts]
+            yield gauge(jmx_name("kafka.log", "Log", mbean), doc, labels, rows)
+
+    def _misc(self) -> Iterator[Metric]:
+        purgatory = jmx_name("kafka.server", "DelayedOperationPurgatory", "PurgatorySize")
+        yield gauge(
+            purgatory,
+            "Requests parked in the purgatory.",
+            ["delayedoperation"],
+            [
+                (["Produce"], self._broker.replica_manager.delayed_produces.watched_count()),
+                (["Fetch"], self._broker.purgatory.watched_count()),
+            ],
+        )
+        yield gauge(
+            "kafka_server_socket_server_metrics_connection_count",
+            "Open client and broker connections on the Kafka listener.",
+            ["listener", "networkprocessor"],
+            [(["PLAINTEXT", "0"], self._connections())],
+        )
+
+    def _consumer_lag(self) -> Iterator[Metric]:
+        hosted = self._broker.replica_manager.partitions
+        offsets: list[tuple[list[str], float]] = []
+        lags: list[tuple[list[str], float]] = []
+        groups = self._broker.groups.coordinator.groups
+        for group_id, group in sorted(groups.items()):
+            for (topic, index), committed in sorted(group.offsets.items()):
+                part = hosted.get((topic, index))
+                if part is None:
+                    continue
+                labels = [group_id, topic, str(index)]
+                offsets.append((labels, committed.offset))
+                lags.append((labels, max(part.log.high_watermark - committed.offset, 0)))
+        names = ["consumergroup", "topic", "partition"]
+        yield gauge("kafka_consumergroup_current_offset", "Committed offset of the group.", names, offsets)
+        yield gauge("kafka_consumergroup_lag", "High watermark minus the committed offset.", names, lags)
+
+
+def _sum(topics: list[tuple[str, TopicCounters]], attr: str) -> int:
+    return sum(getattr(c, attr) for _, c in topics)

@@ -1,0 +1,122 @@
+"""The broker's hot-path counters: plain integers, read by a collector only when ``/metrics`` is scraped.
+
+Why not prometheus_client's `Counter` on the hot path: its ``inc`` takes a lock and a labelled child is
+a dictionary lookup under another; a produce or fetch request here costs tens of microseconds, so the
+request path only adds to integer slots of objects it already holds, and the collector
+(`strom.broker.metrics_collector`) turns them into metric families at scrape time. Everything that is
+state rather than a count (partition counts, log sizes, lag) is not counted at all: it is read from the
+broker's structures during the scrape.
+
+Per-topic label cardinality is bounded by the topics that exist; per-client labels are not kept.
+With ``metrics.enabled=false`` the broker holds no `BrokerCounters` and the hooks are skipped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strom.metrics.histogram import LatencyHistogram
+
+
+class TopicCounters:
+    """``kafka.server:type=BrokerTopicMetrics`` for one topic (Kafka's ``*PerSec`` meters' counts)."""
+
+    __slots__ = (
+        "bytes_in",
+        "bytes_out",
+        "failed_fetch",
+        "failed_produce",
+        "fetch_requests",
+        "messages_in",
+        "produce_requests",
+        "replication_bytes_out",
+    )
+
+    def __init__(self) -> None:
+        self.messages_in = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.failed_produce = 0
+        self.failed_fetch = 0
+        self.produce_requests = 0
+        self.fetch_requests = 0
+        self.replication_bytes_out = 0
+
+
+class RequestStats:
+    """``kafka.network:type=RequestMetrics`` for one API: request counts per version and four timers.
+
+    Times (Kafka's definitions, as measured here): queue = the frame was complete → its handler
+    started (the connection serves one request at a time, so this is time behind earlier requests);
+    remote = time parked in the purgatory (fetch long-poll, acks=all wait for the ISR); local = the
+    handler's own time (total - queue - remote, encoding included); total = frame complete → response
+    encoded and handed to the connection's writer.
+    """
+
+    __slots__ = ("local", "queue", "remote", "total", "versions")
+
+    def __init__(self) -> None:
+        self.versions: dict[int, int] = {}
+        self.total = LatencyHistogram()
+        self.queue = LatencyHistogram()
+        self.local = LatencyHistogram()
+        self.remote = LatencyHistogram()
+
+    def observe(self, version: int, received_ns: int, started_ns: int, done_ns: int, remote_ns: int) -> None:
+        versions = self.versions
+        versions[version] = versions.get(version, 0) + 1
+        queue = started_ns - received_ns
+        total = done_ns - received_ns
+        self.total.observe(total / 1e6)
+        self.queue.observe(queue / 1e6)
+        self.remote.observe(remote_ns / 1e6)
+        self.local.observe(max(total - queue - remote_ns, 0) / 1e6)
+
+
+class BrokerCounters:
+    __slots__ = ("requests", "topics")
+
+    def __init__(self) -> None:
+        self.topics: dict[str, TopicCounters] = {}
+        self.requests: dict[int, RequestStats] = {}
+
+    def topic(self, name: str) -> TopicCounters:
+        counters = self.topics.get(name)
+        if counters is None:
+            counters = self.topics[name] = TopicCounters()
+        return counters
+
+    def request(self, api_key: int) -> RequestStats:
+        stats = self.requests.get(api_key)
+        if stats is None:
+            stats = self.requests[api_key] = RequestStats()
+        return stats
+
+    def appended(self, topic: str, records: int, nbytes: int) -> None:
+        """A produce partition appended as leader (``records`` 0 for a retried duplicate)."""
+        c = self.topic(topic)
+        c.produce_requests += 1
+        c.messages_in += records
+        c.bytes_in += nbytes
+
+    def produce_failed(self, topic: str) -> None:
+        c = self.topic(topic)
+        c.produce_requests += 1
+        c.failed_produce += 1
+
+    def fetched(self, responses: list[dict[str, Any]], follower: bool) -> None:
+        """A Fetch response's topics (``topic``, ``partitions`` with ``error_code`` and ``records``)."""
+        for topic in responses:
+            c = self.topic(topic["topic"])
+            for part in topic["partitions"]:
+                c.fetch_requests += 1
+                if part["error_code"]:
+                    c.failed_fetch += 1
+                elif follower:
+                    c.replication_bytes_out += len(part["records"])
+                else:
+                    c.bytes_out += len(part["records"])
+
+    def forget_topic(self, name: str) -> None:
+        """A deleted topic's series disappear (Kafka removes its meters too)."""
+        self.topics.pop(name, None)

@@ -1,0 +1,40 @@
+"""Reading a broker's ``/metrics`` in tests and benchmarks: prometheus_client's own text parser, so a
+malformed exposition fails the reader as it would fail a Prometheus server."""
+
+from __future__ import annotations
+
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
+
+Samples = dict[str, dict[tuple[tuple[str, str], ...], float]]
+
+
+def scrape_text(http_url: str, timeout_s: float = 10.0) -> str:
+    with urllib.request.urlopen(f"{http_url}/metrics", timeout=timeout_s) as answer:
+        text: str = answer.read().decode()
+    return text
+
+
+def parse(text: str) -> Samples:
+    """Sample name → {sorted label pairs → value}."""
+    samples: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            samples.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
+    return samples
+
+
+def scrape(http_url: str, timeout_s: float = 10.0) -> Samples:
+    return parse(scrape_text(http_url, timeout_s))
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    """The sample with exactly these labels; 0.0 when absent (a counter not yet incremented)."""
+    return samples.get(name, {}).get(tuple(sorted(labels.items())), 0.0)
+
+
+def total(samples: Samples, name: str, **labels: str) -> float:
+    """Sum of the samples whose labels include ``labels`` (e.g. over partitions)."""
+    wanted = set(labels.items())
+    return sum(v for key, v in samples.get(name, {}).items() if wanted <= set(key))
