@@ -169,6 +169,14 @@ def test_wire_format_round_trip(schema_id: int, body: bytes) -> None:
     assert (got_id, bytes(got_body)) == (schema_id, body)
 
 
+def binary(payloads: list[bytes | None]) -> pa.Array:
+    return pa.array(payloads, pa.binary())
+
+
+def offsets(values: list[int]) -> pa.Array:
+    return pa.array(values, pa.int64())
+
+
 def decoder_v2() -> tuple[AvroColumnDecoder, dict[int, str]]:
     registry = {1: json.dumps(V1), 2: json.dumps(V2)}
     return AvroColumnDecoder(registry[2], 2, spark_type(V2), "value"), registry
@@ -187,14 +195,14 @@ def test_old_records_resolve_to_the_reader_schema_with_defaults() -> None:
         looked_up.append(schema_id)
         return registry[schema_id]
 
-    column = decoder.decode(payloads, [10, 11, 12], "clicks", 0, lookup)
+    column = decoder.decode(binary(payloads), offsets([10, 11, 12]), "clicks", 0, lookup)
     assert column.to_pylist() == [
         {"user": "ann", "latency_ms": 40, "country": "unknown", "referrer": None},
         {"user": "bob", "latency_ms": 2**40, "country": "de", "referrer": "x"},
         None,
     ]
     assert looked_up == [1]  # the reader's own id needs no lookup
-    decoder.decode(payloads, [10, 11, 12], "clicks", 0, lookup)
+    decoder.decode(binary(payloads), offsets([10, 11, 12]), "clicks", 0, lookup)
     assert looked_up == [1]  # writers' schemas are cached
 
 
@@ -218,7 +226,7 @@ def test_corrupt_payload_names_topic_partition_offset(payload: bytes, reason: st
 
     good = frame(2, avro_bytes(V2, {"user": "a", "latency_ms": 1, "country": "c"}))
     with pytest.raises(AvroDecodeError, match="offset 43 of clicks-5") as raised:
-        decoder.decode([good, payload], [42, 43], "clicks", 5, lookup)
+        decoder.decode(binary([good, payload]), offsets([42, 43]), "clicks", 5, lookup)
     assert raised.match(reason)
 
 
@@ -246,7 +254,7 @@ def test_logical_types_decode_into_arrow() -> None:
         "attrs": {"a": 1},
     }
     decoder = AvroColumnDecoder(json.dumps(schema), 5, spark_type(schema), "value")
-    column = decoder.decode([frame(5, avro_bytes(schema, datum))], [0], "t", 0, lambda i: "")
+    column = decoder.decode(binary([frame(5, avro_bytes(schema, datum))]), offsets([0]), "t", 0, str)
     assert column.type.field("at").type == pa.timestamp("us", tz="UTC")
     row = column.to_pylist()[0]
     assert row["day"] == datum["day"] and row["at"] == at and row["price"] == Decimal("12.34")
@@ -275,7 +283,9 @@ def test_encoder_round_trips_through_the_decoder() -> None:
     )
     payloads = AvroColumnEncoder(text, 9, struct).encode(arrow).to_pylist()
     assert payloads[1] is None and payloads[0][:5] == b"\x00\x00\x00\x00\x09"
-    decoded = AvroColumnDecoder(text, 9, struct, "value").decode(payloads, [0, 1, 2], "t", 0, lambda i: "")
+    decoded = AvroColumnDecoder(text, 9, struct, "value").decode(
+        binary(payloads), offsets([0, 1, 2]), "t", 0, str
+    )
     assert decoded.to_pylist() == [
         {"user": "a", "attrs": [("k", 1), ("n", None)], "score": 0.5},
         None,
@@ -310,3 +320,30 @@ def test_options() -> None:
 def test_bad_options(options: dict[str, str], message: str) -> None:
     with pytest.raises(KafkaOptionError, match=message):
         parse_avro_options(options, sink=False)
+
+
+@pytest.mark.parametrize("nulls", [False, True])
+def test_many_records_one_schema_and_mixed(nulls: bool) -> None:
+    """The one-schema path (whole column at once) and the general path agree with per-record reading."""
+    decoder, registry = decoder_v2()
+    data = [
+        {"user": f"u{i}", "latency_ms": i, "country": "de", "referrer": None if i % 2 else "r"}
+        for i in range(500)
+    ]
+    payloads: list[bytes | None] = [frame(2, avro_bytes(V2, d)) for d in data]
+    expected: list[Any] = list(data)
+    if nulls:
+        payloads[7], expected[7] = None, None
+        payloads[8] = frame(1, avro_bytes(V1, {"user": "old", "latency_ms": 3}))
+        expected[8] = {"user": "old", "latency_ms": 3, "country": "unknown", "referrer": None}
+    column = decoder.decode(binary(payloads), offsets(list(range(500))), "t", 0, registry.__getitem__)
+    assert column.to_pylist() == expected
+
+
+def test_truncated_record_in_a_one_schema_column_is_named() -> None:
+    decoder, registry = decoder_v2()
+    good = frame(2, avro_bytes(V2, {"user": "abc", "latency_ms": 1, "country": "c"}))
+    payloads: list[bytes | None] = [good] * 10
+    payloads[6] = good[:-2]
+    with pytest.raises(AvroDecodeError, match="offset 106 of t-1"):
+        decoder.decode(binary(payloads), offsets(list(range(100, 110))), "t", 1, registry.__getitem__)

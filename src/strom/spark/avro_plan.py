@@ -115,12 +115,11 @@ class AvroRead:
         lookup = self.registry.schema
         for batch in batches:
             names = batch.schema.names
-            offsets = batch.column(names.index("offset")).to_pylist()
+            offsets = batch.column(names.index("offset"))
             arrays, fields = list(batch.columns), list(batch.schema)
             for column, decoder in self.decoders.items():
                 i = names.index(column)
-                payloads = arrays[i].to_pylist()
-                arrays[i] = decoder.decode(payloads, offsets, topic, partition, lookup)
+                arrays[i] = decoder.decode(arrays[i], offsets, topic, partition, lookup)
                 fields[i] = pa.field(column, arrays[i].type)
             yield pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
 
