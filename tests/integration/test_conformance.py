@@ -69,7 +69,6 @@ TESTED_HERE: dict[int, range] = {
 GROUP_KEYS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47})
 COVERED_ELSEWHERE: dict[int, str] = dict.fromkeys(GROUP_KEYS, "test_groups_protocol.py")
 COVERED_ELSEWHERE.update(dict.fromkeys((23, 43, 45, 46), "test_conformance_cluster_apis.py"))
-# TxnOffsetCommit v0-2 there, v3 (KIP-447) in test_transaction_kips.py.
 COVERED_ELSEWHERE.update(dict.fromkeys((24, 25, 26, 28), "test_transactions.py"))
 COVERED_ELSEWHERE.update(dict.fromkeys((61, 65, 66), "test_transaction_admin.py"))
 

@@ -207,7 +207,7 @@ def _end(raw: RawClient, version: int, tid: str, pid: int, epoch: int, commit: b
     return int(raw.call(ApiKey.END_TXN, version, body)["error_code"])
 
 
-@pytest.mark.parametrize("version", [0, 1, 2])
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
 def test_add_partitions_and_end_txn_versions(broker: BrokerProcess, version: int) -> None:
     """AddPartitionsToTxn and EndTxn at each advertised version, with Kafka's errors for requests out of
     order: unknown producer, stale epoch (INVALID_PRODUCER_EPOCH below v2, PRODUCER_FENCED from v2),
@@ -257,7 +257,7 @@ def _group_offset(raw: RawClient, group: str, topic: str) -> int:
     return int(t["partitions"][0]["committed_offset"])
 
 
-@pytest.mark.parametrize("version", [0, 1, 2])
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
 def test_add_offsets_and_txn_offset_commit_versions(broker: BrokerProcess, version: int) -> None:
     """AddOffsetsToTxn and TxnOffsetCommit at each advertised version: offsets stay invisible until the
     transaction commits, an aborted transaction's offsets are dropped, a stale epoch is refused."""

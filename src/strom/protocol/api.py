@@ -93,10 +93,11 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_TOPICS: (0, 3),
     ApiKey.DELETE_RECORDS: (0, 1),
     ApiKey.INIT_PRODUCER_ID: (0, 4),  # v3+: KIP-360 epoch bumps
-    # Transactions (TRANSACTIONS-NOTES §1): pre-flexible versions every client can use.
-    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 2),
-    ApiKey.ADD_OFFSETS_TO_TXN: (0, 2),
-    ApiKey.END_TXN: (0, 2),
+    # Transactions (TRANSACTIONS-NOTES §1): v3 is the first flexible version (AddPartitionsToTxn v4+ is
+    # the broker-to-broker batch of KIP-890, not served).
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
+    ApiKey.END_TXN: (0, 3),
     ApiKey.TXN_OFFSET_COMMIT: (0, 3),  # v3: group metadata (KIP-447)
     # Transaction admin (KIP-664): flexible-only APIs of admin tools.
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
