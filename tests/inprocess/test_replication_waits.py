@@ -96,11 +96,18 @@ def test_an_append_wakes_followers_and_the_high_watermark_move_wakes_consumers(t
         # Follower 1 reports the batch and parks again; the high watermark still waits for follower 2.
         follower_1.send(ApiKey.FETCH, FETCH_V, follower_fetch(1, 2, max_wait_ms=60_000))
         assert await parked(node) == (1, 2) and not consumer.answered()
-        # Follower 2's report moves it: the produce and the consumer are answered, follower 1 is not.
+        # Follower 2's report moves it: the produce and the consumer are answered, and both followers
+        # learn the new high watermark at once, with no records (they serve consumers below it, KIP-392).
         follower_2.send(ApiKey.FETCH, FETCH_V, follower_fetch(2, 2, max_wait_ms=60_000))
         assert only_partition((await producer.receive())[1])["error_code"] == 0
         assert only_partition((await consumer.receive())[1])["high_watermark"] == 2
-        assert await parked(node) == (0, 2) and not follower_1.answered()
+        for follower in (follower_1, follower_2):
+            told = only_partition((await follower.receive())[1])
+            assert told["high_watermark"] == 2 and not told["records"]
+        # Told once: their next fetches park until the next append.
+        follower_1.send(ApiKey.FETCH, FETCH_V, follower_fetch(1, 2, max_wait_ms=60_000))
+        follower_2.send(ApiKey.FETCH, FETCH_V, follower_fetch(2, 2, max_wait_ms=60_000))
+        assert await parked(node) == (0, 2)
         for client in (producer, consumer, follower_1, follower_2):
             await client.close()
 

@@ -96,6 +96,7 @@ class Broker:
             isr_store,
             fetchers,
             int(config.get("replica.lag.time.max.ms")),
+            config.get("replica.selector.class"),
         )
         self.control: ControlPlane
         if zk is not None:

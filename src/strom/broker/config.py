@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from strom._util.errors import ConfigError
+from strom.broker.replica_selector import check_selector
 
 
 def _parse_bool(raw: str) -> bool:
@@ -173,6 +174,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("replica.lag.time.max.ms", int, "10000", "Follower lag before it leaves the ISR."),
         ConfigDef("replica.fetch.max.bytes", int, "1048576", "Follower fetch size per partition."),
         ConfigDef("replica.fetch.wait.max.ms", int, "500", "Follower fetch long-poll."),
+        ConfigDef(
+            "replica.selector.class",
+            check_selector,
+            None,
+            "KIP-392: org.apache.kafka.common.replica.RackAwareReplicaSelector lets consumers fetch from an "
+            "in-sync replica in their rack (client.rack); unset, consumers read from the leader.",
+        ),
         ConfigDef("auto.leader.rebalance.enable", _parse_bool, "true", "Move leadership back to preferred."),
         ConfigDef("leader.imbalance.check.interval.seconds", int, "300", "Preferred-leader check period."),
         ConfigDef("controlled.shutdown.enable", _parse_bool, "true", "Move leaders away before stopping."),

@@ -9,9 +9,11 @@ Parked fetches wait in the purgatory under one of two keys per partition, becaus
 different things (as Kafka's delayed fetches check different offsets): a consumer's fetch reads below
 the high watermark and is woken when it moves (`TopicPartition` itself is its key); a follower's reads
 to the log end offset and is woken by appends (`follower_fetch_key`). An append that does not move the
-high watermark (every acks=all append in a cluster) therefore wakes only the followers, and the
-high-watermark move that a follower's fetch causes wakes only consumers (and acks=all produces, which
-wait in `purgatory.DelayedProduces`).
+high watermark (every acks=all append in a cluster) therefore wakes only the followers. A high-watermark
+move wakes consumers, acks=all produces (`purgatory.DelayedProduces`) and also the followers' fetches,
+which complete if the high watermark passed the one last sent to that follower (`high_watermark_sent`):
+followers serve consumers below the high watermark they learn from the leader (KIP-392), so they must
+learn it without waiting for the next append (Kafka's fetch sessions do the same).
 """
 
 from __future__ import annotations
@@ -31,9 +33,14 @@ def follower_fetch_key(tp: TopicPartition) -> tuple[str, int, str]:
 @dataclass(slots=True)
 class FollowerState:
     log_end_offset: int = -1
+    log_start_offset: int = -1
     last_caught_up_ms: int = 0
     last_fetch_leader_leo: int = -1
     last_fetch_ms: int = 0
+    # The high watermark this leader last put in a response to the follower: a parked fetch of the
+    # follower completes when the high watermark passes it, so followers learn it without waiting for
+    # an append (consumers reading from followers see records as soon as they are committed).
+    high_watermark_sent: int = -1
 
 
 @dataclass(slots=True)

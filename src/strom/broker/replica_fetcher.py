@@ -10,8 +10,10 @@ Theory of operation (Kafka's ``ReplicaFetcherThread``/``AbstractFetcherThread``)
 2. Then it fetches from its log end offset, long-polling on the leader (``replica.fetch.wait.max.ms``).
    Batches are appended with the leader's offsets and epochs (`append_as_follower`, which also rebuilds
    idempotent-producer state so a future leader deduplicates retries), and the follower's high
-   watermark becomes ``min(leader's high watermark, own log end offset)``. The *next* fetch tells the
-   leader the new log end offset, which is how the leader learns that the batch is replicated.
+   watermark becomes ``min(leader's high watermark, own log end offset)`` (checkpointed with every
+   log's in ``replication-offset-checkpoint``); a move wakes the consumers that read from this follower
+   (KIP-392, `on_high_watermark`). The *next* fetch tells the leader the new log end offset, which is
+   how the leader learns that the batch is replicated.
 3. OFFSET_OUT_OF_RANGE: below the leader's log start the follower restarts its log there; otherwise
    it truncates again. NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH: back off
    until the controller's next LeaderAndIsr says what changed.
@@ -22,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,11 +47,22 @@ class _FetchState:
     truncating: bool = True
 
 
+def _ignore(_tp: TopicPartition) -> None:
+    pass
+
+
 class ReplicaFetcher:
     def __init__(
-        self, node_id: int, leader_id: int, endpoint: tuple[str, int], max_wait_ms: int, max_bytes: int
+        self,
+        node_id: int,
+        leader_id: int,
+        endpoint: tuple[str, int],
+        max_wait_ms: int,
+        max_bytes: int,
+        on_high_watermark: Callable[[TopicPartition], None] = _ignore,
     ) -> None:
         self.node_id = node_id
+        self._on_high_watermark = on_high_watermark
         self.leader_id = leader_id
         self.endpoint = endpoint
         self.partitions: dict[TopicPartition, _FetchState] = {}
@@ -199,7 +213,10 @@ class ReplicaFetcher:
                     log.warning("%s-%d: replicated batch rejected (%s); truncating", *state.part.tp, exc)
                     state.truncating = True
                     return True
+            before = plog.high_watermark
             plog.high_watermark = min(int(p["high_watermark"]), plog.log_end_offset)
+            if plog.high_watermark != before:
+                self._on_high_watermark(state.part.tp)
             return False
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
             leader_start = int(p["log_start_offset"])
@@ -225,6 +242,7 @@ class ReplicaFetcherManager:
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._owner: dict[TopicPartition, int] = {}
         self._closing: set[asyncio.Future[None]] = set()
+        self.on_high_watermark: Callable[[TopicPartition], None] = _ignore
 
     def is_fetching(self, tp: TopicPartition) -> bool:
         return tp in self._owner
@@ -242,10 +260,18 @@ class ReplicaFetcherManager:
             fetcher = None
         if fetcher is None:
             fetcher = self._fetchers[leader_id] = ReplicaFetcher(
-                self.node_id, leader_id, endpoint, self._max_wait_ms, self._max_bytes
+                self.node_id,
+                leader_id,
+                endpoint,
+                self._max_wait_ms,
+                self._max_bytes,
+                self._high_watermark_moved,
             )
         fetcher.add(part)
         self._owner[part.tp] = leader_id
+
+    def _high_watermark_moved(self, tp: TopicPartition) -> None:
+        self.on_high_watermark(tp)
 
     def remove_partition(self, tp: TopicPartition) -> None:
         leader_id = self._owner.pop(tp, None)

@@ -24,6 +24,12 @@ Theory of operation (Kafka's ``ReplicaManager`` + ``Partition``):
   follower outside the ISR that reaches the high watermark (and the current epoch's start) rejoins.
   Both changes are conditional writes of the partition state znode (version from the controller's last
   LeaderAndIsr, then our own writes) followed by an ISR change notification for the controller.
+* **Fetch from the closest replica** (KIP-392, replica_selector.py): with ``replica.selector.class``
+  set, the leader tells a consumer in another rack to fetch from an in-sync follower there
+  (`preferred_read_replica`, from what each follower last reported: log start and end offsets, last
+  caught up). A follower serves consumers below the high watermark its fetcher learns from the leader
+  (`hosted_partition`; each move wakes the consumers parked on it); a follower that leaves the ISR is
+  no longer chosen, and the client's next error or broker failure sends it back to the leader.
 * **acks=all**: after the append the produce waits (`DelayedProduces`, ordered by offset) until the
   high watermark passes the batch (NONE), the ISR drops below min.insync.replicas
   (NOT_ENOUGH_REPLICAS_AFTER_APPEND), leadership moves (NOT_LEADER_OR_FOLLOWER) or the request times
@@ -44,6 +50,7 @@ from strom.broker.partition import FollowerState, Partition, TopicPartition, fol
 from strom.broker.ports import IsrStore
 from strom.broker.purgatory import DelayedProduces, Purgatory
 from strom.broker.replica_fetcher import ReplicaFetcherManager
+from strom.broker.replica_selector import NO_PREFERRED_REPLICA, ReplicaView, preferred_read_replica
 from strom.cluster.election import LeaderAndIsr
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.control import ControlType
@@ -68,12 +75,16 @@ class ReplicaManager:
         isr_store: IsrStore,
         fetchers: ReplicaFetcherManager,
         lag_max_ms: int,
+        replica_selector: str | None = None,
     ) -> None:
         self.node_id = node_id
         self.partitions: dict[TopicPartition, Partition] = {}
         self.controller_epoch = -1
         self.lag_max_ms = lag_max_ms
         self.fetchers = fetchers
+        self.replica_selector = replica_selector
+        # A follower's fetcher moved its high watermark: wake the consumers reading from this replica.
+        fetchers.on_high_watermark = self._purgatory_notify
         self.on_leadership_change: list[Callable[[Partition, bool], None]] = []
         self._log_manager = log_manager
         self._metadata = metadata
@@ -85,6 +96,9 @@ class ReplicaManager:
         self._task: asyncio.Task[None] | None = None
         self.isr_shrinks = 0  # metrics: kafka.server ReplicaManager IsrShrinksPerSec / IsrExpandsPerSec
         self.isr_expands = 0
+
+    def _purgatory_notify(self, tp: TopicPartition) -> None:
+        self._purgatory.notify(tp)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._isr_expiry_loop())
@@ -102,6 +116,14 @@ class ReplicaManager:
     # lookups -----------------------------------------------------------------------------------------
     def leader_partition(self, topic: str, index: int, current_leader_epoch: int = -1) -> Partition:
         """The partition if this broker leads it (at the client's epoch, if given), else the Kafka error."""
+        part = self.hosted_partition(topic, index, current_leader_epoch)
+        if part.leader_id != self.node_id:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.node_id} is not the leader")
+        return part
+
+    def hosted_partition(self, topic: str, index: int, current_leader_epoch: int = -1) -> Partition:
+        """The partition if this broker hosts a replica of it, leader or follower, at the client's epoch
+        if given (a consumer fetching from a follower, KIP-392), else the Kafka error."""
         part = self.partitions.get((topic, index))
         if part is None:
             meta = self._metadata.topics.get(topic)
@@ -112,9 +134,35 @@ class ReplicaManager:
             if current_leader_epoch < part.leader_epoch:
                 raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
             raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
-        if part.leader_id != self.node_id:
-            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.node_id} is not the leader")
+        if part.leader_id < 0:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.node_id} knows no leader")
         return part
+
+    def preferred_read_replica(self, part: Partition, client_rack: str | None, fetch_offset: int) -> int:
+        """KIP-392: the in-sync replica a consumer in ``client_rack`` should fetch from, or -1 (here)."""
+        if self.replica_selector is None or part.leader_id != self.node_id:
+            return NO_PREFERRED_REPLICA
+        brokers = self._metadata.brokers
+        now = self._now_ms()
+        me = brokers.get(self.node_id)
+        leader = ReplicaView(
+            self.node_id, me.rack if me else None, part.log.log_start_offset, part.log.log_end_offset, 0
+        )
+        followers = []
+        for replica, state in part.followers.items():
+            broker = brokers.get(replica)
+            followers.append(
+                ReplicaView(
+                    replica,
+                    broker.rack if broker else None,
+                    state.log_start_offset,
+                    state.log_end_offset,
+                    now - state.last_caught_up_ms,
+                    in_sync=replica in part.isr,
+                    alive=broker is not None,
+                )
+            )
+        return preferred_read_replica(self.replica_selector, client_rack, leader, followers, fetch_offset)
 
     # controller requests ---------------------------------------------------------------------------
     def become_leader_or_follower(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -258,7 +306,9 @@ class ReplicaManager:
         self._purgatory.notify(follower_fetch_key(part.tp))
         self.maybe_advance_high_watermark(part)
 
-    def record_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int) -> None:
+    def record_follower_fetch(
+        self, part: Partition, replica_id: int, fetch_offset: int, log_start_offset: int = -1
+    ) -> None:
         """A follower fetched at ``fetch_offset`` (= its log end offset): track it, maybe expand the ISR."""
         if replica_id not in part.replicas or replica_id == self.node_id:
             return
@@ -270,6 +320,7 @@ class ReplicaManager:
         elif fetch_offset >= state.last_fetch_leader_leo >= 0:
             state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
         state.log_end_offset = fetch_offset
+        state.log_start_offset = log_start_offset
         state.last_fetch_leader_leo = leader_leo
         state.last_fetch_ms = now
         if (
@@ -297,6 +348,8 @@ class ReplicaManager:
             plog.high_watermark = new_hw
             self.delayed_produces.complete(part.tp, new_hw)
             self._purgatory.notify(part.tp)
+            if part.followers:
+                self._purgatory.notify(follower_fetch_key(part.tp))
             return True
         return False
 

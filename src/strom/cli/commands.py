@@ -149,7 +149,12 @@ def consume_command(args: argparse.Namespace) -> int:
         print_headers=args.print_headers,
         print_offset=args.print_offset,
         print_timestamp=args.print_timestamp,
-        properties=parse_key_values(args.property, "--property"),
+        # --rack is librdkafka's client.rack (KIP-392: fetch from a replica in that rack); an explicit
+        # --property client.rack=... wins, like every --property.
+        properties={
+            **({"client.rack": args.rack} if args.rack else {}),
+            **parse_key_values(args.property, "--property"),
+        },
     )
     consume(client_options(args), settings, sys.stdout.buffer)
     return 0

@@ -271,6 +271,11 @@ def _add_consume(
     consume.add_argument("--print-timestamp", action="store_true")
     consume.add_argument("--group", metavar="G", help="consume as member of group G (subscribe, commit)")
     consume.add_argument(
+        "--rack",
+        metavar="R",
+        help="client.rack: fetch from an in-sync replica in rack R when the broker allows it (KIP-392)",
+    )
+    consume.add_argument(
         "--property",
         metavar="KEY=VALUE",
         type=key_value,

@@ -14,10 +14,21 @@ Rules (PROTOCOL-NOTES §3 "Fetch responses", P6-P8, P13):
   has more to read or `max_wait_ms` passes, then answers with what there is: a follower's fetch is woken
   by appends, a consumer's by high-watermark moves (partition.py);
 - session_id is always 0: Strom declines fetch sessions, which every client handles (P8);
-- only the leader serves fetches (NOT_LEADER_OR_FOLLOWER elsewhere; FENCED_LEADER_EPOCH /
-  UNKNOWN_LEADER_EPOCH for a stale or future `current_leader_epoch`). Consumers read below the high
-  watermark; a follower (`replica_id` >= 0) reads up to the log end offset, and its fetch offset is its
-  log end offset, reported once per request to the replica manager (high watermark, ISR expansion).
+- followers (`replica_id` >= 0) and consumers below v11 fetch from the leader only
+  (NOT_LEADER_OR_FOLLOWER elsewhere; FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a stale or future
+  `current_leader_epoch`). A follower reads up to the log end offset, and its fetch offset is its log
+  end offset, reported once per request to the replica manager (high watermark, ISR expansion); its
+  parked fetch also completes when the high watermark passes the one it was last sent;
+- fetch from the closest replica (KIP-392, replica_selector.py): with `replica.selector.class` set, the
+  leader answers a v11+ consumer in another rack (`rack_id`) with `preferred_read_replica` and no
+  records, at once. A consumer's v11+ fetch is served by any replica hosting the partition, at its
+  epoch: consumers read below the high watermark (on a follower, the one it learnt from the leader) or,
+  read_committed, the last stable offset (bounded by that high watermark; aborted transactions from the
+  replica's own transaction index). A fetch offset above the high watermark but within the log answers
+  empty (long-polled), as Kafka's; outside [log start, log end] OFFSET_OUT_OF_RANGE, except on a follower
+  for a client that sent no leader epoch, which gets an empty answer (KAFKA-14255: without KIP-320 it
+  cannot tell a lagging follower from a truncated log). ListOffsets and offset commits stay with the
+  leader and the group coordinator.
 
 Waits are on the broker's clock (the purgatory's deadlines), so a manual clock drives them in tests.
 """
@@ -34,6 +45,8 @@ from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.file_records import FileRecords
 
 READ_COMMITTED = 1
+NO_REDIRECT = -1
+HIGH_WATERMARK_NEWS = -2  # a follower has not been sent the current high watermark yet
 
 
 def _empty(index: int, code: ErrorCode, hwm: int = -1, lso: int = -1, log_start: int = -1) -> dict[str, Any]:
@@ -58,28 +71,55 @@ def _read(
     first_pass: bool,
     replica_id: int,
     read_committed: bool = False,
-) -> tuple[FileRecords, int, int, int, list[dict[str, int]] | None]:
-    """(data, high watermark, log start offset, last stable offset, aborted transactions) from a
-    partition this broker leads.
+    client_rack: str | None = None,
+) -> tuple[FileRecords, int, int, int, list[dict[str, int]] | None, int]:
+    """(data, high watermark, log start offset, last stable offset, aborted transactions, note) from a
+    hosted partition; the note is the preferred read replica (>= 0), HIGH_WATERMARK_NEWS or NO_REDIRECT.
 
     A follower (``replica_id`` >= 0) reads up to the log end offset and, on the first pass of its
     request, reports its log end offset (= the fetch offset) to the replica manager. A read_committed
     consumer reads below the last stable offset and gets the aborted transactions overlapping what it
     reads (a list, maybe empty); read_uncommitted gets None there (librdkafka complains otherwise).
+    ``client_rack`` is None unless a consumer sent Fetch v11+: only then may a follower serve it, or
+    the leader send it to a replica in its rack.
     """
     rm = ctx.broker.replica_manager
-    part = rm.leader_partition(name, int(p["partition"]), int(p.get("current_leader_epoch", -1)))
+    index, epoch = int(p["partition"]), int(p.get("current_leader_epoch", -1))
+    if client_rack is None:
+        part = rm.leader_partition(name, index, epoch)
+    else:
+        part = rm.hosted_partition(name, index, epoch)
     plog = part.log
     fetch_offset = int(p["fetch_offset"])
-    if replica_id >= 0 and first_pass:
-        rm.record_follower_fetch(part, replica_id, fetch_offset)
-    if read_committed and replica_id < 0:
+    if replica_id >= 0:
+        if first_pass:
+            rm.record_follower_fetch(part, replica_id, fetch_offset, int(p.get("log_start_offset", -1)))
+        data = plog.read_records(fetch_offset, max(limit, 0), plog.log_end_offset, min_one_batch=min_one)
+        hwm, note = plog.high_watermark, NO_REDIRECT
+        state = part.followers.get(replica_id)
+        if state is not None:
+            if 0 <= state.high_watermark_sent < hwm:  # not on a first fetch: nothing to compare
+                note = HIGH_WATERMARK_NEWS
+            state.high_watermark_sent = hwm
+        return data, hwm, plog.log_start_offset, plog.last_stable_offset, None, note
+    if client_rack is not None:
+        preferred = rm.preferred_read_replica(part, client_rack, fetch_offset)
+        if preferred >= 0:
+            return _nothing(plog.high_watermark, plog.log_start_offset, plog.last_stable_offset, preferred)
+        if part.leader_id != rm.node_id and epoch < 0 and fetch_offset > plog.log_end_offset:
+            return _nothing(plog.high_watermark, plog.log_start_offset, plog.last_stable_offset, NO_REDIRECT)
+    if read_committed:
         data, aborted = plog.read_committed(fetch_offset, max(limit, 0), min_one_batch=min_one)
         listed = [{"producer_id": a.producer_id, "first_offset": a.first_offset} for a in aborted]
-        return data, plog.high_watermark, plog.log_start_offset, plog.last_stable_offset, listed
-    upper = plog.log_end_offset if replica_id >= 0 else plog.high_watermark
-    data = plog.read_records(fetch_offset, max(limit, 0), upper, min_one_batch=min_one)
-    return data, plog.high_watermark, plog.log_start_offset, plog.last_stable_offset, None
+        return data, plog.high_watermark, plog.log_start_offset, plog.last_stable_offset, listed, NO_REDIRECT
+    data = plog.read_records(fetch_offset, max(limit, 0), plog.high_watermark, min_one_batch=min_one)
+    return data, plog.high_watermark, plog.log_start_offset, plog.last_stable_offset, None, NO_REDIRECT
+
+
+def _nothing(
+    hwm: int, log_start: int, lso: int, note: int
+) -> tuple[FileRecords, int, int, int, list[dict[str, int]] | None, int]:
+    return FileRecords([]), hwm, log_start, lso, None, note
 
 
 def _hosted_log_start(ctx: RequestContext, name: str, index: int) -> int:
@@ -91,9 +131,11 @@ def _hosted_log_start(ctx: RequestContext, name: str, index: int) -> int:
 def _read_all(
     ctx: RequestContext, req: Body, first_pass: bool = False
 ) -> tuple[list[dict[str, Any]], int, bool]:
-    """One pass over the requested partitions: (responses, bytes read, any error)."""
+    """One pass over the requested partitions: (responses, bytes read, answer now: an error, a
+    preferred read replica, or news of the high watermark for a follower)."""
     replica_id = int(req.get("replica_id", -1))
     read_committed = int(req.get("isolation_level", 0)) == READ_COMMITTED
+    client_rack = str(req.get("rack_id") or "") if ctx.api_version >= 11 and replica_id < 0 else None
     remaining = max(int(req.get("max_bytes", 0x7FFFFFFF)), 0)
     total = 0
     errored = False
@@ -105,8 +147,8 @@ def _read_all(
             index = int(p["partition"])
             limit = min(int(p["partition_max_bytes"]), remaining)
             try:
-                data, hwm, log_start, lso, aborted = _read(
-                    ctx, name, p, limit, total == 0, first_pass, replica_id, read_committed
+                data, hwm, log_start, lso, aborted, note = _read(
+                    ctx, name, p, limit, total == 0, first_pass, replica_id, read_committed, client_rack
                 )
             except KafkaError as exc:
                 errored = True
@@ -117,6 +159,10 @@ def _read_all(
             entry = _empty(index, ErrorCode.NONE, hwm, lso, log_start)
             entry["records"] = data
             entry["aborted_transactions"] = aborted
+            if note != NO_REDIRECT:
+                errored = True  # answer now: a redirection, or a follower's news of the high watermark
+                if note >= 0:
+                    entry["preferred_read_replica"] = note
             parts.append(entry)
         responses.append({"topic": name, "partitions": parts})
     return responses, total, errored
