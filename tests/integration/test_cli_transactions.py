@@ -15,11 +15,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from strom.protocol.api import ApiKey
-from strom.protocol.records.builder import build_batch
 from strom.testing import BrokerProcess
 
-from .rawclient import RawClient, produce_body
+from .test_transaction_admin import ghost_transaction
 from .test_transactions import create_topic, txn_producer
 
 Strom = Callable[..., subprocess.CompletedProcess[str]]
@@ -118,7 +116,7 @@ def test_list_hanging(broker: BrokerProcess, strom: Strom) -> None:
     assert hanging[stuck][4] == "Ongoing" and int(hanging[stuck][7]) > MAX_TIMEOUT_MS
 
 
-def test_producers_finds_a_hanging_transaction(broker: BrokerProcess, strom: Strom) -> None:
+def test_producers_finds_a_hanging_transaction_and_abort_ends_it(broker: BrokerProcess, strom: Strom) -> None:
     """A transactional batch no coordinator knows of (written with an idempotent producer id, as only a
     broken coordinator or a lost ``__transaction_state`` would leave it) is HANGING once it is older
     than transaction.max.timeout.ms; an equally old transaction its coordinator holds open is not."""
@@ -129,24 +127,26 @@ def test_producers_finds_a_hanging_transaction(broker: BrokerProcess, strom: Str
     known.begin_transaction()
     known.produce(topic, b"known")
     assert known.flush(10) == 0
-    with RawClient(broker.bootstrap) as raw:
-        ghost_pid, epoch = raw.init_producer_id()
-        batch = build_batch(
-            [(None, b"ghost", (), int(time.time() * 1000))],
-            producer_id=ghost_pid,
-            producer_epoch=epoch,
-            base_sequence=0,
-            is_transactional=True,
-        )
-        body = produce_body(topic, 0, batch)
-        body["transactional_id"] = "no-coordinator-knows-me"
-        resp = raw.call(ApiKey.PRODUCE, 8, body)
-        assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0
+    ghost_pid, _ = ghost_transaction(broker.bootstrap, topic)
     rows = table(strom("transactions", "producers", topic).stdout)[1]
     assert sorted(r[-1] for r in rows) == ["no", "no"]  # both younger than the maximum timeout
     time.sleep(MAX_TIMEOUT_MS / 1000 + 0.5)
     rows = table(strom("transactions", "producers", topic).stdout)[1]
     assert {r[1]: r[-1] for r in rows} == {str(ghost_pid): "yes", _pid_of(strom, tid): "no"}
+    ghost_start = next(r[-2] for r in rows if r[1] == str(ghost_pid))
+    assert ghost_start == "1"  # after the known producer's record
+    aborted = strom("transactions", "abort", topic, "--partition", "0", "--start-offset", "1")
+    assert aborted.stdout == (
+        f"Aborted the transaction of producer {ghost_pid} (epoch 0) that started at offset 1 of {topic}-0.\n"
+    )
+    rows = table(strom("transactions", "producers", topic).stdout)[1]
+    assert {r[1]: r[-1] for r in rows} == {str(ghost_pid): "-", _pid_of(strom, tid): "no"}
+    again = strom("transactions", "abort", topic, "--partition", "0", "--start-offset", "1", check=False)
+    assert (again.returncode, again.stderr) == (
+        1,
+        f"strom: error: no open transaction starts at offset 1 of {topic}-0\n",
+    )
+    known.abort_transaction(30)
 
 
 def _pid_of(strom: Strom, tid: str) -> str:

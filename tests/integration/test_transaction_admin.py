@@ -17,10 +17,11 @@ from confluent_kafka import Producer
 
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
+from strom.protocol.records.builder import build_batch
 from strom.testing import BrokerProcess
 
-from .rawclient import RawClient
-from .test_transactions import BROKER_CONFIG, create_topic, txn_producer
+from .rawclient import RawClient, produce_body
+from .test_transactions import BROKER_CONFIG, consume_all, create_topic, txn_producer
 
 
 @pytest.fixture(scope="module")
@@ -241,3 +242,102 @@ def test_idle_transactional_ids_expire(strom_broker_factory: Any) -> None:
         (fresh,) = _describe(raw, idle_tid)
     assert fresh["producer_id"] != before["producer_id"] and fresh["producer_epoch"] == 0
     del open_producer
+
+
+def ghost_transaction(bootstrap: str, topic: str, partition: int = 0) -> tuple[int, int]:
+    """A transactional batch no coordinator knows of, written with an idempotent producer id (as only a
+    broken coordinator or a lost ``__transaction_state`` would leave one): a hanging transaction that
+    pins the partition's last stable offset. Returns the producer id and epoch."""
+    with RawClient(bootstrap) as raw:
+        pid, epoch = raw.init_producer_id()
+        batch = build_batch(
+            [(None, b"ghost", (), int(time.time() * 1000))],
+            producer_id=pid,
+            producer_epoch=epoch,
+            base_sequence=0,
+            is_transactional=True,
+        )
+        body = produce_body(topic, partition, batch)
+        body["transactional_id"] = "no-coordinator-knows-me"
+        resp = raw.call(ApiKey.PRODUCE, 8, body)
+        assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0
+    return pid, epoch
+
+
+def _abort(
+    raw: RawClient, version: int, topic: str, partition: int, pid: int, epoch: int, coordinator_epoch: int
+) -> int:
+    marker = {
+        "producer_id": pid,
+        "producer_epoch": epoch,
+        "transaction_result": False,
+        "topics": [{"name": topic, "partition_indexes": [partition]}],
+        "coordinator_epoch": coordinator_epoch,
+    }
+    (result,) = raw.call(ApiKey.WRITE_TXN_MARKERS, version, {"markers": [marker]})["markers"]
+    assert result["producer_id"] == pid
+    (t,) = result["topics"]
+    assert t["name"] == topic
+    (p,) = t["partitions"]
+    assert p["partition_index"] == partition
+    return int(p["error_code"])
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_write_txn_markers_aborts_a_hanging_transaction(broker: BrokerProcess, version: int) -> None:
+    """WriteTxnMarkers as an admin tool sends it to the partition leader (kafka-transactions.sh abort):
+    the ABORT marker ends a transaction no coordinator would ever end, so the last stable offset moves
+    on; a stale producer epoch, an older coordinator epoch and an unknown partition get Kafka's errors."""
+    from .test_transactions import committed_end
+
+    topic = create_topic(broker.bootstrap)
+    pid, epoch = ghost_transaction(broker.bootstrap, topic)
+    assert committed_end(broker.bootstrap, topic) == (0, 1)  # pinned at the ghost's first offset
+    with RawClient(broker.bootstrap) as raw:
+        assert (
+            _abort(raw, version, "no-such-topic", 0, pid, epoch, -1) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        )
+        assert _abort(raw, version, topic, 0, pid, epoch, -1) == 0
+        assert committed_end(broker.bootstrap, topic) == (2, 2)  # the abort marker ends it
+        assert consume_all(broker.bootstrap, topic, "read_committed", idle_s=1.0) == []
+        assert _abort(raw, version, topic, 0, pid, epoch - 1, -1) == ErrorCode.INVALID_PRODUCER_EPOCH
+        # A coordinator's marker records its epoch; an admin abort must bring at least that epoch.
+        tid, producer = _open_transaction(broker.bootstrap, topic, records=1)
+        producer.commit_transaction(30)
+        (desc,) = _describe(raw, tid)
+        coordinator_epoch = max(0, _partition_producers(raw, topic)[desc["producer_id"]]["coordinator_epoch"])
+        stale = _abort(
+            raw, version, topic, 0, desc["producer_id"], desc["producer_epoch"], coordinator_epoch - 1
+        )
+        assert stale == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+
+
+def _partition_producers(raw: RawClient, topic: str) -> dict[int, dict[str, Any]]:
+    resp = raw.call(ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [{"name": topic, "partition_indexes": [0]}]})
+    return {p["producer_id"]: p for p in resp["topics"][0]["partitions"][0]["active_producers"]}
+
+
+def test_kafka_python_aborts_a_hanging_transaction(broker: BrokerProcess) -> None:
+    """kafka-python's KafkaAdminClient.abort_transaction (WriteTxnMarkers v1 to the leader) with the
+    producer state DescribeProducers reports."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin._transactions import AbortTransactionSpec
+    from kafka.structs import TopicPartition
+
+    from .test_transactions import committed_end
+
+    topic = create_topic(broker.bootstrap)
+    pid, _ = ghost_transaction(broker.bootstrap, topic)
+    tp = TopicPartition(topic, 0)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        (ghost,) = admin.describe_producers([tp])[tp].active_producers
+        assert (ghost.producer_id, ghost.current_transaction_start_offset) == (pid, 0)
+        admin.abort_transaction(
+            AbortTransactionSpec(tp, ghost.producer_id, ghost.producer_epoch, ghost.coordinator_epoch)
+        )
+        (after,) = admin.describe_producers([tp])[tp].active_producers
+        assert after.current_transaction_start_offset == -1
+    finally:
+        admin.close()
+    assert committed_end(broker.bootstrap, topic) == (2, 2)

@@ -14,8 +14,8 @@ The coordinator (`strom.transaction`) is sans-I/O: it decides and returns transi
 * writes the COMMIT/ABORT markers of a Prepare* transaction to its partitions (`complete_transaction`):
   on a partition this broker leads, `ReplicaManager.append_marker` and the same acks=all wait,
   with the leader epoch of the id's ``__transaction_state`` partition as the coordinator epoch; a
-  partition led by another broker gets WriteTxnMarkers v0 (broker to broker, never advertised: Kafka 4
-  made the API flexible-only), whose handler on that leader does the same append and wait. Markers
+  partition led by another broker gets WriteTxnMarkers v0 (Strom brokers all serve it), whose
+  handler on that leader does the same append and wait. Markers
   are retried (no leader, NOT_LEADER, timeouts, lost connections) until written; partitions whose
   topic is gone are dropped, as Kafka does; INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED
   from a partition ends the attempt there. Then the Complete* transition;
@@ -429,7 +429,7 @@ class TransactionService:
         commit: bool,
         coordinator_epoch: int,
     ) -> ErrorCode:
-        """WriteTxnMarkers v0 to the partition's leader (broker to broker, never advertised)."""
+        """WriteTxnMarkers v0 to the partition's leader."""
         broker = self._metadata.brokers.get(leader)
         if broker is None:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER

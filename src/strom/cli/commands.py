@@ -33,6 +33,7 @@ from strom.console.topics import (
 )
 from strom.console.transactions import (
     ListRequest,
+    abort_transaction,
     describe_producers,
     describe_transaction,
     list_transactions,
@@ -206,6 +207,11 @@ def transactions_describe(args: argparse.Namespace) -> int:
     return 0
 
 
+def transactions_abort(args: argparse.Namespace) -> int:
+    abort_transaction(client_options(args), args.topic, args.partition, args.start_offset, sys.stdout)
+    return 0
+
+
 def transactions_producers(args: argparse.Namespace) -> int:
     describe_producers(client_options(args), args.topic, args.partition, sys.stdout)
     return 0
@@ -228,4 +234,5 @@ HANDLERS: dict[str, Handler] = {
     "transactions_list": transactions_list,
     "transactions_describe": transactions_describe,
     "transactions_producers": transactions_producers,
+    "transactions_abort": transactions_abort,
 }

@@ -362,3 +362,20 @@ def _add_transactions(
         "--partition", metavar="N", type=non_negative_int, action="append", default=[], help="default: all"
     )
     producers.set_defaults(handler="transactions_producers")
+
+    abort = actions.add_parser(
+        "abort",
+        help="end a hanging transaction on one partition with an ABORT marker",
+        parents=[parent],
+        allow_abbrev=False,
+    )
+    abort.add_argument("topic", metavar="TOPIC")
+    abort.add_argument("--partition", metavar="N", type=non_negative_int, required=True)
+    abort.add_argument(
+        "--start-offset",
+        metavar="OFFSET",
+        type=non_negative_int,
+        required=True,
+        help="first offset of the transaction (TXN-START-OFFSET in 'strom transactions producers')",
+    )
+    abort.set_defaults(handler="transactions_abort")

@@ -12,6 +12,11 @@ from the message specs kafka-python ships), which routes the requests as Kafka's
   (at most that maximum) has passed, so one listed here is stuck: typically a coordinator that cannot
   write its markers, or a partition whose leader is gone.
 - ``describe`` asks the id's coordinator (FindCoordinator key type 1, then DescribeTransactions).
+- ``abort`` ends a hanging transaction on one partition: the producer whose open transaction starts
+  at the given offset (DescribeProducers) gets an ABORT marker written by the partition's leader
+  (WriteTxnMarkers with its producer and coordinator epochs), as ``kafka-transactions.sh abort
+  --start-offset`` does. Only for transactions no coordinator will end: a live one's producer is not
+  fenced by it.
 - ``producers`` asks each partition's leader (DescribeProducers) for the producer state it holds. A
   producer with an open transaction on the partition whose last write is older than the leader's
   ``transaction.max.timeout.ms`` is checked with its coordinator (ListTransactions by producer id,
@@ -32,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO, TypeVar
 
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+from kafka.admin._transactions import AbortTransactionSpec
 from kafka.errors import KafkaError as KafkaPythonError
 from kafka.errors import KafkaTimeoutError, TransactionalIdNotFoundError
 from kafka.structs import TopicPartition
@@ -256,6 +262,40 @@ def coordinator_knows(
     return any(
         state in OPEN_STATES and epoch == producer_epoch and (topic, partition) in partitions
         for state, epoch, partitions in described
+    )
+
+
+def abort_transaction(
+    options: ClientOptions, topic: str, partition: int, start_offset: int, out: TextIO
+) -> None:
+    """Abort the open transaction that starts at ``start_offset`` on the partition (WriteTxnMarkers to
+    its leader, with the producer epoch and coordinator epoch the leader reports)."""
+    tp = TopicPartition(topic, partition)
+    with _admin(options) as admin:
+        leaders = _leaders_of(admin, options, topic)
+        if partition not in leaders:
+            raise ConsoleError(f"topic {topic!r} has no partition {partition}")
+        found = _call(
+            options, f"describe the producers of {topic}-{partition}", lambda: admin.describe_producers([tp])
+        )
+        matching = [
+            p for p in found[tp].active_producers if p.current_transaction_start_offset == start_offset
+        ]
+        if not matching:
+            raise ConsoleError(f"no open transaction starts at offset {start_offset} of {topic}-{partition}")
+        (producer,) = matching
+        spec = AbortTransactionSpec(
+            tp, producer.producer_id, producer.producer_epoch, producer.coordinator_epoch
+        )
+        _call(
+            options,
+            f"abort the transaction at {topic}-{partition} offset {start_offset}",
+            lambda: admin.abort_transaction(spec),
+        )
+    print(
+        f"Aborted the transaction of producer {producer.producer_id} (epoch {producer.producer_epoch}) "
+        f"that started at offset {start_offset} of {topic}-{partition}.",
+        file=out,
     )
 
 

@@ -103,6 +103,10 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
+    # A transaction coordinator to partition leaders (Strom's coordinators send v0), and admin tools
+    # aborting a hanging transaction at a partition's leader (kafka-transactions.sh abort; v1 is v0
+    # flexible, the first version Kafka 4 accepts; v2's TransactionVersion is KIP-890's).
+    ApiKey.WRITE_TXN_MARKERS: (0, 1),
     ApiKey.DESCRIBE_CONFIGS: (0, 3),
     ApiKey.ALTER_CONFIGS: (0, 1),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
@@ -122,8 +126,6 @@ INTERNAL: dict[ApiKey, tuple[int, int]] = {
     ApiKey.STOP_REPLICA: (0, 0),
     ApiKey.UPDATE_METADATA: (0, 0),
     ApiKey.CONTROLLED_SHUTDOWN: (0, 0),
-    # A transaction coordinator to partition leaders (kafka-python's spec has v0; Kafka 4 only v1+).
-    ApiKey.WRITE_TXN_MARKERS: (0, 0),
 }
 
 

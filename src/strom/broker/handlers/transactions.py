@@ -1,5 +1,5 @@
 """Transactional producer APIs: AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26) and
-TxnOffsetCommit (28), and WriteTxnMarkers (27) between brokers.
+TxnOffsetCommit (28), and WriteTxnMarkers (27) from coordinators and admin tools.
 
 Each handler checks that this broker coordinates the transactional id, translates the negotiated
 version's wire dict and lets the transaction service decide (`strom.broker.transaction_service`),
@@ -169,7 +169,9 @@ def _group_metadata_error(coordinator: GroupCoordinator, group_id: str, req: Bod
 
 @handles(ApiKey.WRITE_TXN_MARKERS)
 async def handle_write_txn_markers(ctx: RequestContext, req: Body) -> Body:
-    """Broker to broker (a transaction coordinator to a partition leader): served, never advertised."""
+    """A transaction coordinator to a partition leader, or an admin tool aborting a hanging transaction
+    there (its coordinator epoch is the one DescribeProducers reports, so the marker passes the
+    partition's fencing checks like the coordinator's own)."""
     service = ctx.broker.transactions
     markers = []
     for marker in req["markers"]:
