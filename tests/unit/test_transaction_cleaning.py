@@ -301,6 +301,37 @@ def test_cleaning_stops_at_an_open_transaction_and_a_restart_keeps_the_lso(tmp_p
     assert [v for _, _, v in committed_records(fx.log)] == [b"open"]  # the abort never superseded it
 
 
+def test_a_stale_snapshots_open_transaction_whose_data_was_cleaned_does_not_pin_the_lso(
+    tmp_path: Path,
+) -> None:
+    """A snapshot taken while a transaction was open, used after its data and marker were cleaned
+    (an unclean stop whose recovery point predates the clean): the transaction had ended."""
+    fx = Fixture(str(tmp_path))
+    a = Txn(fx, 1)
+    a.send((b"k", b"v1"))  # 0
+    fx.roll()  # snapshot at 1: producer 1 open from 0
+    stale = (tmp_path / "t-0" / f"{1:020d}.snapshot").read_bytes()
+    a.end(COMMIT)  # 1
+    fx.clock.now_ms += 86_400_000  # producer 1 expires (producer.id.expiration.ms)
+    assert fx.log.producer_state.remove_expired_producers(fx.clock.now_ms) == 1
+    fx.append([(b"k", b"v2")])  # 2
+    for n in range(2):  # k@0 goes; then the marker, no data left, gets its horizon
+        dirty_round(fx, n)
+        fx.cleaner.clean_once()
+    fx.clock.now_ms += COMPACT.delete_retention_ms
+    dirty_round(fx, 2)
+    fx.cleaner.clean_once()
+    assert [o for o, c, _, _ in all_batches(fx.log) if c] == []  # the marker is gone too
+    fx.manager.shutdown()
+    for name in os.listdir(fx.log.dir):
+        if name.endswith(".snapshot"):
+            os.unlink(os.path.join(fx.log.dir, name))
+    (tmp_path / "t-0" / f"{1:020d}.snapshot").write_bytes(stale)
+    fx.open()
+    assert fx.log.last_stable_offset == fx.log.high_watermark == fx.log.log_end_offset
+    assert fx.log.producer_state.ongoing == {}
+
+
 def test_retention_deletes_txnindex_files_and_keeps_lso_and_aborted_reads(tmp_path: Path) -> None:
     config = LogConfig(segment_bytes=100_000, retention_bytes=1)
     fx = Fixture(str(tmp_path), config)

@@ -4,10 +4,12 @@ Opening or truncating a log loads the newest usable producer-state snapshot and 
 headers after it. Only snapshots at or below the recovery point are trusted (the data they describe is
 fsynced or was re-validated by recovery); snapshots beyond the log end (a truncated tail) are deleted.
 Every transaction-index entry from the replay's start on is dropped and written again by the replay, so
-an ABORT marker's entry exists exactly once; an index that fails its sanity check makes the replay start
-at the log start offset. A control batch is the one kind whose (single) record is read: the marker says
-whether the transaction committed or aborted. With ``rebuild_epochs`` (no leader-epoch checkpoint) every
-header is replayed and the leader-epoch cache is rebuilt from the batches' partition leader epochs.
+an ABORT marker's entry exists exactly once; an index that fails its sanity check makes the replay
+start at the log start offset. A transaction the snapshot saw open whose first batch the cleaner has
+since removed is known to have ended and is forgotten. A control batch is the one kind whose (single)
+record is read: the marker says whether the transaction committed or aborted (one the cleaner emptied
+says nothing but its epoch). With ``rebuild_epochs`` (no leader-epoch checkpoint) every header is
+replayed and the leader-epoch cache is rebuilt from the batches' partition leader epochs.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ def rebuild_producer_state(
             epochs.assign(header.partition_leader_epoch, header.base_offset)
 
     replayed = replay_headers(segments, start, visit) if start < leo else 0
+    _forget_cleaned_transactions(directory, segments, state, start, log_start_offset)
     if rebuild_epochs and epochs.entries:
         epochs.write()
     state.evict_before(log_start_offset)
@@ -81,3 +84,29 @@ def rebuild_producer_state(
         what = "no snapshot" if snapshot is None else f"snapshot {snapshot}"
         log.info("%s: producer state from %s and %d batch headers", directory, what, replayed)
     return replayed
+
+
+def _forget_cleaned_transactions(
+    directory: str,
+    segments: Sequence[LogSegment],
+    state: ProducerStateManager,
+    replay_start: int,
+    log_start_offset: int,
+) -> None:
+    """Forget a transaction the snapshot saw open, still open after the replay, whose first batch is no
+    longer in the log: it had ended, since the cleaner removes a transaction's data only below the
+    last stable offset and its marker only once that data is gone (transaction_cleaning.py). A stale
+    snapshot (an unclean stop with an old recovery point) would otherwise pin the last stable offset
+    for ever. Transactions starting below the log start offset (retention) are left alone."""
+    for first_offset, producer_id in list(state.ongoing.items()):
+        if not log_start_offset <= first_offset < replay_start:
+            continue
+        found = segments[segment_index(segments, first_offset)].find_batch(first_offset)
+        if found is None or (found[1].base_offset, found[1].producer_id) != (first_offset, producer_id):
+            log.warning(
+                "%s: transaction of producer %d from offset %d is gone from the log: it had ended",
+                directory,
+                producer_id,
+                first_offset,
+            )
+            state.forget_transaction(first_offset)

@@ -351,6 +351,14 @@ class ProducerStateManager:
         self.unreplicated[txn.first_offset] = txn.last_offset
         return entry
 
+    def forget_transaction(self, first_offset: int) -> None:
+        """Drop the open transaction starting at ``first_offset`` (known to have ended; see
+        producer_replay.py)."""
+        producer_id = self.ongoing.pop(first_offset, None)
+        entry = self.producers.get(producer_id) if producer_id is not None else None
+        if entry is not None and entry.current_txn_first_offset == first_offset:
+            entry.current_txn_first_offset = NO_OFFSET
+
     def on_high_watermark(self, high_watermark: int) -> None:
         """Forget completed transactions whose marker is below the high watermark."""
         if self.unreplicated:
