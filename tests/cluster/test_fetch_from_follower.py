@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -167,6 +169,7 @@ def test_leader_redirects_and_follower_serves_with_kafkas_errors(cluster: LocalC
     assert (got["last_stable_offset"], got["high_watermark"]) == (11, 14)
     assert _values(got) == [*values, b"late"]
     txn.abort_transaction(30)
+    del txn
     wait_until(
         lambda: _fetch(follower, "ff-raw", 0, epoch=epoch, isolation=1)["last_stable_offset"] == 15, 15
     )
@@ -180,6 +183,43 @@ def test_leader_redirects_and_follower_serves_with_kafkas_errors(cluster: LocalC
     assert {(tp.topic, tp.partition): o for tp, o in hw.items()}[("ff-raw", 0)] == 15
     broker2.start()
     cluster.wait_for_brokers(3)
+
+    # `strom consume --rack R2` is librdkafka's client.rack: its fetch log shows the move to broker 1.
+    out = subprocess.run(
+        [
+            *(sys.executable, "-m", "strom.cli.main", "consume", "ff-raw"),
+            *("--bootstrap-server", cluster.bootstrap, "--rack", "R2", "--from-beginning"),
+            *("--max-messages", "11", "--property", "debug=fetch", "--verbose"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == [v.decode() for v in [*values, b"late"]]
+    assert "migrating from broker 0 to 1 (leader is 0): preferred replica updated" in out.stderr
+
+    # Once broker 1 no longer holds the partition (reassigned away), it answers NOT_LEADER_OR_FOLLOWER.
+    controller = int(
+        leader.call(ApiKey.METADATA, 7, {"topics": [], "allow_auto_topic_creation": False})["controller_id"]
+    )
+    reassign = {
+        "timeout_ms": 30000,
+        "topics": [{"name": "ff-raw", "partitions": [{"partition_index": 0, "replicas": [0, 2]}]}],
+    }
+    with RawClient(cluster.brokers[controller].bootstrap) as admin:
+        answer = admin.call(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, reassign)
+    assert answer["responses"][0]["partitions"][0]["error_code"] == 0
+    wait_until(
+        lambda: _fetch(follower, "ff-raw", 0, rack="R2")["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        30,
+        "broker 1 to drop its replica",
+    )
+    # ... and the leader no longer sends rack R2 anywhere else: it serves the consumer itself.
+    got = _fetch(leader, "ff-raw", 0, rack="R2")
+    assert (got["error_code"], got["preferred_read_replica"]) == (0, -1)
+    assert _values(got)[:11] == [*values, b"late"]
     leader.close()
     follower.close()
 
