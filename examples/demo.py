@@ -5,7 +5,7 @@
 2. Creates the `clicks` (3 partitions) and `page-stats` topics and registers schema v1 of `clicks-value`.
 3. Starts the job (step 4), then runs the generator in a background thread: Avro clicks through the
    registry, 300 events/s, event time running 12x faster than the wall clock, so a 1-minute window closes
-   every 5 seconds. Halfway through it switches to schema v2, which adds `country` with a default
+   every 5 seconds. 60% of the way through it switches to schema v2, which adds `country` with a default
    (registered as version 2 by the serializer).
 4. Runs the Structured Streaming job (examples/clickstream_job.py) on typed columns (`valueFormat` avro)
    with a 2-second trigger and prints each micro-batch of closed windows; the schema change does not stop
@@ -173,18 +173,21 @@ def main() -> None:
                 args=(bootstrap, "clicks", clicks, registry_url),
                 kwargs={
                     "rate": RATE,
-                    "v2_after": int(RATE * DEMO_SECONDS / 2),
+                    "v2_after": int(RATE * DEMO_SECONDS * 0.6),
                     "on_v2": lambda: announce_v2(registry_url),
                 },
                 daemon=True,
             )
             feeder.start()
             print(f"generator: {RATE:.0f} Avro clicks/s, event time x{TIME_SCALE:.0f}")
-            query.awaitTermination(DEMO_SECONDS + 5)
+            query.awaitTermination(DEMO_SECONDS)
+            feeder.join()
             failure = query.exception()
-            query.stop()
             if failure is not None:
                 raise RuntimeError(f"the streaming query failed: {failure}")
+            # Stop between micro-batches: interrupting one mid-flight makes Spark log a long error.
+            query.processAllAvailable()
+            query.stop()
             show_outputs(spark, bootstrap, base / "page-stats-parquet")
             show_evolution(spark, bootstrap, registry_url)
             spark.stop()
