@@ -160,6 +160,9 @@ def test_rest_api_shapes(registry_broker: BrokerProcess) -> None:
     assert call(url, "GET", "/config/shape")[2] == {"compatibilityLevel": "FORWARD"}
     assert call(url, "POST", "/subjects/shape/versions", {"schema": json.dumps(widened)})[0] == 200
     assert call(url, "GET", "/config")[2] == {"compatibilityLevel": "BACKWARD"}
+    listed = call(url, "GET", "/schemas?subjectPrefix=sha")[2]
+    assert [(e["subject"], e["version"]) for e in listed] == [("shape", 1), ("shape", 2)]
+    assert [e["version"] for e in call(url, "GET", "/schemas?subjectPrefix=shape&latestOnly=true")[2]] == [2]
 
     assert call(url, "DELETE", "/subjects/shape/versions/1")[2] == 1
     assert call(url, "GET", "/subjects/shape/versions")[2] == [2]

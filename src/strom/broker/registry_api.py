@@ -129,6 +129,7 @@ class RegistryApi:
             web.delete("/subjects/{subject}/versions/{version}", r(self.delete_version, write=True)),
             web.post("/subjects/{subject}", r(self.lookup)),
             web.delete("/subjects/{subject}", r(self.delete_subject, write=True)),
+            web.get("/schemas", r(self.list_schemas)),
             web.get("/schemas/types", r(self.schema_types)),
             web.get("/schemas/ids/{id}", r(self.get_schema)),
             web.get("/schemas/ids/{id}/schema", r(self.get_schema_text)),
@@ -257,6 +258,16 @@ class RegistryApi:
             request.match_info["subject"], schema_request, _flag(request, "deleted")
         )
         return _version_body(value)
+
+    async def list_schemas(self, request: web.Request) -> Any:
+        """Every subject's versions (``latestOnly``: the latest of each), as ``GET .../versions/{v}``."""
+        deleted, latest_only = _flag(request, "deleted"), _flag(request, "latestOnly")
+        state = self._registry.state
+        out = []
+        for subject in self._registry.subjects(deleted, request.query.get("subjectPrefix", "")):
+            versions = state.versions(subject, deleted)
+            out += [_version_body(v) for v in (versions[-1:] if latest_only else versions)]
+        return out
 
     async def schema_types(self, request: web.Request) -> Any:
         return list(SCHEMA_TYPES)
