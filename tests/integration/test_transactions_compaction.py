@@ -1,10 +1,13 @@
-"""Transactions on a compacted topic, against a real broker process, with confluent-kafka and kafka-python.
+"""Transactions under compaction and retention, against a real broker process, with confluent-kafka
+and kafka-python.
 
 A transactional producer commits, aborts and commits again on the same keys; the broker's cleaner
 (backing off 200 ms, tiny segments, ``delete.retention.ms`` 1 s) then removes the aborted records,
 the superseded committed ones and, once no data of its transaction is left, the ABORT marker. Readers
 of both isolation levels see the committed view only; after a kill -9 and restart the producer state,
-the last stable offset and that view are the same and the transactional id keeps working.
+the last stable offset and that view are the same and the transactional id keeps working. Retention
+deletes segments of committed and aborted transactions with their ``.txnindex`` files while another
+transaction stays open across the deletion.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from strom.protocol.records.control import ControlType, read_marker
 from strom.testing import BrokerProcess
 
 from .eos import consume_all
+from .rawclient import RawClient
 from .test_compaction import wait_until
 from .test_transactions import committed_end
 
@@ -133,3 +137,57 @@ def test_compaction_removes_aborted_data_then_its_marker_and_survives_a_restart(
     finally:
         consumer.close()
     assert seen == after
+
+
+def test_retention_deletes_segments_with_their_txnindex_and_keeps_the_lso(
+    strom_broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    """Retention (retention.bytes) deletes whole segments holding committed and aborted transactions,
+    their `.txnindex` files with them, while another producer's transaction stays open across the
+    deletion: the last stable offset stays at the log start, then reaches the high watermark at its
+    commit, and both isolation levels read exactly what is left."""
+    broker = strom_broker_factory(**{**SETTINGS, "log.retention.check.interval.ms": "300"})
+    topic = f"txr-{uuid.uuid4().hex[:6]}"
+    config = {"segment.bytes": "1024", "retention.bytes": "3072"}
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # must outlive its futures
+    admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(15)
+    directory = broker.data_dir / "logs" / f"{topic}-0"
+    holder = Producer(
+        {"bootstrap.servers": broker.bootstrap, "transactional.id": f"open-{topic}", "linger.ms": 0}
+    )
+    holder.init_transactions(30)
+    holder.begin_transaction()
+    holder.produce(topic, value=b"c-open")
+    holder.flush(10)  # offset 0: open until the end
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": topic, "linger.ms": 0})
+    producer.init_transactions(30)
+    for n in range(40):
+        producer.begin_transaction()
+        for i in range(3):
+            producer.produce(topic, value=(b"c-%d-%d" if n % 2 else b"a-%d-%d") % (n, i) + b"." * 100)
+        producer.flush(10)
+        if n % 2:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    assert len(list(directory.glob("*.txnindex"))) > 2
+
+    def log_start() -> int:
+        with RawClient(broker.bootstrap) as raw:
+            return int(raw.list_offset(topic, 0, -2)["offset"])
+
+    wait_until(lambda: log_start() > 0, 20, "retention to delete the oldest segments")
+    lso, hw = committed_end(broker.bootstrap, topic)
+    assert lso == log_start() < hw  # the open transaction's start is gone: the log start bounds it
+    bases = {int(p.stem) for p in directory.glob("*.log")}
+    assert {int(p.stem) for p in directory.glob("*.txnindex")} <= bases  # none left behind
+    assert consume_all(broker.bootstrap, topic, "read_committed", idle_s=1.0) == []
+    holder.commit_transaction(30)
+    lso, hw = committed_end(broker.bootstrap, topic)
+    assert lso == hw
+    start = log_start()
+    everything = consume_all(broker.bootstrap, topic, "read_uncommitted")
+    committed = consume_all(broker.bootstrap, topic, "read_committed")
+    assert committed == [v for v in everything if v.startswith(b"c-")]
+    assert any(v.startswith(b"a-") for v in everything)  # aborted ones remain in the segments left
+    assert len(committed) >= 3 and start > 0
