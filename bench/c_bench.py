@@ -3,10 +3,11 @@
 Run by hand; never part of the test suite. Build the tool first (bench-only, never a dependency):
 `bench/build_rdkafka_perf.sh /path/to/librdkafka-source` prints the binary's path; pass it as `--tool`.
 
-Per round and per broker variant (`--src NAME=DIR`, a `src` directory holding the `strom` package; several
-variants run interleaved A B A B ... in the same session, which is the only fair comparison on a shared
-machine) and per message size (100 B and 10 KB): a fresh durable single broker (default flush policy) on
-a loopback port, one 6-partition topic, then
+Per round and per broker variant (`--src NAME=DIR`, a `src` directory holding the `strom` package, with
+broker settings of its own from `--broker-set NAME:KEY=VALUE`; several variants run interleaved
+A B A B ... in the same session, which is the only fair comparison on a shared machine) and per
+message size (100 B and 10 KB): a fresh durable single broker (default flush policy) on a loopback
+port, one 6-partition topic, then
 
 - produce: `rdkafka_performance -P` sends `count` messages with acks=1 (random partitions,
   linger.ms=5, otherwise the tool's and librdkafka's defaults);
@@ -108,13 +109,16 @@ CASES = {
 }
 
 
-def run_case(tool: str, src: str, case: Case, count: int, workdir: Path) -> list[dict[str, Any]]:
-    """Produce then consume `count` messages against a fresh broker running the code in `src`."""
+def run_case(
+    tool: str, src: str, case: Case, count: int, workdir: Path, overrides: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """Produce then consume `count` messages against a fresh broker running the code in `src`, with
+    broker settings `overrides`."""
     size = case.size
     env_before = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = src  # the broker child inherits it
     data_dir = workdir / f"broker-{size}"
-    broker = BrokerProcess(data_dir)
+    broker = BrokerProcess(data_dir, dict(overrides or {}))
     try:
         bootstrap = broker.start()
     finally:
@@ -175,6 +179,13 @@ def main() -> None:
         help="a broker variant: NAME and the src directory to run it from (repeat to compare; "
         "default: this checkout's src)",
     )
+    parser.add_argument(
+        "--broker-set",
+        action="append",
+        default=[],
+        metavar="NAME:KEY=VALUE",
+        help="a broker setting for variant NAME (e.g. off:metrics.enabled=false; repeatable)",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--small", type=int, default=5_000_000, help="count of 100 B messages")
     parser.add_argument("--large", type=int, default=200_000, help="count of 10 KB messages")
@@ -186,6 +197,11 @@ def main() -> None:
     variants = [tuple(v.split("=", 1)) for v in args.src] or [
         ("current", str(Path(__file__).resolve().parents[1] / "src"))
     ]
+    settings: dict[str, dict[str, str]] = {}
+    for item in args.broker_set:
+        name, _, setting = item.partition(":")
+        key, _, val = setting.partition("=")
+        settings.setdefault(name, {})[key] = val
     cases = [CASES[name] for name in args.cases.split(",")]
     counts = {"100": args.small, "10240": args.large, "small": args.requests}
     results: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -193,7 +209,9 @@ def main() -> None:
         for rnd in range(args.rounds):
             for name, src in variants:
                 for key, case in zip(args.cases.split(","), cases, strict=True):
-                    for measured in run_case(args.tool, src, case, counts[key], Path(tmp)):
+                    for measured in run_case(
+                        args.tool, src, case, counts[key], Path(tmp), settings.get(name)
+                    ):
                         row = {"round": rnd, "variant": name, **measured}
                         print(json.dumps(row), flush=True)
                         results.setdefault((name, row["case"]), []).append(row)

@@ -140,6 +140,10 @@ class ClusterMember:
     def controller_active(self) -> bool:
         return self.controller.active
 
+    @property
+    def zookeeper_state(self) -> str | None:
+        return self.zk.session_state
+
     # life cycle ------------------------------------------------------------------------------------
     def start(self, host: str, port: int) -> None:
         self._host, self._port = host, port

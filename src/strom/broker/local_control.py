@@ -75,6 +75,10 @@ class LocalControlPlane:
     def controller_active(self) -> bool:
         return True
 
+    @property
+    def zookeeper_state(self) -> str | None:
+        return None
+
     # life cycle ------------------------------------------------------------------------------------
     def start(self, host: str, port: int) -> None:
         """Lead every partition of the catalogue and publish the metadata (with the bound endpoint)."""

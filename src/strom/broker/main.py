@@ -22,6 +22,7 @@ from strom.broker.http_server import HttpServer
 from strom.broker.metrics_api import MetricsApi
 from strom.broker.registry_api import RegistryApi
 from strom.broker.server import KafkaServer
+from strom.broker.ui.routes import ConsoleApi
 from strom.protocol.errors import KafkaError
 
 log = logging.getLogger("strom")
@@ -81,6 +82,7 @@ async def _start_http(
     http = HttpServer(config.get("http.listeners"), default_listener="http.listeners" not in config.raw)
     registry_api = RegistryApi(broker.registry)
     http.mount(registry_api.routes())
+    http.mount(ConsoleApi(broker).routes())
     if broker.metrics is not None:
         http.mount(MetricsApi(broker, broker.metrics, lambda: server.connection_count).routes())
     bound = await http.start()

@@ -89,6 +89,11 @@ class KafkaZkClient:
             self._zk.stop()
             self._zk.close()
 
+    @property
+    def session_state(self) -> str:
+        """kazoo's connection state: ``CONNECTED``, ``SUSPENDED`` (reconnecting) or ``LOST``."""
+        return str(self._zk.state)
+
     def on_state_change(self, callback: Callable[[str], None]) -> None:
         """``callback("LOST" | "RECONNECTED_NEW_SESSION" | "SUSPENDED" | "CONNECTED")`` on the loop."""
         self._state_callbacks.append(callback)

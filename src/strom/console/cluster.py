@@ -1,26 +1,24 @@
 """``strom cluster describe`` and ``strom cluster elect-leaders``: cluster views through the Kafka protocol.
 
 Describe prints the brokers (id, rack, address, controller mark), then the seeds' per-broker table for the
-chosen topics: for each broker, in the rack-alternating order of the assignment, the partitions it
-leads and those it follows as first, second, ... follower (Metadata's replica lists, whose first entry
-is the preferred leader), each cell like ``P0 P6``; brokers are labelled ``R1-B0`` when racks are known.
+chosen topics (`strom.cluster.broker_table`, the same table the web console draws): for each broker, in
+the order of the assignment, the partitions it leads and those it follows as first, second, ... follower
+(Metadata's replica lists, whose first entry is the preferred leader), each cell like ``P0 P6``, with
+marks where leadership moved or a replica is out of sync; brokers are labelled ``R1-B0`` when racks are
+known.
 Elect-leaders runs a preferred (or unclean) leader election through the ElectLeaders API.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TextIO
 
 from confluent_kafka import ElectionType, KafkaException, TopicPartition
 
+from strom.cluster.broker_table import LEGEND, PartitionState, broker_table, cell_mark, render_text
 from strom.console.clients import ClientOptions, fail, wait
 from strom.console.topics import admin_client
-
-
-def _label(broker: Any) -> str:
-    rack = getattr(broker, "rack", None)
-    return f"{rack}-B{broker.id}" if rack else f"B{broker.id}"
 
 
 def describe_cluster(options: ClientOptions, topics: Sequence[str], out: TextIO) -> None:
@@ -43,29 +41,15 @@ def describe_cluster(options: ClientOptions, topics: Sequence[str], out: TextIO)
         topic = md.topics.get(name)
         if topic is None or topic.error is not None:
             continue
-        parts = [topic.partitions[p] for p in sorted(topic.partitions)]
-        rf = max((len(p.replicas) for p in parts), default=0)
-        order = _assignment_order(parts, [b.id for b in brokers])
+        states = [
+            PartitionState(p.id, p.leader, tuple(p.replicas), tuple(p.isrs))
+            for p in topic.partitions.values()
+        ]
+        table = broker_table(states, racks, {b.id for b in brokers})
         print(f"\nTopic: {name}", file=out)
-        header = ["Brokers", "Leaders"] + ["Followers"] * (rf - 1)
-        print("\t".join(header), file=out)
-        for broker_id in order:
-            label = _label(type("B", (), {"id": broker_id, "rack": racks.get(broker_id)})())
-            cells = [
-                " ".join(f"P{p.id}" for p in parts if len(p.replicas) > k and p.replicas[k] == broker_id)
-                or "-"
-                for k in range(rf)
-            ]
-            print("\t".join([label, *cells]), file=out)
-
-
-def _assignment_order(parts: Sequence[Any], broker_ids: Sequence[int]) -> list[int]:
-    """Brokers in the order partition leaders were assigned (P0's leader first), then the rest."""
-    order: list[int] = []
-    for p in parts:
-        if p.replicas and p.replicas[0] not in order:
-            order.append(p.replicas[0])
-    return order + [b for b in broker_ids if b not in order]
+        print(render_text(table), file=out)
+        if any(cell_mark(c, k) for row in table.rows for k, col in enumerate(row.columns) for c in col):
+            print(LEGEND, file=out)
 
 
 def elect_leaders(options: ClientOptions, topics: Sequence[str], unclean: bool, out: TextIO) -> int:

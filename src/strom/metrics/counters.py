@@ -65,12 +65,10 @@ class RequestStats:
     def observe(self, version: int, received_ns: int, started_ns: int, done_ns: int, remote_ns: int) -> None:
         versions = self.versions
         versions[version] = versions.get(version, 0) + 1
-        queue = started_ns - received_ns
-        total = done_ns - received_ns
-        self.total.observe(total / 1e6)
-        self.queue.observe(queue / 1e6)
-        self.remote.observe(remote_ns / 1e6)
-        self.local.observe(max(total - queue - remote_ns, 0) / 1e6)
+        self.total.observe_ns(done_ns - received_ns)
+        self.queue.observe_ns(started_ns - received_ns)
+        self.remote.observe_ns(remote_ns)
+        self.local.observe_ns(max(done_ns - started_ns - remote_ns, 0))
 
 
 class BrokerCounters:
@@ -94,7 +92,7 @@ class BrokerCounters:
 
     def appended(self, topic: str, records: int, nbytes: int) -> None:
         """A produce partition appended as leader (``records`` 0 for a retried duplicate)."""
-        c = self.topic(topic)
+        c = self.topics.get(topic) or self.topic(topic)
         c.produce_requests += 1
         c.messages_in += records
         c.bytes_in += nbytes

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.samples import Sample
 
 Rows = Iterable[tuple[Sequence[str], float]]
 
@@ -42,8 +43,9 @@ def counter(
 
 def gauge(name: str, doc: str, labels: Sequence[str], rows: Rows) -> Metric:
     family = GaugeMetricFamily(name, doc, labels=list(labels))
-    for values, value in rows:
-        family.add_metric(list(values), value)
+    # Samples built directly: add_metric re-validates every row, which dominates a scrape of
+    # thousands of per-partition series (names and label names are fixed here).
+    family.samples = [Sample(name, dict(zip(labels, values, strict=True)), float(v)) for values, v in rows]
     return family
 
 

@@ -1,0 +1,102 @@
+"""``/ui/``: the console's routes on the broker's HTTP listener (read-only).
+
+Pages are rendered from in-memory state on the event loop (views.py, pages.py); only the message
+browser reads the log files, a bounded amount (browser.py). ``/ui/api/topics/<topic>/table`` answers
+the topic page's poll with the broker table's HTML, so the table follows leader moves and ISR changes
+live. A path under ``/ui/`` that names nothing is a 404 page; a topic, partition or group that does not
+exist is a 404 page saying so.
+"""
+
+from __future__ import annotations
+
+import time
+from urllib.parse import quote
+
+from aiohttp import web
+
+from strom.broker.broker import Broker
+from strom.broker.ui import pages, views
+from strom.broker.ui.browser import latest_records
+
+_HTML = "text/html"
+
+
+def _page(text: str, status: int = 200) -> web.Response:
+    return web.Response(text=text, status=status, content_type=_HTML, charset="utf-8")
+
+
+class ConsoleApi:
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+        self._state = views.ConsoleState()
+
+    def routes(self) -> list[web.RouteDef]:
+        return [
+            web.get("/ui", self.redirect),
+            web.get("/ui/", self.cluster),
+            web.get("/ui/topics", self.topics),
+            web.get("/ui/topics/{topic}", self.topic),
+            web.get("/ui/topics/{topic}/{partition:-?[0-9]+}", self.partition),
+            web.get("/ui/api/topics/{topic}/table", self.topic_table),
+            web.get("/ui/groups", self.groups),
+            web.get("/ui/groups/{group}", self.group),
+            web.get("/ui/{tail:.*}", self.unknown),
+        ]
+
+    async def redirect(self, request: web.Request) -> web.StreamResponse:
+        return web.Response(status=302, headers={"Location": "/ui/"})
+
+    async def cluster(self, request: web.Request) -> web.Response:
+        return _page(pages.cluster_page(views.cluster_view(self._broker, self._state)))
+
+    async def topics(self, request: web.Request) -> web.Response:
+        return _page(pages.topics_page(views.topic_rows(self._broker, self._state)))
+
+    async def topic(self, request: web.Request) -> web.Response:
+        name = request.match_info["topic"]
+        info = self._broker.metadata.topics.get(name)
+        if info is None:
+            return _page(pages.not_found(f"Topic {name!r} does not exist."), 404)
+        table = views.topic_table(self._broker, self._state, name)
+        parts = views.partition_rows(self._broker, name)
+        src = f"/ui/api/topics/{quote(name, safe='')}/table"
+        return _page(pages.topic_page(name, dict(info.configs), table, parts, src))
+
+    async def topic_table(self, request: web.Request) -> web.Response:
+        name = request.match_info["topic"]
+        if name not in self._broker.metadata.topics:
+            return web.json_response({"error": f"topic {name!r} does not exist"}, status=404)
+        table = views.topic_table(self._broker, self._state, name)
+        return web.json_response({"html": pages.broker_table_html(table), "updated": time.time()})
+
+    async def partition(self, request: web.Request) -> web.Response:
+        name = request.match_info["topic"]
+        index = int(request.match_info["partition"])
+        rows = [p for p in views.partition_rows(self._broker, name) if p.partition == index]
+        if not rows:
+            return _page(pages.not_found(f"Partition {name}-{index} does not exist."), 404)
+        try:
+            wanted = int(request.query.get("n", "20"))
+        except ValueError:
+            wanted = 20
+        records = latest_records(self._broker, name, index, wanted)
+        return _page(pages.partition_page(name, rows[0], records, wanted))
+
+    async def groups(self, request: web.Request) -> web.Response:
+        return _page(pages.groups_page(views.group_ids(self._broker)))
+
+    async def group(self, request: web.Request) -> web.Response:
+        group_id = request.match_info["group"]
+        view = views.group_view(self._broker, group_id)
+        if view is None:
+            return _page(
+                pages.not_found(
+                    f"Group {group_id!r} does not exist on this broker (it may be coordinated by another "
+                    "broker: see strom groups describe)."
+                ),
+                404,
+            )
+        return _page(pages.group_page(view))
+
+    async def unknown(self, request: web.Request) -> web.Response:
+        return _page(pages.not_found(f"No console page at {request.path}."), 404)
