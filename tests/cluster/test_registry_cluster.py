@@ -6,6 +6,8 @@ broker holds none and follows the topic by fetching it from the leader."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from typing import Any
 
 from strom.testing.cluster import LocalCluster
@@ -82,3 +84,52 @@ def test_register_on_one_read_on_others_kill_the_writer_ids_continue(make_cluste
     views = [everything(u) for u in all_urls]
     assert views[0] == views[1] == views[2]
     assert {schema_id for schema_id, _ in views[0].values()} == set(given)
+
+
+def test_registrations_racing_a_writer_kill_never_share_an_id(make_cluster: Any) -> None:
+    """Three clients register distinct schemas through the two brokers that stay up while the writer
+    is killed with SIGKILL; every acknowledged registration keeps its id, and no id names two schemas."""
+    cluster: LocalCluster = make_cluster(3)
+    urls = {i: str(b.http_url) for i, b in cluster.brokers.items()}
+    assert register(urls[0], "warmup", schema(1000)) == 1
+    leader = partitions_of(cluster.bootstrap, "_schemas")[0][0]
+    survivors = [u for i, u in urls.items() if i != leader]
+    acknowledged: dict[str, tuple[int, str]] = {}  # subject -> (id, schema text)
+    acknowledged_at: list[float] = []
+    lock = threading.Lock()
+    stop = time.monotonic() + 12
+
+    def client(slot: int) -> None:
+        n = 0
+        while time.monotonic() < stop:
+            subject, text = f"race-{slot}-{n}", schema(slot * 1000 + n + 1)
+            url = survivors[n % 2]
+            try:
+                schema_id = register(url, subject, text)
+            except OSError:
+                schema_id = None
+            if schema_id is None:
+                time.sleep(0.1)
+                continue  # not acknowledged: try the same registration again
+            with lock:
+                acknowledged[subject] = (schema_id, text)
+                acknowledged_at.append(time.monotonic())
+            n += 1
+
+    threads = [threading.Thread(target=client, args=(slot,)) for slot in range(3)]
+    for thread in threads:
+        thread.start()
+    time.sleep(3)
+    cluster.brokers[leader].kill()
+    killed_at = time.monotonic()
+    for thread in threads:
+        thread.join()
+    assert sum(t < killed_at for t in acknowledged_at) > 10
+    assert sum(t > killed_at for t in acknowledged_at) > 10, "no registration acknowledged after the kill"
+    assert partitions_of(cluster.bootstrap, "_schemas")[0][0] != leader
+    ids = [schema_id for schema_id, _ in acknowledged.values()]
+    assert len(set(ids)) == len(ids), "an id was given to two schemas"
+    assert 1 not in ids
+    for subject, (schema_id, _) in acknowledged.items():
+        status, _, body = call(survivors[0], "GET", f"/subjects/{subject}/versions/1")
+        assert (status, body["id"]) == (200, schema_id), subject
