@@ -5,7 +5,7 @@ Run by hand; never part of the test suite. Build the tool first (bench-only, nev
 
 Per round and per broker variant (`--src NAME=DIR`, a `src` directory holding the `strom` package, with
 broker settings of its own from `--broker-set NAME:KEY=VALUE`; several variants run interleaved
-A B A B ... in the same session, which is the only fair comparison on a shared machine) and per
+A B, B A, A B ... in the same session, which is the only fair comparison on a shared machine) and per
 message size (100 B and 10 KB): a fresh durable single broker (default flush policy) on a loopback
 port, one 6-partition topic, then
 
@@ -207,7 +207,9 @@ def main() -> None:
     results: dict[tuple[str, str], list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="strom-cbench-") as tmp:
         for rnd in range(args.rounds):
-            for name, src in variants:
+            # Alternate the order (A B, B A, ...): a variant that always ran second would always
+            # find the page cache just freed by the other's deleted files (see docs/benchmarks.md).
+            for name, src in variants if rnd % 2 == 0 else variants[::-1]:
                 for key, case in zip(args.cases.split(","), cases, strict=True):
                     for measured in run_case(
                         args.tool, src, case, counts[key], Path(tmp), settings.get(name)

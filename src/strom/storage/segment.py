@@ -9,8 +9,9 @@ Files, named by the segment's base offset zero-padded to 20 digits (Kafka's name
     00000000000000001234.txnindex   TransactionIndex, aborted transactions (transaction_index.py),
                                     only once an ABORT marker is written to the segment
 
-Theory of operation. Appends are one ``os.pwrite`` at the end of the file; every
-``index.interval.bytes`` of batches one entry goes into each index (in memory, written on flush). A
+Theory of operation. Appends are one ``os.pwrite`` at the end of the file (a large one into blocks
+reserved for exactly its bytes first: ``_util/preallocate.py``, cheaper per-block work in the kernel);
+every ``index.interval.bytes`` of batches one entry goes into each index (in memory, written on flush). A
 fetch reads no record bytes: `read` answers with a `FileSlice` (this file, a position, a size) that the
 broker sends with ``sendfile`` (see file_records.py for the slice's lifetime). To find an offset, the
 offset index gives a nearby earlier position and batch headers are scanned forward from there (header
@@ -28,6 +29,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
+from strom._util.preallocate import preallocate
 from strom.protocol.records.batch import (
     HEADER_SIZE,
     BatchHeader,
@@ -48,6 +50,9 @@ _LOCATE_CHUNK = 8 * 1024
 _POSITIONS_KEPT = 64
 _RECOVER_CHUNK = 4 * 1024 * 1024
 _NO_TIMESTAMP = -1
+# Appends at least this large reserve their blocks in one call first; smaller ones would pay a
+# system call for a block or two.
+_PREALLOCATE_FROM = 64 * 1024
 
 
 def filename_prefix(directory: str, base_offset: int) -> str:
@@ -199,11 +204,13 @@ class LogSegment:
             OSError: the write failed (a full disk); the file is cut back to its previous size, so
                 no partial batch is left behind, and nothing was indexed.
         """
+        if len(data) >= _PREALLOCATE_FROM:
+            preallocate(self._fd, self.size, len(data))  # best effort; a full disk fails the write
         try:
             _pwrite_all(self._fd, data, self.size)
         except OSError:
             with contextlib.suppress(OSError):  # shrinking needs no space; recovery cuts it otherwise
-                os.ftruncate(self._fd, self.size)
+                os.ftruncate(self._fd, self.size)  # also frees blocks reserved past it
             raise
         for span in batches:
             self._index_batch(self.size + span.position, span.last_offset, span.max_timestamp, span.size)
