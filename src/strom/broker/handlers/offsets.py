@@ -112,9 +112,8 @@ async def handle_offset_fetch(ctx: RequestContext, req: Body) -> Body:
             return {"topics": _fetch_topics(dict.fromkeys(requested or []), code)}
         return {"throttle_time_ms": 0, "topics": [], "error_code": int(code)}
     committed = service.coordinator.fetch_offsets(group_id, requested)
+    # All topics (null) lists the committed partitions only, as Kafka does, pending ones among them unstable.
     unstable = service.unstable_partitions(group_id) if req.get("require_stable") else set()
-    if requested is None:
-        committed.update({tp: None for tp in unstable if tp not in committed})
     return {
         "throttle_time_ms": 0,
         "topics": _fetch_topics(committed, ErrorCode.NONE, unstable),
