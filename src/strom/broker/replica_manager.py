@@ -29,7 +29,8 @@ Theory of operation (Kafka's ``ReplicaManager`` + ``Partition``):
   (`preferred_read_replica`, from what each follower last reported: log start and end offsets, last
   caught up). A follower serves consumers below the high watermark its fetcher learns from the leader
   (`hosted_partition`; each move wakes the consumers parked on it); a follower that leaves the ISR is
-  no longer chosen, and the client's next error or broker failure sends it back to the leader.
+  no longer chosen and, once the metadata says so, answers consumers REPLICA_NOT_AVAILABLE
+  (`check_follower_readable`), which sends them back to the leader, as a broker failure does.
 * **acks=all**: after the append the produce waits (`DelayedProduces`, ordered by offset) until the
   high watermark passes the batch (NONE), the ISR drops below min.insync.replicas
   (NOT_ENOUGH_REPLICAS_AFTER_APPEND), leadership moves (NOT_LEADER_OR_FOLLOWER) or the request times
@@ -137,6 +138,18 @@ class ReplicaManager:
         if part.leader_id < 0:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.node_id} knows no leader")
         return part
+
+    def check_follower_readable(self, part: Partition) -> None:
+        """A follower serves consumers only while the cluster's metadata lists it in the ISR.
+
+        Strom's addition to Kafka's rules, which keep serving from a follower that left the ISR until the
+        client's lease on it expires (librdkafka: 5 minutes), the consumer seeing no new records meanwhile.
+        REPLICA_NOT_AVAILABLE sends librdkafka and the Java client back to the leader (with a metadata
+        refresh), and the leader no longer selects this replica.
+        """
+        meta = self._metadata.partitions.get(part.tp)
+        if meta is not None and self.node_id not in meta.isr:
+            raise KafkaError(ErrorCode.REPLICA_NOT_AVAILABLE, f"broker {self.node_id} is not in the ISR")
 
     def preferred_read_replica(self, part: Partition, client_rack: str | None, fetch_offset: int) -> int:
         """KIP-392: the in-sync replica a consumer in ``client_rack`` should fetch from, or -1 (here)."""

@@ -27,8 +27,10 @@ Rules (PROTOCOL-NOTES §3 "Fetch responses", P6-P8, P13):
   replica's own transaction index). A fetch offset above the high watermark but within the log answers
   empty (long-polled), as Kafka's; outside [log start, log end] OFFSET_OUT_OF_RANGE, except on a follower
   for a client that sent no leader epoch, which gets an empty answer (KAFKA-14255: without KIP-320 it
-  cannot tell a lagging follower from a truncated log). ListOffsets and offset commits stay with the
-  leader and the group coordinator.
+  cannot tell a lagging follower from a truncated log). A follower that the cluster's metadata no longer
+  lists in the ISR answers REPLICA_NOT_AVAILABLE (Strom's addition: the client goes back to the leader at
+  once instead of reading a stalled replica until its lease ends). ListOffsets and offset commits stay
+  with the leader and the group coordinator.
 
 Waits are on the broker's clock (the purgatory's deadlines), so a manual clock drives them in tests.
 """
@@ -106,6 +108,8 @@ def _read(
         preferred = rm.preferred_read_replica(part, client_rack, fetch_offset)
         if preferred >= 0:
             return _nothing(plog.high_watermark, plog.log_start_offset, plog.last_stable_offset, preferred)
+        if part.leader_id != rm.node_id:
+            rm.check_follower_readable(part)
         if part.leader_id != rm.node_id and epoch < 0 and fetch_offset > plog.log_end_offset:
             return _nothing(plog.high_watermark, plog.log_start_offset, plog.last_stable_offset, NO_REDIRECT)
     if read_committed:
