@@ -320,8 +320,7 @@ def _partition_producers(raw: RawClient, topic: str) -> dict[int, dict[str, Any]
 def test_kafka_python_aborts_a_hanging_transaction(broker: BrokerProcess) -> None:
     """kafka-python's KafkaAdminClient.abort_transaction (WriteTxnMarkers v1 to the leader) with the
     producer state DescribeProducers reports."""
-    from kafka.admin import KafkaAdminClient
-    from kafka.admin._transactions import AbortTransactionSpec
+    from kafka.admin import AbortTransactionSpec, KafkaAdminClient
     from kafka.structs import TopicPartition
 
     from .test_transactions import committed_end

@@ -1,4 +1,4 @@
-"""``strom transactions list | describe | producers``: the transaction admin APIs (KIP-664).
+"""``strom transactions list | describe | producers | abort``: the transaction admin APIs (KIP-664).
 
 confluent-kafka 2.16's AdminClient has no ListTransactions, DescribeTransactions or DescribeProducers,
 so this tool uses kafka-python's ``KafkaAdminClient`` (already a dependency: Strom builds its codecs
@@ -36,8 +36,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TextIO, TypeVar
 
-from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
-from kafka.admin._transactions import AbortTransactionSpec
+from kafka.admin import AbortTransactionSpec, ConfigResource, ConfigResourceType, KafkaAdminClient
 from kafka.errors import KafkaError as KafkaPythonError
 from kafka.errors import KafkaTimeoutError, TransactionalIdNotFoundError
 from kafka.structs import TopicPartition
