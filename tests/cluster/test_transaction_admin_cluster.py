@@ -161,3 +161,43 @@ def test_a_commit_waiting_for_a_marker_is_described_and_listed_as_hanging(make_c
     while _describe(address, tid)["transaction_state"] != "CompleteCommit":
         assert time.monotonic() < wait, "the marker did not land after the leader came back"
         time.sleep(0.5)
+
+
+def test_every_replica_describes_the_producers_it_replicated(make_cluster: Any) -> None:
+    """DescribeProducers is answered by any replica from its own producer state (Kafka's
+    Partition.activeProducerState): followers rebuild it from the batches they fetch."""
+    cluster: LocalCluster = make_cluster(3, **TXN)
+    topic = f"rep-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap, "transactional.id": f"rep-{uuid.uuid4().hex[:6]}"}
+    )
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    for _ in range(3):
+        producer.produce(topic, b"v", partition=0)
+    assert producer.flush(30) == 0
+
+    def states() -> list[list[tuple[int, int, int, int]]]:
+        out = []
+        for broker in cluster.brokers.values():
+            with RawClient(broker.bootstrap) as raw:
+                body = {"topics": [{"name": topic, "partition_indexes": [0]}]}
+                (part,) = raw.call(ApiKey.DESCRIBE_PRODUCERS, 0, body)["topics"][0]["partitions"]
+            assert part["error_code"] == 0, part
+            out.append(
+                [
+                    (p["producer_id"], p["producer_epoch"], p["last_sequence"], p["current_txn_start_offset"])
+                    for p in part["active_producers"]
+                ]
+            )
+        return out
+
+    deadline = time.monotonic() + 20
+    while len({tuple(s) for s in states()}) != 1:  # the followers fetch within a moment
+        assert time.monotonic() < deadline, states()
+        time.sleep(0.2)
+    ((pid, epoch, last_sequence, start_offset),) = states()[0]
+    assert (epoch, last_sequence, start_offset) == (0, 2, 0) and pid >= 0
+    producer.abort_transaction(60)
