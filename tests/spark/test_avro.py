@@ -158,3 +158,28 @@ def test_corrupt_payload_fails_naming_topic_partition_offset(
     assert producer.flush(30) == 0
     with pytest.raises(Exception, match=f"offset 3 of {topic}-0"):
         avro_read(spark, strom_broker, registry_url, topic).collect()
+
+
+def test_avro_keys_round_trip(spark: Any, strom_broker: str, registry_url: str) -> None:
+    topic = new_topic(strom_broker, partitions=2)
+    rows = [((f"user-{i}", i % 3), f"v{i}") for i in range(20)]
+    df = spark.createDataFrame(rows, "key struct<user: string, shard: int>, value string")
+    (
+        df.write.format("strom")
+        .option("kafka.bootstrap.servers", strom_broker)
+        .option("topic", topic)
+        .option("keyFormat", "avro")
+        .option("schema.registry.url", registry_url)
+        .option("auto.register.schemas", "true")
+        .mode("append")
+        .save()
+    )
+    deserializer = AvroDeserializer(SchemaRegistryClient({"url": registry_url}))
+    context = SerializationContext(topic, MessageField.KEY)
+    assert sorted(
+        deserializer(r["key"], context)["user"] for r in consume_all(strom_broker, topic, 2)
+    ) == sorted(u for (u, _), _ in rows)
+    back = avro_read(spark, strom_broker, registry_url, topic, valueFormat="binary", keyFormat="avro")
+    assert back.schema["key"].dataType.simpleString() == "struct<user:string,shard:int>"
+    got = sorted((r.key.user, r.key.shard, bytes(r.value).decode()) for r in back.collect())
+    assert got == sorted((u, s, v) for (u, s), v in rows)
