@@ -2,6 +2,7 @@
 
     PYTHONPATH=src .venv/bin/python bench/replication_bench.py [--replicas 3] [--rounds 5]
     .venv/bin/python bench/replication_bench.py --processes [--src NAME=DIR ...] [--rounds 4]
+    ... [--set KEY=VALUE ...]   (broker configs, e.g. replica.selector.class)
 
 A producer sends a ready-made Produce request of ``--records`` x 100 B records (2340 fill librdkafka's
 ``batch.size=262144``) with acks=all to the leader of a partition replicated on ``--replicas`` brokers
@@ -113,10 +114,16 @@ class AcksAllProducer:
         self._writer.close()
 
 
+def _settings(args: argparse.Namespace) -> dict[str, str]:
+    """Broker configs from ``--set KEY=VALUE``."""
+    return dict(item.split("=", 1) for item in args.set)
+
+
 async def in_one_process(args: argparse.Namespace, base: Path) -> tuple[list[float], list[float]]:
     brokers, servers = [], []
     for i in range(args.replicas):
-        broker = Broker(BrokerConfig({"broker.id": str(i), "log.dirs": str(base / f"broker-{i}")}))
+        props = {"broker.id": str(i), "log.dirs": str(base / f"broker-{i}"), **_settings(args)}
+        broker = Broker(BrokerConfig(props))
         server = KafkaServer(broker, "127.0.0.1", 0)
         host, port = await server.start()
         broker.advertised = Endpoint(host, port)
@@ -152,7 +159,8 @@ def in_processes(args: argparse.Namespace, src: str | None, base: Path) -> dict[
     if src is not None:
         os.environ["PYTHONPATH"] = src  # broker children inherit it
     try:
-        cluster = LocalCluster(base, args.replicas, overrides={"offsets.topic.num.partitions": "1"})
+        overrides = {"offsets.topic.num.partitions": "1", **_settings(args)}
+        cluster = LocalCluster(base, args.replicas, overrides=overrides)
         cluster.start()
     finally:
         if before is None:
@@ -208,6 +216,13 @@ def main() -> None:
         default=[],
         metavar="NAME=DIR",
         help="with --processes: a broker variant and the src directory it runs from (repeat to compare)",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker config for every broker, e.g. replica.selector.class=... (KIP-392's extra fetches)",
     )
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="strom-replication-bench-"))

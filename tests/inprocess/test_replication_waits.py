@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from strom.broker.replica_selector import RACK_AWARE_SELECTOR
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
 from tests.inprocess.harness import InProcessBroker, batch, eventually, fetch_body, produce_body, settle
@@ -96,11 +97,35 @@ def test_an_append_wakes_followers_and_the_high_watermark_move_wakes_consumers(t
         # Follower 1 reports the batch and parks again; the high watermark still waits for follower 2.
         follower_1.send(ApiKey.FETCH, FETCH_V, follower_fetch(1, 2, max_wait_ms=60_000))
         assert await parked(node) == (1, 2) and not consumer.answered()
-        # Follower 2's report moves it: the produce and the consumer are answered, and both followers
-        # learn the new high watermark at once, with no records (they serve consumers below it, KIP-392).
+        # Follower 2's report moves it: the produce and the consumer are answered, follower 1 is not.
         follower_2.send(ApiKey.FETCH, FETCH_V, follower_fetch(2, 2, max_wait_ms=60_000))
         assert only_partition((await producer.receive())[1])["error_code"] == 0
         assert only_partition((await consumer.receive())[1])["high_watermark"] == 2
+        assert await parked(node) == (0, 2) and not follower_1.answered()
+        for client in (producer, consumer, follower_1, follower_2):
+            await client.close()
+
+    run(scenario, tmp_path)
+
+
+def test_with_a_replica_selector_followers_learn_the_high_watermark_at_once(tmp_path: Path) -> None:
+    async def scenario(node: InProcessBroker) -> None:
+        node.lead("r", 0, replicas=[0, 1, 2], isr=[0, 1, 2])
+        producer, follower_1, follower_2 = await node.client(), await node.client(), await node.client()
+        for replica, follower in ((1, follower_1), (2, follower_2)):
+            await follower.request(ApiKey.FETCH, FETCH_V, follower_fetch(replica, 0))  # high watermark 0
+        producer.send(ApiKey.PRODUCE, PRODUCE_V, produce([b"x", b"y"]))
+        await parked(node)
+        follower_1.send(ApiKey.FETCH, FETCH_V, follower_fetch(1, 0, max_wait_ms=60_000))
+        follower_2.send(ApiKey.FETCH, FETCH_V, follower_fetch(2, 0, max_wait_ms=60_000))
+        for follower in (follower_1, follower_2):
+            assert only_partition((await follower.receive())[1])["records"]
+        follower_1.send(ApiKey.FETCH, FETCH_V, follower_fetch(1, 2, max_wait_ms=60_000))
+        assert await parked(node) == (1, 1)
+        # Follower 2's report moves the high watermark to 2: the produce is answered, and both followers
+        # learn the new high watermark at once, with no records (they serve consumers below it, KIP-392).
+        follower_2.send(ApiKey.FETCH, FETCH_V, follower_fetch(2, 2, max_wait_ms=60_000))
+        assert only_partition((await producer.receive())[1])["error_code"] == 0
         for follower in (follower_1, follower_2):
             told = only_partition((await follower.receive())[1])
             assert told["high_watermark"] == 2 and not told["records"]
@@ -108,10 +133,10 @@ def test_an_append_wakes_followers_and_the_high_watermark_move_wakes_consumers(t
         follower_1.send(ApiKey.FETCH, FETCH_V, follower_fetch(1, 2, max_wait_ms=60_000))
         follower_2.send(ApiKey.FETCH, FETCH_V, follower_fetch(2, 2, max_wait_ms=60_000))
         assert await parked(node) == (0, 2)
-        for client in (producer, consumer, follower_1, follower_2):
+        for client in (producer, follower_1, follower_2):
             await client.close()
 
-    run(scenario, tmp_path)
+    run(scenario, tmp_path, **{"replica.selector.class": RACK_AWARE_SELECTOR})
 
 
 def test_isr_shrinking_below_min_isr_answers_waiting_produces(tmp_path: Path) -> None:

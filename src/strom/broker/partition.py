@@ -10,10 +10,11 @@ different things (as Kafka's delayed fetches check different offsets): a consume
 the high watermark and is woken when it moves (`TopicPartition` itself is its key); a follower's reads
 to the log end offset and is woken by appends (`follower_fetch_key`). An append that does not move the
 high watermark (every acks=all append in a cluster) therefore wakes only the followers. A high-watermark
-move wakes consumers, acks=all produces (`purgatory.DelayedProduces`) and also the followers' fetches,
-which complete if the high watermark passed the one last sent to that follower (`high_watermark_sent`):
-followers serve consumers below the high watermark they learn from the leader (KIP-392), so they must
-learn it without waiting for the next append (Kafka's fetch sessions do the same).
+move wakes consumers and acks=all produces (`purgatory.DelayedProduces`); with `replica.selector.class`
+set it also wakes the followers' fetches, which complete if the high watermark passed the one last sent
+to that follower (`high_watermark_sent`): followers then serve consumers below the high watermark they
+learn from the leader (KIP-392), so they must learn it without waiting for the next append (Kafka's
+fetch sessions do the same). Without a selector, followers learn it with their next fetch.
 """
 
 from __future__ import annotations

@@ -361,7 +361,9 @@ class ReplicaManager:
             plog.high_watermark = new_hw
             self.delayed_produces.complete(part.tp, new_hw)
             self._purgatory.notify(part.tp)
-            if part.followers:
+            if part.followers and self.replica_selector is not None:
+                # Followers serve consumers (KIP-392): tell them at once (fetch.py); this costs each
+                # acks=all batch one more fetch round trip per follower, so only with a selector.
                 self._purgatory.notify(follower_fetch_key(part.tp))
             return True
         return False

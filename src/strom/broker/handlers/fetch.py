@@ -17,8 +17,9 @@ Rules (PROTOCOL-NOTES §3 "Fetch responses", P6-P8, P13):
 - followers (`replica_id` >= 0) and consumers below v11 fetch from the leader only
   (NOT_LEADER_OR_FOLLOWER elsewhere; FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a stale or future
   `current_leader_epoch`). A follower reads up to the log end offset, and its fetch offset is its log
-  end offset, reported once per request to the replica manager (high watermark, ISR expansion); its
-  parked fetch also completes when the high watermark passes the one it was last sent;
+  end offset, reported once per request to the replica manager (high watermark, ISR expansion); with
+  a replica selector configured, its parked fetch also completes when the high watermark passes the
+  one it was last sent (followers then serve consumers; docs/benchmarks.md gives the cost);
 - fetch from the closest replica (KIP-392, replica_selector.py): with `replica.selector.class` set, the
   leader answers a v11+ consumer in another rack (`rack_id`) with `preferred_read_replica` and no
   records, at once. A consumer's v11+ fetch is served by any replica hosting the partition, at its
@@ -99,7 +100,7 @@ def _read(
         data = plog.read_records(fetch_offset, max(limit, 0), plog.log_end_offset, min_one_batch=min_one)
         hwm, note = plog.high_watermark, NO_REDIRECT
         state = part.followers.get(replica_id)
-        if state is not None:
+        if state is not None and rm.replica_selector is not None:
             if 0 <= state.high_watermark_sent < hwm:  # not on a first fetch: nothing to compare
                 note = HIGH_WATERMARK_NEWS
             state.high_watermark_sent = hwm
