@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 from strom.registry.avro import canonical_text, parse
 from strom.registry.compatibility import Compatibility, can_read, check
+from strom.registry.errors import RegistryError
+from strom.registry.registry import SchemaRegistry, SchemaRequest
 
 PRIMITIVE = st.sampled_from(["null", "boolean", "int", "long", "float", "double", "bytes", "string"])
 NAMES = st.from_regex(r"[a-z][a-z0-9_]{0,6}", fullmatch=True)
@@ -85,3 +87,33 @@ def test_adding_a_field_with_a_default_is_backward_and_forward_compatible(
     without_default = {**doc, "fields": [*doc["fields"], {"name": name, "type": kind}]}
     assert check(Compatibility.BACKWARD, parse(json.dumps(without_default)), [old])
     assert check(Compatibility.FORWARD, parse(json.dumps(without_default)), [old]) == []
+
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 5)
+    | st.sampled_from(["int", "record", "enum", "R", "", "fixed"]),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(["type", "name", "fields", "symbols", "items", "values", "size", "default"]),
+            inner,
+            max_size=5,
+        )
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(JSON.map(json.dumps), st.text(max_size=40)))
+def test_any_text_is_registered_or_refused_with_a_registry_error(text: str) -> None:
+    """The contract the REST layer relies on: bad schemas raise RegistryError (42201), nothing else."""
+    registry = SchemaRegistry()
+    try:
+        write = registry.register("fuzz", SchemaRequest(text))
+    except RegistryError as exc:
+        assert exc.error_code == 42201
+        return
+    assert write.answer == {"id": 1}

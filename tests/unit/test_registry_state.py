@@ -152,6 +152,8 @@ def test_invalid_schemas_and_types() -> None:
     registry = SchemaRegistry()
     for text in ("{not json", '{"type":"nope"}', '{"type":"record","name":"R"}', '"Undefined"'):
         assert error_of(registry.register, "u", SchemaRequest(text)) == (422, 42201), text
+    deep = '{"type":"array","items":' * 3000 + '"int"' + "}" * 3000
+    assert error_of(registry.register, "u", SchemaRequest(deep)) == (422, 42201)
     bad_default = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int", "default": "x"}]}
     assert error_of(registry.register, "u", SchemaRequest(json.dumps(bad_default)))[1] == 42201
     for schema_type in ("JSON", "PROTOBUF"):

@@ -81,7 +81,7 @@ async def _json_body(request: web.Request) -> Any:
         raise errors.bad_request(413, f"HTTP 413 Request Entity Too Large: {exc.text}") from None
     try:
         return json.loads(raw) if raw else {}
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise errors.bad_request(400, f"The request body is not valid JSON: {exc}") from None
 
 

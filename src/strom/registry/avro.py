@@ -66,12 +66,18 @@ class AvroSchema:
     named: dict[str, Any] = field(default_factory=dict)
 
 
+MAX_DEPTH = 100
+
+
 def parse(text: str, references: list[str] | tuple[str, ...] = ()) -> AvroSchema:
     """Validate ``text`` (after the referenced schemas' texts, dependencies first).
 
     Raises:
-        RegistryError: 42201 when the text is not JSON or not a valid Avro schema.
+        RegistryError: 42201 when the text is not JSON or not a valid Avro schema, or is nested deeper
+            than ``MAX_DEPTH`` (the parsers and the compatibility check recurse per level).
     """
+    if _depth(text) > MAX_DEPTH:
+        raise invalid_schema(f"the schema is nested more than {MAX_DEPTH} levels deep")
     try:
         document = json.loads(text)
     except (ValueError, TypeError) as exc:
@@ -93,6 +99,28 @@ def parse(text: str, references: list[str] | tuple[str, ...] = ()) -> AvroSchema
     except Exception as exc:  # fastavro raises SchemaParseException, UnknownType, KeyError, ...
         raise invalid_schema(f"{type(exc).__name__}: {exc}") from None
     return AvroSchema(canonical_text(document), parsed, named)
+
+
+def _depth(text: str) -> int:
+    """The deepest nesting of JSON arrays and objects in ``text`` (brackets inside strings skipped)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
 
 
 def _check_with_avro(document: Any, ref_docs: list[Any]) -> None:
