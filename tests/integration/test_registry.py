@@ -248,3 +248,35 @@ def test_unparseable_schemas_records_are_logged_and_skipped(registry_broker: Bro
     assert call(url, "GET", "/subjects/skip/versions")[2] == [1]
     assert call(url, "GET", "/subjects/skip-after/versions/1")[2]["id"] == body["id"]
     assert "skipping record" in registry_broker.log_tail(200)
+
+
+def test_schema_references_through_the_client(registry_broker: BrokerProcess) -> None:
+    from confluent_kafka.schema_registry import SchemaReference
+
+    registry = client(registry_broker)
+    address = {
+        "type": "record",
+        "name": "Address",
+        "namespace": "acme",
+        "fields": [{"name": "city", "type": "string"}],
+    }
+    user = {
+        "type": "record",
+        "name": "User",
+        "namespace": "acme",
+        "fields": [{"name": "home", "type": "acme.Address"}],
+    }
+    address_id = registry.register_schema("acme-address", Schema(json.dumps(address), "AVRO"))
+    ref = SchemaReference("acme.Address", "acme-address", 1)
+    user_id = registry.register_schema("acme-user", Schema(json.dumps(user), "AVRO", [ref]))
+    assert user_id != address_id
+    fetched = client(registry_broker).get_version("acme-user", 1)
+    assert [(r.name, r.subject, r.version) for r in fetched.schema.references] == [
+        ("acme.Address", "acme-address", 1)
+    ]
+    with pytest.raises(SchemaRegistryError) as unresolved:
+        registry.register_schema("acme-orphan", Schema(json.dumps(user), "AVRO"))
+    assert unresolved.value.error_code == 42201
+    with pytest.raises(SchemaRegistryError) as referenced:
+        registry.delete_version("acme-address", 1)
+    assert referenced.value.error_code == 42206
