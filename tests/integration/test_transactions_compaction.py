@@ -12,6 +12,7 @@ transaction stays open across the deletion.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 
+from strom.protocol.api import ApiKey
 from strom.protocol.records.batch import iter_headers
 from strom.protocol.records.control import ControlType, read_marker
 from strom.testing import BrokerProcess
@@ -47,15 +49,16 @@ COMPACTED = {
 }
 
 
-def markers_on_disk(broker: BrokerProcess, topic: str) -> list[tuple[int, ControlType | None]]:
-    """(offset, type) of every control batch in the partition's segment files (None: emptied)."""
+def markers_on_disk(broker: BrokerProcess, topic: str) -> list[tuple[int, ControlType | None, int | None]]:
+    """(offset, type, delete horizon) of every control batch in the partition's segment files."""
     found = []
     for path in sorted((broker.data_dir / "logs" / f"{topic}-0").glob("*.log")):
         data = Path(path).read_bytes()
         for position, header in iter_headers(data):
             if header.is_control:
                 marker = read_marker(data[position:], header) if header.records_count else None
-                found.append((header.base_offset, None if marker is None else marker.control_type))
+                control = None if marker is None else marker.control_type
+                found.append((header.base_offset, control, header.delete_horizon_ms))
     return found
 
 
@@ -107,7 +110,7 @@ def test_compaction_removes_aborted_data_then_its_marker_and_survives_a_restart(
 
     def abort_marker_gone() -> bool:
         push_filler()
-        return [t for _, t in markers_on_disk(broker, topic)] == [ControlType.COMMIT, ControlType.COMMIT]
+        return [m[1] for m in markers_on_disk(broker, topic)] == [ControlType.COMMIT, ControlType.COMMIT]
 
     wait_until(abort_marker_gone, 60, "the ABORT marker to go once its data was gone")
     lso, hw = committed_end(broker.bootstrap, topic)
@@ -191,3 +194,77 @@ def test_retention_deletes_segments_with_their_txnindex_and_keeps_the_lso(
     assert committed == [v for v in everything if v.startswith(b"c-")]
     assert any(v.startswith(b"a-") for v in everything)  # aborted ones remain in the segments left
     assert len(committed) >= 3 and start > 0
+
+
+def test_a_fenced_producers_last_marker_outlives_its_horizon_and_keeps_its_epoch(
+    strom_broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    """A second instance of a transactional id fences the first, whose open transaction the coordinator
+    aborts with a marker at the bumped epoch. Compaction removes the aborted record and stamps the
+    marker with a delete horizon, but keeps it past the horizon (its producer's last batch, holding
+    the fence); confluent-kafka and kafka-python readers of both isolation levels read the log, and
+    after a kill -9 that loses every producer-state snapshot the rebuilt state has the fenced epoch."""
+    broker = strom_broker_factory(**SETTINGS)
+    topic = f"txf-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # must outlive its futures
+    admin.create_topics([NewTopic(topic, 1, 1, config=COMPACTED)])[topic].result(15)
+    conf = {"bootstrap.servers": broker.bootstrap, "transactional.id": topic, "linger.ms": 0}
+    zombie = Producer(conf)
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    zombie.produce(topic, key=b"z", value=b"zombie")
+    zombie.flush(10)
+    Producer(conf).init_transactions(30)  # fences the zombie: its transaction is aborted
+
+    def producers() -> dict[int, int]:
+        with RawClient(broker.bootstrap) as raw:
+            body = {"topics": [{"name": topic, "partition_indexes": [0]}]}
+            answer = raw.call(ApiKey.DESCRIBE_PRODUCERS, 0, body)["topics"][0]["partitions"][0]
+        return {p["producer_id"]: p["producer_epoch"] for p in answer["active_producers"]}
+
+    fenced = producers()
+    assert len(fenced) == 1  # the zombie's producer id, at the epoch of the abort that fenced it
+    filler = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    rounds = [0]
+
+    def fillers_left() -> list[int]:
+        """Push one more filler record (dirty data, a roll), then the fillers the log still holds."""
+        rounds[0] += 1
+        filler.produce(topic, key=b"filler", value=b"%d" % rounds[0])
+        assert filler.flush(10) == 0
+        values = consume_all(broker.bootstrap, topic, "read_uncommitted", idle_s=0.5)
+        assert set(values) <= {b"zombie"} | {b"%d" % n for n in range(1, rounds[0] + 1)}
+        return [int(v) for v in values if v != b"zombie"]
+
+    def stamped() -> bool:
+        fillers_left()
+        markers = markers_on_disk(broker, topic)
+        return len(markers) == 1 and markers[0][2] is not None
+
+    wait_until(stamped, 60, "the aborted record to go and its marker to get a delete horizon")
+    ((offset, control, horizon),) = markers_on_disk(broker, topic)
+    assert control == ControlType.ABORT and horizon is not None
+    while time.time() * 1000 <= horizon:
+        time.sleep(0.1)
+    first_after = rounds[0] + 1
+    wait_until(lambda: min(fillers_left()) > first_after, 60, "a clean after the marker's horizon")
+    assert markers_on_disk(broker, topic) == [(offset, ControlType.ABORT, horizon)]
+    for level in ("read_committed", "read_uncommitted"):
+        assert b"zombie" not in consume_all(broker.bootstrap, topic, level, idle_s=1.0)
+        consumer = KafkaConsumer(
+            bootstrap_servers=broker.bootstrap,
+            auto_offset_reset="earliest",
+            isolation_level=level,
+            consumer_timeout_ms=2000,
+        )
+        try:
+            consumer.assign([KpTopicPartition(topic, 0)])
+            values = [m.value for m in consumer]
+        finally:
+            consumer.close()
+        assert values and all(v.isdigit() for v in values)
+    broker.kill()
+    for snapshot in (broker.data_dir / "logs" / f"{topic}-0").glob("*.snapshot"):
+        snapshot.unlink()
+    broker.start()
+    assert {pid: epoch for pid, epoch in producers().items() if pid in fenced} == fenced

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.batch import DELETE_HORIZON_BIT, iter_headers, read_header
-from strom.protocol.records.builder import build_batch, decode_batches
+from strom.protocol.records.builder import build_batch, decode_batches, encode_batch
 from strom.protocol.records.control import ControlType, EndTxnMarker, build_marker_batch, read_marker
 from strom.storage.config import LogConfig
 from strom.storage.log import PartitionLog
@@ -116,14 +116,19 @@ def test_control_batch_gets_a_horizon_then_goes() -> None:
 
     assert again(149, False) == (stamped.data, 150, 0)
     assert again(150, False) == (None, None, 1)
-    empty, _, removed = again(150, True)
-    assert empty is not None and removed == 1
+    assert again(150, True) == (stamped.data, None, 0)  # its producer's last: kept whole
+    # An empty control batch (Kafka's cleaner leaves them) goes unless it is its producer's last.
+    empty = encode_batch(
+        [], base_offset=5, last_offset_delta=0, producer_id=1, is_transactional=True, is_control=True
+    )
     empty_header = read_header(empty)
     assert empty_header.is_control and empty_header.records_count == 0
-    assert empty_header.last_offset == 5 and empty_header.producer_epoch == 0
     assert clean_control_batch(
         empty, empty_header, discardable=True, now_ms=0, delete_retention_ms=0, producer_last_batch=False
     ) == (None, None, 0)
+    assert clean_control_batch(
+        empty, empty_header, discardable=True, now_ms=0, delete_retention_ms=0, producer_last_batch=True
+    ) == (empty, None, 0)
 
 
 # -- the cleaner on real files ---------------------------------------------------------------------
@@ -250,7 +255,7 @@ def test_aborted_records_go_and_markers_follow_their_data(tmp_path: Path) -> Non
     assert [v for _, _, v in committed_records(fx.log)][-1] == b"c3"
 
 
-def test_a_fenced_producers_last_marker_stays_empty_and_keeps_its_epoch(tmp_path: Path) -> None:
+def test_a_fenced_producers_last_marker_stays_and_keeps_its_epoch(tmp_path: Path) -> None:
     fx = Fixture(str(tmp_path))
     zombie = Txn(fx, 3)
     zombie.send((b"f", b"zombie"))  # 0
@@ -261,7 +266,7 @@ def test_a_fenced_producers_last_marker_stays_empty_and_keeps_its_epoch(tmp_path
     fx.clock.now_ms += COMPACT.delete_retention_ms
     dirty_round(fx, 2)
     fx.cleaner.clean_once()
-    assert all_batches(fx.log)[0] == (1, True, 0, False)  # emptied, not gone: it holds epoch 1
+    assert all_batches(fx.log)[0] == (1, True, 1, True)  # past its horizon, kept: it holds epoch 1
     for name in os.listdir(fx.log.dir):  # lose every snapshot: the state comes from the batches
         if name.endswith(".snapshot"):
             os.unlink(os.path.join(fx.log.dir, name))
@@ -272,6 +277,31 @@ def test_a_fenced_producers_last_marker_stays_empty_and_keeps_its_epoch(tmp_path
         zombie.send((b"f", b"late"))
     assert info.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
     assert committed_records(fx.log)[-1][2] == b"2"
+
+
+def test_an_empty_control_batch_replicated_or_replayed_raises_the_epoch(tmp_path: Path) -> None:
+    """Kafka's cleaner leaves a producer's last marker as an empty control batch; a follower copying
+    such a log, and a replay of it, take the producer's epoch from it and nothing else."""
+    fx = Fixture(str(tmp_path))
+    empty = encode_batch(
+        [],
+        base_offset=0,
+        last_offset_delta=0,
+        producer_id=7,
+        producer_epoch=3,
+        is_transactional=True,
+        is_control=True,
+    )
+    fx.log.append_as_follower(empty)
+    fx.log.high_watermark = fx.log.log_end_offset
+    assert fx.log.producer_state.producers[7].producer_epoch == 3
+    assert fx.log.last_stable_offset == 1 and txn_entries(fx.log) == []
+    fx.manager.shutdown()
+    for name in os.listdir(fx.log.dir):
+        if name.endswith(".snapshot"):
+            os.unlink(os.path.join(fx.log.dir, name))
+    fx.open()
+    assert fx.log.producer_state.producers[7].producer_epoch == 3
 
 
 def test_cleaning_stops_at_an_open_transaction_and_a_restart_keeps_the_lso(tmp_path: Path) -> None:

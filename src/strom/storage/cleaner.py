@@ -36,8 +36,8 @@ records, found through the aborted transactions of the ``.txnindex`` files, stay
 (an aborted record never supersedes a committed one) and are removed by the recopy. A transaction's
 marker is kept while the clean meets data of its transaction; once none is left it gets a delete
 horizon and goes after ``delete.retention.ms``. A cleaned segment's ``.txnindex`` holds the entries of
-the ABORT markers it keeps whose transactions still have data in the log. Each producer's last batch,
-data or marker, stays (empty if need be) so its sequence and epoch survive a reload.
+the ABORT markers it keeps whose transactions still have data in the log. Each producer's last batch
+stays (a data batch emptied if need be, a marker whole) so its sequence and epoch survive a reload.
 
 Concurrency contract: the cleaner is synchronous and single-threaded like the rest of storage, and
 `LogCleaner.clean_steps` is a generator that returns control to its driver (the broker's event loop)
@@ -377,7 +377,7 @@ class LogCleaner:
 
 
 def _marker(batch: bytes, header: BatchHeader) -> EndTxnMarker | None:
-    """What a control batch says; None for an emptied one or another control type.
+    """What a control batch says; None for an empty one or another control type.
 
     Raises:
         RecordDecodeError: its record is not a valid control record.

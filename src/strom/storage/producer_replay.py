@@ -7,9 +7,10 @@ Every transaction-index entry from the replay's start on is dropped and written 
 an ABORT marker's entry exists exactly once; an index that fails its sanity check makes the replay
 start at the log start offset. A transaction the snapshot saw open whose first batch the cleaner has
 since removed is known to have ended and is forgotten. A control batch is the one kind whose (single)
-record is read: the marker says whether the transaction committed or aborted (one the cleaner emptied
-says nothing but its epoch). With ``rebuild_epochs`` (no leader-epoch checkpoint) every header is
-replayed and the leader-epoch cache is rebuilt from the batches' partition leader epochs.
+record is read: the marker says whether the transaction committed or aborted (an empty one, as Kafka's
+cleaner leaves them, says nothing but its epoch). With ``rebuild_epochs`` (no leader-epoch
+checkpoint) every header is replayed and the leader-epoch cache is rebuilt from the batches' partition
+leader epochs.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def load_batch(
 
     ``batch`` (the whole batch) is read only for a control batch, to learn what its marker says.
     """
-    # A control batch emptied by the cleaner (kept for its producer's epoch) says nothing more.
+    # An empty control batch (Kafka's cleaner keeps a producer's last marker so) says nothing more.
     has_record = header.is_control and header.records_count > 0
     marker = read_marker(batch, header) if has_record and batch is not None else None
     entry = state.load_batch(header, marker)

@@ -330,7 +330,7 @@ class ProducerStateManager:
         if entry is None:
             entry = self.producers[header.producer_id] = ProducerStateEntry(header.producer_id)
         if header.is_control:
-            if marker is None:  # an emptied marker the cleaner kept: the producer's epoch survives
+            if marker is None:  # an empty control batch: only the producer's epoch survives
                 if header.producer_epoch > entry.producer_epoch:
                     entry.set_epoch(header.producer_epoch)
                 return None

@@ -17,15 +17,18 @@ aborted-transaction entry of its producer covers its offset, else a committed on
   transaction; if data of it was seen in this clean, the marker stays and its entry goes into the
   cleaned segment's ``.txnindex`` (read_committed consumers still need it), otherwise the marker is
   *discardable* and its entry is dropped (nothing is left for it to hide). A COMMIT is discardable when
-  no data of its transaction was seen. A control batch already emptied by an earlier clean is
+  no data of its transaction was seen. An empty control batch (as Kafka's cleaner leaves them) is
   discardable too.
 * `clean_control_batch`: a marker that is not discardable is kept byte for byte. A discardable one is
   stamped with a delete horizon (now + ``delete.retention.ms``, attributes bit 6, as tombstones are) the
   first time, and its record is removed in the first clean after that horizon: a consumer that read
   the transaction's data before it was cleaned has ``delete.retention.ms`` to read the marker too.
   A marker that is its producer's last batch (no data batch of the producer's current epoch is left,
-  and the marker carries that epoch) is kept as an empty control batch, so that the producer's epoch
-  survives a reload of the producer state (Kafka keeps it for fencing; `is_producer_last_batch`).
+  and the marker carries that epoch) stays, so that the producer's epoch survives a reload of the
+  producer state (Kafka keeps it for fencing; `is_producer_last_batch`). Kafka empties it; Strom keeps
+  its one record, because kafka-python's read_committed consumer fails on an empty control batch
+  (its fetcher reads the first record of every control batch), and a replayed marker of an epoch with
+  no transaction open completes an empty one, which changes nothing else.
 
 The cleaner walks the log twice: from the first dirty offset to build the offset map (which must skip
 aborted records, so an aborted record never supersedes a committed one), and from the first segment
@@ -108,7 +111,7 @@ class CleanedTransactions:
         """Note a control batch (``marker``: what it says, None if it holds no marker record)."""
         self._start_aborted_up_to(header.last_offset)
         if header.records_count == 0:
-            return MarkerOutcome(True, None)  # emptied by an earlier clean
+            return MarkerOutcome(True, None)  # an empty control batch: nothing left to end
         if marker is None:
             return MarkerOutcome(False, None)  # another control type: Strom never writes one; keep it
         if marker.is_commit:
@@ -143,5 +146,5 @@ def clean_control_batch(
     if now_ms < horizon:
         return CleanedBatch(batch, horizon, 0)
     if producer_last_batch:
-        return CleanedBatch(rebuild_batch(batch, header, [], None), None, 1)
+        return CleanedBatch(batch, None, 0)  # whole: kafka-python cannot read an empty control batch
     return CleanedBatch(None, None, 1)
