@@ -68,7 +68,9 @@ class Broker:
         self.purgatory = Purgatory(self.clock)
         # Hot-path counters for /metrics (strom.metrics); None with metrics.enabled=false.
         self.metrics = BrokerCounters() if config.get("metrics.enabled") else None
-        self.advertised = Endpoint("127.0.0.1", 9092)
+        self.advertised = Endpoint("127.0.0.1", 9092)  # the inter-broker listener's advertised address
+        # Every listener's advertised address by listener name (main.py sets them once bound).
+        self.listener_endpoints: dict[str, Endpoint] = {}
         fetchers = ReplicaFetcherManager(
             self.node_id,
             int(config.get("replica.fetch.wait.max.ms")),

@@ -15,6 +15,12 @@ from typing import Any
 
 from strom._util.errors import ConfigError
 from strom.broker.replica_selector import check_selector
+from strom.broker.security.config_defs import (
+    LISTENER_PREFIX,
+    SECURITY_CONFIGS,
+    SENSITIVE,
+    is_listener_override,
+)
 
 
 def _parse_bool(raw: str) -> bool:
@@ -184,6 +190,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("auto.leader.rebalance.enable", _parse_bool, "true", "Move leadership back to preferred."),
         ConfigDef("leader.imbalance.check.interval.seconds", int, "300", "Preferred-leader check period."),
         ConfigDef("controlled.shutdown.enable", _parse_bool, "true", "Move leaders away before stopping."),
+        *(ConfigDef(*row) for row in SECURITY_CONFIGS),
         ConfigDef("num.io.threads", int, "8", "Accepted for compatibility; Strom uses one event loop."),
         ConfigDef("num.network.threads", int, "3", "Accepted for compatibility; Strom uses one event loop."),
     )
@@ -228,7 +235,9 @@ class BrokerConfig:
                 self._values[name] = definition.parse(text)
             except ValueError as exc:
                 raise ConfigError(f"invalid value for {name}: {text!r} ({exc})") from None
-        unknown = sorted(set(props) - set(BROKER_CONFIGS))
+        # ``listener.name.<listener>.<config>``: Kafka's per-listener overrides of security settings.
+        self.listener_overrides = {k: v for k, v in props.items() if is_listener_override(k)}
+        unknown = sorted(set(props) - set(BROKER_CONFIGS) - set(self.listener_overrides))
         if unknown:
             raise ConfigError(f"unknown broker config: {', '.join(unknown)}")
 
@@ -240,6 +249,21 @@ class BrokerConfig:
 
     def get(self, name: str) -> Any:
         return self._values[name]
+
+    def for_listener(self, listener: str, name: str) -> Any:
+        """``listener.name.<listener>.<name>`` if set, else the broker-wide ``name`` (parsed)."""
+        raw = self.listener_overrides.get(f"{LISTENER_PREFIX}{listener.lower()}.{name}")
+        if raw is None:
+            return self._values.get(name)
+        definition = BROKER_CONFIGS.get(name)
+        try:
+            return definition.parse(raw) if definition is not None else raw
+        except ValueError as exc:
+            raise ConfigError(f"invalid value for listener {listener} {name}: {raw!r} ({exc})") from None
+
+    def listener_raw(self, listener: str, name: str) -> str | None:
+        """A per-listener-only setting (``listener.name.<listener>.<name>``), unparsed; None if unset."""
+        return self.listener_overrides.get(f"{LISTENER_PREFIX}{listener.lower()}.{name}")
 
     @property
     def broker_id(self) -> int:
@@ -260,11 +284,17 @@ class BrokerConfig:
         return out
 
     def describe(self) -> list[tuple[str, str | None, bool]]:
-        """(name, value, is_default) for every broker config, as DescribeConfigs reports them."""
+        """(name, value, is_default) for every broker config, as DescribeConfigs reports them.
+
+        Secrets (passwords, private keys, JAAS configs) are reported as None, as Kafka reports them.
+        """
         rows: list[tuple[str, str | None, bool]] = []
         for name, definition in BROKER_CONFIGS.items():
             if name in self.raw:
-                rows.append((name, self.raw[name], False))
+                rows.append((name, None if name in SENSITIVE else self.raw[name], False))
             else:
                 rows.append((name, definition.default, True))
+        for name in sorted(self.listener_overrides):
+            hidden = any(name.endswith(secret) for secret in SENSITIVE)
+            rows.append((name, None if hidden else self.listener_overrides[name], False))
         return rows

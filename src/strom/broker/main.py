@@ -1,10 +1,11 @@
 """`strom serve`: run one broker in the foreground until SIGINT/SIGTERM, then shut down cleanly.
 
 On start the broker prints `Strom broker <id> HTTP on http://<host>:<port>` when its HTTP listener
-(`http_server.py`: the schema registry) is up, then `Strom broker <id> listening on <host>:<port>` (the
-ports the OS chose when a listener asks for port 0): the `strom.testing` fixture and scripts read them
-to learn the bootstrap address and the registry URL. A clean shutdown flushes and checkpoints every
-log so the next start skips recovery.
+(`http_server.py`: the schema registry) is up, then (unless the one listener is PLAINTEXT) per listener `Strom broker <id> listener
+<NAME> (<PROTOCOL>) on <host>:<port>` (its advertised address), and last `Strom broker <id> listening
+on <host>:<port>`, the inter-broker listener's (the ports the OS chose when a listener asks for port
+0): the `strom.testing` fixture and scripts read them to learn the bootstrap address and the registry
+URL. A clean shutdown flushes and checkpoints every log so the next start skips recovery.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import ctypes
 import logging
 import signal
 import sys
+from collections.abc import Callable
 
 from strom._util.errors import ConfigError
 from strom.broker.broker import Broker, Endpoint
@@ -21,6 +23,7 @@ from strom.broker.config import BrokerConfig
 from strom.broker.http_server import HttpServer
 from strom.broker.metrics_api import MetricsApi
 from strom.broker.registry_api import RegistryApi
+from strom.broker.security.listeners import ListenerSetup, parse_listener_setup
 from strom.broker.server import KafkaServer
 from strom.broker.ui.routes import ConsoleApi
 from strom.protocol.errors import KafkaError
@@ -28,46 +31,60 @@ from strom.protocol.errors import KafkaError
 log = logging.getLogger("strom")
 
 
-def parse_listener(listener: str) -> tuple[str, int]:
-    """`PLAINTEXT://host:port` → (host, port). Only PLAINTEXT is served."""
-    scheme, sep, rest = listener.partition("://")
-    if not sep:
-        raise ConfigError(f"listener {listener!r} is not of the form PLAINTEXT://host:port")
-    if scheme.upper() != "PLAINTEXT":
-        raise ConfigError(f"listener {listener!r}: only PLAINTEXT is supported")
-    host, colon, port = rest.rpartition(":")
-    if not colon or not port.isdigit():
-        raise ConfigError(f"listener {listener!r} has no port")
-    return host or "0.0.0.0", int(port)
+def listener_setup(config: BrokerConfig) -> ListenerSetup:
+    """Kafka's listener settings, validated together (security/listeners.py)."""
+    return parse_listener_setup(
+        config.get("listeners"),
+        config.get("advertised.listeners"),
+        config.get("listener.security.protocol.map"),
+        config.get("inter.broker.listener.name"),
+        config.get("security.inter.broker.protocol"),
+    )
 
 
 async def run_broker(config: BrokerConfig, stop: asyncio.Event) -> None:
-    listeners = config.get("listeners")
-    if len(listeners) != 1:
-        raise ConfigError("exactly one listener is supported")
-    host, port = parse_listener(listeners[0])
+    setup = listener_setup(config)
     broker = Broker(config)
-    server = KafkaServer(broker, host, port)
-    bound_host, bound_port = await server.start()
-    advertised = config.get("advertised.listeners")
-    if advertised:
-        adv_host, adv_port = parse_listener(advertised[0])
-        broker.advertised = Endpoint(adv_host, adv_port or bound_port)
-    else:
-        shown = bound_host if bound_host not in ("0.0.0.0", "::") else "localhost"
-        broker.advertised = Endpoint(shown, bound_port)
+    servers: list[KafkaServer] = []
+    endpoints: dict[str, Endpoint] = {}
     try:
-        http, registry_api = await _start_http(config, broker, server)
+        for listener in setup.listeners:
+            server = KafkaServer(broker, listener.host, listener.port, listener)
+            bound_host, bound_port = await server.start()
+            servers.append(server)
+            adv_host, adv_port = setup.advertised[listener.name]
+            if adv_host in ("", "0.0.0.0", "::"):
+                adv_host = "localhost" if bound_host in ("0.0.0.0", "::") else bound_host
+            endpoints[listener.name] = Endpoint(adv_host, adv_port or bound_port)
+        broker.advertised = endpoints[setup.inter_broker]
+        broker.listener_endpoints = endpoints
+        http, registry_api = await _start_http(
+            config, broker, lambda: sum(server.connection_count for server in servers)
+        )
     except BaseException:
-        await server.stop()
+        for server in servers:
+            await server.stop()
         raise
     broker.start_background()
-    print(f"Strom broker {broker.node_id} listening on {broker.advertised.host}:{bound_port}", flush=True)
+    simple = len(servers) == 1 and servers[0].listener.name == "PLAINTEXT"
+    for server in [] if simple else servers:
+        name = server.listener.name
+        shown = endpoints[name]
+        print(
+            f"Strom broker {broker.node_id} listener {name} ({server.listener.protocol.value}) "
+            f"on {shown.host}:{shown.port}",
+            flush=True,
+        )
+    print(
+        f"Strom broker {broker.node_id} listening on {broker.advertised.host}:{broker.advertised.port}",
+        flush=True,
+    )
     try:
         await stop.wait()
     finally:
         log.info("shutting down")
-        await server.stop()
+        for server in servers:
+            await server.stop()
         await http.stop()
         await registry_api.close()
         await broker.stop()
@@ -75,7 +92,7 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event) -> None:
 
 
 async def _start_http(
-    config: BrokerConfig, broker: Broker, server: KafkaServer
+    config: BrokerConfig, broker: Broker, connection_count: Callable[[], int]
 ) -> tuple[HttpServer, RegistryApi]:
     """The HTTP listener with the registry's routes (its URL is where other brokers forward writes)
     and, unless ``metrics.enabled=false``, ``/metrics``."""
@@ -84,7 +101,7 @@ async def _start_http(
     http.mount(registry_api.routes())
     http.mount(ConsoleApi(broker).routes())
     if broker.metrics is not None:
-        http.mount(MetricsApi(broker, broker.metrics, lambda: server.connection_count).routes())
+        http.mount(MetricsApi(broker, broker.metrics, connection_count).routes())
     bound = await http.start()
     if bound:
         host, port = bound[0]

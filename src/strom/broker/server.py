@@ -39,6 +39,7 @@ from strom.broker.broker import Broker
 from strom.broker.handlers import HANDLERS, RequestContext, advertised_api_keys
 from strom.broker.handlers.base import CloseConnection, Handler
 from strom.broker.response_writer import ResponseWriter
+from strom.broker.security.listeners import ANONYMOUS, Listener, SecurityProtocol
 from strom.protocol.api import INTERNAL, SUPPORTED, ApiKey
 from strom.protocol.codec import (
     Chunk,
@@ -84,10 +85,13 @@ _Slot = asyncio.Task[_Answer] | list[Chunk] | _Close
 
 
 class KafkaServer:
-    def __init__(self, broker: Broker, host: str, port: int) -> None:
+    """One listener: ``listener`` names it and its security protocol (default: a PLAINTEXT listener)."""
+
+    def __init__(self, broker: Broker, host: str, port: int, listener: Listener | None = None) -> None:
         self.broker = broker
         self._host = host
         self._port = port
+        self.listener = listener or Listener("PLAINTEXT", SecurityProtocol.PLAINTEXT, host, port)
         self.max_request_bytes = int(broker.config.get("socket.request.max.bytes"))
         self._server: asyncio.Server | None = None
         self._connections: set[_Connection] = set()
@@ -113,7 +117,7 @@ class KafkaServer:
         if self._server is not None:
             await self._server.wait_closed()
 
-    def decode(self, payload: bytearray, client_host: str) -> _Call | list[Chunk]:
+    def decode(self, payload: bytearray, client_host: str, principal: str = ANONYMOUS) -> _Call | list[Chunk]:
         """The handler call for a request frame, or an immediate answer; raises _CloseConnection."""
         # API and version are judged from the fixed header prefix before the body is decoded (as Kafka
         # does), so a version we do not serve is reported as such whatever its body holds.
@@ -139,7 +143,14 @@ class KafkaServer:
             log.warning("closing connection from %s: malformed request (%s)", client_host, exc)
             raise _CloseConnection from None
         ctx = RequestContext(
-            self.broker, key, version, request.correlation_id, request.client_id, client_host
+            self.broker,
+            key,
+            version,
+            request.correlation_id,
+            request.client_id,
+            client_host,
+            principal=principal,
+            listener=self.listener.name,
         )
         return _Call(HANDLERS[key], ctx, request)
 
@@ -204,6 +215,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._slots: deque[_Slot] = deque()  # responses not yet written, in request order
         self._concurrent: set[asyncio.Task[_Answer]] = set()  # acks=all produces still running
         self.client_host = "?"
+        self.principal = ANONYMOUS  # set once the connection is authenticated (TLS certificate, SASL)
         self._transport: asyncio.Transport | None = None
         self._writer: ResponseWriter | None = None
         self._worker: asyncio.Task[None] | None = None
@@ -372,7 +384,7 @@ class _Connection(asyncio.BufferedProtocol):
     async def _process(self, payload: bytearray, received_ns: int) -> bool:
         """Handle one request, queueing its response in order; False once the connection must close."""
         try:
-            decoded = self._server.decode(payload, self.client_host)
+            decoded = self._server.decode(payload, self.client_host, self.principal)
             if not isinstance(decoded, _Call):
                 self._answer(decoded)
                 return True

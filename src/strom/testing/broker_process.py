@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO
 
 _READY = re.compile(r"Strom broker (\d+) listening on ([^:\s]+):(\d+)")
+_LISTENER = re.compile(r"Strom broker \d+ listener (\S+) \((\S+)\) on ([^:\s]+):(\d+)")
 _HTTP = re.compile(r"Strom broker \d+ HTTP on (http://\S+?):(\d+)")
 
 
@@ -45,6 +46,8 @@ class BrokerProcess:
         # broker must never take the registry's default port 8081. Kept across restarts, like port.
         self.http_port = 0
         self.http_url: str | None = None
+        # Listener name -> advertised "host:port", from the broker's start-up lines.
+        self.listeners: dict[str, str] = {}
         self.proc: subprocess.Popen[str] | None = None
         self._log: IO[str] | None = None
 
@@ -88,6 +91,9 @@ class BrokerProcess:
                 self.http_url = f"{http.group(1)}:{http.group(2)}"
                 if "http.listeners" not in self.overrides:
                     self.http_port = int(http.group(2))
+            named = _LISTENER.search(line)
+            if named:
+                self.listeners[named.group(1)] = f"{named.group(3)}:{named.group(4)}"
             match = _READY.search(line)
             if match:
                 self.port = int(match.group(3))

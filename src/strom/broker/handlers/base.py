@@ -27,6 +27,11 @@ class RequestContext:
     client_id: str | None
     client_host: str
     remote_ns: int = 0  # time parked in the purgatory (metrics: RemoteTimeMs)
+    # Who sent it, in Kafka's form: "User:ANONYMOUS" (PLAINTEXT, or TLS without a client certificate),
+    # "User:<name>" after SASL, "User:CN=...,O=..." from a client certificate (mutual TLS). Set per
+    # connection by server.py once it is authenticated; ACLs are decided on it.
+    principal: str = "User:ANONYMOUS"
+    listener: str = "PLAINTEXT"  # the name of the listener the request arrived on
 
 
 Handler = Callable[[RequestContext, Body], Awaitable[Body | None]]
