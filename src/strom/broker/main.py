@@ -1,11 +1,12 @@
 """`strom serve`: run one broker in the foreground until SIGINT/SIGTERM, then shut down cleanly.
 
 On start the broker prints `Strom broker <id> HTTP on http://<host>:<port>` when its HTTP listener
-(`http_server.py`: the schema registry) is up, then (unless the one listener is PLAINTEXT) per listener `Strom broker <id> listener
-<NAME> (<PROTOCOL>) on <host>:<port>` (its advertised address), and last `Strom broker <id> listening
-on <host>:<port>`, the inter-broker listener's (the ports the OS chose when a listener asks for port
-0): the `strom.testing` fixture and scripts read them to learn the bootstrap address and the registry
-URL. A clean shutdown flushes and checkpoints every log so the next start skips recovery.
+(`http_server.py`: the schema registry) is up, then (unless the one listener is PLAINTEXT) per
+listener `Strom broker <id> listener <NAME> (<PROTOCOL>) on <host>:<port>` (its advertised address),
+and last `Strom broker <id> listening on <host>:<port>`, the inter-broker listener's (the ports the OS
+chose when a listener asks for port 0): the `strom.testing` fixture and scripts read them to learn the
+bootstrap address and the registry URL. A clean shutdown flushes and checkpoints every log so the next
+start skips recovery.
 """
 
 from __future__ import annotations
