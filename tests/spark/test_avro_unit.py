@@ -347,3 +347,14 @@ def test_truncated_record_in_a_one_schema_column_is_named() -> None:
     payloads[6] = good[:-2]
     with pytest.raises(AvroDecodeError, match="offset 106 of t-1"):
         decoder.decode(binary(payloads), offsets(list(range(100, 110))), "t", 1, registry.__getitem__)
+
+
+def test_a_one_schema_column_is_read_as_one_block() -> None:
+    """The common case takes the whole-column path (it swallows its own failures, so check it is used)."""
+    decoder, registry = decoder_v2()
+    data = [{"user": f"u{i}", "latency_ms": i, "country": "c", "referrer": None} for i in range(50)]
+    column = binary([frame(2, avro_bytes(V2, d)) for d in data])
+    decoder.decode(column, offsets(list(range(50))), "t", 0, registry.__getitem__)  # prepares the schemas
+    assert decoder._decode_one_schema(column, "t", 0, registry.__getitem__) == data
+    sliced = column.slice(10, 20)  # an Arrow array with an offset into its buffers
+    assert decoder._decode_one_schema(sliced, "t", 0, registry.__getitem__) == data[10:30]

@@ -44,6 +44,7 @@ MAGIC = 0
 _HEADER = struct.Struct(">bi")
 HEADER_SIZE = _HEADER.size
 _SYNC_SIZE = 16  # an object container file's sync marker
+_MAX_BINARY = 2**31 - 1
 
 
 class AvroDecodeError(ValueError):
@@ -91,6 +92,13 @@ def _by_header(payloads: list[bytes | None]) -> dict[bytes, list[int]]:
         if payload is not None:
             groups.setdefault(payload[:HEADER_SIZE], []).append(i)
     return groups
+
+
+def offsets_of(binary: pa.Array) -> pa.Array:
+    """The n + 1 value offsets of a binary array into its data buffer (`BinaryArray` has no accessor)."""
+    return pa.Array.from_buffers(
+        pa.int32(), len(binary) + 1, [None, binary.buffers()[1]], offset=binary.offset
+    )
 
 
 def arrow_type(data_type: DataType) -> pa.DataType:
@@ -161,8 +169,9 @@ class AvroColumnDecoder:
         try:
             schema_id, _ = split(first)
             writer = self._writers.get(schema_id) or self._writer_schema(schema_id, lookup)
-            bodies = pc.binary_slice(values, HEADER_SIZE)
-            ends = bodies.offsets
+            # An explicit stop: pyarrow 26 overflows computing the output size with the default one.
+            bodies = pc.binary_slice(values, HEADER_SIZE, _MAX_BINARY)
+            ends = offsets_of(bodies)
             data = memoryview(bodies.buffers()[2])[ends[0].as_py() : ends[-1].as_py()]
             return self._read_block(schema_id, writer, data, len(bodies))
         except Exception:
