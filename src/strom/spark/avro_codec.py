@@ -214,7 +214,7 @@ class AvroColumnDecoder:
         """Every body at once, as one block of an Avro object container file in memory.
 
         fastavro's per-record `schemaless_reader` re-prepares its schemas on every call; its block reader
-        does not (about a third less CPU per record here). The block must be consumed exactly: a body
+        does not (15-25% less CPU per record here). The block must be consumed exactly: a body
         shorter or longer than its datum shifts the records after it, which then fail to decode or end
         off the block's end (only a shift that happened to decode validly up to exactly the end would go
         unnoticed). Any failure sends the group to the record-by-record path, which names the record.
