@@ -175,21 +175,34 @@ def test_parse_spec_strips_comments_and_parses_defaults() -> None:
     assert spec.max_version == 2 and spec.flexible(2)
 
 
-def test_supported_table_is_within_specs_and_pre_flexible() -> None:
+# Flexible (KIP-482) versions the broker advertises, each added deliberately with per-version tests by
+# real clients or raw requests: ApiVersions 3-4; OffsetFetch 6-7 (require_stable, KIP-447); the
+# transactional APIs' newer versions (KIP-360, KIP-447) and the describe APIs of KIP-664, which exist
+# only as flexible versions; WriteTxnMarkers 1 for admin tools; the reassignment APIs (KIP-455,
+# flexible-only). Any other advertised version must be pre-flexible.
+FLEXIBLE_ADVERTISED = {
+    ApiKey.API_VERSIONS: [3, 4],
+    ApiKey.OFFSET_FETCH: [6, 7],
+    ApiKey.INIT_PRODUCER_ID: [2, 3, 4],
+    ApiKey.ADD_PARTITIONS_TO_TXN: [3],
+    ApiKey.ADD_OFFSETS_TO_TXN: [3],
+    ApiKey.END_TXN: [3],
+    ApiKey.TXN_OFFSET_COMMIT: [3],
+    ApiKey.DESCRIBE_PRODUCERS: [0],
+    ApiKey.DESCRIBE_TRANSACTIONS: [0],
+    ApiKey.LIST_TRANSACTIONS: [0, 1],
+    ApiKey.WRITE_TXN_MARKERS: [1],
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: [0],
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: [0],
+}
+
+
+def test_supported_table_is_within_specs_and_flexible_only_where_listed() -> None:
     for key, (low, high) in SUPPORTED.items():
         spec = request_spec(key)
         assert spec is not None and 0 <= low <= high <= spec.max_version
         flexible = [v for v in range(low, high + 1) if api.flexible(key, v)]
-        # ApiVersions 3-4, and the reassignment APIs, which exist only in flexible versions (KIP-455).
-        flexible_only = (ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.LIST_PARTITION_REASSIGNMENTS)
-        expected = (
-            [3, 4]
-            if key == ApiKey.API_VERSIONS
-            else list(range(low, high + 1))
-            if key in flexible_only
-            else []
-        )
-        assert flexible == expected, key.name
+        assert flexible == FLEXIBLE_ADVERTISED.get(key, []), key.name
     assert api.flexible(ApiKey.PRODUCE, 9) and not api.flexible(ApiKey.PRODUCE, 8)
     assert not api.flexible(999, 0)
     assert api.max_spec_version(ApiKey.METADATA) == 13 and api.max_spec_version(999) == -1
