@@ -202,8 +202,9 @@ def test_a_fenced_producers_last_marker_outlives_its_horizon_and_keeps_its_epoch
     """A second instance of a transactional id fences the first, whose open transaction the coordinator
     aborts with a marker at the bumped epoch. Compaction removes the aborted record and stamps the
     marker with a delete horizon, but keeps it past the horizon (its producer's last batch, holding
-    the fence); confluent-kafka and kafka-python readers of both isolation levels read the log, and
-    after a kill -9 that loses every producer-state snapshot the rebuilt state has the fenced epoch."""
+    the fence); confluent-kafka, kafka-python and aiokafka readers of both isolation levels read the
+    log, and after a kill -9 that loses every producer-state snapshot the rebuilt state has the
+    fenced epoch."""
     broker = strom_broker_factory(**SETTINGS)
     topic = f"txf-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # must outlive its futures
@@ -263,8 +264,33 @@ def test_a_fenced_producers_last_marker_outlives_its_horizon_and_keeps_its_epoch
         finally:
             consumer.close()
         assert values and all(v.isdigit() for v in values)
+        assert read_with_aiokafka(broker.bootstrap, topic, level) == values
     broker.kill()
     for snapshot in (broker.data_dir / "logs" / f"{topic}-0").glob("*.snapshot"):
         snapshot.unlink()
     broker.start()
     assert {pid: epoch for pid, epoch in producers().items() if pid in fenced} == fenced
+
+
+def read_with_aiokafka(bootstrap: str, topic: str, isolation: str) -> list[bytes]:
+    """Every value aiokafka's consumer of ``isolation`` level reads from partition 0."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.structs import TopicPartition as AiTopicPartition
+
+    async def run() -> list[bytes]:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap, auto_offset_reset="earliest", isolation_level=isolation
+        )
+        await consumer.start()
+        try:
+            consumer.assign([AiTopicPartition(topic, 0)])
+            got: list[bytes] = []
+            while batch := await consumer.getmany(timeout_ms=1500):
+                got += [m.value for msgs in batch.values() for m in msgs if m.value is not None]
+            return got
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(run())
