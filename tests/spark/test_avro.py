@@ -183,3 +183,40 @@ def test_avro_keys_round_trip(spark: Any, strom_broker: str, registry_url: str) 
     assert back.schema["key"].dataType.simpleString() == "struct<user:string,shard:int>"
     got = sorted((r.key.user, r.key.shard, bytes(r.value).decode()) for r in back.collect())
     assert got == sorted((u, s, v) for (u, s), v in rows)
+
+
+def test_streaming_avro_read_and_write(
+    spark: Any, strom_broker: str, registry_url: str, tmp_path: Any
+) -> None:
+    """A typed stream into a typed topic: readStream with valueFormat avro, writeStream (exactly-once by
+    default) with the same subject's schema."""
+    source, sink = new_topic(strom_broker, partitions=2), new_topic(strom_broker, partitions=1)
+    clicks = [{"user": f"u{i}", "page": "/", "latency_ms": i} for i in range(25)]
+    produce_avro(strom_broker, registry_url, source, V1, clicks)
+    stream = (
+        spark.readStream.format("strom")
+        .option("kafka.bootstrap.servers", strom_broker)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .option("valueFormat", "avro")
+        .option("schema.registry.url", registry_url)
+        .load()
+    )
+    query = (
+        stream.select("value")
+        .writeStream.format("strom")
+        .option("kafka.bootstrap.servers", strom_broker)
+        .option("topic", sink)
+        .option("valueFormat", "avro")
+        .option("valueSubject", f"{source}-value")
+        .option("schema.registry.url", registry_url)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(120)
+    assert query.exception() is None
+    deserializer = AvroDeserializer(SchemaRegistryClient({"url": registry_url}))
+    context = SerializationContext(sink, MessageField.VALUE)
+    got = [deserializer(r["value"], context) for r in consume_all(strom_broker, sink, 1)]
+    assert sorted(got, key=lambda c: c["latency_ms"]) == clicks
