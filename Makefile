@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 DATA ?= ./data
 
-.PHONY: install install-test run test lint typecheck layers unit chaos eos-long bench demo clean
+.PHONY: install install-test run test lint typecheck layers unit chaos eos-long spark-eos-kill bench demo clean
 
 install:
 	@scripts/install.sh run
@@ -43,6 +43,14 @@ chaos: install-test
 TXN_KILLS ?= 20
 eos-long: install-test
 	TXN_KILLS=$(TXN_KILLS) $(PY) -m pytest -q -s tests/cluster/test_transactions_cluster.py -k while_the_coordinator
+
+# The exactly-once Spark sink's long form: a streaming query's driver SIGKILLed at seeded random points
+# and restarted from its checkpoint SPARK_KILLS times (`make test` runs 3); docs/transactions.md.
+SPARK_KILLS ?= 10
+SPARK_KILL_SEED ?= 13
+spark-eos-kill: install-test
+	STROM_EOS_KILL_RUNS=$(SPARK_KILLS) STROM_EOS_KILL_SEED=$(SPARK_KILL_SEED) $(PY) -m pytest -q -s \
+		tests/spark/test_exactly_once_kill.py -k killed_and_restarted
 
 bench: install-test
 	$(PY) bench/run.py

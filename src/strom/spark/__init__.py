@@ -17,8 +17,11 @@ Theory of operation (details in each module's docstring):
 * `planning` -- pure arithmetic: read limits, data-loss checks, splitting ranges into tasks.
 * `reader` -- batch and micro-batch readers; stream offsets live in Spark's checkpoint.
 * `fetcher` -- executor-side reading of one offset range (assign + seek, bounded by the planned end,
-  never past the high watermark) into Arrow record batches.
+  never past the high watermark, or the last stable offset under read_committed, the default) into
+  Arrow record batches.
 * `writer` -- the sink: idempotent producer, Java-compatible murmur2 key placement.
+* `transactional` -- the exactly-once streaming sink: a transaction per task and micro-batch, fenced
+  and resumed after the committed rows on a re-run.
 * `partitioner` -- murmur2 as Java computes it, for predicting placements.
 * `deploy` -- which Python runs Spark's Python workers (set by `register()`, checked at once).
 

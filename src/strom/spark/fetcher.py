@@ -3,13 +3,15 @@
 Theory of operation
 -------------------
 An executor task owns one `OffsetRange` `[from_offset, until_offset)` of one partition, planned on the
-driver below the high watermark it saw. It opens its own confluent-kafka `Consumer` (never a consumer
-group: `assign` with the start offset, no commits, `auto.offset.reset=error`), consumes in chunks with
-`consume(num_messages=...)`, keeps the records whose offsets fall inside the range, and turns each chunk
-into a `pyarrow.RecordBatch` with Spark's Kafka schema -- column by column, so no per-row Python tuple is
-built and Spark receives Arrow directly. It stops as soon as it has seen offset `until_offset - 1` (or the
-consumer's position reached `until_offset`, which covers offsets with no record such as transaction
-markers or compacted-away records), so it never waits on, or reads beyond, the planned end.
+driver below the high watermark it saw (the last stable offset under `isolation.level=read_committed`, the
+default: the consumer then skips aborted records and markers, and its position moves past them). It opens
+its own confluent-kafka `Consumer` (never a consumer group: `assign` with the start offset, no commits,
+`auto.offset.reset=error`), consumes in chunks with `consume(num_messages=...)`, keeps the records whose
+offsets fall inside the range, and turns each chunk into a `pyarrow.RecordBatch` with Spark's Kafka schema
+-- column by column, so no per-row Python tuple is built and Spark receives Arrow directly. It stops as
+soon as it has seen offset `until_offset - 1` (or the consumer's position reached `until_offset`, which
+covers offsets with no record such as transaction markers or compacted-away records), so it never waits
+on, or reads beyond, the planned end.
 
 Failure cases:
 

@@ -12,8 +12,9 @@ Planning happens on the driver; reading on the executors.
   `startingOffsetsByTimestamp` (default: latest) for a brand-new query only.
 * **latestOffset(start, limit).** Lists the subscription's partitions now (so new topics matching
   `subscribePattern` and partitions added to subscribed topics are picked up; they start from their log
-  start offset), asks for their high watermarks, caps them by the `Trigger.AvailableNow` target when one
-  was set by `prepareForTriggerAvailableNow()`, and applies the read limit Spark passes:
+  start offset), asks for their high watermarks (last stable offsets under read_committed, the default),
+  caps them by the `Trigger.AvailableNow` target when one was set by `prepareForTriggerAvailableNow()`,
+  and applies the read limit Spark passes:
   `ReadAllAvailable` (everything), `ReadMaxRows` (`maxOffsetsPerTrigger`) or `ReadMinRows`
   (`minOffsetsPerTrigger`, with `maxTriggerDelay`; `maxOffsetsPerTrigger` still applies on top). Returning
   `start` unchanged means "no new data" and Spark runs no batch. Partitions that disappeared are data loss.

@@ -91,7 +91,8 @@ class SinkTask:
 
 @dataclass(frozen=True, slots=True)
 class TaskOutcome:
-    """What an exactly-once task did: rows written, or `replayed` (its batch was committed before)."""
+    """What an exactly-once task did: rows written now; `replayed` when an earlier attempt of the same
+    task had committed rows of its batch (all of them when `records` is 0)."""
 
     records: int
     replayed: bool

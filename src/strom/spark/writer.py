@@ -60,7 +60,8 @@ _POLL_EVERY = 10_000
 
 @dataclass(frozen=True)
 class ProducedRecords(WriterCommitMessage):
-    """What one task wrote; `replayed` when an exactly-once task found its batch already committed."""
+    """What one task wrote; `replayed` when an exactly-once task found rows of its batch committed by an
+    earlier attempt (and wrote only the rest)."""
 
     records: int
     replayed: bool = False
