@@ -71,6 +71,7 @@ class Broker:
         self.advertised = Endpoint("127.0.0.1", 9092)  # the inter-broker listener's advertised address
         # Every listener's advertised address by listener name (main.py sets them once bound).
         self.listener_endpoints: dict[str, Endpoint] = {}
+        self.listener_protocols: dict[str, str] = {}  # listener name -> security protocol
         fetchers = ReplicaFetcherManager(
             self.node_id,
             int(config.get("replica.fetch.wait.max.ms")),
@@ -138,7 +139,12 @@ class Broker:
         self.groups.start()
         self.transactions.start()
         self.registry.start()
-        self.control.start(self.advertised.host, self.advertised.port)
+        self.control.start(
+            self.advertised.host,
+            self.advertised.port,
+            tuple((name, e.host, e.port) for name, e in self.listener_endpoints.items()),
+            tuple(sorted(self.listener_protocols.items())),
+        )
         self.replica_manager.start()
         get = self.config.get
         self._tasks += [

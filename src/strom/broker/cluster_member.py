@@ -116,6 +116,8 @@ class ClusterMember:
         self._log_manager = log_manager
         self._log_config_for = log_config_for
         self._host, self._port = "127.0.0.1", 9092  # until start() knows the bound listener
+        self._endpoints: tuple[tuple[str, str, int], ...] = ()
+        self._protocols: tuple[tuple[str, str], ...] = ()
         self.channel = KafkaControllerChannel(f"controller-{self.node_id}")
         self.controller = Controller(
             self.zk,
@@ -145,14 +147,23 @@ class ClusterMember:
         return self.zk.session_state
 
     # life cycle ------------------------------------------------------------------------------------
-    def start(self, host: str, port: int) -> None:
+    def start(
+        self,
+        host: str,
+        port: int,
+        endpoints: tuple[tuple[str, str, int], ...] = (),
+        protocols: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         self._host, self._port = host, port
+        self._endpoints, self._protocols = endpoints, protocols
         self.zk.on_state_change(self._on_session_event)
         self._watch_config_changes()
         self._registration_task = asyncio.create_task(self._register_then_elect())
 
     def registration(self) -> BrokerRegistration:
-        return BrokerRegistration(self.node_id, self._host, self._port, self.rack)
+        return BrokerRegistration(
+            self.node_id, self._host, self._port, self.rack, 0, self._endpoints, self._protocols
+        )
 
     async def _register_then_elect(self) -> None:
         loop = asyncio.get_running_loop()

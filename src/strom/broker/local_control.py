@@ -66,6 +66,7 @@ class LocalControlPlane:
         self._node_id = node_id
         self._rack = rack
         self._host, self._port = "127.0.0.1", 9092  # until start() knows the bound listener
+        self._endpoints: tuple[tuple[str, str, int], ...] = ()
 
     @property
     def metadata(self) -> ClusterMetadataStore:
@@ -80,9 +81,16 @@ class LocalControlPlane:
         return None
 
     # life cycle ------------------------------------------------------------------------------------
-    def start(self, host: str, port: int) -> None:
-        """Lead every partition of the catalogue and publish the metadata (with the bound endpoint)."""
+    def start(
+        self,
+        host: str,
+        port: int,
+        endpoints: tuple[tuple[str, str, int], ...] = (),
+        protocols: tuple[tuple[str, str], ...] = (),
+    ) -> None:
+        """Lead every partition of the catalogue and publish the metadata (with the bound endpoints)."""
         self._host, self._port = host, port
+        self._endpoints = endpoints
         self._become_leader(list(self._store.topics.values()))
 
     async def controlled_shutdown(self) -> None:
@@ -150,7 +158,13 @@ class LocalControlPlane:
                 "controller_epoch": CONTROLLER_EPOCH,
                 "topics": topics,
                 "live_brokers": [
-                    {"id": self._node_id, "host": self._host, "port": self._port, "rack": self._rack}
+                    {
+                        "id": self._node_id,
+                        "host": self._host,
+                        "port": self._port,
+                        "rack": self._rack,
+                        "endpoints": [{"listener": n, "host": h, "port": p} for n, h, p in self._endpoints],
+                    }
                 ],
             }
         )

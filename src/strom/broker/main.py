@@ -24,6 +24,7 @@ from strom.broker.config import BrokerConfig
 from strom.broker.http_server import HttpServer
 from strom.broker.metrics_api import MetricsApi
 from strom.broker.registry_api import RegistryApi
+from strom.broker.security.connection import for_listener as security_for_listener
 from strom.broker.security.listeners import ListenerSetup, parse_listener_setup
 from strom.broker.server import KafkaServer
 from strom.broker.ui.routes import ConsoleApi
@@ -50,13 +51,16 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event) -> None:
     endpoints: dict[str, Endpoint] = {}
     try:
         for listener in setup.listeners:
-            server = KafkaServer(broker, listener.host, listener.port, listener)
+            server = KafkaServer(
+                broker, listener.host, listener.port, security_for_listener(config, listener)
+            )
             bound_host, bound_port = await server.start()
             servers.append(server)
             adv_host, adv_port = setup.advertised[listener.name]
             if adv_host in ("", "0.0.0.0", "::"):
                 adv_host = "localhost" if bound_host in ("0.0.0.0", "::") else bound_host
             endpoints[listener.name] = Endpoint(adv_host, adv_port or bound_port)
+            broker.listener_protocols[listener.name] = listener.protocol.value
         broker.advertised = endpoints[setup.inter_broker]
         broker.listener_endpoints = endpoints
         http, registry_api = await _start_http(

@@ -17,7 +17,7 @@ catalogue's persisted counter.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from strom.broker.metadata_store import TopicInfo
@@ -40,6 +40,13 @@ class LiveBroker:
     host: str
     port: int
     rack: str | None
+    # Listener name -> advertised (host, port); Metadata answers with the listener the client is on.
+    endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        if not self.endpoints:
+            return self.host, self.port
+        return self.endpoints.get(listener)
 
 
 class ClusterMetadataStore:
@@ -68,7 +75,13 @@ class ClusterMetadataStore:
         self.controller_epoch = epoch
         self.controller_id = int(body["controller_id"])
         self.brokers = {
-            int(b["id"]): LiveBroker(int(b["id"]), b["host"], int(b["port"]), b.get("rack"))
+            int(b["id"]): LiveBroker(
+                int(b["id"]),
+                b["host"],
+                int(b["port"]),
+                b.get("rack"),
+                {e["listener"]: (e["host"], int(e["port"])) for e in b.get("endpoints") or ()},
+            )
             for b in body["live_brokers"]
         }
         partitions: dict[tuple[str, int], PartitionMetadata] = {}

@@ -48,7 +48,16 @@ class ControlPlane(Protocol):
         """The ZooKeeper session's state (CONNECTED, SUSPENDED, LOST); None without ZooKeeper."""
         ...
 
-    def start(self, host: str, port: int) -> None: ...
+    def start(
+        self,
+        host: str,
+        port: int,
+        endpoints: tuple[tuple[str, str, int], ...] = (),
+        protocols: tuple[tuple[str, str], ...] = (),
+    ) -> None:
+        """Join at ``host:port`` (the inter-broker listener), publishing every listener's
+        (name, advertised host, port) and security protocol."""
+        ...
 
     async def controlled_shutdown(self) -> None: ...
 

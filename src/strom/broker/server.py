@@ -36,10 +36,12 @@ from typing import NamedTuple, cast
 
 from strom._util.buffers import receive_buffer
 from strom.broker.broker import Broker
-from strom.broker.handlers import HANDLERS, RequestContext, advertised_api_keys
+from strom.broker.handlers import HANDLERS, RequestContext
+from strom.broker.handlers.api_versions import api_versions_fallback
 from strom.broker.handlers.base import CloseConnection, Handler
 from strom.broker.response_writer import ResponseWriter
-from strom.broker.security.listeners import ANONYMOUS, Listener, SecurityProtocol
+from strom.broker.security.connection import ListenerSecurity, tls_hint
+from strom.broker.security.listeners import ANONYMOUS
 from strom.protocol.api import INTERNAL, SUPPORTED, ApiKey
 from strom.protocol.codec import (
     Chunk,
@@ -49,7 +51,6 @@ from strom.protocol.codec import (
     decode_request,
     encode_response_chunks,
 )
-from strom.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -85,13 +86,16 @@ _Slot = asyncio.Task[_Answer] | list[Chunk] | _Close
 
 
 class KafkaServer:
-    """One listener: ``listener`` names it and its security protocol (default: a PLAINTEXT listener)."""
+    """One listener; ``security`` names it and says how its connections authenticate (default PLAINTEXT)."""
 
-    def __init__(self, broker: Broker, host: str, port: int, listener: Listener | None = None) -> None:
+    def __init__(
+        self, broker: Broker, host: str, port: int, security: ListenerSecurity | None = None
+    ) -> None:
         self.broker = broker
         self._host = host
         self._port = port
-        self.listener = listener or Listener("PLAINTEXT", SecurityProtocol.PLAINTEXT, host, port)
+        self.security = security or ListenerSecurity.plaintext(host, port)
+        self.listener = self.security.listener
         self.max_request_bytes = int(broker.config.get("socket.request.max.bytes"))
         self._server: asyncio.Server | None = None
         self._connections: set[_Connection] = set()
@@ -101,7 +105,11 @@ class KafkaServer:
     async def start(self) -> tuple[str, int]:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: _Connection(self), self._host, self._port, reuse_address=True
+            lambda: _Connection(self),
+            self._host,
+            self._port,
+            reuse_address=True,
+            **self.security.tls_options(),
         )
         sock = self._server.sockets[0]
         host, port = sock.getsockname()[:2]
@@ -124,14 +132,14 @@ class KafkaServer:
         key, version, correlation_id = _HEADER_PREFIX.unpack_from(payload)
         if not self._served(key, version):
             if key == ApiKey.API_VERSIONS:
-                return self._api_versions_fallback(correlation_id)
+                return api_versions_fallback(correlation_id)
             log.warning("closing connection from %s: API key %d v%d is not served", client_host, key, version)
             raise _CloseConnection
         try:
             request = decode_request(payload)
         except UnsupportedVersion as exc:
             if exc.api_key == ApiKey.API_VERSIONS:
-                return self._api_versions_fallback(exc.correlation_id)
+                return api_versions_fallback(exc.correlation_id)
             log.warning(
                 "closing connection from %s: unsupported API %s v%s",
                 client_host,
@@ -183,12 +191,6 @@ class KafkaServer:
         low_high = self._versions.get(key)
         return low_high is not None and low_high[0] <= version <= low_high[1]
 
-    @staticmethod
-    def _api_versions_fallback(correlation_id: int) -> list[Chunk]:
-        # Always a v0 body: the only layout a client can parse before versions are agreed.
-        body = {"error_code": int(ErrorCode.UNSUPPORTED_VERSION), "api_keys": advertised_api_keys()}
-        return encode_response_chunks(ApiKey.API_VERSIONS, 0, correlation_id, body)
-
 
 class _Connection(asyncio.BufferedProtocol):
     """One client connection: framing, the in-order worker, and the response order; see the docstring."""
@@ -228,8 +230,13 @@ class _Connection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.client_host = str(peer[0]) if peer else "?"
         self._writer = ResponseWriter(transport, self._on_write_failed, self._on_drained)
-        self._worker = self._loop.create_task(self._work())
         self._server._connections.add(self)
+        self._worker = self._loop.create_task(self._work())
+        principal = self._server.security.tls_principal(transport, self.client_host)
+        if principal is None:
+            self._abort_transport()
+        else:
+            self.principal = principal
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
@@ -282,10 +289,11 @@ class _Connection(asyncio.BufferedProtocol):
             (size,) = _SIZE.unpack_from(buf, start)
             if size < 8 or size > self._server.max_request_bytes:
                 log.warning(
-                    "closing connection from %s: request size %d outside 8..%d (socket.request.max.bytes)",
+                    "closing connection from %s: request size %d outside 8..%d (socket.request.max.bytes)%s",
                     self.client_host,
                     size,
                     self._server.max_request_bytes,
+                    tls_hint(buf[start]),
                 )
                 start = end
                 self._end_of_input()

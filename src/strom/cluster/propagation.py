@@ -132,7 +132,16 @@ def update_metadata_body(ctx: ControllerContext) -> dict[str, Any]:
         "controller_epoch": ctx.epoch,
         "topics": topics,
         "live_brokers": [
-            {"id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+            {
+                "id": b.broker_id,
+                "host": b.host,
+                "port": b.port,
+                "rack": b.rack,
+                "endpoints": [
+                    {"listener": name, "host": host, "port": port}
+                    for name, host, port in b.listener_endpoints()
+                ],
+            }
             for _, b in sorted(ctx.live.items())
         ],
     }

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable
@@ -215,9 +216,7 @@ class KafkaZkClient:
             with contextlib.suppress(NoNodeError, ValueError, KeyError):
                 data, stat = self._call(self._zk.get, f"{paths.BROKER_IDS}/{child}")
                 reg = BrokerRegistration.decode(int(child), data)
-                found[int(child)] = BrokerRegistration(
-                    reg.broker_id, reg.host, reg.port, reg.rack, stat.czxid
-                )
+                found[int(child)] = dataclasses.replace(reg, epoch=stat.czxid)
         return found
 
     # controller ------------------------------------------------------------------------------------

@@ -88,6 +88,13 @@ class BrokerRegistration:
     port: int
     rack: str | None
     epoch: int = 0  # czxid of the ephemeral znode: changes when the broker re-registers (a bounce)
+    # Every listener as (name, security protocol, advertised host, port); host/port above are the
+    # inter-broker listener's. Empty: one PLAINTEXT listener at host:port.
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+    protocols: tuple[tuple[str, str], ...] = ()  # listener name -> security protocol
+
+    def listener_endpoints(self) -> tuple[tuple[str, str, int], ...]:
+        return self.endpoints or (("PLAINTEXT", self.host, self.port),)
 
     def encode(self) -> bytes:
         return _dumps(
@@ -96,7 +103,8 @@ class BrokerRegistration:
                 "host": self.host,
                 "port": self.port,
                 "rack": self.rack,
-                "endpoints": [f"PLAINTEXT://{self.host}:{self.port}"],
+                "endpoints": [f"{name}://{host}:{port}" for name, host, port in self.listener_endpoints()],
+                "listener_security_protocol_map": dict(self.protocols or (("PLAINTEXT", "PLAINTEXT"),)),
                 "jmx_port": -1,
                 "timestamp": str(int(time.time() * 1000)),
             }
@@ -105,7 +113,15 @@ class BrokerRegistration:
     @classmethod
     def decode(cls, broker_id: int, data: bytes) -> BrokerRegistration:
         doc = _loads(data)
-        return cls(broker_id, str(doc["host"]), int(doc["port"]), doc.get("rack"))
+        endpoints = []
+        for text in doc.get("endpoints") or ():
+            name, _, rest = str(text).partition("://")
+            host, _, port = rest.rpartition(":")
+            endpoints.append((name, host.strip("[]"), int(port)))
+        protocols = tuple(sorted((doc.get("listener_security_protocol_map") or {}).items()))
+        return cls(
+            broker_id, str(doc["host"]), int(doc["port"]), doc.get("rack"), 0, tuple(endpoints), protocols
+        )
 
 
 def encode_controller(broker_id: int) -> bytes:

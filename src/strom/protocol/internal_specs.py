@@ -143,6 +143,11 @@ INTERNAL_SPECS: list[dict[str, Any]] = [
                     _f("Host", "string"),
                     _f("Port", _I32),
                     _f("Rack", "string", nullableVersions="0+"),
+                    _f(
+                        "Endpoints",
+                        "[]UpdateMetadataEndpoint",
+                        fields=[_f("Listener", "string"), _f("Host", "string"), _f("Port", _I32)],
+                    ),
                 ],
             ),
         ],

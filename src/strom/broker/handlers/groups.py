@@ -55,6 +55,11 @@ async def handle_find_coordinator(ctx: RequestContext, req: Body) -> Body:
     if found is None:
         return _find_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the key's partition has no leader yet")
     node_id, host, port = found
+    # The coordinator's address on the listener this client is connected to.
+    live = ctx.broker.metadata.brokers.get(node_id)
+    endpoint = live.endpoint(ctx.listener) if live is not None else None
+    if endpoint is not None:
+        host, port = endpoint
     return {
         "throttle_time_ms": 0,
         "error_code": 0,

@@ -87,6 +87,17 @@ def _lookup(broker: Broker, name: str, allow_auto_create: bool) -> dict[str, Any
     return _error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
+def _brokers(cache: ClusterMetadataStore, listener: str) -> list[Body]:
+    """Each live broker at its address on the listener the client is connected to (Kafka's rule: a
+    broker without that listener is left out)."""
+    out = []
+    for _, b in sorted(cache.brokers.items()):
+        endpoint = b.endpoint(listener)
+        if endpoint is not None:
+            out.append({"node_id": b.node_id, "host": endpoint[0], "port": endpoint[1], "rack": b.rack})
+    return out
+
+
 @handles(ApiKey.METADATA)
 async def handle_metadata(ctx: RequestContext, req: Body) -> Body:
     broker = ctx.broker
@@ -100,10 +111,7 @@ async def handle_metadata(ctx: RequestContext, req: Body) -> Body:
     cache = broker.metadata
     return {
         "throttle_time_ms": 0,
-        "brokers": [
-            {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-            for _, b in sorted(cache.brokers.items())
-        ],
+        "brokers": _brokers(cache, ctx.listener),
         "cluster_id": broker.cluster_id,
         "controller_id": cache.controller_id,
         "topics": topics,

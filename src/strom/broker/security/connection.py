@@ -1,0 +1,76 @@
+"""What a listener's security protocol asks of each connection: TLS context, principal from the
+client certificate (SSL) or from SASL (SASL_PLAINTEXT, SASL_SSL).
+
+`ListenerSecurity` is built once per listener at start-up (`for_listener`); the network layer asks it
+for a connection's principal once, when the connection is made, never per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from dataclasses import dataclass, field
+from typing import Any
+
+from strom.broker.security.listeners import ANONYMOUS, Listener, SecurityProtocol
+from strom.broker.security.tls import Settings, certificate_principal, parse_mapping_rules, server_context
+
+log = logging.getLogger(__name__)
+
+TLS_HANDSHAKE_TIMEOUT_S = 30.0
+
+
+@dataclass(slots=True)
+class ListenerSecurity:
+    listener: Listener
+    tls: ssl.SSLContext | None = None
+    mapping_rules: list[Any] = field(default_factory=list)
+
+    @classmethod
+    def plaintext(cls, host: str, port: int) -> ListenerSecurity:
+        return cls(Listener("PLAINTEXT", SecurityProtocol.PLAINTEXT, host, port))
+
+    @property
+    def sasl(self) -> bool:
+        return self.listener.protocol.uses_sasl
+
+    def tls_options(self) -> dict[str, Any]:
+        """``create_server`` keywords: the TLS context, and how long a handshake may take (it runs on
+        the event loop without blocking it; a client stalling in it is dropped)."""
+        if self.tls is None:
+            return {}
+        return {"ssl": self.tls, "ssl_handshake_timeout": TLS_HANDSHAKE_TIMEOUT_S}
+
+    def tls_principal(self, transport: asyncio.BaseTransport, client_host: str) -> str | None:
+        """The principal a new connection starts with; None (logged) if its certificate is refused.
+
+        On SASL listeners the principal comes from SASL later (Kafka ignores the certificate there).
+        """
+        if self.tls is None or self.sasl:
+            return ANONYMOUS
+        principal = certificate_principal(transport.get_extra_info("peercert"), self.mapping_rules)
+        if principal is None:
+            log.warning("closing TLS connection from %s: its certificate maps to no principal", client_host)
+        elif principal != ANONYMOUS:
+            log.info("TLS connection from %s on %s as %s", client_host, self.listener.name, principal)
+        return principal
+
+
+def for_listener(settings: Settings, listener: Listener) -> ListenerSecurity:
+    """The security of one listener from the broker's settings (raises ConfigError)."""
+    tls = server_context(settings, listener.name) if listener.protocol.uses_tls else None
+    if tls is not None and listener.protocol.uses_sasl:
+        # Kafka: on SASL_SSL only a listener-prefixed ssl.client.auth applies.
+        raw = settings.listener_raw(listener.name, "ssl.client.auth")
+        tls.verify_mode = {"requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}.get(
+            str(raw).lower(), ssl.CERT_NONE
+        )
+    rules = parse_mapping_rules(str(settings.for_listener(listener.name, "ssl.principal.mapping.rules")))
+    return ListenerSecurity(listener, tls, rules)
+
+
+def tls_hint(first_byte: int) -> str:
+    """Log hint for an impossible frame size: a TLS record (0x16 0x03 ..) read as a size means a TLS
+    client on a plaintext listener."""
+    return " - a TLS handshake? This listener is not SSL" if first_byte == 0x16 else ""

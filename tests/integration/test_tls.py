@@ -1,0 +1,131 @@
+"""SSL listeners (KIP-651 PEM) with every real client; mutual TLS principals; bad TLS refused while the
+broker keeps serving."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from strom.testing.broker_process import BrokerProcess
+from tests.integration.certs import Pki, make_pki, name
+from tests.integration.secure_clients import CLIENTS, Security, kcat_args, roundtrip
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def ssl_broker(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """PLAINTEXT for brokers, SSL (combined PEM keystore) and MTLS (inline PEM, client auth required)."""
+    overrides = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,MTLS://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL",
+        "ssl.keystore.location": str(pki.broker),
+        "ssl.truststore.location": str(pki.ca),
+        "listener.name.mtls.ssl.keystore.key": pki.broker_key.read_text(),
+        "listener.name.mtls.ssl.keystore.certificate.chain": pki.broker_cert.read_text(),
+        "listener.name.mtls.ssl.client.auth": "required",
+        "listener.name.mtls.ssl.principal.mapping.rules": "RULE:^CN=([^,]*),O=Mapped.*$/$1/L,DEFAULT",
+        "group.initial.rebalance.delay.ms": "0",
+    }
+    with BrokerProcess(tmp_path_factory.mktemp("ssl") / "data", overrides) as broker:
+        yield broker
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_ssl_roundtrip(ssl_broker: BrokerProcess, pki: Pki, client: str) -> None:
+    roundtrip(client, ssl_broker.listeners["SSL"], Security("SSL", ca=pki.ca), value_size=10_000)
+
+
+def _log_has(broker: BrokerProcess, text: str, timeout_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if text in broker.log_path.read_text():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python"])
+def test_mtls_principal_is_the_certificate_subject(ssl_broker: BrokerProcess, pki: Pki, client: str) -> None:
+    cert, key = pki.client(name(f"alice-{client}", org="Acme, Inc."), f"alice-{client}")
+    roundtrip(client, ssl_broker.listeners["MTLS"], Security("SSL", ca=pki.ca, cert=cert, key=key))
+    # RFC 2253, most specific first, the comma in O escaped (Kafka's form).
+    assert _log_has(ssl_broker, f"as User:CN=alice-{client},O=Acme\\, Inc.,C=US")
+    mapped_cert, mapped_key = pki.client(name("Bob", org="Mapped"), "bob")
+    roundtrip(
+        client, ssl_broker.listeners["MTLS"], Security("SSL", ca=pki.ca, cert=mapped_cert, key=mapped_key)
+    )
+    assert _log_has(ssl_broker, "as User:bob")
+
+
+def test_mtls_without_certificate_is_refused(ssl_broker: BrokerProcess, pki: Pki) -> None:
+    host, port = ssl_broker.listeners["MTLS"].split(":")
+    ctx = ssl.create_default_context(cafile=str(pki.ca))
+    with (
+        socket.create_connection((host, int(port)), timeout=10) as raw,
+        pytest.raises((ssl.SSLError, ConnectionError)),
+        ctx.wrap_socket(raw, server_hostname=host) as tls,
+    ):
+        # TLS 1.3: the refusal of a missing client certificate arrives after the handshake.
+        tls.sendall(b"\x00\x00\x00\x0a" + b"\x00" * 10)
+        if not tls.recv(1):
+            raise ConnectionError("closed")
+    roundtrip("confluent-kafka", ssl_broker.listeners["SSL"], Security("SSL", ca=pki.ca))
+
+
+def test_untrusted_broker_and_garbage_refused_broker_keeps_serving(
+    ssl_broker: BrokerProcess, pki: Pki, tmp_path: Path
+) -> None:
+    other = make_pki(tmp_path / "other", tag=" other")
+    # A client trusting another CA refuses the broker's certificate.
+    failed = subprocess.run(
+        [*kcat_args(ssl_broker.listeners["SSL"], Security("SSL", ca=other.ca)), "-L", "-m", "5"],
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert failed.returncode != 0
+    # A client certificate from an untrusted CA is refused on the mTLS listener.
+    cert, key = other.client(name("mallory"), "mallory")
+    failed = subprocess.run(
+        [
+            *kcat_args(ssl_broker.listeners["MTLS"], Security("SSL", ca=pki.ca, cert=cert, key=key)),
+            "-L",
+            "-m",
+            "5",
+        ],
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert failed.returncode != 0
+    # Garbage instead of a ClientHello, and a plaintext Kafka request on the TLS port.
+    for junk in (b"\xff" * 300, b"\x00\x00\x00\x0a\x00\x12\x00\x00\x00\x00\x00\x01\x00\x00"):
+        host, port = ssl_broker.listeners["SSL"].split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as raw:
+            raw.sendall(junk)
+            # The broker closes the connection (EOF, or a reset after a TLS alert).
+            try:
+                while raw.recv(1024):
+                    pass
+            except ConnectionResetError:
+                pass
+    # A TLS handshake on the plaintext port is refused with a hint in the log.
+    ctx = ssl.create_default_context(cafile=str(pki.ca))
+    plain_port = int(ssl_broker.bootstrap.split(":")[1])
+    with (
+        socket.create_connection(("127.0.0.1", plain_port), timeout=10) as raw,
+        pytest.raises((ssl.SSLError, ConnectionError, OSError)),
+    ):
+        ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+    assert _log_has(ssl_broker, "a TLS handshake? This listener is not SSL")
+    roundtrip("kcat", ssl_broker.listeners["SSL"], Security("SSL", ca=pki.ca))
