@@ -87,7 +87,7 @@ class BrokerCollector(Collector):
             jmx_name("kafka.network", "RequestMetrics", "RequestsPerSec"),
             "Requests handled, per request type and version.",
             ["request", "version"],
-            [([request_name(k), str(v)], n) for k, s in stats for v, n in sorted(s.versions.items())],
+            [([request_name(k), str(v)], n) for k, s in stats for v, n in enumerate(s.versions) if n],
         )
         for mbean, attr, doc in _TIMERS:
             rows = []

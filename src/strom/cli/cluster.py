@@ -23,6 +23,7 @@ from pathlib import Path
 from strom.cli.commands import client_options
 from strom.console.cluster import describe_cluster, elect_leaders
 from strom.console.errors import ConsoleError
+from strom.console.progress import progress
 from strom.testing.cluster import LocalCluster
 from strom.testing.zookeeper_process import ZooKeeperProcess, zookeeper_available
 
@@ -39,7 +40,14 @@ def cluster_up(args: argparse.Namespace) -> int:
     overrides = dict(item.split("=", 1) for item in args.set)
     cluster = LocalCluster(base, args.brokers, args.racks, overrides)
     try:
-        bootstrap = cluster.start()
+        # Steps: ZooKeeper, each broker, then every broker registered.
+        with progress("Starting the cluster", args.brokers + 2, "steps") as bar:
+
+            def step(what: str) -> None:
+                bar.advance()
+                bar.describe(what)
+
+            bootstrap = cluster.start(step)
     except RuntimeError as exc:
         cluster.stop()
         raise ConsoleError(str(exc)) from None

@@ -47,6 +47,7 @@ from confluent_kafka import (
 
 from strom.console.clients import ClientOptions, describe_kafka_error, fail, kafka_error_text
 from strom.console.errors import ConsoleError
+from strom.console.progress import Progress, progress
 
 _BATCH_SIZE = 500
 _POLL_S = 0.5
@@ -124,7 +125,10 @@ def consume(options: ClientOptions, settings: ConsumeSettings, sink: BinaryIO) -
             _require_topic(consumer, options, settings.topic)
             consumer.subscribe([settings.topic], on_assign=loop.on_assign)
             loop.join_deadline = time.monotonic() + options.timeout_s
-        return loop.run()
+        total = settings.max_messages
+        with progress(f"Consuming {settings.topic}", total, "records") as bar:
+            loop.bar = bar
+            return loop.run()
     finally:
         # close() leaves the group cleanly and makes the final auto-commit.
         consumer.close()
@@ -157,6 +161,7 @@ class _ConsumeLoop:
         self._last_record = time.monotonic()
         #: With a group: when to give up waiting for the first assignment (None = joined / no group).
         self.join_deadline: float | None = None
+        self.bar: Progress | None = None
 
     def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Rebalance callback: any assignment, even an empty one, proves the group was joined."""
@@ -217,6 +222,8 @@ class _ConsumeLoop:
         if err is None:
             self._sink.write(format_record(msg, self._settings))
             self._printed += 1
+            if self.bar is not None:
+                self.bar.advance()
             self._last_record = time.monotonic()
             self._at_end.discard(msg.partition() or 0)
         elif err.code() == KafkaError._PARTITION_EOF:

@@ -19,6 +19,8 @@ Theory of operation:
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
@@ -27,6 +29,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from strom.console.clients import ClientOptions, describe_kafka_error, fail, kafka_error_text
 from strom.console.errors import ConsoleError
+from strom.console.progress import Progress, progress
 
 #: librdkafka properties chosen by ``strom produce`` itself; ``--property`` overrides them.
 PRODUCER_DEFAULTS: Mapping[str, str] = {"partitioner": "murmur2_random"}
@@ -125,14 +128,32 @@ def produce_lines(options: ClientOptions, settings: ProduceSettings, source: Bin
     _check_destination(producer, options, settings)
     report = _DeliveryReport()
     sent = 0
-    try:
-        for key, value in parse_records(iter(source), settings.key_separator, settings.keep_empty_lines):
-            _send(producer, settings, key, value, report)
-            sent += 1
-    finally:
-        # Even when input parsing stops with an error, what was already accepted is delivered.
-        undelivered = producer.flush(options.timeout_s + _FLUSH_MARGIN_S)
+    with progress(f"Producing to {settings.topic}", _input_size(source), "bytes") as bar:
+        try:
+            lines = _counted(iter(source), bar)
+            for key, value in parse_records(lines, settings.key_separator, settings.keep_empty_lines):
+                _send(producer, settings, key, value, report)
+                sent += 1
+        finally:
+            # Even when input parsing stops with an error, what was already accepted is delivered.
+            bar.describe(f"Flushing to {settings.topic}")
+            undelivered = producer.flush(options.timeout_s + _FLUSH_MARGIN_S)
     return _check_report(report, sent, undelivered)
+
+
+def _input_size(source: BinaryIO) -> int | None:
+    """Bytes of a regular input file (``strom produce T < big.txt``); None for a pipe or terminal."""
+    try:
+        info = os.fstat(source.fileno())
+    except (OSError, ValueError, AttributeError):
+        return None
+    return info.st_size if stat.S_ISREG(info.st_mode) else None
+
+
+def _counted(lines: Iterator[bytes], bar: Progress) -> Iterator[bytes]:
+    for line in lines:
+        bar.advance(len(line))
+        yield line
 
 
 def _send(

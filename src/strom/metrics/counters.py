@@ -17,6 +17,8 @@ from typing import Any
 
 from strom.metrics.histogram import LatencyHistogram
 
+_MAX_VERSION = 64  # above every API's highest version
+
 
 class TopicCounters:
     """``kafka.server:type=BrokerTopicMetrics`` for one topic (Kafka's ``*PerSec`` meters' counts)."""
@@ -56,19 +58,37 @@ class RequestStats:
     __slots__ = ("local", "queue", "remote", "total", "versions")
 
     def __init__(self) -> None:
-        self.versions: dict[int, int] = {}
+        self.versions = [0] * _MAX_VERSION  # requests per API version (a list index is the cheapest)
         self.total = LatencyHistogram()
         self.queue = LatencyHistogram()
         self.local = LatencyHistogram()
         self.remote = LatencyHistogram()
 
     def observe(self, version: int, received_ns: int, started_ns: int, done_ns: int, remote_ns: int) -> None:
-        versions = self.versions
-        versions[version] = versions.get(version, 0) + 1
-        self.total.observe_ns(done_ns - received_ns)
-        self.queue.observe_ns(started_ns - received_ns)
-        self.remote.observe_ns(remote_ns)
-        self.local.observe_ns(max(done_ns - started_ns - remote_ns, 0))
+        # Inlined LatencyHistogram.observe_ns x 4: this runs once per request.
+        self.versions[version] += 1
+        ns = done_ns - received_ns
+        h = self.total
+        h.count += 1
+        h.sum_ns += ns
+        h.current[ns.bit_length()] += 1
+        ns = started_ns - received_ns
+        h = self.queue
+        h.count += 1
+        h.sum_ns += ns
+        h.current[ns.bit_length()] += 1
+        ns = done_ns - started_ns - remote_ns
+        h = self.local
+        h.count += 1
+        h.sum_ns += ns
+        h.current[ns.bit_length()] += 1
+        h = self.remote
+        h.count += 1
+        if remote_ns:
+            h.sum_ns += remote_ns
+            h.current[remote_ns.bit_length()] += 1
+        else:
+            h.current[0] += 1
 
 
 class BrokerCounters:

@@ -55,16 +55,21 @@ class LocalCluster:
             settings["broker.rack"] = rack
         return settings
 
-    def start(self) -> str:
+    def start(self, on_step: Callable[[str], None] | None = None) -> str:
+        """ZooKeeper, then each broker, then wait until all are live; ``on_step(what)`` after each."""
+        step = on_step or (lambda what: None)
         if self.zookeeper.proc is None:
             self.zookeeper.start()
+            step("ZooKeeper started")
         for broker_id in range(self.count):
             proc = self.broker_factory(
                 broker_id, self.base_dir / f"broker-{broker_id}", self.broker_overrides(broker_id)
             )
             self.brokers[broker_id] = proc
             proc.start()
+            step(f"broker {broker_id} started")
         self.wait_for_brokers(self.count)
+        step("all brokers registered")
         return self.bootstrap
 
     def wait_for_brokers(self, count: int, timeout_s: float = 30.0) -> None:
