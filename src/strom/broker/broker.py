@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from strom._util.clock import Clock, SystemClock, sleep_ms
+from strom.broker.authorization import Authorizer, LocalAclStore
 from strom.broker.cluster_member import ClusterMember, ZkIsrStore, connect_zookeeper
 from strom.broker.config import BrokerConfig
 from strom.broker.group_service import GroupService
@@ -39,6 +40,7 @@ from strom.broker.replica_fetcher import ReplicaFetcherManager
 from strom.broker.replica_manager import ReplicaManager
 from strom.broker.topic_admin import TopicAdmin
 from strom.broker.transaction_service import TransactionService
+from strom.cluster.zk_acls import ZkAclStore
 from strom.metrics.counters import BrokerCounters
 from strom.storage.cleaner import LogCleaner
 from strom.storage.config import LogConfig
@@ -128,6 +130,13 @@ class Broker:
         # Markers reaching __consumer_offsets commit or drop the group side's transactional offsets.
         self.transactions.marker_listeners.append(self.groups.on_txn_marker)
         self.registry = RegistryService(config, self.clock, self.replica_manager, self.metadata, self.topics)
+        # None without authorizer.class.name: handlers then skip every ACL check (one attribute test).
+        self.authorizer: Authorizer | None = None
+        if config.get("authorizer.class.name"):
+            acl_store = ZkAclStore(zk) if zk is not None else LocalAclStore(config.log_dirs[0])
+            self.authorizer = Authorizer(
+                acl_store, config.get("super.users"), bool(config.get("allow.everyone.if.no.acl.found"))
+            )
         self._tasks: list[asyncio.Task[None]] = []
 
     def _log_config_for(self, topic: str) -> LogConfig:
@@ -136,6 +145,8 @@ class Broker:
     # life cycle --------------------------------------------------------------------------------
     def start_background(self) -> None:
         """Join the cluster (or lead everything, alone) at the advertised endpoint, then the jobs."""
+        if self.authorizer is not None:
+            self.authorizer.start()
         self.groups.start()
         self.transactions.start()
         self.registry.start()

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from strom._util.errors import ConfigError
+from strom.broker.authorization import check_authorizer_class
 from strom.broker.replica_selector import check_selector
 from strom.broker.security.config_defs import (
     LISTENER_PREFIX,
@@ -191,6 +192,22 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("leader.imbalance.check.interval.seconds", int, "300", "Preferred-leader check period."),
         ConfigDef("controlled.shutdown.enable", _parse_bool, "true", "Move leaders away before stopping."),
         *(ConfigDef(*row) for row in SECURITY_CONFIGS),
+        ConfigDef(
+            "authorizer.class.name",
+            check_authorizer_class,
+            "",
+            "ACLs on: kafka.security.authorizer.AclAuthorizer or "
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer (Kafka's rules either way).",
+        ),
+        ConfigDef(
+            "super.users", str, "", "Principals allowed everything, ';'-separated (User:admin;User:broker)."
+        ),
+        ConfigDef(
+            "allow.everyone.if.no.acl.found",
+            _parse_bool,
+            "false",
+            "With ACLs on: allow a resource that has no ACL at all.",
+        ),
         ConfigDef("num.io.threads", int, "8", "Accepted for compatibility; Strom uses one event loop."),
         ConfigDef("num.network.threads", int, "3", "Accepted for compatibility; Strom uses one event loop."),
     )

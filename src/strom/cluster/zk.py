@@ -158,6 +158,10 @@ class KafkaZkClient:
         except (KazooException, KazooTimeoutError) as exc:
             raise ZkError(f"{fn.__name__}{args[:1]}: {exc!r}") from exc
 
+    def op(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """A kazoo operation by name behind the connection guard (for modules such as zk_acls.py)."""
+        return self._call(getattr(self._zk, name), *args, **kwargs)
+
     # watches ---------------------------------------------------------------------------------------
     def watch_children(self, path: str, callback: Callback) -> list[str]:
         try:

@@ -107,6 +107,9 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     # aborting a hanging transaction at a partition's leader (kafka-transactions.sh abort; v1 is v0
     # flexible, the first version Kafka 4 accepts; v2's TransactionVersion is KIP-890's).
     ApiKey.WRITE_TXN_MARKERS: (0, 1),
+    ApiKey.DESCRIBE_ACLS: (0, 3),  # v2+ flexible; v3 adds the USER resource type
+    ApiKey.CREATE_ACLS: (0, 3),
+    ApiKey.DELETE_ACLS: (0, 3),
     ApiKey.DESCRIBE_CONFIGS: (0, 3),
     ApiKey.ALTER_CONFIGS: (0, 1),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),

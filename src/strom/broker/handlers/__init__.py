@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from strom.broker.handlers import (  # noqa: F401  (imported for their @handles registrations)
+    acls,
     api_versions,
     cluster,
     configs,

@@ -33,6 +33,9 @@ Rules (PROTOCOL-NOTES §3 "Fetch responses", P6-P8, P13):
   once instead of reading a stalled replica until its lease ends). ListOffsets and offset commits stay
   with the leader and the group coordinator.
 
+With ACLs on, a consumer needs READ on each topic and a follower CLUSTER_ACTION on the cluster; other
+topics answer TOPIC_AUTHORIZATION_FAILED and the rest of the request is served as usual.
+
 Waits are on the broker's clock (the purgatory's deadlines), so a manual clock drives them in tests.
 """
 
@@ -41,6 +44,8 @@ from __future__ import annotations
 from time import perf_counter_ns
 from typing import Any
 
+from strom.broker.authorization import Authorizer
+from strom.broker.handlers.authz import Op, Res
 from strom.broker.handlers.base import Body, RequestContext, handles
 from strom.broker.partition import follower_fetch_key
 from strom.protocol.api import ApiKey
@@ -173,8 +178,38 @@ def _read_all(
     return responses, total, errored
 
 
+def _authorize(ctx: RequestContext, auth: Authorizer, req: Body) -> tuple[Body, list[dict[str, Any]]]:
+    """The request without the topics the sender may not read, and the answers for those topics.
+
+    A follower's fetch needs CLUSTER_ACTION on the cluster, a consumer's READ on each topic; refused
+    topics answer TOPIC_AUTHORIZATION_FAILED, as Kafka's.
+    """
+    who, host = ctx.principal, ctx.client_host
+    if int(req.get("replica_id", -1)) >= 0:
+        ok = auth.allowed(who, host, Op.CLUSTER_ACTION, Res.CLUSTER, "kafka-cluster")
+        readable = [t for t in req["topics"] if ok]
+    else:
+        readable = [t for t in req["topics"] if auth.allowed(who, host, Op.READ, Res.TOPIC, t["topic"])]
+    if len(readable) == len(req["topics"]):
+        return req, []
+    refused = [
+        {
+            "topic": t["topic"],
+            "partitions": [
+                _empty(int(p["partition"]), ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in t["partitions"]
+            ],
+        }
+        for t in req["topics"]
+        if t not in readable
+    ]
+    return {**req, "topics": readable}, refused
+
+
 @handles(ApiKey.FETCH)
 async def handle_fetch(ctx: RequestContext, req: Body) -> Body:
+    refused: list[dict[str, Any]] = []
+    if (auth := ctx.broker.authorizer) is not None:
+        req, refused = _authorize(ctx, auth, req)
     clock = ctx.broker.clock
     deadline_ms = clock.monotonic_ms() + max(int(req.get("max_wait_ms", 0)), 0)
     min_bytes = int(req.get("min_bytes", 0))
@@ -194,4 +229,6 @@ async def handle_fetch(ctx: RequestContext, req: Body) -> Body:
             break
     if (metrics := ctx.broker.metrics) is not None:
         metrics.fetched(responses, int(req.get("replica_id", -1)) >= 0)
+    if refused:
+        responses += refused
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}

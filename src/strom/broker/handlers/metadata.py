@@ -2,7 +2,10 @@
 
 Topic list semantics: v0 treats an empty list as "all topics"; from v1 null means all and an empty list
 means none. Unknown topics are auto-created when both the request (v4+ `allow_auto_topic_creation`) and
-`auto.create.topics.enable` allow it. Authorized operations are Kafka's "not requested" value (P3).
+`auto.create.topics.enable` allow it. With ACLs on, listing all topics leaves out those the sender may
+not DESCRIBE; a named one answers TOPIC_AUTHORIZATION_FAILED, also when auto-creating it needs CREATE
+(on the cluster or the topic) that the sender lacks. Authorized operations are Kafka's "not requested"
+value (P3).
 
 Everything comes from the metadata cache (the controller's last UpdateMetadata, or the local control
 plane's for a cluster of one): live brokers, controller, and per partition the leader, its leader epoch
@@ -15,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from strom.broker.broker import Broker
+from strom.broker.handlers.authz import Op, Res, allowed, allowed_cluster
 from strom.broker.handlers.base import Body, RequestContext, handles
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.metadata_store import TopicInfo
@@ -98,16 +102,38 @@ def _brokers(cache: ClusterMetadataStore, listener: str) -> list[Body]:
     return out
 
 
+def _authorized_lookup(ctx: RequestContext, name: str, allow_auto_create: bool) -> dict[str, Any]:
+    """A named topic: TOPIC_AUTHORIZATION_FAILED without DESCRIBE; auto-creation needs CREATE too."""
+    if ctx.broker.authorizer is None:
+        return _lookup(ctx.broker, name, allow_auto_create)
+    if not allowed(ctx, Op.DESCRIBE, Res.TOPIC, name):
+        return _error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    if (
+        name not in ctx.broker.metadata.topics
+        and allow_auto_create
+        and ctx.broker.config.get("auto.create.topics.enable")
+    ) and not (allowed_cluster(ctx, Op.CREATE) or allowed(ctx, Op.CREATE, Res.TOPIC, name)):
+        return _error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    return _lookup(ctx.broker, name, allow_auto_create)
+
+
 @handles(ApiKey.METADATA)
 async def handle_metadata(ctx: RequestContext, req: Body) -> Body:
     broker = ctx.broker
     requested = req.get("topics")
     all_topics = requested is None or (ctx.api_version == 0 and not requested)
     if all_topics:
-        topics = [_topic_entry(broker.metadata, info) for _, info in sorted(broker.metadata.topics.items())]
+        # With ACLs on, topics the sender may not DESCRIBE are silently left out (Kafka's behaviour).
+        topics = [
+            _topic_entry(broker.metadata, info)
+            for name, info in sorted(broker.metadata.topics.items())
+            if allowed(ctx, Op.DESCRIBE, Res.TOPIC, name)
+        ]
     else:
         allow = bool(req.get("allow_auto_topic_creation", True)) if ctx.api_version >= 4 else True
-        topics = [_lookup(broker, t["name"], allow) for t in requested or [] if t.get("name") is not None]
+        topics = [
+            _authorized_lookup(ctx, t["name"], allow) for t in requested or [] if t.get("name") is not None
+        ]
     cache = broker.metadata
     return {
         "throttle_time_ms": 0,

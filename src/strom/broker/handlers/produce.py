@@ -12,8 +12,11 @@ Produce v0-2 (magic 0/1) is rejected per partition, as Kafka 4 does, while stayi
 librdkafka's feature detection (PROTOCOL-NOTES P10). Also as Kafka: internal topics (__consumer_offsets)
 take no client writes, zstd batches need Produce v7+ (KIP-110), transactional batches need the request's
 transactional_id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and a failed acks=0 request closes the
-connection, since no response can carry the error. The partition checks a transactional batch's epoch
-and refuses a plain batch inside its producer's open transaction (INVALID_TXN_STATE).
+connection, since no response can carry the error. With ACLs on, a transactional request needs WRITE on
+its transactional id (else every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and each topic
+WRITE (else TOPIC_AUTHORIZATION_FAILED, checked before the topic's existence). The partition checks a
+transactional batch's epoch and refuses a plain batch inside its producer's open transaction
+(INVALID_TXN_STATE).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import logging
 from time import perf_counter_ns
 from typing import Any
 
+from strom.broker.handlers.authz import Op, Res
 from strom.broker.handlers.base import Body, CloseConnection, RequestContext, handles
 from strom.broker.partition import Partition
 from strom.broker.topic_admin import INTERNAL_TOPICS
@@ -133,10 +137,23 @@ async def handle_produce(ctx: RequestContext, req: Body) -> Body | None:
     acks = int(req["acks"])
     responses = []
     pending: list[_Pending] = []
+    auth = ctx.broker.authorizer  # None without ACLs: no per-topic checks at all
+    txn_denied = False
+    if auth is not None and (txn_id := req.get("transactional_id")) is not None:
+        txn_denied = not auth.allowed(ctx.principal, ctx.client_host, Op.WRITE, Res.TRANSACTIONAL_ID, txn_id)
     for topic_data in req["topic_data"]:
         name = topic_data["name"]
         parts = topic_data["partition_data"]
-        if ctx.api_version < 3:
+        if auth is not None and (
+            txn_denied or not auth.allowed(ctx.principal, ctx.client_host, Op.WRITE, Res.TOPIC, name)
+        ):
+            code = (
+                ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                if txn_denied
+                else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            )
+            results = [_partition_result(p["index"], code) for p in parts]
+        elif ctx.api_version < 3:
             results = [_partition_result(p["index"], ErrorCode.UNSUPPORTED_VERSION) for p in parts]
         elif acks not in (0, 1, -1):
             results = [_partition_result(p["index"], ErrorCode.INVALID_REQUIRED_ACKS) for p in parts]

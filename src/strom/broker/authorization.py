@@ -1,0 +1,205 @@
+"""The broker's authorizer: ACLs from a store, decisions for request handlers, the ACL admin APIs' work.
+
+``authorizer.class.name`` turns it on (Kafka's ``kafka.security.authorizer.AclAuthorizer`` or
+``org.apache.kafka.metadata.authorizer.StandardAuthorizer``; both mean Kafka's ACL rules here); without
+it `Broker.authorizer` is None and handlers skip every check with one attribute test.
+
+The bindings live in an `AclStore`: ZooKeeper in a cluster (strom.cluster.zk_acls, Kafka's znodes,
+shared by every broker through change notifications) or, for a single node, `LocalAclStore`: one JSON
+file ``acls.json`` in the first log dir, rewritten atomically (temp file, fsync, rename) on each change.
+The decision itself is strom.acl.authorizer's, over an in-memory `AclSet` kept up to date from the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable
+from functools import partial
+from pathlib import Path
+from typing import Any, Protocol
+
+from strom.acl.authorizer import AclSet, authorize, authorize_any, parse_super_users
+from strom.acl.model import (
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+    from_pascal,
+    invalid_binding,
+    pascal,
+)
+
+AUTHORIZER_CLASSES = frozenset(
+    {"kafka.security.authorizer.AclAuthorizer", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}
+)
+
+Entries = frozenset[AccessControlEntry]
+
+
+def check_authorizer_class(raw: str) -> str:
+    name = raw.strip()
+    if name and name not in AUTHORIZER_CLASSES:
+        raise ValueError(
+            f"unsupported authorizer {name!r}; use one of {', '.join(sorted(AUTHORIZER_CLASSES))}"
+        )
+    return name
+
+
+class AclStore(Protocol):
+    def load_all(self) -> list[AclBinding]: ...
+    def read(self, pattern: ResourcePattern) -> Entries: ...
+    def update(self, pattern: ResourcePattern, change: Callable[[Entries], Entries]) -> Entries: ...
+    def watch(self, on_change: Callable[[ResourcePattern], None]) -> None: ...
+
+
+class LocalAclStore:
+    """A single node's ACLs: ``acls.json`` = a list of bindings in Kafka's ZooKeeper spelling."""
+
+    def __init__(self, log_dir: str) -> None:
+        self._path = Path(log_dir) / "acls.json"
+        self._acls = AclSet(self._read_file())
+
+    def _read_file(self) -> list[AclBinding]:
+        try:
+            rows: list[dict[str, Any]] = json.loads(self._path.read_text())
+        except FileNotFoundError:
+            return []
+        return [
+            AclBinding(
+                ResourcePattern(
+                    from_pascal(ResourceType, row["resourceType"]),
+                    row["name"],
+                    from_pascal(PatternType, row["patternType"]),
+                ),
+                AccessControlEntry(
+                    row["principal"],
+                    row["host"],
+                    from_pascal(AclOperation, row["operation"]),
+                    from_pascal(AclPermissionType, row["permissionType"]),
+                ),
+            )
+            for row in rows
+        ]
+
+    def _write_file(self) -> None:
+        rows = [
+            {
+                "resourceType": pascal(b.pattern.resource_type.name),
+                "name": b.pattern.name,
+                "patternType": pascal(b.pattern.pattern_type.name),
+                "principal": b.entry.principal,
+                "host": b.entry.host,
+                "operation": pascal(b.entry.operation.name),
+                "permissionType": pascal(b.entry.permission.name),
+            }
+            for b in self._acls.bindings()
+        ]
+        tmp = self._path.with_suffix(".tmp")
+        with open(tmp, "w") as out:
+            json.dump(rows, out, indent=1)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, self._path)
+
+    def load_all(self) -> list[AclBinding]:
+        return list(self._acls.bindings())
+
+    def read(self, pattern: ResourcePattern) -> Entries:
+        return self._acls.entries(pattern)
+
+    def update(self, pattern: ResourcePattern, change: Callable[[Entries], Entries]) -> Entries:
+        current = self._acls.entries(pattern)
+        wanted = change(current)
+        if wanted != current:
+            self._acls.set_entries(pattern, wanted)
+            self._write_file()
+        return wanted
+
+    def watch(self, on_change: Callable[[ResourcePattern], None]) -> None:
+        """Nothing to follow: this broker is the only writer."""
+
+
+class Authorizer:
+    """Kafka's AclAuthorizer over a store: decisions for handlers, and CreateAcls/DescribeAcls/DeleteAcls."""
+
+    def __init__(self, store: AclStore, super_users: str | None, allow_if_no_acl: bool) -> None:
+        self._store = store
+        self.super_users = parse_super_users(super_users)
+        self.allow_if_no_acl = allow_if_no_acl
+        self.acls = AclSet(store.load_all())
+
+    def start(self) -> None:
+        self._store.watch(self._reload)
+
+    def _reload(self, pattern: ResourcePattern) -> None:
+        self.acls.set_entries(pattern, self._store.read(pattern))
+
+    def allowed(
+        self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType, name: str
+    ) -> bool:
+        return authorize(
+            self.acls,
+            principal,
+            host,
+            operation,
+            resource_type,
+            name,
+            super_users=self.super_users,
+            allow_if_no_acl=self.allow_if_no_acl,
+        )
+
+    def allowed_any(
+        self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType
+    ) -> bool:
+        """Allowed `operation` on some resource of the type (KIP-679's idempotent-producer rule)."""
+        return authorize_any(
+            self.acls,
+            principal,
+            host,
+            operation,
+            resource_type,
+            super_users=self.super_users,
+            allow_if_no_acl=self.allow_if_no_acl,
+        )
+
+    # the ACL admin APIs ---------------------------------------------------------------------------
+    def create(self, bindings: Iterable[AclBinding]) -> list[str | None]:
+        """Store each binding; per binding None, or why it was refused (INVALID_REQUEST)."""
+        results: list[str | None] = []
+        for binding in bindings:
+            reason = invalid_binding(binding)
+            if reason is None:
+                self._store.update(binding.pattern, partial(_add, binding.entry))
+                self._reload(binding.pattern)
+            results.append(reason)
+        return results
+
+    def describe(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
+        return [b for b in self.acls.bindings() if acl_filter.matches(b)]
+
+    def delete(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
+        """Remove every binding the filter matches; the removed bindings."""
+        removed: list[AclBinding] = []
+        for pattern in self.acls.patterns():
+            doomed = frozenset(
+                e for e in self.acls.entries(pattern) if acl_filter.matches(AclBinding(pattern, e))
+            )
+            if not doomed:
+                continue
+            after = self._store.update(pattern, partial(_remove, doomed))
+            removed += (AclBinding(pattern, e) for e in doomed if e not in after)
+            self._reload(pattern)
+        return removed
+
+
+def _add(entry: AccessControlEntry, current: Entries) -> Entries:
+    return current | {entry}
+
+
+def _remove(doomed: Entries, current: Entries) -> Entries:
+    return current - doomed

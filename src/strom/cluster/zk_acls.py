@@ -1,0 +1,124 @@
+"""ACLs in ZooKeeper, as Kafka keeps them (layouts in strom.acl.zk_format): read, update, follow changes.
+
+An update is a read-modify-write of one pattern's znode, conditional on the version read (created if
+absent, deleted when its last entry goes), retried when another broker wrote in between; it is then
+announced with a sequential change node so every broker re-reads that pattern. Each broker watches both
+change roots and re-reads the patterns named by children it has not seen yet; the children present at
+start are covered by the full load. Change nodes older than 15 minutes are removed by the writer (Kafka
+purges them after the same delay).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+
+from strom.acl import zk_format as fmt
+from strom.acl.model import AccessControlEntry, AclBinding, PatternType, ResourcePattern, ResourceType
+from strom.cluster.zk import KafkaZkClient, ZkError
+
+log = logging.getLogger(__name__)
+
+Entries = frozenset[AccessControlEntry]
+_PURGE_AFTER_S = 15 * 60
+
+
+class ZkAclStore:
+    def __init__(self, zk: KafkaZkClient) -> None:
+        self._zk = zk
+        self._seen: dict[PatternType, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
+
+    def load_all(self) -> list[AclBinding]:
+        found: list[AclBinding] = []
+        for kind in (PatternType.LITERAL, PatternType.PREFIXED):
+            self._seen[kind].update(self._children(fmt.change_root(kind)))
+            for rtype in ResourceType:
+                if rtype <= ResourceType.ANY:
+                    continue
+                for name in self._children(fmt.type_root(kind, rtype)):
+                    pattern = ResourcePattern(rtype, name, kind)
+                    found += (AclBinding(pattern, e) for e in self.read(pattern))
+        return found
+
+    def _children(self, path: str) -> list[str]:
+        try:
+            return list(self._zk.op("get_children", path))
+        except NoNodeError:
+            return []
+
+    def read(self, pattern: ResourcePattern) -> Entries:
+        try:
+            data, _ = self._zk.op("get", fmt.pattern_path(pattern))
+        except NoNodeError:
+            return frozenset()
+        return fmt.decode_entries(bytes(data))
+
+    def update(self, pattern: ResourcePattern, change: Callable[[Entries], Entries]) -> Entries:
+        """Apply `change` to the pattern's stored entries (conditionally, retrying); the new entries."""
+        path = fmt.pattern_path(pattern)
+        while True:
+            try:
+                data, stat = self._zk.op("get", path)
+                current, version = fmt.decode_entries(bytes(data)), stat.version
+            except NoNodeError:
+                current, version = frozenset(), -1
+            wanted = change(current)
+            if wanted == current:
+                return current
+            try:
+                if version < 0:
+                    self._zk.op("create", path, fmt.encode_entries(wanted), makepath=True)
+                elif wanted:
+                    self._zk.op("set", path, fmt.encode_entries(wanted), version=version)
+                else:
+                    self._zk.op("delete", path, version=version)
+            except (BadVersionError, NodeExistsError, NoNodeError):
+                continue  # another writer got there first: read again
+            self._announce(pattern)
+            return wanted
+
+    def _announce(self, pattern: ResourcePattern) -> None:
+        root = fmt.change_root(pattern.pattern_type)
+        self._zk.op(
+            "create", f"{root}/{fmt.CHANGE_PREFIX}", fmt.encode_change(pattern), sequence=True, makepath=True
+        )
+        with contextlib.suppress(ZkError):
+            self._purge(root)
+
+    def _purge(self, root: str) -> None:
+        cutoff_ms = (time.time() - _PURGE_AFTER_S) * 1000
+        for child in self._children(root):
+            stat = self._zk.op("exists", f"{root}/{child}")
+            if stat is not None and stat.ctime < cutoff_ms:
+                with contextlib.suppress(NoNodeError, NotEmptyError):
+                    self._zk.op("delete", f"{root}/{child}")
+
+    def watch(self, on_change: Callable[[ResourcePattern], None]) -> None:
+        """Call `on_change` (on the event loop) for every pattern another broker (or this one) changes."""
+        for kind in (PatternType.LITERAL, PatternType.PREFIXED):
+            self._arm(kind, on_change)
+
+    def _arm(self, kind: PatternType, on_change: Callable[[ResourcePattern], None]) -> None:
+        root = fmt.change_root(kind)
+
+        def fired() -> None:
+            self._arm(kind, on_change)
+
+        try:
+            children = self._zk.watch_children(root, fired)
+        except ZkError:
+            return  # re-armed by the client once connected again
+        for child in sorted(set(children) - self._seen[kind]):
+            self._seen[kind].add(child)
+            try:
+                data, _ = self._zk.op("get", f"{root}/{child}")
+            except (NoNodeError, ZkError):
+                continue
+            try:
+                on_change(fmt.decode_change(kind, bytes(data)))
+            except (ValueError, KeyError):
+                log.warning("ignoring malformed ACL change notification %s/%s", root, child)
