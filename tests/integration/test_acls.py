@@ -23,7 +23,10 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from strom.protocol.api import SUPPORTED, ApiKey
 from strom.testing.broker_process import BrokerProcess
+
+from .rawclient import RawClient
 
 ACLS_ON = {
     "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
@@ -251,3 +254,44 @@ def _consume_error(bootstrap: str, group: str, topic: str) -> KafkaError | None:
         raise AssertionError("neither a record nor an error")
     finally:
         consumer.close()
+
+
+def test_acl_apis_at_every_advertised_version(admin_broker: BrokerProcess) -> None:
+    """ApiKey.CREATE_ACLS, ApiKey.DESCRIBE_ACLS and ApiKey.DELETE_ACLS at each version in SUPPORTED."""
+    low, high = SUPPORTED[ApiKey.CREATE_ACLS]
+    assert SUPPORTED[ApiKey.DESCRIBE_ACLS] == SUPPORTED[ApiKey.DELETE_ACLS] == (low, high)
+    raw = RawClient(admin_broker.bootstrap)
+    try:
+        for version in range(low, high + 1):
+            name = f"raw-v{version}"
+            creation = {
+                "resource_type": 2,
+                "resource_name": name,
+                "resource_pattern_type": 3,
+                "principal": "User:bob",
+                "host": "*",
+                "operation": 3,
+                "permission_type": 3,
+            }
+            created = raw.call(ApiKey.CREATE_ACLS, version, {"creations": [creation]})
+            assert [r["error_code"] for r in created["results"]] == [0], version
+            flt = {
+                "resource_type_filter": 2,
+                "resource_name_filter": name,
+                "pattern_type_filter": 3,
+                "principal_filter": None,
+                "host_filter": None,
+                "operation": 1,
+                "permission_type": 1,
+            }
+            described = raw.call(ApiKey.DESCRIBE_ACLS, version, flt)
+            assert described["error_code"] == 0
+            assert [
+                (r["resource_name"], [a["principal"] for a in r["acls"]]) for r in described["resources"]
+            ] == [(name, ["User:bob"])]
+            deleted = raw.call(ApiKey.DELETE_ACLS, version, {"filters": [flt]})
+            matching = deleted["filter_results"][0]["matching_acls"]
+            assert [(m["resource_name"], m["operation"]) for m in matching] == [(name, 3)]
+            assert raw.call(ApiKey.DESCRIBE_ACLS, version, flt)["resources"] == []
+    finally:
+        raw.sock.close()

@@ -71,6 +71,7 @@ COVERED_ELSEWHERE: dict[int, str] = dict.fromkeys(GROUP_KEYS, "test_groups_proto
 COVERED_ELSEWHERE.update(dict.fromkeys((23, 43, 45, 46), "test_conformance_cluster_apis.py"))
 COVERED_ELSEWHERE.update(dict.fromkeys((24, 25, 26, 28), "test_transactions.py"))
 COVERED_ELSEWHERE.update(dict.fromkeys((27, 61, 65, 66), "test_transaction_admin.py"))
+COVERED_ELSEWHERE.update(dict.fromkeys((29, 30, 31), "test_acls.py"))
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
