@@ -15,7 +15,7 @@ from typing import Any
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.builder import build_batch, decode_batches
-from tests.inprocess.harness import InProcessBroker, settle
+from tests.inprocess.harness import InProcessBroker, batch, produce_body, settle
 from tests.integration.rawclient import fetch_body
 
 
@@ -104,5 +104,43 @@ def test_a_follower_serves_below_its_high_watermark_while_in_the_isr(tmp_path: P
         got = only(await consumer.request(ApiKey.FETCH, 10, consumer_fetch(0)))
         assert got["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
         await consumer.close()
+
+    run(scenario, tmp_path)
+
+
+def list_latest(timestamp: int = -1) -> dict[str, Any]:
+    return {
+        "replica_id": -1,
+        "isolation_level": 0,
+        "topics": [
+            {
+                "name": "r",
+                "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp}],
+            }
+        ],
+    }
+
+
+def test_a_new_leader_lagging_its_epoch_start_answers_offset_not_available(tmp_path: Path) -> None:
+    async def scenario(node: InProcessBroker) -> None:
+        node.lead("r", 0, replicas=[0, 1], isr=[0, 1], epoch=0)
+        client = await node.client()
+        produced = await client.request(ApiKey.PRODUCE, 8, produce_body("r", 0, batch([b"a", b"b"]), acks=1))
+        assert produced["responses"][0]["partition_responses"][0]["error_code"] == 0
+        # Leadership at a new epoch starts at offset 2 while the high watermark is still 0 (the follower
+        # has not fetched): latest would go backwards for a consumer that saw more elsewhere (KIP-207).
+        node.lead("r", 0, replicas=[0, 1], isr=[0, 1], epoch=1)
+        for timestamp in (-1, 4_000_000_000_000):
+            answer = await client.request(ApiKey.LIST_OFFSETS, 5, list_latest(timestamp))
+            assert answer["topics"][0]["partitions"][0]["error_code"] == ErrorCode.OFFSET_NOT_AVAILABLE
+        earliest = await client.request(ApiKey.LIST_OFFSETS, 5, list_latest(-2))
+        assert earliest["topics"][0]["partitions"][0]["offset"] == 0
+        # The follower's fetch at 2 moves the high watermark to the epoch start: latest answers again.
+        follower = fetch_body([("r", 0, 2, 1 << 20)])
+        follower["replica_id"] = 1
+        await client.request(ApiKey.FETCH, 11, follower)
+        answer = await client.request(ApiKey.LIST_OFFSETS, 5, list_latest())
+        assert answer["topics"][0]["partitions"][0]["offset"] == 2
+        await client.close()
 
     run(scenario, tmp_path)

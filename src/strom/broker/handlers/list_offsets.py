@@ -9,6 +9,12 @@ partition's current leader epoch; earliest the epoch of the leader-epoch cache e
 offset; a timestamp lookup the epoch of the batch holding the found offset (the cache entry covering it).
 A ``current_leader_epoch`` in the request is checked as for Fetch (FENCED_LEADER_EPOCH when older,
 UNKNOWN_LEADER_EPOCH when newer).
+
+Only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere, even where consumers fetch from followers,
+KIP-392). A new leader whose high watermark still lags the start of its epoch answers a consumer's latest,
+and a timestamp lookup finding nothing below the high watermark, with OFFSET_NOT_AVAILABLE (KIP-207, as
+Kafka): the high watermark it would report could be below one a consumer already saw from the old leader
+or a follower, and the client retries until the followers' fetches move it.
 """
 
 from __future__ import annotations
@@ -22,9 +28,12 @@ from strom.protocol.errors import ErrorCode, KafkaError
 LATEST = -1
 READ_COMMITTED = 1
 EARLIEST = -2
+CONSUMER = -1  # replica_id of a client's request (-2 is Kafka's debugging id)
 
 
-def _lookup(ctx: RequestContext, topic: str, p: dict[str, Any], isolation_level: int) -> dict[str, Any]:
+def _lookup(
+    ctx: RequestContext, topic: str, p: dict[str, Any], isolation_level: int, replica_id: int
+) -> dict[str, Any]:
     index = int(p["partition_index"])
     target = int(p["timestamp"])
     out: dict[str, Any] = {
@@ -43,7 +52,10 @@ def _lookup(ctx: RequestContext, topic: str, p: dict[str, Any], isolation_level:
         return out
     plog = part.log
     epochs = plog.leader_epoch_cache
-    if target == LATEST:
+    lagging = replica_id == CONSUMER and part.leader_epoch_start_offset > plog.high_watermark
+    if target == LATEST and lagging:
+        out["error_code"] = int(ErrorCode.OFFSET_NOT_AVAILABLE)
+    elif target == LATEST:
         read_committed = int(isolation_level) == READ_COMMITTED
         out["offset"] = plog.last_stable_offset if read_committed else plog.high_watermark
         out["leader_epoch"] = part.leader_epoch
@@ -58,6 +70,8 @@ def _lookup(ctx: RequestContext, topic: str, p: dict[str, Any], isolation_level:
         if found is not None and found[0] < plog.high_watermark:
             out["offset"], out["timestamp"] = found
             out["leader_epoch"] = epochs.epoch_for_offset(found[0])
+        elif lagging:
+            out["error_code"] = int(ErrorCode.OFFSET_NOT_AVAILABLE)
     return out
 
 
@@ -65,8 +79,12 @@ def _lookup(ctx: RequestContext, topic: str, p: dict[str, Any], isolation_level:
 async def handle_list_offsets(ctx: RequestContext, req: Body) -> Body:
     topics = []
     level = int(req.get("isolation_level", 0))
+    replica_id = int(req.get("replica_id", CONSUMER))
     for t in req["topics"]:
         topics.append(
-            {"name": t["name"], "partitions": [_lookup(ctx, t["name"], p, level) for p in t["partitions"]]}
+            {
+                "name": t["name"],
+                "partitions": [_lookup(ctx, t["name"], p, level, replica_id) for p in t["partitions"]],
+            }
         )
     return {"throttle_time_ms": 0, "topics": topics}
