@@ -66,6 +66,7 @@ class Broker:
             self.default_log_config,
             self.clock.time_ms,
             producer_id_expiration_ms=int(config.get("producer.id.expiration.ms")),
+            max_open_files=int(config.get("log.max.open.files")) or None,
         )
         self.purgatory = Purgatory(self.clock)
         # Hot-path counters for /metrics (strom.metrics); None with metrics.enabled=false.

@@ -96,6 +96,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("log.flush.interval.messages", int, _LONG_MAX, "Messages before fsync.", "flush.messages"),
         ConfigDef("log.flush.interval.ms", int, _LONG_MAX, "Time before fsync.", "flush.ms"),
         ConfigDef("log.flush.scheduler.interval.ms", int, "1000", "How often flush.ms is checked."),
+        ConfigDef(
+            "log.max.open.files",
+            int,
+            "0",
+            "Strom: segment files kept open at most (an LRU shared by all logs; idle ones are closed and"
+            " reopened on use). 0: half of RLIMIT_NOFILE (raised to the hard limit at start), at most 8000.",
+        ),
         ConfigDef("log.cleanup.policy", str, "delete", "delete, compact or both.", "cleanup.policy"),
         ConfigDef(
             "log.cleaner.delete.retention.ms", int, "86400000", "Tombstone lifetime.", "delete.retention.ms"

@@ -29,6 +29,7 @@ from strom.broker.security.listeners import ListenerSetup, parse_listener_setup
 from strom.broker.server import KafkaServer
 from strom.broker.ui.routes import ConsoleApi
 from strom.protocol.errors import KafkaError
+from strom.storage.open_files import raise_open_files_limit
 
 log = logging.getLogger("strom")
 
@@ -151,6 +152,9 @@ def serve(config_file: str | None, overrides: list[str]) -> int:
     except ImportError:
         pass
     _keep_freed_memory()
+    old_soft, new_soft = raise_open_files_limit()
+    if new_soft != old_soft:
+        log.info("raised the open files limit (RLIMIT_NOFILE) from %d to %d", old_soft, new_soft)
 
     async def main() -> None:
         stop = asyncio.Event()

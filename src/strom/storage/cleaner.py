@@ -310,6 +310,7 @@ class LogCleaner:
             max_index_bytes=cfg.segment_index_bytes,
             now_ms=now_ms,
             file_suffix=CLEANED_SUFFIX,
+            open_files=plog.open_files,
         )
         removed = 0
         entries: list[AbortedTxn] = []

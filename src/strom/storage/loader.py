@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from strom.protocol.records.batch import BatchHeader, RecordValidationError
+from strom.storage.open_files import OpenFiles
 from strom.storage.segment import LogSegment
 from strom.storage.swap import recover_swaps
 
@@ -52,6 +53,7 @@ class LoadResult(NamedTuple):
 class SegmentSettings(NamedTuple):
     index_interval_bytes: int
     max_index_bytes: int
+    open_files: OpenFiles  # the broker's bound on open segment files (open_files.py)
 
 
 def _remove_leftovers(directory: str, names: list[str]) -> None:
@@ -118,6 +120,7 @@ def _load_one(segment: LogSegment, *, must_recover: bool) -> tuple[int, bool]:
     if not must_recover and not segment.needs_rebuild:
         try:
             segment.restore_state()
+            segment.mark_synced()
             return 0, False
         except RecordValidationError:
             log.warning("%s: malformed batch header; recovering the segment", segment.log_path)

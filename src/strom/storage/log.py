@@ -54,6 +54,7 @@ from strom.storage.log_append import (
 )
 from strom.storage.log_read import collect_aborted, read_slices, upper_bound_after
 from strom.storage.log_validator import assign_offsets, validate_replicated
+from strom.storage.open_files import OpenFiles, unbounded
 from strom.storage.producer_replay import rebuild_producer_state
 from strom.storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -88,8 +89,10 @@ class PartitionLog:
         high_watermark: int = 0,
         clean_shutdown: bool = False,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        open_files: OpenFiles | None = None,  # the LogManager's bound, shared by its logs
     ) -> None:
         self.dir = directory
+        self.open_files = open_files if open_files is not None else unbounded()
         self.name = os.path.basename(directory)  # <topic>-<partition>, as Kafka names it in messages
         self.config = config
         self._time_ms = time_ms
@@ -119,7 +122,8 @@ class PartitionLog:
         self._load_producer_state(rebuild_epochs=not self.leader_epoch_cache.entries)
 
     def _segment_settings(self) -> SegmentSettings:
-        return SegmentSettings(self.config.index_interval_bytes, self.config.segment_index_bytes)
+        config = self.config
+        return SegmentSettings(config.index_interval_bytes, config.segment_index_bytes, self.open_files)
 
     # -- offsets ----------------------------------------------------------------------------------
     @property
@@ -289,9 +293,8 @@ class PartitionLog:
             self.dir, self.log_end_offset, now_ms=self._time_ms(), **self._segment_settings()._asdict()
         )
         self.segments.append(segment)
-        self.producer_state.take_snapshot(
-            self.log_end_offset
-        )  # after the flush: it never describes data that could be lost
+        # After the flush: a snapshot never describes data that could be lost.
+        self.producer_state.take_snapshot(self.log_end_offset)
         return segment
 
     def flush(self) -> None:

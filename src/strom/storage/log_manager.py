@@ -41,6 +41,7 @@ from strom.storage.checkpoint import (
 )
 from strom.storage.config import LogConfig
 from strom.storage.log import PartitionLog, TimeFn, system_time_ms
+from strom.storage.open_files import OpenFiles, default_max_open_files
 from strom.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,7 @@ class LogManager:
         time_ms: TimeFn = system_time_ms,
         *,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        max_open_files: int | None = None,
     ) -> None:
         if not log_dirs:
             raise ValueError("at least one log directory is required")
@@ -84,6 +86,10 @@ class LogManager:
         self.default_config = default_config
         self._time_ms = time_ms
         self.producer_id_expiration_ms = producer_id_expiration_ms
+        # log.max.open.files: every log's segment files share this bound (open_files.py).
+        bound = max_open_files if max_open_files is not None else default_max_open_files()
+        self.open_files = OpenFiles(bound)
+        log.info("log.max.open.files: at most %d segment files open", self.open_files.max_open)
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
         self.topic_configs: dict[str, LogConfig] = {}
@@ -114,6 +120,7 @@ class LogManager:
                 high_watermark=high_watermarks.get(tp, 0),
                 clean_shutdown=clean,
                 producer_id_expiration_ms=self.producer_id_expiration_ms,
+                open_files=self.open_files,
             )
             self._log_dir_of[tp] = log_dir
         if clean:
@@ -150,6 +157,7 @@ class LogManager:
             self.topic_configs.get(topic, self.default_config),
             self._time_ms,
             producer_id_expiration_ms=self.producer_id_expiration_ms,
+            open_files=self.open_files,
         )
         fsync_dir(log_dir)
         self._logs[tp] = created

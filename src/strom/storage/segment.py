@@ -39,10 +39,11 @@ from strom.protocol.records.batch import (
 )
 from strom.storage.file_records import FileSlice, SegmentFile
 from strom.storage.index import CorruptIndexError, OffsetIndex, TimeIndex
+from strom.storage.open_files import OpenFiles, unbounded
+from strom.storage.roll import should_roll
 from strom.storage.transaction_index import SUFFIX as TXN_INDEX_SUFFIX
 from strom.storage.transaction_index import TransactionIndex
 
-INT32_MAX = (1 << 31) - 1
 _SCAN_CHUNK = 64 * 1024
 # Header scans that locate one batch near an index entry (at most about index.interval.bytes away).
 _LOCATE_CHUNK = 8 * 1024
@@ -68,32 +69,6 @@ class BatchSpan(NamedTuple):
     size: int
 
 
-def should_roll(
-    *,
-    segment_size: int,
-    append_size: int,
-    max_segment_bytes: int,
-    first_batch_timestamp: int,
-    append_max_timestamp: int,
-    created_ms: int,
-    now_ms: int,
-    segment_ms: int,
-    index_full: bool,
-    relative_last_offset: int,
-) -> bool:
-    """Kafka's roll rule: full by size, old by time (only if non-empty), index full, or offsets overflow."""
-    if first_batch_timestamp >= 0:
-        waited_ms = append_max_timestamp - first_batch_timestamp
-    else:
-        waited_ms = now_ms - created_ms
-    return (
-        segment_size > max_segment_bytes - append_size
-        or (segment_size > 0 and waited_ms > segment_ms)
-        or index_full
-        or relative_last_offset > INT32_MAX
-    )
-
-
 class LogSegment:
     """A `.log` file with its two sparse indexes; see the module docstring."""
 
@@ -106,6 +81,7 @@ class LogSegment:
         max_index_bytes: int,
         now_ms: int,
         file_suffix: str = "",
+        open_files: OpenFiles | None = None,
     ) -> None:
         self.base_offset = base_offset
         self.prefix = filename_prefix(directory, base_offset)
@@ -113,10 +89,14 @@ class LogSegment:
         self.file_suffix = file_suffix
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = now_ms
-        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        # Owns the descriptor; fetch responses still being sent share it (file_records.py).
-        self._file: SegmentFile | None = SegmentFile(self._fd)
-        self.size = os.fstat(self._fd).st_size
+        # The .log is open only while it is among the recently used files (open_files.py); the
+        # `SegmentFile` owns the descriptor and fetch responses still being sent share it.
+        self._open_files = open_files if open_files is not None else unbounded()
+        self._file: SegmentFile | None = None
+        self._closed = False
+        self.size = os.fstat(self._acquire(os.O_RDWR | os.O_CREAT).fd).st_size
+        # Written or truncated since its last fsync (as far as we know: a file found on disk may be).
+        self._unsynced = self.size > 0
         self.next_offset = base_offset
         self.max_timestamp = _NO_TIMESTAMP
         self.offset_of_max_timestamp = base_offset
@@ -131,7 +111,25 @@ class LogSegment:
     @property
     def file(self) -> SegmentFile | None:
         """The open file fetch slices of this segment refer to (None once closed)."""
-        return self._file
+        return None if self._closed else self._acquire()
+
+    def _acquire(self, flags: int = os.O_RDWR) -> SegmentFile:
+        """The open `.log` (reopened if the bound evicted it); hold it for as long as its fd is used."""
+        file = self._file
+        if file is not None:
+            self._open_files.touch(self)
+            return file
+        if self._closed:
+            raise OSError(f"{self.log_path}: segment is closed")
+        file = self._file = SegmentFile(self._open_files.open(self, self.log_path, flags))
+        return file
+
+    def release_file(self) -> None:
+        """Drop this segment's reference to its descriptor (evicted by the bound, closed or deleted).
+
+        The file closes now, or once the last fetch slice or scan holding it is done.
+        """
+        self._file = None
 
     @property
     def log_path(self) -> str:
@@ -204,13 +202,15 @@ class LogSegment:
             OSError: the write failed (a full disk); the file is cut back to its previous size, so
                 no partial batch is left behind, and nothing was indexed.
         """
+        fd = self._acquire().fd
+        self._unsynced = True
         if len(data) >= _PREALLOCATE_FROM:
-            preallocate(self._fd, self.size, len(data))  # best effort; a full disk fails the write
+            preallocate(fd, self.size, len(data))  # best effort; a full disk fails the write
         try:
-            _pwrite_all(self._fd, data, self.size)
+            _pwrite_all(fd, data, self.size)
         except OSError:
             with contextlib.suppress(OSError):  # shrinking needs no space; recovery cuts it otherwise
-                os.ftruncate(self._fd, self.size)  # also frees blocks reserved past it
+                os.ftruncate(fd, self.size)  # also frees blocks reserved past it
             raise
         for span in batches:
             self._index_batch(self.size + span.position, span.last_offset, span.max_timestamp, span.size)
@@ -232,7 +232,7 @@ class LogSegment:
 
     # -- read -------------------------------------------------------------------------------------
     def read_bytes(self, position: int, length: int) -> bytes:
-        return os.pread(self._fd, length, position)
+        return os.pread(self._acquire().fd, length, position)
 
     def scan(
         self, start_position: int = 0, chunk_bytes: int = _SCAN_CHUNK
@@ -243,8 +243,9 @@ class LogSegment:
             RecordValidationError: a header is malformed (the caller decides whether that is corruption).
         """
         pos = start_position
+        file = self._acquire()  # held across yields: the bound may evict it meanwhile
         while pos + HEADER_SIZE <= self.size:
-            chunk = os.pread(self._fd, min(chunk_bytes, self.size - pos), pos)
+            chunk = os.pread(file.fd, min(chunk_bytes, self.size - pos), pos)
             offset = 0
             while offset + HEADER_SIZE <= len(chunk):
                 header = read_header(chunk, offset)
@@ -292,7 +293,7 @@ class LogSegment:
         With ``min_one_batch`` the first batch is returned whole even when larger than ``max_bytes``.
         No record bytes are read: the limits are found from the offset index and batch headers.
         """
-        assert self._file is not None, "read from a closed segment"
+        file = self._acquire()
         end, more = self.size, True
         if max_offset_exclusive < self.next_offset:
             position = self.batch_position(max_offset_exclusive)
@@ -302,13 +303,13 @@ class LogSegment:
         if available <= 0:
             return None, more
         if available <= max_bytes:
-            return FileSlice(self._file, start_position, available), more
+            return FileSlice(file, start_position, available), more
         cut = self._last_batch_end(start_position, start_position + max(max_bytes, 0))
         if cut == start_position and min_one_batch:
             cut += read_header(self.read_bytes(start_position, HEADER_SIZE)).size
         if cut == start_position:
             return None, False
-        return FileSlice(self._file, start_position, cut - start_position), False
+        return FileSlice(file, start_position, cut - start_position), False
 
     def _last_batch_end(self, start_position: int, limit: int) -> int:
         """The last batch boundary in ``[start_position, limit]``, counting from ``start_position``.
@@ -373,7 +374,8 @@ class LogSegment:
             valid_end, self.next_offset = position + header.size, header.next_offset
         truncated = self.size - valid_end
         if truncated:
-            os.ftruncate(self._fd, valid_end)
+            os.ftruncate(self._acquire().fd, valid_end)
+            self._unsynced = True
             self.size = valid_end
         self.offset_index.rewrite()
         self.time_index.rewrite()
@@ -383,8 +385,9 @@ class LogSegment:
     def _scan_valid(self) -> Iterator[tuple[int, BatchHeader]]:
         """Whole batches with valid header, CRC and increasing offsets; stops at the first bad one."""
         pos, expected = 0, self.base_offset
+        file = self._acquire()
         while pos + HEADER_SIZE <= self.size:
-            chunk = os.pread(self._fd, min(_RECOVER_CHUNK, self.size - pos), pos)
+            chunk = os.pread(file.fd, min(_RECOVER_CHUNK, self.size - pos), pos)
             offset = 0
             while offset + HEADER_SIZE <= len(chunk):
                 try:
@@ -393,7 +396,7 @@ class LogSegment:
                     return
                 if offset + header.size > len(chunk):
                     if offset == 0 and pos + header.size <= self.size:
-                        chunk = os.pread(self._fd, header.size, pos)  # one batch larger than the chunk
+                        chunk = os.pread(file.fd, header.size, pos)  # one batch larger than the chunk
                         continue
                     break
                 if not _plausible(header, expected) or compute_crc(chunk, offset, header.size) != header.crc:
@@ -413,7 +416,8 @@ class LogSegment:
         position = found[0]
         removed = self.size - position
         self._positions.clear()
-        os.ftruncate(self._fd, position)
+        os.ftruncate(self._acquire().fd, position)
+        self._unsynced = True
         self.size = position
         self.offset_index.truncate_to_position(position)
         self.time_index.truncate_to_offset(found[1].base_offset)
@@ -427,34 +431,42 @@ class LogSegment:
             self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
 
     def flush(self) -> None:
-        """Write buffered index entries and fsync the files."""
+        """Write buffered index entries and fsync the files.
+
+        fsync covers the file, not the descriptor, so a `.log` the bound closed after its last write
+        is reopened to be synced; one not written since its last fsync is not opened at all.
+        """
         self.offset_index.flush(fsync=True)
         self.time_index.flush(fsync=True)
         self.txn_index.flush()
-        os.fsync(self._fd)
+        if self._unsynced:
+            os.fsync(self._acquire().fd)
+            self._unsynced = False
+
+    def mark_synced(self) -> None:
+        """The loader found this file durable (below the recovery point, or a clean shutdown)."""
+        self._unsynced = False
 
     def flush_indexes(self) -> None:
         self.offset_index.flush()
         self.time_index.flush()
 
     def close(self) -> None:
-        if self._fd >= 0:
+        if not self._closed:
+            self._closed = True
+            self._open_files.forget(self)
+            self.release_file()
             self.flush_indexes()
-            self._release_file()
         self.txn_index.close()
 
     def delete(self) -> None:
-        if self._fd >= 0:
-            self._release_file()
+        self._closed = True
+        self._open_files.forget(self)
+        self.release_file()
         for path in (self.log_path, self.offset_index.path, self.time_index.path):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
         self.txn_index.delete()
-
-    def _release_file(self) -> None:
-        """Let go of the descriptor: it closes now, or once the last queued fetch slice is sent."""
-        self._fd = -1
-        self._file = None
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size}, next_offset={self.next_offset})"

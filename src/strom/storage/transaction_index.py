@@ -71,7 +71,6 @@ class TransactionIndex:
         self.base_offset = base_offset
         self.entries: list[AbortedTxn] = []
         self.needs_rebuild = False
-        self._fd = -1
         self._dirty = False
         self._load()
 
@@ -98,9 +97,8 @@ class TransactionIndex:
         return self.entries[-1].last_offset if self.entries else -1
 
     def _open(self) -> int:
-        if self._fd < 0:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        return self._fd
+        # Opened per write and closed again (aborts are rare): a segment keeps no descriptor for it.
+        return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
 
     def append(self, entry: AbortedTxn) -> None:
         """Add the entry of an ABORT marker just written to this segment.
@@ -112,11 +110,14 @@ class TransactionIndex:
         if entry.last_offset <= self.last_offset:
             raise ValueError(f"aborted txn at {entry.last_offset} does not follow {self.last_offset}")
         fd = self._open()
-        data = _ENTRY.pack(VERSION, *entry)
-        written = os.pwrite(fd, data, len(self.entries) * ENTRY_SIZE)
-        if written != ENTRY_SIZE:
-            os.ftruncate(fd, len(self.entries) * ENTRY_SIZE)
-            raise OSError(f"short write of {written} bytes to {self.path}")
+        try:
+            data = _ENTRY.pack(VERSION, *entry)
+            written = os.pwrite(fd, data, len(self.entries) * ENTRY_SIZE)
+            if written != ENTRY_SIZE:
+                os.ftruncate(fd, len(self.entries) * ENTRY_SIZE)
+                raise OSError(f"short write of {written} bytes to {self.path}")
+        finally:
+            os.close(fd)
         self.entries.append(entry)
         self._dirty = True
 
@@ -135,11 +136,14 @@ class TransactionIndex:
         self._rewrite()
 
     def _rewrite(self) -> None:
-        if not self.entries and self._fd < 0 and not os.path.exists(self.path):
+        if not self.entries and not os.path.exists(self.path):
             return
         fd = self._open()
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, encode(self.entries), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, encode(self.entries), 0)
+        finally:
+            os.close(fd)
         self._dirty = True
 
     def collect(self, fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:
@@ -153,8 +157,12 @@ class TransactionIndex:
         return found, False
 
     def flush(self) -> None:
-        if self._dirty and self._fd >= 0:
-            os.fsync(self._fd)
+        if self._dirty:
+            fd = self._open()
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         self._dirty = False
 
     def rename(self, new_path: str) -> None:
@@ -163,11 +171,9 @@ class TransactionIndex:
         self.path = new_path
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        """Nothing stays open between writes (kept for the segment's life cycle)."""
 
     def delete(self) -> None:
-        self.close()
+        self._dirty = False
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
