@@ -224,6 +224,18 @@ def test_enforcement_after_restart_without_super_user(tmp_path: Path) -> None:
                 ),
                 _binding(ResourceType.TOPIC, "app.secret", AclOperation.WRITE, deny=True),
                 _binding(ResourceType.GROUP, "g-ok", AclOperation.READ),
+                _binding(
+                    ResourceType.TRANSACTIONAL_ID,
+                    "tx-",
+                    AclOperation.WRITE,
+                    pattern=ResourcePatternType.PREFIXED,
+                ),
+                _binding(
+                    ResourceType.TRANSACTIONAL_ID,
+                    "tx-",
+                    AclOperation.DESCRIBE,
+                    pattern=ResourcePatternType.PREFIXED,
+                ),
             ],
         )
     with BrokerProcess(base, ACLS_ON) as broker:
@@ -236,6 +248,34 @@ def test_enforcement_after_restart_without_super_user(tmp_path: Path) -> None:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         listed = admin.list_topics(timeout=15).topics
         assert {"open", "app.x", "app.secret"} <= set(listed) and "closed" not in listed
+        created = admin.create_topics([NewTopic("new-one", 1, 1)])["new-one"]
+        with pytest.raises(KafkaException) as info:
+            created.result(15)
+        assert info.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        deleted = admin.delete_topics(["open"])["open"]
+        with pytest.raises(KafkaException) as info:
+            deleted.result(15)
+        assert info.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+        assert _consume_error(broker.bootstrap, "g-ok", "open") is None
+        err = _consume_error(broker.bootstrap, "g-denied", "open")
+        assert err is not None and err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+        err = _consume_error(broker.bootstrap, "g-ok", "closed")
+        assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+        # Idempotence needs IDEMPOTENT_WRITE or WRITE on some topic (KIP-679): WRITE on "open" suffices.
+        idem = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+        idem.produce("open", b"idempotent")
+        assert idem.flush(15) == 0
+        txn_ok = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "tx-1"})
+        txn_ok.init_transactions(15)
+        txn_ok.begin_transaction()
+        txn_ok.produce("open", b"in a transaction")
+        txn_ok.commit_transaction(15)
+        txn_denied = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "other-tx"})
+        with pytest.raises(KafkaException) as info:
+            txn_denied.init_transactions(15)
+        assert info.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
 def _consume_error(bootstrap: str, group: str, topic: str) -> KafkaError | None:

@@ -13,34 +13,49 @@ Advertised:
 * ElectLeaders (43), AlterPartitionReassignments (45), ListPartitionReassignments (46): executed by the
   active controller as controller events; other brokers answer NOT_CONTROLLER so clients retry at the
   controller named in Metadata. The control plane answers them (a single node: nothing to elect or move).
+
+ACLs: the controller's requests need CLUSTER_ACTION, elections and reassignments ALTER on the cluster
+and listing reassignments DESCRIBE (CLUSTER_AUTHORIZATION_FAILED); OffsetForLeaderEpoch DESCRIBE on the
+topic or CLUSTER_ACTION (TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from strom.broker.handlers.authz import Op, Res, allowed_cluster, denied
 from strom.broker.handlers.base import Body, RequestContext, handles
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 
+_CLUSTER_DENIED = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+
 
 @handles(ApiKey.LEADER_AND_ISR)
 async def handle_leader_and_isr(ctx: RequestContext, req: Body) -> Body:
+    if not allowed_cluster(ctx, Op.CLUSTER_ACTION):
+        return {"error_code": _CLUSTER_DENIED, "partition_errors": []}
     return ctx.broker.control.leader_and_isr(req)
 
 
 @handles(ApiKey.STOP_REPLICA)
 async def handle_stop_replica(ctx: RequestContext, req: Body) -> Body:
+    if not allowed_cluster(ctx, Op.CLUSTER_ACTION):
+        return {"error_code": _CLUSTER_DENIED, "partition_errors": []}
     return ctx.broker.control.stop_replica(req)
 
 
 @handles(ApiKey.UPDATE_METADATA)
 async def handle_update_metadata(ctx: RequestContext, req: Body) -> Body:
+    if not allowed_cluster(ctx, Op.CLUSTER_ACTION):
+        return {"error_code": _CLUSTER_DENIED}
     return {"error_code": int(ctx.broker.control.update_metadata(req))}
 
 
 @handles(ApiKey.CONTROLLED_SHUTDOWN)
 async def handle_controlled_shutdown(ctx: RequestContext, req: Body) -> Body:
+    if not allowed_cluster(ctx, Op.CLUSTER_ACTION):
+        return {"error_code": _CLUSTER_DENIED, "remaining_partitions": []}
     try:
         remaining = await ctx.broker.control.shutdown_broker(int(req["broker_id"]))
     except KafkaError as exc:
@@ -59,6 +74,9 @@ def _epoch_end(ctx: RequestContext, topic: str, p: dict[str, Any]) -> dict[str, 
     out = {"error_code": 0, "partition": index, "leader_epoch": -1, "end_offset": -1}
     current = int(p.get("current_leader_epoch", -1))
     try:
+        # Kafka: DESCRIBE on the topic, or CLUSTER_ACTION (a follower truncating).
+        if denied(ctx, Op.DESCRIBE, Res.TOPIC, topic) and not allowed_cluster(ctx, Op.CLUSTER_ACTION):
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         plog = ctx.broker.replica_manager.leader_partition(topic, index, current).log
     except KafkaError as exc:
         out["error_code"] = int(exc.code)
@@ -97,6 +115,8 @@ async def handle_elect_leaders(ctx: RequestContext, req: Body) -> Body:
         None if requested is None else [(t["topic"], int(p)) for t in requested for p in t["partitions"]]
     )
     election_type = int(req.get("election_type", 0))
+    if not allowed_cluster(ctx, Op.ALTER):
+        return {"throttle_time_ms": 0, "error_code": _CLUSTER_DENIED, "replica_election_results": []}
     outcome = await ctx.broker.control.elect_leaders(election_type, partitions)
     if partitions is None:  # "all partitions": report only what was elected or failed
         outcome = {tp: r for tp, r in outcome.items() if r[0] != ErrorCode.ELECTION_NOT_NEEDED}
@@ -120,6 +140,8 @@ async def handle_alter_partition_reassignments(ctx: RequestContext, req: Body) -
         for p in t["partitions"]
     }
     control = ctx.broker.control
+    if not allowed_cluster(ctx, Op.ALTER):
+        return {"throttle_time_ms": 0, "error_code": _CLUSTER_DENIED, "error_message": None, "responses": []}
     if not control.controller_active:
         return {
             "throttle_time_ms": 0,
@@ -144,6 +166,8 @@ async def handle_alter_partition_reassignments(ctx: RequestContext, req: Body) -
 @handles(ApiKey.LIST_PARTITION_REASSIGNMENTS)
 async def handle_list_partition_reassignments(ctx: RequestContext, req: Body) -> Body:
     control = ctx.broker.control
+    if not allowed_cluster(ctx, Op.DESCRIBE):
+        return {"throttle_time_ms": 0, "error_code": _CLUSTER_DENIED, "error_message": None, "topics": []}
     if not control.controller_active:
         return {
             "throttle_time_ms": 0,

@@ -13,6 +13,7 @@ from typing import Any
 
 from strom.broker.broker import Broker
 from strom.broker.config import BROKER_CONFIGS
+from strom.broker.handlers.authz import Op, Res, allowed_cluster, denied
 from strom.broker.handlers.base import Body, RequestContext, handles
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -71,6 +72,16 @@ def _describe_broker(broker: Broker, name: str, keys: list[str] | None) -> list[
     ]
 
 
+def _authorize(ctx: RequestContext, rtype: int, name: str, operation: Op) -> None:
+    """ACLs: a topic's configs need the operation on the topic (29), a broker's on the cluster (31)."""
+    if ctx.broker.authorizer is None:
+        return
+    if rtype == TOPIC and denied(ctx, operation, Res.TOPIC, name):
+        raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    if rtype == BROKER and not allowed_cluster(ctx, operation):
+        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+
+
 @handles(ApiKey.DESCRIBE_CONFIGS)
 async def handle_describe_configs(ctx: RequestContext, req: Body) -> Body:
     results = []
@@ -85,6 +96,7 @@ async def handle_describe_configs(ctx: RequestContext, req: Body) -> Body:
             "configs": [],
         }
         try:
+            _authorize(ctx, rtype, name, Op.DESCRIBE_CONFIGS)
             if rtype == TOPIC:
                 out["configs"] = _describe_topic(ctx.broker, name, keys)
             elif rtype == BROKER:
@@ -132,6 +144,7 @@ async def _alter(ctx: RequestContext, req: Body, incremental: bool) -> Body:
             "resource_name": name,
         }
         try:
+            _authorize(ctx, rtype, name, Op.ALTER_CONFIGS)
             if rtype != TOPIC:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "only topic configs can be altered")
             info = ctx.broker.metadata.topics.get(name)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from strom.broker.group_service import GroupService
+from strom.broker.handlers.authz import Op, Res, allowed, allowed_cluster, denied
 from strom.broker.handlers.base import Body, RequestContext, handles
 from strom.broker.transaction_service import TransactionService
 from strom.coordinator import JoinGroupRequest, SyncGroupRequest
@@ -28,7 +29,11 @@ def group_service(ctx: RequestContext) -> GroupService:
     return ctx.broker.groups
 
 
-def _not_coordinator(ctx: RequestContext, group_id: str) -> ErrorCode | None:
+def _not_coordinator(ctx: RequestContext, group_id: str, operation: Op = Op.READ) -> ErrorCode | None:
+    """Why this broker does not serve the group request: the sender lacks `operation` on the group
+    (GROUP_AUTHORIZATION_FAILED; READ for membership APIs), or another broker coordinates it."""
+    if denied(ctx, operation, Res.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
     service = group_service(ctx)
     if not service.is_coordinator(group_id):
         return ErrorCode.NOT_COORDINATOR
@@ -46,6 +51,14 @@ async def handle_find_coordinator(ctx: RequestContext, req: Body) -> Body:
         service = ctx.broker.transactions
     elif key_type != COORDINATOR_KEY_TYPE_GROUP:
         return _find_error(ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
+    if ctx.broker.authorizer is not None:
+        key = str(req.get("key", ""))
+        if key_type == COORDINATOR_KEY_TYPE_GROUP and denied(ctx, Op.DESCRIBE, Res.GROUP, key):
+            return _find_error(ErrorCode.GROUP_AUTHORIZATION_FAILED, "")
+        if key_type == COORDINATOR_KEY_TYPE_TRANSACTION and denied(
+            ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID, key
+        ):
+            return _find_error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "")
     try:
         service.ensure_topic()
     except KafkaError as exc:
@@ -215,7 +228,7 @@ async def handle_describe_groups(ctx: RequestContext, req: Body) -> Body:
     service = group_service(ctx)
     groups = []
     for group_id in req["groups"]:
-        error = _not_coordinator(ctx, group_id)
+        error = _not_coordinator(ctx, group_id, Op.DESCRIBE)
         if error is not None:
             # Cluster mode: only the group's coordinator describes it (NOT_COORDINATOR elsewhere).
             groups.append(_described(group_id, error))
@@ -261,6 +274,9 @@ async def handle_list_groups(ctx: RequestContext, req: Body) -> Body:
         {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state}
         for g in service.coordinator.list_groups()
     ]
+    if ctx.broker.authorizer is not None and not allowed_cluster(ctx, Op.DESCRIBE):
+        # Kafka: without DESCRIBE on the cluster, only the groups the sender may DESCRIBE are listed.
+        groups = [g for g in groups if allowed(ctx, Op.DESCRIBE, Res.GROUP, g["group_id"])]
     return {"throttle_time_ms": 0, "error_code": 0, "groups": groups}
 
 
@@ -268,8 +284,9 @@ async def handle_list_groups(ctx: RequestContext, req: Body) -> Body:
 async def handle_delete_groups(ctx: RequestContext, req: Body) -> Body:
     service = group_service(ctx)
     names: list[str] = list(req["groups_names"])
-    mine = [n for n in names if _not_coordinator(ctx, n) is None]
-    codes = dict.fromkeys(names, ErrorCode.NOT_COORDINATOR)
+    refusals = {n: _not_coordinator(ctx, n, Op.DELETE) for n in names}
+    mine = [n for n, refused in refusals.items() if refused is None]
+    codes = {n: refused or ErrorCode.NONE for n, refused in refusals.items()}
     codes.update(service.coordinator.delete_groups(mine))
     return {
         "throttle_time_ms": 0,

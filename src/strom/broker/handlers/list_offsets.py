@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from strom.broker.handlers.authz import Op, Res, denied
 from strom.broker.handlers.base import Body, RequestContext, handles
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -44,6 +45,8 @@ def _lookup(
         "leader_epoch": -1,
     }
     try:
+        if denied(ctx, Op.DESCRIBE, Res.TOPIC, topic):
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         part = ctx.broker.replica_manager.leader_partition(
             topic, index, int(p.get("current_leader_epoch", -1))
         )

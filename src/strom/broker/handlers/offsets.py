@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from strom.broker.handlers.authz import Op, Res, denied
 from strom.broker.handlers.base import Body, RequestContext, handles
 from strom.broker.handlers.groups import group_service
 from strom.coordinator import OffsetAndMetadata, TopicPartition
@@ -35,7 +36,9 @@ def _partition_exists(ctx: RequestContext, tp: TopicPartition) -> bool:
     return info is not None and 0 <= tp.partition < info.partitions
 
 
-def _group_error(ctx: RequestContext, group_id: str) -> ErrorCode | None:
+def _group_error(ctx: RequestContext, group_id: str, operation: Op) -> ErrorCode | None:
+    if denied(ctx, operation, Res.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
     service = group_service(ctx)
     if not service.is_coordinator(group_id):
         return ErrorCode.NOT_COORDINATOR
@@ -55,6 +58,9 @@ async def handle_offset_commit(ctx: RequestContext, req: Body) -> Body:
         for part in topic["partitions"]:
             tp = TopicPartition(topic["name"], int(part["partition_index"]))
             order.append(tp)
+            if denied(ctx, Op.READ, Res.TOPIC, tp.topic):
+                results[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if not _partition_exists(ctx, tp):
                 results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
@@ -63,7 +69,7 @@ async def handle_offset_commit(ctx: RequestContext, req: Body) -> Body:
                 leader_epoch=int(part.get("committed_leader_epoch", NO_LEADER_EPOCH)),
                 metadata=part.get("committed_metadata") or "",
             )
-    error = _group_error(ctx, group_id)
+    error = _group_error(ctx, group_id, Op.READ)
     service = group_service(ctx)
     if error is not None:
         results.update(dict.fromkeys(offsets, error))
@@ -103,7 +109,7 @@ async def handle_offset_fetch(ctx: RequestContext, req: Body) -> Body:
     requested: list[TopicPartition] | None = None
     if req.get("topics") is not None:
         requested = [TopicPartition(t["name"], int(p)) for t in req["topics"] for p in t["partition_indexes"]]
-    error = _group_error(ctx, group_id)
+    error = _group_error(ctx, group_id, Op.DESCRIBE)
     service = group_service(ctx)
     if error is not None:
         code = error
@@ -111,12 +117,23 @@ async def handle_offset_fetch(ctx: RequestContext, req: Body) -> Body:
             # v1 has nowhere else to put it (PROTOCOL-NOTES P12).
             return {"topics": _fetch_topics(dict.fromkeys(requested or []), code)}
         return {"throttle_time_ms": 0, "topics": [], "error_code": int(code)}
+    refused: dict[TopicPartition, OffsetAndMetadata | None] = {}
+    # Kafka: named partitions of topics the sender may not DESCRIBE answer TOPIC_AUTHORIZATION_FAILED;
+    # for "all topics" they are left out.
+    if ctx.broker.authorizer is not None and requested is not None:
+        refused = dict.fromkeys(tp for tp in requested if denied(ctx, Op.DESCRIBE, Res.TOPIC, tp.topic))
+        requested = [tp for tp in requested if tp not in refused]
     committed = service.coordinator.fetch_offsets(group_id, requested)
+    if ctx.broker.authorizer is not None:
+        committed = {
+            tp: om for tp, om in committed.items() if not denied(ctx, Op.DESCRIBE, Res.TOPIC, tp.topic)
+        }
     # All topics (null) lists the committed partitions only, as Kafka does, pending ones among them unstable.
     unstable = service.unstable_partitions(group_id) if req.get("require_stable") else set()
     return {
         "throttle_time_ms": 0,
-        "topics": _fetch_topics(committed, ErrorCode.NONE, unstable),
+        "topics": _fetch_topics(committed, ErrorCode.NONE, unstable)
+        + _fetch_topics(refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
         "error_code": 0,
     }
 
@@ -152,7 +169,7 @@ async def handle_offset_delete(ctx: RequestContext, req: Body) -> Body:
     requested = [
         TopicPartition(t["name"], int(p["partition_index"])) for t in req["topics"] for p in t["partitions"]
     ]
-    error = _group_error(ctx, group_id)
+    error = _group_error(ctx, group_id, Op.DELETE)
     service = group_service(ctx)
     if error is not None:
         return {
@@ -160,13 +177,16 @@ async def handle_offset_delete(ctx: RequestContext, req: Body) -> Body:
             "throttle_time_ms": 0,
             "topics": [],
         }
-    known = [tp for tp in requested if _partition_exists(ctx, tp)]
+    refused = {tp for tp in requested if denied(ctx, Op.READ, Res.TOPIC, tp.topic)}
+    known = [tp for tp in requested if tp not in refused and _partition_exists(ctx, tp)]
     top, results = service.coordinator.delete_offsets(group_id, known)
     if top is not ErrorCode.NONE:
         return {"error_code": int(top), "throttle_time_ms": 0, "topics": []}
     by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for tp in requested:
         code = results.get(tp, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if tp in refused:
+            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         by_topic[tp.topic].append({"partition_index": tp.partition, "error_code": int(code)})
     return {
         "error_code": 0,

@@ -7,10 +7,14 @@ instances, after the change is durable in ``__transaction_state``. From v3 the r
 producer's current id and epoch (KIP-360: a producer bumps its own epoch to recover from an abortable
 error); a stale one gets PRODUCER_FENCED, answered as INVALID_PRODUCER_EPOCH below v4, as Kafka does.
 An idempotent producer always gets a new producer id (with or without its old one), as from Kafka.
+ACLs: a transactional id needs WRITE on it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent
+producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679; else
+CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
+from strom.broker.handlers.authz import Op, Res, allowed_cluster
 from strom.broker.handlers.base import Body, RequestContext, handles
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -21,6 +25,15 @@ PRODUCER_FENCED_FROM_VERSION = 4
 @handles(ApiKey.INIT_PRODUCER_ID)
 async def handle_init_producer_id(ctx: RequestContext, req: Body) -> Body:
     tid = req.get("transactional_id")
+    if (auth := ctx.broker.authorizer) is not None:
+        who, host = ctx.principal, ctx.client_host
+        if tid is not None and not auth.allowed(who, host, Op.WRITE, Res.TRANSACTIONAL_ID, tid):
+            return _response(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1)
+        # KIP-679: an idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on any topic.
+        if tid is None and not (
+            allowed_cluster(ctx, Op.IDEMPOTENT_WRITE) or auth.allowed_any(who, host, Op.WRITE, Res.TOPIC)
+        ):
+            return _response(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, -1, -1)
     if tid is None:
         return _response(ErrorCode.NONE, ctx.broker.metadata.next_producer_id(), 0)
     service = ctx.broker.transactions

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from strom.broker.handlers.authz import Op, Res, allowed, allowed_cluster, denied
 from strom.broker.handlers.base import Body, RequestContext, handles
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -24,6 +25,8 @@ def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only: bool)
         int(a["partition_index"]): [int(b) for b in a["broker_ids"]] for a in topic.get("assignments") or []
     }
     try:
+        if not (allowed_cluster(ctx, Op.CREATE) or allowed(ctx, Op.CREATE, Res.TOPIC, name)):
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         info = ctx.broker.topics.create_topic(
             name,
             int(topic["num_partitions"]),
@@ -78,6 +81,8 @@ async def handle_delete_topics(ctx: RequestContext, req: Body) -> Body:
     for name in req["topic_names"]:
         out: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
         try:
+            if denied(ctx, Op.DELETE, Res.TOPIC, name):
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             ctx.broker.topics.delete_topic(name)
         except KafkaError as exc:
             out["error_code"] = int(exc.code)
@@ -94,6 +99,8 @@ async def handle_create_partitions(ctx: RequestContext, req: Body) -> Body:
     for topic in req["topics"]:
         out: dict[str, Any] = {"name": topic["name"], "error_code": 0, "error_message": None}
         try:
+            if denied(ctx, Op.ALTER, Res.TOPIC, topic["name"]):
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             assignments = [[int(b) for b in a["broker_ids"]] for a in topic.get("assignments") or []]
             ctx.broker.topics.add_partitions(topic["name"], int(topic["count"]), validate_only, assignments)
             if not validate_only:
@@ -111,6 +118,8 @@ def _delete_records(ctx: RequestContext, topic: str, p: dict[str, Any]) -> dict[
     index = int(p["partition_index"])
     out: dict[str, Any] = {"partition_index": index, "low_watermark": -1, "error_code": 0}
     try:
+        if denied(ctx, Op.DELETE, Res.TOPIC, topic):
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         plog = ctx.broker.replica_manager.leader_partition(topic, index).log
         offset = int(p["offset"])
         if offset == -1:  # Kafka: -1 means "up to the high watermark"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from strom.broker.handlers.authz import Op, Res, allowed, denied
 from strom.broker.handlers.base import Body, RequestContext, handles
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
@@ -33,6 +34,9 @@ async def handle_describe_transactions(ctx: RequestContext, req: Body) -> Body:
     service = ctx.broker.transactions
     states = []
     for tid in req["transactional_ids"]:
+        if denied(ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID, tid):
+            states.append(_described(tid, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, frozenset()))
+            continue
         code, meta, partitions = service.describe_transaction(tid)
         states.append(_described(tid, code, meta, partitions))
     return {"throttle_time_ms": 0, "transaction_states": states}
@@ -84,6 +88,8 @@ async def handle_list_transactions(ctx: RequestContext, req: Body) -> Body:
                 "transaction_state": meta.state.kafka_name,
             }
             for meta in listing.transactions
+            # ACLs: only the transactional ids the sender may DESCRIBE are listed (Kafka's rule).
+            if allowed(ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID, meta.transactional_id)
         ],
     }
 
@@ -98,6 +104,8 @@ async def handle_describe_producers(ctx: RequestContext, req: Body) -> Body:
 
 
 def _producers(ctx: RequestContext, topic: str, index: int) -> Body:
+    if denied(ctx, Op.READ, Res.TOPIC, topic):
+        return _partition_error(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     info = ctx.broker.metadata.topics.get(topic)
     if info is None or not 0 <= index < info.partitions:
         return _partition_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

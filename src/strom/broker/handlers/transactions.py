@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from strom.broker.group_service import OFFSETS_TOPIC
+from strom.broker.handlers.authz import Op, Res, allowed_cluster, denied
 from strom.broker.handlers.base import Body, RequestContext, handles
 from strom.coordinator import GroupCoordinator, OffsetAndMetadata, TopicPartition
 from strom.protocol.api import ApiKey
@@ -49,7 +50,10 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, req: Body) -> Body:
     known = ctx.broker.metadata.topics
     unknown = {tp for tp in wanted if tp[0] not in known or not 0 <= tp[1] < known[tp[0]].partitions}
     codes: dict[tuple[str, int], ErrorCode]
-    if unknown:
+    refused = _refused_topics(ctx, req["v3_and_below_transactional_id"], wanted)
+    if refused is not None:
+        codes = refused
+    elif unknown:
         codes = {
             tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
             for tp in wanted
@@ -78,8 +82,27 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, req: Body) -> Body:
     return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": results}
 
 
+def _refused_topics(
+    ctx: RequestContext, txn_id: str, wanted: list[tuple[str, int]]
+) -> dict[tuple[str, int], ErrorCode] | None:
+    """ACLs for AddPartitionsToTxn: WRITE on the transactional id, then on each topic (Kafka's codes)."""
+    if ctx.broker.authorizer is None:
+        return None
+    if denied(ctx, Op.WRITE, Res.TRANSACTIONAL_ID, txn_id):
+        return dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    bad = {tp for tp in wanted if denied(ctx, Op.WRITE, Res.TOPIC, tp[0])}
+    if not bad:
+        return None
+    return {
+        tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp in bad else ErrorCode.OPERATION_NOT_ATTEMPTED
+        for tp in wanted
+    }
+
+
 @handles(ApiKey.END_TXN)
 async def handle_end_txn(ctx: RequestContext, req: Body) -> Body:
+    if denied(ctx, Op.WRITE, Res.TRANSACTIONAL_ID, req["transactional_id"]):
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
     code = _ensure_topic(ctx)
     if code is None:
         code = await ctx.broker.transactions.end_txn(
@@ -93,6 +116,10 @@ async def handle_end_txn(ctx: RequestContext, req: Body) -> Body:
 
 @handles(ApiKey.ADD_OFFSETS_TO_TXN)
 async def handle_add_offsets_to_txn(ctx: RequestContext, req: Body) -> Body:
+    if denied(ctx, Op.WRITE, Res.TRANSACTIONAL_ID, req["transactional_id"]):
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
+    if denied(ctx, Op.READ, Res.GROUP, req["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)}
     code = _ensure_topic(ctx)
     groups = ctx.broker.groups
     if code is None:
@@ -123,6 +150,9 @@ async def handle_txn_offset_commit(ctx: RequestContext, req: Body) -> Body:
         for p in topic["partitions"]:
             tp = TopicPartition(topic["name"], int(p["partition_index"]))
             order.append(tp)
+            if denied(ctx, Op.READ, Res.TOPIC, tp.topic):
+                results[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             info = known.get(tp.topic)
             if info is None or not 0 <= tp.partition < info.partitions:
                 results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -132,7 +162,11 @@ async def handle_txn_offset_commit(ctx: RequestContext, req: Body) -> Body:
                 int(p.get("committed_leader_epoch", -1)),
                 p.get("committed_metadata") or "",
             )
-    if not group_id:
+    if denied(ctx, Op.WRITE, Res.TRANSACTIONAL_ID, req["transactional_id"]):
+        results.update(dict.fromkeys(offsets, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+    elif denied(ctx, Op.READ, Res.GROUP, group_id):
+        results.update(dict.fromkeys(offsets, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+    elif not group_id:
         results.update(dict.fromkeys(offsets, ErrorCode.INVALID_GROUP_ID))
     elif not groups.is_coordinator(group_id):
         results.update(dict.fromkeys(offsets, ErrorCode.NOT_COORDINATOR))
@@ -174,6 +208,7 @@ async def handle_write_txn_markers(ctx: RequestContext, req: Body) -> Body:
     partition's fencing checks like the coordinator's own)."""
     service = ctx.broker.transactions
     markers = []
+    cluster_action = allowed_cluster(ctx, Op.CLUSTER_ACTION)
     for marker in req["markers"]:
         pid, epoch = int(marker["producer_id"]), int(marker["producer_epoch"])
         commit, coordinator_epoch = bool(marker["transaction_result"]), int(marker["coordinator_epoch"])
@@ -181,6 +216,11 @@ async def handle_write_txn_markers(ctx: RequestContext, req: Body) -> Body:
         for t in marker["topics"]:
             parts = []
             for p in t["partition_indexes"]:
+                if not cluster_action:
+                    parts.append(
+                        {"partition_index": int(p), "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)}
+                    )
+                    continue
                 code = await service.write_local_marker(
                     t["name"], int(p), pid, epoch, commit, coordinator_epoch
                 )
