@@ -35,10 +35,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # handler; install it explicitly so SIGINT always means "stop cleanly" for this tool.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
+        from strom.cli.acls import ACLS_HANDLERS
         from strom.cli.cluster import CLUSTER_HANDLERS
         from strom.cli.schemas import SCHEMAS_HANDLERS
 
-        return {**HANDLERS, **CLUSTER_HANDLERS, **SCHEMAS_HANDLERS}[args.handler](args)
+        return {**HANDLERS, **CLUSTER_HANDLERS, **SCHEMAS_HANDLERS, **ACLS_HANDLERS}[args.handler](args)
     except ConsoleError as exc:
         print(f"strom: error: {exc.message}", file=sys.stderr)
         return EXIT_FAILURE

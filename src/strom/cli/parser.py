@@ -87,6 +87,9 @@ def build_parser() -> OneLineErrorParser:
     from strom.cli.cluster import add_cluster_commands
 
     add_cluster_commands(commands, _connection_parent())
+    from strom.cli.acls import add_acls_commands
+
+    add_acls_commands(commands, _connection_parent())
     from strom.cli.schemas import add_schemas_commands
 
     add_schemas_commands(commands)

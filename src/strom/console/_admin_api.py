@@ -9,6 +9,10 @@ annotations. Both problems are absorbed here, once, instead of with ignores at e
 from __future__ import annotations
 
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
@@ -16,10 +20,15 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     NewPartitions,
     NewTopic,
     OffsetSpec,
+    ResourcePatternType,
     ResourceType,
 )
 
 __all__ = [
+    "AclBinding",
+    "AclBindingFilter",
+    "AclOperation",
+    "AclPermissionType",
     "AlterConfigOpType",
     "ConfigEntry",
     "ConfigResource",
@@ -27,6 +36,7 @@ __all__ = [
     "NewPartitions",
     "NewTopic",
     "OffsetSpec",
+    "ResourcePatternType",
     "ResourceType",
     "earliest_spec",
     "latest_spec",
