@@ -18,6 +18,7 @@ ZooKeeper cluster. What a controller would do for it, this module does in-proces
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -118,7 +119,8 @@ class LocalControlPlane:
             "is_new": False,
         }
 
-    def _become_leader(self, topics: list[TopicInfo], first_partition: int = 0) -> None:
+    def _become_leader(self, topics: list[TopicInfo], first_partition: int = 0) -> list[str]:
+        """Lead the partitions from ``first_partition`` on; returns what failed ("topic-partition: ERROR")."""
         self._publish_metadata()  # first: opening a log reads the topic's configs from the cache
         states = [
             self._partition_state(info, p) for info in topics for p in range(first_partition, info.partitions)
@@ -134,14 +136,15 @@ class LocalControlPlane:
                     ],
                 }
             )
-            for entry in result["partition_errors"]:
-                if entry["error_code"]:
-                    log.error(
-                        "%s-%d: cannot lead: %s",
-                        entry["topic_name"],
-                        entry["partition_index"],
-                        ErrorCode(entry["error_code"]).name,
-                    )
+            failed = [
+                f"{e['topic_name']}-{e['partition_index']}: {ErrorCode(e['error_code']).name}"
+                for e in result["partition_errors"]
+                if e["error_code"]
+            ]
+            for failure in failed:
+                log.error("cannot lead %s", failure)
+            return failed
+        return []
 
     def _publish_metadata(self) -> None:
         topics = [
@@ -174,9 +177,34 @@ class LocalControlPlane:
         return {self._node_id: self._rack}
 
     def create_topic(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]) -> TopicInfo:
-        info = self._store.create_topic(name, len(assignment), len(assignment[0]), configs)
-        self._become_leader([info])
+        """Store the topic and lead its partitions: all of it, or nothing (KAFKA_STORAGE_ERROR).
+
+        Out of descriptors or disk space, the catalogue write or a partition's log may fail; the topic
+        is then removed again (catalogue, logs, metadata), so that no half-created topic remains.
+        """
+        try:
+            info = self._store.create_topic(name, len(assignment), len(assignment[0]), configs)
+        except OSError as exc:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot store topic {name}: {exc}") from exc
+        failed = self._become_leader([info])
+        if failed:
+            self._drop_partitions(name, range(info.partitions))
+            with contextlib.suppress(OSError):  # the next start then finds no logs for it either
+                self._store.delete_topic(name)
+            self._publish_metadata()
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"topic {name} not created: {failed[0]}")
         return info
+
+    def _drop_partitions(self, name: str, partitions: range) -> None:
+        """Best effort: remove the logs of partitions that are being rolled back."""
+        self._replica_manager.stop_replicas(
+            {
+                "controller_id": self._node_id,
+                "controller_epoch": CONTROLLER_EPOCH,
+                "delete_partitions": True,
+                "partitions": [{"topic_name": name, "partition_index": p} for p in partitions],
+            }
+        )
 
     def topic_assignment(self, name: str) -> dict[int, list[int]] | None:
         info = self._store.topics.get(name)
@@ -185,8 +213,18 @@ class LocalControlPlane:
     def add_partitions(self, name: str, added: dict[int, list[int]]) -> None:
         info = self._store.topics[name]
         first = info.partitions
-        self._store.set_partitions(name, first + len(added))
-        self._become_leader([info], first_partition=first)
+        try:
+            self._store.set_partitions(name, first + len(added))
+        except OSError as exc:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot store topic {name}: {exc}") from exc
+        failed = self._become_leader([info], first_partition=first)
+        if failed:  # all or nothing, as create_topic
+            self._drop_partitions(name, range(first, first + len(added)))
+            with contextlib.suppress(OSError):
+                self._store.set_partitions(name, first)
+            info.partitions = first  # also if the catalogue write failed: its file still says so
+            self._publish_metadata()
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"partitions of {name} not added: {failed[0]}")
 
     def delete_topic(self, name: str) -> None:
         info = self._store.topics[name]

@@ -114,7 +114,11 @@ class LocalMetadataStore:
     ) -> TopicInfo:
         info = TopicInfo(name, uuid.uuid4().bytes, partitions, replication_factor, dict(configs))
         self.topics[name] = info
-        self._save_topics()
+        try:
+            self._save_topics()
+        except OSError:
+            del self.topics[name]  # the catalogue on disk never had it
+            raise
         return info
 
     def delete_topic(self, name: str) -> None:
@@ -122,8 +126,13 @@ class LocalMetadataStore:
         self._save_topics()
 
     def set_partitions(self, name: str, partitions: int) -> None:
-        self.topics[name].partitions = partitions
-        self._save_topics()
+        info = self.topics[name]
+        before, info.partitions = info.partitions, partitions
+        try:
+            self._save_topics()
+        except OSError:
+            info.partitions = before
+            raise
 
     def set_configs(self, name: str, configs: dict[str, str]) -> None:
         self.topics[name].configs = dict(configs)

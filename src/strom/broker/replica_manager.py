@@ -275,6 +275,7 @@ class ReplicaManager:
         self.controller_epoch = controller_epoch
         delete = bool(body["delete_partitions"])
         errors = []
+        deleted = False
         for entry in body["partitions"]:
             tp = (entry["topic_name"], int(entry["partition_index"]))
             self.fetchers.remove_partition(tp)
@@ -283,9 +284,21 @@ class ReplicaManager:
                 if part is not None and part.leader_id == self.node_id:
                     for callback in self.on_leadership_change:
                         callback(part, False)
-                self._log_manager.delete_log(tp[0], tp[1])
+                code = ErrorCode.NONE
+                try:
+                    deleted |= self._log_manager.delete_log(tp[0], tp[1], checkpoint=False)
+                except OSError as exc:  # a leftover "-delete" directory is removed at the next start
+                    log.error("deleting the log of %s-%d failed: %s", tp[0], tp[1], exc)
+                    code = ErrorCode.KAFKA_STORAGE_ERROR
                 self._wake_all(tp)
-            errors.append({"topic_name": tp[0], "partition_index": tp[1], "error_code": 0})
+            else:
+                code = ErrorCode.NONE
+            errors.append({"topic_name": tp[0], "partition_index": tp[1], "error_code": int(code)})
+        if deleted:
+            try:
+                self._log_manager.checkpoint_all()  # once for all deleted partitions
+            except OSError as exc:
+                log.error("writing checkpoints after deleting partitions failed: %s", exc)
         return {"error_code": 0, "partition_errors": errors}
 
     # leader: appends, follower fetches, high watermark -------------------------------------------

@@ -152,14 +152,23 @@ class LogManager:
             self.topic_configs[topic] = config
         log_dir = self._least_loaded_dir()
         path = os.path.join(log_dir, f"{topic}-{partition}")
-        created = PartitionLog(
-            path,
-            self.topic_configs.get(topic, self.default_config),
-            self._time_ms,
-            producer_id_expiration_ms=self.producer_id_expiration_ms,
-            open_files=self.open_files,
-        )
-        fsync_dir(log_dir)
+        created = None
+        try:
+            created = PartitionLog(
+                path,
+                self.topic_configs.get(topic, self.default_config),
+                self._time_ms,
+                producer_id_expiration_ms=self.producer_id_expiration_ms,
+                open_files=self.open_files,
+            )
+            fsync_dir(log_dir)
+        except OSError:
+            # Out of descriptors or disk: leave no half-made directory for the next start to load.
+            if created is not None:
+                for segment in created.segments:
+                    segment.close()
+            shutil.rmtree(path, ignore_errors=True)
+            raise
         self._logs[tp] = created
         self._log_dir_of[tp] = log_dir
         return created
@@ -170,8 +179,12 @@ class LogManager:
             counts[d] += 1
         return min(self.log_dirs, key=lambda d: counts[d])
 
-    def delete_log(self, topic: str, partition: int) -> bool:
-        """Rename the partition directory aside, then remove it; returns whether it existed."""
+    def delete_log(self, topic: str, partition: int, checkpoint: bool = True) -> bool:
+        """Rename the partition directory aside, then remove it; returns whether it existed.
+
+        The checkpoints are rewritten (so that a partition created again under the same name does not
+        inherit its offsets after a crash) unless the caller deletes several and checkpoints once.
+        """
         tp = TopicPartition(topic, partition)
         removed = self._logs.pop(tp, None)
         if removed is None:
@@ -183,7 +196,8 @@ class LogManager:
         os.rename(removed.dir, doomed)
         fsync_dir(log_dir)
         shutil.rmtree(doomed, ignore_errors=True)
-        self.checkpoint_all()
+        if checkpoint:
+            self.checkpoint_all()
         return True
 
     def update_config(self, topic: str, config: LogConfig) -> None:

@@ -164,6 +164,10 @@ def _read_all(
                 errored = True
                 parts.append(_empty(index, exc.code, log_start=_hosted_log_start(ctx, name, index)))
                 continue
+            except OSError:  # e.g. out of descriptors reopening a segment: this partition only
+                errored = True
+                parts.append(_empty(index, ErrorCode.KAFKA_STORAGE_ERROR))
+                continue
             total += len(data)
             remaining -= len(data)
             entry = _empty(index, ErrorCode.NONE, hwm, lso, log_start)
