@@ -72,6 +72,7 @@ COVERED_ELSEWHERE.update(dict.fromkeys((23, 43, 45, 46), "test_conformance_clust
 COVERED_ELSEWHERE.update(dict.fromkeys((24, 25, 26, 28), "test_transactions.py"))
 COVERED_ELSEWHERE.update(dict.fromkeys((27, 61, 65, 66), "test_transaction_admin.py"))
 COVERED_ELSEWHERE.update(dict.fromkeys((29, 30, 31), "test_acls.py"))
+COVERED_ELSEWHERE.update(dict.fromkeys((17, 36, 50, 51), "test_sasl.py"))
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4

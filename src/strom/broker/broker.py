@@ -38,6 +38,7 @@ from strom.broker.purgatory import Purgatory
 from strom.broker.registry_service import RegistryService
 from strom.broker.replica_fetcher import ReplicaFetcherManager
 from strom.broker.replica_manager import ReplicaManager
+from strom.broker.security.credentials import CredentialStore, LocalCredentialStore
 from strom.broker.topic_admin import TopicAdmin
 from strom.broker.transaction_service import TransactionService
 from strom.cluster.zk_acls import ZkAclStore
@@ -92,6 +93,8 @@ class Broker:
             )
             isr_store = LocalIsrStore()
         self.cluster_id = self.metadata.cluster_id
+        # SCRAM credentials: a file next to the logs here; ZooKeeper's /config/users in a cluster.
+        self.credentials: CredentialStore = LocalCredentialStore(config.log_dirs[0])
         self.replica_manager = ReplicaManager(
             self.node_id,
             self.log_manager,

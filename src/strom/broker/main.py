@@ -53,7 +53,10 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event) -> None:
     try:
         for listener in setup.listeners:
             server = KafkaServer(
-                broker, listener.host, listener.port, security_for_listener(config, listener)
+                broker,
+                listener.host,
+                listener.port,
+                security_for_listener(config, listener, lambda: broker.credentials),
             )
             bound_host, bound_port = await server.start()
             servers.append(server)

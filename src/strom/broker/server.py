@@ -22,6 +22,7 @@ Bad input never reaches a handler: a size outside 8..`socket.request.max.bytes`,
 parse, or an API/version we do not serve closes that connection with a log line (Kafka's behaviour),
 except an unsupported ApiVersions version, which gets UNSUPPORTED_VERSION with a v0 body so the client
 can retry at a version we speak (KIP-511). Every other connection keeps being served.
+Security (TLS, the principal, SASL before anything else) is set up per connection: security/.
 """
 
 from __future__ import annotations
@@ -140,26 +141,15 @@ class KafkaServer:
         except UnsupportedVersion as exc:
             if exc.api_key == ApiKey.API_VERSIONS:
                 return api_versions_fallback(exc.correlation_id)
-            log.warning(
-                "closing connection from %s: unsupported API %s v%s",
-                client_host,
-                exc.api_key,
-                exc.api_version,
-            )
+            log.warning("closing connection from %s: unsupported API (%s)", client_host, exc)
             raise _CloseConnection from None
         except CorruptFrame as exc:
             log.warning("closing connection from %s: malformed request (%s)", client_host, exc)
             raise _CloseConnection from None
         ctx = RequestContext(
-            self.broker,
-            key,
-            version,
-            request.correlation_id,
-            request.client_id,
-            client_host,
-            principal=principal,
-            listener=self.listener.name,
+            self.broker, key, version, request.correlation_id, request.client_id, client_host
         )
+        ctx.principal, ctx.listener = principal, self.listener.name
         return _Call(HANDLERS[key], ctx, request)
 
     @property
@@ -218,6 +208,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._concurrent: set[asyncio.Task[_Answer]] = set()  # acks=all produces still running
         self.client_host = "?"
         self.principal = ANONYMOUS  # set once the connection is authenticated (TLS certificate, SASL)
+        self._auth = server.security.authenticator()  # SASL listeners: until authenticated
         self._transport: asyncio.Transport | None = None
         self._writer: ResponseWriter | None = None
         self._worker: asyncio.Task[None] | None = None
@@ -391,6 +382,14 @@ class _Connection(asyncio.BufferedProtocol):
 
     async def _process(self, payload: bytearray, received_ns: int) -> bool:
         """Handle one request, queueing its response in order; False once the connection must close."""
+        if (auth := self._auth) is not None and not auth.authenticated and not auth.passes(payload):
+            step = await auth.receive(payload, self.client_host)  # security/sasl.py
+            self._answer(step.answer)
+            self.principal = auth.principal
+            if step.close:  # closed once the answer has gone out
+                self._inbox.clear()
+                self._end_of_input()
+            return True
         try:
             decoded = self._server.decode(payload, self.client_host, self.principal)
             if not isinstance(decoded, _Call):

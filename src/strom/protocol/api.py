@@ -121,6 +121,11 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ELECT_LEADERS: (0, 1),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    # SASL (security/sasl.py): Handshake 0..1 only (KAFKA-9577); SCRAM credentials (KIP-554) flexible-only.
+    ApiKey.SASL_HANDSHAKE: (0, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
 
 # Broker-to-broker APIs (Strom's own layouts, internal_specs.py): served, never advertised.

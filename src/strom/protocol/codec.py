@@ -171,9 +171,15 @@ def decode_request(payload: bytes | bytearray | memoryview) -> Request:
         body, pos = decoder(buf, pos)
     except _CORRUPT as exc:
         raise CorruptFrame(f"api_key={api_key} v{version}: {exc}") from exc
-    if pos != len(buf):
+    if pos != len(buf) and not _known_trailer(api_key, buf, pos):
         raise CorruptFrame(f"api_key={api_key} v{version}: {len(buf) - pos} bytes left over")
     return Request(api_key, version, correlation_id, client_id, body)
+
+
+def _known_trailer(api_key: int, buf: memoryview, pos: int) -> bool:
+    """librdkafka (2.16 seen) ends AlterUserScramCredentials with one extra empty tag buffer, a single
+    zero byte; Kafka's parser ignores bytes after the message, so this one is accepted."""
+    return api_key == 51 and len(buf) - pos == 1 and buf[pos] == 0
 
 
 def _encode_response_into(

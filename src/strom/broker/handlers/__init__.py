@@ -14,6 +14,7 @@ from strom.broker.handlers import (  # noqa: F401  (imported for their @handles 
     offsets,
     produce,
     producer_ids,
+    sasl,
     topics,
     transaction_admin,
     transactions,

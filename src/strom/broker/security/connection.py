@@ -10,10 +10,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from strom._util.errors import ConfigError
+from strom.broker.security.credentials import CredentialStore
+from strom.broker.security.jaas import parse_jaas
 from strom.broker.security.listeners import ANONYMOUS, Listener, SecurityProtocol
+from strom.broker.security.sasl import SaslAuthenticator, SaslSettings
 from strom.broker.security.tls import Settings, certificate_principal, parse_mapping_rules, server_context
 
 log = logging.getLogger(__name__)
@@ -26,6 +31,11 @@ class ListenerSecurity:
     listener: Listener
     tls: ssl.SSLContext | None = None
     mapping_rules: list[Any] = field(default_factory=list)
+    sasl_settings: SaslSettings | None = None
+
+    def authenticator(self) -> SaslAuthenticator | None:
+        """A new connection's SASL state (None: not a SASL listener)."""
+        return None if self.sasl_settings is None else SaslAuthenticator(self.sasl_settings)
 
     @classmethod
     def plaintext(cls, host: str, port: int) -> ListenerSecurity:
@@ -57,7 +67,9 @@ class ListenerSecurity:
         return principal
 
 
-def for_listener(settings: Settings, listener: Listener) -> ListenerSecurity:
+def for_listener(
+    settings: Settings, listener: Listener, credentials: Callable[[], CredentialStore]
+) -> ListenerSecurity:
     """The security of one listener from the broker's settings (raises ConfigError)."""
     tls = server_context(settings, listener.name) if listener.protocol.uses_tls else None
     if tls is not None and listener.protocol.uses_sasl:
@@ -67,7 +79,36 @@ def for_listener(settings: Settings, listener: Listener) -> ListenerSecurity:
             str(raw).lower(), ssl.CERT_NONE
         )
     rules = parse_mapping_rules(str(settings.for_listener(listener.name, "ssl.principal.mapping.rules")))
-    return ListenerSecurity(listener, tls, rules)
+    sasl = _sasl_settings(settings, listener, credentials) if listener.protocol.uses_sasl else None
+    return ListenerSecurity(listener, tls, rules, sasl)
+
+
+def _sasl_settings(
+    settings: Settings, listener: Listener, credentials: Callable[[], CredentialStore]
+) -> SaslSettings:
+    mechanisms = tuple(settings.for_listener(listener.name, "sasl.enabled.mechanisms"))
+    if not mechanisms:
+        raise ConfigError(f"listener {listener.name}: sasl.enabled.mechanisms is empty")
+    plain_users: dict[str, str] = {}
+    if "PLAIN" in mechanisms:
+        # Kafka's broker reads only the listener- and mechanism-prefixed JAAS config.
+        jaas = settings.listener_raw(listener.name, "plain.sasl.jaas.config")
+        if jaas is None:
+            log.warning(
+                "listener %s: PLAIN is enabled but %splain.sasl.jaas.config is not set: no PLAIN logins",
+                listener.name,
+                listener.prefix,
+            )
+        else:
+            plain_users = parse_jaas(jaas).plain_users()
+    return SaslSettings(
+        listener.name,
+        mechanisms,
+        plain_users,
+        credentials,
+        int(settings.for_listener(listener.name, "connections.max.reauth.ms")),
+        int(settings.for_listener(listener.name, "connection.failed.authentication.delay.ms")),
+    )
 
 
 def tls_hint(first_byte: int) -> str:

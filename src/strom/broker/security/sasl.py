@@ -1,0 +1,263 @@
+"""SASL on a connection before it is authenticated (Kafka's SaslServerAuthenticator).
+
+A client on a SASL listener sends ApiVersions (answered by the ordinary handler), then SaslHandshake
+naming a mechanism among ``sasl.enabled.mechanisms``, then SaslAuthenticate requests carrying the
+mechanism's tokens until the exchange completes (PLAIN: one; SCRAM: two). SaslHandshake v0 means the
+legacy exchange: the tokens then travel as bare ``int32 size + bytes`` frames, both ways, and a
+failure can only be told by closing. Until the exchange completes any other request closes the
+connection without a reply, as in Kafka.
+
+An unknown mechanism is answered UNSUPPORTED_SASL_MECHANISM (with the enabled list), a bad token or
+wrong credentials SASL_AUTHENTICATION_FAILED with a generic message, each after
+``connection.failed.authentication.delay.ms``, and then the connection is closed. The broker log says
+why, naming the user but never a password or token. On success the connection's principal becomes
+``User:<name>``; SaslAuthenticate v1+ tells the client ``connections.max.reauth.ms`` as its session
+lifetime (0: no expiry).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from strom.broker.security.credentials import CredentialStore
+from strom.broker.security.listeners import ANONYMOUS
+from strom.broker.security.scram import HASHES, ScramError, ScramServer
+from strom.protocol.api import ApiKey
+from strom.protocol.codec import (
+    Chunk,
+    CorruptFrame,
+    UnsupportedVersion,
+    decode_request,
+    encode_response_chunks,
+)
+from strom.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+_HEADER_PREFIX = struct.Struct(">hhi")
+_SIZE = struct.Struct(">i")
+
+
+class AuthenticationFailed(Exception):
+    """The client's credentials or token are wrong; the message is for the log only."""
+
+
+@dataclass(frozen=True, slots=True)
+class SaslSettings:
+    """One SASL listener's settings, shared by its connections."""
+
+    listener: str
+    mechanisms: tuple[str, ...]
+    plain_users: dict[str, str]  # PLAIN logins from the JAAS config (user_<name>)
+    credentials: Callable[[], CredentialStore]  # SCRAM credentials (looked up per exchange)
+    reauth_ms: int
+    failure_delay_ms: int
+
+
+class _Plain:
+    def __init__(self, users: dict[str, str]) -> None:
+        self._users = users
+        self.username: str | None = None
+        self.complete = False
+
+    def step(self, token: bytes) -> bytes:
+        parts = token.split(b"\0")
+        if len(parts) != 3:
+            raise AuthenticationFailed("malformed PLAIN token")
+        try:
+            authzid, user, password = (p.decode("utf-8") for p in parts)
+        except UnicodeDecodeError:
+            raise AuthenticationFailed("PLAIN token is not UTF-8") from None
+        if not user or not password:
+            raise AuthenticationFailed("PLAIN token with an empty user name or password")
+        if authzid and authzid != user:
+            raise AuthenticationFailed(f"authorization id of {user!r} differs from the user name")
+        expected = self._users.get(user)
+        # Compared in constant time, also for an unknown user (against the given password itself).
+        ok = hmac.compare_digest((expected or password + "x").encode(), password.encode())
+        if expected is None or not ok:
+            raise AuthenticationFailed(f"wrong user name or password for {user!r}")
+        self.username, self.complete = user, True
+        return b""  # PLAIN's reply is empty (kafka-python and aiokafka check it)
+
+
+class _Scram:
+    def __init__(self, mechanism: str, store: CredentialStore) -> None:
+        self._server = ScramServer(mechanism, lambda user: store.get(user, mechanism))
+        self._stage = 0
+        self.username: str | None = None
+        self.complete = False
+
+    def step(self, token: bytes) -> bytes:
+        try:
+            if self._stage == 0:
+                self._stage = 1
+                return self._server.first(token)
+            if self._stage == 1:
+                reply = self._server.final(token)
+                self.username, self.complete = self._server.username, True
+                return reply
+        except ScramError as exc:
+            raise AuthenticationFailed(str(exc)) from None
+        raise AuthenticationFailed("SCRAM token after the exchange completed")
+
+
+@dataclass(slots=True)
+class Step:
+    answer: list[Chunk] | None = None
+    close: bool = False
+
+
+class SaslAuthenticator:
+    """One connection's SASL state; `receive` takes every frame until `authenticated`."""
+
+    def __init__(self, settings: SaslSettings) -> None:
+        self._settings = settings
+        self.authenticated = False
+        self.principal = ANONYMOUS
+        self._mechanism: _Plain | _Scram | None = None
+        self._mechanism_name = ""
+        self._legacy = False  # SaslHandshake v0: bare token frames follow
+
+    def passes(self, payload: bytearray) -> bool:
+        """Whether this frame takes the ordinary request path (ApiVersions before the handshake)."""
+        return (
+            self._mechanism is None
+            and len(payload) >= 8
+            and _HEADER_PREFIX.unpack_from(payload)[0] == ApiKey.API_VERSIONS
+        )
+
+    async def receive(self, payload: bytearray, client_host: str) -> Step:
+        if self._legacy:
+            return await self._legacy_token(bytes(payload), client_host)
+        key, version, correlation_id = _HEADER_PREFIX.unpack_from(payload)
+        if key not in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
+            log.warning(
+                "closing connection from %s on %s: API key %d before SASL authentication",
+                client_host,
+                self._settings.listener,
+                key,
+            )
+            return Step(close=True)
+        try:
+            body = decode_request(payload).body
+        except (CorruptFrame, UnsupportedVersion) as exc:
+            log.warning("closing connection from %s: malformed SASL request (%s)", client_host, exc)
+            return Step(close=True)
+        if key == ApiKey.SASL_HANDSHAKE:
+            return await self._handshake(version, correlation_id, str(body.get("mechanism", "")), client_host)
+        return await self._authenticate(
+            version, correlation_id, bytes(body.get("auth_bytes") or b""), client_host
+        )
+
+    async def _handshake(self, version: int, correlation_id: int, mechanism: str, client_host: str) -> Step:
+        enabled = list(self._settings.mechanisms)
+        if self._mechanism is not None:
+            return self._reply(
+                ApiKey.SASL_HANDSHAKE,
+                version,
+                correlation_id,
+                {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": enabled},
+                close=True,
+            )
+        if mechanism not in enabled:
+            log.warning(
+                "closing connection from %s: SASL mechanism %r is not enabled", client_host, mechanism[:64]
+            )
+            await self._delay()
+            return self._reply(
+                ApiKey.SASL_HANDSHAKE,
+                version,
+                correlation_id,
+                {"error_code": int(ErrorCode.UNSUPPORTED_SASL_MECHANISM), "mechanisms": enabled},
+                close=True,
+            )
+        if mechanism == "PLAIN":
+            self._mechanism = _Plain(self._settings.plain_users)
+        else:
+            self._mechanism = _Scram(mechanism, self._settings.credentials())
+        self._mechanism_name = mechanism
+        self._legacy = version == 0
+        return self._reply(
+            ApiKey.SASL_HANDSHAKE, version, correlation_id, {"error_code": 0, "mechanisms": enabled}
+        )
+
+    async def _authenticate(self, version: int, correlation_id: int, token: bytes, client_host: str) -> Step:
+        mechanism = self._mechanism
+        if mechanism is None:
+            log.warning("closing connection from %s: SaslAuthenticate before SaslHandshake", client_host)
+            body = {
+                "error_code": int(ErrorCode.ILLEGAL_SASL_STATE),
+                "error_message": "SaslHandshake first",
+                "auth_bytes": b"",
+                "session_lifetime_ms": 0,
+            }
+            return self._reply(ApiKey.SASL_AUTHENTICATE, version, correlation_id, body, close=True)
+        try:
+            reply = mechanism.step(token)
+        except AuthenticationFailed as exc:
+            self._log_failure(client_host, exc)
+            await self._delay()
+            body = {
+                "error_code": int(ErrorCode.SASL_AUTHENTICATION_FAILED),
+                "error_message": f"Authentication failed during {self._mechanism_name}: invalid credentials",
+                "auth_bytes": b"",
+                "session_lifetime_ms": 0,
+            }
+            return self._reply(ApiKey.SASL_AUTHENTICATE, version, correlation_id, body, close=True)
+        lifetime = self._settings.reauth_ms if mechanism.complete else 0
+        self._complete(mechanism, client_host)
+        body = {"error_code": 0, "error_message": None, "auth_bytes": reply, "session_lifetime_ms": lifetime}
+        return self._reply(ApiKey.SASL_AUTHENTICATE, version, correlation_id, body)
+
+    async def _legacy_token(self, token: bytes, client_host: str) -> Step:
+        mechanism = self._mechanism
+        assert mechanism is not None
+        try:
+            reply = mechanism.step(token)
+        except AuthenticationFailed as exc:
+            self._log_failure(client_host, exc)
+            await self._delay()
+            return Step(close=True)  # the legacy exchange has no way to say why
+        self._complete(mechanism, client_host)
+        return Step([_SIZE.pack(len(reply)) + reply])
+
+    def _complete(self, mechanism: _Plain | _Scram, client_host: str) -> None:
+        if mechanism.complete and mechanism.username is not None:
+            self.authenticated = True
+            self.principal = f"User:{mechanism.username}"
+            log.info(
+                "SASL %s connection from %s on %s as %s",
+                self._mechanism_name,
+                client_host,
+                self._settings.listener,
+                self.principal,
+            )
+
+    def _log_failure(self, client_host: str, exc: Exception) -> None:
+        log.warning(
+            "SASL %s authentication from %s on %s failed: %s",
+            self._mechanism_name,
+            client_host,
+            self._settings.listener,
+            exc,
+        )
+
+    async def _delay(self) -> None:
+        if self._settings.failure_delay_ms > 0:
+            await asyncio.sleep(self._settings.failure_delay_ms / 1000)
+
+    @staticmethod
+    def _reply(
+        key: int, version: int, correlation_id: int, body: dict[str, object], close: bool = False
+    ) -> Step:
+        return Step(encode_response_chunks(key, version, correlation_id, body), close)
+
+
+def enabled_mechanisms(mechanisms: list[str]) -> tuple[str, ...]:
+    return tuple(m for m in mechanisms if m == "PLAIN" or m in HASHES)
