@@ -8,13 +8,15 @@ credentials: the client sends a salt and the salted password, never the password
 derives StoredKey and ServerKey from them. Kafka's checks: an empty name or iterations outside
 4096..16384 → UNACCEPTABLE_CREDENTIAL, an unknown mechanism → UNSUPPORTED_SASL_MECHANISM, a
 user/mechanism pair twice → DUPLICATE_RESOURCE, deleting a missing credential or describing an
-unknown user → RESOURCE_NOT_FOUND; one result per user.
+unknown user → RESOURCE_NOT_FOUND; one result per user; with an authorizer, DESCRIBE / ALTER on the
+cluster or CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from strom.broker.handlers.authz import Op, allowed_cluster
 from strom.broker.handlers.base import Body, RequestContext, handles
 from strom.broker.security.scram import (
     HASHES,
@@ -47,6 +49,9 @@ async def handle_sasl_authenticate(ctx: RequestContext, req: Body) -> Body:
 
 @handles(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
 async def handle_describe_user_scram_credentials(ctx: RequestContext, req: Body) -> Body:
+    if not allowed_cluster(ctx, Op.DESCRIBE):
+        code = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        return {"throttle_time_ms": 0, "error_code": code, "error_message": None, "results": []}
     known = ctx.broker.credentials.describe()
     requested = [u["name"] for u in req.get("users") or []]
     results: list[dict[str, Any]] = []
@@ -82,6 +87,15 @@ def _check(name: str, code: int, iterations: int | None) -> tuple[ErrorCode, str
 
 @handles(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
 async def handle_alter_user_scram_credentials(ctx: RequestContext, req: Body) -> Body:
+    if not allowed_cluster(ctx, Op.ALTER):
+        names = dict.fromkeys(
+            i["name"] for i in [*(req.get("deletions") or []), *(req.get("upsertions") or [])]
+        )
+        code = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        return {
+            "throttle_time_ms": 0,
+            "results": [{"user": n, "error_code": code, "error_message": None} for n in names],
+        }
     store = ctx.broker.credentials
     errors: dict[str, tuple[ErrorCode, str]] = {}
     pairs = [(d["name"], int(d["mechanism"])) for d in req.get("deletions") or []]
