@@ -1,0 +1,181 @@
+"""ACLs between named principals: ``User:admin`` (a super user) and ``User:alice``, told apart by their
+client certificates on a mutual-TLS listener (``ssl.principal.mapping.rules`` maps ``CN=alice,...`` to
+``alice``), with ``allow.everyone.if.no.acl.found=false``: alice is refused with Kafka's error codes until
+the admin grants her ACLs, and DENY and PREFIXED rules then apply as in Kafka."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from strom.testing.broker_process import BrokerProcess
+from tests.integration.certs import Pki, make_pki, name
+from tests.integration.secure_clients import Security, _python_settings, librdkafka_settings
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki-acls"))
+
+
+@pytest.fixture
+def broker(pki: Pki, tmp_path: Path) -> Iterator[BrokerProcess]:
+    overrides = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,MTLS://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,MTLS:SSL",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.name.mtls.ssl.keystore.location": str(pki.broker),
+        "listener.name.mtls.ssl.truststore.location": str(pki.ca),
+        "listener.name.mtls.ssl.client.auth": "required",
+        "listener.name.mtls.ssl.principal.mapping.rules": "RULE:^CN=([^,]*),.*$/$1/",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin",
+        "allow.everyone.if.no.acl.found": "false",
+        "group.initial.rebalance.delay.ms": "0",
+    }
+    with BrokerProcess(tmp_path / "b", overrides) as b:
+        yield b
+
+
+def _conf(broker: BrokerProcess, pki: Pki, who: str) -> dict[str, Any]:
+    cert, key = pki.client(name(who), who)
+    return {
+        "bootstrap.servers": broker.listeners["MTLS"],
+        **librdkafka_settings(Security("SSL", pki.ca, cert, key)),
+    }
+
+
+def _produce(conf: dict[str, Any], topic: str) -> int:
+    codes: list[int] = []
+    producer = Producer({**conf, "message.timeout.ms": 8000, "enable.idempotence": False})
+    producer.produce(topic, b"v", on_delivery=lambda err, _m: codes.append(0 if err is None else err.code()))
+    producer.flush(15)
+    return codes[0]
+
+
+def _consume(conf: dict[str, Any], group: str, topic: str) -> int:
+    """0 when a record arrives, else the first error code."""
+    consumer = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    try:
+        for _ in range(20):
+            msg = consumer.poll(1.0)
+            if msg is None:
+                continue
+            if msg.error() is None:
+                return 0
+            if msg.error().code() != KafkaError._PARTITION_EOF:
+                return int(msg.error().code())
+        raise AssertionError("neither a record nor an error")
+    finally:
+        consumer.close()
+
+
+def _grant(admin: AdminClient, *bindings: AclBinding) -> None:
+    for future in admin.create_acls(list(bindings), request_timeout=15).values():
+        future.result()
+
+
+def _alice(
+    rtype: ResourceType,
+    res: str,
+    op: AclOperation,
+    *,
+    deny: bool = False,
+    pattern: ResourcePatternType = ResourcePatternType.LITERAL,
+) -> AclBinding:
+    perm = AclPermissionType.DENY if deny else AclPermissionType.ALLOW
+    return AclBinding(rtype, res, pattern, "User:alice", "*", op, perm)
+
+
+def test_alice_is_refused_until_admin_grants(broker: BrokerProcess, pki: Pki) -> None:
+    admin_conf, alice_conf = _conf(broker, pki, "admin"), _conf(broker, pki, "alice")
+    admin = AdminClient(admin_conf)
+    for f in admin.create_topics([NewTopic("orders", 1, 1), NewTopic("ordinary", 1, 1)]).values():
+        f.result(15)
+    assert _produce(admin_conf, "orders") == 0  # the super user needs no ACL
+
+    assert _produce(alice_conf, "orders") == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert _consume(alice_conf, "g", "orders") == KafkaError.GROUP_AUTHORIZATION_FAILED
+    alice_admin = AdminClient(alice_conf)
+    assert "orders" not in alice_admin.list_topics(timeout=15).topics
+    with pytest.raises(KafkaException) as info:
+        alice_admin.create_topics([NewTopic("mine", 1, 1)])["mine"].result(15)
+    assert info.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    with pytest.raises(KafkaException) as info:
+        _grant(alice_admin, _alice(ResourceType.TOPIC, "orders", AclOperation.ALL))
+    assert info.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+
+    _grant(
+        admin,
+        _alice(ResourceType.TOPIC, "ord", AclOperation.WRITE, pattern=ResourcePatternType.PREFIXED),
+        _alice(ResourceType.TOPIC, "orders", AclOperation.READ),
+        _alice(ResourceType.GROUP, "g", AclOperation.READ),
+    )
+    assert _produce(alice_conf, "orders") == 0
+    assert _produce(alice_conf, "ordinary") == 0  # the PREFIXED grant
+    assert _consume(alice_conf, "g", "orders") == 0
+    assert "orders" in alice_admin.list_topics(timeout=15).topics  # WRITE implies DESCRIBE
+
+    # DENY beats ALLOW: a DENY for everybody on the prefix refuses alice, not the super user.
+    everybody = AclBinding(
+        ResourceType.TOPIC,
+        "ordi",
+        ResourcePatternType.PREFIXED,
+        "User:*",
+        "*",
+        AclOperation.WRITE,
+        AclPermissionType.DENY,
+    )
+    _grant(admin, everybody)
+    assert _produce(alice_conf, "ordinary") == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert _produce(alice_conf, "orders") == 0
+    assert _produce(admin_conf, "ordinary") == 0
+
+
+def test_kafka_python_sees_the_same_codes(broker: BrokerProcess, pki: Pki) -> None:
+    from kafka import KafkaProducer
+    from kafka.admin import (
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        KafkaAdminClient,
+        ResourcePatternFilter,
+    )
+    from kafka.admin import ResourceType as KpResourceType
+    from kafka.errors import ClusterAuthorizationFailedError, TopicAuthorizationFailedError
+
+    cert, key = pki.client(name("alice"), "alice-kp")
+    settings = _python_settings(Security("SSL", pki.ca, cert, key), aio=False)
+    bootstrap = broker.listeners["MTLS"]
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, **settings)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, max_block_ms=10_000, **settings)
+    try:
+        flt = ACLFilter(
+            None,
+            "*",
+            ACLOperation.ANY,
+            ACLPermissionType.ANY,
+            ResourcePatternFilter(KpResourceType.ANY, None, ACLResourcePatternType.ANY),
+        )
+        with pytest.raises(ClusterAuthorizationFailedError):
+            admin.describe_acls(flt)
+        with pytest.raises(TopicAuthorizationFailedError):
+            producer.send("orders", b"v").get(timeout=15)
+    finally:
+        producer.close()
+        admin.close()
