@@ -1,7 +1,8 @@
-"""ACLs between named principals: ``User:admin`` (a super user) and ``User:alice``, told apart by their
-client certificates on a mutual-TLS listener (``ssl.principal.mapping.rules`` maps ``CN=alice,...`` to
-``alice``), with ``allow.everyone.if.no.acl.found=false``: alice is refused with Kafka's error codes until
-the admin grants her ACLs, and DENY and PREFIXED rules then apply as in Kafka."""
+"""ACLs between named principals: ``User:admin`` (a super user) and ``User:alice``, told apart by SASL
+PLAIN logins or by their client certificates on a mutual-TLS listener (``ssl.principal.mapping.rules``
+maps ``CN=alice,...`` to ``alice``), with ``allow.everyone.if.no.acl.found=false``: alice is refused
+with Kafka's error codes until the admin grants her ACLs, and DENY and PREFIXED rules then apply as in
+Kafka."""
 
 from __future__ import annotations
 
@@ -25,6 +26,11 @@ from strom.testing.broker_process import BrokerProcess
 from tests.integration.certs import Pki, make_pki, name
 from tests.integration.secure_clients import Security, _python_settings, librdkafka_settings
 
+JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";'
+)
+
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
@@ -34,8 +40,9 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 @pytest.fixture
 def broker(pki: Pki, tmp_path: Path) -> Iterator[BrokerProcess]:
     overrides = {
-        "listeners": "PLAINTEXT://127.0.0.1:0,MTLS://127.0.0.1:0",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,MTLS:SSL",
+        "listeners": "PLAINTEXT://127.0.0.1:0,MTLS://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,MTLS:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.name.mtls.ssl.keystore.location": str(pki.broker),
         "listener.name.mtls.ssl.truststore.location": str(pki.ca),
@@ -50,7 +57,10 @@ def broker(pki: Pki, tmp_path: Path) -> Iterator[BrokerProcess]:
         yield b
 
 
-def _conf(broker: BrokerProcess, pki: Pki, who: str) -> dict[str, Any]:
+def _conf(broker: BrokerProcess, pki: Pki, who: str, login: str) -> dict[str, Any]:
+    if login == "sasl-plain":
+        sec = Security("SASL_PLAINTEXT", mechanism="PLAIN", username=who, password=f"{who}-secret")
+        return {"bootstrap.servers": broker.listeners["SASL_PLAINTEXT"], **librdkafka_settings(sec)}
     cert, key = pki.client(name(who), who)
     return {
         "bootstrap.servers": broker.listeners["MTLS"],
@@ -101,8 +111,9 @@ def _alice(
     return AclBinding(rtype, res, pattern, "User:alice", "*", op, perm)
 
 
-def test_alice_is_refused_until_admin_grants(broker: BrokerProcess, pki: Pki) -> None:
-    admin_conf, alice_conf = _conf(broker, pki, "admin"), _conf(broker, pki, "alice")
+@pytest.mark.parametrize("login", ["sasl-plain", "mtls"])
+def test_alice_is_refused_until_admin_grants(broker: BrokerProcess, pki: Pki, login: str) -> None:
+    admin_conf, alice_conf = _conf(broker, pki, "admin", login), _conf(broker, pki, "alice", login)
     admin = AdminClient(admin_conf)
     for f in admin.create_topics([NewTopic("orders", 1, 1), NewTopic("ordinary", 1, 1)]).values():
         f.result(15)
