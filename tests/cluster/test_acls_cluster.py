@@ -1,14 +1,16 @@
 """ACLs in a 3-broker ZooKeeper cluster: a change made through one broker is enforced by every broker.
 
-The brokers talk to each other as User:ANONYMOUS over PLAINTEXT, so the cluster runs with
-``allow.everyone.if.no.acl.found=true`` (the cluster resource and every topic without ACLs stay open)
-and the tests add DENY rules, which bind everybody including the brokers' own principal.
+Clients log in with SASL PLAIN on each broker's CLIENT listener (``User:admin``, a super user, and
+``User:alice``); the brokers talk to each other on the PLAINTEXT INTERNAL listener, where their principal
+is ``User:ANONYMOUS``, which is therefore listed in ``super.users`` too (the brokers' own principal must be
+a super user or hold CLUSTER_ACTION). ``allow.everyone.if.no.acl.found=false``.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
@@ -26,25 +28,37 @@ from kazoo.client import KazooClient
 from strom.testing.cluster import LocalCluster
 from tests.cluster.conftest import wait_until
 
-ACLS = {
-    "authorizer_class_name": "kafka.security.authorizer.AclAuthorizer",
-    "allow_everyone_if_no_acl_found": "true",
+JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'user_admin="admin-secret" user_alice="alice-secret";'
+)
+SETTINGS = {
+    "listeners": "INTERNAL://127.0.0.1:0,CLIENT://127.0.0.1:0",
+    "listener.security.protocol.map": "INTERNAL:PLAINTEXT,CLIENT:SASL_PLAINTEXT",
+    "inter.broker.listener.name": "INTERNAL",
+    "listener.name.client.plain.sasl.jaas.config": JAAS,
+    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+    "super.users": "User:admin;User:ANONYMOUS",
+    "allow.everyone.if.no.acl.found": "false",
 }
 EVERYTHING = AclBindingFilter(
     ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
 )
 
 
-def _produce_codes(bootstrap: str, topic: str, partitions: int) -> list[int]:
+def _login(bootstrap: str, user: str) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanisms": "PLAIN",
+        "sasl.username": user,
+        "sasl.password": f"{user}-secret",
+    }
+
+
+def _produce_codes(conf: dict[str, Any], topic: str, partitions: int) -> list[int]:
     codes: list[int] = []
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "message.timeout.ms": 8000,
-            "enable.idempotence": False,
-            "retries": 0,
-        }
-    )
+    producer = Producer({**conf, "message.timeout.ms": 8000, "enable.idempotence": False, "retries": 0})
     for p in range(partitions):
         producer.produce(
             topic,
@@ -53,76 +67,75 @@ def _produce_codes(bootstrap: str, topic: str, partitions: int) -> list[int]:
             on_delivery=lambda err, _m: codes.append(0 if err is None else err.code()),
         )
     producer.flush(20)
-    return codes
+    return sorted(codes)
+
+
+def _alice(
+    name: str, pattern: ResourcePatternType, permission: AclPermissionType, who: str = "User:alice"
+) -> AclBinding:
+    return AclBinding(ResourceType.TOPIC, name, pattern, who, "*", AclOperation.WRITE, permission)
 
 
 def test_acl_change_on_one_broker_is_enforced_by_all(make_cluster: Callable[..., LocalCluster]) -> None:
-    cluster = make_cluster(3, **ACLS)
-    admins = {b: AdminClient({"bootstrap.servers": p.bootstrap}) for b, p in cluster.brokers.items()}
+    cluster = make_cluster(3, **{k.replace(".", "_"): v for k, v in SETTINGS.items()})
+    clients = {b: p.listeners["CLIENT"] for b, p in cluster.brokers.items()}
+    every = ",".join(clients.values())
+    admins = {b: AdminClient(_login(addr, "admin")) for b, addr in clients.items()}
+    alice, admin = _login(every, "alice"), _login(every, "admin")
     for f in admins[0].create_topics([NewTopic("guarded", 3, 3), NewTopic("pre.x", 3, 3)]).values():
         f.result(30)
-    wait_until(lambda: _produce_codes(cluster.bootstrap, "guarded", 3) == [0, 0, 0], what="open produce")
+    wait_until(lambda: _produce_codes(admin, "guarded", 3) == [0, 0, 0], what="the super user's produce")
+    assert _produce_codes(alice, "guarded", 3) == [KafkaError.TOPIC_AUTHORIZATION_FAILED] * 3
 
-    deny = AclBinding(
-        ResourceType.TOPIC,
-        "guarded",
-        ResourcePatternType.LITERAL,
-        "User:*",
-        "*",
-        AclOperation.WRITE,
-        AclPermissionType.DENY,
-    )
-    prefixed = AclBinding(
-        ResourceType.TOPIC,
-        "pre.",
-        ResourcePatternType.PREFIXED,
-        "User:*",
-        "*",
-        AclOperation.WRITE,
-        AclPermissionType.DENY,
-    )
-    for f in admins[0].create_acls([deny]).values():
+    allow, deny = AclPermissionType.ALLOW, AclPermissionType.DENY
+    for f in admins[0].create_acls([_alice("guarded", ResourcePatternType.LITERAL, allow)]).values():
         f.result(15)
-    for f in admins[1].create_acls([prefixed]).values():
+    for f in admins[1].create_acls([_alice("pre.", ResourcePatternType.PREFIXED, allow)]).values():
         f.result(15)
-    for broker_id, admin in admins.items():
-        wait_until(
-            lambda a=admin: len(a.describe_acls(EVERYTHING, request_timeout=10).result()) == 2,
-            what=f"both ACLs on broker {broker_id}",
-        )
-    # Leaders are spread over the three brokers: each one refuses its partitions.
-    assert _produce_codes(cluster.bootstrap, "guarded", 3) == [KafkaError.TOPIC_AUTHORIZATION_FAILED] * 3
-    assert _produce_codes(cluster.bootstrap, "pre.x", 3) == [KafkaError.TOPIC_AUTHORIZATION_FAILED] * 3
+
+    def seen_everywhere(count: int) -> None:
+        for broker_id, a in admins.items():
+            wait_until(
+                lambda a=a: len(a.describe_acls(EVERYTHING, request_timeout=10).result()) == count,
+                what=f"{count} ACLs on broker {broker_id}",
+            )
+
+    seen_everywhere(2)
+    # Leaders are spread over the three brokers: each one now lets alice write its partitions.
+    assert _produce_codes(alice, "guarded", 3) == [0, 0, 0]
+    assert _produce_codes(alice, "pre.x", 3) == [0, 0, 0]
+
+    everybody = _alice("guarded", ResourcePatternType.LITERAL, deny, who="User:*")
+    for f in admins[2].create_acls([everybody]).values():
+        f.result(15)
+    seen_everywhere(3)
+    assert _produce_codes(alice, "guarded", 3) == [KafkaError.TOPIC_AUTHORIZATION_FAILED] * 3
+    assert _produce_codes(admin, "guarded", 3) == [0, 0, 0]
 
     # Kafka's znodes, so Kafka's tools read the same ACLs.
     zk = KazooClient(hosts=cluster.zookeeper.connect)
     zk.start()
     try:
         data, _ = zk.get("/kafka-acl/Topic/guarded")
-        assert json.loads(data) == {
-            "version": 1,
-            "acls": [{"principal": "User:*", "permissionType": "Deny", "operation": "Write", "host": "*"}],
-        }
+        assert sorted(json.loads(data)["acls"], key=lambda a: a["principal"]) == [
+            {"principal": "User:*", "permissionType": "Deny", "operation": "Write", "host": "*"},
+            {"principal": "User:alice", "permissionType": "Allow", "operation": "Write", "host": "*"},
+        ]
         assert zk.exists("/kafka-acl-extended/prefixed/Topic/pre.") is not None
         assert zk.get_children("/kafka-acl-changes") and zk.get_children("/kafka-acl-extended-changes")
     finally:
         zk.stop()
 
-    removal = AclBindingFilter(
-        ResourceType.TOPIC,
+    alices = AclBindingFilter(
+        ResourceType.ANY,
         None,
         ResourcePatternType.ANY,
+        "User:alice",
         None,
-        None,
-        AclOperation.WRITE,
-        AclPermissionType.DENY,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
     )
-    removed = next(iter(admins[2].delete_acls([removal]).values())).result(15)
+    removed = next(iter(admins[2].delete_acls([alices]).values())).result(15)
     assert sorted(b.name for b in removed) == ["guarded", "pre."]
-    for broker_id, admin in admins.items():
-        wait_until(
-            lambda a=admin: a.describe_acls(EVERYTHING, request_timeout=10).result() == [],
-            what=f"no ACL left on broker {broker_id}",
-        )
-    assert _produce_codes(cluster.bootstrap, "guarded", 3) == [0, 0, 0]
-    assert _produce_codes(cluster.bootstrap, "pre.x", 3) == [0, 0, 0]
+    seen_everywhere(1)
+    assert _produce_codes(alice, "pre.x", 3) == [KafkaError.TOPIC_AUTHORIZATION_FAILED] * 3
