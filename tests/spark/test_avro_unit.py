@@ -355,6 +355,8 @@ def test_a_one_schema_column_is_read_as_one_block() -> None:
     data = [{"user": f"u{i}", "latency_ms": i, "country": "c", "referrer": None} for i in range(50)]
     column = binary([frame(2, avro_bytes(V2, d)) for d in data])
     decoder.decode(column, offsets(list(range(50))), "t", 0, registry.__getitem__)  # prepares the schemas
-    assert decoder._decode_one_schema(column, "t", 0, registry.__getitem__) == data
+    found = decoder._decode_one_schema(column, registry.__getitem__, ("t", 0, 0, 49))
+    assert found is not None and found.to_pylist() == data
     sliced = column.slice(10, 20)  # an Arrow array with an offset into its buffers
-    assert decoder._decode_one_schema(sliced, "t", 0, registry.__getitem__) == data[10:30]
+    found = decoder._decode_one_schema(sliced, registry.__getitem__, ("t", 0, 10, 29))
+    assert found is not None and found.to_pylist() == data[10:30]

@@ -38,6 +38,7 @@ from fastavro import writer as fastavro_writer
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import DataType, StructField, StructType
 
+from strom.spark import avro_native
 from strom.spark.avro_types import has_map, maps_as_dicts
 
 MAGIC = 0
@@ -117,10 +118,18 @@ class AvroColumnDecoder:
         self._parsed: Any = None
         self._writers: dict[int, Any] = {}
         self._block_headers: dict[int, bytes] = {}
+        self._native: dict[int, avro_native.NativePlan | None] = {}
         self._arrow: pa.DataType | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_parsed": None, "_writers": {}, "_block_headers": {}, "_arrow": None}
+        cleared: dict[str, Any] = {
+            "_parsed": None,
+            "_writers": {},
+            "_block_headers": {},
+            "_native": {},
+            "_arrow": None,
+        }
+        return {**self.__dict__, **cleared}
 
     @property
     def data_type(self) -> DataType:
@@ -143,20 +152,36 @@ class AvroColumnDecoder:
         if self._parsed is None:
             self._parsed = parse_schema(json.loads(self._reader_json))
             self._arrow = arrow_type(self._data_type)
-        rows = self._decode_one_schema(values, topic, partition, lookup)
-        if rows is None:
-            rows = self._decode_mixed(values.to_pylist(), offsets.to_pylist(), topic, partition, lookup)
+        ends = (offsets[0].as_py(), offsets[-1].as_py()) if len(offsets) else (None, None)
+        where = (topic, partition, *ends)
+        found = self._decode_one_schema(values, lookup, where)
+        if found is None:
+            found = self._decode_mixed(values.to_pylist(), offsets.to_pylist(), topic, partition, lookup)
+        return found
+
+    def _to_arrow(self, rows: list[Any], where: tuple[str, int, Any, Any]) -> pa.Array:
         try:
             return pa.array(rows, type=self._arrow)
         except (pa.ArrowException, TypeError, ValueError) as e:
+            topic, partition, first, last = where
             raise AvroDecodeError(
-                f"Cannot convert the Avro {self._column}s at offsets {offsets[0]}..{offsets[-1]} of "
+                f"Cannot convert the Avro {self._column}s at offsets {first}..{last} of "
                 f"{topic}-{partition} to {self._data_type.simpleString()}: {e}"
             ) from e
 
+    def _read_native(self, schema_id: int, data: bytes | memoryview, lengths: pa.Array) -> pa.Array | None:
+        """The block decoded natively (`avro_native`), or None when not covered or not exact."""
+        native = self._native.get(schema_id)
+        if native is None:
+            return None
+        try:
+            return avro_native.decode(native, data, lengths, self._arrow)
+        except Exception:
+            return None
+
     def _decode_one_schema(
-        self, values: pa.Array, topic: str, partition: int, lookup: Callable[[int], str]
-    ) -> list[Any] | None:
+        self, values: pa.Array, lookup: Callable[[int], str], where: tuple[str, int, Any, Any]
+    ) -> pa.Array | None:
         """The common case, without a Python object per payload: no nulls and one schema id. The
         bodies are cut out of the column's data buffer by Arrow. None when the case does not apply or
         anything fails (the general path then finds and names the bad record)."""
@@ -173,9 +198,13 @@ class AvroColumnDecoder:
             bodies = pc.binary_slice(values, HEADER_SIZE, _MAX_BINARY)
             ends = offsets_of(bodies)
             data = memoryview(bodies.buffers()[2])[ends[0].as_py() : ends[-1].as_py()]
-            return self._read_block(schema_id, writer, data, len(bodies))
+            native = self._read_native(schema_id, data, pc.binary_length(bodies))
+            if native is not None:
+                return native
+            rows = self._read_block(schema_id, writer, data, len(bodies))
         except Exception:
             return None
+        return self._to_arrow(rows, where)
 
     def _decode_mixed(
         self,
@@ -184,10 +213,14 @@ class AvroColumnDecoder:
         topic: str,
         partition: int,
         lookup: Callable[[int], str],
-    ) -> list[Any]:
-        """Any column: nulls, several schema ids, bad payloads (named by their offset)."""
-        rows: list[Any] = [None] * len(payloads)
+    ) -> pa.Array:
+        """Any column: nulls, several schema ids, bad payloads (named by their offset). Each schema id's
+        records are decoded as one group, then put back in the column's order."""
         where = f"{topic}-{partition}"
+        span = (topic, partition, offsets[0] if offsets else None, offsets[-1] if offsets else None)
+        parts: list[pa.Array] = []
+        positions: list[int | None] = [None] * len(payloads)
+        decoded_count = 0
         for header, indices in _by_header(payloads).items():
             try:
                 schema_id, _ = split(header)
@@ -198,17 +231,27 @@ class AvroColumnDecoder:
                     f"{where}: {type(e).__name__}: {e}"
                 ) from e
             bodies = [payloads[i][HEADER_SIZE:] for i in indices]  # type: ignore[index]
-            try:
-                decoded = self._read_block(schema_id, writer, b"".join(bodies), len(bodies))
-            except Exception:
-                # Record by record: raises naming the culprit (or, if each record reads, keeps them).
-                decoded = [
-                    self._read_one(writer, body, offsets[i], where)
-                    for i, body in zip(indices, bodies, strict=True)
-                ]
-            for i, row in zip(indices, decoded, strict=True):
-                rows[i] = row
-        return rows
+            data = b"".join(bodies)
+            part = self._read_native(schema_id, data, pa.array([len(b) for b in bodies], pa.int64()))
+            if part is None:
+                try:
+                    decoded = self._read_block(schema_id, writer, data, len(bodies))
+                except Exception:
+                    # Record by record: raises naming the culprit (or, if each record reads, keeps them).
+                    decoded = [
+                        self._read_one(writer, body, offsets[i], where)
+                        for i, body in zip(indices, bodies, strict=True)
+                    ]
+                part = self._to_arrow(decoded, span)
+            parts.append(part)
+            for i in indices:
+                positions[i] = decoded_count
+                decoded_count += 1
+        if not parts:
+            return pa.nulls(len(payloads), self._arrow)
+        if len(parts) == 1 and decoded_count == len(payloads):
+            return parts[0]  # one schema id, no nulls: already in order
+        return pa.concat_arrays(parts).take(pa.array(positions, pa.int64()))
 
     def _read_block(self, schema_id: int, writer: Any, data: bytes | memoryview, count: int) -> list[Any]:
         """Every body at once, as one block of an Avro object container file in memory.
@@ -251,10 +294,13 @@ class AvroColumnDecoder:
         return row
 
     def _writer_schema(self, schema_id: int, lookup: Callable[[int], str]) -> Any:
+        reader = json.loads(self._reader_json)
         if schema_id == self._reader_id:
-            parsed = self._parsed
+            parsed, schema = self._parsed, reader
         else:
-            parsed = parse_schema(json.loads(lookup(schema_id)))
+            schema = json.loads(lookup(schema_id))
+            parsed = parse_schema(schema)
+        self._native[schema_id] = avro_native.plan(schema, reader)
         self._writers[schema_id] = parsed
         return parsed
 
