@@ -1,0 +1,38 @@
+"""The ACL walk-through in docs/security.md runs as written: its properties start a broker (ports
+replaced by free ones) and its shell block runs with ``strom`` from this checkout."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from strom.testing.broker_process import BrokerProcess
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "security.md"
+
+
+def _block(kind: str, after: str) -> str:
+    text = DOC.read_text()
+    start = text.index(after)
+    match = re.compile(rf"```{kind}\n(.*?)```", re.S).search(text, start)
+    assert match is not None
+    return match.group(1)
+
+
+def test_acl_walkthrough_runs_as_written(tmp_path: Path) -> None:
+    props = dict(
+        line.split("=", 1) for line in _block("properties", "## Authorization (ACLs)").splitlines() if line
+    )
+    props["listeners"] = "INTERNAL://127.0.0.1:0,CLIENT://127.0.0.1:0"
+    with BrokerProcess(tmp_path / "b", props) as broker:
+        script = _block("sh", "Started with").replace("127.0.0.1:9093", broker.listeners["CLIENT"])
+        prelude = f'strom() {{ "{sys.executable}" -m strom.cli.main "$@"; }}\nset -e\n'
+        done = subprocess.run(["bash", "-c", prelude + script], capture_output=True, timeout=120, check=False)
+        out = done.stdout.decode()
+        assert done.returncode == 0, done.stderr.decode()
+        assert "hello" in out and "refused" not in out
+        assert "authoriz" in done.stderr.decode().lower(), done.stderr.decode()
+        assert "(principal=User:alice, host=*, operation=WRITE, permissionType=ALLOW)" in out
+        assert "(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)" in out
