@@ -116,8 +116,10 @@ def _read(
             return _nothing(plog.high_watermark, plog.log_start_offset, plog.last_stable_offset, preferred)
         if part.leader_id != rm.node_id:
             rm.check_follower_readable(part)
-        if part.leader_id != rm.node_id and epoch < 0 and fetch_offset > plog.log_end_offset:
-            return _nothing(plog.high_watermark, plog.log_start_offset, plog.last_stable_offset, NO_REDIRECT)
+            if epoch < 0 and fetch_offset > plog.log_end_offset:  # KAFKA-14255
+                return _nothing(
+                    plog.high_watermark, plog.log_start_offset, plog.last_stable_offset, NO_REDIRECT
+                )
     if read_committed:
         data, aborted = plog.read_committed(fetch_offset, max(limit, 0), min_one_batch=min_one)
         listed = [{"producer_id": a.producer_id, "first_offset": a.first_offset} for a in aborted]
