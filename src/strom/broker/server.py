@@ -171,9 +171,8 @@ class KafkaServer:
             else encode_response_chunks(ctx.api_key, ctx.api_version, request.correlation_id, body)
         )
         if (metrics := self.broker.metrics) is not None:
-            metrics.request(ctx.api_key).observe(
-                ctx.api_version, received_ns, started_ns, perf_counter_ns(), ctx.remote_ns
-            )
+            stats = metrics.requests.get(ctx.api_key) or metrics.request(ctx.api_key)
+            stats.observe(ctx.api_version, received_ns, started_ns, perf_counter_ns(), ctx.remote_ns)
         return answer
 
     def _served(self, key: int, version: int) -> bool:

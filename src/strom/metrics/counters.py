@@ -124,16 +124,22 @@ class BrokerCounters:
 
     def fetched(self, responses: list[dict[str, Any]], follower: bool) -> None:
         """A Fetch response's topics (``topic``, ``partitions`` with ``error_code`` and ``records``)."""
+        topics = self.topics
         for topic in responses:
-            c = self.topic(topic["topic"])
-            for part in topic["partitions"]:
-                c.fetch_requests += 1
+            name = topic["topic"]
+            c = topics.get(name) or self.topic(name)
+            parts = topic["partitions"]
+            c.fetch_requests += len(parts)
+            sent = 0
+            for part in parts:
                 if part["error_code"]:
                     c.failed_fetch += 1
-                elif follower:
-                    c.replication_bytes_out += len(part["records"])
                 else:
-                    c.bytes_out += len(part["records"])
+                    sent += len(part["records"])
+            if follower:
+                c.replication_bytes_out += sent
+            else:
+                c.bytes_out += sent
 
     def forget_topic(self, name: str) -> None:
         """A deleted topic's series disappear (Kafka removes its meters too)."""
