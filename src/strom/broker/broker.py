@@ -38,7 +38,7 @@ from strom.broker.purgatory import Purgatory
 from strom.broker.registry_service import RegistryService
 from strom.broker.replica_fetcher import ReplicaFetcherManager
 from strom.broker.replica_manager import ReplicaManager
-from strom.broker.security.credentials import CredentialStore, LocalCredentialStore
+from strom.broker.security.credentials import CredentialStore, LocalCredentialStore, ZkCredentialStore
 from strom.broker.topic_admin import TopicAdmin
 from strom.broker.transaction_service import TransactionService
 from strom.cluster.zk_acls import ZkAclStore
@@ -94,7 +94,9 @@ class Broker:
             isr_store = LocalIsrStore()
         self.cluster_id = self.metadata.cluster_id
         # SCRAM credentials: a file next to the logs here; ZooKeeper's /config/users in a cluster.
-        self.credentials: CredentialStore = LocalCredentialStore(config.log_dirs[0])
+        self.credentials: CredentialStore = (
+            LocalCredentialStore(config.log_dirs[0]) if zk is None else ZkCredentialStore(zk)
+        )
         self.replica_manager = ReplicaManager(
             self.node_id,
             self.log_manager,
@@ -109,9 +111,12 @@ class Broker:
         )
         self.control: ControlPlane
         if zk is not None:
-            self.control = ClusterMember(
+            member = ClusterMember(
                 config, zk, self.metadata, self.replica_manager, self.log_manager, self._log_config_for
             )
+            if isinstance(self.credentials, ZkCredentialStore):
+                member.on_user_change = self.credentials.reload  # /config/users change notifications
+            self.control = member
         else:
             assert store is not None
             self.control = LocalControlPlane(

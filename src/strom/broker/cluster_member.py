@@ -131,6 +131,7 @@ class ClusterMember:
                 unclean_leader_election_default=bool(config.get("unclean.leader.election.enable")),
             ),
         )
+        self.on_user_change: Callable[[str], None] | None = None  # SCRAM credentials changed
         self._registration_task: asyncio.Task[None] | None = None
         self._reregistration_task: asyncio.Task[None] | None = None
 
@@ -219,6 +220,9 @@ class ClusterMember:
                 seen.add(child)
                 topic = self.zk.read_config_change(child)
                 if topic is None:
+                    user = self.zk.read_user_change(child)
+                    if user is not None and self.on_user_change is not None:
+                        self.on_user_change(user)
                     continue
                 configs = self.metadata.reload_configs(topic)
                 if configs is not None:

@@ -23,7 +23,9 @@ from strom.broker.broker import Broker, Endpoint
 from strom.broker.config import BrokerConfig
 from strom.broker.http_server import HttpServer
 from strom.broker.metrics_api import MetricsApi
+from strom.broker.net_client import use_inter_broker_security
 from strom.broker.registry_api import RegistryApi
+from strom.broker.security.client import inter_broker_security
 from strom.broker.security.connection import for_listener as security_for_listener
 from strom.broker.security.listeners import ListenerSetup, parse_listener_setup
 from strom.broker.server import KafkaServer
@@ -47,6 +49,7 @@ def listener_setup(config: BrokerConfig) -> ListenerSetup:
 
 async def run_broker(config: BrokerConfig, stop: asyncio.Event) -> None:
     setup = listener_setup(config)
+    use_inter_broker_security(inter_broker_security(config, setup.listener(setup.inter_broker)))
     broker = Broker(config)
     servers: list[KafkaServer] = []
     endpoints: dict[str, Endpoint] = {}

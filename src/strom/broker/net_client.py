@@ -1,6 +1,7 @@
 """A minimal asyncio Kafka client connection for broker-to-broker traffic (controller requests, fetchers).
 
-One TCP connection (TCP_NODELAY), one request in flight at a time (callers serialise through a lock),
+One TCP connection (TCP_NODELAY; TLS and a SASL login first when the inter-broker listener asks for
+them, security/client.py), one request in flight at a time (callers serialise through a lock),
 requests and responses encoded by `strom.protocol.codec`. Any failure (connection lost, timeout,
 cancellation, an answer that does not parse or carries the wrong correlation id) closes the connection
 and raises `ConnectionError`; the next `send` reconnects. Callers own retry and back-off policy.
@@ -24,9 +25,20 @@ import struct
 from typing import Any
 
 from strom._util.buffers import receive_buffer
+from strom.broker.security.client import ClientSecurity
 from strom.protocol.codec import CorruptFrame, UnsupportedVersion, decode_response, encode_request
 
 _SIZE = struct.Struct(">i")
+# How this broker reaches other brokers (TLS, SASL with its own login): one broker per process, set
+# once at start-up from the inter-broker listener's settings (security/client.py).
+_inter_broker = ClientSecurity()
+
+
+def use_inter_broker_security(security: ClientSecurity) -> None:
+    global _inter_broker
+    _inter_broker = security
+
+
 _SCRATCH = 64 * 1024  # receive buffer for size prefixes and frames that fit in it
 
 
@@ -184,6 +196,16 @@ class BrokerConnection:
         transport, protocol = self._transport, self._protocol
         if transport is None or protocol is None or protocol.error is not None or transport.is_closing():
             transport, protocol = await self._connect()
+        return await self._exchange(transport, protocol, api_key, api_version, body)
+
+    async def _exchange(
+        self,
+        transport: asyncio.Transport,
+        protocol: _ResponseProtocol,
+        api_key: int,
+        api_version: int,
+        body: dict[str, Any],
+    ) -> dict[str, Any]:
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
         answer = protocol.expect()
         transport.write(encode_request(api_key, api_version, self._correlation_id, self._client_id, body))
@@ -196,10 +218,26 @@ class BrokerConnection:
     async def _connect(self) -> tuple[asyncio.Transport, _ResponseProtocol]:
         self.close()
         loop = asyncio.get_running_loop()
+        security = _inter_broker
+        hostname = self.host if security.tls is not None else None
         transport, protocol = await asyncio.wait_for(
-            loop.create_connection(lambda: _ResponseProtocol(self._reuse), self.host, self.port),
+            loop.create_connection(
+                lambda: _ResponseProtocol(self._reuse),
+                self.host,
+                self.port,
+                ssl=security.tls,
+                server_hostname=hostname,
+            ),
             self._connect_timeout_s,
         )
+        if security.mechanism is not None:
+            try:
+                await security.authenticate(
+                    lambda key, version, body: self._exchange(transport, protocol, key, version, body)
+                )
+            except BaseException:
+                transport.close()
+                raise
         sock = transport.get_extra_info("socket")
         if sock is not None:  # both event loops set it already; a replication round trip depends on it
             with contextlib.suppress(OSError):

@@ -31,6 +31,7 @@ import contextlib
 import dataclasses
 import logging
 import threading
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -315,6 +316,61 @@ class KafkaZkClient:
             paths.encode_config_change(name),
             sequence=True,
         )
+
+    # SCRAM credentials (Kafka's /config/users/<user>; quotas share the map, so read-modify-write) --
+    def get_user_config(self, user: str) -> dict[str, str]:
+        try:
+            data, _ = self._call(self._zk.get, paths.user_config_path(user))
+        except NoNodeError:
+            return {}
+        return paths.decode_topic_config(data)
+
+    def list_config_users(self) -> list[str]:
+        try:
+            children = self._call(self._zk.get_children, paths.CONFIG_USERS)
+        except NoNodeError:
+            return []
+        return [urllib.parse.unquote(child) for child in children]
+
+    def update_user_config(self, user: str, changes: dict[str, str | None]) -> None:
+        """Set (or, with None, remove) keys of the user's config map, conditionally on its version,
+        then post a change notification so every broker reloads it."""
+        path = paths.user_config_path(user)
+        for _attempt in range(10):
+            try:
+                data, stat = self._call(self._zk.get, path)
+                config, version = paths.decode_topic_config(data), stat.version
+            except NoNodeError:
+                config, version = {}, -1
+            for key, value in changes.items():
+                if value is None:
+                    config.pop(key, None)
+                else:
+                    config[key] = value
+            try:
+                if version < 0:
+                    self._call(self._zk.create, path, paths.encode_topic_config(config), makepath=True)
+                else:
+                    self._call(self._zk.set, path, paths.encode_topic_config(config), version=version)
+                break
+            except (BadVersionError, NodeExistsError):
+                continue
+        else:
+            raise ZkError(f"updating {path} kept racing with other writers")
+        self._call(
+            self._zk.create,
+            f"{paths.CONFIG_CHANGES}/config_change_",
+            paths.encode_user_change(user),
+            sequence=True,
+            makepath=True,
+        )
+
+    def read_user_change(self, child: str) -> str | None:
+        try:
+            data, _ = self._call(self._zk.get, f"{paths.CONFIG_CHANGES}/{child}")
+        except NoNodeError:
+            return None
+        return paths.decode_user_change(data)
 
     def read_config_change(self, child: str) -> str | None:
         try:

@@ -15,6 +15,7 @@ The layout follows Kafka's ZooKeeper mode (2.x/3.x) so its documentation maps on
 | ``/brokers/topics/<t>/partitions/<p>/state`` | persistent | ``{"version": 1, "leader",
   "leader_epoch", "isr", "controller_epoch"}`` |
 | ``/config/topics/<topic>`` | persistent | ``{"version": 1, "config": {name: value}}`` |
+| ``/config/users/<user>`` | persistent | ``{"version": 1, "config": {"SCRAM-SHA-256": "salt=..."}}`` |
 | ``/config/changes/config_change_<seq>`` | persistent sequential | ``{"version": 2, "entity_path":
   "topics/<t>"}``: every broker reloads that topic's configs |
 | ``/admin/delete_topics/<topic>`` | persistent | empty: deletion requested, the controller carries it out |
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +42,7 @@ CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_CHANGES = "/config/changes"
+CONFIG_USERS = "/config/users"
 DELETE_TOPICS = "/admin/delete_topics"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
@@ -211,6 +214,22 @@ def decode_topic_config(data: bytes) -> dict[str, str]:
 
 def encode_config_change(topic: str) -> bytes:
     return _dumps({"version": 2, "entity_path": f"topics/{topic}"})
+
+
+def user_config_path(user: str) -> str:
+    """``/config/users/<URL-encoded user>`` (SCRAM credentials and quotas share its config map)."""
+    return f"{CONFIG_USERS}/{urllib.parse.quote(user, safe='')}"
+
+
+def encode_user_change(user: str) -> bytes:
+    return _dumps({"version": 2, "entity_path": f"users/{urllib.parse.quote(user, safe='')}"})
+
+
+def decode_user_change(data: bytes) -> str | None:
+    """The user named by a config change notification, or None if it is about something else."""
+    entity = str(_loads(data).get("entity_path", ""))
+    kind, _, name = entity.partition("/")
+    return urllib.parse.unquote(name) if kind == "users" and name else None
 
 
 def decode_config_change(data: bytes) -> str | None:

@@ -3,8 +3,10 @@
 `LocalCredentialStore` (a single node) keeps ``scram-credentials.json`` in the first log dir, written
 atomically (temporary file, fsync, rename): ``{"users": {"<name>": {"SCRAM-SHA-256": "salt=...,
 stored_key=...,server_key=...,iterations=4096"}}}``, the same per-mechanism text Kafka keeps in
-ZooKeeper under ``/config/users/<name>``. A ZooKeeper cluster uses `strom.cluster`'s store of that
-znode instead (cluster_member.py), so every broker sees every change.
+ZooKeeper under ``/config/users/<name>``. In a ZooKeeper cluster `ZkCredentialStore` keeps them in
+that znode (read-modify-write: quotas share its map) and posts a config change notification
+(``users/<name>``); every broker caches the credentials and reloads a user when notified
+(cluster_member.py watches the notifications), so a user created through one broker logs in on all.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Protocol
 
-from strom.broker.security.scram import ScramCredential
+from strom.broker.security.scram import HASHES, ScramCredential
 
 
 class CredentialStore(Protocol):
@@ -66,3 +68,51 @@ class LocalCredentialStore:
         os.chmod(tmp, 0o600)
         os.replace(tmp, self._path)
         self._users = users
+
+
+class UserConfigZk(Protocol):
+    """The ZooKeeper operations the credential store uses (strom.cluster.zk.KafkaZkClient)."""
+
+    def get_user_config(self, user: str) -> dict[str, str]: ...
+
+    def list_config_users(self) -> list[str]: ...
+
+    def update_user_config(self, user: str, changes: dict[str, str | None]) -> None: ...
+
+
+class ZkCredentialStore:
+    def __init__(self, zk: UserConfigZk) -> None:
+        self._zk = zk
+        self._users: dict[str, dict[str, str]] = {}
+        for user in zk.list_config_users():
+            self.reload(user)
+
+    def reload(self, user: str) -> None:
+        """Re-read one user's credentials (on a change notification)."""
+        mechs = {k: v for k, v in self._zk.get_user_config(user).items() if k in HASHES}
+        if mechs:
+            self._users[user] = mechs
+        else:
+            self._users.pop(user, None)
+
+    def get(self, user: str, mechanism: str) -> ScramCredential | None:
+        text = self._users.get(user, {}).get(mechanism)
+        return None if text is None else ScramCredential.from_kafka(text)
+
+    def describe(self) -> dict[str, dict[str, int]]:
+        return {
+            user: {mech: ScramCredential.from_kafka(text).iterations for mech, text in mechs.items()}
+            for user, mechs in self._users.items()
+        }
+
+    def alter(
+        self, upserts: list[tuple[str, str, ScramCredential]], deletions: list[tuple[str, str]]
+    ) -> None:
+        changes: dict[str, dict[str, str | None]] = {}
+        for user, mechanism in deletions:
+            changes.setdefault(user, {})[mechanism] = None
+        for user, mechanism, credential in upserts:
+            changes.setdefault(user, {})[mechanism] = credential.to_kafka()
+        for user, change in changes.items():
+            self._zk.update_user_config(user, change)
+            self.reload(user)

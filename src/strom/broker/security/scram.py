@@ -185,3 +185,39 @@ class ScramServer:
             raise ScramError(f"wrong password for {self.username!r}")
         server_signature = _hmac(self.hash_name, credential.server_key, auth_message)
         return b"v=" + base64.b64encode(server_signature)
+
+
+class ScramClient:
+    """The client side (a broker logging in to another): `first`, `final`, then `verify`."""
+
+    def __init__(self, mechanism: str, username: str, password: str) -> None:
+        self.hash_name = HASHES[mechanism]
+        self._username = username.replace("=", "=3D").replace(",", "=2C")
+        self._password = password
+        self._nonce = secrets.token_urlsafe(24)
+        self._bare = b""
+        self._server_signature = b""
+
+    def first(self) -> bytes:
+        self._bare = f"n={self._username},r={self._nonce}".encode()
+        return b"n,," + self._bare
+
+    def final(self, server_first: bytes) -> bytes:
+        attrs = dict(_attributes(server_first.decode("ascii")))
+        nonce, salt, iterations = attrs.get("r", ""), attrs.get("s", ""), int(attrs.get("i", "0"))
+        if not nonce.startswith(self._nonce) or iterations < MIN_ITERATIONS:
+            raise ScramError("unexpected server-first message")
+        salted = salted_password(self.hash_name, self._password, base64.b64decode(salt), iterations)
+        client_key = _hmac(self.hash_name, salted, b"Client Key")
+        stored_key = hashlib.new(self.hash_name, client_key).digest()
+        without_proof = f"c=biws,r={nonce}".encode()
+        auth_message = self._bare + b"," + server_first + b"," + without_proof
+        signature = _hmac(self.hash_name, stored_key, auth_message)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        server_key = _hmac(self.hash_name, salted, b"Server Key")
+        self._server_signature = _hmac(self.hash_name, server_key, auth_message)
+        return without_proof + b",p=" + base64.b64encode(proof)
+
+    def verify(self, server_final: bytes) -> None:
+        if not hmac.compare_digest(server_final, b"v=" + base64.b64encode(self._server_signature)):
+            raise ScramError("the server's signature does not match")

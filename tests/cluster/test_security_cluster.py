@@ -1,0 +1,118 @@
+"""A 3-broker cluster whose only listener is SASL_SSL: brokers replicate and fail over over it with
+their own PLAIN login and host-name verification, and a SCRAM user created through one broker (stored in
+ZooKeeper's /config/users) logs in on another."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+
+from strom.testing.broker_process import BrokerProcess
+from strom.testing.zookeeper_process import ZooKeeperProcess
+from tests.cluster.conftest import FAST, wait_until
+from tests.integration.certs import Pki, make_pki
+from tests.integration.secure_clients import Security, librdkafka_settings, roundtrip
+from tests.prerequisites import require_zookeeper
+
+JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'username="broker" password="broker-secret" user_broker="broker-secret" user_alice="alice-secret";'
+)
+
+
+@pytest.fixture
+def secure_cluster(tmp_path: Path) -> Iterator[tuple[list[BrokerProcess], Pki]]:
+    require_zookeeper()
+    pki = make_pki(tmp_path / "pki")
+    zk = ZooKeeperProcess(tmp_path / "zk")
+    zk.start()
+    brokers: list[BrokerProcess] = []
+    try:
+        for broker_id in range(3):
+            settings = {
+                **FAST,
+                "broker.id": str(broker_id),
+                "zookeeper.connect": zk.connect,
+                "listeners": "SASL_SSL://127.0.0.1:0",
+                "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
+                "ssl.keystore.location": str(pki.broker),
+                "ssl.truststore.location": str(pki.ca),
+            }
+            proc = BrokerProcess(tmp_path / f"broker-{broker_id}", settings)
+            brokers.append(proc)
+            proc.start()
+        yield brokers, pki
+    finally:
+        for proc in brokers:
+            proc.stop(timeout_s=20)
+        zk.stop()
+
+
+def _client(pki: Pki, bootstrap: str) -> dict[str, Any]:
+    sec = Security("SASL_SSL", ca=pki.ca, mechanism="PLAIN", username="alice", password="alice-secret")
+    return {"bootstrap.servers": bootstrap, **librdkafka_settings(sec)}
+
+
+def test_sasl_ssl_cluster_replicates_fails_over_and_shares_scram_users(
+    secure_cluster: tuple[list[BrokerProcess], Pki],
+) -> None:
+    brokers, pki = secure_cluster
+    bootstrap = ",".join(b.bootstrap for b in brokers)
+    admin = AdminClient(_client(pki, bootstrap))
+    wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 3, 60, "3 live brokers")
+    admin.create_topics([NewTopic("secure", 1, 3, config={"min.insync.replicas": "2"})])["secure"].result(30)
+
+    def isr() -> list[int]:
+        return list(admin.list_topics("secure", timeout=5).topics["secure"].partitions[0].isrs)
+
+    producer = Producer({**_client(pki, bootstrap), "acks": "all", "enable.idempotence": True})
+    for i in range(100):
+        producer.produce("secure", f"m{i}".encode())
+    assert producer.flush(30) == 0
+    wait_until(lambda: len(isr()) == 3, 30, "followers in the ISR over SASL_SSL")
+    # Fail over: stop the leader; the rest keeps accepting acks=all writes.
+    leader = admin.list_topics("secure", timeout=5).topics["secure"].partitions[0].leader
+    brokers[leader].kill()
+    for i in range(100, 200):
+        producer.produce("secure", f"m{i}".encode())
+    assert producer.flush(60) == 0
+    consumer = Consumer({**_client(pki, bootstrap), "group.id": "g", "auto.offset.reset": "earliest"})
+    consumer.subscribe(["secure"])
+    got: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                got.append(msg.value())
+            if len(got) >= 200:
+                break
+    finally:
+        consumer.close()
+    assert sorted(got) == sorted(f"m{i}".encode() for i in range(200))
+    # A SCRAM user created through one broker logs in on another.
+    live = [b for i, b in enumerate(brokers) if i != leader]
+    upsert = UserScramCredentialUpsertion(
+        "zed", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"zed-secret"
+    )
+    creator = AdminClient(_client(pki, live[0].bootstrap))
+    creator.alter_user_scram_credentials([upsert])["zed"].result(30)
+    zed = Security("SASL_SSL", ca=pki.ca, mechanism="SCRAM-SHA-512", username="zed", password="zed-secret")
+    wait_until(
+        lambda: roundtrip("kcat", live[1].bootstrap, zed, count=2) is None,
+        30,
+        "zed logs in on another broker",
+    )
