@@ -18,7 +18,7 @@ from strom.testing import BrokerProcess
 STROM = [sys.executable, "-m", "strom.cli.main"]
 
 
-def _run_on_terminal(args: list[str], stdin_path: Path | None = None) -> tuple[int, bytes, str]:
+def run_on_terminal(args: list[str], stdin_path: Path | None = None) -> tuple[int, bytes, str]:
     """(exit code, stdout, what was drawn on the terminal that was standard error)."""
     master, slave = pty.openpty()
     env = {k: v for k, v in os.environ.items() if k != "STROM_PROGRESS"}
@@ -61,13 +61,13 @@ def test_progress_on_a_terminal_and_quiet_in_a_pipe(tmp_path: Path, broker: Brok
     big = tmp_path / "records.txt"
     big.write_bytes(b"".join(b"record-%06d %s\n" % (i, b"x" * 100) for i in range(20_000)))
 
-    code, _, drawn = _run_on_terminal([*STROM, "--bootstrap-server", broker.bootstrap, "produce", topic], big)
+    code, _, drawn = run_on_terminal([*STROM, "--bootstrap-server", broker.bootstrap, "produce", topic], big)
     assert code == 0
     assert f"Producing to {topic}" in drawn or f"Flushing to {topic}" in drawn
     assert "MB" in drawn  # bytes of the input file, with its size
 
     consume = [*STROM, "--bootstrap-server", broker.bootstrap, "consume", topic, "--from-beginning"]
-    code, out, drawn = _run_on_terminal([*consume, "--max-messages", "5000"])
+    code, out, drawn = run_on_terminal([*consume, "--max-messages", "5000"])
     assert code == 0
     assert out.count(b"\n") == 5000 and out.startswith(b"record-000000 ")
     assert f"Consuming {topic}" in drawn and "5000/5000" in drawn
