@@ -3,10 +3,14 @@ broker keeps serving."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import socket
 import ssl
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,6 +39,7 @@ def ssl_broker(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[B
         "listener.name.mtls.ssl.client.auth": "required",
         "listener.name.mtls.ssl.principal.mapping.rules": "RULE:^CN=([^,]*),O=Mapped.*$/$1/L,DEFAULT",
         "group.initial.rebalance.delay.ms": "0",
+        "http.listeners": "https://127.0.0.1:0",
     }
     with BrokerProcess(tmp_path_factory.mktemp("ssl") / "data", overrides) as broker:
         yield broker
@@ -129,3 +134,21 @@ def test_untrusted_broker_and_garbage_refused_broker_keeps_serving(
         ctx.wrap_socket(raw, server_hostname="127.0.0.1")
     assert _log_has(ssl_broker, "a TLS handshake? This listener is not SSL")
     roundtrip("kcat", ssl_broker.listeners["SSL"], Security("SSL", ca=pki.ca))
+
+
+def test_https_listener_serves_the_registry_and_metrics(ssl_broker: BrokerProcess, pki: Pki) -> None:
+    assert ssl_broker.http_url is not None and ssl_broker.http_url.startswith("https://127.0.0.1:")
+    ctx = ssl.create_default_context(cafile=str(pki.ca))
+    with urllib.request.urlopen(f"{ssl_broker.http_url}/subjects", context=ctx, timeout=10) as resp:
+        assert resp.status == 200
+        assert json.loads(resp.read()) == []
+    with urllib.request.urlopen(f"{ssl_broker.http_url}/metrics", context=ctx, timeout=10) as resp:
+        assert b"kafka_server_brokertopicmetrics_messagesin_total" in resp.read()
+    # Plain HTTP on the TLS port, or a client that does not trust the CA, gets nothing.
+    plain = ssl_broker.http_url.replace("https://", "http://")
+    with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
+        urllib.request.urlopen(f"{plain}/subjects", timeout=10)
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(
+            f"{ssl_broker.http_url}/subjects", context=ssl.create_default_context(), timeout=10
+        )

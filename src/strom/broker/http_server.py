@@ -5,7 +5,9 @@ aiohttp route definitions) before `start`: the schema registry's REST API today,
 console later. Requests are handled as tasks on the broker's event loop next to the Kafka listener;
 handlers must not block (the registry's are in-memory lookups and awaits on the replica manager).
 
-Listeners (``http.listeners``, a list like ``listeners``): ``http://HOST:PORT``; port 0 takes an
+Listeners (``http.listeners``, a list like ``listeners``): ``http://HOST:PORT``, or ``https://HOST:PORT``
+with TLS from the same PEM settings as Kafka's listeners (``ssl.keystore.*``, ``ssl.truststore.*``,
+``ssl.client.auth``; overridable as ``listener.name.http.ssl.*``); port 0 takes an
 ephemeral port. With no setting the broker serves ``http://127.0.0.1:8081``, the registry port
 clients expect, but when that default port is already taken (several local brokers) it logs a warning
 and runs without HTTP; a listener set explicitly that cannot bind is a start-up error, and an empty
@@ -22,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import ssl
 from collections.abc import Awaitable, Callable, Iterable
 
 from aiohttp import web
@@ -38,10 +41,10 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def parse_http_listener(listener: str) -> tuple[str, int]:
-    """``http://host:port`` → (host, port)."""
+    """``http://host:port`` or ``https://host:port`` → (host, port)."""
     scheme, sep, rest = listener.partition("://")
-    if not sep or scheme.lower() != "http":
-        raise ConfigError(f"http listener {listener!r} is not of the form http://host:port")
+    if not sep or scheme.lower() not in ("http", "https"):
+        raise ConfigError(f"http listener {listener!r} is not of the form http(s)://host:port")
     host, colon, port = rest.rstrip("/").rpartition(":")
     if not colon or not port.isdigit() or int(port) > 65535:
         raise ConfigError(f"http listener {listener!r} has no valid port")
@@ -68,9 +71,18 @@ async def _errors_as_json(request: web.Request, handler: Handler) -> web.StreamR
 
 
 class HttpServer:
-    def __init__(self, listeners: Iterable[str], default_listener: bool) -> None:
-        """``default_listener``: the listeners are the unset default, so a taken port is not fatal."""
-        self.listeners = [parse_http_listener(item) for item in listeners]
+    def __init__(
+        self,
+        listeners: Iterable[str],
+        default_listener: bool,
+        tls: Callable[[], ssl.SSLContext] | None = None,
+    ) -> None:
+        """``default_listener``: the listeners are the unset default, so a taken port is not fatal.
+        ``tls`` makes the context of ``https://`` listeners (called only if there is one)."""
+        items = list(listeners)
+        self.listeners = [parse_http_listener(item) for item in items]
+        self.secure = [item.lower().startswith("https://") for item in items]
+        self._tls = tls
         self.default_listener = default_listener
         self.app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[_errors_as_json])
         self.bound: list[tuple[str, int]] = []
@@ -99,8 +111,11 @@ class HttpServer:
             return []
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        for sock in sockets:
-            await web.SockSite(self._runner, sock).start()
+        context = self._tls() if any(self.secure) and self._tls is not None else None
+        if any(self.secure) and context is None:
+            raise ConfigError("an https:// listener needs the ssl.keystore.* settings")
+        for sock, secure in zip(sockets, self.secure, strict=True):
+            await web.SockSite(self._runner, sock, ssl_context=context if secure else None).start()
             host, port = sock.getsockname()[:2]
             self.bound.append((host, port))
         return self.bound

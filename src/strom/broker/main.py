@@ -28,6 +28,7 @@ from strom.broker.registry_api import RegistryApi
 from strom.broker.security.client import inter_broker_security
 from strom.broker.security.connection import for_listener as security_for_listener
 from strom.broker.security.listeners import ListenerSetup, parse_listener_setup
+from strom.broker.security.tls import server_context
 from strom.broker.server import KafkaServer
 from strom.broker.ui.routes import ConsoleApi
 from strom.protocol.errors import KafkaError
@@ -108,7 +109,11 @@ async def _start_http(
 ) -> tuple[HttpServer, RegistryApi]:
     """The HTTP listener with the registry's routes (its URL is where other brokers forward writes)
     and, unless ``metrics.enabled=false``, ``/metrics``."""
-    http = HttpServer(config.get("http.listeners"), default_listener="http.listeners" not in config.raw)
+    http = HttpServer(
+        config.get("http.listeners"),
+        default_listener="http.listeners" not in config.raw,
+        tls=lambda: server_context(config, "HTTP"),
+    )
     registry_api = RegistryApi(broker.registry)
     http.mount(registry_api.routes())
     http.mount(ConsoleApi(broker).routes())
@@ -118,7 +123,8 @@ async def _start_http(
     if bound:
         host, port = bound[0]
         shown = host if host not in ("0.0.0.0", "::") else broker.advertised.host
-        broker.registry.url = f"http://{shown}:{port}"
+        scheme = "https" if http.secure[0] else "http"
+        broker.registry.url = f"{scheme}://{shown}:{port}"
         print(f"Strom broker {broker.node_id} HTTP on {broker.registry.url}", flush=True)
     return http, registry_api
 

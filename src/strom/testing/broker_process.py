@@ -23,7 +23,7 @@ from typing import IO
 
 _READY = re.compile(r"Strom broker (\d+) listening on ([^:\s]+):(\d+)")
 _LISTENER = re.compile(r"Strom broker \d+ listener (\S+) \((\S+)\) on ([^:\s]+):(\d+)")
-_HTTP = re.compile(r"Strom broker \d+ HTTP on (http://\S+?):(\d+)")
+_HTTP = re.compile(r"Strom broker \d+ HTTP on (https?://\S+?):(\d+)")
 
 
 class BrokerProcess:
