@@ -33,6 +33,7 @@ from strom.acl.model import (
     invalid_binding,
     pascal,
 )
+from strom.cluster.zk import ZkError
 
 AUTHORIZER_CLASSES = frozenset(
     {"kafka.security.authorizer.AclAuthorizer", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}
@@ -48,6 +49,10 @@ def check_authorizer_class(raw: str) -> str:
             f"unsupported authorizer {name!r}; use one of {', '.join(sorted(AUTHORIZER_CLASSES))}"
         )
     return name
+
+
+class AclStoreUnavailable(Exception):
+    """The store could not be read or written (ZooKeeper unreachable); the change may be partial."""
 
 
 class AclStore(Protocol):
@@ -174,10 +179,17 @@ class Authorizer:
         for binding in bindings:
             reason = invalid_binding(binding)
             if reason is None:
-                self._store.update(binding.pattern, partial(_add, binding.entry))
-                self._reload(binding.pattern)
+                self._update(binding.pattern, partial(_add, binding.entry))
             results.append(reason)
         return results
+
+    def _update(self, pattern: ResourcePattern, change: Callable[[Entries], Entries]) -> Entries:
+        try:
+            after = self._store.update(pattern, change)
+        except (ZkError, OSError) as exc:
+            raise AclStoreUnavailable(str(exc)) from exc
+        self.acls.set_entries(pattern, after)
+        return after
 
     def describe(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
         return [b for b in self.acls.bindings() if acl_filter.matches(b)]
@@ -191,9 +203,8 @@ class Authorizer:
             )
             if not doomed:
                 continue
-            after = self._store.update(pattern, partial(_remove, doomed))
+            after = self._update(pattern, partial(_remove, doomed))
             removed += (AclBinding(pattern, e) for e in doomed if e not in after)
-            self._reload(pattern)
         return removed
 
 

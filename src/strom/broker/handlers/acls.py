@@ -8,6 +8,7 @@ UNKNOWN code, or a malformed principal, fails alone with INVALID_REQUEST.
 
 from __future__ import annotations
 
+import logging
 from typing import TypeVar
 
 from strom.acl.model import (
@@ -21,11 +22,12 @@ from strom.acl.model import (
     ResourcePattern,
     ResourceType,
 )
-from strom.broker.authorization import Authorizer
+from strom.broker.authorization import AclStoreUnavailable, Authorizer
 from strom.broker.handlers.base import Body, RequestContext, handles
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
 
+log = logging.getLogger(__name__)
 _LITERAL = int(PatternType.LITERAL)
 
 
@@ -131,11 +133,17 @@ async def create_acls(ctx: RequestContext, body: Body) -> Body:
         )
         for c in creations
     ]
+    try:
+        reasons = auth.create(bindings)
+    except AclStoreUnavailable as exc:  # e.g. ZooKeeper unreachable: some may not have been stored
+        log.warning("CreateAcls failed: %s", exc)
+        failed = {"error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR), "error_message": "ACL store unavailable"}
+        return {"throttle_time_ms": 0, "results": [failed for _ in creations]}
     results = [
         {"error_code": 0, "error_message": None}
         if reason is None
         else {"error_code": int(ErrorCode.INVALID_REQUEST), "error_message": reason}
-        for reason in auth.create(bindings)
+        for reason in reasons
     ]
     return {"throttle_time_ms": 0, "results": results}
 
@@ -155,7 +163,18 @@ async def delete_acls(ctx: RequestContext, body: Body) -> Body:
                 {"error_code": int(ErrorCode.INVALID_REQUEST), "error_message": reason, "matching_acls": []}
             )
             continue
-        removed = auth.delete(acl_filter)
+        try:
+            removed = auth.delete(acl_filter)
+        except AclStoreUnavailable as exc:
+            log.warning("DeleteAcls failed: %s", exc)
+            out.append(
+                {
+                    "error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR),
+                    "error_message": "ACL store unavailable",
+                    "matching_acls": [],
+                }
+            )
+            continue
         matching = [
             {"error_code": 0, "error_message": None, **_binding_fields(b)}
             for b in removed

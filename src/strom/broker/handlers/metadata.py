@@ -127,7 +127,7 @@ async def handle_metadata(ctx: RequestContext, req: Body) -> Body:
         topics = [
             _topic_entry(broker.metadata, info)
             for name, info in sorted(broker.metadata.topics.items())
-            if allowed(ctx, Op.DESCRIBE, Res.TOPIC, name)
+            if broker.authorizer is None or allowed(ctx, Op.DESCRIBE, Res.TOPIC, name)
         ]
     else:
         allow = bool(req.get("allow_auto_topic_creation", True)) if ctx.api_version >= 4 else True
