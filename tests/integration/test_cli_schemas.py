@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -92,3 +93,13 @@ def test_errors_are_one_line(registry_url: str, args: tuple[str, ...], expected:
     assert result.returncode == 1
     assert result.stderr.count("\n") == 1 and expected in result.stderr, result.stderr
     assert result.stdout == ""
+
+
+def test_no_registry_listening_names_the_fix() -> None:
+    with socket.socket() as closed:  # a port nothing listens on once closed
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    result = strom(f"http://127.0.0.1:{port}", "list")
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert f"cannot reach the schema registry at http://127.0.0.1:{port}" in result.stderr
+    assert "'strom serve'" in result.stderr and "--registry" in result.stderr, result.stderr

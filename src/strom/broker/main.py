@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import errno
 import logging
 import signal
 import sys
@@ -184,6 +185,16 @@ def serve(config_file: str | None, overrides: list[str]) -> int:
         print(f"strom serve: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"strom serve: {exc}", file=sys.stderr)
+        print(f"strom serve: {exc}{_bind_hint(exc)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _bind_hint(exc: OSError) -> str:
+    """What to do about a listener port that is taken (usually another broker, e.g. a second `make run`)."""
+    if exc.errno != errno.EADDRINUSE:
+        return ""
+    return (
+        "; is another broker running there? Stop it, or give this one free ports, e.g. "
+        "--set listeners=PLAINTEXT://127.0.0.1:9093 --set http.listeners=http://127.0.0.1:8082"
+    )

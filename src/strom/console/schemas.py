@@ -44,7 +44,11 @@ class RegistryClient:
             raise ConsoleError(_error_line(exc.code, exc.read())) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise ConsoleError(f"cannot reach the schema registry at {self.url}: {reason}") from None
+            raise ConsoleError(
+                f"cannot reach the schema registry at {self.url}: {reason} (every broker serves it on its "
+                "http.listeners, default http://127.0.0.1:8081: start one with 'strom serve', or point "
+                "--registry or $STROM_SCHEMA_REGISTRY at one)"
+            ) from None
         try:
             return json.loads(payload) if payload else None
         except ValueError:

@@ -3,6 +3,7 @@
 Layout of each log directory::
 
     <log dir>/
+        .lock                                held (a POSIX lock) by the broker process using the dir
         .kafka_cleanshutdown                 present only between a clean shutdown and the next start
         recovery-point-offset-checkpoint     } checkpoint.py; one line per partition in this dir
         log-start-offset-checkpoint          }
@@ -15,6 +16,10 @@ log start offset and high watermark. If the clean-shutdown marker exists, no seg
 the marker is removed right after loading so that a crash from then on triggers recovery. New
 partitions go to the log directory holding the fewest partitions.
 
+Before anything is loaded, each log directory's ``.lock`` file is locked (as Kafka does): a second broker
+started on the same directories (``make run`` twice) would otherwise recover, truncate and append to
+logs the first one is writing. The lock is released at shutdown, or by the kernel when the process dies.
+
 The manager is synchronous and not thread-safe; the broker calls it from its event loop (or a single
 storage thread) and schedules `checkpoint_all`, `flush_dirty`, `run_retention` and
 `remove_expired_producers` (``producer.id.expiration.check.interval.ms``) periodically.
@@ -22,6 +27,7 @@ storage thread) and schedules `checkpoint_all`, `flush_dirty`, `run_retention` a
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import re
@@ -47,6 +53,7 @@ from strom.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
 DELETE_SUFFIX = "-delete"
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -66,6 +73,28 @@ def _read_checkpoint(path: str) -> dict[TopicPartition, int]:
     except CorruptCheckpointError as e:
         log.warning("ignoring corrupt checkpoint: %s", e)
         return {}
+
+
+class LogDirInUseError(OSError):
+    """Another process holds a log directory's lock."""
+
+
+def lock_log_dir(log_dir: str) -> int:
+    """Lock ``<log_dir>/.lock`` for this process; returns the descriptor that holds the lock.
+
+    POSIX record locks (lockf) belong to the process, so a broker re-created in the same process (tests
+    that simulate a crash) is not refused; another process is.
+    """
+    fd = os.open(os.path.join(log_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise LogDirInUseError(
+            f"log dir {log_dir} is in use by another broker process ({LOCK_FILE} is locked): stop that "
+            "broker, or give this one its own directory (--set log.dirs=DIR)"
+        ) from None
+    return fd
 
 
 class LogManager:
@@ -93,9 +122,21 @@ class LogManager:
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
         self.topic_configs: dict[str, LogConfig] = {}
+        self._lock_fds: list[int] = []
+        try:
+            for log_dir in self.log_dirs:
+                os.makedirs(log_dir, exist_ok=True)
+                self._lock_fds.append(lock_log_dir(log_dir))
+        except OSError:
+            self._unlock()
+            raise
         for log_dir in self.log_dirs:
-            os.makedirs(log_dir, exist_ok=True)
             self._load_dir(log_dir)
+
+    def _unlock(self) -> None:
+        for fd in self._lock_fds:
+            os.close(fd)
+        self._lock_fds.clear()
 
     def _load_dir(self, log_dir: str) -> None:
         marker = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
@@ -274,3 +315,4 @@ class LogManager:
             fsync_dir(log_dir)
         self._logs.clear()
         self._log_dir_of.clear()
+        self._unlock()
