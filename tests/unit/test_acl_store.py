@@ -1,0 +1,68 @@
+"""The single node's ACL store (acls.json) and the broker's Authorizer over it: create, filters, delete,
+persistence across a reopen, and the start-up check of authorizer.class.name."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from strom.acl.model import (
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+from strom.broker.authorization import Authorizer, LocalAclStore, check_authorizer_class
+
+
+def _binding(name: str, op: AclOperation, pattern: PatternType = PatternType.LITERAL) -> AclBinding:
+    return AclBinding(
+        ResourcePattern(ResourceType.TOPIC, name, pattern),
+        AccessControlEntry("User:alice", "*", op, AclPermissionType.ALLOW),
+    )
+
+
+def test_create_describe_delete_and_reopen(tmp_path: Path) -> None:
+    auth = Authorizer(LocalAclStore(str(tmp_path)), "User:admin", allow_if_no_acl=False)
+    bad = AclBinding(
+        ResourcePattern(ResourceType.TOPIC, "t", PatternType.MATCH),
+        AccessControlEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW),
+    )
+    reasons = auth.create(
+        [_binding("t", AclOperation.READ), _binding("app.", AclOperation.WRITE, PatternType.PREFIXED), bad]
+    )
+    assert reasons[:2] == [None, None] and reasons[2] is not None
+    assert auth.allowed("User:alice", "10.0.0.1", AclOperation.WRITE, ResourceType.TOPIC, "app.x")
+    assert auth.allowed("User:admin", "10.0.0.1", AclOperation.DELETE, ResourceType.TOPIC, "t")
+    assert not auth.allowed("User:bob", "10.0.0.1", AclOperation.READ, ResourceType.TOPIC, "t")
+    assert auth.allowed_any("User:alice", "h", AclOperation.WRITE, ResourceType.TOPIC)
+
+    rows = json.loads((tmp_path / "acls.json").read_text())
+    assert {(r["name"], r["patternType"], r["operation"]) for r in rows} == {
+        ("t", "Literal", "Read"),
+        ("app.", "Prefixed", "Write"),
+    }
+    reopened = Authorizer(LocalAclStore(str(tmp_path)), None, allow_if_no_acl=False)
+    assert len(reopened.describe(AclBindingFilter())) == 2
+    assert reopened.allowed("User:alice", "h", AclOperation.DESCRIBE, ResourceType.TOPIC, "t")
+
+    removed = reopened.delete(AclBindingFilter(ResourceType.TOPIC, "app.orders", PatternType.MATCH))
+    assert [b.pattern.name for b in removed] == ["app."]
+    assert not reopened.allowed("User:alice", "h", AclOperation.WRITE, ResourceType.TOPIC, "app.x")
+    assert len(Authorizer(LocalAclStore(str(tmp_path)), None, False).describe(AclBindingFilter())) == 1
+
+
+def test_authorizer_class_names() -> None:
+    assert (
+        check_authorizer_class(" kafka.security.authorizer.AclAuthorizer ")
+        == "kafka.security.authorizer.AclAuthorizer"
+    )
+    assert check_authorizer_class("") == ""
+    with pytest.raises(ValueError, match="unsupported authorizer"):
+        check_authorizer_class("com.example.MyAuthorizer")
