@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -140,6 +140,10 @@ def test_alice_is_refused_until_admin_grants(broker: BrokerProcess, pki: Pki, lo
     assert _produce(alice_conf, "ordinary") == 0  # the PREFIXED grant
     assert _consume(alice_conf, "g", "orders") == 0
     assert "orders" in alice_admin.list_topics(timeout=15).topics  # WRITE implies DESCRIBE
+    described = alice_admin.describe_topics(
+        TopicCollection(["orders"]), request_timeout=15, include_authorized_operations=True
+    )["orders"].result()
+    assert {op.name for op in described.authorized_operations} == {"READ", "WRITE", "DESCRIBE"}
 
     # DENY beats ALLOW: a DENY for everybody on the prefix refuses alice, not the super user.
     everybody = AclBinding(

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from strom.broker.group_service import GroupService
-from strom.broker.handlers.authz import Op, Res, allowed, allowed_cluster, denied
+from strom.broker.handlers.authz import Op, Res, allowed, allowed_cluster, authorized_operations, denied
 from strom.broker.handlers.base import Body, RequestContext, handles
 from strom.broker.transaction_service import TransactionService
 from strom.coordinator import JoinGroupRequest, SyncGroupRequest
@@ -251,6 +251,8 @@ async def handle_describe_groups(ctx: RequestContext, req: Body) -> Body:
                 for m in summary.members
             ],
         )
+        if ctx.broker.authorizer is not None and req.get("include_authorized_operations"):
+            described["authorized_operations"] = authorized_operations(ctx, Res.GROUP, group_id)
         groups.append(described)
     return {"throttle_time_ms": 0, "groups": groups}
 

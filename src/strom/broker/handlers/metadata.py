@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from strom.acl.model import CLUSTER_NAME
 from strom.broker.broker import Broker
-from strom.broker.handlers.authz import Op, Res, allowed, allowed_cluster
+from strom.broker.handlers.authz import Op, Res, allowed, allowed_cluster, authorized_operations
 from strom.broker.handlers.base import Body, RequestContext, handles
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.metadata_store import TopicInfo
@@ -134,6 +135,17 @@ async def handle_metadata(ctx: RequestContext, req: Body) -> Body:
         topics = [
             _authorized_lookup(ctx, t["name"], allow) for t in requested or [] if t.get("name") is not None
         ]
+    cluster_ops = AUTHORIZED_OPERATIONS_OMITTED
+    if broker.authorizer is not None:
+        # v8+: the bitfields of what the sender may do, when asked for (Kafka's KIP-430).
+        if req.get("include_topic_authorized_operations"):
+            for entry in topics:
+                if entry["error_code"] == 0:
+                    entry["topic_authorized_operations"] = authorized_operations(
+                        ctx, Res.TOPIC, entry["name"]
+                    )
+        if req.get("include_cluster_authorized_operations"):
+            cluster_ops = authorized_operations(ctx, Res.CLUSTER, CLUSTER_NAME)
     cache = broker.metadata
     return {
         "throttle_time_ms": 0,
@@ -141,5 +153,5 @@ async def handle_metadata(ctx: RequestContext, req: Body) -> Body:
         "cluster_id": broker.cluster_id,
         "controller_id": cache.controller_id,
         "topics": topics,
-        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "cluster_authorized_operations": cluster_ops,
     }
