@@ -38,8 +38,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from strom.cli.acls import ACLS_HANDLERS
         from strom.cli.cluster import CLUSTER_HANDLERS
         from strom.cli.schemas import SCHEMAS_HANDLERS
+        from strom.cli.users import USERS_HANDLERS
 
-        return {**HANDLERS, **CLUSTER_HANDLERS, **SCHEMAS_HANDLERS, **ACLS_HANDLERS}[args.handler](args)
+        handlers = {**HANDLERS, **CLUSTER_HANDLERS, **SCHEMAS_HANDLERS, **ACLS_HANDLERS, **USERS_HANDLERS}
+        return handlers[args.handler](args)
     except ConsoleError as exc:
         print(f"strom: error: {exc.message}", file=sys.stderr)
         return EXIT_FAILURE

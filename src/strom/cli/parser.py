@@ -90,6 +90,9 @@ def build_parser() -> OneLineErrorParser:
     from strom.cli.acls import add_acls_commands
 
     add_acls_commands(commands, _connection_parent())
+    from strom.cli.users import add_users_commands
+
+    add_users_commands(commands, _connection_parent())
     from strom.cli.schemas import add_schemas_commands
 
     add_schemas_commands(commands)
