@@ -6,6 +6,7 @@ Kafka."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -68,12 +69,24 @@ def _conf(broker: BrokerProcess, pki: Pki, who: str, login: str) -> dict[str, An
     }
 
 
-def _produce(conf: dict[str, Any], topic: str) -> int:
+def _produce(conf: dict[str, Any], topic: str, idempotent: bool = False) -> int:
     codes: list[int] = []
-    producer = Producer({**conf, "message.timeout.ms": 8000, "enable.idempotence": False})
+    producer = Producer({**conf, "message.timeout.ms": 8000, "enable.idempotence": idempotent})
     producer.produce(topic, b"v", on_delivery=lambda err, _m: codes.append(0 if err is None else err.code()))
     producer.flush(15)
     return codes[0]
+
+
+def _producer_id_error(conf: dict[str, Any]) -> int:
+    """The fatal error an idempotent producer raises when it gets no producer id (0 if none in 10 s)."""
+    producer = Producer({**conf, "enable.idempotence": True})
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            producer.poll(0.2)
+        except KafkaException as exc:
+            return int(exc.args[0].code())
+    return 0
 
 
 def _consume(conf: dict[str, Any], group: str, topic: str) -> int:
@@ -120,6 +133,9 @@ def test_alice_is_refused_until_admin_grants(broker: BrokerProcess, pki: Pki, lo
     assert _produce(admin_conf, "orders") == 0  # the super user needs no ACL
 
     assert _produce(alice_conf, "orders") == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # KIP-679: an idempotent producer with neither IDEMPOTENT_WRITE nor WRITE on any topic gets no
+    # producer id (a fatal error in librdkafka).
+    assert _producer_id_error(alice_conf) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
     assert _consume(alice_conf, "g", "orders") == KafkaError.GROUP_AUTHORIZATION_FAILED
     alice_admin = AdminClient(alice_conf)
     assert "orders" not in alice_admin.list_topics(timeout=15).topics
@@ -138,6 +154,7 @@ def test_alice_is_refused_until_admin_grants(broker: BrokerProcess, pki: Pki, lo
     )
     assert _produce(alice_conf, "orders") == 0
     assert _produce(alice_conf, "ordinary") == 0  # the PREFIXED grant
+    assert _produce(alice_conf, "orders", idempotent=True) == 0  # WRITE on some topic suffices
     assert _consume(alice_conf, "g", "orders") == 0
     assert "orders" in alice_admin.list_topics(timeout=15).topics  # WRITE implies DESCRIBE
     described = alice_admin.describe_topics(
