@@ -121,7 +121,9 @@ class LocalControlPlane:
 
     def _become_leader(self, topics: list[TopicInfo], first_partition: int = 0) -> list[str]:
         """Lead the partitions from ``first_partition`` on; returns what failed ("topic-partition: ERROR")."""
-        self._publish_metadata()  # first: opening a log reads the topic's configs from the cache
+        # First: opening a log reads the topic's configs from the cache. At start the whole cache,
+        # after that only the topics that changed.
+        self._publish_metadata(None if self._metadata.controller_id < 0 else topics)
         states = [
             self._partition_state(info, p) for info in topics for p in range(first_partition, info.partitions)
         ]
@@ -146,15 +148,14 @@ class LocalControlPlane:
             return failed
         return []
 
-    def _publish_metadata(self) -> None:
-        topics = [
-            {
-                "topic_name": info.name,
-                "topic_id": info.topic_id,
-                "partition_states": [self._partition_state(info, p) for p in range(info.partitions)],
-            }
-            for _, info in sorted(self._store.topics.items())
-        ]
+    def _publish_metadata(
+        self, changed: list[TopicInfo] | None = None, removed: tuple[str, ...] = ()
+    ) -> None:
+        """What a controller's UpdateMetadata would say: all of it, or only ``changed``/``removed`` topics."""
+        if changed is not None or removed:
+            self._metadata.apply_topic_delta([self._topic_state(i) for i in changed or ()], list(removed))
+            return
+        topics = [self._topic_state(info) for _, info in sorted(self._store.topics.items())]
         self._metadata.apply_update_metadata(
             {
                 "controller_id": self._node_id,
@@ -171,6 +172,13 @@ class LocalControlPlane:
                 ],
             }
         )
+
+    def _topic_state(self, info: TopicInfo) -> dict[str, Any]:
+        return {
+            "topic_name": info.name,
+            "topic_id": info.topic_id,
+            "partition_states": [self._partition_state(info, p) for p in range(info.partitions)],
+        }
 
     # topic administration --------------------------------------------------------------------------
     def live_brokers(self) -> dict[int, str | None]:
@@ -191,7 +199,7 @@ class LocalControlPlane:
             self._drop_partitions(name, range(info.partitions))
             with contextlib.suppress(OSError):  # the next start then finds no logs for it either
                 self._store.delete_topic(name)
-            self._publish_metadata()
+            self._publish_metadata(removed=(name,))
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"topic {name} not created: {failed[0]}")
         return info
 
@@ -223,7 +231,7 @@ class LocalControlPlane:
             with contextlib.suppress(OSError):
                 self._store.set_partitions(name, first)
             info.partitions = first  # also if the catalogue write failed: its file still says so
-            self._publish_metadata()
+            self._publish_metadata([info])
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"partitions of {name} not added: {failed[0]}")
 
     def delete_topic(self, name: str) -> None:
@@ -237,7 +245,7 @@ class LocalControlPlane:
                 "partitions": [{"topic_name": name, "partition_index": p} for p in range(info.partitions)],
             }
         )
-        self._publish_metadata()
+        self._publish_metadata(removed=(name,))
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         self._store.set_configs(name, configs)

@@ -87,23 +87,45 @@ class ClusterMetadataStore:
         partitions: dict[tuple[str, int], PartitionMetadata] = {}
         topics: dict[str, TopicInfo] = {}
         for topic in body["topics"]:
-            name = topic["topic_name"]
-            states = topic["partition_states"]
-            for s in states:
-                partitions[(name, int(s["partition_index"]))] = PartitionMetadata(
-                    int(s["leader"]),
-                    int(s["leader_epoch"]),
-                    tuple(s["replicas"]),
-                    tuple(s["isr"]),
-                    tuple(s["offline_replicas"]),
-                )
-            old = self.topics.get(name)
-            configs = old.configs if old is not None else self._load_configs(name)
-            rf = len(states[0]["replicas"]) if states else 0
-            topics[name] = TopicInfo(name, bytes(topic["topic_id"]), len(states), rf, configs)
+            self._add_topic(topic, topics, partitions)
         self.topics = topics
         self.partitions = partitions
         return True
+
+    def apply_topic_delta(self, changed: list[dict[str, Any]], removed: list[str]) -> None:
+        """Replace the listed topics (UpdateMetadata's topic layout) and drop ``removed``; the rest stays.
+
+        The single node's control plane publishes its own topic changes this way: rebuilding the
+        whole cache for each created topic made creating N topics cost N² partition entries.
+        """
+        for name in [*removed, *(t["topic_name"] for t in changed)]:
+            info = self.topics.pop(name, None)
+            if info is not None:
+                for p in range(info.partitions):
+                    self.partitions.pop((name, p), None)
+        for topic in changed:
+            self._add_topic(topic, self.topics, self.partitions)
+
+    def _add_topic(
+        self,
+        topic: dict[str, Any],
+        topics: dict[str, TopicInfo],
+        partitions: dict[tuple[str, int], PartitionMetadata],
+    ) -> None:
+        name = topic["topic_name"]
+        states = topic["partition_states"]
+        for s in states:
+            partitions[(name, int(s["partition_index"]))] = PartitionMetadata(
+                int(s["leader"]),
+                int(s["leader_epoch"]),
+                tuple(s["replicas"]),
+                tuple(s["isr"]),
+                tuple(s["offline_replicas"]),
+            )
+        old = self.topics.get(name)
+        configs = old.configs if old is not None else self._load_configs(name)
+        rf = len(states[0]["replicas"]) if states else 0
+        topics[name] = TopicInfo(name, bytes(topic["topic_id"]), len(states), rf, configs)
 
     def partition_leader(self, topic: str, partition: int) -> LiveBroker | None:
         """The live broker leading a partition, if the cache knows one."""

@@ -47,15 +47,21 @@ class TopicPartition(NamedTuple):
     partition: int
 
 
-def write_atomically(path: str, text: str) -> None:
-    """Replace ``path`` with ``text`` so that readers see the old or the new content after a crash."""
+def write_atomically(path: str, text: str, durable: bool = True) -> None:
+    """Replace ``path`` with ``text`` so that readers see the old or the new content after a crash.
+
+    With ``durable=False`` nothing is fsynced: after a crash the file may be the old one, missing
+    or empty (for callers that can rebuild its content, and write many at once).
+    """
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
-    fsync_dir(os.path.dirname(path) or ".")
+    if durable:
+        fsync_dir(os.path.dirname(path) or ".")
 
 
 def fsync_dir(directory: str) -> None:
@@ -188,5 +194,8 @@ class LeaderEpochFileCache:
         self.entries = list(entries)
         self.write()
 
-    def write(self) -> None:
-        write_atomically(self.path, _render([f"{e.epoch} {e.start_offset}" for e in self.entries]))
+    def write(self, durable: bool = True) -> None:
+        """Write the checkpoint; ``durable=False`` only while the log holds no batch (see the loader:
+        a missing or unreadable checkpoint is rebuilt from batch headers, which carry the epochs)."""
+        text = _render([f"{e.epoch} {e.start_offset}" for e in self.entries])
+        write_atomically(self.path, text, durable)

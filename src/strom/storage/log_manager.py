@@ -121,6 +121,8 @@ class LogManager:
         log.info("log.max.open.files: at most %d segment files open", self.open_files.max_open)
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
+        self._dir_counts = dict.fromkeys(self.log_dirs, 0)  # partitions per log dir
+        self._unsynced_dirs: set[str] = set()
         self.topic_configs: dict[str, LogConfig] = {}
         self._lock_fds: list[int] = []
         try:
@@ -164,6 +166,7 @@ class LogManager:
                 open_files=self.open_files,
             )
             self._log_dir_of[tp] = log_dir
+            self._dir_counts[log_dir] += 1
         if clean:
             os.unlink(marker)
             fsync_dir(log_dir)
@@ -176,7 +179,14 @@ class LogManager:
     def all_logs(self) -> dict[TopicPartition, PartitionLog]:
         return dict(self._logs)
 
-    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
+    def get_or_create_log(
+        self, topic: str, partition: int, config: LogConfig | None = None, sync_dir: bool = True
+    ) -> PartitionLog:
+        """The partition's log, made if it does not exist yet.
+
+        A new partition directory is made durable by an fsync of its log dir; with ``sync_dir=False``
+        the caller creates many and calls `sync_new_dirs` once after them (one fsync, not one each).
+        """
         tp = TopicPartition(topic, partition)
         existing = self._logs.get(tp)
         if existing is not None:
@@ -202,7 +212,8 @@ class LogManager:
                 producer_id_expiration_ms=self.producer_id_expiration_ms,
                 open_files=self.open_files,
             )
-            fsync_dir(log_dir)
+            if sync_dir:
+                fsync_dir(log_dir)
         except OSError:
             # Out of descriptors or disk: leave no half-made directory for the next start to load.
             if created is not None:
@@ -212,12 +223,20 @@ class LogManager:
             raise
         self._logs[tp] = created
         self._log_dir_of[tp] = log_dir
+        self._dir_counts[log_dir] += 1
+        if not sync_dir:
+            self._unsynced_dirs.add(log_dir)
         return created
 
+    def sync_new_dirs(self) -> None:
+        """Fsync the log dirs that got partition directories through ``sync_dir=False``."""
+        while self._unsynced_dirs:
+            log_dir = next(iter(self._unsynced_dirs))
+            fsync_dir(log_dir)  # a failure leaves it (and the rest) to the next call
+            self._unsynced_dirs.discard(log_dir)
+
     def _least_loaded_dir(self) -> str:
-        counts = dict.fromkeys(self.log_dirs, 0)
-        for d in self._log_dir_of.values():
-            counts[d] += 1
+        counts = self._dir_counts  # kept up to date: counting per creation would be quadratic
         return min(self.log_dirs, key=lambda d: counts[d])
 
     def delete_log(self, topic: str, partition: int, checkpoint: bool = True) -> bool:
@@ -231,6 +250,7 @@ class LogManager:
         if removed is None:
             return False
         log_dir = self._log_dir_of.pop(tp)
+        self._dir_counts[log_dir] -= 1
         for segment in removed.segments:
             segment.close()
         doomed = os.path.join(log_dir, f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
@@ -316,3 +336,4 @@ class LogManager:
         self._logs.clear()
         self._log_dir_of.clear()
         self._unlock()
+        self._dir_counts = dict.fromkeys(self.log_dirs, 0)
