@@ -139,3 +139,10 @@ def test_acl_change_on_one_broker_is_enforced_by_all(make_cluster: Callable[...,
     assert sorted(b.name for b in removed) == ["guarded", "pre."]
     seen_everywhere(1)
     assert _produce_codes(alice, "pre.x", 3) == [KafkaError.TOPIC_AUTHORIZATION_FAILED] * 3
+
+    # A restarted broker loads the ACLs from ZooKeeper (the DENY for User:* is left).
+    cluster.brokers[1].kill()  # faster than a controlled shutdown; the log recovers on start
+    cluster.brokers[1].start()
+    restarted = AdminClient(_login(cluster.brokers[1].listeners["CLIENT"], "admin"))
+    left = wait_until(lambda: restarted.describe_acls(EVERYTHING, request_timeout=10).result(), what="ACLs")
+    assert [(b.name, b.principal, b.permission_type.name) for b in left] == [("guarded", "User:*", "DENY")]
