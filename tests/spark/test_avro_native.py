@@ -51,6 +51,7 @@ WRITER = record(
         {"name": "blob", "type": "bytes"},
         {"name": "maybe", "type": ["null", "string"]},
         {"name": "later", "type": ["null", "long"]},
+        {"name": "score", "type": ["null", "double"]},
         {"name": "gone", "type": "string"},
     ]
 )
@@ -67,6 +68,7 @@ READER = record(
         {"name": "blob", "type": "string"},
         {"name": "maybe", "type": ["null", "string"]},
         {"name": "later", "type": ["null", "long"]},
+        {"name": "score", "type": ["null", "double"]},
         {"name": "added_null", "type": ["null", "int"], "default": None},
         {"name": "added_int", "type": "int", "default": 7},
         {"name": "added_float", "type": "float", "default": 1},
@@ -87,6 +89,7 @@ DATUM = st.fixed_dictionaries(
         "blob": st.text(max_size=20).map(str.encode),  # read back as a string: valid UTF-8
         "maybe": st.none() | st.text(max_size=5),
         "later": st.none() | INT64,
+        "score": st.none() | st.floats(allow_nan=False),
         "gone": st.text(max_size=130),
     }
 )
@@ -178,6 +181,8 @@ def test_the_decoder_uses_the_native_path_and_falls_back_to_name_a_bad_record() 
         for i in range(20)
     ]
     assert column.to_pylist() == expected
+    grouped = decoder._decode_groups_natively(pa.array(payloads, pa.binary()), registry.__getitem__)
+    assert grouped is not None and grouped.to_pylist() == expected  # no Python object per record
     payloads[8] = frame(2, encode(v2, {"user": "x", "n": 1, "country": "c"}) + b"\x00")
     with pytest.raises(AvroDecodeError, match="offset 8 of t-0"):
         decoder.decode(

@@ -46,6 +46,7 @@ _HEADER = struct.Struct(">bi")
 HEADER_SIZE = _HEADER.size
 _SYNC_SIZE = 16  # an object container file's sync marker
 _MAX_BINARY = 2**31 - 1
+_MAX_GROUPS = 16  # schema ids in one batch decoded natively; more go record by record
 
 
 class AvroDecodeError(ValueError):
@@ -156,6 +157,8 @@ class AvroColumnDecoder:
         where = (topic, partition, *ends)
         found = self._decode_one_schema(values, lookup, where)
         if found is None:
+            found = self._decode_groups_natively(values, lookup)
+        if found is None:
             found = self._decode_mixed(values.to_pylist(), offsets.to_pylist(), topic, partition, lookup)
         return found
 
@@ -205,6 +208,42 @@ class AvroColumnDecoder:
         except Exception:
             return None
         return self._to_arrow(rows, where)
+
+    def _decode_groups_natively(self, values: pa.Array, lookup: Callable[[int], str]) -> pa.Array | None:
+        """Nulls and a few schema ids (records of several schema versions), still without a Python
+        object per payload: Arrow groups the bodies by header, each group is decoded natively, and the
+        rows are put back in order (nulls stay null). None unless every group decodes natively."""
+        headers = pc.binary_slice(values, 0, HEADER_SIZE)
+        distinct = pc.unique(headers.drop_null()).to_pylist()
+        if not distinct or len(distinct) > _MAX_GROUPS:
+            return None
+        parts, rows = [], []
+        try:
+            for header in distinct:
+                schema_id, _ = split(header)
+                if len(header) != HEADER_SIZE:
+                    return None
+                if schema_id not in self._writers:
+                    self._writer_schema(schema_id, lookup)
+                mask = pc.fill_null(pc.equal(headers, header), False)
+                bodies = pc.binary_slice(values.filter(mask), HEADER_SIZE, _MAX_BINARY)
+                ends = offsets_of(bodies)
+                data = memoryview(bodies.buffers()[2])[ends[0].as_py() : ends[-1].as_py()]
+                part = self._read_native(schema_id, data, pc.binary_length(bodies))
+                if part is None:
+                    return None
+                parts.append(part)
+                rows.append(pc.indices_nonzero(mask))
+        except Exception:
+            return None
+        # The groups' row numbers, concatenated, are a permutation of the non-null rows: sorting it
+        # gives, for each non-null row in column order, its place among the decoded rows.
+        decoded = pa.concat_arrays(parts).take(pc.sort_indices(pa.concat_arrays(rows)))
+        if not values.null_count:
+            return decoded
+        valid = pc.is_valid(values)
+        rank = pc.subtract(pc.cumulative_sum(pc.cast(valid, pa.int64())), 1)
+        return decoded.take(pc.if_else(valid, rank, pa.scalar(None, pa.int64())))
 
     def _decode_mixed(
         self,

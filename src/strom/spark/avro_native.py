@@ -173,20 +173,34 @@ def _zigzag(n: int) -> bytes:
     return bytes(out)
 
 
+# Zig-zag varint thresholds as Arrow scalars (a Python int argument costs a conversion per call).
+_THRESHOLDS = [pa.scalar(2 ** (7 * k - 1), pa.int64()) for k in range(1, 10)]
+_ZERO, _ONE = pa.scalar(0, pa.int64()), pa.scalar(1, pa.int64())
+
+
 def _varint_size(values: pa.Array) -> pa.Array:
     """Bytes of each int64's zig-zag varint: zig-zag(v) >= 2**(7k) exactly when |v| (or -v-1 for
-    negative v) >= 2**(7k-1), so no unsigned arithmetic is needed."""
-    magnitude = pc.if_else(pc.less(values, 0), pc.negate(pc.add(values, 1)), values)
-    size = pc.add(pc.multiply(magnitude, 0), 1)
-    for k in range(1, 10):
-        size = pc.add(size, pc.cast(pc.greater_equal(magnitude, 2 ** (7 * k - 1)), pa.int64()))
+    negative v) >= 2**(7k-1), so no unsigned arithmetic is needed. Only the thresholds up to the
+    largest magnitude are compared."""
+    magnitude = pc.if_else(pc.less(values, _ZERO), pc.negate(pc.add(values, _ONE)), values)
+    largest = pc.max(magnitude).as_py() or 0
+    size = pc.cast(pc.is_valid(magnitude), pa.int64())  # ones (no nulls here)
+    for threshold in _THRESHOLDS:
+        if largest < threshold.as_py():
+            break
+        size = pc.add(size, pc.cast(pc.greater_equal(magnitude, threshold), pa.int64()))
     return size
 
 
 def _encoded_size(field: _Field, column: pa.Array) -> pa.Array:
     """Bytes each record's value of `field` takes in Avro's binary encoding (canonical varints)."""
     if field.kind in _FIXED_SIZE:
-        size = pc.add(pc.multiply(pc.cast(pc.is_valid(column), pa.int64()), 0), _FIXED_SIZE[field.kind])
+        fixed = pa.scalar(_FIXED_SIZE[field.kind], pa.int64())
+        size = (
+            pc.if_else(pc.is_valid(column), fixed, _ZERO)
+            if column.null_count
+            else pa.repeat(fixed, len(column))
+        )
     elif field.kind in ("int", "long"):
         size = _varint_size(pc.cast(column, pa.int64()))
     else:
@@ -194,7 +208,7 @@ def _encoded_size(field: _Field, column: pa.Array) -> pa.Array:
         size = pc.add(_varint_size(length), length)
     if field.nullable:
         # One byte of union branch index, and nothing for a null.
-        size = pc.add(pc.fill_null(size, 0), 1)
+        size = pc.add(pc.fill_null(size, _ZERO), _ONE)
     return size
 
 
