@@ -212,3 +212,20 @@ def _refused(broker: BrokerProcess, sec: Security) -> None:
         check=False,
     )
     assert failed.returncode != 0, failed.stdout[:200]
+
+
+def test_describe_configs_hides_the_jaas_config(sasl_broker: BrokerProcess) -> None:
+    with RawClient(sasl_broker.bootstrap) as raw:
+        answer = raw.call(
+            ApiKey.DESCRIBE_CONFIGS,
+            1,
+            {
+                "resources": [{"resource_type": 4, "resource_name": "0", "configuration_keys": None}],
+                "include_synonyms": False,
+            },
+        )
+    entries = {c["name"]: c for c in answer["results"][0]["configs"]}
+    jaas = entries["listener.name.sasl_ssl.plain.sasl.jaas.config"]
+    assert jaas["value"] is None and jaas["is_sensitive"] is True
+    assert entries["ssl.keystore.location"]["is_sensitive"] is False
+    assert "alice-secret" not in repr(answer)

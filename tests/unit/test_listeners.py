@@ -85,3 +85,11 @@ def test_per_listener_overrides_are_accepted_and_secrets_hidden() -> None:
     assert described["listener.name.client.ssl.client.auth"] == "required"
     with pytest.raises(ConfigError, match="unknown broker config"):
         BrokerConfig({"listener.name.client.ssl.bogus": "x"})
+
+
+def test_reauthentication_is_refused_rather_than_half_served() -> None:
+    with pytest.raises(ConfigError, match="re-authentication"):
+        BrokerConfig({"connections.max.reauth.ms": "60000"})
+    config = BrokerConfig({"listener.name.client.connections.max.reauth.ms": "60000"})
+    with pytest.raises(ConfigError, match="re-authentication"):
+        config.for_listener("CLIENT", "connections.max.reauth.ms")

@@ -122,3 +122,19 @@ def test_bad_client_final_messages_fail(final: bytes) -> None:
     nonce = server.first(b"n,,n=user,r=abc").decode().split(",")[0][2:]
     with pytest.raises(ScramError):
         server.final(final.replace(b"{nonce}", nonce.encode()))
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_broker_client_against_the_server(mechanism: str) -> None:
+    """The client side brokers use for inter-broker SCRAM logins, against the server side."""
+    cred = scram.make_credential(mechanism, "p=ss,word", 4096)
+    server = ScramServer(mechanism, {"broker,1": cred}.get)
+    client = scram.ScramClient(mechanism, "broker,1", "p=ss,word")
+    client.verify(server.final(client.final(server.first(client.first()))))
+    assert server.username == "broker,1"
+    wrong = scram.ScramClient(mechanism, "broker,1", "other")
+    server = ScramServer(mechanism, {"broker,1": cred}.get)
+    with pytest.raises(ScramError, match="wrong password"):
+        server.final(wrong.final(server.first(wrong.first())))
+    with pytest.raises(ScramError, match="signature"):
+        client.verify(b"v=AAAA")

@@ -21,6 +21,7 @@ from strom.broker.security.config_defs import (
     SECURITY_CONFIGS,
     SENSITIVE,
     is_listener_override,
+    is_secret,
 )
 
 
@@ -319,6 +320,6 @@ class BrokerConfig:
             else:
                 rows.append((name, definition.default, True))
         for name in sorted(self.listener_overrides):
-            hidden = any(name.endswith(secret) for secret in SENSITIVE)
+            hidden = is_secret(name)
             rows.append((name, None if hidden else self.listener_overrides[name], False))
         return rows

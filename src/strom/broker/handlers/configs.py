@@ -15,6 +15,7 @@ from strom.broker.broker import Broker
 from strom.broker.config import BROKER_CONFIGS
 from strom.broker.handlers.authz import Op, Res, allowed_cluster, denied
 from strom.broker.handlers.base import Body, RequestContext, handles
+from strom.broker.security.config_defs import is_secret
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.config import LogConfig
@@ -65,11 +66,16 @@ def _describe_topic(broker: Broker, name: str, keys: list[str] | None) -> list[d
 def _describe_broker(broker: Broker, name: str, keys: list[str] | None) -> list[dict[str, Any]]:
     if name not in ("", str(broker.node_id)):
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"broker {name} is not this broker ({broker.node_id})")
-    return [
-        _config_entry(key, value, SOURCE_DEFAULT if is_default else SOURCE_STATIC_BROKER, is_default)
-        for key, value, is_default in broker.config.describe()
-        if keys is None or key in keys
-    ]
+    entries = []
+    for key, value, is_default in broker.config.describe():
+        if keys is None or key in keys:
+            entry = _config_entry(
+                key, value, SOURCE_DEFAULT if is_default else SOURCE_STATIC_BROKER, is_default
+            )
+            # Passwords, private keys and JAAS configs: set but never shown (Kafka's sensitive configs).
+            entry["is_sensitive"] = value is None and not is_default and is_secret(key)
+            entries.append(entry)
+    return entries
 
 
 def _authorize(ctx: RequestContext, rtype: int, name: str, operation: Op) -> None:

@@ -12,7 +12,8 @@ wrong credentials SASL_AUTHENTICATION_FAILED with a generic message, each after
 ``connection.failed.authentication.delay.ms``, and then the connection is closed. The broker log says
 why, naming the user but never a password or token. On success the connection's principal becomes
 ``User:<name>``; SaslAuthenticate v1+ tells the client ``connections.max.reauth.ms`` as its session
-lifetime (0: no expiry).
+lifetime, which is always 0 (no expiry): re-authentication (KIP-368) is not implemented, and the
+setting refuses any other value.
 """
 
 from __future__ import annotations
