@@ -1,17 +1,18 @@
 """ACLs in a 3-broker ZooKeeper cluster: a change made through one broker is enforced by every broker.
 
-Clients log in with SASL PLAIN on each broker's CLIENT listener (``User:admin``, a super user, and
-``User:alice``); the brokers talk to each other on the PLAINTEXT INTERNAL listener, where their principal
-is ``User:ANONYMOUS``, which is therefore listed in ``super.users`` too (the brokers' own principal must be
-a super user or hold CLUSTER_ACTION). ``allow.everyone.if.no.acl.found=false``.
+Everything runs over SASL_PLAINTEXT with PLAIN: clients log in as ``User:admin`` (a super user) and
+``User:alice``; the brokers log in to each other as ``User:broker``, which is a super user too (the
+brokers' own principal must be one, or hold CLUSTER_ACTION). ``allow.everyone.if.no.acl.found=false``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
     AclBinding,
@@ -25,20 +26,24 @@ from confluent_kafka.admin import (
 )
 from kazoo.client import KazooClient
 
-from strom.testing.cluster import LocalCluster
-from tests.cluster.conftest import wait_until
+from strom.testing.broker_process import BrokerProcess
+from strom.testing.zookeeper_process import ZooKeeperProcess
+from tests.cluster.conftest import FAST, wait_until
+from tests.prerequisites import require_zookeeper
 
 JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'username="broker" password="broker-secret" user_broker="broker-secret" '
     'user_admin="admin-secret" user_alice="alice-secret";'
 )
 SETTINGS = {
-    "listeners": "INTERNAL://127.0.0.1:0,CLIENT://127.0.0.1:0",
-    "listener.security.protocol.map": "INTERNAL:PLAINTEXT,CLIENT:SASL_PLAINTEXT",
-    "inter.broker.listener.name": "INTERNAL",
+    "listeners": "CLIENT://127.0.0.1:0",
+    "listener.security.protocol.map": "CLIENT:SASL_PLAINTEXT",
+    "inter.broker.listener.name": "CLIENT",
+    "sasl.mechanism.inter.broker.protocol": "PLAIN",
     "listener.name.client.plain.sasl.jaas.config": JAAS,
     "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-    "super.users": "User:admin;User:ANONYMOUS",
+    "super.users": "User:admin;User:broker",
     "allow.everyone.if.no.acl.found": "false",
 }
 EVERYTHING = AclBindingFilter(
@@ -76,12 +81,35 @@ def _alice(
     return AclBinding(ResourceType.TOPIC, name, pattern, who, "*", AclOperation.WRITE, permission)
 
 
-def test_acl_change_on_one_broker_is_enforced_by_all(make_cluster: Callable[..., LocalCluster]) -> None:
-    cluster = make_cluster(3, **{k.replace(".", "_"): v for k, v in SETTINGS.items()})
-    clients = {b: p.listeners["CLIENT"] for b, p in cluster.brokers.items()}
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[ZooKeeperProcess, list[BrokerProcess]]]:
+    """ZooKeeper and three brokers whose only listener is SASL_PLAINTEXT (LocalCluster's readiness check
+    speaks PLAINTEXT, hence the brokers are started here)."""
+    require_zookeeper()
+    zk = ZooKeeperProcess(tmp_path / "zk")
+    zk.start()
+    brokers: list[BrokerProcess] = []
+    try:
+        for broker_id in range(3):
+            settings = {**FAST, **SETTINGS, "broker.id": str(broker_id), "zookeeper.connect": zk.connect}
+            brokers.append(BrokerProcess(tmp_path / f"broker-{broker_id}", settings))
+            brokers[-1].start()
+        yield zk, brokers
+    finally:
+        for proc in brokers:
+            proc.stop(timeout_s=20)
+        zk.stop()
+
+
+def test_acl_change_on_one_broker_is_enforced_by_all(
+    cluster: tuple[ZooKeeperProcess, list[BrokerProcess]],
+) -> None:
+    zookeeper, brokers = cluster
+    clients = {b: p.listeners["CLIENT"] for b, p in enumerate(brokers)}
     every = ",".join(clients.values())
     admins = {b: AdminClient(_login(addr, "admin")) for b, addr in clients.items()}
     alice, admin = _login(every, "alice"), _login(every, "admin")
+    wait_until(lambda: len(admins[0].list_topics(timeout=5).brokers) == 3, 60, "3 live brokers")
     for f in admins[0].create_topics([NewTopic("guarded", 3, 3), NewTopic("pre.x", 3, 3)]).values():
         f.result(30)
     wait_until(lambda: _produce_codes(admin, "guarded", 3) == [0, 0, 0], what="the super user's produce")
@@ -113,7 +141,7 @@ def test_acl_change_on_one_broker_is_enforced_by_all(make_cluster: Callable[...,
     assert _produce_codes(admin, "guarded", 3) == [0, 0, 0]
 
     # Kafka's znodes, so Kafka's tools read the same ACLs.
-    zk = KazooClient(hosts=cluster.zookeeper.connect)
+    zk = KazooClient(hosts=zookeeper.connect)
     zk.start()
     try:
         data, _ = zk.get("/kafka-acl/Topic/guarded")
@@ -141,8 +169,8 @@ def test_acl_change_on_one_broker_is_enforced_by_all(make_cluster: Callable[...,
     assert _produce_codes(alice, "pre.x", 3) == [KafkaError.TOPIC_AUTHORIZATION_FAILED] * 3
 
     # A restarted broker loads the ACLs from ZooKeeper (the DENY for User:* is left).
-    cluster.brokers[1].kill()  # faster than a controlled shutdown; the log recovers on start
-    cluster.brokers[1].start()
-    restarted = AdminClient(_login(cluster.brokers[1].listeners["CLIENT"], "admin"))
+    brokers[1].kill()  # faster than a controlled shutdown; the log recovers on start
+    brokers[1].start()
+    restarted = AdminClient(_login(brokers[1].listeners["CLIENT"], "admin"))
     left = wait_until(lambda: restarted.describe_acls(EVERYTHING, request_timeout=10).result(), what="ACLs")
     assert [(b.name, b.principal, b.permission_type.name) for b in left] == [("guarded", "User:*", "DENY")]
