@@ -6,7 +6,8 @@ with its own data directory under ``--dir`` (default ``./cluster``), racks assig
 ephemeral unless ``--set http.listeners=...``). It records every PID and address in
 ``<dir>/cluster.json`` and returns, leaving the processes running; ``cluster down`` stops them by those
 PIDs (SIGTERM, then SIGKILL after a timeout), brokers first. ``strom zookeeper`` runs a ZooKeeper in the
-foreground until Ctrl-C.
+foreground until Ctrl-C, SIGTERM or SIGHUP, and stops it on each (ZooKeeper runs in its own session, so
+the signal reaches only this process, which must pass it on).
 """
 
 from __future__ import annotations
@@ -120,8 +121,15 @@ def zookeeper(args: argparse.Namespace) -> int:
     if not zookeeper_available():
         raise ConsoleError("ZooKeeper is not installed (apt-get install zookeeper, and a JRE)")
     zk = ZooKeeperProcess(Path(args.dir).resolve(), port=args.port)
-    print(f"ZooKeeper listening on {zk.start()}", flush=True)
-    try:
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    # `kill`, `timeout` and service managers send SIGTERM: without this the JVM outlived the command.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, interrupt)
+    try:  # a signal right after the line is printed must still stop ZooKeeper
+        print(f"ZooKeeper listening on {zk.start()}", flush=True)
         while zk.proc is not None and zk.proc.poll() is None:
             time.sleep(0.5)
     except KeyboardInterrupt:
