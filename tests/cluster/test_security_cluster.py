@@ -1,5 +1,6 @@
-"""A 3-broker cluster whose only listener is SASL_SSL: brokers replicate and fail over over it with
-their own PLAIN login and host-name verification, and a SCRAM user created through one broker (stored in
+"""A 3-broker cluster talking SASL_SSL between brokers (plus a PLAINTEXT listener): brokers replicate
+and fail over over it with their own PLAIN login and host-name verification, Metadata answers with each
+listener's addresses, and a SCRAM user created through one broker (stored in
 ZooKeeper's /config/users) logs in on another."""
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def secure_cluster(tmp_path: Path) -> Iterator[tuple[list[BrokerProcess], Pki]]:
                 **FAST,
                 "broker.id": str(broker_id),
                 "zookeeper.connect": zk.connect,
-                "listeners": "SASL_SSL://127.0.0.1:0",
+                "listeners": "SASL_SSL://127.0.0.1:0,PLAINTEXT://127.0.0.1:0",
+                "inter.broker.listener.name": "SASL_SSL",
                 "sasl.mechanism.inter.broker.protocol": "PLAIN",
                 "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
                 "ssl.keystore.location": str(pki.broker),
@@ -73,6 +75,12 @@ def test_sasl_ssl_cluster_replicates_fails_over_and_shares_scram_users(
     bootstrap = ",".join(b.bootstrap for b in brokers)
     admin = AdminClient(_client(pki, bootstrap))
     wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 3, 60, "3 live brokers")
+    # Metadata names every broker at its address on the listener the client is connected to.
+    secured = {b.id: f"{b.host}:{b.port}" for b in admin.list_topics(timeout=5).brokers.values()}
+    assert secured == {i: b.listeners["SASL_SSL"] for i, b in enumerate(brokers)}
+    plain_admin = AdminClient({"bootstrap.servers": brokers[2].listeners["PLAINTEXT"]})
+    plain = {b.id: f"{b.host}:{b.port}" for b in plain_admin.list_topics(timeout=5).brokers.values()}
+    assert plain == {i: b.listeners["PLAINTEXT"] for i, b in enumerate(brokers)}
     admin.create_topics([NewTopic("secure", 1, 3, config={"min.insync.replicas": "2"})])["secure"].result(30)
 
     def isr() -> list[int]:

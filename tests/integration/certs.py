@@ -22,12 +22,12 @@ class Pki:
     broker_cert: Path
     directory: Path
 
-    def client(self, name: x509.Name, tag: str, ca_key_path: Path | None = None) -> tuple[Path, Path]:
-        """A client certificate signed by this CA: (certificate, key) paths."""
+    def client(self, name: x509.Name, tag: str, expired: bool = False) -> tuple[Path, Path]:
+        """A client certificate signed by this CA (``expired``: its validity ended yesterday)."""
         ca_key = serialization.load_pem_private_key((self.directory / "ca.key").read_bytes(), None)
         ca_cert = x509.load_pem_x509_certificate(self.ca.read_bytes())
         key = ec.generate_private_key(ec.SECP256R1())
-        cert = _sign(name, key, ca_cert.subject, ca_key, ca=False, sans=None)  # type: ignore[arg-type]
+        cert = _sign(name, key, ca_cert.subject, ca_key, ca=False, sans=None, expired=expired)  # type: ignore[arg-type]
         cert_path, key_path = self.directory / f"{tag}.crt", self.directory / f"{tag}.key"
         cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         key_path.write_bytes(_pkcs8(key))
@@ -48,8 +48,9 @@ def _sign(
     issuer_key: ec.EllipticCurvePrivateKey,
     ca: bool,
     sans: list[x509.GeneralName] | None,
+    expired: bool = False,
 ) -> x509.Certificate:
-    now = datetime.datetime.now(datetime.UTC)
+    now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=3 if expired else 0)
     builder = (
         x509.CertificateBuilder()
         .subject_name(subject)

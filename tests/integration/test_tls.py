@@ -99,6 +99,18 @@ def test_untrusted_broker_and_garbage_refused_broker_keeps_serving(
         check=False,
     )
     assert failed.returncode != 0
+    # An expired client certificate is refused on the mTLS listener.
+    old_cert, old_key = pki.client(name("expired"), "expired", expired=True)
+    failed = subprocess.run(
+        [
+            *kcat_args(ssl_broker.listeners["MTLS"], Security("SSL", ca=pki.ca, cert=old_cert, key=old_key)),
+            "-L",
+        ],
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert failed.returncode != 0
     # A client certificate from an untrusted CA is refused on the mTLS listener.
     cert, key = other.client(name("mallory"), "mallory")
     failed = subprocess.run(
