@@ -436,8 +436,8 @@ class ReplicaManager:
     def shrink_lagging_isrs(self) -> None:
         now = self._now_ms()
         for part in list(self.partitions.values()):
-            if part.leader_id != self.node_id:
-                continue
+            if part.leader_id != self.node_id or len(part.isr) < 2:
+                continue  # (most partitions of a big single broker: ISR = this broker alone)
             lagging = [
                 r
                 for r in part.isr

@@ -45,7 +45,7 @@ from strom.storage.checkpoint import (
     read_offsets,
     write_offsets,
 )
-from strom.storage.config import LogConfig
+from strom.storage.config import LONG_MAX, LogConfig
 from strom.storage.log import PartitionLog, TimeFn, system_time_ms
 from strom.storage.open_files import OpenFiles, default_max_open_files
 from strom.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
@@ -123,6 +123,7 @@ class LogManager:
         self._log_dir_of: dict[TopicPartition, str] = {}
         self._dir_counts = dict.fromkeys(self.log_dirs, 0)  # partitions per log dir
         self._unsynced_dirs: set[str] = set()
+        self._timed_flush: dict[TopicPartition, PartitionLog] = {}  # logs with a finite flush.ms
         self.topic_configs: dict[str, LogConfig] = {}
         self._lock_fds: list[int] = []
         try:
@@ -167,6 +168,7 @@ class LogManager:
             )
             self._log_dir_of[tp] = log_dir
             self._dir_counts[log_dir] += 1
+            self._note_flush_policy(tp, self._logs[tp])
         if clean:
             os.unlink(marker)
             fsync_dir(log_dir)
@@ -193,7 +195,11 @@ class LogManager:
             if config is not None and config != existing.config:
                 # Logs loaded at start-up got the default config: topic configs live in the broker's
                 # catalogue, which hands them over here (else compacted topics stop compacting).
-                self.update_config(topic, config)
+                # Only this log: each partition of the topic comes here (all of them at once would
+                # make a start-up quadratic).
+                self.topic_configs[topic] = config
+                existing.update_config(config)
+                self._note_flush_policy(tp, existing)
             return existing
         if not _LEGAL_TOPIC.match(topic) or topic in (".", "..") or partition < 0:
             raise KafkaError(
@@ -224,6 +230,7 @@ class LogManager:
         self._logs[tp] = created
         self._log_dir_of[tp] = log_dir
         self._dir_counts[log_dir] += 1
+        self._note_flush_policy(tp, created)
         if not sync_dir:
             self._unsynced_dirs.add(log_dir)
         return created
@@ -249,6 +256,7 @@ class LogManager:
         removed = self._logs.pop(tp, None)
         if removed is None:
             return False
+        self._timed_flush.pop(tp, None)
         log_dir = self._log_dir_of.pop(tp)
         self._dir_counts[log_dir] -= 1
         for segment in removed.segments:
@@ -266,6 +274,14 @@ class LogManager:
         for tp, partition_log in self._logs.items():
             if tp.topic == topic:
                 partition_log.update_config(config)
+                self._note_flush_policy(tp, partition_log)
+
+    def _note_flush_policy(self, tp: TopicPartition, partition_log: PartitionLog) -> None:
+        """Keep `flush_dirty`'s sweep to the logs with a flush.ms (an idle broker visits no others)."""
+        if partition_log.config.flush_ms < LONG_MAX:
+            self._timed_flush[tp] = partition_log
+        else:
+            self._timed_flush.pop(tp, None)
 
     # -- periodic work ----------------------------------------------------------------------------
     def checkpoint_all(self) -> None:
@@ -288,7 +304,7 @@ class LogManager:
     def flush_dirty(self, now_ms: int) -> int:
         """Flush logs whose flush.ms has elapsed; returns how many were flushed."""
         flushed = 0
-        for tp, partition_log in self._logs.items():
+        for tp, partition_log in self._timed_flush.items():
             try:
                 flushed += partition_log.maybe_flush_by_time(now_ms)
             except OSError as e:  # e.g. a full disk: the recovery point stays, the others still flush
@@ -335,5 +351,6 @@ class LogManager:
             fsync_dir(log_dir)
         self._logs.clear()
         self._log_dir_of.clear()
+        self._timed_flush.clear()
         self._unlock()
         self._dir_counts = dict.fromkeys(self.log_dirs, 0)
