@@ -93,6 +93,12 @@ def test_deny_beats_allow_across_patterns_principals_and_hosts() -> None:
     assert not ok(acls, Op.READ, "t", host="10.0.0.9") and ok(acls, Op.READ, "t", host="10.0.0.1")
 
 
+def test_hosts_match_as_addresses() -> None:
+    acls = AclSet([acl("t", Op.READ, host="0:0:0:0:0:0:0:1")])  # Kafka's (Java's) IPv6 spelling
+    assert ok(acls, Op.READ, "t", host="::1")
+    assert not ok(acls, Op.READ, "t", host="127.0.0.1") and not ok(acls, Op.READ, "t", host="not-an-ip")
+
+
 def test_prefixed_and_wildcard_matching() -> None:
     acls = AclSet([acl("app.", Op.WRITE, pattern=PRE), acl("*", Op.READ, pattern=PRE)])
     assert ok(acls, Op.WRITE, "app.orders") and not ok(acls, Op.WRITE, "ap")

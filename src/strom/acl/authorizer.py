@@ -17,7 +17,9 @@ entries and the prefixes of the name, not at every binding.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterable, Iterator
+from functools import lru_cache
 
 from strom.acl.model import (
     IMPLIED_BY,
@@ -97,7 +99,18 @@ class AclSet:
 
 
 def _applies(entry: AccessControlEntry, principal: str, host: str) -> bool:
-    return entry.principal in (principal, "User:*") and entry.host in (host, WILDCARD)
+    if entry.principal not in (principal, "User:*"):
+        return False
+    return entry.host in (host, WILDCARD) or _same_ip(entry.host, host)
+
+
+@lru_cache(maxsize=1024)
+def _same_ip(acl_host: str, client_host: str) -> bool:
+    """Spellings of one address: Kafka writes IPv6 as ``0:0:0:0:0:0:0:1`` where Python says ``::1``."""
+    try:
+        return ipaddress.ip_address(acl_host) == ipaddress.ip_address(client_host)
+    except ValueError:
+        return False
 
 
 def authorize(

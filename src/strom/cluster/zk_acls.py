@@ -112,6 +112,8 @@ class ZkAclStore:
             children = self._zk.watch_children(root, fired)
         except ZkError:
             return  # re-armed by the client once connected again
+        # Forget purged notifications, so the set stays as small as the change root.
+        self._seen[kind] &= set(children)
         for child in sorted(set(children) - self._seen[kind]):
             self._seen[kind].add(child)
             try:
