@@ -37,6 +37,7 @@ def test_default_listener_on_a_taken_port_warns_and_runs_without_http(
         with caplog.at_level(logging.WARNING):
             assert asyncio.run(server.start()) == []
     assert "running without HTTP" in caplog.text
+    assert "set http.listeners=http://127.0.0.1:PORT" in caplog.text  # the fix, named
 
 
 def test_explicit_listener_on_a_taken_port_is_an_error() -> None:

@@ -103,7 +103,10 @@ class HttpServer:
                 sock.close()
             if self.default_listener:
                 log.warning(
-                    "HTTP listener %s not started (%s); running without HTTP", DEFAULT_HTTP_LISTENER, exc
+                    "HTTP listener %s not started (%s); running without HTTP (no schema registry, /metrics "
+                    "or /ui/): set http.listeners=http://127.0.0.1:PORT to serve them on a free port",
+                    DEFAULT_HTTP_LISTENER,
+                    exc,
                 )
                 return []
             raise ConfigError(f"cannot bind http.listeners {self.listeners}: {exc}") from None
