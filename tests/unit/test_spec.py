@@ -179,7 +179,8 @@ def test_parse_spec_strips_comments_and_parses_defaults() -> None:
 # real clients or raw requests: ApiVersions 3-4; OffsetFetch 6-7 (require_stable, KIP-447); the
 # transactional APIs' newer versions (KIP-360, KIP-447) and the describe APIs of KIP-664, which exist
 # only as flexible versions; WriteTxnMarkers 1 for admin tools; the reassignment APIs (KIP-455,
-# flexible-only). Any other advertised version must be pre-flexible.
+# flexible-only); SaslAuthenticate 2 and KIP-554's SCRAM credential APIs. Any other advertised version
+# must be pre-flexible.
 FLEXIBLE_ADVERTISED = {
     ApiKey.API_VERSIONS: [3, 4],
     ApiKey.OFFSET_FETCH: [6, 7],
@@ -200,6 +201,10 @@ FLEXIBLE_ADVERTISED = {
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: [0],
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: [0],
     ApiKey.LIST_PARTITION_REASSIGNMENTS: [0],
+    # SaslAuthenticate v2 (kafka-python uses it) and the SCRAM credential APIs (KIP-554, flexible-only).
+    ApiKey.SASL_AUTHENTICATE: [2],
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: [0],
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: [0],
 }
 
 
