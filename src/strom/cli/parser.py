@@ -164,7 +164,7 @@ def _add_serve(commands: argparse._SubParsersAction[OneLineErrorParser]) -> None
 
 
 def _add_topics(commands: argparse._SubParsersAction[OneLineErrorParser], parent: OneLineErrorParser) -> None:
-    topics = commands.add_parser("topics", help="create, list, describe, alter and delete topics")
+    topics = commands.add_parser("topics", help="create, list, describe, alter, grow and delete topics")
     actions = topics.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     create = actions.add_parser("create", help="create a topic", parents=[parent], allow_abbrev=False)
@@ -330,7 +330,7 @@ def _add_groups(commands: argparse._SubParsersAction[OneLineErrorParser], parent
 def _add_transactions(
     commands: argparse._SubParsersAction[OneLineErrorParser], parent: OneLineErrorParser
 ) -> None:
-    txns = commands.add_parser("transactions", help="list and describe transactions and producer state")
+    txns = commands.add_parser("transactions", help="list, describe and abort transactions; producer state")
     actions = txns.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     listing = actions.add_parser(
