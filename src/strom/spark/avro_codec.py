@@ -9,15 +9,21 @@ Wire format (what Confluent's `AvroSerializer` writes and `AvroDeserializer` rea
 Decoding (`AvroColumnDecoder`): the key or value column of one Arrow batch of records is grouped by
 schema id (usually one group); each record is read with its *writer's* schema (fetched by id through
 `lookup`, once per id and process) and resolved to the *reader* schema -- the subject's latest when the
-query started -- by Avro's resolution rules (fastavro's): a field the writer did not have gets the
-reader's default, a field the reader does not have is skipped, int widens to long, and so on. So records
-written under v1 read under v2 carry v2's defaults. When the writer's schema is the reader's own,
-resolution is skipped. A group is decoded as one block of an in-memory Avro object container file
-(`_read_block`); if that fails, the group is decoded record by record (`schemaless_reader`), which names
-the bad record. The decoded dicts become one Arrow struct array of the column's Spark type (converted by
-pyspark's own `to_arrow_schema`, so Spark accepts the batch). A null payload (a tombstone) is a null
-struct. A payload that is not in the wire format, names an unknown schema id, does not decode, or has
-bytes left over fails with `AvroDecodeError` naming topic, partition and offset.
+query started -- by Avro's resolution rules: a field the writer did not have gets the reader's default, a
+field the reader does not have is skipped, int widens to long, and so on. So records written under v1
+read under v2 carry v2's defaults. Each group's bodies are cut out of the column by Arrow and decoded as
+one block of an in-memory Avro object container file, in this order of preference:
+
+1. natively (`avro_native`, polars' Rust reader straight into Arrow columns, resolution as Arrow casts)
+   when the writer/reader pair is one it covers (flat records of primitives) -- no Python object per
+   record, also for batches of several schema ids and nulls (`_decode_groups_natively`);
+2. fastavro's block reader (`_read_block`), whose dicts become one Arrow struct array of the column's
+   Spark type (converted by pyspark's own `to_arrow_schema`, so Spark accepts the batch);
+3. if that fails, record by record (`schemaless_reader`), which names the bad record.
+
+A null payload (a tombstone) is a null struct. A payload that is not in the wire format, names an unknown
+schema id, does not decode, or has bytes left over fails with `AvroDecodeError` naming topic, partition
+and offset.
 
 Encoding (`AvroColumnEncoder`): a struct column's rows (Arrow `to_pylist`, maps turned into dicts) are
 written with one schema and framed with its id.
