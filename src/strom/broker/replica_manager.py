@@ -80,6 +80,8 @@ class ReplicaManager:
     ) -> None:
         self.node_id = node_id
         self.partitions: dict[TopicPartition, Partition] = {}
+        # Those with more than one replica: the only ones the ISR expiry sweep needs to visit.
+        self._replicated: dict[TopicPartition, Partition] = {}
         self.controller_epoch = -1
         self.lag_max_ms = lag_max_ms
         self.fetchers = fetchers
@@ -222,6 +224,10 @@ class ReplicaManager:
         part.replicas = [int(b) for b in state["replicas"]] + [
             int(b) for b in state["adding_replicas"] if int(b) not in state["replicas"]
         ]
+        if len(part.replicas) > 1:
+            self._replicated[tp] = part
+        else:
+            self._replicated.pop(tp, None)
         if not same_epoch or zk_version >= part.zk_version:
             part.isr = [int(b) for b in state["isr"]]
             part.zk_version = zk_version
@@ -291,6 +297,7 @@ class ReplicaManager:
             self.fetchers.remove_partition(tp)
             if delete:
                 part = self.partitions.pop(tp, None)
+                self._replicated.pop(tp, None)
                 if part is not None and part.leader_id == self.node_id:
                     for callback in self.on_leadership_change:
                         callback(part, False)
@@ -435,9 +442,9 @@ class ReplicaManager:
 
     def shrink_lagging_isrs(self) -> None:
         now = self._now_ms()
-        for part in list(self.partitions.values()):
+        for part in list(self._replicated.values()):  # an ISR of one has no follower to expire
             if part.leader_id != self.node_id or len(part.isr) < 2:
-                continue  # (most partitions of a big single broker: ISR = this broker alone)
+                continue
             lagging = [
                 r
                 for r in part.isr
