@@ -141,6 +141,23 @@ def test_wire_rules(sasl_broker: BrokerProcess) -> None:
         assert raw.call(ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": token})["error_code"] == 34
 
 
+def test_large_frames_refused_before_authentication(sasl_broker: BrokerProcess) -> None:
+    # Before SASL completes a frame may hold at most 512 KiB (Kafka's sasl.server.max.receive.size),
+    # not socket.request.max.bytes: the size prefix alone closes the connection, nothing is buffered.
+    big = struct.pack(">i", 50 * 1024 * 1024) + b"\0" * 64
+    with RawClient(sasl_broker.listeners["SASL_PLAINTEXT"]) as raw:
+        raw.send_bytes(big)
+        assert raw.closed_by_peer(timeout_s=5.0)
+    with RawClient(sasl_broker.listeners["SASL_PLAINTEXT"]) as raw:
+        assert raw.call(ApiKey.SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"})["error_code"] == 0
+        raw.send_bytes(big)  # read as a legacy token frame
+        assert raw.closed_by_peer(timeout_s=5.0)
+    # The same prefix on the PLAINTEXT listener is a frame still being received (within 100 MB).
+    with RawClient(sasl_broker.listeners["PLAINTEXT"]) as raw:
+        raw.send_bytes(big)
+        assert not raw.closed_by_peer(timeout_s=0.5)
+
+
 def test_scram_credentials_managed_with_the_admin_api(sasl_broker: BrokerProcess, pki: Pki) -> None:
     admin = AdminClient({"bootstrap.servers": sasl_broker.bootstrap})
     upsert = UserScramCredentialUpsertion(

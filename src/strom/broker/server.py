@@ -18,7 +18,8 @@ the connection's `ResponseWriter`, which sends stored batches with ``sendfile``
 (response_writer.py). Read-ahead is bounded: reading pauses while ``_MAX_IN_FLIGHT`` requests are
 queued or unanswered, or while more than ``_WRITE_HIGH_WATER`` bytes of responses wait for the socket.
 
-Bad input never reaches a handler: a size outside 8..`socket.request.max.bytes`, a frame that does not
+Bad input never reaches a handler: a size outside 8..`socket.request.max.bytes` (on a SASL listener
+before authentication completes, 8..`MAX_UNAUTHENTICATED_BYTES`), a frame that does not
 parse, or an API/version we do not serve closes that connection with a log line (Kafka's behaviour),
 except an unsupported ApiVersions version, which gets UNSUPPORTED_VERSION with a v0 body so the client
 can retry at a version we speak (KIP-511). Every other connection keeps being served.
@@ -43,6 +44,7 @@ from strom.broker.handlers.base import CloseConnection, Handler
 from strom.broker.response_writer import ResponseWriter
 from strom.broker.security.connection import ListenerSecurity, tls_hint
 from strom.broker.security.listeners import ANONYMOUS
+from strom.broker.security.sasl import MAX_UNAUTHENTICATED_BYTES
 from strom.protocol.api import INTERNAL, SUPPORTED, ApiKey
 from strom.protocol.codec import (
     Chunk,
@@ -277,12 +279,17 @@ class _Connection(asyncio.BufferedProtocol):
         buf, start, end = self._buf, self._start, self._end
         while end - start >= 4:
             (size,) = _SIZE.unpack_from(buf, start)
-            if size < 8 or size > self._server.max_request_bytes:
+            limit = self._server.max_request_bytes
+            if (auth := self._auth) is not None and not auth.authenticated:
+                limit = min(limit, MAX_UNAUTHENTICATED_BYTES)  # no 100 MB frames before SASL completes
+            if size < 8 or size > limit:
                 log.warning(
-                    "closing connection from %s: request size %d outside 8..%d (socket.request.max.bytes)%s",
+                    "closing connection from %s: request size %d outside 8..%d (socket.request.max.bytes%s)"
+                    "%s",
                     self.client_host,
                     size,
-                    self._server.max_request_bytes,
+                    limit,
+                    "; not yet authenticated" if limit < self._server.max_request_bytes else "",
                     tls_hint(buf[start]),
                 )
                 start = end

@@ -42,6 +42,10 @@ log = logging.getLogger(__name__)
 
 _HEADER_PREFIX = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
+# The largest frame a connection may send before it is authenticated (Kafka's default
+# sasl.server.max.receive.size): an unauthenticated client cannot make the broker buffer
+# socket.request.max.bytes (100 MB) per frame. Larger frames close the connection.
+MAX_UNAUTHENTICATED_BYTES = 512 * 1024
 
 
 class AuthenticationFailed(Exception):
