@@ -201,10 +201,6 @@ FLEXIBLE_ADVERTISED = {
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: [0],
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: [0],
     ApiKey.LIST_PARTITION_REASSIGNMENTS: [0],
-    # SaslAuthenticate v2 (kafka-python uses it) and the SCRAM credential APIs (KIP-554, flexible-only).
-    ApiKey.SASL_AUTHENTICATE: [2],
-    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: [0],
-    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: [0],
 }
 
 
