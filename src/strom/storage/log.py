@@ -361,8 +361,8 @@ class PartitionLog:
             KafkaError: OFFSET_OUT_OF_RANGE outside [log start offset, log end offset].
         """
         records = self.read_records(fetch_offset, max_bytes, self.last_stable_offset, min_one_batch)
-        if not any(s.txn_index.entries for s in self.segments):
-            return records, []
+        if not records.slices or not any(s.txn_index.entries for s in self.segments):
+            return records, []  # (most fetches of a consumer of many partitions find nothing new)
         upper = upper_bound_after(self.segments, records, self.log_end_offset)
         return records, collect_aborted(self.segments, fetch_offset, upper)
 
