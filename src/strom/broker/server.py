@@ -18,12 +18,11 @@ the connection's `ResponseWriter`, which sends stored batches with ``sendfile``
 (response_writer.py). Read-ahead is bounded: reading pauses while ``_MAX_IN_FLIGHT`` requests are
 queued or unanswered, or while more than ``_WRITE_HIGH_WATER`` bytes of responses wait for the socket.
 
-Bad input never reaches a handler: a size outside 8..`socket.request.max.bytes` (on a SASL listener
-before authentication completes, 8..`MAX_UNAUTHENTICATED_BYTES`), a frame that does not
-parse, or an API/version we do not serve closes that connection with a log line (Kafka's behaviour),
-except an unsupported ApiVersions version, which gets UNSUPPORTED_VERSION with a v0 body so the client
-can retry at a version we speak (KIP-511). Every other connection keeps being served.
-Security (TLS, the principal, SASL before anything else) is set up per connection: security/.
+Bad input never reaches a handler: a size outside 8..`socket.request.max.bytes` (8..512 KiB on a SASL
+listener before authentication), a frame that does not parse, or an API/version we do not serve closes
+that connection with a log line (Kafka's behaviour), except an unsupported ApiVersions version, which
+gets UNSUPPORTED_VERSION with a v0 body so the client can retry at a version we speak (KIP-511). Every
+other connection keeps being served. TLS, principals and SASL are set up per connection: security/.
 """
 
 from __future__ import annotations
@@ -42,7 +41,7 @@ from strom.broker.handlers import HANDLERS, RequestContext
 from strom.broker.handlers.api_versions import api_versions_fallback
 from strom.broker.handlers.base import CloseConnection, Handler
 from strom.broker.response_writer import ResponseWriter
-from strom.broker.security.connection import ListenerSecurity, tls_hint
+from strom.broker.security.connection import ListenerSecurity, size_hint
 from strom.broker.security.listeners import ANONYMOUS
 from strom.broker.security.sasl import MAX_UNAUTHENTICATED_BYTES
 from strom.protocol.api import INTERNAL, SUPPORTED, ApiKey
@@ -107,13 +106,8 @@ class KafkaServer:
 
     async def start(self) -> tuple[str, int]:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: _Connection(self),
-            self._host,
-            self._port,
-            reuse_address=True,
-            **self.security.tls_options(),
-        )
+        options = {"reuse_address": True, **self.security.tls_options()}  # TLS: context, handshake limit
+        self._server = await loop.create_server(lambda: _Connection(self), self._host, self._port, **options)
         sock = self._server.sockets[0]
         host, port = sock.getsockname()[:2]
         return str(host), int(port)
@@ -284,13 +278,11 @@ class _Connection(asyncio.BufferedProtocol):
                 limit = min(limit, MAX_UNAUTHENTICATED_BYTES)  # no 100 MB frames before SASL completes
             if size < 8 or size > limit:
                 log.warning(
-                    "closing connection from %s: request size %d outside 8..%d (socket.request.max.bytes%s)"
-                    "%s",
+                    "closing connection from %s: request size %d outside 8..%d%s",
                     self.client_host,
                     size,
                     limit,
-                    "; not yet authenticated" if limit < self._server.max_request_bytes else "",
-                    tls_hint(buf[start]),
+                    size_hint(buf[start], limit < self._server.max_request_bytes),
                 )
                 start = end
                 self._end_of_input()

@@ -111,7 +111,12 @@ def _sasl_settings(
     )
 
 
-def tls_hint(first_byte: int) -> str:
-    """Log hint for an impossible frame size: a TLS record (0x16 0x03 ..) read as a size means a TLS
-    client on a plaintext listener."""
-    return " - a TLS handshake? This listener is not SSL" if first_byte == 0x16 else ""
+def size_hint(first_byte: int, unauthenticated: bool) -> str:
+    """The end of the log line for a refused frame size: which limit applied, and whether the size is a
+    TLS record header (0x16 0x03 ..), i.e. a TLS client on a plaintext listener."""
+    limit = (
+        " (socket.request.max.bytes; not yet authenticated)"
+        if unauthenticated
+        else " (socket.request.max.bytes)"
+    )
+    return limit + (" - a TLS handshake? This listener is not SSL" if first_byte == 0x16 else "")
