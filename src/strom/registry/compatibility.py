@@ -16,7 +16,9 @@ The rules are those of the Avro specification's "Schema Resolution", as Apache A
 * anything else is a type mismatch. Logical types do not change resolution (Avro ignores them there).
 
 Recursive named types are checked once per (reader name, writer name) pair: a pair already under check
-is taken as compatible, which is the fixpoint the recursion would reach.
+is taken as compatible, which is the fixpoint the recursion would reach. A record pair's result is also
+remembered once found, so a named type referenced many times (a schema of a few kilobytes can reach
+one type along 2^30 paths) costs one check, not one per path: the check runs on the event loop.
 
 The ``avro`` package ships a port of Java's checker, but it does not qualify aliases in the reader's
 namespace (an alias ``"Old"`` in namespace ``n`` does not match ``n.Old``) and it judges a reader field
@@ -99,6 +101,7 @@ class _Checker:
         self._reader_names = reader_names
         self._writer_names = writer_names
         self._in_progress: set[tuple[str, str]] = set()
+        self._checked: dict[tuple[str, str], list[str]] = {}  # record pairs already judged
 
     def check(self, reader: Any, writer: Any, path: str) -> list[str]:
         reader = _resolve(reader, self._reader_names)
@@ -143,11 +146,14 @@ class _Checker:
                 return [f"MISSING_ENUM_SYMBOLS at {path}/symbols: the reader lacks {', '.join(missing)}"]
             return []
         pair = (reader["name"], writer["name"])
+        if (known := self._checked.get(pair)) is not None:
+            return known[:1]  # in full where the pair was first met; once more keeps lists linear
         if pair in self._in_progress:
             return []
         self._in_progress.add(pair)
         try:
-            return self._check_fields(reader, writer, path)
+            found = self._checked[pair] = self._check_fields(reader, writer, path)
+            return list(found)
         finally:
             self._in_progress.discard(pair)
 
