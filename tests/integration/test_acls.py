@@ -335,3 +335,27 @@ def test_acl_apis_at_every_advertised_version(admin_broker: BrokerProcess) -> No
             assert raw.call(ApiKey.DESCRIBE_ACLS, version, flt)["resources"] == []
     finally:
         raw.sock.close()
+
+
+def test_fetch_of_many_topics_with_one_refused(tmp_path: Path) -> None:
+    # 40,000 readable topics and one refused: the refused one answers TOPIC_AUTHORIZATION_FAILED and the
+    # split is linear (a list-membership test made it ~10^9 dict comparisons on the event loop).
+    with BrokerProcess(tmp_path / "b", {**ACLS_ON, "allow.everyone.if.no.acl.found": "true"}) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        _create(admin, [_binding(ResourceType.TOPIC, "x", AclOperation.READ, deny=True)])
+        names = [f"t{i}" for i in range(40_000)] + ["x"]
+        partition = {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1024}
+        body = {
+            "replica_id": -1,
+            "max_wait_ms": 0,
+            "min_bytes": 0,
+            "max_bytes": 1 << 20,
+            "isolation_level": 0,
+            "topics": [{"topic": n, "partitions": [partition]} for n in names],
+        }
+        with RawClient(broker.bootstrap, timeout_s=10) as raw:  # ~1 s; it was ~20 s
+            answer = raw.call(ApiKey.FETCH, 4, body)
+        codes = {t["topic"]: t["partitions"][0]["error_code"] for t in answer["responses"]}
+        assert len(codes) == len(names)
+        assert codes["x"] == 29  # TOPIC_AUTHORIZATION_FAILED
+        assert codes["t5"] == 3  # UNKNOWN_TOPIC_OR_PARTITION: read allowed, no such topic

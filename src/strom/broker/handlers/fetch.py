@@ -191,13 +191,16 @@ def _authorize(ctx: RequestContext, auth: Authorizer, req: Body) -> tuple[Body, 
     topics answer TOPIC_AUTHORIZATION_FAILED, as Kafka's.
     """
     who, host = ctx.principal, ctx.client_host
+    topics = req["topics"]
     if int(req.get("replica_id", -1)) >= 0:
         ok = auth.allowed(who, host, Op.CLUSTER_ACTION, Res.CLUSTER, "kafka-cluster")
-        readable = [t for t in req["topics"] if ok]
+        verdicts = [ok] * len(topics)
     else:
-        readable = [t for t in req["topics"] if auth.allowed(who, host, Op.READ, Res.TOPIC, t["topic"])]
-    if len(readable) == len(req["topics"]):
+        verdicts = [auth.allowed(who, host, Op.READ, Res.TOPIC, t["topic"]) for t in topics]
+    if all(verdicts):
         return req, []
+    # Split by verdict (a membership test against the readable list was quadratic in the topics).
+    readable = [t for t, ok in zip(topics, verdicts, strict=True) if ok]
     refused = [
         {
             "topic": t["topic"],
@@ -205,8 +208,8 @@ def _authorize(ctx: RequestContext, auth: Authorizer, req: Body) -> tuple[Body, 
                 _empty(int(p["partition"]), ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in t["partitions"]
             ],
         }
-        for t in req["topics"]
-        if t not in readable
+        for t, ok in zip(topics, verdicts, strict=True)
+        if not ok
     ]
     return {**req, "topics": readable}, refused
 
