@@ -109,8 +109,7 @@ class PartitionLog:
         self.truncated_bytes = loaded.truncated_bytes
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
         self.recovery_point = min(recovery_point, self.log_end_offset)
-        # No fsync of recovered segments here (minutes for 100,000 partitions after a kill -9): the
-        # recovery point stays, so a second crash before the next flush recovers them again.
+        # Recovered segments are not fsynced (minutes for 100,000 partitions), so the recovery point stays
         self._high_watermark = 0
         self.high_watermark = high_watermark
         self.last_flush_ms = time_ms()
@@ -119,7 +118,8 @@ class PartitionLog:
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset + 1)
         self.producer_state = ProducerStateManager(directory, producer_id_expiration_ms)
         self.replayed_batch_headers = 0  # by the last producer-state load (snapshot + replay)
-        self._load_producer_state(rebuild_epochs=not self.leader_epoch_cache.entries)
+        validated = self.log_end_offset if loaded.recovered_segments else None  # recovery re-validated them
+        self._load_producer_state(not self.leader_epoch_cache.entries, validated)
 
     def _segment_settings(self) -> SegmentSettings:
         config = self.config
@@ -457,13 +457,13 @@ class PartitionLog:
         self.leader_epoch_cache.truncate_from_end(leo)
         self._load_producer_state(rebuild_epochs=False)
 
-    def _load_producer_state(self, rebuild_epochs: bool) -> None:
+    def _load_producer_state(self, rebuild_epochs: bool, validated: int | None = None) -> None:
         self.replayed_batch_headers = rebuild_producer_state(
             self.dir,
             self.segments,
             self.producer_state,
             self.leader_epoch_cache,
-            recovery_point=self.recovery_point,
+            recovery_point=self.recovery_point if validated is None else validated,
             log_start_offset=self.log_start_offset,
             high_watermark=self._high_watermark,
             now_ms=self._time_ms(),
