@@ -102,7 +102,8 @@ def test_registrations_racing_a_writer_kill_never_share_an_id(make_cluster: Any)
     def client(slot: int) -> None:
         n = 0
         while time.monotonic() < stop:
-            subject, text = f"race-{slot}-{n}", schema(slot * 1000 + n + 1)
+            # Distinct schemas per registration (an identical schema under another subject shares its id).
+            subject, text = f"race-{slot}-{n}", schema(1_000_000 * (slot + 1) + n)
             url = survivors[n % 2]
             try:
                 schema_id = register(url, subject, text)
