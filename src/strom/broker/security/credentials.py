@@ -31,14 +31,11 @@ class CredentialStore(Protocol):
     ) -> None: ...
 
 
-class LocalCredentialStore:
-    FILE = "scram-credentials.json"
+class _CachedCredentials:
+    """Lookups over the in-memory copy both stores keep: user -> mechanism -> Kafka's credential text."""
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
-        self._path = Path(directory) / self.FILE
+    def __init__(self) -> None:
         self._users: dict[str, dict[str, str]] = {}
-        if self._path.exists():
-            self._users = dict(json.loads(self._path.read_text())["users"])
 
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
         text = self._users.get(user, {}).get(mechanism)
@@ -49,6 +46,16 @@ class LocalCredentialStore:
             user: {mech: ScramCredential.from_kafka(text).iterations for mech, text in mechs.items()}
             for user, mechs in self._users.items()
         }
+
+
+class LocalCredentialStore(_CachedCredentials):
+    FILE = "scram-credentials.json"
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        super().__init__()
+        self._path = Path(directory) / self.FILE
+        if self._path.exists():
+            self._users = dict(json.loads(self._path.read_text())["users"])
 
     def alter(
         self, upserts: list[tuple[str, str, ScramCredential]], deletions: list[tuple[str, str]]
@@ -80,10 +87,10 @@ class UserConfigZk(Protocol):
     def update_user_config(self, user: str, changes: dict[str, str | None]) -> None: ...
 
 
-class ZkCredentialStore:
+class ZkCredentialStore(_CachedCredentials):
     def __init__(self, zk: UserConfigZk) -> None:
+        super().__init__()
         self._zk = zk
-        self._users: dict[str, dict[str, str]] = {}
         for user in zk.list_config_users():
             self.reload(user)
 
@@ -94,16 +101,6 @@ class ZkCredentialStore:
             self._users[user] = mechs
         else:
             self._users.pop(user, None)
-
-    def get(self, user: str, mechanism: str) -> ScramCredential | None:
-        text = self._users.get(user, {}).get(mechanism)
-        return None if text is None else ScramCredential.from_kafka(text)
-
-    def describe(self) -> dict[str, dict[str, int]]:
-        return {
-            user: {mech: ScramCredential.from_kafka(text).iterations for mech, text in mechs.items()}
-            for user, mechs in self._users.items()
-        }
 
     def alter(
         self, upserts: list[tuple[str, str, ScramCredential]], deletions: list[tuple[str, str]]
