@@ -47,14 +47,18 @@ class TopicPartition(NamedTuple):
     partition: int
 
 
-def write_atomically(path: str, text: str, durable: bool = True) -> None:
+def write_atomically(path: str, text: str, durable: bool = True, mode: int | None = None) -> None:
     """Replace ``path`` with ``text`` so that readers see the old or the new content after a crash.
 
     With ``durable=False`` nothing is fsynced: after a crash the file may be the old one, missing
-    or empty (for callers that can rebuild its content, and write many at once).
+    or empty (for callers that can rebuild its content, and write many at once). ``mode`` sets the
+    file's permissions before any content is written (secrets: 0o600).
     """
     tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666 if mode is None else mode)
+    if mode is not None:
+        os.fchmod(fd, mode)  # a leftover temporary file keeps its old mode otherwise
+    with open(fd, "w", encoding="utf-8") as f:
         f.write(text)
         if durable:
             f.flush()

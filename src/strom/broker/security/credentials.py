@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from strom.broker.security.scram import HASHES, ScramCredential
+from strom.storage.checkpoint import write_atomically
 
 
 class CredentialStore(Protocol):
@@ -67,13 +68,7 @@ class LocalCredentialStore(_CachedCredentials):
             users.setdefault(user, {})[mechanism] = credential.to_kafka()
         users = {user: mechs for user, mechs in users.items() if mechs}
         self._path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self._path.with_suffix(".tmp")
-        with open(tmp, "w") as out:
-            json.dump({"version": 1, "users": users}, out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, self._path)
+        write_atomically(str(self._path), json.dumps({"version": 1, "users": users}), mode=0o600)
         self._users = users
 
 
