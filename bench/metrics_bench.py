@@ -27,25 +27,12 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=1000)
     parser.add_argument("--scrapes", type=int, default=30)
     args = parser.parse_args()
-    from confluent_kafka import Consumer, Producer, TopicPartition
-    from confluent_kafka.admin import AdminClient, NewTopic
-
     with (
         tempfile.TemporaryDirectory(prefix="strom-metrics-bench-") as tmp,
         BrokerProcess(Path(tmp) / "data", {"group.initial.rebalance.delay.ms": "0"}) as broker,
     ):
         assert broker.http_url is not None
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        admin.create_topics([NewTopic("wide", args.partitions, 1)])["wide"].result(120)
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20})
-        for p in range(args.partitions):
-            producer.produce("wide", b"x" * 100, partition=p)
-        assert producer.flush(120) == 0
-        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "wide-group"})
-        consumer.commit(
-            offsets=[TopicPartition("wide", p, 1) for p in range(args.partitions)], asynchronous=False
-        )
-        consumer.close()
+        _load(broker.bootstrap, args.partitions)
         times = []
         text = ""
         for _ in range(args.scrapes):
@@ -59,6 +46,32 @@ def main() -> None:
         f"median_ms={statistics.median(times):.1f} p90_ms={sorted(times)[int(0.9 * len(times))]:.1f} "
         f"max_ms={max(times):.1f}"
     )
+
+
+def _load(bootstrap: str, partitions: int) -> None:
+    """A record in every partition and a group's commit for each; every client is closed on return.
+
+    The clients are closed here, while the broker still runs: a librdkafka client left open until
+    after the broker stops keeps reconnecting and floods standard error with connection-refused lines.
+    """
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("wide", partitions, 1)])["wide"].result(120)
+    del admin  # an AdminClient has no close(): dropping the last reference destroys it
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    try:
+        for p in range(partitions):
+            producer.produce("wide", b"x" * 100, partition=p)
+        assert producer.flush(120) == 0
+    finally:
+        producer.close()
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "wide-group"})
+    try:
+        consumer.commit(offsets=[TopicPartition("wide", p, 1) for p in range(partitions)], asynchronous=False)
+    finally:
+        consumer.close()
 
 
 if __name__ == "__main__":
