@@ -18,6 +18,7 @@ import pytest
 import uvloop
 
 from strom.broker.net_client import BrokerConnection
+from strom.broker.security.client import ClientSecurity
 from strom.protocol.api import ApiKey
 from strom.protocol.codec import decode_request, encode_response
 
@@ -163,7 +164,7 @@ def test_frames_split_anywhere_and_of_any_size(
 
     async def scenario() -> None:
         server, port = await serve(in_pieces(lambda offset: list(plan[offset])))
-        conn = BrokerConnection("127.0.0.1", port, "test", reuse_receive_buffer=reuse)
+        conn = BrokerConnection("127.0.0.1", port, "test", ClientSecurity(), reuse_receive_buffer=reuse)
         for offset, (size, *_) in enumerate(plan):
             check(await conn.send(ApiKey.FETCH, FETCH_V, fetch_request(offset)), offset, size)
         conn.close()
@@ -175,7 +176,7 @@ def test_frames_split_anywhere_and_of_any_size(
 def test_a_kept_response_stays_intact_without_reuse(run: Callable[[Coroutine[Any, Any, None]], None]) -> None:
     async def scenario() -> None:
         server, port = await serve(in_pieces(lambda offset: [100_000 + offset, 65_536]))
-        conn = BrokerConnection("127.0.0.1", port, "test")
+        conn = BrokerConnection("127.0.0.1", port, "test", ClientSecurity())
         kept = [await conn.send(ApiKey.FETCH, FETCH_V, fetch_request(offset)) for offset in range(3)]
         for offset, response in enumerate(kept):
             check(response, offset, 100_000 + offset)
@@ -205,7 +206,7 @@ def test_a_failed_request_raises_connection_error_and_the_next_one_reconnects(
 
     async def scenario() -> None:
         server, port = await serve(behaviour)
-        conn = BrokerConnection("127.0.0.1", port, "test", reuse_receive_buffer=True)
+        conn = BrokerConnection("127.0.0.1", port, "test", ClientSecurity(), reuse_receive_buffer=True)
         with pytest.raises(ConnectionError):
             await conn.send(ApiKey.FETCH, FETCH_V, fetch_request(0), timeout_s=0.5)
         check(await conn.send(ApiKey.FETCH, FETCH_V, fetch_request(1)), 1, 100)
@@ -226,7 +227,7 @@ def test_a_cancelled_request_does_not_hand_its_answer_to_the_next(
 
     async def scenario() -> None:
         server, port = await serve(behaviour)
-        conn = BrokerConnection("127.0.0.1", port, "test")
+        conn = BrokerConnection("127.0.0.1", port, "test", ClientSecurity())
         abandoned = asyncio.ensure_future(conn.send(ApiKey.FETCH, FETCH_V, fetch_request(0)))
         await asyncio.sleep(0.05)
         abandoned.cancel()
@@ -244,7 +245,7 @@ def test_nothing_listening_is_a_connection_error(run: Callable[[Coroutine[Any, A
         server, port = await serve(in_pieces(lambda offset: [1, 1]))
         server.close()
         await server.wait_closed()
-        conn = BrokerConnection("127.0.0.1", port, "test")
+        conn = BrokerConnection("127.0.0.1", port, "test", ClientSecurity())
         with pytest.raises(ConnectionError):
             await conn.send(ApiKey.FETCH, FETCH_V, fetch_request(0))
 

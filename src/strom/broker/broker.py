@@ -38,7 +38,9 @@ from strom.broker.purgatory import Purgatory
 from strom.broker.registry_service import RegistryService
 from strom.broker.replica_fetcher import ReplicaFetcherManager
 from strom.broker.replica_manager import ReplicaManager
+from strom.broker.security.client import ClientSecurity, inter_broker_security
 from strom.broker.security.credentials import CredentialStore, LocalCredentialStore, ZkCredentialStore
+from strom.broker.security.listeners import ListenerSetup, parse_listener_setup
 from strom.broker.topic_admin import TopicAdmin
 from strom.broker.transaction_service import TransactionService
 from strom.cluster.zk_acls import ZkAclStore
@@ -50,6 +52,17 @@ from strom.storage.log_manager import LogManager
 log = logging.getLogger(__name__)
 
 
+def listener_setup(config: BrokerConfig) -> ListenerSetup:
+    """Kafka's listener settings, validated together (security/listeners.py)."""
+    return parse_listener_setup(
+        config.get("listeners"),
+        config.get("advertised.listeners"),
+        config.get("listener.security.protocol.map"),
+        config.get("inter.broker.listener.name"),
+        config.get("security.inter.broker.protocol"),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Endpoint:
     host: str
@@ -59,6 +72,12 @@ class Endpoint:
 class Broker:
     def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
         self.config = config
+        self.listener_setup = listener_setup(config)
+        # How this broker reaches the others (the inter-broker listener's TLS and SASL login): every
+        # component that opens broker-to-broker connections gets it here, none reads it globally.
+        self.inter_broker_security: ClientSecurity = inter_broker_security(
+            config, self.listener_setup.listener(self.listener_setup.inter_broker)
+        )
         self.clock: Clock = clock or SystemClock()
         self.node_id = config.broker_id
         self.default_log_config = LogConfig.from_properties(config.topic_defaults(), LogConfig())
@@ -76,10 +95,12 @@ class Broker:
         # Every listener's advertised address by listener name (main.py sets them once bound).
         self.listener_endpoints: dict[str, Endpoint] = {}
         self.listener_protocols: dict[str, str] = {}  # listener name -> security protocol
+        security = self.inter_broker_security
         fetchers = ReplicaFetcherManager(
             self.node_id,
             int(config.get("replica.fetch.wait.max.ms")),
             int(config.get("replica.fetch.max.bytes")),
+            security,
         )
         # The one place that tells a ZooKeeper cluster member from a cluster of one.
         zk, store = None, None
@@ -112,7 +133,13 @@ class Broker:
         self.control: ControlPlane
         if zk is not None:
             member = ClusterMember(
-                config, zk, self.metadata, self.replica_manager, self.log_manager, self._log_config_for
+                config,
+                zk,
+                self.metadata,
+                self.replica_manager,
+                self.log_manager,
+                self._log_config_for,
+                security,
             )
             if isinstance(self.credentials, ZkCredentialStore):
                 member.on_user_change = self.credentials.reload  # /config/users change notifications
@@ -134,11 +161,13 @@ class Broker:
         )
         self.groups = GroupService(config, self.clock, self.replica_manager, self.metadata, self.topics)
         self.transactions = TransactionService(
-            config, self.clock, self.replica_manager, self.metadata, self.topics
+            config, self.clock, self.replica_manager, self.metadata, self.topics, security
         )
         # Markers reaching __consumer_offsets commit or drop the group side's transactional offsets.
         self.transactions.marker_listeners.append(self.groups.on_txn_marker)
-        self.registry = RegistryService(config, self.clock, self.replica_manager, self.metadata, self.topics)
+        self.registry = RegistryService(
+            config, self.clock, self.replica_manager, self.metadata, self.topics, security
+        )
         # None without authorizer.class.name: handlers then skip every ACL check (one attribute test).
         self.authorizer: Authorizer | None = None
         if config.get("authorizer.class.name"):

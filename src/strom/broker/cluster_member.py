@@ -36,6 +36,7 @@ from strom.broker.metadata_store import LocalMetadataStore, TopicInfo
 from strom.broker.net_client import BrokerConnection
 from strom.broker.ports import Outcome, Reassignments, TopicPartition
 from strom.broker.replica_manager import ReplicaManager
+from strom.broker.security.client import ClientSecurity
 from strom.cluster import zk_paths as paths
 from strom.cluster.controller import Controller, ControllerConfig
 from strom.cluster.election import LeaderAndIsr
@@ -105,8 +106,10 @@ class ClusterMember:
         replica_manager: ReplicaManager,
         log_manager: LogManager,
         log_config_for: Callable[[str], LogConfig],
+        security: ClientSecurity,
     ) -> None:
         self.node_id = config.broker_id
+        self._security = security  # how this broker reaches the others
         self.rack: str | None = config.get("broker.rack")
         self.controlled_shutdown_enable = bool(config.get("controlled.shutdown.enable"))
         self.session_timeout_ms = int(config.get("zookeeper.session.timeout.ms"))
@@ -118,7 +121,7 @@ class ClusterMember:
         self._host, self._port = "127.0.0.1", 9092  # until start() knows the bound listener
         self._endpoints: tuple[tuple[str, str, int], ...] = ()
         self._protocols: tuple[tuple[str, str], ...] = ()
-        self.channel = KafkaControllerChannel(f"controller-{self.node_id}")
+        self.channel = KafkaControllerChannel(f"controller-{self.node_id}", security)
         self.controller = Controller(
             self.zk,
             self.node_id,
@@ -246,7 +249,9 @@ class ClusterMember:
                         return
                 elif controller_id in self.metadata.brokers:
                     target = self.metadata.brokers[controller_id]
-                    conn = BrokerConnection(target.host, target.port, f"broker-{self.node_id}")
+                    conn = BrokerConnection(
+                        target.host, target.port, f"broker-{self.node_id}", self._security
+                    )
                     try:
                         response = await conn.send(
                             ApiKey.CONTROLLED_SHUTDOWN, 0, {"broker_id": self.node_id}, timeout_s=10

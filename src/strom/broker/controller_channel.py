@@ -14,6 +14,7 @@ import logging
 from typing import Any
 
 from strom.broker.net_client import BrokerConnection
+from strom.broker.security.client import ClientSecurity
 from strom.cluster.zk_paths import BrokerRegistration
 
 log = logging.getLogger(__name__)
@@ -21,10 +22,10 @@ RETRY_BACKOFF_S = 0.2
 
 
 class _BrokerQueue:
-    def __init__(self, registration: BrokerRegistration, client_id: str) -> None:
+    def __init__(self, registration: BrokerRegistration, client_id: str, security: ClientSecurity) -> None:
         self.registration = registration
         self.queue: asyncio.Queue[tuple[int, dict[str, Any]]] = asyncio.Queue()
-        self.connection = BrokerConnection(registration.host, registration.port, client_id)
+        self.connection = BrokerConnection(registration.host, registration.port, client_id, security)
         self.task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
@@ -54,8 +55,9 @@ class _BrokerQueue:
 
 
 class KafkaControllerChannel:
-    def __init__(self, client_id: str) -> None:
+    def __init__(self, client_id: str, security: ClientSecurity) -> None:
         self._client_id = client_id
+        self._security = security
         self._brokers: dict[int, _BrokerQueue] = {}
         self._closing: set[asyncio.Future[None]] = set()
 
@@ -68,7 +70,7 @@ class KafkaControllerChannel:
                 closing.add_done_callback(self._closing.discard)
         for broker_id, registration in brokers.items():
             if broker_id not in self._brokers:
-                self._brokers[broker_id] = _BrokerQueue(registration, self._client_id)
+                self._brokers[broker_id] = _BrokerQueue(registration, self._client_id, self._security)
 
     def send(self, broker_id: int, api_key: int, body: dict[str, Any]) -> None:
         target = self._brokers.get(broker_id)

@@ -24,11 +24,8 @@ from strom.broker.broker import Broker, Endpoint
 from strom.broker.config import BrokerConfig
 from strom.broker.http_server import HttpServer
 from strom.broker.metrics_api import MetricsApi
-from strom.broker.net_client import use_inter_broker_security
 from strom.broker.registry_api import RegistryApi
-from strom.broker.security.client import inter_broker_security
 from strom.broker.security.connection import for_listener as security_for_listener
-from strom.broker.security.listeners import ListenerSetup, parse_listener_setup
 from strom.broker.security.tls import server_context
 from strom.broker.server import KafkaServer
 from strom.broker.ui.routes import ConsoleApi
@@ -38,21 +35,9 @@ from strom.storage.open_files import raise_open_files_limit
 log = logging.getLogger("strom")
 
 
-def listener_setup(config: BrokerConfig) -> ListenerSetup:
-    """Kafka's listener settings, validated together (security/listeners.py)."""
-    return parse_listener_setup(
-        config.get("listeners"),
-        config.get("advertised.listeners"),
-        config.get("listener.security.protocol.map"),
-        config.get("inter.broker.listener.name"),
-        config.get("security.inter.broker.protocol"),
-    )
-
-
 async def run_broker(config: BrokerConfig, stop: asyncio.Event) -> None:
-    setup = listener_setup(config)
-    use_inter_broker_security(inter_broker_security(config, setup.listener(setup.inter_broker)))
     broker = Broker(config)
+    setup = broker.listener_setup
     servers: list[KafkaServer] = []
     endpoints: dict[str, Endpoint] = {}
     try:

@@ -29,15 +29,6 @@ from strom.broker.security.client import ClientSecurity
 from strom.protocol.codec import CorruptFrame, UnsupportedVersion, decode_response, encode_request
 
 _SIZE = struct.Struct(">i")
-# How this broker reaches other brokers (TLS, SASL with its own login): one broker per process, set
-# once at start-up from the inter-broker listener's settings (security/client.py).
-_inter_broker = ClientSecurity()
-
-
-def use_inter_broker_security(security: ClientSecurity) -> None:
-    global _inter_broker
-    _inter_broker = security
-
 
 _SCRATCH = 64 * 1024  # receive buffer for size prefixes and frames that fit in it
 
@@ -163,12 +154,16 @@ class BrokerConnection:
         host: str,
         port: int,
         client_id: str,
+        security: ClientSecurity,
         connect_timeout_s: float = 5.0,
         reuse_receive_buffer: bool = False,
     ) -> None:
-        """``reuse_receive_buffer``: byte fields of a response (records) are views that stay valid only
-        until the next `send` (the replica fetcher, which writes them to its log before fetching again)."""
+        """``security``: how this broker reaches the others (TLS, its own SASL login), given by the
+        composition root; each broker of a process has its own. ``reuse_receive_buffer``: byte fields
+        of a response (records) are views that stay valid only until the next `send` (the replica
+        fetcher, which writes them to its log before fetching again)."""
         self.host = host
+        self._security = security
         self._reuse = reuse_receive_buffer
         self.port = port
         self._client_id = client_id
@@ -218,7 +213,7 @@ class BrokerConnection:
     async def _connect(self) -> tuple[asyncio.Transport, _ResponseProtocol]:
         self.close()
         loop = asyncio.get_running_loop()
-        security = _inter_broker
+        security = self._security
         hostname = self.host if security.tls is not None else None
         transport, protocol = await asyncio.wait_for(
             loop.create_connection(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.net_client import BrokerConnection
+from strom.broker.security.client import ClientSecurity
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.builder import RecordValidationError, decode_batches
@@ -37,8 +38,11 @@ class Fetched:
 
 
 class RemoteLogReader:
-    def __init__(self, topic: str, metadata: ClusterMetadataStore, client_id: str) -> None:
+    def __init__(
+        self, topic: str, metadata: ClusterMetadataStore, client_id: str, security: ClientSecurity
+    ) -> None:
         self.topic = topic
+        self._security = security
         self._metadata = metadata
         self._client_id = client_id
         self._connection: BrokerConnection | None = None
@@ -57,7 +61,9 @@ class RemoteLogReader:
         conn = self._connection
         if conn is None or (conn.host, conn.port) != (leader.host, leader.port):
             self.close()
-            conn = self._connection = BrokerConnection(leader.host, leader.port, self._client_id)
+            conn = self._connection = BrokerConnection(
+                leader.host, leader.port, self._client_id, self._security
+            )
         body = {
             "replica_id": -1,
             "max_wait_ms": MAX_WAIT_MS,

@@ -38,6 +38,7 @@ from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.partition import Partition
 from strom.broker.registry_fetch import RemoteLogReader
 from strom.broker.replica_manager import ReplicaManager
+from strom.broker.security.client import ClientSecurity
 from strom.broker.topic_admin import TopicAdmin
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.builder import build_batch
@@ -62,6 +63,7 @@ class RegistryService:
         replica_manager: ReplicaManager,
         metadata: ClusterMetadataStore,
         topics: TopicAdmin,
+        security: ClientSecurity,
     ) -> None:
         self.clock = clock
         self.replica_manager = replica_manager
@@ -76,7 +78,9 @@ class RegistryService:
         self._write_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
         self._announcing: asyncio.Task[None] | None = None
-        self._remote = RemoteLogReader(SCHEMAS_TOPIC, metadata, f"registry-{replica_manager.node_id}")
+        self._remote = RemoteLogReader(
+            SCHEMAS_TOPIC, metadata, f"registry-{replica_manager.node_id}", security
+        )
         self._following_remote = False
         replica_manager.on_leadership_change.append(self._on_leadership_change)
 

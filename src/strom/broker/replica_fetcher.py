@@ -30,6 +30,7 @@ from typing import Any
 
 from strom.broker.net_client import BrokerConnection
 from strom.broker.partition import Partition, TopicPartition
+from strom.broker.security.client import ClientSecurity
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 
@@ -59,6 +60,7 @@ class ReplicaFetcher:
         endpoint: tuple[str, int],
         max_wait_ms: int,
         max_bytes: int,
+        security: ClientSecurity,
         on_high_watermark: Callable[[TopicPartition], None] = _ignore,
     ) -> None:
         self.node_id = node_id
@@ -68,7 +70,7 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartition, _FetchState] = {}
         self._wake = asyncio.Event()
         self._conn = BrokerConnection(
-            endpoint[0], endpoint[1], f"replica-fetcher-{node_id}", reuse_receive_buffer=True
+            endpoint[0], endpoint[1], f"replica-fetcher-{node_id}", security, reuse_receive_buffer=True
         )
         self._max_wait_ms = max_wait_ms
         self._max_bytes = max_bytes
@@ -235,8 +237,9 @@ class ReplicaFetcher:
 class ReplicaFetcherManager:
     """The fetchers of one follower broker, one per leader it follows partitions of."""
 
-    def __init__(self, node_id: int, max_wait_ms: int, max_bytes: int) -> None:
+    def __init__(self, node_id: int, max_wait_ms: int, max_bytes: int, security: ClientSecurity) -> None:
         self.node_id = node_id
+        self._security = security
         self._max_wait_ms = max_wait_ms
         self._max_bytes = max_bytes
         self._fetchers: dict[int, ReplicaFetcher] = {}
@@ -265,6 +268,7 @@ class ReplicaFetcherManager:
                 endpoint,
                 self._max_wait_ms,
                 self._max_bytes,
+                self._security,
                 self._high_watermark_moved,
             )
         fetcher.add(part)

@@ -51,6 +51,7 @@ from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.net_client import BrokerConnection
 from strom.broker.partition import Partition
 from strom.broker.replica_manager import ReplicaManager
+from strom.broker.security.client import ClientSecurity
 from strom.broker.topic_admin import TopicAdmin
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -86,8 +87,10 @@ class TransactionService:
         replica_manager: ReplicaManager,
         metadata: ClusterMetadataStore,
         topics: TopicAdmin,
+        security: ClientSecurity,
     ) -> None:
         self.clock = clock
+        self._security = security  # how WriteTxnMarkers reach other brokers
         self.replica_manager = replica_manager
         self._metadata = metadata
         self._topics = topics
@@ -438,7 +441,9 @@ class TransactionService:
             if connection is not None:
                 connection.close()
             client_id = f"txn-coordinator-{self.replica_manager.node_id}"
-            connection = self._connections[leader] = BrokerConnection(broker.host, broker.port, client_id)
+            connection = self._connections[leader] = BrokerConnection(
+                broker.host, broker.port, client_id, self._security
+            )
         marker = {
             "producer_id": pid,
             "producer_epoch": epoch,
