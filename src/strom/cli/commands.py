@@ -26,7 +26,7 @@ from strom.console.produce import ProduceSettings, produce_lines
 from strom.console.topics import (
     add_partitions,
     alter_topic_config,
-    create_topic,
+    create_topics,
     delete_topics,
     describe_topics,
     list_topics,
@@ -68,15 +68,33 @@ def serve(args: argparse.Namespace) -> int:
 
 def topics_create(args: argparse.Namespace) -> int:
     configs = parse_key_values(args.config, "--config")
-    create_topic(
+    names = [*args.names, *(_names_from(args.from_file) if args.from_file else [])]
+    if not names:
+        raise ConsoleError(f"no topic names in {args.from_file}")
+    create_topics(
         client_options(args),
-        args.name,
+        names,
         sys.stdout,
+        sys.stderr,
         partitions=args.partitions,
         replication_factor=args.replication_factor,
         configs=configs,
+        batch_size=args.batch_size,
     )
     return 0
+
+
+def _names_from(path: str) -> list[str]:
+    """One topic name per line of ``path`` (``-``: stdin), blank lines and ``#`` comments skipped."""
+    try:
+        if path == "-":
+            lines = sys.stdin.read().splitlines()
+        else:
+            with open(path, encoding="utf-8") as file:
+                lines = file.read().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConsoleError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    return [name for name in (line.strip() for line in lines) if name and not name.startswith("#")]
 
 
 def topics_list(args: argparse.Namespace) -> int:

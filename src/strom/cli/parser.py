@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Sequence
 from typing import NoReturn
 
 from strom.console.errors import ConsoleError
 from strom.console.timestamps import parse_timestamp_ms
+from strom.console.topics import DEFAULT_CREATE_BATCH
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 BOOTSTRAP_ENV = "STROM_BOOTSTRAP"
@@ -21,7 +23,23 @@ DEFAULT_REQUEST_TIMEOUT_S = 30.0
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line on stderr (exit status 2)."""
+    """An ArgumentParser whose errors are one line on stderr (exit status 2).
+
+    ``require_any`` names destinations of which at least one must be given (argparse has no such
+    group for a positional and an option), with the text shown when none is.
+    """
+
+    require_any: tuple[tuple[str, ...], str] | None = None
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if self.require_any is not None:
+            dests, text = self.require_any
+            if not any(getattr(parsed, dest, None) for dest in dests):
+                self.error(f"the following arguments are required: {text}")
+        return parsed, extras
 
     def error(self, message: str) -> NoReturn:
         flat = " ".join(message.split())
@@ -167,8 +185,23 @@ def _add_topics(commands: argparse._SubParsersAction[OneLineErrorParser], parent
     topics = commands.add_parser("topics", help="create, list, describe, alter, grow and delete topics")
     actions = topics.add_subparsers(dest="action", metavar="ACTION", required=True)
 
-    create = actions.add_parser("create", help="create a topic", parents=[parent], allow_abbrev=False)
-    create.add_argument("name", metavar="NAME")
+    create = actions.add_parser(
+        "create", help="create topics (many: batched, with progress)", parents=[parent], allow_abbrev=False
+    )
+    create.add_argument("names", metavar="NAME", nargs="*", help="topic(s) to create")
+    create.add_argument(
+        "--from-file",
+        metavar="FILE",
+        help="also create the names in FILE, one per line ('-': stdin; blank lines and # comments skipped)",
+    )
+    create.add_argument(
+        "--batch-size",
+        metavar="N",
+        type=positive_int,
+        default=DEFAULT_CREATE_BATCH,
+        help=f"topics per CreateTopics request (default {DEFAULT_CREATE_BATCH})",
+    )
+    create.require_any = (("names", "from_file"), "NAME (or --from-file FILE)")
     create.add_argument(
         "--partitions", metavar="N", type=positive_int, help="default: the broker's num.partitions"
     )

@@ -95,6 +95,11 @@ def _error_code(exc: BaseException) -> int | None:
     return err.code() if isinstance(err, KafkaError) else None
 
 
+def unreachable(exc: BaseException) -> bool:
+    """Whether a client call failed because no broker answered (not because a broker said no)."""
+    return _error_code(exc) in _UNREACHABLE_CODES or _error_code(exc) == KafkaError._TIMED_OUT
+
+
 def fail(what: str, exc: BaseException, options: ClientOptions) -> ConsoleError:
     """Build the ConsoleError for a failed client call, with a hint when no broker answered."""
     text = f"{what}: {describe_kafka_error(exc)}"

@@ -35,7 +35,10 @@ def enabled(stream: TextIO | None = None) -> bool:
     forced = os.environ.get("STROM_PROGRESS", "").strip()
     if forced in ("0", "1"):
         return forced == "1"
-    stream = stream or sys.stderr
+    return _isatty(stream or sys.stderr)
+
+
+def _isatty(stream: TextIO) -> bool:
     try:
         return stream.isatty()
     except (AttributeError, ValueError):
@@ -73,6 +76,17 @@ class Progress:
         self.done += amount
         if self._rich is not None and self._task is not None:
             self._rich.update(self._task, completed=self.done)
+
+    def echo(self, line: str, out: TextIO) -> None:
+        """Print ``line`` to ``out``; through the bar's console when ``out`` is a terminal too.
+
+        A line written straight to the terminal the bar is drawn on would be torn by its next redraw;
+        printed through rich it lands above the bar. A file or pipe gets it unchanged.
+        """
+        if self._rich is not None and _isatty(out):
+            self._rich.console.print(line, markup=False, highlight=False, soft_wrap=True)
+        else:
+            print(line, file=out)
 
     def describe(self, text: str) -> None:
         if self._rich is not None and self._task is not None:

@@ -4,6 +4,12 @@ Every operation goes through confluent-kafka's AdminClient, i.e. through the bro
 Metadata, DescribeConfigs, DeleteTopics, IncrementalAlterConfigs and CreatePartitions APIs; nothing
 here reads broker state any other way, so these commands double as an end-to-end check of those APIs.
 
+Many topics at once (``create_topics``): the names go to the broker in batches, one CreateTopics
+request per batch (``batch_size`` topics), so a thousand names cost ten round trips rather than a
+thousand; each topic still succeeds or fails on its own (an existing name, a bad config), every failure
+is reported and the rest are created. Progress is drawn on a terminal (``strom.console.progress``). No
+answer at all (no broker reachable, a timeout) stops the command: the next batch would only wait as long.
+
 Output follows ``kafka-topics.sh`` where there is an equivalent (``Created topic X.``; the describe
 layout ``Topic: X\\tPartitionCount: N ...``) so that Kafka users can read it, and scripts written for
 Kafka's tool keep parsing it.
@@ -11,6 +17,7 @@ Kafka's tool keep parsing it.
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
@@ -26,8 +33,19 @@ from strom.console._admin_api import (
     NewTopic,
     ResourceType,
 )
-from strom.console.clients import ClientOptions, describe_kafka_error, fail, kafka_error_text, wait
+from strom.console.clients import (
+    ClientOptions,
+    describe_kafka_error,
+    fail,
+    kafka_error_text,
+    unreachable,
+    wait,
+)
 from strom.console.errors import ConsoleError
+from strom.console.progress import progress
+
+#: Topics per CreateTopics request when creating many.
+DEFAULT_CREATE_BATCH = 100
 
 
 def admin_client(options: ClientOptions) -> AdminClient:
@@ -49,16 +67,82 @@ def create_topic(
     configs: Mapping[str, str] | None = None,
 ) -> None:
     """Create one topic; ``None`` leaves partitions / replication factor to the broker's defaults."""
-    new_topic = NewTopic(
+    new_topic = _new_topic(name, partitions, replication_factor, configs)
+    admin = admin_client(options)
+    futures = admin.create_topics([new_topic], request_timeout=options.timeout_s)
+    wait(futures[name], f"cannot create topic {name!r}", options)
+    print(f"Created topic {name}.", file=out)
+
+
+def create_topics(
+    options: ClientOptions,
+    names: Sequence[str],
+    out: TextIO,
+    err: TextIO,
+    *,
+    partitions: int | None = None,
+    replication_factor: int | None = None,
+    configs: Mapping[str, str] | None = None,
+    batch_size: int = DEFAULT_CREATE_BATCH,
+) -> None:
+    """Create every topic of ``names`` (duplicates once), ``batch_size`` per CreateTopics request.
+
+    Prints ``Created topic NAME.`` for each topic created and one line on ``err`` for each that was
+    not; then raises if any failed. One name behaves exactly as :func:`create_topic`.
+
+    Raises:
+        ConsoleError: some topics were not created (how many), or no broker answered.
+    """
+    wanted = list(dict.fromkeys(names))
+    if len(wanted) == 1:
+        create_topic(
+            options,
+            wanted[0],
+            out,
+            partitions=partitions,
+            replication_factor=replication_factor,
+            configs=configs,
+        )
+        return
+    admin = admin_client(options)
+    failures = 0
+    with progress("Creating topics", total=len(wanted), unit="topics") as bar:
+        for start in range(0, len(wanted), batch_size):
+            batch = [
+                _new_topic(n, partitions, replication_factor, configs)
+                for n in wanted[start : start + batch_size]
+            ]
+            futures = admin.create_topics(batch, request_timeout=options.timeout_s)
+            for new_topic in batch:
+                name = new_topic.topic
+                what = f"cannot create topic {name!r}"
+                try:
+                    futures[name].result(timeout=options.timeout_s + 1.0)
+                except concurrent.futures.TimeoutError:
+                    raise ConsoleError(
+                        f"{what}: no answer within {options.timeout_s:g}s from {options.bootstrap_servers}"
+                    ) from None
+                except KafkaException as exc:
+                    if unreachable(exc):
+                        raise fail(what, exc, options) from None
+                    failures += 1
+                    bar.echo(fail(what, exc, options).message, err)
+                else:
+                    bar.echo(f"Created topic {name}.", out)
+                bar.advance()
+    if failures:
+        raise ConsoleError(f"{failures} of {len(wanted)} topics were not created")
+
+
+def _new_topic(
+    name: str, partitions: int | None, replication_factor: int | None, configs: Mapping[str, str] | None
+) -> NewTopic:
+    return NewTopic(
         name,
         num_partitions=-1 if partitions is None else partitions,
         replication_factor=-1 if replication_factor is None else replication_factor,
         config=dict(configs or {}),
     )
-    admin = admin_client(options)
-    futures = admin.create_topics([new_topic], request_timeout=options.timeout_s)
-    wait(futures[name], f"cannot create topic {name!r}", options)
-    print(f"Created topic {name}.", file=out)
 
 
 def list_topics(options: ClientOptions, out: TextIO) -> None:
