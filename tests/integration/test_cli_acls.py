@@ -101,3 +101,9 @@ def test_cli_add_list_remove(tmp_path: Path) -> None:
         assert "Removed 1 ACL(s)" in removed
         left = strom("acls", "list")
         assert "operation=READ" not in left and "operation=DESCRIBE" in left
+        # --cluster: librdkafka calls Kafka's CLUSTER resource type BROKER; the CLI speaks Kafka's names.
+        cluster = strom("acls", "add", "--cluster", "--allow-principal", "User:alice", "--operation", "Alter")
+        assert "`ResourcePattern(resourceType=CLUSTER, name=kafka-cluster, patternType=LITERAL)`" in cluster
+        assert "operation=ALTER" in strom("acls", "list", "--cluster")
+        assert "Removed 1 ACL(s)" in strom("acls", "remove", "--cluster")
+        assert "kafka-cluster" not in strom("acls", "list")

@@ -129,9 +129,14 @@ def plan_filters(args: AclArgs, *, need_resource: bool) -> list[Spec]:
     ]
 
 
+def _admin_resource_type(resource_type: ResourceType) -> api.ResourceType:
+    """librdkafka names Kafka's CLUSTER resource type (code 4) BROKER; the codes are Kafka's."""
+    return api.ResourceType(int(resource_type))
+
+
 def _binding(spec: Spec) -> api.AclBinding:
     return api.AclBinding(
-        api.ResourceType[spec.resource_type.name],
+        _admin_resource_type(spec.resource_type),
         str(spec.name),
         api.ResourcePatternType[spec.pattern_type.name],
         str(spec.principal),
@@ -145,7 +150,7 @@ def _filter(spec: Spec) -> api.AclBindingFilter:
     permission = {None: "ANY", True: "ALLOW", False: "DENY"}[spec.allow]
     # None means "any" for librdkafka's filters, although the stubs say str.
     return api.AclBindingFilter(
-        api.ResourceType[spec.resource_type.name],
+        _admin_resource_type(spec.resource_type),
         cast(str, spec.name),
         api.ResourcePatternType[spec.pattern_type.name],
         cast(str, spec.principal),
@@ -160,11 +165,17 @@ def _name(value: object) -> str:
     return str(getattr(value, "name", value))
 
 
+def _resource_type_name(value: object) -> str:
+    """Kafka's name of a resource type: CLUSTER where librdkafka says BROKER."""
+    name = _name(value)
+    return ResourceType.CLUSTER.name if name == "BROKER" else name
+
+
 def _print(bindings: Sequence[api.AclBinding], out: TextIO) -> None:
     """Kafka's layout: one block per resource pattern, one line per entry."""
     grouped: dict[tuple[str, str, str], list[tuple[str, str, str, str]]] = {}
     for b in bindings:
-        key = (_name(b.restype), str(b.name), _name(b.resource_pattern_type))
+        key = (_resource_type_name(b.restype), str(b.name), _name(b.resource_pattern_type))
         row = (str(b.principal), str(b.host), _name(b.operation), _name(b.permission_type))
         grouped.setdefault(key, []).append(row)
     for (rtype, name, kind), rows in sorted(grouped.items()):
