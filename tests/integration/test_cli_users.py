@@ -47,6 +47,8 @@ def test_users_cli_lifecycle(tmp_path: Path) -> None:
         alice = Security("SASL_PLAINTEXT", mechanism="SCRAM-SHA-512", username="alice", password="first-pass")
         roundtrip("confluent-kafka", sasl, alice, count=2)
         password_file = tmp_path / "pw"
+        missing = _users(plain, "alter", "alice", "--password-file", str(password_file))
+        assert missing.returncode == 1 and missing.stderr.startswith("strom: error: cannot read the password")
         password_file.write_text("second-pass\n")
         altered = _users(
             plain, "alter", "alice", "--password-file", str(password_file), "--iterations", "4096"

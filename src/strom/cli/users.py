@@ -24,7 +24,11 @@ from strom.console.users import delete_user, print_users, upsert_user
 
 def _password(args: argparse.Namespace) -> str:
     if args.password_file:
-        lines = Path(args.password_file).read_text().splitlines()
+        try:
+            lines = Path(args.password_file).read_text().splitlines()
+        except OSError as exc:
+            reason = exc.strerror
+            raise ConsoleError(f"cannot read the password file {args.password_file}: {reason}") from None
         return lines[0] if lines else ""
     if sys.stdin.isatty():
         return getpass.getpass(f"Password for {args.name}: ")
@@ -69,34 +73,27 @@ def _upsert_in_zookeeper(args: argparse.Namespace, *, must_exist: bool) -> int:
     return 0
 
 
-def users_create(args: argparse.Namespace) -> int:
+def _upsert(args: argparse.Namespace, *, must_exist: bool) -> int:
     if args.zookeeper:
-        return _upsert_in_zookeeper(args, must_exist=False)
+        return _upsert_in_zookeeper(args, must_exist=must_exist)
     upsert_user(
         client_options(args),
         args.name,
         _password(args),
         args.mechanism,
         args.iterations,
-        must_exist=False,
+        must_exist=must_exist,
         out=sys.stdout,
     )
     return 0
+
+
+def users_create(args: argparse.Namespace) -> int:
+    return _upsert(args, must_exist=False)
 
 
 def users_alter(args: argparse.Namespace) -> int:
-    if args.zookeeper:
-        return _upsert_in_zookeeper(args, must_exist=True)
-    upsert_user(
-        client_options(args),
-        args.name,
-        _password(args),
-        args.mechanism,
-        args.iterations,
-        must_exist=True,
-        out=sys.stdout,
-    )
-    return 0
+    return _upsert(args, must_exist=True)
 
 
 def users_delete(args: argparse.Namespace) -> int:
