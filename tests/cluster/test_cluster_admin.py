@@ -7,13 +7,18 @@ import socket
 import struct
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+from strom.protocol.api import ApiKey
 from strom.protocol.codec import decode_response, encode_request
+from strom.protocol.errors import ErrorCode
+from strom.testing.cluster import LocalCluster
+from tests.integration.rawclient import RawClient
 from tests.prerequisites import require_zookeeper
 
 from .conftest import partitions_of, wait_until
@@ -95,3 +100,45 @@ def test_cluster_up_partitions_reassignment_elect_down(tmp_path: Path) -> None:
         down = _cli("cluster", "down", "--dir", str(base))
     assert down.returncode == 0, down.stderr
     assert not (base / "cluster.json").exists()
+
+
+def test_auto_created_topic_is_leader_not_available_until_the_controller_answers(
+    make_cluster: Callable[..., LocalCluster],
+) -> None:
+    """Kafka's answer while an auto-created topic is on its way from ZooKeeper to the brokers' caches is
+    LEADER_NOT_AVAILABLE (clients retry), never UNKNOWN_TOPIC_OR_PARTITION (clients give up: `strom
+    produce` to a new topic on a cluster failed with "does not exist")."""
+    cluster = make_cluster(brokers=1)
+    body = {"topics": [{"name": "fresh"}], "allow_auto_topic_creation": True}
+    with RawClient(cluster.bootstrap) as raw:
+        # Two requests back to back: the second finds the topic in ZooKeeper, not yet in the cache.
+        first, second = raw.send(ApiKey.METADATA, 8, body), raw.send(ApiKey.METADATA, 8, body)
+        answers = [raw.recv(ApiKey.METADATA, 8, cid)["topics"][0]["error_code"] for cid in (first, second)]
+    assert ErrorCode.UNKNOWN_TOPIC_OR_PARTITION not in answers, answers
+    produced = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "strom.cli.main",
+            "produce",
+            "fresh2",
+            "--bootstrap-server",
+            cluster.bootstrap,
+        ],
+        input="hello\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert produced.returncode == 0, produced.stderr
+    consumed = _cli(
+        "consume",
+        "fresh2",
+        "--from-beginning",
+        "--max-messages",
+        "1",
+        "--bootstrap-server",
+        cluster.bootstrap,
+    )
+    assert consumed.stdout == "hello\n", consumed.stderr

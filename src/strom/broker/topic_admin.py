@@ -165,14 +165,16 @@ class TopicAdmin:
                 raise
 
     def maybe_auto_create(self, name: str) -> TopicInfo | None:
+        """The topic created with the broker's defaults, or None when auto-creation is off.
+
+        TOPIC_ALREADY_EXISTS is raised while a creation is on its way (known to the control plane, not
+        yet to the metadata cache)."""
         if not self._auto_create:
             return None
-        try:
-            return self.create_topic(name, -1, -1, {})
-        except KafkaError as exc:
-            if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
-                return self._metadata.topics.get(name)
-            raise
+        existing = self._metadata.topics.get(name)
+        if existing is not None:
+            return existing
+        return self.create_topic(name, -1, -1, {})
 
     def delete_topic(self, name: str) -> None:
         if name not in self._metadata.topics:

@@ -86,6 +86,11 @@ def _lookup(broker: Broker, name: str, allow_auto_create: bool) -> dict[str, Any
         try:
             created = broker.topics.maybe_auto_create(name)
         except KafkaError as exc:
+            if exc.code is ErrorCode.TOPIC_ALREADY_EXISTS:
+                # Created by an earlier request (or broker) but not yet in this broker's cache: in a
+                # cluster the controller's UpdateMetadata follows. Kafka answers LEADER_NOT_AVAILABLE,
+                # which clients retry; UNKNOWN_TOPIC_OR_PARTITION would make them give up.
+                return _error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE)
             return _error_entry(name, exc.code)
         if created is not None:
             return _topic_entry(broker.metadata, created)
