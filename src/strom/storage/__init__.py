@@ -8,7 +8,9 @@ without fsync. That survives a killed broker process (the kernel still has the p
 loss or kernel crash; Kafka relies on replication instead. A log fsyncs when a segment rolls, on
 `flush`/`close`, and when ``flush.messages`` or ``flush.ms`` are set below their "never" defaults
 (``flush.messages=1`` fsyncs every append: durable on one machine, but every produce then waits for
-the disk). After an unclean stop, recovery re-validates everything above the recovery point.
+the disk). A clean shutdown makes every log durable with one ``syncfs`` per file system instead of
+fsyncs per log (shutdown.py). After an unclean stop, recovery re-validates everything above the
+recovery point.
 
 Write failures and why Strom keeps the log online. When a write fails (ENOSPC on a full disk, or
 any other OSError), Kafka's ``LogDirFailureChannel`` marks the whole log directory offline: every

@@ -139,6 +139,7 @@ class LeaderEpochFileCache:
             self.entries = [EpochEntry(int(e[0]), int(e[1])) for e in parsed]
         except (CorruptCheckpointError, ValueError, IndexError):
             self.entries = []  # rebuilt from batch headers by the loader
+        self._written = list(self.entries)  # what the file holds (as far as this cache knows)
 
     @property
     def latest_epoch(self) -> int:
@@ -203,3 +204,11 @@ class LeaderEpochFileCache:
         a missing or unreadable checkpoint is rebuilt from batch headers, which carry the epochs)."""
         text = _render([f"{e.epoch} {e.start_offset}" for e in self.entries])
         write_atomically(self.path, text, durable)
+        self._written = list(self.entries)
+
+    def write_if_changed(self, durable: bool = True) -> bool:
+        """`write` unless the file already holds these entries; returns whether it wrote."""
+        if self.entries == self._written:
+            return False
+        self.write(durable)
+        return True

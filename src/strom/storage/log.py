@@ -484,8 +484,11 @@ class PartitionLog:
             self.producer_state.take_snapshot(self.log_end_offset)
             self.leader_epoch_cache.write()
         finally:
-            for segment in self.segments:
-                segment.close()
+            self.release_files()
+
+    def release_files(self) -> None:
+        for segment in self.segments:
+            segment.close()
 
     def delete(self) -> None:
         """Remove the partition's files and directory."""

@@ -49,6 +49,7 @@ from strom.storage.config import LONG_MAX, LogConfig
 from strom.storage.log import PartitionLog, TimeFn, system_time_ms
 from strom.storage.open_files import OpenFiles, default_max_open_files
 from strom.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
+from strom.storage.shutdown import close_logs
 
 log = logging.getLogger(__name__)
 
@@ -326,17 +327,11 @@ class LogManager:
         return sum(lg.producer_state.remove_expired_producers(now_ms) for lg in self._logs.values())
 
     def shutdown(self) -> None:
-        """Fsync and close every log, write checkpoints, then mark each log dir cleanly shut down.
+        """Close every log (shutdown.py), write checkpoints, then mark each log dir cleanly shut down.
 
         A log dir where anything failed (a full disk) gets no marker: the next start recovers it.
         """
-        failed: set[str] = set()
-        for tp, partition_log in self._logs.items():
-            try:
-                partition_log.close()
-            except OSError as e:
-                log.error("closing %s failed; its log dir will be recovered on start: %s", tp, e)
-                failed.add(self._log_dir_of[tp])
+        failed = close_logs(self._logs, self._log_dir_of)  # two file-system syncs, not fsyncs per log
         try:
             self.checkpoint_all()
         except OSError as e:  # older checkpoints only mean a longer recovery

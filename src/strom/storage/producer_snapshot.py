@@ -111,21 +111,28 @@ def list_offsets(directory: str) -> list[int]:
     return sorted(int(m.group(1)) for m in map(_FILE.match, names) if m)
 
 
-def write(directory: str, offset: int, entries: Iterable[SnapshotEntry]) -> None:
-    """Atomically write ``<offset>.snapshot``; raises OSError if the disk refuses."""
+def write(directory: str, offset: int, entries: Iterable[SnapshotEntry], durable: bool = True) -> None:
+    """Atomically write ``<offset>.snapshot``; raises OSError if the disk refuses.
+
+    ``durable=False`` skips both fsyncs, for a caller that syncs the whole file system afterwards
+    (the clean shutdown): until then a crash may leave the file missing or torn, and a torn one
+    fails its CRC and is deleted when read.
+    """
     path = path_for(directory, offset)
     tmp = path + ".tmp"
     try:
         with open(tmp, "wb") as f:
             f.write(encode(entries))
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    fsync_dir(directory)
+    if durable:
+        fsync_dir(directory)
 
 
 def read(directory: str, offset: int) -> list[SnapshotEntry]:

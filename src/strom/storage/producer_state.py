@@ -404,17 +404,19 @@ class ProducerStateManager:
         self.unreplicated.clear()
 
     # -- snapshots --------------------------------------------------------------------------------
-    def take_snapshot(self, offset: int) -> bool:
+    def take_snapshot(self, offset: int, durable: bool = True) -> bool:
         """Write the state as ``<offset>.snapshot`` (the state after every batch below ``offset``).
 
         Skipped when a snapshot at or above ``offset`` was already taken; keeps the newest
         `NUM_SNAPSHOTS_TO_RETAIN`. Returns whether a file was written. A failed write (a full disk)
         is logged and leaves nothing behind: a snapshot only saves work at the next open.
+        ``durable``: see `producer_snapshot.write`.
         """
         if offset <= self.last_snapshot_offset:
             return False
         try:
-            producer_snapshot.write(self.directory, offset, map(to_snapshot_entry, self.producers.values()))
+            entries = map(to_snapshot_entry, self.producers.values())
+            producer_snapshot.write(self.directory, offset, entries, durable)
         except OSError as e:
             log.warning("%s: producer snapshot at %d not written: %s", self.directory, offset, e)
             return False

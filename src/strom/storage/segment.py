@@ -167,7 +167,9 @@ class LogSegment:
             offset_index.reset()
             time_index.reset()
             self.needs_rebuild = True
-        if self.size > 0 and not os.path.exists(offset_index.path):
+        # A segment no larger than the index interval never had an entry: a clean shutdown creates no
+        # empty index file for it (shutdown.py), and the tail scan at start reads all of it anyway.
+        if self.size > self.index_interval_bytes and not os.path.exists(offset_index.path):
             self.needs_rebuild = True
         return offset_index, time_index
 

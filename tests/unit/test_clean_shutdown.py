@@ -1,0 +1,118 @@
+"""A clean shutdown (storage/shutdown.py) writes what the next start needs, in a pass, not per log.
+
+Real files in a temporary log dir; the only instrument is a count of the ``os.fsync`` calls made
+(wrapping the real call) and of the file-system syncs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from test_storage_support import idempotent_batch, make_batch
+
+from strom._util import syncfs
+from strom.storage import producer_snapshot
+from strom.storage.checkpoint import TopicPartition, read_offsets
+from strom.storage.config import LogConfig
+from strom.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+
+IDLE = 40  # partitions nobody writes to
+
+
+def clock() -> int:
+    return 1_000_000
+
+
+def _files(log_dir: Path) -> dict[str, tuple[int, int, int]]:
+    """Every file under the partition dirs: (inode, size, mtime) by path."""
+    found = {}
+    for part in log_dir.iterdir():
+        if part.is_dir():
+            for f in part.iterdir():
+                st = f.stat()
+                found[str(f)] = (st.st_ino, st.st_size, st.st_mtime_ns)
+    return found
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    counts = {"fsync": 0, "syncfs": 0}
+    real_fsync, real_sync = os.fsync, syncfs.sync_file_systems
+
+    def fsync(fd: int) -> None:
+        counts["fsync"] += 1
+        real_fsync(fd)
+
+    def sync(paths: list[str]) -> int:
+        counts["syncfs"] += 1
+        return real_sync(paths)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr("strom.storage.shutdown.sync_file_systems", sync)
+    return counts
+
+
+def _start(log_dir: Path) -> LogManager:
+    return LogManager([str(log_dir)], LogConfig(segment_bytes=2_000), clock)
+
+
+def test_shutdown_makes_restart_recover_and_replay_nothing(tmp_path: Path, counted: dict[str, int]) -> None:
+    manager = _start(tmp_path)
+    for p in range(IDLE):
+        manager.get_or_create_log("idle", p)
+    idem = manager.get_or_create_log("idem", 0)
+    for seq in range(0, 60, 2):  # rolls at 2,000 bytes: a roll snapshot, then more in the active segment
+        idem.append_as_leader(idempotent_batch(7, 0, seq, count=2, timestamp=1_000_000), 0)
+    plain = manager.get_or_create_log("plain", 0)
+    plain.append_as_leader(make_batch(count=1, timestamp=1_000_000), 0)
+    ends = {"idem": idem.log_end_offset, "plain": 1}
+    assert idem.recovery_point < ends["idem"] and plain.recovery_point == 0  # unflushed appends
+
+    counted["fsync"] = 0
+    manager.shutdown()
+    # Checkpoints (3 files + their dir) and the marker (file + dir): no fsync per partition.
+    assert counted["fsync"] <= 8 and counted["syncfs"] == 2
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    points = read_offsets(str(tmp_path / "recovery-point-offset-checkpoint"))
+    assert points[TopicPartition("idem", 0)] == ends["idem"]
+    assert points[TopicPartition("plain", 0)] == 1
+    assert producer_snapshot.list_offsets(idem.dir)[-1] == ends["idem"]
+    # Nothing to replay beyond what the start-up tail scan reads: no file created for it.
+    assert producer_snapshot.list_offsets(plain.dir) == []
+
+    again = _start(tmp_path)
+    for tp in again.all_logs():
+        reopened = again.get_log(*tp)
+        assert reopened is not None and reopened.recovered_segments == 0
+    reopened_idem = again.get_log("idem", 0)
+    assert reopened_idem is not None and reopened_idem.replayed_batch_headers == 0
+    assert reopened_idem.log_end_offset == ends["idem"]
+    dup = reopened_idem.append_as_leader(idempotent_batch(7, 0, 58, count=2, timestamp=1_000_000), 0)
+    assert dup.duplicate  # the producer state came back from the shutdown's snapshot
+    reopened_plain = again.get_log("plain", 0)
+    assert reopened_plain is not None and reopened_plain.log_end_offset == 1
+    stored, sent = reopened_plain.read(0, 1_000), make_batch(count=1, timestamp=1_000_000)
+    assert len(stored) == len(sent) and stored[16:] == sent[16:]  # all but the leader epoch stamped
+    again.shutdown()
+
+
+def test_shutdown_after_an_idle_run_writes_no_partition_file(tmp_path: Path, counted: dict[str, int]) -> None:
+    manager = _start(tmp_path)
+    for p in range(IDLE):
+        lg = manager.get_or_create_log("t", p)
+        lg.append_as_leader(idempotent_batch(p, 0, 0, count=3, timestamp=1_000_000), 0)
+    manager.shutdown()
+    before = _files(tmp_path)
+
+    idle = _start(tmp_path)
+    counted["fsync"] = 0
+    idle.shutdown()
+    assert _files(tmp_path) == before  # no file of any partition written, created or replaced
+    assert counted["fsync"] <= 8
+    third = _start(tmp_path)
+    for p in range(IDLE):
+        lg = third.get_log("t", p)
+        assert lg is not None and lg.log_end_offset == 3
+        assert (lg.recovered_segments, lg.replayed_batch_headers) == (0, 0)
