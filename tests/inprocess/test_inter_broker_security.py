@@ -1,6 +1,8 @@
 """Two brokers in one process, each logging in to the other with its own SASL identity: how a broker
 reaches the others is given to each of its components by its composition root, not kept in
-process-wide state, so a second broker in the same process cannot change the first one's login."""
+process-wide state, so a second broker in the same process cannot change the first one's login. With
+sessions of 400 ms (KIP-368) the follower's fetcher re-authenticates on its connection and is never
+cut off."""
 
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ def _broker(log_dir: Path, node_id: int, me: str) -> Broker:
                 "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT",
                 "inter.broker.listener.name": "INTERNAL",
                 "listener.name.internal.plain.sasl.jaas.config": JAAS.format(me=me),
+                "listener.name.internal.connections.max.reauth.ms": "400",
             }
         )
     )
@@ -76,6 +79,9 @@ def test_two_brokers_in_one_process_log_in_with_their_own_identity(
             assert answer["responses"][0]["partition_responses"][0]["error_code"] == 0
             follower = one.replica_manager.partitions[("t", 0)]
             await eventually(lambda: follower.log.log_end_offset == 3, "the follower replicated over SASL")
+            await asyncio.sleep(1.0)  # two and a half sessions of fetching
+            await client.request(ApiKey.PRODUCE, 8, produce_body("t", 0, batch([b"d"]), acks=1))
+            await eventually(lambda: follower.log.log_end_offset == 4, "still replicating")
             await client.close()
         finally:
             for server in servers:
@@ -84,6 +90,9 @@ def test_two_brokers_in_one_process_log_in_with_their_own_identity(
             await zero.stop()
 
     asyncio.run(main())
-    logins = [r.getMessage() for r in caplog.records if "SASL PLAIN connection" in r.getMessage()]
+    logins = [r.getMessage() for r in caplog.records if "SASL PLAIN " in r.getMessage()]
     assert any("on INTERNAL as User:one" in line for line in logins), logins
     assert not any("as User:zero" in line for line in logins), logins  # zero never fetched from one
+    assert any("re-authentication" in line and "as User:one" in line for line in logins), logins
+    expired = [r.getMessage() for r in caplog.records if "has expired" in r.getMessage()]
+    assert not expired, expired

@@ -87,9 +87,10 @@ def test_per_listener_overrides_are_accepted_and_secrets_hidden() -> None:
         BrokerConfig({"listener.name.client.ssl.bogus": "x"})
 
 
-def test_reauthentication_is_refused_rather_than_half_served() -> None:
-    with pytest.raises(ConfigError, match="re-authentication"):
-        BrokerConfig({"connections.max.reauth.ms": "60000"})
-    config = BrokerConfig({"listener.name.client.connections.max.reauth.ms": "60000"})
-    with pytest.raises(ConfigError, match="re-authentication"):
-        config.for_listener("CLIENT", "connections.max.reauth.ms")
+def test_reauthentication_lifetime_is_zero_or_positive() -> None:
+    assert BrokerConfig({"connections.max.reauth.ms": "60000"}).get("connections.max.reauth.ms") == 60000
+    config = BrokerConfig({"listener.name.client.connections.max.reauth.ms": "2000"})
+    assert config.for_listener("CLIENT", "connections.max.reauth.ms") == 2000
+    assert config.for_listener("OTHER", "connections.max.reauth.ms") == 0
+    with pytest.raises(ConfigError, match="positive number of milliseconds"):
+        BrokerConfig({"connections.max.reauth.ms": "-1"})

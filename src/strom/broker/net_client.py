@@ -1,10 +1,12 @@
 """A minimal asyncio Kafka client connection for broker-to-broker traffic (controller requests, fetchers).
 
 One TCP connection (TCP_NODELAY; TLS and a SASL login first when the inter-broker listener asks for
-them, security/client.py), one request in flight at a time (callers serialise through a lock),
-requests and responses encoded by `strom.protocol.codec`. Any failure (connection lost, timeout,
-cancellation, an answer that does not parse or carries the wrong correlation id) closes the connection
-and raises `ConnectionError`; the next `send` reconnects. Callers own retry and back-off policy.
+them, security/client.py; when the other broker ends SASL sessions, KIP-368, the connection logs in
+again on the same socket before a request sent past 85 % of the session), one request in flight at a
+time (callers serialise through a lock), requests and responses encoded by `strom.protocol.codec`.
+Any failure (connection lost, timeout, cancellation, an answer that does not parse or carries the
+wrong correlation id) closes the connection and raises `ConnectionError`; the next `send` reconnects.
+Callers own retry and back-off policy.
 
 Theory of operation. The connection is an ``asyncio.BufferedProtocol``: the event loop receives into
 buffers the protocol hands out. Size prefixes and small frames land in a scratch buffer; once a
@@ -22,6 +24,7 @@ import asyncio
 import contextlib
 import socket
 import struct
+import time
 from typing import Any
 
 from strom._util.buffers import receive_buffer
@@ -172,6 +175,7 @@ class BrokerConnection:
         self._protocol: _ResponseProtocol | None = None
         self._correlation_id = 0
         self._lock = asyncio.Lock()
+        self._reauth_at: float | None = None  # monotonic time to re-authenticate (KIP-368)
 
     async def send(
         self, api_key: int, api_version: int, body: dict[str, Any], timeout_s: float = 30.0
@@ -191,7 +195,17 @@ class BrokerConnection:
         transport, protocol = self._transport, self._protocol
         if transport is None or protocol is None or protocol.error is not None or transport.is_closing():
             transport, protocol = await self._connect()
+        elif self._reauth_at is not None and time.monotonic() >= self._reauth_at:
+            await self._login(transport, protocol)
         return await self._exchange(transport, protocol, api_key, api_version, body)
+
+    async def _login(self, transport: asyncio.Transport, protocol: _ResponseProtocol) -> None:
+        lifetime_ms = await self._security.authenticate(
+            lambda key, version, body: self._exchange(transport, protocol, key, version, body)
+        )
+        # Kafka's clients re-authenticate at 85-95 % of the session; the low end leaves time for a
+        # long-poll fetch sent just before.
+        self._reauth_at = time.monotonic() + lifetime_ms * 0.85 / 1000 if lifetime_ms > 0 else None
 
     async def _exchange(
         self,
@@ -227,9 +241,7 @@ class BrokerConnection:
         )
         if security.mechanism is not None:
             try:
-                await security.authenticate(
-                    lambda key, version, body: self._exchange(transport, protocol, key, version, body)
-                )
+                await self._login(transport, protocol)
             except BaseException:
                 transport.close()
                 raise

@@ -380,7 +380,8 @@ class _Connection(asyncio.BufferedProtocol):
 
     async def _process(self, payload: bytearray, received_ns: int) -> bool:
         """Handle one request, queueing its response in order; False once the connection must close."""
-        if (auth := self._auth) is not None and not auth.authenticated and not auth.passes(payload):
+        if (auth := self._auth) is not None and auth.gates(payload):
+            # Before authentication, a re-authentication, or a request after the session ended.
             step = await auth.receive(payload, self.client_host)  # security/sasl.py
             self._answer(step.answer)
             self.principal = auth.principal

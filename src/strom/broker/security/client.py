@@ -38,31 +38,38 @@ class ClientSecurity:
             f"ClientSecurity(tls={self.tls is not None}, mechanism={self.mechanism}, user={self.username!r})"
         )
 
-    async def authenticate(self, exchange: Exchange) -> None:
-        """SaslHandshake v1 + SaslAuthenticate v1 over ``exchange``; raises ConnectionError if refused."""
+    async def authenticate(self, exchange: Exchange) -> int:
+        """SaslHandshake v1 + SaslAuthenticate v1 over ``exchange``: the session lifetime the broker
+        answers (KIP-368; 0: no end); raises ConnectionError if refused. Also how a connection
+        re-authenticates before its session ends."""
         if self.mechanism is None:
-            return
+            return 0
         answer = await exchange(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": self.mechanism})
         if answer["error_code"]:
             raise ConnectionError(f"SASL mechanism {self.mechanism} refused (error {answer['error_code']})")
 
+        lifetime_ms = 0
+
         async def step(token: bytes) -> bytes:
+            nonlocal lifetime_ms
             reply = await exchange(ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": token})
             if reply["error_code"]:
                 raise ConnectionError(
                     f"SASL {self.mechanism} login as {self.username!r} failed: {reply['error_message']}"
                 )
+            lifetime_ms = int(reply.get("session_lifetime_ms") or 0)
             return bytes(reply["auth_bytes"])
 
         if self.mechanism == "PLAIN":
             await step(b"\0" + self.username.encode() + b"\0" + self.password.encode())
-            return
+            return lifetime_ms
         client = ScramClient(self.mechanism, self.username, self.password)
         try:
             server_first = await step(client.first())
             client.verify(await step(client.final(server_first)))
         except ScramError as exc:
             raise ConnectionError(f"SCRAM login as {self.username!r}: {exc}") from None
+        return lifetime_ms
 
 
 def inter_broker_security(settings: Settings, listener: Listener) -> ClientSecurity:

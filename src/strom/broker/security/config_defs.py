@@ -57,10 +57,8 @@ def _parse_pem_type(raw: str) -> str:
 
 def _parse_reauth(raw: str) -> int:
     value = int(raw)
-    if value != 0:
-        # Clients would re-authenticate on the open connection (KIP-368), which Strom does not serve:
-        # refusing the setting beats connections failing at 90 % of the lifetime.
-        raise ValueError("SASL re-authentication (KIP-368) is not supported; leave it 0")
+    if value < 0:
+        raise ValueError("must be 0 (sessions never end) or a positive number of milliseconds")
     return value
 
 
@@ -100,7 +98,8 @@ SECURITY_CONFIGS: list[tuple[str, Callable[[str], Any], str | None, str]] = [
         "connections.max.reauth.ms",
         _parse_reauth,
         "0",
-        "KIP-368 SASL session lifetime; only 0 (no expiry): re-authentication is not implemented.",
+        "KIP-368: a SASL session's lifetime; after it a client must re-authenticate on the connection, "
+        "or any other request closes it (0: sessions never end).",
     ),
     (
         "connection.failed.authentication.delay.ms",
