@@ -10,7 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from fastavro import parse_schema, schemaless_writer
+from fastavro import parse_schema, reader, schemaless_writer
 from hypothesis import given
 from hypothesis import strategies as st
 from pyspark.sql.types import (
@@ -31,6 +31,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from strom.spark import avro_container
 from strom.spark.avro_codec import AvroColumnDecoder, AvroColumnEncoder, AvroDecodeError, frame, split
 from strom.spark.avro_options import parse_avro_options
 from strom.spark.avro_types import AvroTypeError, avro_schema, spark_type
@@ -180,6 +181,20 @@ def offsets(values: list[int]) -> pa.Array:
 def decoder_v2() -> tuple[AvroColumnDecoder, dict[int, str]]:
     registry = {1: json.dumps(V1), 2: json.dumps(V2)}
     return AvroColumnDecoder(registry[2], 2, spark_type(V2), "value"), registry
+
+
+@given(st.integers(-(2**63), 2**63 - 1))
+def test_container_long_encoding_is_avros(n: int) -> None:
+    out = io.BytesIO()
+    schemaless_writer(out, parse_schema("long"), n)
+    assert avro_container.zigzag(n) == out.getvalue()
+
+
+def test_a_container_block_reads_back_with_fastavro() -> None:
+    rows = [{"user": "a", "latency_ms": 1}, {"user": "b", "latency_ms": -300}]
+    data = b"".join(avro_bytes(V1, row) for row in rows)
+    block = avro_container.block(avro_container.header(parse_schema(V1)), len(rows), data)
+    assert list(reader(io.BytesIO(block))) == rows
 
 
 def test_old_records_resolve_to_the_reader_schema_with_defaults() -> None:

@@ -12,7 +12,7 @@ schema id (usually one group); each record is read with its *writer's* schema (f
 query started -- by Avro's resolution rules: a field the writer did not have gets the reader's default, a
 field the reader does not have is skipped, int widens to long, and so on. So records written under v1
 read under v2 carry v2's defaults. Each group's bodies are cut out of the column by Arrow and decoded as
-one block of an in-memory Avro object container file, in this order of preference:
+one block of an in-memory Avro object container file (`avro_container`), in this order of preference:
 
 1. natively (`avro_native`, polars' Rust reader straight into Arrow columns, resolution as Arrow casts)
    when the writer/reader pair is one it covers (flat records of primitives) -- no Python object per
@@ -40,17 +40,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from fastavro import block_reader, parse_schema, schemaless_reader, schemaless_writer
-from fastavro import writer as fastavro_writer
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import DataType, StructField, StructType
 
-from strom.spark import avro_native
+from strom.spark import avro_container, avro_native
 from strom.spark.avro_types import has_map, maps_as_dicts
 
 MAGIC = 0
 _HEADER = struct.Struct(">bi")
 HEADER_SIZE = _HEADER.size
-_SYNC_SIZE = 16  # an object container file's sync marker
 _MAX_BINARY = 2**31 - 1
 _MAX_GROUPS = 16  # schema ids in one batch decoded natively; more go record by record
 
@@ -78,17 +76,6 @@ def split(payload: bytes) -> tuple[int, memoryview]:
     return schema_id, memoryview(payload)[HEADER_SIZE:]
 
 
-def _zigzag(n: int) -> bytes:
-    """Avro's long encoding: zig-zag, then little-endian base-128 varint."""
-    n = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _by_header(payloads: list[bytes | None]) -> dict[bytes, list[int]]:
     """Indices of the non-null payloads by their first 5 bytes (magic byte and schema id), in order."""
     groups: dict[bytes, list[int]] = {}
@@ -100,6 +87,15 @@ def _by_header(payloads: list[bytes | None]) -> dict[bytes, list[int]]:
         if payload is not None:
             groups.setdefault(payload[:HEADER_SIZE], []).append(i)
     return groups
+
+
+def _bodies(payloads: pa.Array) -> tuple[pa.Array, memoryview]:
+    """The Avro bodies of non-null wire-format `payloads` (their headers cut off by Arrow) and the
+    bytes they span in its data buffer, concatenated."""
+    # An explicit stop: pyarrow 26 overflows computing the output size with the default one.
+    bodies = pc.binary_slice(payloads, HEADER_SIZE, _MAX_BINARY)
+    ends = offsets_of(bodies)
+    return bodies, memoryview(bodies.buffers()[2])[ends[0].as_py() : ends[-1].as_py()]
 
 
 def offsets_of(binary: pa.Array) -> pa.Array:
@@ -203,10 +199,7 @@ class AvroColumnDecoder:
         try:
             schema_id, _ = split(first)
             writer = self._writers.get(schema_id) or self._writer_schema(schema_id, lookup)
-            # An explicit stop: pyarrow 26 overflows computing the output size with the default one.
-            bodies = pc.binary_slice(values, HEADER_SIZE, _MAX_BINARY)
-            ends = offsets_of(bodies)
-            data = memoryview(bodies.buffers()[2])[ends[0].as_py() : ends[-1].as_py()]
+            bodies, data = _bodies(values)
             native = self._read_native(schema_id, data, pc.binary_length(bodies))
             if native is not None:
                 return native
@@ -232,9 +225,7 @@ class AvroColumnDecoder:
                 if schema_id not in self._writers:
                     self._writer_schema(schema_id, lookup)
                 mask = pc.fill_null(pc.equal(headers, header), False)
-                bodies = pc.binary_slice(values.filter(mask), HEADER_SIZE, _MAX_BINARY)
-                ends = offsets_of(bodies)
-                data = memoryview(bodies.buffers()[2])[ends[0].as_py() : ends[-1].as_py()]
+                bodies, data = _bodies(values.filter(mask))
                 part = self._read_native(schema_id, data, pc.binary_length(bodies))
                 if part is None:
                     return None
@@ -309,10 +300,8 @@ class AvroColumnDecoder:
         """
         header = self._block_headers.get(schema_id)
         if header is None:
-            out = io.BytesIO()
-            fastavro_writer(out, writer, [])
-            header = self._block_headers[schema_id] = out.getvalue()
-        block = b"".join((header, _zigzag(count), _zigzag(len(data)), data, header[-_SYNC_SIZE:]))
+            header = self._block_headers[schema_id] = avro_container.header(writer)
+        block = avro_container.block(header, count, data)
         reader = None if writer is self._parsed else self._parsed
         rows: list[Any] = []
         for read in block_reader(io.BytesIO(block), reader_schema=reader):

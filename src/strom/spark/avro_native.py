@@ -40,8 +40,9 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 from fastavro import parse_schema
-from fastavro import writer as fastavro_writer
 from polars.exceptions import PanicException
+
+from strom.spark import avro_container
 
 _PRIMITIVES = ("boolean", "int", "long", "float", "double", "string", "bytes")
 _FIXED_SIZE = {"boolean": 1, "float": 4, "double": 8}
@@ -55,7 +56,6 @@ _PROMOTIONS = {
     "string": {"string", "bytes"},
     "bytes": {"bytes", "string"},
 }
-_SYNC_SIZE = 16
 
 
 class NativeDecodeError(ValueError):
@@ -158,19 +158,8 @@ def plan(writer: Any, reader: Any) -> NativePlan | None:
             {"name": f.name, "type": ["null", f.kind] if f.nullable else f.kind} for _, f in found_writer[1]
         ],
     }
-    out = io.BytesIO()
-    fastavro_writer(out, parse_schema(json.loads(json.dumps(minimal))), [])
-    return NativePlan(tuple(f for _, f in found_writer[1]), tuple(columns), out.getvalue())
-
-
-def _zigzag(n: int) -> bytes:
-    n = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+    header = avro_container.header(parse_schema(json.loads(json.dumps(minimal))))
+    return NativePlan(tuple(f for _, f in found_writer[1]), tuple(columns), header)
 
 
 # Zig-zag varint thresholds as Arrow scalars (a Python int argument costs a conversion per call).
@@ -230,7 +219,7 @@ def decode(
         NativeDecodeError: polars failed, or a body's length is not its record's encoded size.
     """
     count = len(lengths)
-    block = b"".join((native.header, _zigzag(count), _zigzag(len(data)), data, native.header[-_SYNC_SIZE:]))
+    block = avro_container.block(native.header, count, data)
     try:
         table = pl.read_avro(io.BytesIO(block)).to_arrow()
     except (Exception, PanicException) as e:
