@@ -106,8 +106,8 @@ class KafkaServer:
 
     async def start(self) -> tuple[str, int]:
         loop = asyncio.get_running_loop()
-        options = {"reuse_address": True, **self.security.tls_options()}  # TLS: context, handshake limit
-        self._server = await loop.create_server(lambda: _Connection(self), self._host, self._port, **options)
+        factory = self.security.protocol_factory(lambda: _Connection(self))  # TLS: handshake first
+        self._server = await loop.create_server(factory, self._host, self._port, reuse_address=True)
         sock = self._server.sockets[0]
         host, port = sock.getsockname()[:2]
         return str(host), int(port)
@@ -115,6 +115,7 @@ class KafkaServer:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
+        self.security.stop_handshakes()
         workers = [c.abort() for c in list(self._connections)]
         for worker in workers:
             with contextlib.suppress(asyncio.CancelledError, Exception):

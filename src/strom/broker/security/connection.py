@@ -20,6 +20,7 @@ from strom.broker.security.jaas import parse_jaas
 from strom.broker.security.listeners import ANONYMOUS, Listener, SecurityProtocol
 from strom.broker.security.sasl import SaslAuthenticator, SaslSettings
 from strom.broker.security.tls import Settings, certificate_principal, parse_mapping_rules, server_context
+from strom.broker.security.tls_accept import TlsAcceptor
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,7 @@ class ListenerSecurity:
     tls: ssl.SSLContext | None = None
     mapping_rules: list[Any] = field(default_factory=list)
     sasl_settings: SaslSettings | None = None
+    _acceptor: TlsAcceptor | None = None
 
     def authenticator(self) -> SaslAuthenticator | None:
         """A new connection's SASL state (None: not a SASL listener)."""
@@ -45,12 +47,21 @@ class ListenerSecurity:
     def sasl(self) -> bool:
         return self.listener.protocol.uses_sasl
 
-    def tls_options(self) -> dict[str, Any]:
-        """``create_server`` keywords: the TLS context, and how long a handshake may take (it runs on
-        the event loop without blocking it; a client stalling in it is dropped)."""
+    def protocol_factory(
+        self, app_factory: Callable[[], asyncio.BufferedProtocol]
+    ) -> Callable[[], asyncio.BaseProtocol]:
+        """What ``create_server`` makes per connection: on TLS listeners, a handshake first (on the
+        event loop without blocking it, at most TLS_HANDSHAKE_TIMEOUT_S; a failure is logged, rate
+        limited, and drops that connection only: tls_accept.py), then ``app_factory``'s protocol."""
         if self.tls is None:
-            return {}
-        return {"ssl": self.tls, "ssl_handshake_timeout": TLS_HANDSHAKE_TIMEOUT_S}
+            return app_factory
+        if self._acceptor is None:
+            self._acceptor = TlsAcceptor(self.tls, self.listener.name, TLS_HANDSHAKE_TIMEOUT_S)
+        return self._acceptor.factory(app_factory)
+
+    def stop_handshakes(self) -> None:
+        if self._acceptor is not None:
+            self._acceptor.cancel()
 
     def tls_principal(self, transport: asyncio.BaseTransport, client_host: str) -> str | None:
         """The principal a new connection starts with; None (logged) if its certificate is refused.
