@@ -54,6 +54,10 @@ def assert_one_line_error(result: subprocess.CompletedProcess[bytes], status: in
         (("topics", "create", "t", "--partitions", "two"), "not an integer: 'two'"),
         (("topics", "create", "t", "--config", "retention.ms"), "expected key=value"),
         (("topics", "delete"), "required: NAME"),
+        (("topics", "create", "t", "--batch-size", "0"), "--batch-size: must be at least 1"),
+        (("topics", "reassign", "--execute"), "required: --reassignment-json-file"),
+        (("topics", "reassign", "--reassignment-json-file", "p.json"), "one of the arguments --execute"),
+        (("topics", "reassign", "--reassignment-json-file", "p", "--execute", "--cancel"), "not allowed"),
         (("topics", "alter-config", "t", "--set", "=1"), "expected key=value"),
         (("topics", "add-partitions", "t"), "required: --total"),
         (("produce",), "required: TOPIC"),
@@ -124,6 +128,23 @@ def test_bootstrap_from_environment() -> None:
 def test_invalid_librdkafka_property_is_one_line() -> None:
     result = run_strom("produce", "t", "--bootstrap-server", NO_BROKER, "--property", "no.such.property=1")
     assert_one_line_error(result, 1, "no.such.property")
+
+
+PLAN = b'{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2]}]}'
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "needle"),
+    [
+        (("--verify",), b"{not json", "stdin: not JSON"),
+        (("--execute",), b'{"version": 1, "partitions": []}', '"partitions" must be a non-empty list'),
+        (("--verify", "--wait"), PLAN, "--wait and --wait-timeout-s apply to --execute only"),
+        (("--verify", "--bootstrap-server", NO_BROKER, "--request-timeout-s", "2"), PLAN, NO_BROKER),
+    ],
+)
+def test_reassign_errors_are_one_line(args: tuple[str, ...], stdin: bytes, needle: str) -> None:
+    result = run_strom("topics", "reassign", "--reassignment-json-file", "-", *args, stdin=stdin)
+    assert_one_line_error(result, 1, "strom: error:", needle)
 
 
 def test_group_cannot_combine_with_offset() -> None:

@@ -23,6 +23,8 @@ from strom.console.groups import (
     reset_offsets,
 )
 from strom.console.produce import ProduceSettings, produce_lines
+from strom.console.reassign import cancel_reassignment, execute_reassignment, verify_reassignment
+from strom.console.reassignment_plan import parse_plan
 from strom.console.topics import (
     add_partitions,
     alter_topic_config,
@@ -86,14 +88,7 @@ def topics_create(args: argparse.Namespace) -> int:
 
 def _names_from(path: str) -> list[str]:
     """One topic name per line of ``path`` (``-``: stdin), blank lines and ``#`` comments skipped."""
-    try:
-        if path == "-":
-            lines = sys.stdin.read().splitlines()
-        else:
-            with open(path, encoding="utf-8") as file:
-                lines = file.read().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConsoleError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    lines = _read_text(path).splitlines()
     return [name for name in (line.strip() for line in lines) if name and not name.startswith("#")]
 
 
@@ -126,6 +121,38 @@ def topics_alter_config(args: argparse.Namespace) -> int:
 def topics_add_partitions(args: argparse.Namespace) -> int:
     add_partitions(client_options(args), args.name, args.total, sys.stdout)
     return 0
+
+
+def topics_reassign(args: argparse.Namespace) -> int:
+    if (args.wait or args.wait_timeout_s is not None) and not args.execute:
+        raise ConsoleError("--wait and --wait-timeout-s apply to --execute only")
+    path = args.reassignment_json_file
+    moves = parse_plan(_read_text(path), "stdin" if path == "-" else path)
+    if args.execute:
+        execute_reassignment(
+            client_options(args),
+            moves,
+            sys.stdout,
+            sys.stderr,
+            wait=args.wait or args.wait_timeout_s is not None,
+            wait_timeout_s=args.wait_timeout_s,
+        )
+    elif args.verify:
+        verify_reassignment(client_options(args), moves, sys.stdout)
+    else:
+        cancel_reassignment(client_options(args), moves, sys.stdout, sys.stderr)
+    return 0
+
+
+def _read_text(path: str) -> str:
+    """The whole of ``path`` (``-``: stdin) as UTF-8 text."""
+    try:
+        if path == "-":
+            return sys.stdin.read()
+        with open(path, encoding="utf-8") as file:
+            return file.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConsoleError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
 def produce(args: argparse.Namespace) -> int:
@@ -243,6 +270,7 @@ HANDLERS: dict[str, Handler] = {
     "topics_delete": topics_delete,
     "topics_alter_config": topics_alter_config,
     "topics_add_partitions": topics_add_partitions,
+    "topics_reassign": topics_reassign,
     "produce": produce,
     "consume": consume_command,
     "groups_list": groups_list,

@@ -238,6 +238,32 @@ def _add_topics(commands: argparse._SubParsersAction[OneLineErrorParser], parent
     )
     alter.set_defaults(handler="topics_alter_config")
 
+    reassign = actions.add_parser(
+        "reassign",
+        help="move partitions' replicas to other brokers (kafka-reassign-partitions.sh's JSON plan)",
+        parents=[parent],
+        allow_abbrev=False,
+    )
+    reassign.add_argument(
+        "--reassignment-json-file",
+        metavar="FILE",
+        required=True,
+        help='{"version":1,"partitions":[{"topic":T,"partition":P,"replicas":[B,...]},...]} (\'-\': stdin)',
+    )
+    mode = reassign.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--execute", action="store_true", help="start the moves (prints the plan to roll back)")
+    mode.add_argument("--verify", action="store_true", help="completed or in progress, per partition")
+    mode.add_argument("--cancel", action="store_true", help="stop the moves still in progress")
+    reassign.add_argument(
+        "--wait",
+        action="store_true",
+        help="with --execute: return when every move is complete (progress bar)",
+    )
+    reassign.add_argument(
+        "--wait-timeout-s", metavar="S", type=positive_float, help="with --wait: give up after S seconds"
+    )
+    reassign.set_defaults(handler="topics_reassign")
+
     grow = actions.add_parser(
         "add-partitions", help="increase a topic's partition count", parents=[parent], allow_abbrev=False
     )

@@ -1,8 +1,8 @@
 """``strom transactions list | describe | producers | abort``: the transaction admin APIs (KIP-664).
 
 confluent-kafka 2.16's AdminClient has no ListTransactions, DescribeTransactions or DescribeProducers,
-so this tool uses kafka-python's ``KafkaAdminClient`` (already a dependency: Strom builds its codecs
-from the message specs kafka-python ships), which routes the requests as Kafka's admin client does:
+so this tool uses kafka-python's ``KafkaAdminClient`` (``strom.console.kafka_admin``), which routes the
+requests as Kafka's admin client does:
 
 - ``list`` asks every broker for the transactional ids it coordinates (ListTransactions) and merges
   them into one table; ``--state`` and ``--producer-id`` filter on the brokers.
@@ -31,18 +31,18 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, TextIO, TypeVar
 
 from kafka.admin import AbortTransactionSpec, ConfigResource, ConfigResourceType, KafkaAdminClient
-from kafka.errors import KafkaError as KafkaPythonError
-from kafka.errors import KafkaTimeoutError, TransactionalIdNotFoundError
+from kafka.errors import TransactionalIdNotFoundError
 from kafka.structs import TopicPartition
 
 from strom.console.clients import ClientOptions, print_table
 from strom.console.errors import ConsoleError
+from strom.console.kafka_admin import admin_call, kafka_admin
 
 T = TypeVar("T")
 OPEN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort")
@@ -312,43 +312,15 @@ class _NotFound(Exception):
     pass
 
 
-@contextmanager
-def _admin(options: ClientOptions) -> Iterator[KafkaAdminClient]:
-    if options.command_config:
-        raise ConsoleError("--command-config (librdkafka properties) does not apply to strom transactions")
-    timeout_ms = int(options.timeout_s * 1000)
-    try:
-        admin = KafkaAdminClient(
-            bootstrap_servers=options.bootstrap_servers.split(","),
-            client_id="strom-transactions",
-            request_timeout_ms=timeout_ms,
-            bootstrap_timeout_ms=timeout_ms,
-        )
-    except KafkaTimeoutError:
-        raise ConsoleError(
-            f"no broker reachable at {options.bootstrap_servers} within {options.timeout_s:g}s"
-        ) from None
-    except KafkaPythonError as exc:
-        raise ConsoleError(f"connect to {options.bootstrap_servers}: {_text(exc)}") from None
-    try:
-        yield admin
-    finally:
-        admin.close()
+def _admin(options: ClientOptions) -> AbstractContextManager[KafkaAdminClient]:
+    return kafka_admin(options, "transactions")
 
 
 def _call(options: ClientOptions, what: str, fn: Callable[[], T]) -> T:
     try:
-        return fn()
+        return admin_call(options, what, fn, passthrough=(TransactionalIdNotFoundError,))
     except TransactionalIdNotFoundError:
         raise _NotFound() from None
-    except KafkaPythonError as exc:
-        raise ConsoleError(f"{what}: {_text(exc)} (brokers: {options.bootstrap_servers})") from None
-
-
-def _text(exc: BaseException) -> str:
-    name = type(exc).__name__
-    message = str(exc).split(": ", 1)[-1] if str(exc) else ""
-    return f"{name}: {message}" if message and message != name else name
 
 
 def _iso(ms: int) -> str:
