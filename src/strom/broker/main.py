@@ -26,7 +26,7 @@ from strom.broker.http_server import HttpServer
 from strom.broker.metrics_api import MetricsApi
 from strom.broker.registry_api import RegistryApi
 from strom.broker.security.connection import for_listener as security_for_listener
-from strom.broker.security.tls import server_context
+from strom.broker.security.tls import client_context, server_context
 from strom.broker.server import KafkaServer
 from strom.broker.ui.routes import ConsoleApi
 from strom.protocol.errors import KafkaError
@@ -100,7 +100,9 @@ async def _start_http(
         default_listener="http.listeners" not in config.raw,
         tls=lambda: server_context(config, "HTTP"),
     )
-    registry_api = RegistryApi(broker.registry)
+    # Forwarded writes reach the writer's https:// listener with the HTTP listener's trust store (and
+    # key store, should the writer ask for a client certificate).
+    registry_api = RegistryApi(broker.registry, client_context(config, "HTTP"))
     http.mount(registry_api.routes())
     http.mount(ConsoleApi(broker).routes())
     if broker.metrics is not None:

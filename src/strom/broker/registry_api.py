@@ -9,7 +9,9 @@ every error is ``{"error_code": ..., "message": ...}`` with Confluent's codes (`
 Routing in a cluster: a write reaching a broker that is not the writer (leader of ``_schemas``-0) is
 forwarded to the writer's URL, with its method, path, query and body, and the writer's answer is
 relayed (every broker answers reads from its own copy of the state). A forwarded request carries
-``X-Strom-Forwarded`` so that it is never forwarded twice (50003 instead).
+``X-Strom-Forwarded`` so that it is never forwarded twice (50003 instead). To an ``https://`` writer
+the forward checks the certificate against the HTTP listener's trust store (``ssl.truststore.*``,
+overridable as ``listener.name.http.ssl.*``) and presents its key store if it has one.
 
 Read-your-writes through any broker: the writer's answer to a write carries ``X-Strom-Schemas-Offset``
 (its high watermark once the write is committed); the broker that forwarded it waits (briefly, bounded)
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -107,8 +110,12 @@ def _schema_request(body: Any) -> SchemaRequest:
 
 
 class RegistryApi:
-    def __init__(self, service: RegistryService) -> None:
+    def __init__(self, service: RegistryService, forward_tls: ssl.SSLContext | None = None) -> None:
+        """``forward_tls``: how this broker checks (and, with a key store, authenticates to) the
+        writer's ``https://`` listener when it forwards a write: the HTTP listener's trust store,
+        not the system's CAs (a cluster's private CA would fail every forward)."""
         self.service = service
+        self._forward_tls = forward_tls
         self._session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
@@ -200,7 +207,10 @@ class RegistryApi:
 
     async def _forward(self, request: web.Request, base_url: str) -> web.StreamResponse:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=FORWARD_TIMEOUT_S))
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=FORWARD_TIMEOUT_S),
+                connector=aiohttp.TCPConnector(ssl=self._forward_tls if self._forward_tls else True),
+            )
         body = await request.read() if request.can_read_body else None
         headers = {FORWARDED_HEADER: "1", "Accept": JSON_CONTENT_TYPE}
         if body is not None:
