@@ -27,7 +27,8 @@ def test_acl_walkthrough_runs_as_written(tmp_path: Path) -> None:
     )
     props["listeners"] = "INTERNAL://127.0.0.1:0,CLIENT://127.0.0.1:0"
     with BrokerProcess(tmp_path / "b", props) as broker:
-        script = _block("sh", "Started with").replace("127.0.0.1:9093", broker.listeners["CLIENT"])
+        script = _block("sh", "Started with `strom serve --config broker-acls.properties`")
+        script = script.replace("127.0.0.1:9093", broker.listeners["CLIENT"])
         prelude = f'strom() {{ "{sys.executable}" -m strom.cli.main "$@"; }}\nset -e\n'
         done = subprocess.run(["bash", "-c", prelude + script], capture_output=True, timeout=120, check=False)
         out = done.stdout.decode()
