@@ -4,9 +4,16 @@ the SASL login rate. Run by hand; never part of the test suite.
 One broker (a fresh data dir) listens on all three listeners at once; each round runs librdkafka's
 `rdkafka_performance` (`--tool`, see bench/c_bench.py for building it) against each listener in turn,
 in a rotating order (the only fair comparison on a shared machine): produce `--count` 10 KB messages
-with acks=1 to a 6-partition topic of its own, then consume them from the beginning. Each row reports
-the tool's MB/s and the broker's CPU seconds per GB (utime + stime from /proc). SASL_SSL logs in with
-SCRAM-SHA-256. The last table gives medians and each protocol's share of PLAINTEXT's throughput.
+with acks=1 to a 6-partition topic of its own, then consume them from the beginning, then delete the
+topic (so that every case writes into page cache freed by the one before, not into memory the
+machine touches for the first time, which costs a virtual machine far more). Each row reports the
+tool's MB/s, the broker's CPU seconds per GB (utime + stime from /proc) and the tool's own (the
+client's share of the same cores). SASL_SSL logs in with SCRAM-SHA-256. The last table gives medians
+and each protocol's share of PLAINTEXT's throughput in the same variant.
+
+Variants (`--src NAME=DIR`, a `src` directory holding the `strom` package; default: this checkout's)
+each get a broker of their own, all started at once; every round runs them in alternating order
+(A B, B A, ...), so that a change and its baseline are measured in the same minutes.
 
 Login rate: `--logins` sequential connections to the SASL_PLAINTEXT listener, each doing SaslHandshake
 + SaslAuthenticate with PLAIN and with SCRAM-SHA-256 (4096 iterations: the client's PBKDF2 is part of
@@ -18,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import statistics
 import sys
@@ -80,6 +88,13 @@ def _create_topic(bootstrap: str, name: str) -> None:
     admin.create_topics([NewTopic(name, PARTITIONS, 1)])[name].result(30)
 
 
+def _delete_topic(bootstrap: str, name: str) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([name])[name].result(30)
+
+
 def throughput(
     tool: str, broker: BrokerProcess, protocol: str, ca: Path, count: int, rnd: int
 ) -> list[dict[str, Any]]:
@@ -100,7 +115,7 @@ def throughput(
     consume = [*base, "-C", "-o", "beginning", *[a for p in range(PARTITIONS) for a in ("-p", str(p))]]
     rows = []
     for mode, cmd in (("produce", produce), ("consume", consume)):
-        row, (user, system), _tool_cpu, _wall = _run_tool(cmd, broker, timeout_s=600)
+        row, (user, system), tool_cpu, _wall = _run_tool(cmd, broker, timeout_s=600)
         msgs = row["dr"] if mode == "produce" else row["msgs"]
         nbytes = msgs * SIZE
         rows.append(
@@ -108,8 +123,10 @@ def throughput(
                 "case": f"{mode} 10 KB {protocol}",
                 "mb_per_s": nbytes / (row["elapsed"] / 1000) / 1e6,
                 "cpu_s_per_gb": (user + system) / (nbytes / 1e9),
+                "tool_cpu_s_per_gb": tool_cpu / (nbytes / 1e9),
             }
         )
+    _delete_topic(broker.bootstrap, topic)
     return rows
 
 
@@ -151,6 +168,43 @@ def login_rate(broker: BrokerProcess, mechanism: str, logins: int) -> dict[str, 
     }
 
 
+def _start_broker(work: Path, src: str, overrides: dict[str, str]) -> BrokerProcess:
+    env_before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = src  # the broker child inherits it
+    try:
+        broker = BrokerProcess(work, overrides)
+        broker.start()
+    finally:
+        if env_before is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = env_before
+    return broker
+
+
+def _print_tables(rows: list[dict[str, Any]]) -> None:
+    print("\n| case | variant | MB/s (median) | vs PLAINTEXT | broker CPU s/GB | client CPU s/GB |")
+    print("|---|---|---|---|---|---|")
+    medians: dict[tuple[str, str], dict[str, float]] = {}
+    for key in dict.fromkeys((r["case"], r["variant"]) for r in rows if "mb_per_s" in r):
+        picked = [r for r in rows if (r["case"], r["variant"]) == key]
+        fields = ("mb_per_s", "cpu_s_per_gb", "tool_cpu_s_per_gb")
+        medians[key] = {k: statistics.median(r[k] for r in picked) for k in fields}
+    for (case, variant), m in sorted(medians.items(), key=lambda item: (item[0][0].split()[0], item[0])):
+        base = medians[(f"{case.split()[0]} 10 KB PLAINTEXT", variant)]["mb_per_s"]
+        print(
+            f"| {case} | {variant} | {m['mb_per_s']:.0f} | {100 * m['mb_per_s'] / base:.0f} % "
+            f"| {m['cpu_s_per_gb']:.2f} | {m['tool_cpu_s_per_gb']:.2f} |"
+        )
+    print("\n| login | variant | logins/s (median) | broker ms per login |")
+    print("|---|---|---|---|")
+    for key in dict.fromkeys((r["case"], r["variant"]) for r in rows if "logins_per_s" in r):
+        picked = [r for r in rows if (r["case"], r["variant"]) == key]
+        rate = statistics.median(r["logins_per_s"] for r in picked)
+        cost = statistics.median(r["broker_ms_per_login"] for r in picked)
+        print(f"| {key[0]} | {key[1]} | {rate:.0f} | {cost:.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -159,7 +213,17 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=100_000, help="10 KB messages per run")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--logins", type=int, default=300)
+    parser.add_argument(
+        "--src",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="a broker variant: a src directory holding the strom package (repeatable)",
+    )
     args = parser.parse_args()
+    variants = dict(v.split("=", 1) for v in args.src) or {
+        "this": str(Path(__file__).resolve().parents[1] / "src")
+    }
     make_credential("SCRAM-SHA-256", "warm-up")
     work = Path(tempfile.mkdtemp(prefix="security-bench-"))
     pki = make_pki(work / "pki")
@@ -171,44 +235,35 @@ def main() -> None:
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
         "connection.failed.authentication.delay.ms": "0",
     }
-    broker = BrokerProcess(work / "broker", overrides)
-    broker.start()
+    print(f"load average at start: {os.getloadavg()}", flush=True)
+    brokers: dict[str, BrokerProcess] = {}
     rows: list[dict[str, Any]] = []
     try:
-        _create_user(broker.bootstrap)
+        for name, src in variants.items():
+            brokers[name] = _start_broker(work / f"broker-{name}", src, overrides)
+            _create_user(brokers[name].bootstrap)
         protocols = ["PLAINTEXT", "SSL", "SASL_SSL"]
+        names = list(brokers)
         for rnd in range(args.rounds):
             order = protocols[rnd % 3 :] + protocols[: rnd % 3]
             for protocol in order:
-                for row in throughput(args.tool, broker, protocol, pki.ca, args.count, rnd):
+                for name in names if rnd % 2 == 0 else names[::-1]:
+                    for row in throughput(args.tool, brokers[name], protocol, pki.ca, args.count, rnd):
+                        row["variant"] = name
+                        print(row, flush=True)
+                        rows.append(row)
+            for name in names:
+                for mechanism in ("PLAIN", "SCRAM-SHA-256"):
+                    row = login_rate(brokers[name], mechanism, args.logins)
+                    row["variant"] = name
                     print(row, flush=True)
                     rows.append(row)
-            for mechanism in ("PLAIN", "SCRAM-SHA-256"):
-                row = login_rate(broker, mechanism, args.logins)
-                print(row, flush=True)
-                rows.append(row)
     finally:
-        broker.stop()
+        for broker in brokers.values():
+            broker.stop()
         shutil.rmtree(work, ignore_errors=True)
-    print("\n| case | MB/s (median) | vs PLAINTEXT | broker CPU s/GB |")
-    print("|---|---|---|---|")
-    medians: dict[str, dict[str, float]] = {}
-    for case in dict.fromkeys(r["case"] for r in rows if "mb_per_s" in r):
-        picked = [r for r in rows if r["case"] == case]
-        medians[case] = {k: statistics.median(r[k] for r in picked) for k in ("mb_per_s", "cpu_s_per_gb")}
-    for case, m in medians.items():
-        mode = case.split(" ")[0]
-        base = medians[f"{mode} 10 KB PLAINTEXT"]["mb_per_s"]
-        print(
-            f"| {case} | {m['mb_per_s']:.0f} | {100 * m['mb_per_s'] / base:.0f} % | {m['cpu_s_per_gb']:.1f} |"
-        )
-    print("\n| login | logins/s (median) | broker ms per login |")
-    print("|---|---|---|")
-    for case in dict.fromkeys(r["case"] for r in rows if "logins_per_s" in r):
-        picked = [r for r in rows if r["case"] == case]
-        rate = statistics.median(r["logins_per_s"] for r in picked)
-        cost = statistics.median(r["broker_ms_per_login"] for r in picked)
-        print(f"| {case} | {rate:.0f} | {cost:.2f} |")
+    print(f"load average at end: {os.getloadavg()}")
+    _print_tables(rows)
 
 
 if __name__ == "__main__":

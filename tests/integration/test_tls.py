@@ -18,7 +18,7 @@ import pytest
 
 from strom.testing.broker_process import BrokerProcess
 from tests.integration.certs import Pki, make_pki, name
-from tests.integration.secure_clients import CLIENTS, Security, kcat_args, roundtrip
+from tests.integration.secure_clients import CLIENTS, Security, kcat_args, librdkafka_settings, roundtrip
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +48,48 @@ def ssl_broker(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[B
 @pytest.mark.parametrize("client", CLIENTS)
 def test_ssl_roundtrip(ssl_broker: BrokerProcess, pki: Pki, client: str) -> None:
     roundtrip(client, ssl_broker.listeners["SSL"], Security("SSL", ca=pki.ca), value_size=10_000)
+
+
+def test_large_fetch_responses_over_ssl_arrive_byte_for_byte(ssl_broker: BrokerProcess, pki: Pki) -> None:
+    """Fetch responses of several MB over TLS (the broker hands them to the TLS layer piece by piece,
+    reading the segment files as it goes): every byte of every value comes back, in order."""
+    from confluent_kafka import Consumer, KafkaException, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = "tls-large-fetch"
+    admin = AdminClient({"bootstrap.servers": ssl_broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    # 24 MB in 100 KB values, each unlike any other (its index in every 8-byte word).
+    values = [i.to_bytes(8, "big") * 12_800 for i in range(240)]
+    producer = Producer({"bootstrap.servers": ssl_broker.bootstrap, "linger.ms": 50})
+    for value in values:
+        producer.produce(topic, value)
+    assert producer.flush(30) == 0
+    consumer = Consumer(
+        {
+            "bootstrap.servers": ssl_broker.listeners["SSL"],
+            **librdkafka_settings(Security("SSL", ca=pki.ca)),
+            "group.id": topic,
+            "auto.offset.reset": "earliest",
+            "fetch.max.bytes": 16_000_000,  # fetch responses of up to 16 MB
+            "max.partition.fetch.bytes": 16_000_000,
+        }
+    )
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(got) < len(values) and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                raise KafkaException(msg.error())
+            got.append(msg.value())
+    finally:
+        consumer.close()
+    assert len(got) == len(values)
+    assert got == values
 
 
 def _log_has(broker: BrokerProcess, text: str, timeout_s: float = 5.0) -> bool:

@@ -124,6 +124,12 @@ async def _send_and_receive(
         def connection_lost(self, exc: Exception | None) -> None:
             self.writer.close()
 
+        def pause_writing(self) -> None:  # the transport's flow control, as the broker forwards it
+            self.writer.pause_writing()
+
+        def resume_writing(self) -> None:
+            self.writer.resume_writing()
+
     server = await loop.create_server(Server, "127.0.0.1", 0, ssl=server_tls)
     port = server.sockets[0].getsockname()[1]
     reader, writer = await asyncio.open_connection(

@@ -15,8 +15,16 @@ descriptor; a duplicate descriptor is an independent registration, which both ev
 Small records (under ``_COPY_BELOW``) are the exception: a ``pread`` and one ``sendmsg`` together
 with the response's other bytes cost less than a ``sendfile`` of their own.
 
-Where the socket is not the writer's to use (TLS, or a transport that exposes none), bytes go through
-``transport.write`` and a file slice is first read with one ``pread``: the one copy.
+Where the socket is not the writer's to use (TLS, or a transport that exposes none), the queue is
+handed to ``transport.write`` at the end of the event-loop turn too, in pieces of at most ``_PIECE``
+bytes: each piece is one fresh buffer filled by ``preadv`` straight from the segment files (the one
+copy) and by the responses' own bytes, so the TLS layer cuts full 16 KB records out of one write, and
+the acknowledgements of pipelined produces leave as one record and one send instead of one per chunk.
+Pieces are handed over only while the transport has not called ``pause_writing``: reading and
+encrypting run at most the transport's high-water mark ahead of the socket, so a fetch response of
+many megabytes is never held in memory as plaintext, ciphertext and the bytes between them all at once
+(handing it over whole did exactly that), and each piece is still in the CPU's caches when the TLS
+layer encrypts it.
 
 A slice whose file was truncated after the read (a follower cutting its log on a leader change) makes
 ``sendfile`` stop short. The response frame can then no longer be completed, so the writer reports a
@@ -32,6 +40,7 @@ import socket
 from collections import deque
 from collections.abc import Callable
 
+from strom._util.buffers import receive_buffer
 from strom.protocol.codec import Chunk, RecordsRegion
 from strom.storage.file_records import FileRecords, FileSlice, TruncatedFileError
 
@@ -43,6 +52,9 @@ _MSG_MORE = getattr(socket, "MSG_MORE", 0)
 # Records smaller than this are read (one pread) and sent with the bytes around them: a sendfile of
 # its own costs more than the copy, and it would split a small response into several sends.
 _COPY_BELOW = 16 * 1024
+# The largest write handed to a transport that does the sending (TLS): big enough for few Python-level
+# hops (16 full TLS records), small enough to stay in the CPU's caches. See the module docstring.
+_PIECE = 256 * 1024
 
 _Pending = bytes | bytearray | memoryview | FileSlice
 
@@ -67,6 +79,7 @@ class ResponseWriter:
         self._queue: deque[_Pending] = deque()
         self._queued_bytes = 0
         self._waiting = False  # add_writer is registered
+        self._paused = False  # the transport called pause_writing (transport path only)
         self._send_scheduled = False
         self._closed = False
         self._sock: socket.socket | None = None
@@ -82,25 +95,22 @@ class ResponseWriter:
 
     @property
     def buffered(self) -> int:
-        """Bytes accepted but not yet handed to the kernel."""
-        if self._sock is None:
-            return self._transport.get_write_buffer_size()
+        """Bytes accepted but not yet handed to the kernel (or to the transport, which flushes what it
+        holds before it closes)."""
         return self._queued_bytes
 
     def write(self, chunks: list[Chunk]) -> None:
         """Queue one response's chunks after everything before them, and send what the socket takes."""
         if self._closed:
             return
-        if self._sock is None:
-            self._write_through_transport(chunks)
-            return
         queue = self._queue
+        copy_below = _COPY_BELOW if self._sock is not None else 0  # pieces read small records anyway
         for chunk in chunks:
             if isinstance(chunk, RecordsRegion):
                 size = len(chunk)
                 if size == 0:
                     continue  # the queue never holds an empty chunk: a send of nothing makes no progress
-                if size <= _COPY_BELOW:
+                if size <= copy_below:
                     try:
                         queue.append(_file_records(chunk).read_bytes())
                     except TruncatedFileError as exc:
@@ -122,19 +132,66 @@ class ResponseWriter:
 
     def _scheduled_send(self) -> None:
         self._send_scheduled = False
-        if not self._closed and not self._waiting:
+        if self._closed or self._waiting:
+            return
+        if self._sock is None:
+            self._send_pieces()
+        else:
             self._send()
 
-    def _write_through_transport(self, chunks: list[Chunk]) -> None:
-        try:
-            for chunk in chunks:
-                if isinstance(chunk, RecordsRegion):
-                    self._transport.write(_file_records(chunk).read_bytes())
-                else:
-                    self._transport.write(chunk)
-        except TruncatedFileError as exc:
-            self._fail(exc)
+    # -- through the transport (TLS) ---------------------------------------------------------------
+    def pause_writing(self) -> None:
+        """The transport's buffer is above its high-water mark: stop handing it pieces."""
+        self._paused = True
 
+    def resume_writing(self) -> None:
+        """The transport's buffer went below its low-water mark: carry on."""
+        self._paused = False
+        if not self._closed and not self._send_scheduled and self._sock is None:
+            self._send_pieces()
+
+    def _send_pieces(self) -> None:
+        """Hand the queue to the transport a piece at a time until it is empty or the transport pauses."""
+        try:
+            while self._queue and not self._paused:
+                self._transport.write(self._next_piece())
+        except OSError as exc:  # a truncated file
+            self._fail(exc)
+            return
+        if not self._queue and not self._closed:
+            self._on_drained()
+
+    def _next_piece(self) -> bytearray:
+        """The next ``_PIECE`` bytes (or fewer, at the end) of the queue in one buffer; drops them from it."""
+        queue = self._queue
+        size = min(self._queued_bytes, _PIECE)
+        piece = receive_buffer(size)  # every byte is written below before the transport sees it
+        view = memoryview(piece)
+        filled = 0
+        while filled < size:
+            head = queue[0]
+            if isinstance(head, FileSlice):
+                take = min(head.size, size - filled)
+                got = os.preadv(head.file.fd, [view[filled : filled + take]], head.position)
+                if got != take:
+                    raise TruncatedFileError(f"read {got} of {take} bytes at {head.position}: truncated")
+                if take < head.size:
+                    queue[0] = FileSlice(head.file, head.position + take, head.size - take)
+                else:
+                    queue.popleft()
+            else:
+                data = memoryview(head)
+                take = min(len(data), size - filled)
+                view[filled : filled + take] = data[:take]
+                if take < len(data):
+                    queue[0] = data[take:]
+                else:
+                    queue.popleft()
+            filled += take
+        self._queued_bytes -= size
+        return piece
+
+    # -- by the writer's own descriptor (plain TCP) ------------------------------------------------
     def _send(self) -> None:
         """Send from the head of the queue until it is empty or the socket is full."""
         sock = self._sock

@@ -243,11 +243,13 @@ class _Connection(asyncio.BufferedProtocol):
         self._end_of_input()
         return True  # keep the socket open to finish answering; the worker closes it
 
-    def pause_writing(self) -> None:  # transport-buffered writes only (no sendfile): see ResponseWriter
-        pass
+    def pause_writing(self) -> None:  # transport-buffered writes only (TLS): see ResponseWriter
+        if self._writer is not None:
+            self._writer.pause_writing()
 
     def resume_writing(self) -> None:
-        self._on_drained()
+        if self._writer is not None:
+            self._writer.resume_writing()
 
     # -- framing ----------------------------------------------------------------------------------
     def get_buffer(self, sizehint: int) -> memoryview:
