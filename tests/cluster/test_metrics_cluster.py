@@ -4,16 +4,19 @@ partitions while a follower is stopped (SIGSTOP) and after it resumes (SIGCONT).
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from strom.testing.cluster import LocalCluster
 from strom.testing.metrics import scrape, value
 
-from .conftest import wait_until
+from .conftest import partitions_of, wait_until
 from .test_cluster import create_topic
 
 pytestmark = pytest.mark.cluster
@@ -80,3 +83,73 @@ def test_messages_in_and_under_replicated_partitions(make_cluster: Any) -> None:
     assert noticed_s < 3 * LAG_MS / 1000 + 2
     wait_until(lambda: under_replicated() == 0, 30, "the follower back in every ISR")
     assert sum(value(scrape(urls[b]), "kafka_server_replicamanager_isrexpands_total") for b in others) > 0
+
+
+def test_consumer_lag_summed_over_brokers_matches_groups_describe(make_cluster: Any) -> None:
+    """Each group's lag series come from its coordinator alone, for the partitions it hosts a replica
+    of: summed over a scrape of every broker, they are `strom groups describe`'s LAG column for those
+    partitions; a partition without a replica on the coordinator has no series on any broker."""
+    cluster: LocalCluster = make_cluster(3)
+    create_topic(cluster.bootstrap, "lag-rf3", 3, 3)  # a replica of every partition on every broker
+    create_topic(cluster.bootstrap, "lag-rf1", 3, 1)  # one broker per partition
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for topic in ("lag-rf3", "lag-rf1"):
+        for partition, count in enumerate((30, 20, 10)):
+            for i in range(count):
+                producer.produce(topic, str(i).encode(), partition=partition)
+    assert producer.flush(30) == 0
+    producer.close()
+    group = "lag-group"
+    consumer = Consumer(
+        {"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False}
+    )
+    committed = [TopicPartition(t, p, o) for t in ("lag-rf3", "lag-rf1") for p, o in enumerate((5, 20, 0))]
+    consumer.commit(offsets=committed, asynchronous=False)
+    consumer.close()
+
+    described = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "strom.cli.main",
+            "--bootstrap-server",
+            cluster.bootstrap,
+            "groups",
+            "describe",
+            group,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    rows = [line.split() for line in described.splitlines()[2:] if line.strip()]
+    described_lag = {(cols[0], int(cols[1])): float(cols[4]) for cols in rows}
+    assert described_lag == {
+        (t, p): lag for t in ("lag-rf3", "lag-rf1") for p, lag in enumerate((25.0, 0.0, 10.0))
+    }
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    (future,) = admin.describe_consumer_groups([group]).values()
+    coordinator = future.result(10).coordinator.id
+    hosted = {
+        p
+        for p, (_, replicas, _) in partitions_of(cluster.bootstrap, "lag-rf1").items()
+        if coordinator in replicas
+    }
+    assert len(hosted) == 1  # RF 1 over three brokers: the other two partitions have no lag series
+    expected = {("lag-rf3", p): described_lag[("lag-rf3", p)] for p in range(3)}
+    expected |= {("lag-rf1", p): described_lag[("lag-rf1", p)] for p in hosted}
+
+    def exported() -> dict[int, dict[tuple[str, int], float]]:
+        by_broker: dict[int, dict[tuple[str, int], float]] = {}
+        for broker, url in _urls(cluster).items():
+            series = scrape(url).get("kafka_consumergroup_lag", {})
+            for labels, lag in series.items():
+                label = dict(labels)
+                if label["consumergroup"] == group:
+                    by_broker.setdefault(broker, {})[(label["topic"], int(label["partition"]))] = lag
+        return by_broker
+
+    # A follower's high watermark trails the leader's by at most a fetch: wait for the followers' to catch up.
+    wait_until(lambda: exported() == {coordinator: expected}, 30, "the coordinator's lag series")
