@@ -16,9 +16,7 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
     AclBinding,
-    AclBindingFilter,
     AclOperation,
-    AclPermissionType,
     AdminClient,
     NewTopic,
     ResourcePatternType,
@@ -29,6 +27,7 @@ from kazoo.client import KazooClient
 from strom.testing.broker_process import BrokerProcess
 from strom.testing.zookeeper_process import ZooKeeperProcess
 from tests.cluster.conftest import FAST, wait_until
+from tests.integration.acl_clients import EVERYTHING, acl_filter, binding, grant
 from tests.prerequisites import require_zookeeper
 
 JAAS = (
@@ -46,9 +45,6 @@ SETTINGS = {
     "super.users": "User:admin;User:broker",
     "allow.everyone.if.no.acl.found": "false",
 }
-EVERYTHING = AclBindingFilter(
-    ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
-)
 
 
 def _login(bootstrap: str, user: str) -> dict[str, Any]:
@@ -75,10 +71,10 @@ def _produce_codes(conf: dict[str, Any], topic: str, partitions: int) -> list[in
     return sorted(codes)
 
 
-def _alice(
-    name: str, pattern: ResourcePatternType, permission: AclPermissionType, who: str = "User:alice"
+def _write(
+    name: str, pattern: ResourcePatternType, *, deny: bool = False, who: str = "User:alice"
 ) -> AclBinding:
-    return AclBinding(ResourceType.TOPIC, name, pattern, who, "*", AclOperation.WRITE, permission)
+    return binding(who, ResourceType.TOPIC, name, AclOperation.WRITE, deny=deny, pattern=pattern)
 
 
 @pytest.fixture
@@ -115,11 +111,8 @@ def test_acl_change_on_one_broker_is_enforced_by_all(
     wait_until(lambda: _produce_codes(admin, "guarded", 3) == [0, 0, 0], what="the super user's produce")
     assert _produce_codes(alice, "guarded", 3) == [KafkaError.TOPIC_AUTHORIZATION_FAILED] * 3
 
-    allow, deny = AclPermissionType.ALLOW, AclPermissionType.DENY
-    for f in admins[0].create_acls([_alice("guarded", ResourcePatternType.LITERAL, allow)]).values():
-        f.result(15)
-    for f in admins[1].create_acls([_alice("pre.", ResourcePatternType.PREFIXED, allow)]).values():
-        f.result(15)
+    grant(admins[0], _write("guarded", ResourcePatternType.LITERAL))
+    grant(admins[1], _write("pre.", ResourcePatternType.PREFIXED))
 
     def seen_everywhere(count: int) -> None:
         for broker_id, a in admins.items():
@@ -133,9 +126,7 @@ def test_acl_change_on_one_broker_is_enforced_by_all(
     assert _produce_codes(alice, "guarded", 3) == [0, 0, 0]
     assert _produce_codes(alice, "pre.x", 3) == [0, 0, 0]
 
-    everybody = _alice("guarded", ResourcePatternType.LITERAL, deny, who="User:*")
-    for f in admins[2].create_acls([everybody]).values():
-        f.result(15)
+    grant(admins[2], _write("guarded", ResourcePatternType.LITERAL, deny=True, who="User:*"))
     seen_everywhere(3)
     assert _produce_codes(alice, "guarded", 3) == [KafkaError.TOPIC_AUTHORIZATION_FAILED] * 3
     assert _produce_codes(admin, "guarded", 3) == [0, 0, 0]
@@ -154,15 +145,7 @@ def test_acl_change_on_one_broker_is_enforced_by_all(
     finally:
         zk.stop()
 
-    alices = AclBindingFilter(
-        ResourceType.ANY,
-        None,
-        ResourcePatternType.ANY,
-        "User:alice",
-        None,
-        AclOperation.ANY,
-        AclPermissionType.ANY,
-    )
+    alices = acl_filter(principal="User:alice")
     removed = next(iter(admins[2].delete_acls([alices]).values())).result(15)
     assert sorted(b.name for b in removed) == ["guarded", "pre."]
     seen_everywhere(1)

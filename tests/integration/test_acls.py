@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -26,6 +26,15 @@ from confluent_kafka.admin import (
 from strom.protocol.api import SUPPORTED, ApiKey
 from strom.testing.broker_process import BrokerProcess
 
+from .acl_clients import (
+    EVERYTHING,
+    acl_filter,
+    binding,
+    consume_code,
+    grant,
+    kafka_python_filter,
+    produce_code,
+)
 from .rawclient import RawClient
 
 ACLS_ON = {
@@ -43,13 +52,7 @@ def _binding(
     deny: bool = False,
     pattern: ResourcePatternType = ResourcePatternType.LITERAL,
 ) -> AclBinding:
-    perm = AclPermissionType.DENY if deny else AclPermissionType.ALLOW
-    return AclBinding(rtype, name, pattern, ANON, "*", op, perm)
-
-
-def _create(admin: AdminClient, bindings: list[AclBinding]) -> None:
-    for future in admin.create_acls(bindings, request_timeout=15).values():
-        future.result()
+    return binding(ANON, rtype, name, op, deny=deny, pattern=pattern)
 
 
 @pytest.fixture
@@ -60,14 +63,12 @@ def admin_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
 
 def test_acl_admin_apis_confluent_kafka(admin_broker: BrokerProcess) -> None:
     admin = AdminClient({"bootstrap.servers": admin_broker.bootstrap})
-    _create(
+    grant(
         admin,
-        [
-            _binding(ResourceType.TOPIC, "orders", AclOperation.READ),
-            _binding(ResourceType.TOPIC, "app.", AclOperation.WRITE, pattern=ResourcePatternType.PREFIXED),
-            _binding(ResourceType.GROUP, "*", AclOperation.READ),
-            _binding(ResourceType.TOPIC, "secret", AclOperation.ALL, deny=True),
-        ],
+        _binding(ResourceType.TOPIC, "orders", AclOperation.READ),
+        _binding(ResourceType.TOPIC, "app.", AclOperation.WRITE, pattern=ResourcePatternType.PREFIXED),
+        _binding(ResourceType.GROUP, "*", AclOperation.READ),
+        _binding(ResourceType.TOPIC, "secret", AclOperation.ALL, deny=True),
     )
     no_type = AclBinding(
         ResourceType.TOPIC,
@@ -86,55 +87,26 @@ def test_acl_admin_apis_confluent_kafka(admin_broker: BrokerProcess) -> None:
         found = admin.describe_acls(flt, request_timeout=15).result()
         return {(b.name, b.resource_pattern_type.name, b.operation.value) for b in found}
 
-    everything = AclBindingFilter(
-        ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
-    )
-    assert len(describe(everything)) == 4
-    match = AclBindingFilter(
-        ResourceType.TOPIC,
-        "app.orders",
-        ResourcePatternType.MATCH,
-        None,
-        None,
-        AclOperation.ANY,
-        AclPermissionType.ANY,
-    )
+    assert len(describe(EVERYTHING)) == 4
+    match = acl_filter(ResourceType.TOPIC, "app.orders", ResourcePatternType.MATCH)
     assert describe(match) == {("app.", "PREFIXED", AclOperation.WRITE.value)}
-    exact = AclBindingFilter(
-        ResourceType.TOPIC,
-        "app.",
-        ResourcePatternType.ANY,
-        None,
-        None,
-        AclOperation.ANY,
-        AclPermissionType.ANY,
-    )
+    exact = acl_filter(ResourceType.TOPIC, "app.", ResourcePatternType.ANY)
     assert describe(exact) == {("app.", "PREFIXED", AclOperation.WRITE.value)}
 
-    deny_filter = AclBindingFilter(
-        ResourceType.TOPIC,
-        None,
-        ResourcePatternType.ANY,
-        None,
-        None,
-        AclOperation.ANY,
-        AclPermissionType.DENY,
-    )
+    deny_filter = acl_filter(ResourceType.TOPIC, permission=AclPermissionType.DENY)
     deleted = admin.delete_acls([deny_filter], request_timeout=15)
     assert [b.name for b in next(iter(deleted.values())).result()] == ["secret"]
-    assert len(describe(everything)) == 3
+    assert len(describe(EVERYTHING)) == 3
 
 
 def test_acl_admin_apis_kafka_python(admin_broker: BrokerProcess) -> None:
     from kafka.admin import (
         ACL,
-        ACLFilter,
         ACLOperation,
         ACLPermissionType,
         ACLResourcePatternType,
         KafkaAdminClient,
         ResourcePattern,
-        ResourcePatternFilter,
     )
     from kafka.admin import ResourceType as KpResourceType
 
@@ -149,13 +121,7 @@ def test_acl_admin_apis_kafka_python(admin_broker: BrokerProcess) -> None:
         )
         result = admin.create_acls([acl])
         assert result["failed"] == [] and len(result["succeeded"]) == 1
-        flt = ACLFilter(
-            None,
-            "*",
-            ACLOperation.ANY,
-            ACLPermissionType.ANY,
-            ResourcePatternFilter(KpResourceType.TOPIC, None, ACLResourcePatternType.ANY),
-        )
+        flt = kafka_python_filter(KpResourceType.TOPIC)
         found, error = admin.describe_acls(flt)
         assert error.errno == 0 and [(a.resource_pattern.resource_name, a.operation) for a in found] == [
             ("kp-", ACLOperation.READ)
@@ -169,41 +135,16 @@ def test_acl_admin_apis_kafka_python(admin_broker: BrokerProcess) -> None:
 
 def test_acl_apis_without_authorizer_answer_security_disabled(tmp_path: Path) -> None:
     # kafka-python surfaces the error code (librdkafka 2.16 answers an empty list instead).
-    from kafka.admin import (
-        ACLFilter,
-        ACLOperation,
-        ACLPermissionType,
-        ACLResourcePatternType,
-        KafkaAdminClient,
-        ResourcePatternFilter,
-    )
-    from kafka.admin import ResourceType as KpResourceType
+    from kafka.admin import KafkaAdminClient
     from kafka.errors import SecurityDisabledError
 
     with BrokerProcess(tmp_path / "b", {}) as broker:
         admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
         try:
-            flt = ACLFilter(
-                None,
-                "*",
-                ACLOperation.ANY,
-                ACLPermissionType.ANY,
-                ResourcePatternFilter(KpResourceType.ANY, None, ACLResourcePatternType.ANY),
-            )
             with pytest.raises(SecurityDisabledError):
-                admin.describe_acls(flt)
+                admin.describe_acls(kafka_python_filter())
         finally:
             admin.close()
-
-
-def _produce(bootstrap: str, topic: str) -> KafkaError | None:
-    errors: list[KafkaError | None] = []
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "message.timeout.ms": 5000, "enable.idempotence": False}
-    )
-    producer.produce(topic, b"v", on_delivery=lambda err, _msg: errors.append(err))
-    producer.flush(15)
-    return errors[0]
 
 
 def test_enforcement_after_restart_without_super_user(tmp_path: Path) -> None:
@@ -214,36 +155,23 @@ def test_enforcement_after_restart_without_super_user(tmp_path: Path) -> None:
             [NewTopic(t, 1, 1) for t in ("open", "closed", "app.x", "app.secret")]
         ).values():
             f.result(15)
-        _create(
+        prefixed = ResourcePatternType.PREFIXED
+        grant(
             admin,
-            [
-                _binding(ResourceType.TOPIC, "open", AclOperation.WRITE),
-                _binding(ResourceType.TOPIC, "open", AclOperation.READ),
-                _binding(
-                    ResourceType.TOPIC, "app.", AclOperation.WRITE, pattern=ResourcePatternType.PREFIXED
-                ),
-                _binding(ResourceType.TOPIC, "app.secret", AclOperation.WRITE, deny=True),
-                _binding(ResourceType.GROUP, "g-ok", AclOperation.READ),
-                _binding(
-                    ResourceType.TRANSACTIONAL_ID,
-                    "tx-",
-                    AclOperation.WRITE,
-                    pattern=ResourcePatternType.PREFIXED,
-                ),
-                _binding(
-                    ResourceType.TRANSACTIONAL_ID,
-                    "tx-",
-                    AclOperation.DESCRIBE,
-                    pattern=ResourcePatternType.PREFIXED,
-                ),
-            ],
+            _binding(ResourceType.TOPIC, "open", AclOperation.WRITE),
+            _binding(ResourceType.TOPIC, "open", AclOperation.READ),
+            _binding(ResourceType.TOPIC, "app.", AclOperation.WRITE, pattern=prefixed),
+            _binding(ResourceType.TOPIC, "app.secret", AclOperation.WRITE, deny=True),
+            _binding(ResourceType.GROUP, "g-ok", AclOperation.READ),
+            _binding(ResourceType.TRANSACTIONAL_ID, "tx-", AclOperation.WRITE, pattern=prefixed),
+            _binding(ResourceType.TRANSACTIONAL_ID, "tx-", AclOperation.DESCRIBE, pattern=prefixed),
         )
     with BrokerProcess(base, ACLS_ON) as broker:
-        assert _produce(broker.bootstrap, "open") is None
-        assert _produce(broker.bootstrap, "app.x") is None
+        anonymous = {"bootstrap.servers": broker.bootstrap}
+        assert produce_code(anonymous, "open") == 0
+        assert produce_code(anonymous, "app.x") == 0
         for denied in ("closed", "app.secret"):
-            err = _produce(broker.bootstrap, denied)
-            assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, (denied, err)
+            assert produce_code(anonymous, denied) == KafkaError.TOPIC_AUTHORIZATION_FAILED, denied
 
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         listed = admin.list_topics(timeout=15).topics
@@ -257,11 +185,9 @@ def test_enforcement_after_restart_without_super_user(tmp_path: Path) -> None:
             deleted.result(15)
         assert info.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
-        assert _consume_error(broker.bootstrap, "g-ok", "open") is None
-        err = _consume_error(broker.bootstrap, "g-denied", "open")
-        assert err is not None and err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED
-        err = _consume_error(broker.bootstrap, "g-ok", "closed")
-        assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        assert consume_code(anonymous, "g-ok", "open") == 0
+        assert consume_code(anonymous, "g-denied", "open") == KafkaError.GROUP_AUTHORIZATION_FAILED
+        assert consume_code(anonymous, "g-ok", "closed") == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
         # Idempotence needs IDEMPOTENT_WRITE or WRITE on some topic (KIP-679): WRITE on "open" suffices.
         idem = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
@@ -276,24 +202,6 @@ def test_enforcement_after_restart_without_super_user(tmp_path: Path) -> None:
         with pytest.raises(KafkaException) as info:
             txn_denied.init_transactions(15)
         assert info.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-
-
-def _consume_error(bootstrap: str, group: str, topic: str) -> KafkaError | None:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    try:
-        for _ in range(20):
-            msg = consumer.poll(1.0)
-            if msg is None:
-                continue
-            if msg.error() is not None:
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    continue
-                return msg.error()
-            return None
-        raise AssertionError("neither a record nor an error")
-    finally:
-        consumer.close()
 
 
 def test_acl_apis_at_every_advertised_version(admin_broker: BrokerProcess) -> None:
@@ -342,7 +250,7 @@ def test_fetch_of_many_topics_with_one_refused(tmp_path: Path) -> None:
     # split is linear (a list-membership test made it ~10^9 dict comparisons on the event loop).
     with BrokerProcess(tmp_path / "b", {**ACLS_ON, "allow.everyone.if.no.acl.found": "true"}) as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        _create(admin, [_binding(ResourceType.TOPIC, "x", AclOperation.READ, deny=True)])
+        grant(admin, _binding(ResourceType.TOPIC, "x", AclOperation.READ, deny=True))
         names = [f"t{i}" for i in range(40_000)] + ["x"]
         partition = {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1024}
         body = {

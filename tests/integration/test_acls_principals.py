@@ -12,11 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
-    AclPermissionType,
     AdminClient,
     NewTopic,
     ResourcePatternType,
@@ -24,6 +23,7 @@ from confluent_kafka.admin import (
 )
 
 from strom.testing.broker_process import BrokerProcess
+from tests.integration.acl_clients import binding, consume_code, grant, kafka_python_filter, produce_code
 from tests.integration.certs import Pki, make_pki, name
 from tests.integration.secure_clients import Security, _python_settings, librdkafka_settings
 
@@ -69,14 +69,6 @@ def _conf(broker: BrokerProcess, pki: Pki, who: str, login: str) -> dict[str, An
     }
 
 
-def _produce(conf: dict[str, Any], topic: str, idempotent: bool = False) -> int:
-    codes: list[int] = []
-    producer = Producer({**conf, "message.timeout.ms": 8000, "enable.idempotence": idempotent})
-    producer.produce(topic, b"v", on_delivery=lambda err, _m: codes.append(0 if err is None else err.code()))
-    producer.flush(15)
-    return codes[0]
-
-
 def _producer_id_error(conf: dict[str, Any]) -> int:
     """The fatal error an idempotent producer raises when it gets no producer id (0 if none in 10 s)."""
     producer = Producer({**conf, "enable.idempotence": True})
@@ -89,29 +81,6 @@ def _producer_id_error(conf: dict[str, Any]) -> int:
     return 0
 
 
-def _consume(conf: dict[str, Any], group: str, topic: str) -> int:
-    """0 when a record arrives, else the first error code."""
-    consumer = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    try:
-        for _ in range(20):
-            msg = consumer.poll(1.0)
-            if msg is None:
-                continue
-            if msg.error() is None:
-                return 0
-            if msg.error().code() != KafkaError._PARTITION_EOF:
-                return int(msg.error().code())
-        raise AssertionError("neither a record nor an error")
-    finally:
-        consumer.close()
-
-
-def _grant(admin: AdminClient, *bindings: AclBinding) -> None:
-    for future in admin.create_acls(list(bindings), request_timeout=15).values():
-        future.result()
-
-
 def _alice(
     rtype: ResourceType,
     res: str,
@@ -120,8 +89,7 @@ def _alice(
     deny: bool = False,
     pattern: ResourcePatternType = ResourcePatternType.LITERAL,
 ) -> AclBinding:
-    perm = AclPermissionType.DENY if deny else AclPermissionType.ALLOW
-    return AclBinding(rtype, res, pattern, "User:alice", "*", op, perm)
+    return binding("User:alice", rtype, res, op, deny=deny, pattern=pattern)
 
 
 @pytest.mark.parametrize("login", ["sasl-plain", "mtls"])
@@ -130,32 +98,32 @@ def test_alice_is_refused_until_admin_grants(broker: BrokerProcess, pki: Pki, lo
     admin = AdminClient(admin_conf)
     for f in admin.create_topics([NewTopic("orders", 1, 1), NewTopic("ordinary", 1, 1)]).values():
         f.result(15)
-    assert _produce(admin_conf, "orders") == 0  # the super user needs no ACL
+    assert produce_code(admin_conf, "orders") == 0  # the super user needs no ACL
 
-    assert _produce(alice_conf, "orders") == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert produce_code(alice_conf, "orders") == KafkaError.TOPIC_AUTHORIZATION_FAILED
     # KIP-679: an idempotent producer with neither IDEMPOTENT_WRITE nor WRITE on any topic gets no
     # producer id (a fatal error in librdkafka).
     assert _producer_id_error(alice_conf) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
-    assert _consume(alice_conf, "g", "orders") == KafkaError.GROUP_AUTHORIZATION_FAILED
+    assert consume_code(alice_conf, "g", "orders") == KafkaError.GROUP_AUTHORIZATION_FAILED
     alice_admin = AdminClient(alice_conf)
     assert "orders" not in alice_admin.list_topics(timeout=15).topics
     with pytest.raises(KafkaException) as info:
         alice_admin.create_topics([NewTopic("mine", 1, 1)])["mine"].result(15)
     assert info.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     with pytest.raises(KafkaException) as info:
-        _grant(alice_admin, _alice(ResourceType.TOPIC, "orders", AclOperation.ALL))
+        grant(alice_admin, _alice(ResourceType.TOPIC, "orders", AclOperation.ALL))
     assert info.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
 
-    _grant(
+    grant(
         admin,
         _alice(ResourceType.TOPIC, "ord", AclOperation.WRITE, pattern=ResourcePatternType.PREFIXED),
         _alice(ResourceType.TOPIC, "orders", AclOperation.READ),
         _alice(ResourceType.GROUP, "g", AclOperation.READ),
     )
-    assert _produce(alice_conf, "orders") == 0
-    assert _produce(alice_conf, "ordinary") == 0  # the PREFIXED grant
-    assert _produce(alice_conf, "orders", idempotent=True) == 0  # WRITE on some topic suffices
-    assert _consume(alice_conf, "g", "orders") == 0
+    assert produce_code(alice_conf, "orders") == 0
+    assert produce_code(alice_conf, "ordinary") == 0  # the PREFIXED grant
+    assert produce_code(alice_conf, "orders", idempotent=True) == 0  # WRITE on some topic suffices
+    assert consume_code(alice_conf, "g", "orders") == 0
     assert "orders" in alice_admin.list_topics(timeout=15).topics  # WRITE implies DESCRIBE
     described = alice_admin.describe_topics(
         TopicCollection(["orders"]), request_timeout=15, include_authorized_operations=True
@@ -163,32 +131,23 @@ def test_alice_is_refused_until_admin_grants(broker: BrokerProcess, pki: Pki, lo
     assert {op.name for op in described.authorized_operations} == {"READ", "WRITE", "DESCRIBE"}
 
     # DENY beats ALLOW: a DENY for everybody on the prefix refuses alice, not the super user.
-    everybody = AclBinding(
+    everybody = binding(
+        "User:*",
         ResourceType.TOPIC,
         "ordi",
-        ResourcePatternType.PREFIXED,
-        "User:*",
-        "*",
         AclOperation.WRITE,
-        AclPermissionType.DENY,
+        deny=True,
+        pattern=ResourcePatternType.PREFIXED,
     )
-    _grant(admin, everybody)
-    assert _produce(alice_conf, "ordinary") == KafkaError.TOPIC_AUTHORIZATION_FAILED
-    assert _produce(alice_conf, "orders") == 0
-    assert _produce(admin_conf, "ordinary") == 0
+    grant(admin, everybody)
+    assert produce_code(alice_conf, "ordinary") == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert produce_code(alice_conf, "orders") == 0
+    assert produce_code(admin_conf, "ordinary") == 0
 
 
 def test_kafka_python_sees_the_same_codes(broker: BrokerProcess, pki: Pki) -> None:
     from kafka import KafkaProducer
-    from kafka.admin import (
-        ACLFilter,
-        ACLOperation,
-        ACLPermissionType,
-        ACLResourcePatternType,
-        KafkaAdminClient,
-        ResourcePatternFilter,
-    )
-    from kafka.admin import ResourceType as KpResourceType
+    from kafka.admin import KafkaAdminClient
     from kafka.errors import ClusterAuthorizationFailedError, TopicAuthorizationFailedError
 
     cert, key = pki.client(name("alice"), "alice-kp")
@@ -197,15 +156,8 @@ def test_kafka_python_sees_the_same_codes(broker: BrokerProcess, pki: Pki) -> No
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, **settings)
     producer = KafkaProducer(bootstrap_servers=bootstrap, max_block_ms=10_000, **settings)
     try:
-        flt = ACLFilter(
-            None,
-            "*",
-            ACLOperation.ANY,
-            ACLPermissionType.ANY,
-            ResourcePatternFilter(KpResourceType.ANY, None, ACLResourcePatternType.ANY),
-        )
         with pytest.raises(ClusterAuthorizationFailedError):
-            admin.describe_acls(flt)
+            admin.describe_acls(kafka_python_filter())
         with pytest.raises(TopicAuthorizationFailedError):
             producer.send("orders", b"v").get(timeout=15)
     finally:
