@@ -8,6 +8,7 @@ restart) and check what the same principal may and may not do under ``allow.ever
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -44,15 +45,7 @@ ACLS_ON = {
 ANON = "User:ANONYMOUS"
 
 
-def _binding(
-    rtype: ResourceType,
-    name: str,
-    op: AclOperation,
-    *,
-    deny: bool = False,
-    pattern: ResourcePatternType = ResourcePatternType.LITERAL,
-) -> AclBinding:
-    return binding(ANON, rtype, name, op, deny=deny, pattern=pattern)
+_binding = partial(binding, ANON)  # (rtype, name, op, *, deny=False, pattern=LITERAL)
 
 
 @pytest.fixture

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import (
-    AclBinding,
     AclOperation,
     AdminClient,
     NewTopic,
@@ -81,15 +81,7 @@ def _producer_id_error(conf: dict[str, Any]) -> int:
     return 0
 
 
-def _alice(
-    rtype: ResourceType,
-    res: str,
-    op: AclOperation,
-    *,
-    deny: bool = False,
-    pattern: ResourcePatternType = ResourcePatternType.LITERAL,
-) -> AclBinding:
-    return binding("User:alice", rtype, res, op, deny=deny, pattern=pattern)
+_alice = partial(binding, "User:alice")  # (rtype, name, op, *, deny=False, pattern=LITERAL)
 
 
 @pytest.mark.parametrize("login", ["sasl-plain", "mtls"])
