@@ -29,7 +29,7 @@ def group_service(ctx: RequestContext) -> GroupService:
     return ctx.broker.groups
 
 
-def _not_coordinator(ctx: RequestContext, group_id: str, operation: Op = Op.READ) -> ErrorCode | None:
+def group_refusal(ctx: RequestContext, group_id: str, operation: Op = Op.READ) -> ErrorCode | None:
     """Why this broker does not serve the group request: the sender lacks `operation` on the group
     (GROUP_AUTHORIZATION_FAILED; READ for membership APIs), or another broker coordinates it."""
     if denied(ctx, operation, Res.GROUP, group_id):
@@ -101,7 +101,7 @@ def _find_error(code: ErrorCode, message: str) -> Body:
 async def handle_join_group(ctx: RequestContext, req: Body) -> Body:
     group_id = req["group_id"]
     member_id = req["member_id"] or ""
-    error = _not_coordinator(ctx, group_id)
+    error = group_refusal(ctx, group_id)
     service = group_service(ctx)
     if error is not None:
         return _join_response(error, member_id)
@@ -151,7 +151,7 @@ def _join_response(code: ErrorCode, member_id: str) -> Body:
 @handles(ApiKey.SYNC_GROUP)
 async def handle_sync_group(ctx: RequestContext, req: Body) -> Body:
     group_id = req["group_id"]
-    error = _not_coordinator(ctx, group_id)
+    error = group_refusal(ctx, group_id)
     service = group_service(ctx)
     if error is not None:
         return {
@@ -183,7 +183,7 @@ async def handle_sync_group(ctx: RequestContext, req: Body) -> Body:
 @handles(ApiKey.HEARTBEAT)
 async def handle_heartbeat(ctx: RequestContext, req: Body) -> Body:
     group_id = req["group_id"]
-    error = _not_coordinator(ctx, group_id)
+    error = group_refusal(ctx, group_id)
     service = group_service(ctx)
     if error is None and service is not None:
         error = service.coordinator.heartbeat(
@@ -204,7 +204,7 @@ async def handle_leave_group(ctx: RequestContext, req: Body) -> Body:
         leaving = [(m["member_id"] or "", m.get("group_instance_id")) for m in req["members"]]
     else:
         leaving = [(req["member_id"] or "", None)]
-    error = _not_coordinator(ctx, group_id)
+    error = group_refusal(ctx, group_id)
     service = group_service(ctx)
     if error is not None:
         code = int(error)
@@ -228,7 +228,7 @@ async def handle_describe_groups(ctx: RequestContext, req: Body) -> Body:
     service = group_service(ctx)
     groups = []
     for group_id in req["groups"]:
-        error = _not_coordinator(ctx, group_id, Op.DESCRIBE)
+        error = group_refusal(ctx, group_id, Op.DESCRIBE)
         if error is not None:
             # Cluster mode: only the group's coordinator describes it (NOT_COORDINATOR elsewhere).
             groups.append(_described(group_id, error))
@@ -286,7 +286,7 @@ async def handle_list_groups(ctx: RequestContext, req: Body) -> Body:
 async def handle_delete_groups(ctx: RequestContext, req: Body) -> Body:
     service = group_service(ctx)
     names: list[str] = list(req["groups_names"])
-    refusals = {n: _not_coordinator(ctx, n, Op.DELETE) for n in names}
+    refusals = {n: group_refusal(ctx, n, Op.DELETE) for n in names}
     mine = [n for n, refused in refusals.items() if refused is None]
     codes = {n: refused or ErrorCode.NONE for n, refused in refusals.items()}
     codes.update(service.coordinator.delete_groups(mine))

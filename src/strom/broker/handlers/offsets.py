@@ -22,7 +22,7 @@ from typing import Any
 
 from strom.broker.handlers.authz import Op, Res, denied
 from strom.broker.handlers.base import Body, RequestContext, handles
-from strom.broker.handlers.groups import group_service
+from strom.broker.handlers.groups import group_refusal, group_service
 from strom.coordinator import OffsetAndMetadata, TopicPartition
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
@@ -34,15 +34,6 @@ NO_LEADER_EPOCH = -1
 def _partition_exists(ctx: RequestContext, tp: TopicPartition) -> bool:
     info = ctx.broker.metadata.topics.get(tp.topic)
     return info is not None and 0 <= tp.partition < info.partitions
-
-
-def _group_error(ctx: RequestContext, group_id: str, operation: Op) -> ErrorCode | None:
-    if denied(ctx, operation, Res.GROUP, group_id):
-        return ErrorCode.GROUP_AUTHORIZATION_FAILED
-    service = group_service(ctx)
-    if not service.is_coordinator(group_id):
-        return ErrorCode.NOT_COORDINATOR
-    return None
 
 
 # --- OffsetCommit --------------------------------------------------------------------------------
@@ -69,7 +60,7 @@ async def handle_offset_commit(ctx: RequestContext, req: Body) -> Body:
                 leader_epoch=int(part.get("committed_leader_epoch", NO_LEADER_EPOCH)),
                 metadata=part.get("committed_metadata") or "",
             )
-    error = _group_error(ctx, group_id, Op.READ)
+    error = group_refusal(ctx, group_id, Op.READ)
     service = group_service(ctx)
     if error is not None:
         results.update(dict.fromkeys(offsets, error))
@@ -109,7 +100,7 @@ async def handle_offset_fetch(ctx: RequestContext, req: Body) -> Body:
     requested: list[TopicPartition] | None = None
     if req.get("topics") is not None:
         requested = [TopicPartition(t["name"], int(p)) for t in req["topics"] for p in t["partition_indexes"]]
-    error = _group_error(ctx, group_id, Op.DESCRIBE)
+    error = group_refusal(ctx, group_id, Op.DESCRIBE)
     service = group_service(ctx)
     if error is not None:
         code = error
@@ -169,7 +160,7 @@ async def handle_offset_delete(ctx: RequestContext, req: Body) -> Body:
     requested = [
         TopicPartition(t["name"], int(p["partition_index"])) for t in req["topics"] for p in t["partitions"]
     ]
-    error = _group_error(ctx, group_id, Op.DELETE)
+    error = group_refusal(ctx, group_id, Op.DELETE)
     service = group_service(ctx)
     if error is not None:
         return {
