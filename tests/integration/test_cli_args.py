@@ -75,6 +75,9 @@ def assert_one_line_error(result: subprocess.CompletedProcess[bytes], status: in
         (("groups", "delete"), "required: GROUP"),
         (("--bootstrap-server",), "expected one argument"),
         (("--request-timeout-s", "soon", "topics", "list"), "not a number"),
+        (("consume", "t", "--bogus"), "strom consume: error: unrecognized arguments: --bogus"),
+        (("topics", "list", "--bogus", "x"), "strom topics list: error: unrecognized arguments: --bogus x"),
+        (("users", "describe", "--mechanism", "X"), "(see 'strom users describe --help')"),
     ],
 )
 def test_usage_errors_are_one_line_with_status_2(args: tuple[str, ...], needle: str) -> None:

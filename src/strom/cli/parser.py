@@ -41,6 +41,28 @@ class OneLineErrorParser(argparse.ArgumentParser):
                 self.error(f"the following arguments are required: {text}")
         return parsed, extras
 
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            # Reported by the command's own parser, so the message points at the --help that lists
+            # the command's options (argparse would blame the top-level parser).
+            self._command_parser(parsed).error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+    def _command_parser(self, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+        """The innermost subcommand parser that `parsed` went through."""
+        parser: argparse.ArgumentParser = self
+        while True:
+            chosen = None
+            for action in parser._actions:
+                if isinstance(action, argparse._SubParsersAction):
+                    chosen = action.choices.get(str(getattr(parsed, action.dest, "")))
+            if chosen is None:
+                return parser
+            parser = chosen
+
     def error(self, message: str) -> NoReturn:
         flat = " ".join(message.split())
         self.exit(2, f"{self.prog}: error: {flat} (see '{self.prog} --help')\n")
