@@ -3,6 +3,7 @@ persistence across a reopen, and the start-up check of authorizer.class.name."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -34,8 +35,14 @@ def test_create_describe_delete_and_reopen(tmp_path: Path) -> None:
         ResourcePattern(ResourceType.TOPIC, "t", PatternType.MATCH),
         AccessControlEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW),
     )
-    reasons = auth.create(
-        [_binding("t", AclOperation.READ), _binding("app.", AclOperation.WRITE, PatternType.PREFIXED), bad]
+    reasons = asyncio.run(
+        auth.create(
+            [
+                _binding("t", AclOperation.READ),
+                _binding("app.", AclOperation.WRITE, PatternType.PREFIXED),
+                bad,
+            ]
+        )
     )
     assert reasons[:2] == [None, None] and reasons[2] is not None
     assert auth.allowed("User:alice", "10.0.0.1", AclOperation.WRITE, ResourceType.TOPIC, "app.x")
@@ -52,7 +59,9 @@ def test_create_describe_delete_and_reopen(tmp_path: Path) -> None:
     assert len(reopened.describe(AclBindingFilter())) == 2
     assert reopened.allowed("User:alice", "h", AclOperation.DESCRIBE, ResourceType.TOPIC, "t")
 
-    removed = reopened.delete(AclBindingFilter(ResourceType.TOPIC, "app.orders", PatternType.MATCH))
+    removed = asyncio.run(
+        reopened.delete(AclBindingFilter(ResourceType.TOPIC, "app.orders", PatternType.MATCH))
+    )
     assert [b.pattern.name for b in removed] == ["app."]
     assert not reopened.allowed("User:alice", "h", AclOperation.WRITE, ResourceType.TOPIC, "app.x")
     assert len(Authorizer(LocalAclStore(str(tmp_path)), None, False).describe(AclBindingFilter())) == 1

@@ -8,10 +8,16 @@ The bindings live in an `AclStore`: ZooKeeper in a cluster (strom.cluster.zk_acl
 shared by every broker through change notifications) or, for a single node, `LocalAclStore`: one JSON
 file ``acls.json`` in the first log dir, rewritten atomically (temp file, fsync, rename) on each change.
 The decision itself is strom.acl.authorizer's, over an in-memory `AclSet` kept up to date from the store.
+
+CreateAcls and DeleteAcls write the store in a worker thread (``asyncio.to_thread``): a ZooKeeper
+write waits for a round trip, and for as long as ZooKeeper is slow or paused; on the event loop that
+wait would stall every connection of the broker. One write at a time (a lock), and the in-memory set
+is changed on the loop once the store has the change, so decisions never see a half-applied one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Callable, Iterable
@@ -137,6 +143,7 @@ class Authorizer:
         self.super_users = parse_super_users(super_users)
         self.allow_if_no_acl = allow_if_no_acl
         self.acls = AclSet(store.load_all())
+        self._writing = asyncio.Lock()  # one store write at a time, off the event loop
 
     def start(self) -> None:
         self._store.watch(self._reload)
@@ -173,37 +180,38 @@ class Authorizer:
         )
 
     # the ACL admin APIs ---------------------------------------------------------------------------
-    def create(self, bindings: Iterable[AclBinding]) -> list[str | None]:
+    async def create(self, bindings: Iterable[AclBinding]) -> list[str | None]:
         """Store each binding; per binding None, or why it was refused (INVALID_REQUEST)."""
         results: list[str | None] = []
         for binding in bindings:
             reason = invalid_binding(binding)
             if reason is None:
-                self._update(binding.pattern, partial(_add, binding.entry))
+                await self._update(binding.pattern, partial(_add, binding.entry))
             results.append(reason)
         return results
 
-    def _update(self, pattern: ResourcePattern, change: Callable[[Entries], Entries]) -> Entries:
-        try:
-            after = self._store.update(pattern, change)
-        except (ZkError, OSError) as exc:
-            raise AclStoreUnavailable(str(exc)) from exc
+    async def _update(self, pattern: ResourcePattern, change: Callable[[Entries], Entries]) -> Entries:
+        async with self._writing:
+            try:
+                after = await asyncio.to_thread(self._store.update, pattern, change)
+            except (ZkError, OSError) as exc:
+                raise AclStoreUnavailable(str(exc)) from exc
         self.acls.set_entries(pattern, after)
         return after
 
     def describe(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
         return [b for b in self.acls.bindings() if acl_filter.matches(b)]
 
-    def delete(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
+    async def delete(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
         """Remove every binding the filter matches; the removed bindings."""
         removed: list[AclBinding] = []
-        for pattern in self.acls.patterns():
+        for pattern in list(self.acls.patterns()):  # a copy: the set may change while a write waits
             doomed = frozenset(
                 e for e in self.acls.entries(pattern) if acl_filter.matches(AclBinding(pattern, e))
             )
             if not doomed:
                 continue
-            after = self._update(pattern, partial(_remove, doomed))
+            after = await self._update(pattern, partial(_remove, doomed))
             removed += (AclBinding(pattern, e) for e in doomed if e not in after)
         return removed
 

@@ -134,7 +134,7 @@ async def create_acls(ctx: RequestContext, body: Body) -> Body:
         for c in creations
     ]
     try:
-        reasons = auth.create(bindings)
+        reasons = await auth.create(bindings)
     except AclStoreUnavailable as exc:  # e.g. ZooKeeper unreachable: some may not have been stored
         log.warning("CreateAcls failed: %s", exc)
         failed = {"error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR), "error_message": "ACL store unavailable"}
@@ -164,7 +164,7 @@ async def delete_acls(ctx: RequestContext, body: Body) -> Body:
             )
             continue
         try:
-            removed = auth.delete(acl_filter)
+            removed = await auth.delete(acl_filter)
         except AclStoreUnavailable as exc:
             log.warning("DeleteAcls failed: %s", exc)
             out.append(

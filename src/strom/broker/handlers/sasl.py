@@ -130,7 +130,10 @@ async def handle_alter_user_scram_credentials(ctx: RequestContext, req: Body) ->
         )
         upserts.append((name, mechanism, credential))
     # A user with any error changes nothing (Kafka applies per user).
-    store.alter([u for u in upserts if u[0] not in errors], [d for d in deletions if d[0] not in errors])
+    # In a cluster this writes ZooKeeper off the event loop (security/credentials.py).
+    await store.alter(
+        [u for u in upserts if u[0] not in errors], [d for d in deletions if d[0] not in errors]
+    )
     results = []
     for name in order:
         code, message = errors.get(name, (ErrorCode.NONE, None))

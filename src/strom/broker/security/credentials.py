@@ -7,10 +7,13 @@ ZooKeeper under ``/config/users/<name>``. In a ZooKeeper cluster `ZkCredentialSt
 that znode (read-modify-write: quotas share its map) and posts a config change notification
 (``users/<name>``); every broker caches the credentials and reloads a user when notified
 (cluster_member.py watches the notifications), so a user created through one broker logs in on all.
+`ZkCredentialStore.alter` (AlterUserScramCredentials) writes ZooKeeper from a worker thread, never
+waiting for ZooKeeper on the event loop, and updates the cache on the loop once the write is done.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from pathlib import Path
@@ -27,7 +30,7 @@ class CredentialStore(Protocol):
         """user -> mechanism -> iterations."""
         ...
 
-    def alter(
+    async def alter(
         self, upserts: list[tuple[str, str, ScramCredential]], deletions: list[tuple[str, str]]
     ) -> None: ...
 
@@ -58,7 +61,7 @@ class LocalCredentialStore(_CachedCredentials):
         if self._path.exists():
             self._users = dict(json.loads(self._path.read_text())["users"])
 
-    def alter(
+    async def alter(
         self, upserts: list[tuple[str, str, ScramCredential]], deletions: list[tuple[str, str]]
     ) -> None:
         users = {user: dict(mechs) for user, mechs in self._users.items()}
@@ -91,13 +94,21 @@ class ZkCredentialStore(_CachedCredentials):
 
     def reload(self, user: str) -> None:
         """Re-read one user's credentials (on a change notification)."""
-        mechs = {k: v for k, v in self._zk.get_user_config(user).items() if k in HASHES}
+        self._cache(user, self._zk.get_user_config(user))
+
+    def _cache(self, user: str, config: dict[str, str]) -> None:
+        mechs = {k: v for k, v in config.items() if k in HASHES}
         if mechs:
             self._users[user] = mechs
         else:
             self._users.pop(user, None)
 
-    def alter(
+    def _write(self, user: str, change: dict[str, str | None]) -> dict[str, str]:
+        """In a worker thread: the conditional write and notification, then the user's config as stored."""
+        self._zk.update_user_config(user, change)
+        return self._zk.get_user_config(user)
+
+    async def alter(
         self, upserts: list[tuple[str, str, ScramCredential]], deletions: list[tuple[str, str]]
     ) -> None:
         changes: dict[str, dict[str, str | None]] = {}
@@ -106,5 +117,4 @@ class ZkCredentialStore(_CachedCredentials):
         for user, mechanism, credential in upserts:
             changes.setdefault(user, {})[mechanism] = credential.to_kafka()
         for user, change in changes.items():
-            self._zk.update_user_config(user, change)
-            self.reload(user)
+            self._cache(user, await asyncio.to_thread(self._write, user, change))
