@@ -6,6 +6,8 @@ import pytest
 
 from strom._util.errors import ConfigError
 from strom.broker.config import BrokerConfig
+from strom.broker.security.connection import for_listener
+from strom.broker.security.credentials import LocalCredentialStore
 from strom.broker.security.listeners import SecurityProtocol, parse_listener_setup
 
 
@@ -94,3 +96,21 @@ def test_reauthentication_lifetime_is_zero_or_positive() -> None:
     assert config.for_listener("OTHER", "connections.max.reauth.ms") == 0
     with pytest.raises(ConfigError, match="positive number of milliseconds"):
         BrokerConfig({"connections.max.reauth.ms": "-1"})
+
+
+def test_reauthentication_lifetime_per_listener_and_mechanism() -> None:
+    props = {
+        "listeners": "CLIENT://127.0.0.1:0",
+        "listener.security.protocol.map": "CLIENT:SASL_PLAINTEXT",
+        "connections.max.reauth.ms": "60000",
+        "listener.name.client.connections.max.reauth.ms": "30000",
+        "listener.name.client.scram-sha-512.connections.max.reauth.ms": "1000",
+    }
+    config = BrokerConfig(props)
+    listener = parse_listener_setup(["CLIENT://127.0.0.1:0"], None, "CLIENT:SASL_PLAINTEXT", None, None)
+    settings = for_listener(config, listener.listener("CLIENT"), lambda: LocalCredentialStore("/nonexistent"))
+    assert settings.sasl_settings is not None
+    assert settings.sasl_settings.reauth_ms == {"PLAIN": 30000, "SCRAM-SHA-256": 30000, "SCRAM-SHA-512": 1000}
+    bad = BrokerConfig({**props, "listener.name.client.plain.connections.max.reauth.ms": "-5"})
+    with pytest.raises(ConfigError, match=r"plain\.connections\.max\.reauth\.ms"):
+        for_listener(bad, listener.listener("CLIENT"), lambda: LocalCredentialStore("/nonexistent"))

@@ -55,7 +55,7 @@ def _parse_pem_type(raw: str) -> str:
     return "PEM"
 
 
-def _parse_reauth(raw: str) -> int:
+def parse_reauth(raw: str) -> int:
     value = int(raw)
     if value < 0:
         raise ValueError("must be 0 (sessions never end) or a positive number of milliseconds")
@@ -96,7 +96,7 @@ SECURITY_CONFIGS: list[tuple[str, Callable[[str], Any], str | None, str]] = [
     ),
     (
         "connections.max.reauth.ms",
-        _parse_reauth,
+        parse_reauth,
         "0",
         "KIP-368: a SASL session's lifetime; after it a client must re-authenticate on the connection, "
         "or any other request closes it (0: sessions never end).",
@@ -165,7 +165,8 @@ def is_listener_override(key: str) -> bool:
     if rest in _PER_LISTENER:
         return True
     mechanism, _, tail = rest.partition(".")
-    return tail == "sasl.jaas.config" and mechanism.upper() in MECHANISMS
+    # Kafka's listener- and mechanism-prefixed forms: the JAAS config, and KIP-368's session lifetime.
+    return tail in ("sasl.jaas.config", "connections.max.reauth.ms") and mechanism.upper() in MECHANISMS
 
 
 def check_override(key: str) -> None:

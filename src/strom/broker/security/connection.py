@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from strom._util.errors import ConfigError
+from strom.broker.security.config_defs import parse_reauth
 from strom.broker.security.credentials import CredentialStore
 from strom.broker.security.jaas import parse_jaas
 from strom.broker.security.listeners import ANONYMOUS, Listener, SecurityProtocol
@@ -117,9 +118,22 @@ def _sasl_settings(
         mechanisms,
         plain_users,
         credentials,
-        int(settings.for_listener(listener.name, "connections.max.reauth.ms")),
+        {mechanism: _reauth_ms(settings, listener, mechanism) for mechanism in mechanisms},
         int(settings.for_listener(listener.name, "connection.failed.authentication.delay.ms")),
     )
+
+
+def _reauth_ms(settings: Settings, listener: Listener, mechanism: str) -> int:
+    """KIP-368's session lifetime: ``listener.name.<l>.<mechanism>.connections.max.reauth.ms`` (Kafka's
+    listener- and mechanism-prefixed form), else the listener's or the broker's setting."""
+    name = f"{mechanism.lower()}.connections.max.reauth.ms"
+    raw = settings.listener_raw(listener.name, name)
+    if raw is None:
+        return int(settings.for_listener(listener.name, "connections.max.reauth.ms"))
+    try:
+        return parse_reauth(raw)
+    except ValueError as exc:
+        raise ConfigError(f"invalid value for {listener.prefix}{name}: {raw!r} ({exc})") from None
 
 
 def size_hint(first_byte: int, unauthenticated: bool) -> str:

@@ -71,7 +71,7 @@ class SaslSettings:
     mechanisms: tuple[str, ...]
     plain_users: dict[str, str]  # PLAIN logins from the JAAS config (user_<name>)
     credentials: Callable[[], CredentialStore]  # SCRAM credentials (looked up per exchange)
-    reauth_ms: int
+    reauth_ms: dict[str, int]  # session lifetime per mechanism (connections.max.reauth.ms; 0: no end)
     failure_delay_ms: int
 
 
@@ -274,7 +274,7 @@ class SaslAuthenticator:
                 "session_lifetime_ms": 0,
             }
             return self._reply(ApiKey.SASL_AUTHENTICATE, version, correlation_id, body, close=True)
-        lifetime = max(self._settings.reauth_ms, 0) if mechanism.complete else 0
+        lifetime = self._settings.reauth_ms.get(self._mechanism_name, 0) if mechanism.complete else 0
         self._complete(mechanism, client_host)
         body = {"error_code": 0, "error_message": None, "auth_bytes": reply, "session_lifetime_ms": lifetime}
         return self._reply(ApiKey.SASL_AUTHENTICATE, version, correlation_id, body)
@@ -304,7 +304,7 @@ class SaslAuthenticator:
         self.authenticated = True
         self.principal = f"User:{mechanism.username}"
         self._mechanism, self._reauthenticating, self._legacy = None, False, False
-        reauth_ms = self._settings.reauth_ms
+        reauth_ms = self._settings.reauth_ms.get(self._mechanism_name, 0)
         self._expires_ns = self._now_ns() + reauth_ms * 1_000_000 if reauth_ms > 0 else None
         if again:
             self.reauthentications += 1
