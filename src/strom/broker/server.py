@@ -384,8 +384,7 @@ class _Connection(asyncio.BufferedProtocol):
     async def _process(self, payload: bytearray, received_ns: int) -> bool:
         """Handle one request, queueing its response in order; False once the connection must close."""
         if (auth := self._auth) is not None and auth.gates(payload):
-            # Before authentication, a re-authentication, or a request after the session ended.
-            step = await auth.receive(payload, self.client_host)  # security/sasl.py
+            step = await auth.receive(payload, self.client_host)  # security/sasl.py: gates, receive
             self._answer(step.answer)
             self.principal = auth.principal
             if step.close:  # closed once the answer has gone out
