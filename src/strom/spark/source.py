@@ -30,9 +30,9 @@ from pyspark.sql.types import (
 )
 
 from strom.spark.avro_options import parse_avro_options
-from strom.spark.avro_plan import AvroRead, plan_read, plan_write
+from strom.spark.avro_plan import AvroRead, AvroWrite, plan_read, plan_write
 from strom.spark.avro_writer import AvroBatchWriter, AvroStreamWriter
-from strom.spark.options import KafkaOptionError, parse_sink_options, parse_source_options
+from strom.spark.options import KafkaOptionError, SinkOptions, parse_sink_options, parse_source_options
 from strom.spark.reader import StromBatchReader, StromStreamReader
 from strom.spark.writer import StromBatchWriter, StromStreamWriter, validate_sink_schema
 
@@ -92,21 +92,20 @@ class StromDataSource(DataSource):
                 "ErrorIfExists (default)."
             )
         options = parse_sink_options(self.options)
-        avro = plan_write(parse_avro_options(self.options, sink=True), schema)
-        if avro is None:
-            validate_sink_schema(schema, options)
-            return StromBatchWriter(options)
-        validate_sink_schema(avro.sink_schema(schema), options)
-        return AvroBatchWriter(options, avro)
+        avro = self._checked_sink(schema, options)
+        return StromBatchWriter(options) if avro is None else AvroBatchWriter(options, avro)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         options = parse_sink_options(self.options, streaming=True)
+        avro = self._checked_sink(schema, options)
+        return StromStreamWriter(options) if avro is None else AvroStreamWriter(options, avro)
+
+    def _checked_sink(self, schema: StructType, options: SinkOptions) -> AvroWrite | None:
+        """The Avro encoding of the key/value struct columns (None: written as they are), after
+        checking the columns the sink will see as Spark's Kafka sink does."""
         avro = plan_write(parse_avro_options(self.options, sink=True), schema)
-        if avro is None:
-            validate_sink_schema(schema, options)
-            return StromStreamWriter(options)
-        validate_sink_schema(avro.sink_schema(schema), options)
-        return AvroStreamWriter(options, avro)
+        validate_sink_schema(schema if avro is None else avro.sink_schema(schema), options)
+        return avro
 
     def _include_headers(self) -> bool:
         return str(self.options.get("includeheaders", "false")).strip().lower() == "true"
