@@ -85,10 +85,11 @@ def test_messages_in_and_under_replicated_partitions(make_cluster: Any) -> None:
     assert sum(value(scrape(urls[b]), "kafka_server_replicamanager_isrexpands_total") for b in others) > 0
 
 
-def test_consumer_lag_summed_over_brokers_matches_groups_describe(make_cluster: Any) -> None:
-    """Each group's lag series come from its coordinator alone, for the partitions it hosts a replica
-    of: summed over a scrape of every broker, they are `strom groups describe`'s LAG column for those
-    partitions; a partition without a replica on the coordinator has no series on any broker."""
+def test_consumer_lag_of_every_committed_partition_on_the_coordinator(make_cluster: Any) -> None:
+    """A group's lag series come from its coordinator alone, one per committed partition (as
+    kafka_exporter's), equal to `strom groups describe`'s LAG: also for partitions of an RF 1 topic
+    that the coordinator holds no replica of (their high watermarks are asked of the leaders in the
+    background), and they follow new records there within a refresh interval."""
     cluster: LocalCluster = make_cluster(3)
     create_topic(cluster.bootstrap, "lag-rf3", 3, 3)  # a replica of every partition on every broker
     create_topic(cluster.bootstrap, "lag-rf1", 3, 1)  # one broker per partition
@@ -98,7 +99,6 @@ def test_consumer_lag_summed_over_brokers_matches_groups_describe(make_cluster: 
             for i in range(count):
                 producer.produce(topic, str(i).encode(), partition=partition)
     assert producer.flush(30) == 0
-    producer.close()
     group = "lag-group"
     consumer = Consumer(
         {"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False}
@@ -107,39 +107,40 @@ def test_consumer_lag_summed_over_brokers_matches_groups_describe(make_cluster: 
     consumer.commit(offsets=committed, asynchronous=False)
     consumer.close()
 
-    described = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "strom.cli.main",
-            "--bootstrap-server",
-            cluster.bootstrap,
-            "groups",
-            "describe",
-            group,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
-    rows = [line.split() for line in described.splitlines()[2:] if line.strip()]
-    described_lag = {(cols[0], int(cols[1])): float(cols[4]) for cols in rows}
-    assert described_lag == {
+    def described_lag() -> dict[tuple[str, int], float]:
+        described = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "strom.cli.main",
+                "--bootstrap-server",
+                cluster.bootstrap,
+                "groups",
+                "describe",
+                group,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+        rows = [line.split() for line in described.splitlines()[2:] if line.strip()]
+        return {(cols[0], int(cols[1])): float(cols[4]) for cols in rows}
+
+    expected = described_lag()
+    assert expected == {
         (t, p): lag for t in ("lag-rf3", "lag-rf1") for p, lag in enumerate((25.0, 0.0, 10.0))
     }
 
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     (future,) = admin.describe_consumer_groups([group]).values()
     coordinator = future.result(10).coordinator.id
-    hosted = {
+    remote = sorted(
         p
         for p, (_, replicas, _) in partitions_of(cluster.bootstrap, "lag-rf1").items()
-        if coordinator in replicas
-    }
-    assert len(hosted) == 1  # RF 1 over three brokers: the other two partitions have no lag series
-    expected = {("lag-rf3", p): described_lag[("lag-rf3", p)] for p in range(3)}
-    expected |= {("lag-rf1", p): described_lag[("lag-rf1", p)] for p in hosted}
+        if coordinator not in replicas
+    )
+    assert len(remote) == 2  # RF 1 over three brokers: two partitions have no replica on the coordinator
 
     def exported() -> dict[int, dict[tuple[str, int], float]]:
         by_broker: dict[int, dict[tuple[str, int], float]] = {}
@@ -151,5 +152,14 @@ def test_consumer_lag_summed_over_brokers_matches_groups_describe(make_cluster: 
                     by_broker.setdefault(broker, {})[(label["topic"], int(label["partition"]))] = lag
         return by_broker
 
-    # A follower's high watermark trails the leader's by at most a fetch: wait for the followers' to catch up.
+    # The first scrape starts the background refresh; a follower's high watermark trails the leader's
+    # by at most a fetch.
     wait_until(lambda: exported() == {coordinator: expected}, 30, "the coordinator's lag series")
+
+    for _ in range(7):
+        producer.produce("lag-rf1", b"more", partition=remote[0])
+    assert producer.flush(30) == 0
+    producer.close()
+    expected = described_lag()
+    assert expected[("lag-rf1", remote[0])] == (25.0, 0.0, 10.0)[remote[0]] + 7
+    wait_until(lambda: exported() == {coordinator: expected}, 20, "lag following the remote leader")

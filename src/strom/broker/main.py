@@ -57,7 +57,7 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event) -> None:
             broker.listener_protocols[listener.name] = listener.protocol.value
         broker.advertised = endpoints[setup.inter_broker]
         broker.listener_endpoints = endpoints
-        http, registry_api = await _start_http(
+        http, registry_api, metrics_api = await _start_http(
             config, broker, lambda: sum(server.connection_count for server in servers)
         )
     except BaseException:
@@ -86,13 +86,15 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event) -> None:
             await server.stop()
         await http.stop()
         await registry_api.close()
+        if metrics_api is not None:
+            await metrics_api.close()
         await broker.stop()
         log.info("shut down cleanly")
 
 
 async def _start_http(
     config: BrokerConfig, broker: Broker, connection_count: Callable[[], int]
-) -> tuple[HttpServer, RegistryApi]:
+) -> tuple[HttpServer, RegistryApi, MetricsApi | None]:
     """The HTTP listener with the registry's routes (its URL is where other brokers forward writes)
     and, unless ``metrics.enabled=false``, ``/metrics``."""
     http = HttpServer(
@@ -105,8 +107,10 @@ async def _start_http(
     registry_api = RegistryApi(broker.registry, client_context(config, "HTTP"))
     http.mount(registry_api.routes())
     http.mount(ConsoleApi(broker).routes())
+    metrics_api = None
     if broker.metrics is not None:
-        http.mount(MetricsApi(broker, broker.metrics, connection_count).routes())
+        metrics_api = MetricsApi(broker, broker.metrics, connection_count)
+        http.mount(metrics_api.routes())
     bound = await http.start()
     if bound:
         host, port = bound[0]
@@ -114,7 +118,7 @@ async def _start_http(
         scheme = "https" if http.secure[0] else "http"
         broker.registry.url = f"{scheme}://{shown}:{port}"
         print(f"Strom broker {broker.node_id} HTTP on {broker.registry.url}", flush=True)
-    return http, registry_api
+    return http, registry_api, metrics_api
 
 
 def _keep_freed_memory() -> None:

@@ -23,6 +23,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from strom.broker.broker import Broker
+from strom.broker.leader_watermarks import LeaderWatermarks
 from strom.broker.metrics_collector import BrokerCollector
 from strom.metrics.counters import BrokerCounters
 
@@ -30,12 +31,19 @@ from strom.metrics.counters import BrokerCounters
 class MetricsApi:
     def __init__(self, broker: Broker, counters: BrokerCounters, connections: Callable[[], int]) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
+        self._watermarks = LeaderWatermarks(
+            broker.metadata, f"lag-{broker.node_id}", broker.inter_broker_security
+        )
         self._collectors: list[Collector] = [
-            BrokerCollector(broker, counters, connections),
+            BrokerCollector(broker, counters, connections, self._watermarks),
             ProcessCollector(registry=None),
         ]
         for collector in self._collectors:
             self.registry.register(collector)
+
+    async def close(self) -> None:
+        """Stops the background refresh of consumer lag's remote high watermarks."""
+        await self._watermarks.close()
 
     def routes(self) -> list[web.RouteDef]:
         return [web.get("/metrics", self.scrape)]

@@ -6,10 +6,11 @@ request-time quantiles, and reads gauges straight from the broker's structures (
 metadata cache, the purgatory, the group coordinator). Names follow the Prometheus JMX exporter's
 Kafka rules (`strom.metrics.families`); consumer lag follows kafka_exporter (``kafka_consumergroup_lag``).
 
-Consumer lag is exported by the broker that coordinates the group, for the partitions it hosts a
-replica of: lag = the replica's high watermark - the committed offset (the leader's high watermark is
-what `strom groups describe` shows as the log end offset; a follower's trails it by at most one fetch).
-Partitions this broker holds no replica of are not in its lag series.
+Consumer lag is exported by the broker that coordinates the group, for every partition the group has
+committed offsets on: lag = high watermark - committed offset. For a partition it hosts a replica of,
+the high watermark is that replica's (the leader's is what `strom groups describe` shows as the log
+end offset; a follower's trails it by at most one fetch); for any other, the leader's as last learned
+in the background (`strom.broker.leader_watermarks`; a partition appears once its leader answered).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from strom.broker.broker import Broker
+from strom.broker.leader_watermarks import LeaderWatermarks
 from strom.metrics.counters import BrokerCounters, TopicCounters
 from strom.metrics.families import counter, gauge, jmx_name, summary
 from strom.metrics.histogram import LatencyHistogram
@@ -52,10 +54,17 @@ def request_name(api_key: int) -> str:
 
 
 class BrokerCollector(Collector):
-    def __init__(self, broker: Broker, counters: BrokerCounters, connections: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        counters: BrokerCounters,
+        connections: Callable[[], int],
+        remote: LeaderWatermarks,
+    ) -> None:
         self._broker = broker
         self._counters = counters
         self._connections = connections
+        self._remote = remote  # high watermarks of partitions without a replica here
 
     def collect(self) -> Iterator[Metric]:
         yield from self._topic_meters()
@@ -166,17 +175,19 @@ class BrokerCollector(Collector):
 
     def _consumer_lag(self) -> Iterator[Metric]:
         hosted = self._broker.replica_manager.partitions
+        groups = sorted(self._broker.groups.coordinator.groups.items())
+        remote = self._remote.known(tp for _, g in groups for tp in g.offsets if tp not in hosted)
         offsets: list[tuple[list[str], float]] = []
         lags: list[tuple[list[str], float]] = []
-        groups = self._broker.groups.coordinator.groups
-        for group_id, group in sorted(groups.items()):
-            for (topic, index), committed in sorted(group.offsets.items()):
-                part = hosted.get((topic, index))
-                if part is None:
+        for group_id, group in groups:
+            for tp, committed in sorted(group.offsets.items()):
+                part = hosted.get(tp)
+                high_watermark = part.log.high_watermark if part is not None else remote.get(tp)
+                if high_watermark is None:
                     continue
-                labels = [group_id, topic, str(index)]
+                labels = [group_id, tp[0], str(tp[1])]
                 offsets.append((labels, committed.offset))
-                lags.append((labels, max(part.log.high_watermark - committed.offset, 0)))
+                lags.append((labels, max(high_watermark - committed.offset, 0)))
         names = ["consumergroup", "topic", "partition"]
         yield gauge("kafka_consumergroup_current_offset", "Committed offset of the group.", names, offsets)
         yield gauge("kafka_consumergroup_lag", "High watermark minus the committed offset.", names, lags)
