@@ -2,23 +2,32 @@
 
 Run by hand; never part of the test suite::
 
-    PYTHONPATH=src python bench/partitions_bench.py --topics 5000 --partitions 20 \
-        --tool /work/tools/librdkafka/examples/rdkafka_performance
+    PYTHONPATH=src python bench/partitions_bench.py --topics 5000 --partitions 20
+    PYTHONPATH=src python bench/partitions_bench.py \
+        --tool /work/tools/librdkafka/examples/rdkafka_performance \
+        --spread 1000 --messages 1000000 --rounds 5 [--src before=DIR --src after=DIR]
 
-Steps, against one fresh broker (default settings; ``--set KEY=VALUE`` adds broker settings):
+Without ``--tool``, against one fresh broker (default settings; ``--set KEY=VALUE`` adds broker
+settings):
 
 1. create ``topics`` x ``partitions`` with confluent-kafka's AdminClient, ``--batch`` topics per
    CreateTopics request; wall time;
-2. produce one record to every partition (confluent-kafka, acks=1) and read every one back (a
-   consumer assigned ``--assign-chunk`` partitions at a time from offset 0); wall times;
+2. produce one keyed record to every partition (confluent-kafka, acks=1, a producer per
+   ``--produce-chunk`` partitions), then find every one again: kafka-python consumers assigned
+   ``--find-chunk`` partitions each, sought to offset 0, check that each partition's first record is
+   at offset 0 with its own key and value; wall times and the count found;
 3. Metadata for all topics (``list_topics``), the median of three;
 4. the broker idle for ``--idle`` seconds: its CPU (utime + stime) per wall second, RSS, open
    descriptors (``/proc/<pid>/fd``);
-5. clean restart (SIGTERM, start): time from start until a Metadata answer lists every topic and a
-   produce to the last partition is acknowledged; then the same after ``kill -9``;
-6. with ``--tool`` (librdkafka's ``rdkafka_performance``): ``--messages`` 100-byte messages produced
-   (acks=1, linger.ms=5, random partitions) to a 6-partition topic and to a ``--spread``-partition
-   topic, interleaved ``--rounds`` times; messages/s of each and their ratio.
+5. clean shutdown (SIGTERM to exit), then restart: time from start until a Metadata answer lists every
+   topic and a produce to the last partition is acknowledged; every record found again; then the same
+   after ``kill -9``; finally the clean shutdown again.
+
+With ``--tool`` (librdkafka's ``rdkafka_performance``) only this instead: ``--messages`` 100-byte
+messages produced (acks=1, linger.ms=5, ``-p`` unset so that librdkafka spreads them over every
+partition) to a 6-partition topic and to a ``--spread``-partition topic, on a fresh broker per round
+and ``--src`` variant, in alternating order, ``--rounds`` times: messages/s and the broker's CPU seconds
+per million messages of each, their medians and the ratio.
 
 Each result is a JSON line on stdout; the machine's 1-minute load average is printed with them.
 """
@@ -39,8 +48,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KafkaTopicPartition
 
 from strom.testing import BrokerProcess
 
@@ -66,35 +77,66 @@ def create_topics(bootstrap: str, names: list[str], partitions: int, batch: int)
             future.result(timeout=600)
 
 
-def produce_each(bootstrap: str, tps: list[TopicPartition]) -> None:
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 20, "queue.buffering.max.messages": 2_000_000}
-    )
-    for tp in tps:
-        producer.produce(tp.topic, value=f"{tp.topic}/{tp.partition}".encode(), partition=tp.partition)
-        producer.poll(0)
-    if producer.flush(600) != 0:
-        raise RuntimeError("records left unacknowledged")
+def _key(tp: TopicPartition) -> bytes:
+    return f"k/{tp.topic}/{tp.partition}".encode()
 
 
-def find_each(bootstrap: str, tps: list[TopicPartition], chunk: int) -> int:
-    """Read every partition from offset 0; returns how many partitions gave back their own record."""
-    found = 0
+def _value(tp: TopicPartition) -> bytes:
+    return f"v/{tp.topic}/{tp.partition}".encode()
+
+
+def produce_each(bootstrap: str, tps: list[TopicPartition], chunk: int) -> None:
+    """One keyed record to every partition, one confluent-kafka producer per ``chunk`` partitions.
+
+    One librdkafka producer for all 100,000 partitions spent its time in per-partition bookkeeping
+    (313 s); producers of 10,000 partitions each keep it linear.
+    """
     for i in range(0, len(tps), chunk):
-        part = tps[i : i + chunk]
-        consumer = Consumer(
-            {"bootstrap.servers": bootstrap, "group.id": "partitions-bench", "enable.auto.commit": False}
+        producer = Producer(
+            {"bootstrap.servers": bootstrap, "linger.ms": 20, "queue.buffering.max.messages": 2_000_000}
         )
-        consumer.assign([TopicPartition(tp.topic, tp.partition, 0) for tp in part])
-        seen: set[tuple[str, int]] = set()
-        deadline = time.monotonic() + 300
-        while len(seen) < len(part) and time.monotonic() < deadline:
-            for msg in consumer.consume(10_000, timeout=1.0):
-                if msg.error() is None and msg.value() == f"{msg.topic()}/{msg.partition()}".encode():
-                    seen.add((msg.topic(), msg.partition()))
+        for tp in tps[i : i + chunk]:
+            producer.produce(tp.topic, key=_key(tp), value=_value(tp), partition=tp.partition)
+            producer.poll(0)
+        if producer.flush(600) != 0:
+            raise RuntimeError("records left unacknowledged")
+
+
+def find_each(bootstrap: str, tps: list[TopicPartition], chunk: int) -> tuple[int, list[str]]:
+    """Read offset 0 of every partition back; returns (partitions whose own record is there, misses).
+
+    kafka-python's consumer (an independent client) assigned ``chunk`` partitions at a time, each
+    sought to offset 0: it asks for all of them in one Fetch request per round trip, so 100,000
+    partitions are a few dozen requests, not 100,000 (librdkafka consumers of 10,000 partitions each
+    took over 20 minutes in their own per-partition bookkeeping).
+    """
+    found = 0
+    missing: list[str] = []
+    for i in range(0, len(tps), chunk):
+        part = {KafkaTopicPartition(tp.topic, tp.partition): tp for tp in tps[i : i + chunk]}
+        consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            enable_auto_commit=False,
+            fetch_max_bytes=64 * 1024 * 1024,
+            max_partition_fetch_bytes=4096,
+            max_poll_records=len(part),
+            consumer_timeout_ms=1000,
+        )
+        consumer.assign(list(part))
+        for ktp in part:
+            consumer.seek(ktp, 0)
+        left = set(part)
+        deadline = time.monotonic() + 600
+        while left and time.monotonic() < deadline:
+            for ktp, records in consumer.poll(timeout_ms=1000, max_records=len(part)).items():
+                tp = part[ktp]
+                first = records[0]
+                if first.offset == 0 and first.key == _key(tp) and first.value == _value(tp):
+                    left.discard(ktp)
         consumer.close()
-        found += len(seen)
-    return found
+        found += len(part) - len(left)
+        missing += [f"{k.topic}/{k.partition}" for k in sorted(left)[:10]]
+    return found, missing
 
 
 def metadata_seconds(bootstrap: str, topics: int) -> float:
@@ -122,22 +164,76 @@ def serving_after_start(broker: BrokerProcess, topics: int, last: TopicPartition
     return time.perf_counter() - start
 
 
-def spread_throughput(tool: str, bootstrap: str, spread: int, messages: int, rounds: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for name, count in (("spread-6", 6), (f"spread-{spread}", spread)):
-        admin.create_topics([NewTopic(name, count, 1)])[name].result(timeout=120)
-    rates: dict[int, list[float]] = {6: [], spread: []}
-    for rnd in range(rounds):
-        for count in (6, spread) if rnd % 2 == 0 else (spread, 6):
-            cmd = [tool, "-P", "-t", f"spread-{count}", "-b", bootstrap, "-s", "100", "-a", "1"]
-            cmd += ["-c", str(messages), "-u", "-X", "linger.ms=5"]
-            start = time.perf_counter()
-            subprocess.run(cmd, capture_output=True, check=True, timeout=900)
-            rate = messages / (time.perf_counter() - start)
-            rates[count].append(rate)
-            emit("produce-spread", partitions=count, round=rnd, msgs_per_s=round(rate))
-    few, many = statistics.median(rates[6]), statistics.median(rates[spread])
-    emit("produce-spread-median", six=round(few), spread=round(many), ratio=round(many / few, 3))
+def _spread_once(tool: str, broker: BrokerProcess, topic: str, messages: int) -> tuple[float, float]:
+    """One rdkafka_performance produce run; (messages/s, broker CPU seconds per million messages)."""
+    # -p unset: librdkafka's partitioner spreads the unkeyed records over every partition.
+    cmd = [tool, "-P", "-t", topic, "-b", broker.bootstrap, "-s", "100", "-a", "1"]
+    cmd += ["-c", str(messages), "-u", "-X", "linger.ms=5"]
+    cpu0 = sum(broker.cpu_times())
+    start = time.perf_counter()
+    subprocess.run(cmd, capture_output=True, check=True, timeout=900)
+    rate = messages / (time.perf_counter() - start)
+    return rate, (sum(broker.cpu_times()) - cpu0) / messages * 1_000_000
+
+
+def spread_throughput(
+    tool: str, workdir: Path, variants: list[tuple[str, str]], args: argparse.Namespace
+) -> None:
+    """``--messages`` 100-byte records to a 6- and a ``--spread``-partition topic, interleaved rounds.
+
+    Each round and broker variant (a ``src`` directory, so before/after run in the same session)
+    gets a fresh broker holding both topics; the order of variants and of the two topics alternates.
+    """
+    counts = (6, args.spread)
+    rates: dict[tuple[str, int], list[float]] = {(v, c): [] for v, _ in variants for c in counts}
+    cpu: dict[tuple[str, int], list[float]] = {key: [] for key in rates}
+    overrides = dict(s.split("=", 1) for s in args.set)
+    for rnd in range(args.rounds):
+        for name, src in variants if rnd % 2 == 0 else variants[::-1]:
+            broker = BrokerProcess(workdir / f"{name}-{rnd}", overrides, start_timeout_s=120)
+            env_before = os.environ.get("PYTHONPATH")
+            os.environ["PYTHONPATH"] = src  # the broker child inherits it
+            try:
+                broker.start()
+            finally:
+                os.environ["PYTHONPATH"] = env_before or ""
+            try:
+                admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+                for count in counts:
+                    topic = f"spread-{count}"
+                    admin.create_topics([NewTopic(topic, count, 1)])[topic].result(timeout=120)
+                for count in counts if rnd % 2 == 0 else counts[::-1]:
+                    rate, cpu_per_m = _spread_once(tool, broker, f"spread-{count}", args.messages)
+                    rates[name, count].append(rate)
+                    cpu[name, count].append(cpu_per_m)
+                    emit(
+                        "produce-spread",
+                        variant=name,
+                        partitions=count,
+                        round=rnd,
+                        msgs_per_s=round(rate),
+                        broker_cpu_s_per_m=round(cpu_per_m, 2),
+                    )
+            finally:
+                broker.stop(timeout_s=120)
+    for name, _ in variants:
+        few, many = statistics.median(rates[name, 6]), statistics.median(rates[name, args.spread])
+        emit(
+            "produce-spread-median",
+            variant=name,
+            six=round(few),
+            spread=round(many),
+            ratio=round(many / few, 3),
+            six_cpu_s_per_m=round(statistics.median(cpu[name, 6]), 2),
+            spread_cpu_s_per_m=round(statistics.median(cpu[name, args.spread]), 2),
+        )
+
+
+def check_found(bootstrap: str, tps: list[TopicPartition], chunk: int, when: str) -> None:
+    start = time.perf_counter()
+    found, missing = find_each(bootstrap, tps, chunk)
+    seconds = round(time.perf_counter() - start, 1)
+    emit("find-each", when=when, found=found, of=len(tps), seconds=seconds, first_missing=missing)
 
 
 def main() -> None:
@@ -147,57 +243,77 @@ def main() -> None:
     parser.add_argument("--topics", type=int, default=5000)
     parser.add_argument("--partitions", type=int, default=20)
     parser.add_argument("--batch", type=int, default=50, help="topics per CreateTopics request")
-    parser.add_argument("--assign-chunk", type=int, default=10_000)
+    parser.add_argument("--produce-chunk", type=int, default=10_000, help="partitions per producer")
+    parser.add_argument("--find-chunk", type=int, default=5_000, help="partitions per consumer")
     parser.add_argument("--idle", type=float, default=30.0)
-    parser.add_argument("--tool", help="rdkafka_performance, for the 1,000 vs 6 partitions produce")
+    parser.add_argument("--tool", help="rdkafka_performance: run the 1,000 vs 6 partitions produce instead")
+    parser.add_argument(
+        "--src", action="append", default=[], metavar="NAME=DIR", help="broker variant (--tool)"
+    )
     parser.add_argument("--spread", type=int, default=1000)
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--dir", help="data directory (default: a temporary one, removed after)")
     args = parser.parse_args()
-    overrides = dict(s.split("=", 1) for s in args.set)
     tmp = tempfile.mkdtemp(prefix="strom-partitions-", dir=args.dir)
-    broker = BrokerProcess(Path(tmp) / "data", overrides, start_timeout_s=900)
-    names = [f"p{i:05d}" for i in range(args.topics)]
-    tps = [TopicPartition(n, p) for n in names for p in range(args.partitions)]
     try:
-        bootstrap = broker.start()
-        start = time.perf_counter()
-        create_topics(bootstrap, names, args.partitions, args.batch)
-        emit("create", partitions=len(tps), seconds=round(time.perf_counter() - start, 1))
-        start = time.perf_counter()
-        produce_each(bootstrap, tps)
-        emit("produce-one-each", seconds=round(time.perf_counter() - start, 1))
-        start = time.perf_counter()
-        found = find_each(bootstrap, tps, args.assign_chunk)
-        emit("find-each", found=found, of=len(tps), seconds=round(time.perf_counter() - start, 1))
-        emit("metadata-all-topics", seconds=round(metadata_seconds(bootstrap, len(names)), 3))
-        pid = broker.pid
-        assert pid is not None
-        user0, sys0 = broker.cpu_times()
-        time.sleep(args.idle)
-        user1, sys1 = broker.cpu_times()
-        emit(
-            "idle",
-            cpu_percent_of_a_core=round(100 * (user1 - user0 + sys1 - sys0) / args.idle, 2),
-            rss_mib=round(_rss_mib(pid)),
-            open_descriptors=len(os.listdir(f"/proc/{pid}/fd")),
-        )
-        broker.stop(timeout_s=600)
-        emit("clean-restart-to-serving", seconds=round(serving_after_start(broker, len(names), tps[-1]), 1))
-        broker.kill()
-        emit("kill9-restart-to-serving", seconds=round(serving_after_start(broker, len(names), tps[-1]), 1))
-        pid = broker.pid
-        assert pid is not None
-        emit(
-            "after-restart", rss_mib=round(_rss_mib(pid)), open_descriptors=len(os.listdir(f"/proc/{pid}/fd"))
-        )
         if args.tool:
-            spread_throughput(args.tool, broker.bootstrap, args.spread, args.messages, args.rounds)
+            here = str(Path(__file__).resolve().parents[1] / "src")
+            variants = [(v.split("=", 1)[0], v.split("=", 1)[1]) for v in args.src] or [("current", here)]
+            spread_throughput(args.tool, Path(tmp), variants, args)
+        else:
+            many_partitions(Path(tmp), args)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def many_partitions(workdir: Path, args: argparse.Namespace) -> None:
+    broker = BrokerProcess(workdir / "data", dict(s.split("=", 1) for s in args.set), start_timeout_s=900)
+    try:
+        broker.start()
+        _many_partitions(broker, args)
     finally:
         broker.stop(timeout_s=600)
-        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _many_partitions(broker: BrokerProcess, args: argparse.Namespace) -> None:
+    bootstrap = broker.bootstrap
+    names = [f"p{i:05d}" for i in range(args.topics)]
+    tps = [TopicPartition(n, p) for n in names for p in range(args.partitions)]
+    start = time.perf_counter()
+    create_topics(bootstrap, names, args.partitions, args.batch)
+    emit("create", partitions=len(tps), seconds=round(time.perf_counter() - start, 1))
+    start = time.perf_counter()
+    produce_each(bootstrap, tps, args.produce_chunk)
+    emit("produce-one-each", seconds=round(time.perf_counter() - start, 1))
+    check_found(bootstrap, tps, args.find_chunk, "after produce")
+    emit("metadata-all-topics", seconds=round(metadata_seconds(bootstrap, len(names)), 3))
+    pid = broker.pid
+    assert pid is not None
+    user0, sys0 = broker.cpu_times()
+    time.sleep(args.idle)
+    user1, sys1 = broker.cpu_times()
+    emit(
+        "idle",
+        cpu_percent_of_a_core=round(100 * (user1 - user0 + sys1 - sys0) / args.idle, 2),
+        rss_mib=round(_rss_mib(pid)),
+        open_descriptors=len(os.listdir(f"/proc/{pid}/fd")),
+    )
+    start = time.perf_counter()
+    broker.stop(timeout_s=600)
+    emit("clean-shutdown", seconds=round(time.perf_counter() - start, 1))
+    emit("clean-restart-to-serving", seconds=round(serving_after_start(broker, len(names), tps[-1]), 1))
+    check_found(broker.bootstrap, tps, args.find_chunk, "after clean restart")
+    broker.kill()
+    emit("kill9-restart-to-serving", seconds=round(serving_after_start(broker, len(names), tps[-1]), 1))
+    check_found(broker.bootstrap, tps, args.find_chunk, "after kill -9 restart")
+    pid = broker.pid
+    assert pid is not None
+    emit("after-restart", rss_mib=round(_rss_mib(pid)), open_descriptors=len(os.listdir(f"/proc/{pid}/fd")))
+    start = time.perf_counter()
+    broker.stop(timeout_s=600)
+    emit("clean-shutdown-after-kill9-restart", seconds=round(time.perf_counter() - start, 1))
 
 
 if __name__ == "__main__":

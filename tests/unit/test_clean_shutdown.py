@@ -116,3 +116,31 @@ def test_shutdown_after_an_idle_run_writes_no_partition_file(tmp_path: Path, cou
         lg = third.get_log("t", p)
         assert lg is not None and lg.log_end_offset == 3
         assert (lg.recovered_segments, lg.replayed_batch_headers) == (0, 0)
+
+
+def test_unclean_start_recovers_only_what_lies_past_the_recovery_point(tmp_path: Path) -> None:
+    """No shutdown at all (as after kill -9): the segment holding the recovery point is recovered only
+    if it holds bytes past it: a later append or a torn tail."""
+    manager = _start(tmp_path)
+    for p in range(3):
+        manager.get_or_create_log("t", p).append_as_leader(make_batch(count=2, timestamp=1_000_000), 0)
+    manager.shutdown()
+    manager = _start(tmp_path)  # each log's recovery point is now its end, 2
+    written = manager.get_log("t", 1)
+    assert written is not None
+    written.append_as_leader(make_batch(count=1, timestamp=1_000_000), 0)  # not flushed
+    manager.checkpoint_all()
+    torn = manager.get_log("t", 2)
+    assert torn is not None
+    with open(torn.active_segment.log_path, "ab") as f:
+        f.write(b"\x00\x00\x00\x00\x00\x00\x00\x07\x00\x00")  # a header cut short
+    for lg in manager.all_logs().values():
+        lg.release_files()
+    manager._unlock()  # the process "dies": no shutdown, no marker
+
+    again = _start(tmp_path)
+    recovered = {p: lg.recovered_segments for p in range(3) if (lg := again.get_log("t", p)) is not None}
+    assert recovered == {0: 0, 1: 1, 2: 1}
+    ends = {p: lg.log_end_offset for p in range(3) if (lg := again.get_log("t", p)) is not None}
+    assert ends == {0: 2, 1: 3, 2: 2}
+    again.shutdown()

@@ -97,7 +97,15 @@ class _SparseIndex:
         self._flushed = len(self.keys)
 
     def rewrite(self) -> None:
-        """Replace the file with the in-memory entries (after truncation or a rebuild)."""
+        """Replace the file with the in-memory entries (after truncation or a rebuild).
+
+        An empty index with no file stays without one: creating a file costs more than the start-up
+        tail scan of a segment that never had an entry (LogSegment._open_indexes), and recovering
+        100,000 such segments after a kill -9 would otherwise create 200,000 files.
+        """
+        if not self.keys and not os.path.exists(self.path):
+            self._flushed = 0
+            return
         with open(self.path, "wb") as f:
             f.write(b"".join(self._encode(i) for i in range(len(self.keys))))
         self._flushed = len(self.keys)

@@ -8,8 +8,10 @@ Steps, in order:
 2. Open every ``<20-digit base offset>.log`` in offset order.
 3. Decide which segments to recover. After an unclean shutdown that is the segment containing the
    recovery point and every later one (earlier ones were fsynced before the recovery point moved past
-   them). After a clean shutdown nothing is recovered. Any segment whose index is missing or fails
-   its sanity check is recovered regardless.
+   them), except that the segment containing it is only restored (step 5) if its batches all end at
+   or below the recovery point with no byte after them: then every byte of it was fsynced (an idle
+   partition killed with -9 recovers nothing). After a clean shutdown nothing is recovered. Any
+   segment whose index is missing or fails its sanity check is recovered regardless.
 4. Recovering a segment re-reads it batch by batch (header, CRC-32C, increasing offsets), rebuilds
    both indexes and truncates at the first invalid byte: a torn write, trailing garbage or a flipped
    bit all end the log there. If a segment other than the last had to be truncated, every later
@@ -103,7 +105,11 @@ def load_segments(
     for i, base in enumerate(bases):
         segment = LogSegment(directory, base, now_ms=now_ms, **settings._asdict())
         segments.append(segment)
-        truncated, did_recover = _load_one(segment, must_recover=i >= first_recover)
+        # The segment holding the recovery point needs no recovery if it ends at or below it.
+        flushed_below = recovery_point if i == first_recover else None
+        truncated, did_recover = _load_one(
+            segment, must_recover=i >= first_recover, flushed_below=flushed_below
+        )
         recovered += did_recover
         truncated_total += truncated
         if truncated and i < len(bases) - 1:
@@ -115,13 +121,18 @@ def load_segments(
     return LoadResult(segments, recovered, truncated_total)
 
 
-def _load_one(segment: LogSegment, *, must_recover: bool) -> tuple[int, bool]:
-    """Recover or restore one segment; returns (bytes truncated, whether it was recovered)."""
-    if not must_recover and not segment.needs_rebuild:
+def _load_one(segment: LogSegment, *, must_recover: bool, flushed_below: int | None) -> tuple[int, bool]:
+    """Recover or restore one segment; returns (bytes truncated, whether it was recovered).
+
+    ``flushed_below``: the recovery point, for the segment holding it; if its whole batches end at or
+    below it with nothing after them, every byte was fsynced and it is restored, not recovered.
+    """
+    if (not must_recover or flushed_below is not None) and not segment.needs_rebuild:
         try:
-            segment.restore_state()
-            segment.mark_synced()
-            return 0, False
+            end = segment.restore_state()
+            if not must_recover or (end == segment.size and segment.next_offset <= (flushed_below or 0)):
+                segment.mark_synced()
+                return 0, False
         except RecordValidationError:
             log.warning("%s: malformed batch header; recovering the segment", segment.log_path)
     truncated = segment.recover()

@@ -343,21 +343,26 @@ class LogSegment:
             return -1
 
     # -- maintenance ------------------------------------------------------------------------------
-    def restore_state(self) -> None:
-        """Recompute next offset, max timestamp and index bookkeeping from the indexes plus a tail scan."""
+    def restore_state(self) -> int:
+        """Recompute next offset, max timestamp and index bookkeeping from the indexes plus a tail scan.
+
+        Returns where the last whole batch ends (the file size unless a torn batch or garbage follows).
+        """
         last = self.offset_index.last_entry()
-        start = last[1] if last else 0
+        start = end = last[1] if last else 0
         self.next_offset = last[0] + 1 if last else self.base_offset
         time_last = self.time_index.last_entry()
         self.max_timestamp, self.offset_of_max_timestamp = time_last or (_NO_TIMESTAMP, self.base_offset)
-        for _, header in self.scan(start):
+        for position, header in self.scan(start):
             self.next_offset = header.next_offset
+            end = position + header.size
             if header.max_timestamp > self.max_timestamp:
                 self.max_timestamp, self.offset_of_max_timestamp = header.max_timestamp, header.last_offset
         self._bytes_since_index_entry = self.size - start
         self.first_batch_timestamp = _NO_TIMESTAMP
         if self.size >= HEADER_SIZE:
             self.first_batch_timestamp = read_header(self.read_bytes(0, HEADER_SIZE)).max_timestamp
+        return end
 
     def recover(self) -> int:
         """Validate every batch, rebuild the indexes and cut off a torn or corrupt tail.
