@@ -24,6 +24,7 @@ from confluent_kafka.admin import (
 
 from strom.protocol.api import ApiKey
 from strom.testing.broker_process import BrokerProcess
+from strom.testing.metrics import scrape, value
 from tests.integration.rawclient import RawClient
 from tests.integration.secure_clients import Security, librdkafka_settings
 
@@ -166,6 +167,18 @@ def test_clients_keep_or_regain_their_connections_across_session_ends(reauth_bro
     # the session, and it logs in again on a new one; every record was still acknowledged.
     assert _lines(reauth_broker, "SASL session of User:erin has expired")
     assert len(_lines(reauth_broker, "SASL PLAIN connection from", "as User:erin")) >= 2
+    # The same counts on /metrics, named as Kafka's socket-server-metrics.
+    assert reauth_broker.http_url is not None
+    samples = scrape(reauth_broker.http_url)
+    labels = {"listener": "SASL_PLAINTEXT", "networkprocessor": "0"}
+    prefix = "kafka_server_socket_server_metrics_"
+    again = sum(
+        len(_lines(reauth_broker, "re-authentication from", f"as User:{u}"))
+        for u in ("alice", "carol", "dave")
+    )
+    assert value(samples, f"{prefix}successful_reauthentication_total", **labels) >= again
+    assert value(samples, f"{prefix}expired_connections_killed_count", **labels) >= 1
+    assert value(samples, f"{prefix}successful_authentication_total", **labels) >= 4
 
 
 def _login(raw: RawClient, mechanism: str, token: bytes, version: int = 1) -> dict[str, Any]:

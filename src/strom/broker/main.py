@@ -42,12 +42,10 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event) -> None:
     endpoints: dict[str, Endpoint] = {}
     try:
         for listener in setup.listeners:
-            server = KafkaServer(
-                broker,
-                listener.host,
-                listener.port,
-                security_for_listener(config, listener, lambda: broker.credentials),
-            )
+            security = security_for_listener(config, listener, lambda: broker.credentials)
+            if broker.metrics is not None and security.sasl_settings is not None:
+                broker.metrics.auth[listener.name] = security.sasl_settings.counters
+            server = KafkaServer(broker, listener.host, listener.port, security)
             bound_host, bound_port = await server.start()
             servers.append(server)
             adv_host, adv_port = setup.advertised[listener.name]

@@ -45,6 +45,20 @@ _TIMERS = (
 )
 
 
+# Kafka's attribute names as the JMX exporter spells them (untyped samples: no _total added).
+_AUTH_COUNTS = (
+    ("successful_authentication_total", "successful_authentication", "Completed SASL logins."),
+    ("failed_authentication_total", "failed_authentication", "Refused SASL logins."),
+    ("successful_reauthentication_total", "successful_reauthentication", "Completed re-authentications."),
+    ("failed_reauthentication_total", "failed_reauthentication", "Refused re-authentications (KIP-368)."),
+    (
+        "expired_connections_killed_count",
+        "expired_connections_killed",
+        "Connections closed for a request after their SASL session ended (KIP-368).",
+    ),
+)
+
+
 def request_name(api_key: int) -> str:
     """Kafka's request name for an API key (``LIST_OFFSETS`` → ``ListOffsets``)."""
     try:
@@ -172,6 +186,16 @@ class BrokerCollector(Collector):
             ["listener", "networkprocessor"],
             [(["PLAINTEXT", "0"], self._connections())],
         )
+        yield from self._authentication()
+
+    def _authentication(self) -> Iterator[Metric]:
+        """SASL logins per listener, as Kafka's socket-server-metrics name them (KIP-368 included)."""
+        auth = sorted(self._counters.auth.items())
+        for name, attribute, doc in _AUTH_COUNTS:
+            rows = [([listener, "0"], float(getattr(c, attribute))) for listener, c in auth]
+            yield gauge(
+                f"kafka_server_socket_server_metrics_{name}", doc, ["listener", "networkprocessor"], rows
+            )
 
     def _consumer_lag(self) -> Iterator[Metric]:
         hosted = self._broker.replica_manager.partitions

@@ -91,12 +91,32 @@ class RequestStats:
             h.current[0] += 1
 
 
+class AuthCounters:
+    """One SASL listener's logins (Kafka's socket-server-metrics), counted by its connections."""
+
+    __slots__ = (
+        "expired_connections_killed",
+        "failed_authentication",
+        "failed_reauthentication",
+        "successful_authentication",
+        "successful_reauthentication",
+    )
+
+    def __init__(self) -> None:
+        self.successful_authentication = 0
+        self.failed_authentication = 0
+        self.successful_reauthentication = 0
+        self.failed_reauthentication = 0
+        self.expired_connections_killed = 0  # KIP-368: a request after the session ended
+
+
 class BrokerCounters:
-    __slots__ = ("requests", "topics")
+    __slots__ = ("auth", "requests", "topics")
 
     def __init__(self) -> None:
         self.topics: dict[str, TopicCounters] = {}
         self.requests: dict[int, RequestStats] = {}
+        self.auth: dict[str, AuthCounters] = {}  # SASL listener name -> its logins
 
     def topic(self, name: str) -> TopicCounters:
         counters = self.topics.get(name)

@@ -34,11 +34,12 @@ import logging
 import struct
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from strom.broker.security.credentials import CredentialStore
 from strom.broker.security.listeners import ANONYMOUS
 from strom.broker.security.scram import HASHES, ScramError, ScramServer
+from strom.metrics.counters import AuthCounters
 from strom.protocol.api import ApiKey
 from strom.protocol.codec import (
     Chunk,
@@ -73,6 +74,7 @@ class SaslSettings:
     credentials: Callable[[], CredentialStore]  # SCRAM credentials (looked up per exchange)
     reauth_ms: dict[str, int]  # session lifetime per mechanism (connections.max.reauth.ms; 0: no end)
     failure_delay_ms: int
+    counters: AuthCounters = field(default_factory=AuthCounters)  # /metrics (socket-server-metrics)
 
 
 class _Plain:
@@ -172,6 +174,7 @@ class SaslAuthenticator:
             return await self._legacy_token(bytes(payload), client_host)
         key, version, correlation_id = _HEADER_PREFIX.unpack_from(payload)
         if self.authenticated and self._mechanism is None and key != ApiKey.SASL_HANDSHAKE:
+            self._settings.counters.expired_connections_killed += 1
             log.info(
                 "closing connection from %s on %s: the SASL session of %s has expired "
                 "(connections.max.reauth.ms) and API key %d is not a re-authentication",
@@ -306,8 +309,12 @@ class SaslAuthenticator:
         self._mechanism, self._reauthenticating, self._legacy = None, False, False
         reauth_ms = self._settings.reauth_ms.get(self._mechanism_name, 0)
         self._expires_ns = self._now_ns() + reauth_ms * 1_000_000 if reauth_ms > 0 else None
+        counters = self._settings.counters
         if again:
             self.reauthentications += 1
+            counters.successful_reauthentication += 1
+        else:
+            counters.successful_authentication += 1
         log.info(
             "SASL %s %s from %s on %s as %s",
             self._mechanism_name,
@@ -318,6 +325,10 @@ class SaslAuthenticator:
         )
 
     def _log_failure(self, client_host: str, exc: Exception) -> None:
+        if self._reauthenticating:
+            self._settings.counters.failed_reauthentication += 1
+        else:
+            self._settings.counters.failed_authentication += 1
         log.warning(
             "SASL %s authentication from %s on %s failed: %s",
             self._mechanism_name,
