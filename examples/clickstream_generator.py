@@ -22,7 +22,7 @@ import json
 import random
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -91,9 +91,18 @@ def produce_clicks(bootstrap: str, topic: str, clicks: Iterator[Click], *, rate:
             "linger.ms": 20,
         }
     )
+    records = ((click.to_json(), click.user.encode(), click.ts) for click in clicks)
+    return _produce_paced(producer, topic, records, rate)
+
+
+def _produce_paced(
+    producer: Producer, topic: str, records: Iterable[tuple[bytes, bytes, int]], rate: float | None
+) -> int:
+    """Produce (value, key, timestamp ms) records at `rate`/s (None: unpaced), then wait for every
+    delivery; returns how many were sent."""
     started, sent = time.monotonic(), 0
-    for click in clicks:
-        producer.produce(topic, click.to_json(), click.user.encode(), timestamp=click.ts)
+    for value, key, timestamp_ms in records:
+        producer.produce(topic, value, key, timestamp=timestamp_ms)
         sent += 1
         if rate and sent % max(1, int(rate / 20)) == 0:
             producer.poll(0)
@@ -129,26 +138,20 @@ def produce_avro_clicks(
     v2 = AvroSerializer(registry, json.dumps(CLICK_V2))
     context = SerializationContext(topic, MessageField.VALUE)
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20})
-    started, sent = time.monotonic(), 0
-    for click in clicks:
-        record = asdict(click)
-        if v2_after is not None and sent >= v2_after:
-            record["country"] = COUNTRIES[zlib.crc32(click.user.encode()) % len(COUNTRIES)]
-            value = v2(record, context)  # the first call registers CLICK_V2
-            if sent == v2_after and on_v2 is not None:
-                on_v2()
-        else:
-            value = v1(record, context)
-        producer.produce(topic, value, click.user.encode(), timestamp=click.ts)
-        sent += 1
-        if rate and sent % max(1, int(rate / 20)) == 0:
-            producer.poll(0)
-            ahead_s = sent / rate - (time.monotonic() - started)
-            if ahead_s > 0:
-                time.sleep(ahead_s)
-    if producer.flush(30):
-        raise RuntimeError("clickstream generator: some events were not delivered")
-    return sent
+
+    def records() -> Iterator[tuple[bytes, bytes, int]]:
+        for n, click in enumerate(clicks):
+            record = asdict(click)
+            if v2_after is not None and n >= v2_after:
+                record["country"] = COUNTRIES[zlib.crc32(click.user.encode()) % len(COUNTRIES)]
+                value = v2(record, context)  # the first call registers CLICK_V2
+                if n == v2_after and on_v2 is not None:
+                    on_v2()
+            else:
+                value = v1(record, context)
+            yield value, click.user.encode(), click.ts
+
+    return _produce_paced(producer, topic, records(), rate)
 
 
 def live_clicks(*, rate: float, seconds: float, time_scale: float = 1.0, seed: int = 1) -> Iterator[Click]:
