@@ -109,6 +109,9 @@ def test_topic_errors_are_one_line(strom: Strom) -> None:
     one_line_error(strom("topics", "delete", unique("missing"), check=False))
     one_line_error(strom("produce", topic, "--partition", "7", stdin=b"x\n", check=False))
     one_line_error(strom("consume", topic, "--partition", "7", "--exit-at-end", check=False))
+    for action in ("describe", "elect-leaders"):
+        refused = strom("cluster", action, "--topic", topic, "--topic", "nosuch-topic", check=False)
+        assert "unknown topic(s): nosuch-topic" in one_line_error(refused) and refused.stdout == b""
 
 
 def test_produce_keys_and_headers_then_consume_from_beginning(strom: Strom) -> None:

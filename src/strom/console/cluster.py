@@ -11,14 +11,22 @@ Elect-leaders runs a preferred (or unclean) leader election through the ElectLea
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TextIO
 
 from confluent_kafka import ElectionType, KafkaException, TopicPartition
 
 from strom.cluster.broker_table import LEGEND, PartitionState, broker_table, cell_mark, render_text
 from strom.console.clients import ClientOptions, fail, wait
+from strom.console.errors import ConsoleError
 from strom.console.topics import admin_client
+
+
+def _check_named(known: Mapping[str, object], names: Sequence[str]) -> None:
+    """Topics named on the command line must exist (checked before anything is printed or elected)."""
+    missing = [name for name in dict.fromkeys(names) if name not in known]
+    if missing:
+        raise ConsoleError(f"unknown topic(s): {', '.join(missing)}")
 
 
 def describe_cluster(options: ClientOptions, topics: Sequence[str], out: TextIO) -> None:
@@ -30,6 +38,7 @@ def describe_cluster(options: ClientOptions, topics: Sequence[str], out: TextIO)
         )
     except KafkaException as exc:
         raise fail("cannot fetch metadata", exc, options) from None
+    _check_named(md.topics, topics)
     racks = {node.id: node.rack for node in described.nodes}
     brokers = sorted(md.brokers.values(), key=lambda b: b.id)
     print(f"Cluster: {described.cluster_id}\tController: {md.controller_id}", file=out)
@@ -58,6 +67,7 @@ def elect_leaders(options: ClientOptions, topics: Sequence[str], unclean: bool, 
         partitions = None
         if topics:
             md = admin.list_topics(timeout=options.timeout_s)
+            _check_named(md.topics, topics)
             partitions = [
                 TopicPartition(t, p) for t in topics if t in md.topics for p in md.topics[t].partitions
             ]
