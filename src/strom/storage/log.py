@@ -5,10 +5,9 @@ Offsets: the log start offset (first offset a consumer may read), the high water
 broker; consumers read below it), the log end offset (LEO = last batch's base offset +
 last_offset_delta + 1) and the recovery point (everything below it is fsynced).
 
-Produce path (`append_as_leader`), header-only and allocation-light: the checks, producer plan and
-offset patching of log_append.py (in the request's own buffer), then roll the active segment if this
-write would overflow it, and one ``os.pwrite``. The producer state is committed only after the write
-succeeded.
+Produce path (`append_as_leader`), header-only and allocation-light: the checks, producer plan and offset
+patching of log_append.py (in the request's own buffer), then roll the active segment if this write would
+overflow it, and one ``os.pwrite``. The producer state is committed only after the write succeeded.
 
 Producer state (producer_state.py): snapshotted to ``<offset>.snapshot`` at each roll (after the
 flush) and at `close`; opening or truncating the log rebuilds it from the newest trusted snapshot and
@@ -214,12 +213,10 @@ class PartitionLog:
                 TRANSACTION_COORDINATOR_FENCED for a coordinator epoch below the last marker's,
                 KAFKA_STORAGE_ERROR when the write fails.
         """
-        now_ms = self._time_ms()
+        now_ms, base_offset = self._time_ms(), self.log_end_offset
         marker = EndTxnMarker(control_type, coordinator_epoch)
-        base_offset = self.log_end_offset
         buf = bytearray(build_marker_batch(producer_id, producer_epoch, marker, now_ms))
-        header = read_header(buf)
-        plan = self.producer_state.plan()
+        header, plan = read_header(buf), self.producer_state.plan()
         plan.check_marker(header, marker, base_offset)
         spans = assign_offsets(buf, [(0, header)], base_offset, leader_epoch, None)
         self._write(buf, spans, now_ms, self._after_leader_write(plan, leader_epoch, base_offset))
