@@ -1,15 +1,17 @@
 """Failed TLS handshakes are logged, one line each with the peer's address and OpenSSL's reason, and
 no more than `LOG_BURST` per listener in `LOG_WINDOW_S` however many fail: a client certificate from
 an untrusted CA under ``ssl.client.auth=required``, plaintext garbage on an SSL port, and a flood of
-it, while the broker keeps serving a good client."""
+it, and plain HTTP to the ``https://`` HTTP listener, while the broker keeps serving a good client."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import socket
 import ssl
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,6 +36,7 @@ def tls_broker(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[B
         "ssl.keystore.location": str(pki.broker),
         "ssl.truststore.location": str(pki.ca),
         "listener.name.mtls.ssl.client.auth": "required",
+        "http.listeners": "https://127.0.0.1:0",
     }
     with BrokerProcess(tmp_path_factory.mktemp("tlslog") / "data", overrides) as broker:
         yield broker
@@ -105,3 +108,17 @@ def test_garbage_and_a_flood_of_it_are_logged_within_the_limit(tls_broker: Broke
     assert 1 <= len(_handshake_lines(tls_broker, "SSL")) <= LOG_BURST * windows + 1
     # A good client is served all along.
     roundtrip("confluent-kafka", tls_broker.listeners["SSL"], Security("SSL", ca=pki.ca))
+
+
+def test_plain_http_to_the_https_listener_is_logged(tls_broker: BrokerProcess, pki: Pki) -> None:
+    assert tls_broker.http_url is not None and tls_broker.http_url.startswith("https://")
+    address = _address(tls_broker.http_url.removeprefix("https://"))
+    with socket.create_connection(address, timeout=10) as raw:
+        port = raw.getsockname()[1]
+        raw.sendall(b"GET /subjects HTTP/1.1\r\nHost: x\r\n\r\n")
+        _drain(raw)
+    line = _wait_for_line(tls_broker, rf"TLS handshake from 127\.0\.0\.1:{port} on HTTP failed: ")
+    assert "HTTP_REQUEST" in line
+    context = ssl.create_default_context(cafile=str(pki.ca))
+    with urllib.request.urlopen(f"{tls_broker.http_url}/subjects", timeout=10, context=context) as answer:
+        assert answer.status == 200 and json.loads(answer.read()) == []

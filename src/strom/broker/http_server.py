@@ -21,6 +21,7 @@ the server keeps serving.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import socket
@@ -30,6 +31,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from aiohttp import web
 
 from strom._util.errors import ConfigError
+from strom.broker.security.connection import TLS_HANDSHAKE_TIMEOUT_S
+from strom.broker.security.tls_accept import TlsAcceptor
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +90,7 @@ class HttpServer:
         self.app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[_errors_as_json])
         self.bound: list[tuple[str, int]] = []
         self._runner: web.AppRunner | None = None
+        self._tls_servers: list[tuple[asyncio.Server, TlsAcceptor]] = []  # https:// listeners
 
     def mount(self, routes: Iterable[web.AbstractRouteDef]) -> None:
         """Add a feature's routes; call before `start`."""
@@ -118,15 +122,26 @@ class HttpServer:
         if any(self.secure) and context is None:
             raise ConfigError("an https:// listener needs the ssl.keystore.* settings")
         for sock, secure in zip(sockets, self.secure, strict=True):
-            await web.SockSite(self._runner, sock, ssl_context=context if secure else None).start()
+            if context is not None and secure and self._runner.server is not None:
+                # As the Kafka listeners: a failed handshake is logged (security/tls_accept.py).
+                acceptor = TlsAcceptor(context, "HTTP", TLS_HANDSHAKE_TIMEOUT_S)
+                loop = asyncio.get_running_loop()
+                server = await loop.create_server(acceptor.factory(self._runner.server), sock=sock)
+                self._tls_servers.append((server, acceptor))
+            else:
+                await web.SockSite(self._runner, sock).start()
             host, port = sock.getsockname()[:2]
             self.bound.append((host, port))
         return self.bound
 
     async def stop(self) -> None:
+        for server, acceptor in self._tls_servers:
+            server.close()
+            acceptor.cancel()
         if self._runner is not None:
-            await self._runner.cleanup()
+            await self._runner.cleanup()  # closes every connection, https:// ones too
             self._runner = None
+        self._tls_servers.clear()
 
 
 def _bind(host: str, port: int) -> socket.socket:

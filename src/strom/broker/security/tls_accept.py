@@ -15,8 +15,9 @@ Theory of operation. `_Handshake` is the protocol of the clear connection: it pa
 was paused in ``connection_made``: those bytes are handed to the TLS layer right after its own
 ``connection_made`` (start_tls makes that the next callback). Application bytes can arrive in the same
 read that completes the handshake, before ``start_tls`` returns; `_Handshake` keeps them, and once the
-connection's real protocol (a ``BufferedProtocol``) has seen ``connection_made`` it gets them, then
-the transport is switched to it.
+connection's real protocol (the Kafka listener's ``BufferedProtocol``, or aiohttp's request handler
+on an ``https://`` HTTP listener) has seen ``connection_made`` it gets them, then the transport is
+switched to it.
 
 Rate limit: at most `LOG_BURST` lines per `LOG_WINDOW_S` per listener; past that, failures are only
 counted and the next line that gets out says how many were left out, so a flood of garbage cannot fill
@@ -82,7 +83,7 @@ def failure_reason(exc: BaseException) -> str:
 class _Handshake(asyncio.Protocol):
     """The clear connection until TLS is up; keeps what arrives before the real protocol is ready."""
 
-    def __init__(self, acceptor: TlsAcceptor, app_factory: Callable[[], asyncio.BufferedProtocol]) -> None:
+    def __init__(self, acceptor: TlsAcceptor, app_factory: Callable[[], asyncio.BaseProtocol]) -> None:
         self._acceptor = acceptor
         self._app_factory = app_factory
         self._raw: list[bytes] = []  # clear bytes before the TLS layer took over (uvloop)
@@ -125,7 +126,7 @@ class _Handshake(asyncio.Protocol):
         for data in self._early:
             _feed(app, data)
         self._early.clear()
-        if self._eof and not app.eof_received():
+        if self._eof and not cast(asyncio.Protocol, app).eof_received():
             tls.close()
 
     def _replay_raw(self, transport: asyncio.Transport) -> None:
@@ -134,10 +135,7 @@ class _Handshake(asyncio.Protocol):
         for data in raw:
             if transport.is_closing():
                 return
-            if hasattr(tls_layer, "get_buffer"):  # asyncio's and uvloop's TLS layers are buffered
-                _feed(cast(asyncio.BufferedProtocol, tls_layer), data)
-            else:
-                cast(asyncio.Protocol, tls_layer).data_received(data)
+            _feed(tls_layer, data)  # asyncio's and uvloop's TLS layers are buffered
 
     def data_received(self, data: bytes) -> None:
         (self._early if self._tls_started else self._raw).append(bytes(data))
@@ -150,13 +148,17 @@ class _Handshake(asyncio.Protocol):
         self._lost = True
 
 
-def _feed(app: asyncio.BufferedProtocol, data: bytes) -> None:
+def _feed(app: asyncio.BaseProtocol, data: bytes) -> None:
+    if not hasattr(app, "get_buffer"):
+        cast(asyncio.Protocol, app).data_received(data)
+        return
+    buffered = cast(asyncio.BufferedProtocol, app)
     view = memoryview(data)
     while view:
-        buf = memoryview(app.get_buffer(len(view)))
+        buf = memoryview(buffered.get_buffer(len(view)))
         n = min(len(buf), len(view))
         buf[:n] = view[:n]
-        app.buffer_updated(n)
+        buffered.buffer_updated(n)
         view = view[n:]
 
 
@@ -169,7 +171,7 @@ class TlsAcceptor:
         self.log = HandshakeLog(listener)
         self._upgrades: set[asyncio.Task[None]] = set()
 
-    def factory(self, app_factory: Callable[[], asyncio.BufferedProtocol]) -> Callable[[], asyncio.Protocol]:
+    def factory(self, app_factory: Callable[[], asyncio.BaseProtocol]) -> Callable[[], asyncio.Protocol]:
         return lambda: _Handshake(self, app_factory)
 
     def start(self, upgrade: Coroutine[None, None, None]) -> None:
