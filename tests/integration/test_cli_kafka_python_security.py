@@ -121,3 +121,20 @@ def test_wrong_password_is_one_clear_error(broker: BrokerProcess, pki: Pki) -> N
         )
     ), refused.stderr
     assert time.monotonic() - started < REQUEST_TIMEOUT_S  # refused at once, not retried until the timeout
+
+
+def test_a_missing_ca_file_is_named(broker: BrokerProcess, tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-ca.pem"
+    sec = Security("SSL", ca=missing)
+    config = [a for k, v in librdkafka_settings(sec).items() for a in ("--command-config", f"{k}={v}")]
+    done = subprocess.run(
+        [*STROM, "--bootstrap-server", broker.listeners["SASL_SSL"], *config, "transactions", "list"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (
+        1,
+        f"strom: error: --command-config ssl.ca.location={missing}: no such file\n",
+    )

@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 from kafka.admin import KafkaAdminClient
 
-from strom.console.kafka_python_security import SUPPORTED, UnsupportedProperty, kafka_python_security
+from strom.console.kafka_python_security import (
+    SUPPORTED,
+    UnsupportedProperty,
+    kafka_python_security,
+    named_files,
+)
 
 
 def test_every_security_property_is_translated() -> None:
@@ -68,3 +73,13 @@ def test_every_argument_produced_is_one_kafka_python_takes() -> None:
 def test_what_kafka_python_cannot_take_is_refused_by_name(properties: dict[str, str], message: str) -> None:
     with pytest.raises(UnsupportedProperty, match=message):
         kafka_python_security(properties)
+
+
+def test_the_files_kafka_python_will_read_are_named() -> None:
+    properties = {
+        "security.protocol": "SSL",
+        "ssl.key.location": "/k",
+        "ssl.ca.location": "/ca",
+        "ssl.key.password": "p",
+    }
+    assert named_files(properties) == [("ssl.ca.location", "/ca"), ("ssl.key.location", "/k")]

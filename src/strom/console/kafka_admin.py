@@ -28,6 +28,7 @@ name rather than silently ignored.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -47,7 +48,7 @@ from kafka.protocol.sasl import SaslAuthenticateRequest, SaslAuthenticateRespons
 
 from strom.console.clients import ClientOptions
 from strom.console.errors import ConsoleError
-from strom.console.kafka_python_security import UnsupportedProperty, kafka_python_security
+from strom.console.kafka_python_security import UnsupportedProperty, kafka_python_security, named_files
 from strom.protocol.errors import ErrorCode
 
 T = TypeVar("T")
@@ -64,6 +65,9 @@ def kafka_admin(options: ClientOptions, command: str) -> Iterator[KafkaAdminClie
         security = kafka_python_security(options.command_config)
     except UnsupportedProperty as exc:
         raise ConsoleError(str(exc)) from None
+    for key, path in named_files(options.command_config):
+        if not os.path.isfile(path):
+            raise ConsoleError(f"--command-config {key}={path}: no such file")
     timeout_ms = int(options.timeout_s * 1000)
     admin = _connect(
         options,

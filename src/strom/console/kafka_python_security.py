@@ -82,6 +82,16 @@ def kafka_python_security(properties: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
+FILE_PROPERTIES = ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location")
+
+
+def named_files(properties: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The ``(property, path)`` pairs of ``properties`` that name a file kafka-python will read (checked
+    before connecting: kafka-python reports a missing one only as a failed connection, retried until
+    the timeout)."""
+    return [(key, properties[key]) for key in FILE_PROPERTIES if key in properties]
+
+
 def _one_of(key: str, value: str, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
         raise UnsupportedProperty(f"--command-config {key}={value}: expected one of {', '.join(allowed)}")
