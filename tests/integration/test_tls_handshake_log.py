@@ -122,3 +122,15 @@ def test_plain_http_to_the_https_listener_is_logged(tls_broker: BrokerProcess, p
     context = ssl.create_default_context(cafile=str(pki.ca))
     with urllib.request.urlopen(f"{tls_broker.http_url}/subjects", timeout=10, context=context) as answer:
         assert answer.status == 200 and json.loads(answer.read()) == []
+
+
+def test_a_connection_closed_before_any_tls_is_not_a_warning(tls_broker: BrokerProcess) -> None:
+    address = _address(tls_broker.listeners["MTLS"])
+    with socket.create_connection(address, timeout=10) as probe:  # a TCP health check
+        probe_port = probe.getsockname()[1]
+    with socket.create_connection(address, timeout=10) as raw:  # then a failure, logged after it
+        port = raw.getsockname()[1]
+        raw.sendall(b"\x16\x03\x01\x00\x05hello")
+        _drain(raw)
+    _wait_for_line(tls_broker, rf"TLS handshake from 127\.0\.0\.1:{port} on MTLS failed: ")
+    assert not [line for line in _handshake_lines(tls_broker, "MTLS") if f":{probe_port} " in line]

@@ -7,7 +7,9 @@ certificate, a TLS version, or a plaintext client. So a TLS listener accepts in 
 connection starts TLS itself with ``loop.start_tls`` (the same TLS transport afterwards, so the data
 path is unchanged), which raises on failure: one log line per failed handshake, with the peer address
 and the reason OpenSSL gives (``CERTIFICATE_VERIFY_FAILED (unable to get local issuer certificate)``,
-``WRONG_VERSION_NUMBER``, ``HTTP_REQUEST``, a timeout), never any certificate content or secret.
+``WRONG_VERSION_NUMBER``, ``HTTP_REQUEST``, a timeout), never any certificate content or secret. A
+peer that just closes the connection before TLS has anything to say (a TCP health check) is logged at
+DEBUG only.
 
 Theory of operation. `_Handshake` is the protocol of the clear connection: it pauses reading at once
 (the ClientHello is for the TLS layer), then ``start_tls`` puts the TLS layer on the socket with
@@ -43,7 +45,7 @@ class HandshakeLog:
     """One line per failed handshake, at most `burst` per `window_s`; the rest are counted."""
 
     def __init__(self, listener: str, burst: int = LOG_BURST, window_s: float = LOG_WINDOW_S) -> None:
-        self._listener = listener
+        self.listener = listener
         self._burst = burst
         self._window_s = window_s
         self._window_start = float("-inf")
@@ -63,7 +65,7 @@ class HandshakeLog:
         self._logged += 1
         more = f" ({self.suppressed} more failed since the last line)" if self.suppressed else ""
         self.suppressed = 0
-        log.warning("TLS handshake from %s on %s failed: %s%s", peer, self._listener, reason, more)
+        log.warning("TLS handshake from %s on %s failed: %s%s", peer, self.listener, reason, more)
         return True
 
 
@@ -116,7 +118,14 @@ class _Handshake(asyncio.Protocol):
             )
         except (OSError, TimeoutError, EOFError) as exc:
             transport.close()
-            self._acceptor.log.failed(where, failure_reason(exc))
+            if isinstance(exc, ssl.SSLError | TimeoutError):
+                self._acceptor.log.failed(where, failure_reason(exc))
+            else:  # the peer went away before TLS said anything (a TCP health check, a client giving up)
+                log.debug(
+                    "connection from %s on %s closed during the TLS handshake",
+                    where,
+                    self._acceptor.log.listener,
+                )
             return
         if tls is None or self._lost:
             return
