@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import socket
 import statistics
 import subprocess
@@ -34,6 +33,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+from strom.testing.processes import stop_process
 
 PARTITIONS = 6
 VALUE_BYTES = 100
@@ -72,13 +73,7 @@ def start_broker(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 
 def stop_broker(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(5)
+    stop_process(proc, kill_wait_s=5)
 
 
 def create_topic(bootstrap: str, name: str) -> None:

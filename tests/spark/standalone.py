@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from strom.testing.processes import stop_process
 
 _MASTER_URL = re.compile(r"Starting Spark master at (spark://[\d.]+:\d+)")
 _START_TIMEOUT_S = 60.0
@@ -39,16 +40,6 @@ def _wait_for(log: Path, pattern: re.Pattern[str], proc: subprocess.Popen[bytes]
     raise TimeoutError(f"no {pattern.pattern!r} in {log} within {_START_TIMEOUT_S} s")
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-
-
 @dataclass
 class StandaloneCluster:
     master_url: str
@@ -61,8 +52,8 @@ class StandaloneCluster:
         return sorted(p for p in self.work_dir.glob("app-*/*") if p.is_dir())
 
     def stop(self) -> None:
-        _stop(self.worker)
-        _stop(self.master)
+        stop_process(self.worker)
+        stop_process(self.master)
 
 
 def start_cluster(base: Path, *, cores: int = 2, memory: str = "1g") -> StandaloneCluster:
@@ -107,7 +98,7 @@ def start_cluster(base: Path, *, cores: int = 2, memory: str = "1g") -> Standalo
                 stderr=subprocess.STDOUT,
             )
     except BaseException:
-        _stop(master)
+        stop_process(master)
         raise
     cluster = StandaloneCluster(url, work, master, worker)
     try:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
+
+from strom.testing.processes import stop_process
 
 _READY = re.compile(r"Strom broker (\d+) listening on ([^:\s]+):(\d+)")
 _LISTENER = re.compile(r"Strom broker \d+ listener (\S+) \((\S+)\) on ([^:\s]+):(\d+)")
@@ -111,13 +112,7 @@ class BrokerProcess:
         """Graceful stop (SIGTERM, then SIGKILL after `timeout_s`); returns the exit code."""
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        stop_process(self.proc, timeout_s)
         return self._reap()
 
     def kill(self) -> None:

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
+
+from strom.testing.processes import stop_process
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")
@@ -114,13 +115,7 @@ class ZooKeeperProcess:
 
     def stop(self, timeout_s: float = 15.0) -> None:
         if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.send_signal(signal.SIGTERM)
-                try:
-                    self.proc.wait(timeout_s)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait(10)
+            stop_process(self.proc, timeout_s)
             self.proc = None
         if self._log is not None:
             self._log.close()
