@@ -173,7 +173,8 @@ class SaslAuthenticator:
         if self._legacy:
             return await self._legacy_token(bytes(payload), client_host)
         key, version, correlation_id = _HEADER_PREFIX.unpack_from(payload)
-        if self.authenticated and self._mechanism is None and key != ApiKey.SASL_HANDSHAKE:
+        starts_reauth = key == ApiKey.SASL_HANDSHAKE and version >= 1 and self._reauth_capable
+        if self.authenticated and self._mechanism is None and not starts_reauth:
             self._settings.counters.expired_connections_killed += 1
             log.info(
                 "closing connection from %s on %s: the SASL session of %s has expired "
