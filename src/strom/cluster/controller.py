@@ -43,7 +43,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -189,7 +190,25 @@ class Controller:
         self.zk.resign_controller(self.broker_id)
         self.ctx.clear()
 
+    @contextlib.contextmanager
+    def _timed(self, what: str) -> Iterator[None]:
+        """Log where a controller event's time went (ZooKeeper, building requests); the fail-over
+        benchmark (bench/cluster_failover_bench.py) reads these lines."""
+        zk_before, built_before, started = self.zk.stats.copy(), self.requests.build_s, time.perf_counter()
+        yield
+        log.info(
+            "controller timing %s: total %.3f s, %s, requests %.3f s",
+            what,
+            time.perf_counter() - started,
+            self.zk.stats.since(zk_before).describe(),
+            self.requests.build_s - built_before,
+        )
+
     def _on_become_active(self) -> None:
+        with self._timed("failover"):
+            self._become_active()
+
+    def _become_active(self) -> None:
         ctx = self.ctx
         # Watch first, then read: a broker registering in between fires the watch instead of being missed.
         self.zk.watch_children(paths.BROKER_IDS, lambda: self.enqueue(self._on_broker_change))
@@ -238,6 +257,10 @@ class Controller:
     def _on_broker_change(self) -> None:
         if not self.active:
             return
+        with self._timed("broker-change"):
+            self._broker_change()
+
+    def _broker_change(self) -> None:
         ctx = self.ctx
         self.zk.watch_children(paths.BROKER_IDS, lambda: self.enqueue(self._on_broker_change))
         current = self.zk.get_brokers()

@@ -31,6 +31,7 @@ import contextlib
 import dataclasses
 import logging
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
@@ -47,29 +48,29 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType
 
 from strom.cluster import zk_paths as paths
-from strom.cluster.election import LeaderAndIsr
-from strom.cluster.zk_paths import BrokerRegistration, PartitionStateDoc, TopicAssignment
+from strom.cluster.zk_batching import ZkStats
+from strom.cluster.zk_errors import ControllerMovedError, ZkError
+from strom.cluster.zk_partitions import PartitionStateOps
+from strom.cluster.zk_paths import BrokerRegistration, TopicAssignment
 from strom.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["KafkaZkClient", "ZkError"]
-
-
-class ZkError(Exception):
-    """ZooKeeper could not be reached or refused an operation in an unexpected way."""
+__all__ = ["ControllerMovedError", "KafkaZkClient", "ZkError"]
 
 
 Callback = Callable[[], None]
+_READS = frozenset({"get", "get_children", "exists"})
 
 
-class KafkaZkClient:
+class KafkaZkClient(PartitionStateOps):
     def __init__(self, connect: str, session_timeout_ms: int, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         session_s = max(session_timeout_ms, 1000) / 1000
         # kazoo's default backoff grows to a minute: far past the session, which then expires needlessly.
         retry = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": max(0.5, session_s / 3)}
         self._zk = KazooClient(hosts=connect, timeout=session_s, connection_retry=retry)
+        self.stats = ZkStats()
         self._state_callbacks: list[Callable[[str], None]] = []
         self._lost = False
         # Watch callbacks to run again once connected (kazoo threads and the loop both touch it).
@@ -152,12 +153,15 @@ class KafkaZkClient:
     def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if not self._zk.connected:
             raise ZkError(f"{fn.__name__}{args[:1]}: not connected to ZooKeeper")
+        started = time.perf_counter()
         try:
             return fn(*args, **kwargs)
         except (NoNodeError, NodeExistsError, BadVersionError, NotEmptyError):
             raise
         except (KazooException, KazooTimeoutError) as exc:
             raise ZkError(f"{fn.__name__}{args[:1]}: {exc!r}") from exc
+        finally:
+            self.stats.add(fn.__name__ not in _READS, started)
 
     def op(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """A kazoo operation by name behind the connection guard (for modules such as zk_acls.py)."""
@@ -289,6 +293,18 @@ class KafkaZkClient:
             return None
         return TopicAssignment.decode(data), int(stat.version)
 
+    def get_topic_assignments(
+        self, topics: list[str], on_change: Callable[[str], Callback]
+    ) -> dict[str, tuple[TopicAssignment, int] | None]:
+        """Every topic's assignment and znode version (None if gone), read with pipelined requests,
+        each leaving a data watch that runs ``on_change(topic)`` on the loop."""
+        watches = [self._bridge(on_change(topic)) for topic in topics]
+        found = self.get_many([paths.topic_path(topic) for topic in topics], watches)
+        return {
+            topic: None if got is None else (TopicAssignment.decode(got[0]), int(got[1].version))
+            for topic, got in zip(topics, found, strict=True)
+        }
+
     def set_topic_assignment(self, name: str, assignment: TopicAssignment, version: int) -> int | None:
         """Conditional write; the new version, or None if someone wrote in between."""
         try:
@@ -391,82 +407,6 @@ class KafkaZkClient:
             with contextlib.suppress(NoNodeError):
                 self._call(self._zk.delete, path, recursive=True)
 
-    # partition state -------------------------------------------------------------------------------
-    def get_partition_state(self, topic: str, partition: int) -> LeaderAndIsr | None:
-        try:
-            data, stat = self._call(self._zk.get, paths.partition_state_path(topic, partition))
-        except NoNodeError:
-            return None
-        doc = PartitionStateDoc.decode(data)
-        return LeaderAndIsr(doc.leader, doc.leader_epoch, doc.isr, doc.controller_epoch, int(stat.version))
-
-    def _state_bytes(self, state: LeaderAndIsr) -> bytes:
-        return PartitionStateDoc(state.leader, state.leader_epoch, state.isr, state.controller_epoch).encode()
-
-    def create_partition_state(
-        self, topic: str, partition: int, state: LeaderAndIsr, epoch_zk_version: int
-    ) -> LeaderAndIsr | None:
-        """Create the state znode (controller only, fenced by the epoch version); None if it exists."""
-        path = paths.partition_state_path(topic, partition)
-        self._call(self._zk.ensure_path, path.rsplit("/", 1)[0])
-        tx = self._zk.transaction()
-        tx.check(paths.CONTROLLER_EPOCH, epoch_zk_version)
-        tx.create(path, self._state_bytes(state))
-        results = self._call(tx.commit)
-        if any(isinstance(r, Exception) for r in results):
-            if isinstance(results[0], BadVersionError):
-                raise ControllerMovedError("controller epoch changed")
-            return None
-        return LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.controller_epoch, 0)
-
-    def update_partition_state(
-        self, topic: str, partition: int, state: LeaderAndIsr, epoch_zk_version: int | None = None
-    ) -> LeaderAndIsr | None:
-        """Conditional write on ``state.zk_version``; the stored state (new version) or None on conflict.
-
-        With ``epoch_zk_version`` (controller writes) the transaction also checks /controller_epoch and
-        raises `ControllerMovedError` if another controller has been elected since.
-        """
-        path = paths.partition_state_path(topic, partition)
-        data = self._state_bytes(state)
-        if epoch_zk_version is None:
-            try:
-                stat = self._call(self._zk.set, path, data, state.zk_version)
-            except (BadVersionError, NoNodeError):
-                return None
-            new_version = int(stat.version)
-        else:
-            tx = self._zk.transaction()
-            tx.check(paths.CONTROLLER_EPOCH, epoch_zk_version)
-            tx.set_data(path, data, state.zk_version)
-            results = self._call(tx.commit)
-            if isinstance(results[0], Exception):
-                raise ControllerMovedError("controller epoch changed")
-            if isinstance(results[1], Exception):
-                return None
-            new_version = int(results[1].version)
-        return LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.controller_epoch, new_version)
-
-    def notify_isr_change(self, partitions: list[tuple[str, int]]) -> None:
-        self._call(
-            self._zk.create,
-            f"{paths.ISR_CHANGE_NOTIFICATION}/isr_change_",
-            paths.encode_isr_change(partitions),
-            sequence=True,
-        )
-
-    def read_and_delete_isr_changes(self, children: list[str]) -> set[tuple[str, int]]:
-        changed: set[tuple[str, int]] = set()
-        for child in children:
-            path = f"{paths.ISR_CHANGE_NOTIFICATION}/{child}"
-            try:
-                data, _ = self._call(self._zk.get, path)
-                changed.update(paths.decode_isr_change(data))
-                self._call(self._zk.delete, path)
-            except NoNodeError:
-                continue
-        return changed
-
     # producer ids ----------------------------------------------------------------------------------
     def allocate_producer_id_block(self, broker_id: int, size: int) -> int:
         """Claim the next block of producer ids (conditional write, retried); returns its first id."""
@@ -494,7 +434,3 @@ class KafkaZkClient:
                 return start
             except BadVersionError:
                 continue
-
-
-class ControllerMovedError(Exception):
-    """A controller write was fenced: ``/controller_epoch`` moved on; this broker is no longer controller."""
