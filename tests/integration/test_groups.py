@@ -144,8 +144,16 @@ class Worker:
 
     @property
     def assignment(self) -> set[int] | None:
-        changes = [e for e in self.snapshot() if e["ev"] in ("assign", "revoke")]
-        return set(changes[-1]["partitions"]) if changes else None
+        """The partitions after the last rebalance callback; None until the first assignment.
+
+        kafka-python calls `on_partitions_revoked(set())` before its first JoinGroup: that revoke is no
+        assignment yet (read as one, a test raced the join's answer by some 30 ms).
+        """
+        events = self.snapshot()
+        if not any(e["ev"] == "assign" for e in events):
+            return None
+        changes = [e for e in events if e["ev"] in ("assign", "revoke")]
+        return set(changes[-1]["partitions"])
 
     def count(self, ev: str) -> int:
         return sum(1 for e in self.snapshot() if e["ev"] == ev)
