@@ -235,13 +235,12 @@ class _Connection(asyncio.BufferedProtocol):
             self._writer.close()
 
     def eof_received(self) -> bool:
-        partial = self._end - self._start
-        if self._frame is not None:
-            partial = 4 + self._frame_got
+        partial = 4 + self._frame_got if self._frame is not None else self._end - self._start
         if partial and not self._eof:
             log.info("connection from %s closed mid-request (%d bytes of a frame)", self.client_host, partial)
         self._end_of_input()
-        return True  # keep the socket open to finish answering; the worker closes it
+        # Plain TCP: stay open to finish answering (the worker closes). TLS closes on EOF whatever we say.
+        return self._transport is None or self._transport.get_extra_info("ssl_object") is None
 
     def pause_writing(self) -> None:  # transport-buffered writes only (TLS): see ResponseWriter
         if self._writer is not None:

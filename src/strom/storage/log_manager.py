@@ -173,7 +173,8 @@ class LogManager:
         if clean:
             os.unlink(marker)
             fsync_dir(log_dir)
-        log.info("loaded %d logs from %s (clean shutdown: %s)", len(self._logs), log_dir, clean)
+        previous = "clean" if clean else "unclean" if self._dir_counts[log_dir] else "none (no logs yet)"
+        log.info("loaded %d logs from %s (last shutdown: %s)", len(self._logs), log_dir, previous)
 
     # -- lookup and creation ----------------------------------------------------------------------
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
