@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.spark.kafka_helpers import consume_all, new_topic
+from tests.spark.kafka_helpers import consume_all, new_topic, recent_base_ms
 
 pytestmark = pytest.mark.spark
 
@@ -61,9 +61,17 @@ def check_stats(spark: Any, parquet: Path, clicks: list[Any]) -> list[Any]:
     return rows
 
 
+def recent_minute_ms() -> int:
+    """A minute boundary an hour ago. Not a fixed date: the session broker's 7-day time retention runs
+    every 5 minutes and would delete records stamped years ago mid-test (the source then rightly fails
+    with a data-loss error for offset 0)."""
+    base = recent_base_ms()
+    return base - base % 60_000
+
+
 def test_pipeline_aggregates_match_plain_python(spark: Any, strom_broker: str, tmp_path: Path) -> None:
     generator, job = load("clickstream_generator"), load("clickstream_job")
-    start_ms = 1_700_000_040_000  # a minute boundary
+    start_ms = recent_minute_ms()
     clicks = list(generator.generate_events(1500, start_ms=start_ms, step_ms=200.0, users=40, seed=5))
     # One late-in-time event pushes the watermark past every window above, so all of them close.
     flush = generator.Click("user-flush", "/", 1, start_ms + 20 * 60_000)
@@ -99,7 +107,7 @@ def test_avro_pipeline_keeps_running_across_a_schema_change(
     """`make demo`'s pipeline: Avro clicks through the registry, v2 (a field with a default) mid-stream."""
     generator, job = load("clickstream_generator"), load("clickstream_job")
     bootstrap, registry = strom_broker_process.bootstrap, strom_broker_process.http_url
-    start_ms = 1_700_000_040_000
+    start_ms = recent_minute_ms()
     clicks = list(generator.generate_events(1200, start_ms=start_ms, step_ms=200.0, users=40, seed=7))
     flush = generator.Click("user-flush", "/", 1, start_ms + 20 * 60_000)
     in_topic, out_topic = new_topic(bootstrap, 3, "clicks"), new_topic(bootstrap, 1, "stats")
