@@ -16,7 +16,12 @@ from strom.cluster.controlled_shutdown import (
 )
 from strom.cluster.election import LeaderAndIsr
 from strom.cluster.partition_state import PartitionState
-from strom.cluster.propagation import leader_and_isr_requests, stop_replica_body, update_metadata_body
+from strom.cluster.propagation import (
+    leader_and_isr_requests,
+    metadata_image,
+    stop_replica_body,
+    update_metadata_body,
+)
 from strom.cluster.replica_state import (
     PartitionReplica,
     ReplicaState,
@@ -166,8 +171,9 @@ def test_full_leader_and_isr_reaches_every_live_broker() -> None:
 
 
 def test_update_metadata_describes_the_whole_cluster() -> None:
-    body = update_metadata_body(_context())
-    assert body["controller_epoch"] == 7
+    ctx = _context()
+    body = update_metadata_body(ctx, metadata_image(ctx))
+    assert body["controller_epoch"] == 7 and body["type"] == 2
     assert [b["id"] for b in body["live_brokers"]] == [1, 2, 3]
     (topic,) = body["topics"]
     p1 = topic["partition_states"][1]

@@ -3,7 +3,8 @@
 Each live broker gets a queue and a sender task with its own connection. Requests are sent one at a
 time in enqueue order (a LeaderAndIsr is never overtaken by a later UpdateMetadata); a failed send is
 retried after a short back-off until it succeeds or the broker leaves the live set, which drops its
-queue (a broker that comes back receives the full state again from the controller).
+queue (a broker that comes back receives the full state again from the controller). Requests go at the
+highest version of Strom's internal layouts (all brokers of a cluster run the same Strom).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from strom.broker.net_client import BrokerConnection
 from strom.broker.security.client import ClientSecurity
 from strom.cluster.zk_paths import BrokerRegistration
+from strom.protocol.api import INTERNAL, ApiKey
 
 log = logging.getLogger(__name__)
 RETRY_BACKOFF_S = 0.2
@@ -33,7 +35,8 @@ class _BrokerQueue:
             api_key, body = await self.queue.get()
             while True:
                 try:
-                    response = await self.connection.send(api_key, 0, body, timeout_s=15.0)
+                    version = INTERNAL[ApiKey(api_key)][1]
+                    response = await self.connection.send(api_key, version, body, timeout_s=15.0)
                 except ConnectionError as exc:
                     log.debug("controller request to broker %d failed: %s", self.registration.broker_id, exc)
                     await asyncio.sleep(RETRY_BACKOFF_S)

@@ -6,8 +6,14 @@ answers Metadata from this cache. In a ZooKeeper cluster the controller's Update
 it; on a single node the local control plane (`strom.broker.local_control`) applies the same bodies
 in-process, describing a cluster of one.
 
-UpdateMetadata carries the whole cluster state (internal_specs.py), so applying it replaces the cache;
-requests from a controller epoch older than the newest seen are ignored. Topic configs are not in
+A *full* UpdateMetadata (version 0, or ``type`` 2) carries the whole cluster state (internal_specs.py),
+so applying it replaces the cache. An *incremental* one (``type`` 1) carries every live broker but only
+the partitions that changed since the controller's previous request to this broker, and the topics
+deleted since: they are merged in (a topic whose id differs from the cached one was deleted and
+created again, so its old partitions go). The controller sends a full one first, after its election and
+after each registration of this broker, and a broker's requests arrive in order, so the merged cache
+equals the controller's view. Requests from a controller epoch older than the newest seen are ignored,
+full or incremental. Topic configs are not in
 UpdateMetadata: they are read from ``/config/topics/<t>`` when a topic first appears and re-read when a
 ``/config/changes`` notification names it (the loader is injected: ZooKeeper, or the local catalogue).
 Producer ids come in blocks claimed from ZooKeeper (unique across the cluster) or from the local
@@ -23,6 +29,8 @@ from typing import Any
 from strom.broker.metadata_store import TopicInfo
 
 PRODUCER_ID_BLOCK = 1000
+#: UpdateMetadata's ``type`` (version 1+; KIP-866's numbering). Version 0 is always full.
+INCREMENTAL, FULL = 1, 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +40,16 @@ class PartitionMetadata:
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     offline_replicas: tuple[int, ...]
+
+
+def _partition(s: dict[str, Any]) -> PartitionMetadata:
+    return PartitionMetadata(
+        int(s["leader"]),
+        int(s["leader_epoch"]),
+        tuple(s["replicas"]),
+        tuple(s["isr"]),
+        tuple(s["offline_replicas"]),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,12 +86,51 @@ class ClusterMetadataStore:
         self._pid_block_end = 0
 
     def apply_update_metadata(self, body: dict[str, Any]) -> bool:
-        """Replace the cache with the controller's view; False if the request is from a stale controller."""
+        """Apply the controller's view (replace, or merge an incremental one); False if the request is
+        from a stale controller."""
         epoch = int(body["controller_epoch"])
         if epoch < self.controller_epoch:
             return False
         self.controller_epoch = epoch
         self.controller_id = int(body["controller_id"])
+        self._apply_brokers(body)
+        if int(body.get("type", FULL)) == INCREMENTAL:
+            self._merge(body["topics"], body.get("deleted_topics") or [])
+            return True
+        partitions: dict[tuple[str, int], PartitionMetadata] = {}
+        topics: dict[str, TopicInfo] = {}
+        for topic in body["topics"]:
+            self._add_topic(topic, topics, partitions)
+        self.topics = topics
+        self.partitions = partitions
+        return True
+
+    def _merge(self, changed: list[dict[str, Any]], deleted: list[str]) -> None:
+        for name in deleted:
+            self._drop_topic(name)
+        for topic in changed:
+            name, topic_id = topic["topic_name"], bytes(topic["topic_id"])
+            old = self.topics.get(name)
+            if old is not None and old.topic_id != topic_id:
+                self._drop_topic(name)
+                old = None
+            states = topic["partition_states"]
+            for s in states:
+                self.partitions[(name, int(s["partition_index"]))] = _partition(s)
+            count = max([old.partitions if old else 0, *(int(s["partition_index"]) + 1 for s in states)])
+            if old is not None:
+                old.partitions = count
+            else:
+                rf = len(states[0]["replicas"]) if states else 0
+                self.topics[name] = TopicInfo(name, topic_id, count, rf, self._load_configs(name))
+
+    def _drop_topic(self, name: str) -> None:
+        info = self.topics.pop(name, None)
+        if info is not None:
+            for p in range(info.partitions):
+                self.partitions.pop((name, p), None)
+
+    def _apply_brokers(self, body: dict[str, Any]) -> None:
         self.brokers = {
             int(b["id"]): LiveBroker(
                 int(b["id"]),
@@ -84,13 +141,6 @@ class ClusterMetadataStore:
             )
             for b in body["live_brokers"]
         }
-        partitions: dict[tuple[str, int], PartitionMetadata] = {}
-        topics: dict[str, TopicInfo] = {}
-        for topic in body["topics"]:
-            self._add_topic(topic, topics, partitions)
-        self.topics = topics
-        self.partitions = partitions
-        return True
 
     def apply_topic_delta(self, changed: list[dict[str, Any]], removed: list[str]) -> None:
         """Replace the listed topics (UpdateMetadata's topic layout) and drop ``removed``; the rest stays.
@@ -99,10 +149,7 @@ class ClusterMetadataStore:
         whole cache for each created topic made creating N topics cost N² partition entries.
         """
         for name in [*removed, *(t["topic_name"] for t in changed)]:
-            info = self.topics.pop(name, None)
-            if info is not None:
-                for p in range(info.partitions):
-                    self.partitions.pop((name, p), None)
+            self._drop_topic(name)
         for topic in changed:
             self._add_topic(topic, self.topics, self.partitions)
 
@@ -115,13 +162,7 @@ class ClusterMetadataStore:
         name = topic["topic_name"]
         states = topic["partition_states"]
         for s in states:
-            partitions[(name, int(s["partition_index"]))] = PartitionMetadata(
-                int(s["leader"]),
-                int(s["leader_epoch"]),
-                tuple(s["replicas"]),
-                tuple(s["isr"]),
-                tuple(s["offline_replicas"]),
-            )
+            partitions[(name, int(s["partition_index"]))] = _partition(s)
         old = self.topics.get(name)
         configs = old.configs if old is not None else self._load_configs(name)
         rf = len(states[0]["replicas"]) if states else 0

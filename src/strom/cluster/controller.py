@@ -189,6 +189,7 @@ class Controller:
         self._active_tasks.clear()
         self.zk.resign_controller(self.broker_id)
         self.ctx.clear()
+        self.requests.reset()
 
     @contextlib.contextmanager
     def _timed(self, what: str) -> Iterator[None]:
@@ -210,18 +211,26 @@ class Controller:
 
     def _become_active(self) -> None:
         ctx = self.ctx
+        self.requests.reset()
         # Watch first, then read: a broker registering in between fires the watch instead of being missed.
         self.zk.watch_children(paths.BROKER_IDS, lambda: self.enqueue(self._on_broker_change))
         ctx.live = self.zk.get_brokers()
         self.requests.set_brokers()
-        for topic in self.zk.watch_children(paths.BROKER_TOPICS, lambda: self.enqueue(self._on_topic_change)):
-            self._load_topic(topic)
-        for tp in ctx.all_partitions():
-            state = self.partitions.initialize(tp)
-            if state is None:
-                self.partitions.bring_online(tp)
-            elif state.leader not in ctx.live or any(b not in ctx.live for b in state.isr):
-                self.partitions.handle_offline(tp)
+        self._load_topics(
+            self.zk.watch_children(paths.BROKER_TOPICS, lambda: self.enqueue(self._on_topic_change))
+        )
+        # Every state znode in one pipelined read; then the writes, batched: first leaders for
+        # partitions that never had one, new leaders (or smaller ISRs) where brokers are gone.
+        stored = self.partitions.initialize_all(ctx.all_partitions())
+        self.partitions.bring_online_all([tp for tp, state in stored.items() if state is None])
+        self.partitions.handle_offline_all(
+            [
+                tp
+                for tp, state in stored.items()
+                if state is not None
+                and (state.leader not in ctx.live or any(b not in ctx.live for b in state.isr))
+            ]
+        )
         self.requests.leader_and_isr(set(ctx.leadership), full=True)
         self.requests.update_metadata()
         self._on_isr_change()
@@ -253,6 +262,16 @@ class Controller:
         self.ctx.assignments[topic], self.ctx.assignment_versions[topic] = found
         return found[0]
 
+    def _load_topics(self, topics: list[str]) -> None:
+        """`_load_topic` for many topics, read with pipelined requests (fail-over, new topics)."""
+
+        def on_change(topic: str) -> Callable[[], None]:
+            return lambda: self.enqueue(lambda: self._on_topic_modified(topic))
+
+        for topic, found in self.zk.get_topic_assignments(topics, on_change).items():
+            if found is not None:
+                self.ctx.assignments[topic], self.ctx.assignment_versions[topic] = found
+
     # watch events ----------------------------------------------------------------------------------
     def _on_broker_change(self) -> None:
         if not self.active:
@@ -273,14 +292,15 @@ class Controller:
                 "controller: brokers now %s (dead %s, new %s)", sorted(current), sorted(dead), sorted(new)
             )
         ctx.replica_states.transition_all(ctx.replicas_on(dead), ReplicaState.OFFLINE, "broker failure")
-        changed: set[TopicPartition] = set()
-        for tp in ctx.all_partitions():
-            state = ctx.leadership.get(tp)
-            if state is None:
-                if self.partitions.bring_online(tp):
-                    changed.add(tp)
-            elif hit_by_broker_failure(state, dead) and self.partitions.handle_offline(tp):
-                changed.add(tp)
+        everything = ctx.all_partitions()
+        changed = self.partitions.bring_online_all([tp for tp in everything if tp not in ctx.leadership])
+        changed |= self.partitions.handle_offline_all(
+            [
+                tp
+                for tp in everything
+                if tp in ctx.leadership and hit_by_broker_failure(ctx.leadership[tp], dead)
+            ]
+        )
         self.requests.update_metadata()
         if changed:
             self.requests.leader_and_isr(changed)
@@ -296,11 +316,10 @@ class Controller:
         added = [t for t in topics if t not in self.ctx.assignments]
         for topic in set(self.ctx.assignments) - set(topics):
             self.ctx.forget_topic(topic)
-        changed: set[TopicPartition] = set()
-        for topic in added:
-            if self._load_topic(topic) is None:
-                continue
-            changed |= self._add_partitions(self.ctx.partitions_of(topic))
+        self._load_topics(added)
+        changed = self._add_partitions(
+            [tp for topic in added if topic in self.ctx.assignments for tp in self.ctx.partitions_of(topic)]
+        )
         if added:
             log.info("controller: new topics %s", added)
             self.requests.update_metadata()
@@ -322,12 +341,9 @@ class Controller:
 
     def _add_partitions(self, tps: list[TopicPartition]) -> set[TopicPartition]:
         """New partitions: NEW, then ONLINE where a replica is alive; returns those now online."""
-        online = set()
         for tp in tps:
             self.partitions.add(tp)
-            if self.partitions.bring_online(tp):
-                online.add(tp)
-        return online
+        return self.partitions.bring_online_all(tps)
 
     def _on_isr_change(self) -> None:
         if not self.active:
@@ -337,9 +353,8 @@ class Controller:
         )
         if not children:
             return
-        for tp in self.zk.read_and_delete_isr_changes(children):
-            if tp[0] in self.ctx.assignments:
-                self.partitions.refresh(tp)
+        changed = self.zk.read_and_delete_isr_changes(children)
+        self.partitions.refresh_all(sorted(tp for tp in changed if tp[0] in self.ctx.assignments))
         self.reassignments.check()
         self.requests.update_metadata()
 

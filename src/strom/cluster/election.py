@@ -145,13 +145,15 @@ def offline_partition_decision(
 ) -> Decision:
     """After broker failures: drop dead ISR members, elect a new leader, or write leader -1.
 
-    ``unclean_allowed`` is asked only when a new leader is needed (it reads the topic's config).
+    ``unclean_allowed`` is asked only when no ISR member can lead (it reads the topic's config).
     """
     if current.leader in live and current.leader not in shutting_down:
         isr = [b for b in current.isr if b in live]
         return (current.leader, isr) if isr else None
     eligible = [b for b in live if b not in shutting_down]
-    result = offline_leader(replicas, current.isr, eligible, unclean_allowed())
+    result = offline_leader(replicas, current.isr, eligible)
+    if result is None and unclean_allowed():
+        result = offline_leader(replicas, current.isr, eligible, unclean_allowed=True)
     if result is None and current.leader != NO_LEADER:
         return NO_LEADER, list(current.isr)
     return result

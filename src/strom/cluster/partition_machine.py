@@ -49,15 +49,19 @@ class PartitionStateMachine:
     # fail-over and creation --------------------------------------------------------------------------
     def initialize(self, tp: TopicPartition) -> LeaderAndIsr | None:
         """Read the partition's znode and set its state (and its replicas') from it and the live set."""
-        state = self.zk.get_partition_state(*tp)
-        if state is not None:
-            self.ctx.leadership[tp] = state
-        self.states.initialize(tp, state_at_failover(state, self.ctx.live))
-        for replica in self.ctx.replicas_of(tp):
-            self.ctx.replica_states.initialize(
-                replica, replica_state_at_failover(replica.replica, self.ctx.live)
-            )
-        return state
+        return self.initialize_all([tp])[tp]
+
+    def initialize_all(self, tps: list[TopicPartition]) -> dict[TopicPartition, LeaderAndIsr | None]:
+        """`initialize` for many partitions, their znodes read with pipelined requests."""
+        found = self.zk.get_partition_states(tps)
+        live = self.ctx.live
+        for tp, state in found.items():
+            if state is not None:
+                self.ctx.leadership[tp] = state
+            self.states.initialize(tp, state_at_failover(state, live))
+            for replica in self.ctx.replicas_of(tp):
+                self.ctx.replica_states.initialize(replica, replica_state_at_failover(replica.replica, live))
+        return found
 
     def add(self, tp: TopicPartition) -> None:
         """A partition appeared in an assignment: NON_EXISTENT -> NEW, its replicas too."""
@@ -66,21 +70,33 @@ class PartitionStateMachine:
 
     def bring_online(self, tp: TopicPartition) -> bool:
         """NEW -> ONLINE: create the state znode with the first live replica as leader."""
-        if not self.states.check(tp, PartitionState.ONLINE, "first leader"):
-            return False
-        live_replicas = [b for b in self.ctx.replicas(tp) if b in self.ctx.live]
-        if not live_replicas:
-            return False
-        state = LeaderAndIsr(live_replicas[0], 0, tuple(live_replicas), self.ctx.epoch)
-        stored = self.zk.create_partition_state(tp[0], tp[1], state, self.ctx.epoch_zk_version)
-        if stored is None:
-            stored = self.zk.get_partition_state(*tp)
-        if stored is None:
-            return False
-        self.ctx.leadership[tp] = stored
-        self.states.transition_to(tp, state_after_election(stored.leader), "first leader")
-        self.sync_replicas(tp)
-        return True
+        return tp in self.bring_online_all([tp])
+
+    def bring_online_all(self, tps: list[TopicPartition]) -> set[TopicPartition]:
+        """`bring_online` for many partitions, the znodes created in fenced multi-ops; those now online."""
+        creates = []
+        for tp in tps:
+            if not self.states.check(tp, PartitionState.ONLINE, "first leader"):
+                continue
+            live_replicas = [b for b in self.ctx.replicas(tp) if b in self.ctx.live]
+            if live_replicas:
+                creates.append((tp, LeaderAndIsr(live_replicas[0], 0, tuple(live_replicas), self.ctx.epoch)))
+        if not creates:
+            return set()
+        stored = self.zk.create_partition_states(creates, self.ctx.epoch_zk_version)
+        existing = [tp for tp, state in stored.items() if state is None]
+        if existing:  # a previous controller created them: take their content
+            stored.update(self.zk.get_partition_states(existing))
+        online = set()
+        for tp, _ in creates:
+            state = stored.get(tp)
+            if state is None:
+                continue
+            self.ctx.leadership[tp] = state
+            self.states.transition_to(tp, state_after_election(state.leader), "first leader")
+            self.sync_replicas(tp)
+            online.add(tp)
+        return online
 
     def sync_replicas(self, tp: TopicPartition) -> None:
         """Once a partition has a leader its replicas are ONLINE on live brokers, OFFLINE elsewhere."""
@@ -92,44 +108,80 @@ class PartitionStateMachine:
     # elections ----------------------------------------------------------------------------------------
     def elect(self, tp: TopicPartition, decide: Callable[[LeaderAndIsr], Decision], why: str) -> bool:
         """Apply ``decide`` with conditional writes, deciding again after a conflict; True if written."""
+        return tp in self.elect_all([tp], lambda _tp, current: decide(current), why)
+
+    def elect_all(
+        self,
+        tps: list[TopicPartition],
+        decide: Callable[[TopicPartition, LeaderAndIsr], Decision],
+        why: str,
+    ) -> set[TopicPartition]:
+        """`elect` for many partitions: all decisions, then their writes in fenced multi-ops; the
+        conflicted ones are re-read and decided again (up to five rounds). Returns those written."""
+        written: set[TopicPartition] = set()
+        pending = list(tps)
         for _ in range(MAX_WRITE_ATTEMPTS):
-            current = self.ctx.leadership.get(tp)
-            if current is None:
-                return False
-            decision = decide(current)
-            if decision is None:
-                return False
-            leader, isr = decision
-            if leader == current.leader and tuple(isr) == current.isr:
-                return False
-            target = state_after_election(leader)
-            if not self.states.check(tp, target, why):
-                return False
-            if self._write(tp, current.elected(leader, isr, self.ctx.epoch)):
+            writes = []
+            for tp in pending:
+                current = self.ctx.leadership.get(tp)
+                decision = None if current is None else decide(tp, current)
+                if current is None or decision is None:
+                    continue
+                leader, isr = decision
+                if leader == current.leader and tuple(isr) == current.isr:
+                    continue
+                target = state_after_election(leader)
+                if self.states.check(tp, target, why):
+                    writes.append((tp, current.elected(leader, isr, self.ctx.epoch), target))
+            if not writes:
+                break
+            stored = self.zk.update_partition_states(
+                [(tp, new) for tp, new, _ in writes], self.ctx.epoch_zk_version
+            )
+            pending = []
+            for tp, new, target in writes:
+                state = stored.get(tp)
+                if state is None:
+                    pending.append(tp)
+                    continue
+                self.ctx.leadership[tp] = state
                 self.states.transition_to(tp, target, why)
-                log.info(
+                written.add(tp)
+                log.debug(
                     "controller: %s-%d leader %d epoch %d isr %s (%s)",
-                    tp[0],
-                    tp[1],
-                    leader,
-                    current.leader_epoch + 1,
-                    isr,
+                    *tp,
+                    new.leader,
+                    new.leader_epoch,
+                    new.isr,
                     why,
                 )
-                return True
-        return False
+            if not pending:
+                break
+            self.refresh_all(pending)  # a leader changed the ISR meanwhile: decide again on what is stored
+        if written:
+            log.info("controller: %d partition state(s) written (%s)", len(written), why)
+        return written
 
     def handle_offline(self, tp: TopicPartition) -> bool:
         """New leader if the current one is gone; dead brokers leave the ISR either way."""
-        replicas = self.ctx.replicas(tp)
-        live = self.ctx.live_ids()
+        return tp in self.handle_offline_all([tp])
 
-        def decide(current: LeaderAndIsr) -> Decision:
+    def handle_offline_all(self, tps: list[TopicPartition]) -> set[TopicPartition]:
+        """`handle_offline` for many partitions (each topic's unclean setting read at most once)."""
+        live = self.ctx.live_ids()
+        unclean: dict[str, bool] = {}
+
+        def allowed(topic: str) -> bool:
+            if topic not in unclean:
+                unclean[topic] = self.unclean_allowed(topic)
+            return unclean[topic]
+
+        def decide(tp: TopicPartition, current: LeaderAndIsr) -> Decision:
             return election.offline_partition_decision(
-                current, replicas, live, self.ctx.shutting_down, lambda: self.unclean_allowed(tp[0])
+                current, self.ctx.replicas(tp), live, self.ctx.shutting_down, lambda: allowed(tp[0])
             )
 
-        return self.elect(tp, decide, "broker failure")
+        return self.elect_all(tps, decide, "broker failure")
 
     def unclean_allowed(self, topic: str) -> bool:
         value = self.zk.get_topic_config(topic).get("unclean.leader.election.enable")
@@ -139,9 +191,12 @@ class PartitionStateMachine:
 
     def refresh(self, tp: TopicPartition) -> None:
         """Re-read the state znode after a leader changed the ISR (the leader stays, so does the state)."""
-        fresh = self.zk.get_partition_state(*tp)
-        if fresh is not None:
-            self.ctx.leadership[tp] = fresh
+        self.refresh_all([tp])
+
+    def refresh_all(self, tps: list[TopicPartition]) -> None:
+        for tp, fresh in self.zk.get_partition_states(tps).items():
+            if fresh is not None:
+                self.ctx.leadership[tp] = fresh
 
     # deletion -----------------------------------------------------------------------------------------
     def remove(self, tp: TopicPartition) -> None:
@@ -149,11 +204,3 @@ class PartitionStateMachine:
         self.states.transition_to(tp, PartitionState.OFFLINE, "topic deletion")
         if self.states.transition_to(tp, PartitionState.NON_EXISTENT, "topic deletion"):
             self.ctx.leadership.pop(tp, None)
-
-    def _write(self, tp: TopicPartition, new: LeaderAndIsr) -> bool:
-        stored = self.zk.update_partition_state(tp[0], tp[1], new, self.ctx.epoch_zk_version)
-        if stored is None:
-            self.refresh(tp)
-            return False
-        self.ctx.leadership[tp] = stored
-        return True

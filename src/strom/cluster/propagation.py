@@ -8,8 +8,14 @@ controller writes to ZooKeeper it tells the brokers, in this order:
    list with the adding/removing sides of a reassignment). A *full* send also goes to live brokers that
    replicate none of the partitions (an empty request), which a freshly elected controller uses so that
    every broker learns the new controller epoch.
-2. **UpdateMetadata** (api key 6) to every live broker: the whole cluster (every partition's state, the
-   live brokers with their racks), so that every broker answers Metadata requests the same way.
+2. **UpdateMetadata** (api key 6) to every live broker, so that every broker answers Metadata requests
+   the same way: the live brokers with their racks, and partition states. The first one a broker gets
+   from this controller (after the controller's election, or after the broker registered again) is
+   *full*: every partition. Later ones are *incremental*: only the partitions whose metadata changed
+   since the previous UpdateMetadata, and the topics deleted since. The controller keeps the
+   `metadata_image` it last sent and diffs the current one against it (`metadata_delta`), so no call
+   site has to say what it changed; the channel delivers every request in order and retries it until
+   the broker leaves the live set, so a broker that got the full one has seen every delta since.
 3. **StopReplica** (api key 5) to a broker that must stop following partitions, with
    ``delete_partitions`` when its copy is to be deleted.
 
@@ -37,6 +43,8 @@ __all__ = [
     "ControllerChannel",
     "ControllerRequests",
     "leader_and_isr_requests",
+    "metadata_delta",
+    "metadata_image",
     "stop_replica_body",
     "update_metadata_body",
 ]
@@ -107,30 +115,70 @@ def leader_and_isr_requests(
     ]
 
 
-def update_metadata_body(ctx: ControllerContext) -> dict[str, Any]:
-    """The whole cluster as every broker should see it."""
-    topics = []
-    for topic, assignment in sorted(ctx.assignments.items()):
-        parts = []
-        for p in sorted(assignment.partitions):
-            state = ctx.leadership.get((topic, p)) or LeaderAndIsr(-1, -1, ())
-            replicas = assignment.partitions[p]
-            parts.append(
-                {
-                    "partition_index": p,
-                    "controller_epoch": state.controller_epoch,
-                    "leader": state.leader,
-                    "leader_epoch": state.leader_epoch,
-                    "isr": list(state.isr),
-                    "zk_version": state.zk_version,
-                    "replicas": replicas,
-                    "offline_replicas": [b for b in replicas if b not in ctx.live],
-                }
+#: What a broker's metadata cache holds of one partition: (topic id, leader, leader epoch, ISR, znode
+#: version, controller epoch, replicas, offline replicas). Equal images need no UpdateMetadata entry.
+PartitionImage = tuple[bytes, int, int, tuple[int, ...], int, int, tuple[int, ...], tuple[int, ...]]
+MetadataImage = dict[TopicPartition, PartitionImage]
+INCREMENTAL, FULL = 1, 2
+
+
+def metadata_image(ctx: ControllerContext) -> MetadataImage:
+    """Every partition as UpdateMetadata describes it, from the controller's view."""
+    image: MetadataImage = {}
+    live = ctx.live
+    no_leader = LeaderAndIsr(-1, -1, ())
+    for topic, assignment in ctx.assignments.items():
+        for p, replicas in assignment.partitions.items():
+            state = ctx.leadership.get((topic, p)) or no_leader
+            image[(topic, p)] = (
+                assignment.topic_id,
+                state.leader,
+                state.leader_epoch,
+                state.isr,
+                state.zk_version,
+                state.controller_epoch,
+                tuple(replicas),
+                tuple(b for b in replicas if b not in live),
             )
-        topics.append({"topic_name": topic, "topic_id": assignment.topic_id, "partition_states": parts})
+    return image
+
+
+def metadata_delta(before: MetadataImage, after: MetadataImage) -> tuple[list[TopicPartition], list[str]]:
+    """(partitions new or changed, sorted; topics deleted, sorted) from ``before`` to ``after``. A topic
+    deleted and created again keeps its name but not its id, so all its partitions count as changed."""
+    changed = sorted(tp for tp, entry in after.items() if before.get(tp) != entry)
+    remaining = {tp[0] for tp in after}
+    return changed, sorted({tp[0] for tp in before} - remaining)
+
+
+def update_metadata_body(
+    ctx: ControllerContext, image: MetadataImage, delta: tuple[list[TopicPartition], list[str]] | None = None
+) -> dict[str, Any]:
+    """The cluster as every broker should see it: all of ``image`` (full), or with ``delta`` only its
+    changed partitions and deleted topics (incremental)."""
+    tps = sorted(image) if delta is None else delta[0]
+    topics: list[dict[str, Any]] = []
+    for tp in tps:
+        topic_id, leader, leader_epoch, isr, zk_version, controller_epoch, replicas, offline = image[tp]
+        if not topics or topics[-1]["topic_name"] != tp[0]:
+            topics.append({"topic_name": tp[0], "topic_id": topic_id, "partition_states": []})
+        topics[-1]["partition_states"].append(
+            {
+                "partition_index": tp[1],
+                "controller_epoch": controller_epoch,
+                "leader": leader,
+                "leader_epoch": leader_epoch,
+                "isr": list(isr),
+                "zk_version": zk_version,
+                "replicas": list(replicas),
+                "offline_replicas": list(offline),
+            }
+        )
     return {
         "controller_id": ctx.broker_id,
         "controller_epoch": ctx.epoch,
+        "type": FULL if delta is None else INCREMENTAL,
+        "deleted_topics": [] if delta is None else delta[1],
         "topics": topics,
         "live_brokers": [
             {
@@ -165,6 +213,10 @@ class ControllerRequests:
         self.channel = channel
         #: Seconds spent building and queueing requests (the controller's timing log reports it).
         self.build_s = 0.0
+        # The image the brokers were last sent, and the registration (epoch) of each broker when it got
+        # its full UpdateMetadata from this controller.
+        self._sent: MetadataImage | None = None
+        self._full_sent_to: dict[int, int] = {}
 
     def set_brokers(self) -> None:
         self.channel.set_brokers(self.ctx.live)
@@ -177,11 +229,31 @@ class ControllerRequests:
             self.channel.send(broker_id, LEADER_AND_ISR, body)
         self.build_s += time.perf_counter() - started
 
+    def reset(self) -> None:
+        """Forget what was sent (a new controller term): every broker gets a full UpdateMetadata next."""
+        self._sent = None
+        self._full_sent_to.clear()
+
     def update_metadata(self) -> None:
+        """UpdateMetadata to every live broker: full to those that have not had one from this controller
+        since they registered, incremental (what changed since the last call) to the others."""
         started = time.perf_counter()
-        body = update_metadata_body(self.ctx)
-        for broker_id in sorted(self.ctx.live):
-            self.channel.send(broker_id, UPDATE_METADATA, body)
+        image = metadata_image(self.ctx)
+        full: dict[str, Any] | None = None
+        incremental: dict[str, Any] | None = None
+        for broker_id, registration in sorted(self.ctx.live.items()):
+            if self._sent is not None and self._full_sent_to.get(broker_id) == registration.epoch:
+                if incremental is None:
+                    delta = metadata_delta(self._sent, image)
+                    incremental = update_metadata_body(self.ctx, image, delta)
+                self.channel.send(broker_id, UPDATE_METADATA, incremental)
+            else:
+                full = full or update_metadata_body(self.ctx, image)
+                self.channel.send(broker_id, UPDATE_METADATA, full)
+                self._full_sent_to[broker_id] = registration.epoch
+        for gone in set(self._full_sent_to) - set(self.ctx.live):
+            del self._full_sent_to[gone]
+        self._sent = image
         self.build_s += time.perf_counter() - started
 
     def stop_replica(self, broker_id: int, tps: list[TopicPartition], delete: bool) -> None:

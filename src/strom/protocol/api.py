@@ -132,7 +132,7 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
 INTERNAL: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LEADER_AND_ISR: (0, 0),
     ApiKey.STOP_REPLICA: (0, 0),
-    ApiKey.UPDATE_METADATA: (0, 0),
+    ApiKey.UPDATE_METADATA: (0, 1),
     ApiKey.CONTROLLED_SHUTDOWN: (0, 0),
 }
 

@@ -8,9 +8,12 @@ one version (0) each, classic (non-flexible) encoding. They are never advertised
 * LeaderAndIsr: the controller tells the replicas of some partitions who leads, at which leader epoch,
   with which ISR and assignment (plus the znode version, so the leader can later change the ISR by a
   conditional write), and how to reach each leader.
-* UpdateMetadata: the *whole* cluster view (live brokers, every partition's state, topic ids); a broker
-  replaces its metadata cache with it. Clusters that Strom targets are small, so sending everything
-  keeps cache maintenance trivially correct (no incremental deletes).
+* UpdateMetadata: the cluster view (live brokers, partition states, topic ids). Version 0 always carries
+  all of it and the broker replaces its cache. Version 1 adds ``Type`` (KIP-866's numbering: 1
+  incremental, 2 full) and ``DeletedTopics``: a *full* request is applied as version 0; an
+  *incremental* one carries every live broker but only the partitions that changed since the previous
+  request to that broker, and the topics deleted since, and the broker merges it into its cache. The
+  controller sends a full one first to every broker (after its election and after each registration).
 * StopReplica: stop fetching (and optionally delete) some partitions' replicas on a broker.
 * ControlledShutdown: a stopping broker asks the controller to move its leaderships away first; the
   response lists the partitions it still leads.
@@ -27,12 +30,14 @@ def _f(name: str, type_: str, **extra: Any) -> dict[str, Any]:
     return {"name": name, "type": type_, "versions": "0+", **extra}
 
 
-def _message(name: str, kind: str, api_key: int, fields: list[dict[str, Any]]) -> dict[str, Any]:
+def _message(
+    name: str, kind: str, api_key: int, fields: list[dict[str, Any]], valid: str = "0"
+) -> dict[str, Any]:
     return {
         "apiKey": api_key,
         "type": kind,
         "name": name,
-        "validVersions": "0",
+        "validVersions": valid,
         "flexibleVersions": "none",
         "fields": fields,
     }
@@ -150,9 +155,12 @@ INTERNAL_SPECS: list[dict[str, Any]] = [
                     ),
                 ],
             ),
+            _f("Type", "int8", versions="1+", default="2"),
+            _f("DeletedTopics", "[]string", versions="1+"),
         ],
+        valid="0-1",
     ),
-    _message("UpdateMetadataResponse", "response", 6, [_f("ErrorCode", "int16")]),
+    _message("UpdateMetadataResponse", "response", 6, [_f("ErrorCode", "int16")], valid="0-1"),
     _message(
         "ControlledShutdownRequest",
         "request",
