@@ -29,7 +29,6 @@ UpdateMetadata) they were sent. Each result is a JSON line; medians at the end. 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import re
@@ -47,50 +46,21 @@ from confluent_kafka import ElectionType, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
-from strom.broker.net_client import BrokerConnection
-from strom.protocol.api import ApiKey
 from strom.testing.broker_process import BrokerProcess
-from strom.testing.cluster import LocalCluster
+from strom.testing.cluster import LocalCluster, PartitionView, broker_metadata
 
 _TIMING = re.compile(
     r"^(\S+ \S+) .*controller timing (\S+): total ([\d.]+) s, ZooKeeper reads (\d+) in ([\d.]+) s, "
     r"writes (\d+) in ([\d.]+) s, requests ([\d.]+) s"
 )
-_LOOP = asyncio.new_event_loop()
 
 
 def emit(step: str, **values: Any) -> None:
     print(json.dumps({"step": step, "load_1m": round(os.getloadavg()[0], 2), **values}), flush=True)
 
 
-Parts = dict[tuple[str, int], tuple[int, tuple[int, ...], tuple[int, ...]]]
-
-
-def metadata(bootstrap: str) -> tuple[int, Parts]:
-    """(controller id, partition -> (leader, isr, replicas)) as this one broker answers Metadata."""
-    host, port = bootstrap.rsplit(":", 1)
-
-    async def ask() -> dict[str, Any]:
-        conn = BrokerConnection(host, int(port), "failover-bench")
-        try:
-            body = {
-                "topics": None,
-                "allow_auto_topic_creation": False,
-                "include_cluster_authorized_operations": False,
-                "include_topic_authorized_operations": False,
-            }
-            return await conn.send(ApiKey.METADATA, 8, body, timeout_s=60)
-        finally:
-            conn.close()
-
-    answer = _LOOP.run_until_complete(ask())
-    parts = {
-        (t["name"], p["partition_index"]): (p["leader_id"], tuple(p["isr_nodes"]), tuple(p["replica_nodes"]))
-        for t in answer["topics"]
-        if not t["name"].startswith("__")
-        for p in t["partitions"]
-    }
-    return int(answer["controller_id"]), parts
+def metadata(bootstrap: str) -> tuple[int, PartitionView]:
+    return broker_metadata(bootstrap)
 
 
 def create_topics(bootstrap: str, names: list[str], partitions: int, batch: int) -> None:

@@ -8,13 +8,49 @@ A ``broker_factory`` may place brokers elsewhere (the fault suite runs each in a
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from strom.broker.net_client import BrokerConnection
+from strom.broker.security.client import ClientSecurity
+from strom.protocol.api import ApiKey
 from strom.testing.broker_process import BrokerProcess
 from strom.testing.zookeeper_process import ZooKeeperProcess
+
+#: partition -> (leader, ISR, replicas) as one broker answers Metadata.
+PartitionView = dict[tuple[str, int], tuple[int, tuple[int, ...], tuple[int, ...]]]
+
+
+def broker_metadata(bootstrap: str, timeout_s: float = 60.0) -> tuple[int, PartitionView]:
+    """(controller id, every partition's leader, ISR and replicas) as *this one* broker answers Metadata
+    (a client library would ask whichever broker it likes); internal topics left out."""
+    host, port = bootstrap.rsplit(":", 1)
+    body = {
+        "topics": None,
+        "allow_auto_topic_creation": False,
+        "include_cluster_authorized_operations": False,
+        "include_topic_authorized_operations": False,
+    }
+
+    async def ask() -> dict[str, Any]:
+        conn = BrokerConnection(host, int(port), "strom-testing", ClientSecurity())
+        try:
+            return await conn.send(ApiKey.METADATA, 8, body, timeout_s=timeout_s)
+        finally:
+            conn.close()
+
+    answer = asyncio.run(ask())
+    view = {
+        (t["name"], p["partition_index"]): (p["leader_id"], tuple(p["isr_nodes"]), tuple(p["replica_nodes"]))
+        for t in answer["topics"]
+        if not t["name"].startswith("__")
+        for p in t["partitions"]
+    }
+    return int(answer["controller_id"]), view
 
 
 def rack_of(broker_id: int, brokers: int, racks: int) -> str | None:
