@@ -203,15 +203,20 @@ class PartitionStateOps:
     ) -> dict[TopicPartition, LeaderAndIsr | None]:
         """Write ``items`` in chunked multis, each first checking ``/controller_epoch``; ``add`` puts an
         item's operations into a transaction and returns how many it added (the item's result is its
-        last operation's); a conflict costs that item only, the rest of its multi is submitted again."""
+        last operation's). A multi that fails on one item's conflict is not tried again as a whole
+        (each retry would find one more conflict among leaders' concurrent ISR writes): its other items
+        go as single fenced transactions, pipelined, each succeeding or conflicting on its own."""
         outcome: dict[TopicPartition, LeaderAndIsr | None] = {}
 
         def size(item: tuple[TopicPartition, LeaderAndIsr]) -> int:
             return 2 * len(paths.partition_state_path(*item[0])) + 96
 
-        pending = chunks(items, size)
-        while pending:
-            chunk = pending.pop()
+        def stored(state: LeaderAndIsr, result: Any) -> LeaderAndIsr:
+            return LeaderAndIsr(
+                state.leader, state.leader_epoch, state.isr, state.controller_epoch, stored_version(result)
+            )
+
+        for chunk in chunks(items, size):
             tx = self._zk.transaction()
             tx.check(paths.CONTROLLER_EPOCH, epoch_zk_version)
             op_counts = [add(tx, tp, state) for tp, state in chunk]
@@ -223,19 +228,42 @@ class PartitionStateOps:
                 position = 1
                 for (tp, state), count in zip(chunk, op_counts, strict=True):
                     position += count
-                    outcome[tp] = LeaderAndIsr(
-                        state.leader,
-                        state.leader_epoch,
-                        state.isr,
-                        state.controller_epoch,
-                        stored_version(results[position - 1]),
-                    )
+                    outcome[tp] = stored(state, results[position - 1])
                 continue
             retry, (conflicted, _) = split_failed(chunk, failed)
             outcome[conflicted] = None
-            if retry:
-                pending.append(retry)
+            for (tp, state), result in zip(
+                retry, self._fenced_each(retry, epoch_zk_version, add), strict=True
+            ):
+                outcome[tp] = None if result is None else stored(state, result)
         return outcome
+
+    def _fenced_each(
+        self,
+        items: Sequence[tuple[TopicPartition, LeaderAndIsr]],
+        epoch_zk_version: int,
+        add: Callable[[Any, TopicPartition, LeaderAndIsr], int],
+    ) -> list[Any]:
+        """One fenced transaction per item, pipelined; per item its last result, or None (conflict)."""
+        found: list[Any] = []
+        started = time.perf_counter()
+        for start in range(0, len(items), PIPELINE_WINDOW):
+            window = []
+            for tp, state in items[start : start + PIPELINE_WINDOW]:
+                tx = self._zk.transaction()
+                tx.check(paths.CONTROLLER_EPOCH, epoch_zk_version)
+                add(tx, tp, state)
+                window.append(tx.commit_async())
+            for pending in window:
+                try:
+                    results = pending.get(timeout=BULK_TIMEOUT_S)
+                except (KazooException, KazooTimeoutError) as exc:
+                    raise ZkError(f"writing {len(items)} znodes: {exc!r}") from exc
+                if isinstance(results[0], BadVersionError):
+                    raise ControllerMovedError("controller epoch changed")
+                found.append(None if any(isinstance(r, Exception) for r in results) else results[-1])
+        self.stats.add(True, started, len(items))
+        return found
 
     def update_partition_states(
         self, updates: Sequence[tuple[TopicPartition, LeaderAndIsr]], epoch_zk_version: int
