@@ -49,6 +49,9 @@ from strom.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
+#: Partitions of one LeaderAndIsr applied between two yields of the event loop.
+LEADER_AND_ISR_SLICE = 500
+
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -353,8 +356,24 @@ class ClusterMember:
         return False
 
     # requests only a controller sends -------------------------------------------------------------
-    def leader_and_isr(self, body: dict[str, Any]) -> dict[str, Any]:
-        return self.replica_manager.become_leader_or_follower(body)
+    async def leader_and_isr(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Applied in slices of `LEADER_AND_ISR_SLICE` partitions with the event loop let go between
+        them: a LeaderAndIsr for thousands of partitions (a broker failure, a new controller) would
+        otherwise hold the loop for seconds, and on the controller's own broker that holds back the
+        controller's requests to every other broker, which then start only after it."""
+        states = body["partition_states"]
+        if len(states) <= LEADER_AND_ISR_SLICE:
+            return self.replica_manager.become_leader_or_follower(body)
+        errors: list[dict[str, Any]] = []
+        for start in range(0, len(states), LEADER_AND_ISR_SLICE):
+            part = self.replica_manager.become_leader_or_follower(
+                {**body, "partition_states": states[start : start + LEADER_AND_ISR_SLICE]}
+            )
+            if part["error_code"]:  # a newer controller spoke meanwhile: the rest is stale too
+                return part
+            errors.extend(part["partition_errors"])
+            await asyncio.sleep(0)
+        return {"error_code": 0, "partition_errors": errors}
 
     def stop_replica(self, body: dict[str, Any]) -> dict[str, Any]:
         return self.replica_manager.stop_replicas(body)

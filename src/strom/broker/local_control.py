@@ -259,7 +259,7 @@ class LocalControlPlane:
         return info is not None and info.partitions >= count
 
     # requests only a remote controller sends ------------------------------------------------------
-    def leader_and_isr(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def leader_and_isr(self, body: dict[str, Any]) -> dict[str, Any]:
         return {"error_code": int(ErrorCode.INVALID_REQUEST), "partition_errors": []}
 
     def stop_replica(self, body: dict[str, Any]) -> dict[str, Any]:

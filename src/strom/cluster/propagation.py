@@ -225,9 +225,14 @@ class ControllerRequests:
         self, tps: Iterable[TopicPartition], full: bool = False, to: set[int] | None = None
     ) -> None:
         started = time.perf_counter()
-        for broker_id, body in leader_and_isr_requests(self.ctx, tps, full, to):
+        for broker_id, body in sorted(leader_and_isr_requests(self.ctx, tps, full, to), key=self._own_last):
             self.channel.send(broker_id, LEADER_AND_ISR, body)
         self.build_s += time.perf_counter() - started
+
+    def _own_last(self, item: tuple[int, Any]) -> tuple[bool, int]:
+        """Brokers in id order, the controller's own broker last: its requests are handled on the loop
+        that also sends the others theirs, so the others' go out first."""
+        return item[0] == self.ctx.broker_id, item[0]
 
     def reset(self) -> None:
         """Forget what was sent (a new controller term): every broker gets a full UpdateMetadata next."""
@@ -241,7 +246,7 @@ class ControllerRequests:
         image = metadata_image(self.ctx)
         full: dict[str, Any] | None = None
         incremental: dict[str, Any] | None = None
-        for broker_id, registration in sorted(self.ctx.live.items()):
+        for broker_id, registration in sorted(self.ctx.live.items(), key=self._own_last):
             if self._sent is not None and self._full_sent_to.get(broker_id) == registration.epoch:
                 if incremental is None:
                     delta = metadata_delta(self._sent, image)

@@ -35,7 +35,7 @@ _CLUSTER_DENIED = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 async def handle_leader_and_isr(ctx: RequestContext, req: Body) -> Body:
     if not allowed_cluster(ctx, Op.CLUSTER_ACTION):
         return {"error_code": _CLUSTER_DENIED, "partition_errors": []}
-    return ctx.broker.control.leader_and_isr(req)
+    return await ctx.broker.control.leader_and_isr(req)
 
 
 @handles(ApiKey.STOP_REPLICA)
