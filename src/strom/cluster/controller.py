@@ -20,10 +20,13 @@ module is the driver: election, the event queue, and the ZooKeeper watches. The 
   by a conditional write and becomes active with that epoch. Every later ZooKeeper write of the
   controller runs in a transaction that checks the epoch znode's version, and every request it sends
   carries the epoch, which brokers use to ignore a deposed controller (STALE_CONTROLLER_EPOCH).
-* **Fail-over.** The new controller reads the live brokers, every assignment and partition state, and
-  rebuilds the partition and replica states from them; partitions without a state znode get their
-  first leader, partitions whose leader or ISR members are dead get a new election; then every broker
-  gets LeaderAndIsr for what it replicates and UpdateMetadata.
+* **Fail-over.** The new controller reads the live brokers, every assignment and partition state
+  (pipelined reads, not a round trip each), and rebuilds the partition and replica states from them;
+  partitions without a state znode get their first leader, partitions whose leader or ISR members are
+  dead get a new election, all written together in fenced multi-ops (`strom.cluster.zk_partitions`);
+  then every broker gets one LeaderAndIsr for what it replicates and a full UpdateMetadata. Every
+  event works on all the partitions it concerns at once in the same way, and later UpdateMetadata
+  requests carry only what changed (`strom.cluster.propagation`).
 * **One event queue, one consumer.** Watches (brokers, topics, each topic's assignment, ISR change
   notifications, deletions) and API calls (ElectLeaders, reassignments, ControlledShutdown) only
   enqueue events; one task processes them in order, so decisions never interleave. A write fenced by a

@@ -37,6 +37,7 @@ log = logging.getLogger("strom.cluster.controller")
 __all__ = ["PartitionStateMachine"]
 
 MAX_WRITE_ATTEMPTS = 5
+PER_PARTITION_LOG_LIMIT = 20
 
 
 class PartitionStateMachine:
@@ -147,7 +148,9 @@ class PartitionStateMachine:
                 self.ctx.leadership[tp] = state
                 self.states.transition_to(tp, target, why)
                 written.add(tp)
-                log.debug(
+                # Each one at INFO for a few (an operator's election), a count for thousands.
+                log.log(
+                    logging.INFO if len(writes) <= PER_PARTITION_LOG_LIMIT else logging.DEBUG,
                     "controller: %s-%d leader %d epoch %d isr %s (%s)",
                     *tp,
                     new.leader,
@@ -158,7 +161,7 @@ class PartitionStateMachine:
             if not pending:
                 break
             self.refresh_all(pending)  # a leader changed the ISR meanwhile: decide again on what is stored
-        if written:
+        if len(written) > PER_PARTITION_LOG_LIMIT:
             log.info("controller: %d partition state(s) written (%s)", len(written), why)
         return written
 

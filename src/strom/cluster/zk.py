@@ -5,7 +5,10 @@ and session events. Strom's broker and controller live on one asyncio event loop
 callback and session change is *bridged* into that loop with ``loop.call_soon_threadsafe``; no Strom
 state is ever touched from a kazoo thread. The operations themselves are synchronous kazoo calls made
 from the loop: against a ZooKeeper on the local network they take about a millisecond, which keeps the
-callers (controller event handlers, ISR changes) simple straight-line code. A call never waits for a
+callers (controller event handlers, ISR changes) simple straight-line code. Work on thousands of
+znodes at once (a controller fail-over) uses the bulk forms instead: pipelined reads and chunked
+multi-op writes (`strom.cluster.zk_partitions`), so it waits for a few round trips, not thousands.
+A call never waits for a
 connection: while kazoo is disconnected (it would queue the request until it reconnects, blocking the
 whole event loop, so a ZooKeeper outage would freeze every leader) it raises `ZkError` at once, and a
 call in flight when the connection drops raises it too. Reconnection attempts back off to at most a third
