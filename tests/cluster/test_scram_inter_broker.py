@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
 from strom.testing.broker_process import BrokerProcess
 from strom.testing.zookeeper_process import ZooKeeperProcess
-from tests.cluster.conftest import FAST, wait_until
+from tests.cluster.conftest import wait_until
+from tests.cluster.secure_cluster import replicate_fail_over_read_back, sasl_ssl_brokers
 from tests.integration.certs import Pki, make_pki
 from tests.integration.secure_clients import Security, librdkafka_settings
 from tests.prerequisites import require_zookeeper
@@ -54,30 +53,18 @@ def scram_cluster(tmp_path: Path) -> Iterator[tuple[list[BrokerProcess], Pki]]:
     pki = make_pki(tmp_path / "pki")
     zk = ZooKeeperProcess(tmp_path / "zk")
     zk.start()
-    brokers: list[BrokerProcess] = []
     try:
         _create_user(zk, tmp_path, "broker", "broker-secret")
         _create_user(zk, tmp_path, "alice", "alice-secret")
-        for broker_id in range(3):
-            settings = {
-                **FAST,
-                "broker.id": str(broker_id),
-                "zookeeper.connect": zk.connect,
-                "listeners": "SASL_SSL://127.0.0.1:0",
-                "inter.broker.listener.name": "SASL_SSL",
-                "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-                "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
-                "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": BROKER_JAAS,
-                "ssl.keystore.location": str(pki.broker),
-                "ssl.truststore.location": str(pki.ca),
-            }
-            proc = BrokerProcess(tmp_path / f"broker-{broker_id}", settings)
-            brokers.append(proc)
-            proc.start()
-        yield brokers, pki
+        settings = {
+            "listeners": "SASL_SSL://127.0.0.1:0",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": BROKER_JAAS,
+        }
+        with sasl_ssl_brokers(zk, tmp_path, pki, settings) as brokers:
+            yield brokers, pki
     finally:
-        for proc in brokers:
-            proc.stop(timeout_s=20)
         zk.stop()
 
 
@@ -95,39 +82,15 @@ def test_brokers_replicate_and_fail_over_logged_in_with_scram_sha_512(
     bootstrap = ",".join(b.bootstrap for b in brokers)
     admin = AdminClient(_alice(pki, bootstrap))
     wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 3, 60, "3 live brokers")
-    admin.create_topics([NewTopic("scram", 1, 3, config={"min.insync.replicas": "2"})])["scram"].result(30)
 
-    def partition() -> Any:
-        return admin.list_topics("scram", timeout=5).topics["scram"].partitions[0]
+    def brokers_logged_in_to_each_other() -> None:
+        # Followers fetch (and the controller sends LeaderAndIsr) logged in as the brokers' SCRAM user.
+        follower_logins = [
+            line
+            for b in brokers
+            for line in b.log_path.read_text().splitlines()
+            if "SASL SCRAM-SHA-512 connection" in line and "as User:broker" in line
+        ]
+        assert len(follower_logins) >= 2, "no broker logged in to another with SCRAM"
 
-    producer = Producer({**_alice(pki, bootstrap), "acks": "all", "enable.idempotence": True})
-    for i in range(100):
-        producer.produce("scram", f"m{i}".encode())
-    assert producer.flush(30) == 0
-    wait_until(lambda: len(partition().isrs) == 3, 30, "followers in the ISR over SCRAM")
-    # Followers fetch (and the controller sends LeaderAndIsr) logged in as the brokers' SCRAM user.
-    leader = partition().leader
-    follower_logins = [
-        line
-        for b in brokers
-        for line in b.log_path.read_text().splitlines()
-        if "SASL SCRAM-SHA-512 connection" in line and "as User:broker" in line
-    ]
-    assert len(follower_logins) >= 2, "no broker logged in to another with SCRAM"
-    brokers[leader].kill()  # kill -9
-    wait_until(lambda: partition().leader not in (leader, -1), 30, "a new leader elected")
-    for i in range(100, 200):
-        producer.produce("scram", f"m{i}".encode())
-    assert producer.flush(60) == 0
-    consumer = Consumer({**_alice(pki, bootstrap), "group.id": "g", "auto.offset.reset": "earliest"})
-    consumer.subscribe(["scram"])
-    got: list[bytes] = []
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and len(got) < 200:
-            msg = consumer.poll(0.5)
-            if msg is not None and not msg.error():
-                got.append(msg.value())
-    finally:
-        consumer.close()
-    assert sorted(got) == sorted(f"m{i}".encode() for i in range(200))
+    replicate_fail_over_read_back(brokers, _alice(pki, bootstrap), "scram", brokers_logged_in_to_each_other)

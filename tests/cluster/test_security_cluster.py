@@ -5,16 +5,13 @@ ZooKeeper's /config/users) logs in on another."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import (
     AdminClient,
-    NewTopic,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialUpsertion,
@@ -22,7 +19,8 @@ from confluent_kafka.admin import (
 
 from strom.testing.broker_process import BrokerProcess
 from strom.testing.zookeeper_process import ZooKeeperProcess
-from tests.cluster.conftest import FAST, wait_until
+from tests.cluster.conftest import wait_until
+from tests.cluster.secure_cluster import replicate_fail_over_read_back, sasl_ssl_brokers
 from tests.integration.certs import Pki, make_pki
 from tests.integration.secure_clients import Security, librdkafka_settings, roundtrip
 from tests.prerequisites import require_zookeeper
@@ -39,27 +37,15 @@ def secure_cluster(tmp_path: Path) -> Iterator[tuple[list[BrokerProcess], Pki]]:
     pki = make_pki(tmp_path / "pki")
     zk = ZooKeeperProcess(tmp_path / "zk")
     zk.start()
-    brokers: list[BrokerProcess] = []
+    settings = {
+        "listeners": "SASL_SSL://127.0.0.1:0,PLAINTEXT://127.0.0.1:0",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
+    }
     try:
-        for broker_id in range(3):
-            settings = {
-                **FAST,
-                "broker.id": str(broker_id),
-                "zookeeper.connect": zk.connect,
-                "listeners": "SASL_SSL://127.0.0.1:0,PLAINTEXT://127.0.0.1:0",
-                "inter.broker.listener.name": "SASL_SSL",
-                "sasl.mechanism.inter.broker.protocol": "PLAIN",
-                "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
-                "ssl.keystore.location": str(pki.broker),
-                "ssl.truststore.location": str(pki.ca),
-            }
-            proc = BrokerProcess(tmp_path / f"broker-{broker_id}", settings)
-            brokers.append(proc)
-            proc.start()
-        yield brokers, pki
+        with sasl_ssl_brokers(zk, tmp_path, pki, settings) as brokers:
+            yield brokers, pki
     finally:
-        for proc in brokers:
-            proc.stop(timeout_s=20)
         zk.stop()
 
 
@@ -81,36 +67,7 @@ def test_sasl_ssl_cluster_replicates_fails_over_and_shares_scram_users(
     plain_admin = AdminClient({"bootstrap.servers": brokers[2].listeners["PLAINTEXT"]})
     plain = {b.id: f"{b.host}:{b.port}" for b in plain_admin.list_topics(timeout=5).brokers.values()}
     assert plain == {i: b.listeners["PLAINTEXT"] for i, b in enumerate(brokers)}
-    admin.create_topics([NewTopic("secure", 1, 3, config={"min.insync.replicas": "2"})])["secure"].result(30)
-
-    def isr() -> list[int]:
-        return list(admin.list_topics("secure", timeout=5).topics["secure"].partitions[0].isrs)
-
-    producer = Producer({**_client(pki, bootstrap), "acks": "all", "enable.idempotence": True})
-    for i in range(100):
-        producer.produce("secure", f"m{i}".encode())
-    assert producer.flush(30) == 0
-    wait_until(lambda: len(isr()) == 3, 30, "followers in the ISR over SASL_SSL")
-    # Fail over: stop the leader; the rest keeps accepting acks=all writes.
-    leader = admin.list_topics("secure", timeout=5).topics["secure"].partitions[0].leader
-    brokers[leader].kill()
-    for i in range(100, 200):
-        producer.produce("secure", f"m{i}".encode())
-    assert producer.flush(60) == 0
-    consumer = Consumer({**_client(pki, bootstrap), "group.id": "g", "auto.offset.reset": "earliest"})
-    consumer.subscribe(["secure"])
-    got: list[bytes] = []
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and not msg.error():
-                got.append(msg.value())
-            if len(got) >= 200:
-                break
-    finally:
-        consumer.close()
-    assert sorted(got) == sorted(f"m{i}".encode() for i in range(200))
+    leader = replicate_fail_over_read_back(brokers, _client(pki, bootstrap), "secure")
     # A SCRAM user created through one broker logs in on another.
     live = [b for i, b in enumerate(brokers) if i != leader]
     upsert = UserScramCredentialUpsertion(
