@@ -214,33 +214,15 @@ class SaslAuthenticator:
                 mechanism[:64],
                 self._mechanism_name,
             )
-            return self._reply(
-                ApiKey.SASL_HANDSHAKE,
-                version,
-                correlation_id,
-                {"error_code": int(ErrorCode.UNSUPPORTED_SASL_MECHANISM), "mechanisms": enabled},
-                close=True,
-            )
+            return self._refuse_handshake(version, correlation_id, ErrorCode.UNSUPPORTED_SASL_MECHANISM)
         if self._mechanism is not None:
-            return self._reply(
-                ApiKey.SASL_HANDSHAKE,
-                version,
-                correlation_id,
-                {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": enabled},
-                close=True,
-            )
+            return self._refuse_handshake(version, correlation_id, ErrorCode.ILLEGAL_SASL_STATE)
         if mechanism not in enabled:
             log.warning(
                 "closing connection from %s: SASL mechanism %r is not enabled", client_host, mechanism[:64]
             )
             await self._delay()
-            return self._reply(
-                ApiKey.SASL_HANDSHAKE,
-                version,
-                correlation_id,
-                {"error_code": int(ErrorCode.UNSUPPORTED_SASL_MECHANISM), "mechanisms": enabled},
-                close=True,
-            )
+            return self._refuse_handshake(version, correlation_id, ErrorCode.UNSUPPORTED_SASL_MECHANISM)
         if mechanism == "PLAIN":
             self._mechanism = _Plain(self._settings.plain_users)
         else:
@@ -341,6 +323,11 @@ class SaslAuthenticator:
     async def _delay(self) -> None:
         if self._settings.failure_delay_ms > 0:
             await asyncio.sleep(self._settings.failure_delay_ms / 1000)
+
+    def _refuse_handshake(self, version: int, correlation_id: int, code: ErrorCode) -> Step:
+        """A SaslHandshake error listing the enabled mechanisms; the connection closes after it."""
+        body = {"error_code": int(code), "mechanisms": list(self._settings.mechanisms)}
+        return self._reply(ApiKey.SASL_HANDSHAKE, version, correlation_id, body, close=True)
 
     @staticmethod
     def _reply(
