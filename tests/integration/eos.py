@@ -8,12 +8,24 @@ it has consumed ``total`` inputs; then it prints ``done``. Any error it does not
 it: the test restarts it, and its ``init_transactions`` fences the previous instance and completes or
 aborts that instance's transaction first, as an application restarted by its supervisor would.
 
+One call gets a watchdog: `send_offsets_to_transaction` does not honour its timeout in librdkafka
+(2.16, confluentinc/librdkafka#5456: the group-coordinator request's deadline is never checked) and
+can wait for ever (#5511): the TxnOffsetCommit goes to the group coordinator cached for the group; when
+that broker has died and a Metadata response without it (Kafka lists only live brokers, and so does
+Strom) has made librdkafka decommission its handle, the request waits for a state change of that
+handle, which never comes. The failover had happened and FindCoordinator already named the new
+coordinator; nothing asked. So the program dumps its stack and exits when the call outlives its own
+timeout by 10 s (`faulthandler.dump_traceback_later`), an error like any other: it is restarted and
+fences its stuck transaction. `tests/cluster/test_transactions_cluster.py` reproduces the hang.
+SIGUSR1 dumps the stack too (the cluster test sends it before it reports a stall).
+
 `assert_exactly_once` is the checker: a read_committed reader of the sink sees every output once, in
 order, and the group's committed input offset is the input's end.
 """
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -23,14 +35,17 @@ from pathlib import Path
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 CTP_APP = """
-import sys
+import faulthandler, os, signal, sys
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+faulthandler.register(signal.SIGUSR1)  # where the loop is, on the test's request (a stall)
 bootstrap, source, sink, group, txn_id, total = sys.argv[1:7]
-producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 2})
+# CTP_DEBUG=eos,protocol,broker (say): librdkafka's debug contexts, logged with the rest
+debug = {"debug": os.environ["CTP_DEBUG"]} if os.environ.get("CTP_DEBUG") else {}
+producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 2, **debug})
 producer.init_transactions(60)  # fences the killed instance and finishes its transaction first
 consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                     "isolation.level": "read_committed"})
+                     "isolation.level": "read_committed", **debug})
 (committed,) = consumer.committed([TopicPartition(source, 0)], timeout=30)
 position = max(committed.offset, 0)
 consumer.assign([TopicPartition(source, 0, position)])
@@ -42,9 +57,11 @@ while position < int(total):
     for m in msgs:
         producer.produce(sink, m.value().replace(b"in", b"out"), partition=0)
     position = msgs[-1].offset() + 1
+    faulthandler.dump_traceback_later(40, exit=True)  # librdkafka #5456/#5511: see eos.py
     producer.send_offsets_to_transaction(
-        [TopicPartition(source, 0, position)], consumer.consumer_group_metadata(), 60
+        [TopicPartition(source, 0, position)], consumer.consumer_group_metadata(), 30
     )
+    faulthandler.cancel_dump_traceback_later()
     producer.commit_transaction(60)
 print("done", flush=True)
 """
@@ -121,6 +138,12 @@ class CtpApp:
             if self.proc.poll() is None:
                 self.proc.kill()
             self.proc.communicate(timeout=10)
+
+    def dump_stack(self) -> None:
+        """Have the running program write its Python stack to its log (faulthandler on SIGUSR1)."""
+        if self.running and self.proc is not None:
+            self.proc.send_signal(signal.SIGUSR1)
+            time.sleep(0.5)
 
     def keep_alive(self) -> bool:
         """Restart the program if it died of an error; True once it has finished (printed ``done``)."""
