@@ -57,10 +57,13 @@ class Partition:
     zk_version: int = -1
     controller_epoch: int = -1
     followers: dict[int, FollowerState] = field(default_factory=dict)
+    # Purgatory keys, built once (every append notifies them): see the module docstring.
+    tp: TopicPartition = field(init=False, repr=False, compare=False)
+    log_end_key: tuple[str, int, str] = field(init=False, repr=False, compare=False)
 
-    @property
-    def tp(self) -> TopicPartition:
-        return (self.topic, self.index)
+    def __post_init__(self) -> None:
+        self.tp = (self.topic, self.index)
+        self.log_end_key = follower_fetch_key(self.tp)
 
     def min_isr(self) -> int:
         return max(1, min(self.log.config.min_insync_replicas, len(self.replicas) or 1))

@@ -346,7 +346,7 @@ class ReplicaManager:
         # Followers read to the log end offset: wake their parked fetches first, so the batch leaves
         # for the ISR as soon as possible. Consumers wake only if the high watermark moves (at once on
         # a cluster of one, or while the ISR is this broker alone).
-        self._purgatory.notify(follower_fetch_key(part.tp))
+        self._purgatory.notify(part.log_end_key)
         self.maybe_advance_high_watermark(part)
 
     def record_follower_fetch(
@@ -378,15 +378,14 @@ class ReplicaManager:
         if part.leader_id != self.node_id or len(part.isr) < part.min_isr():
             return False
         plog = part.log
-        offsets = [plog.log_end_offset]
-        for replica in part.isr:
+        new_hw = plog.log_end_offset
+        for replica in part.isr:  # alone in the ISR (a cluster of one): the log end offset
             if replica == self.node_id:
                 continue
             state = part.followers.get(replica)
             if state is None or state.log_end_offset < 0:
                 return False
-            offsets.append(state.log_end_offset)
-        new_hw = min(offsets)
+            new_hw = min(new_hw, state.log_end_offset)
         if new_hw > plog.high_watermark:
             plog.high_watermark = new_hw
             self.delayed_produces.complete(part.tp, new_hw)
@@ -394,7 +393,7 @@ class ReplicaManager:
             if part.followers and self.replica_selector is not None:
                 # Followers serve consumers (KIP-392): tell them at once (fetch.py); this costs each
                 # acks=all batch one more fetch round trip per follower, so only with a selector.
-                self._purgatory.notify(follower_fetch_key(part.tp))
+                self._purgatory.notify(part.log_end_key)
             return True
         return False
 

@@ -134,7 +134,7 @@ class KafkaServer:
             log.warning("closing connection from %s: API key %d v%d is not served", client_host, key, version)
             raise _CloseConnection
         try:
-            request = decode_request(payload)
+            request = decode_request(payload, lean=True)  # Produce: produce_codec.py
         except UnsupportedVersion as exc:
             if exc.api_key == ApiKey.API_VERSIONS:
                 return api_versions_fallback(exc.correlation_id)
@@ -165,7 +165,7 @@ class KafkaServer:
         answer = (
             None
             if body is None
-            else encode_response_chunks(ctx.api_key, ctx.api_version, request.correlation_id, body)
+            else encode_response_chunks(ctx.api_key, ctx.api_version, request.correlation_id, body, lean=True)
         )
         if (metrics := self.broker.metrics) is not None:
             stats = metrics.requests.get(ctx.api_key) or metrics.request(ctx.api_key)

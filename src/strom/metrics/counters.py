@@ -130,10 +130,11 @@ class BrokerCounters:
             stats = self.requests[api_key] = RequestStats()
         return stats
 
-    def appended(self, topic: str, records: int, nbytes: int) -> None:
-        """A produce partition appended as leader (``records`` 0 for a retried duplicate)."""
+    def appended(self, topic: str, records: int, nbytes: int, partitions: int = 1) -> None:
+        """``partitions`` produce partitions of a topic appended as leader, ``records`` in all (a retried
+        duplicate counts none)."""
         c = self.topics.get(topic) or self.topic(topic)
-        c.produce_requests += 1
+        c.produce_requests += partitions
         c.messages_in += records
         c.bytes_in += nbytes
 

@@ -3,13 +3,16 @@
 Theory of operation. For each ``(api_key, version, request|response, encode|decode)`` used, the
 Python source of one straight-line function is generated from :mod:`strom.protocol.spec` (see
 codegen.py), compiled and cached (first use only; nothing is written to disk or copied into the repo).
-At run time there is no per-field interpretation. Two things concern the callers:
+At run time there is no per-field interpretation. Three things concern the callers:
 
 * ``records`` decode to a ``memoryview`` slice of the frame (zero copy); other bytes are copied;
 * a ``records`` value may also be a :class:`RecordsRegion` (bytes held elsewhere, e.g. a file range):
   :func:`encode_response_chunks` then returns the response as chunks, the encoded bytes around each
   region and the region itself, and the I/O driver sends the region's bytes (``sendfile``); this module
-  never sees them.
+  never sees them;
+* ``lean=True`` (the broker's server): Produce v3-v8 requests decode to, and their responses encode
+  from, the tuples of produce_codec.py instead of dicts (the same bytes; a dict per partition entry is
+  a measurable cost when a request carries a thousand partitions).
 
 Headers (PROTOCOL-NOTES section 0): request header v1 = ``api_key i16, api_version i16, correlation_id
 i32, client_id nullable i16-string``; v2 (flexible API versions) adds a tagged section; ``client_id``
@@ -33,6 +36,7 @@ from typing import Any
 from strom.protocol import primitives
 from strom.protocol.codegen import Decoder, Encoder, compile_decoder, compile_encoder
 from strom.protocol.primitives import RecordsRegion
+from strom.protocol.produce_codec import LEAN_VERSIONS, decode_produce_request, encode_produce_response
 from strom.protocol.spec import MessageSpec, request_spec, response_spec
 
 __all__ = [
@@ -50,6 +54,7 @@ __all__ = [
 ]
 
 API_VERSIONS_KEY = 18
+PRODUCE_KEY = 0
 
 # One piece of an encoded response: encoded bytes, or a region whose bytes the I/O driver sends.
 Chunk = bytes | bytearray | memoryview | RecordsRegion
@@ -143,8 +148,9 @@ def _as_view(payload: bytes | bytearray | memoryview) -> memoryview:
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
-def decode_request(payload: bytes | bytearray | memoryview) -> Request:
-    """Decode one request frame (without its 4-byte size prefix).
+def decode_request(payload: bytes | bytearray | memoryview, lean: bool = False) -> Request:
+    """Decode one request frame (without its 4-byte size prefix); ``lean``: a Produce v3-v8 body in
+    the lean form of produce_codec.py (the broker's), else the generic dicts.
 
     Raises:
         UnsupportedVersion: unknown API key, or a version above the spec maximum.
@@ -168,7 +174,10 @@ def decode_request(payload: bytes | bytearray | memoryview) -> Request:
             raise ValueError("negative client_id length")
         if flexible:
             pos = _skip_tags(buf, pos)
-        body, pos = decoder(buf, pos)
+        if lean and api_key == PRODUCE_KEY and version in LEAN_VERSIONS:
+            body, pos = decode_produce_request(buf, pos)
+        else:
+            body, pos = decoder(buf, pos)
     except _CORRUPT as exc:
         raise CorruptFrame(f"api_key={api_key} v{version}: {exc}") from exc
     if pos != len(buf) and not _known_trailer(api_key, buf, pos):
@@ -183,7 +192,7 @@ def _known_trailer(api_key: int, buf: memoryview, pos: int) -> bool:
 
 
 def _encode_response_into(
-    out: bytearray, api_key: int, api_version: int, correlation_id: int, body: dict[str, Any]
+    out: bytearray, api_key: int, api_version: int, correlation_id: int, body: dict[str, Any], lean: bool
 ) -> None:
     """Append the response header and body to ``out``, which starts with a 4-byte size placeholder."""
     if api_key == API_VERSIONS_KEY and body.get("error_code", 0) != 0:
@@ -194,7 +203,10 @@ def _encode_response_into(
     if flexible:
         out.append(0)  # empty tagged-field section of response header v1
     try:
-        encoder(body, out)
+        if lean and api_key == PRODUCE_KEY and api_version in LEAN_VERSIONS:
+            encode_produce_response(body, out, api_version)
+        else:
+            encoder(body, out)
     except _ENCODE_ERRORS as exc:
         raise ValueError(f"cannot encode response api_key={api_key} v{api_version}: {exc!r}") from exc
 
@@ -207,22 +219,23 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: d
         ValueError: a value does not fit the version's layout, or a ``records`` value is a region.
     """
     out = bytearray(_SIZE_AND_CORRELATION.pack(0, correlation_id))
-    _encode_response_into(out, api_key, api_version, correlation_id, body)
+    _encode_response_into(out, api_key, api_version, correlation_id, body, False)
     _INT32.pack_into(out, 0, len(out) - 4)
     return bytes(out)
 
 
 def encode_response_chunks(
-    api_key: int, api_version: int, correlation_id: int, body: dict[str, Any]
+    api_key: int, api_version: int, correlation_id: int, body: dict[str, Any], lean: bool = False
 ) -> list[Chunk]:
     """Encode a whole response frame as chunks to send in order; ``records`` may be regions.
 
     Without regions this is one chunk. With them, the size prefix counts each region's length, and
     the list alternates encoded bytes (views of one buffer, never copied) with the regions, in
-    their wire order. Raises like :func:`encode_response`.
+    their wire order. ``lean``: a Produce v3-v8 body in the lean form of produce_codec.py. Raises like
+    :func:`encode_response`.
     """
     out = _ChunkedOut(_SIZE_AND_CORRELATION.pack(0, correlation_id))
-    _encode_response_into(out, api_key, api_version, correlation_id, body)
+    _encode_response_into(out, api_key, api_version, correlation_id, body, lean)
     regions = out.regions
     if not regions:
         _INT32.pack_into(out, 0, len(out) - 4)

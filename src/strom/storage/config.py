@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -69,6 +69,19 @@ class LogConfig:
     message_format_version: str = "3.0-IV1"  # deprecated, ignored (always magic 2)
     message_downconversion_enable: bool = True  # a no-op: Fetch v4+ only, never down-converted
     message_timestamp_difference_max_ms: int = LONG_MAX  # deprecated; fallback for before/after
+    # Derived: a client's batches are stored as sent (codec kept, CreateTime, no timestamp bounds, no
+    # key check): the produce path's fast case (log_append.py). Not a setting.
+    stores_as_sent: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        as_sent = (
+            self.compression_type == "producer"
+            and not self.log_append_time
+            and not self.compact_enabled
+            and self.message_timestamp_before_max_ms >= LONG_MAX
+            and self.message_timestamp_after_max_ms >= LONG_MAX
+        )
+        object.__setattr__(self, "stores_as_sent", as_sent)
 
     @property
     def log_append_time(self) -> bool:

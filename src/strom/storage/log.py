@@ -176,23 +176,24 @@ class PartitionLog:
                 MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD, INVALID_TIMESTAMP,
                 INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, KAFKA_STORAGE_ERROR).
         """
-        now_ms, config = self._time_ms(), self.config
-        base_offset, plan = self.log_end_offset, self.producer_state.plan()
+        now_ms, config, producers = self._time_ms(), self.config, self.producer_state
+        base_offset = self.segments[-1].next_offset
         prepared = prepare_leader_append(
-            records, config, now_ms, self.name, plan, base_offset, leader_epoch, from_coordinator
+            records, config, now_ms, self.name, producers, base_offset, leader_epoch, from_coordinator
         )
         append_time = now_ms if config.log_append_time else -1
         dup = prepared.duplicate
         if dup is not None:
             append_time = dup.timestamp if config.log_append_time else -1
             return AppendInfo(dup.first_offset, dup.last_offset, append_time, self.log_start_offset, True)
-        self._write(
-            prepared.data, prepared.spans, now_ms, self._after_leader_write(plan, leader_epoch, base_offset)
-        )
+        plan = prepared.plan  # nothing to record after the write without a producer id or a new epoch
+        recorded = plan is not None or leader_epoch > self.leader_epoch_cache.latest_epoch
+        after_write = self._after_leader_write(plan, leader_epoch, base_offset) if recorded else None
+        self._write(prepared.data, prepared.spans, now_ms, after_write)
         return AppendInfo(base_offset, prepared.last_offset, append_time, self.log_start_offset, False)
 
     def _after_leader_write(
-        self, plan: ProducerAppendPlan, leader_epoch: int, base_offset: int
+        self, plan: ProducerAppendPlan | None, leader_epoch: int, base_offset: int
     ) -> Callable[[], None]:
         return lambda: commit_leader_append(
             self.leader_epoch_cache, self.active_segment, plan, leader_epoch, base_offset
@@ -231,19 +232,16 @@ class PartitionLog:
             KafkaError: KAFKA_STORAGE_ERROR when any file operation fails (a full disk); the log is
                 then back where it was before the call (see "Write failures" above).
         """
-        start = self.log_end_offset
+        segment, config = self.segments[-1], self.config
+        start = segment.next_offset
         try:
-            max_timestamp, config = max(s.max_timestamp for s in spans), self.config
-            if self.active_segment.should_roll(
-                len(data),
-                max_timestamp,
-                spans[-1].last_offset,
-                now_ms,
-                config.segment_bytes,
-                config.segment_ms,
+            max_timestamp = spans[0].max_timestamp if len(spans) == 1 else max(s.max_timestamp for s in spans)
+            size, last_offset = len(data), spans[-1].last_offset
+            if segment.should_roll(
+                size, max_timestamp, last_offset, now_ms, config.segment_bytes, config.segment_ms
             ):
-                self.roll()
-            self.active_segment.append(data, spans)
+                segment = self.roll()
+            segment.append(data, spans)
             if after_write is not None:
                 after_write()
             self._maybe_flush_by_messages()

@@ -5,8 +5,10 @@ one ``pwrite``, flush policy, all-or-nothing rollback):
 
 1. Prepare. A leader's payload (`prepare_leader_append`): the header-only checks and optional
    recompression of log_validator.py, then the idempotent/transactional producer checks against a
-   scratch `ProducerAppendPlan` (a retried batch is answered with the offsets it got the first time and
-   nothing is written), then base offsets, leader epoch and LogAppendTime stamped into the payload.
+   scratch `ProducerAppendPlan`, made only if a batch has a producer id (a retried batch is answered
+   with the offsets it got the first time and nothing is written), then base offsets, leader epoch and
+   LogAppendTime stamped into the payload. The common case, one batch stored as sent, takes a short
+   path through the same checks (records/batch.py `single_client_batch`).
    The network layer hands over writable request frames that nobody reads after the append, so they
    are patched in place; any other buffer is copied once. A follower's payload keeps the leader's
    offsets and epochs and needs only log_validator's `validate_replicated`.
@@ -25,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from strom.protocol.records.batch import BatchHeader
+from strom.protocol.records.batch import BatchHeader, header_of, single_client_batch, stamp_batch
 from strom.storage.checkpoint import LeaderEpochFileCache
 from strom.storage.config import LogConfig
 from strom.storage.log_validator import assign_offsets, recompress, validate_for_leader
@@ -51,6 +53,7 @@ class LeaderAppend(NamedTuple):
     spans: list[BatchSpan]
     last_offset: int
     duplicate: BatchMetadata | None
+    plan: ProducerAppendPlan | None  # None when no batch has a producer id: nothing to commit
 
 
 def prepare_leader_append(
@@ -58,35 +61,56 @@ def prepare_leader_append(
     config: LogConfig,
     now_ms: int,
     partition: str,
-    plan: ProducerAppendPlan,
+    producers: ProducerStateManager,
     base_offset: int,
     leader_epoch: int,
     from_coordinator: bool,
 ) -> LeaderAppend:
-    """Step 1 for a leader (see the module docstring); ``plan`` is checked but not committed.
+    """Step 1 for a leader (see the module docstring); the producer plan is checked but not committed.
+
+    The common case (one batch in a request's writable frame, a topic that stores batches as sent) is
+    one header unpack and the CRC (`single_client_batch`); everything else takes the general path,
+    which makes the same checks in the same order.
 
     Raises:
         KafkaError: CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD,
             INVALID_TIMESTAMP, INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, ...
     """
+    if config.stores_as_sent and type(records) is memoryview and not records.readonly:
+        fields = single_client_batch(records, config.max_message_bytes)
+        if fields is not None and len(records) <= config.segment_bytes:
+            plan = None
+            if fields[9] >= 0:  # a producer id: the idempotent/transactional checks
+                plan = producers.plan()
+                if not plan.check(header_of(fields), base_offset, from_coordinator):
+                    return LeaderAppend(records, [], base_offset, plan.duplicate, plan)
+            last_offset = base_offset + fields[6]
+            stamp_batch(records, 0, fields[1], base_offset, leader_epoch)
+            return LeaderAppend(
+                records, [BatchSpan(0, last_offset, fields[8], len(records))], last_offset, None, plan
+            )
     batches = validate_for_leader(records, config, now_ms, partition)
     if config.compression_type != "producer":  # only such topics pay for recompression
         records, batches = recompress(records, batches, config)
     offset = base_offset
+    plan = None
     for _, header in batches:
-        if header.producer_id >= 0 and not plan.check(header, offset, from_coordinator):
-            return LeaderAppend(records, [], offset, plan.duplicate)
+        if header.producer_id >= 0:
+            if plan is None:
+                plan = producers.plan()
+            if not plan.check(header, offset, from_coordinator):
+                return LeaderAppend(records, [], offset, plan.duplicate, plan)
         offset += header.last_offset_delta + 1
     buf = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
     append_time_ms = now_ms if config.log_append_time else None
     spans = assign_offsets(buf, batches, base_offset, leader_epoch, append_time_ms)
-    return LeaderAppend(buf, spans, offset - 1, None)
+    return LeaderAppend(buf, spans, offset - 1, None, plan)
 
 
 def commit_leader_append(
     epochs: LeaderEpochFileCache,
     active_segment: LogSegment,
-    plan: ProducerAppendPlan,
+    plan: ProducerAppendPlan | None,
     leader_epoch: int,
     base_offset: int,
 ) -> None:
@@ -94,8 +118,9 @@ def commit_leader_append(
     if leader_epoch > epochs.latest_epoch:
         epochs.assign(leader_epoch, base_offset)
         epochs.write()
-    for entry in plan.commit():
-        active_segment.txn_index.append(entry)
+    if plan is not None:
+        for entry in plan.commit():
+            active_segment.txn_index.append(entry)
 
 
 def replay_replicated(

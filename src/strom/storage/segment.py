@@ -206,18 +206,20 @@ class LogSegment:
         """
         fd = self._acquire().fd
         self._unsynced = True
-        if len(data) >= _PREALLOCATE_FROM:
-            preallocate(fd, self.size, len(data))  # best effort; a full disk fails the write
+        size, length = self.size, len(data)
+        if length >= _PREALLOCATE_FROM:
+            preallocate(fd, size, length)  # best effort; a full disk fails the write
         try:
-            _pwrite_all(fd, data, self.size)
+            if os.pwrite(fd, data, size) != length:  # short only near a full disk: write the rest
+                _pwrite_all(fd, data, size)
         except OSError:
             with contextlib.suppress(OSError):  # shrinking needs no space; recovery cuts it otherwise
-                os.ftruncate(fd, self.size)  # also frees blocks reserved past it
+                os.ftruncate(fd, size)  # also frees blocks reserved past it
             raise
         for span in batches:
-            self._index_batch(self.size + span.position, span.last_offset, span.max_timestamp, span.size)
-        self._remember(self.next_offset, self.size)
-        self.size += len(data)
+            self._index_batch(size + span.position, span.last_offset, span.max_timestamp, span.size)
+        self._remember(self.next_offset, size)
+        self.size = size + length
         self.next_offset = batches[-1].last_offset + 1
 
     def _index_batch(self, position: int, last_offset: int, max_timestamp: int, size: int) -> None:

@@ -32,15 +32,18 @@ from strom.broker.partition import Partition
 from strom.broker.topic_admin import INTERNAL_TOPICS
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.produce_codec import LEAN_VERSIONS, PartitionResult
 from strom.protocol.records.batch import TRANSACTIONAL_BIT, has_attribute, uses_codec
-from strom.storage.log_append import AppendInfo
 from strom.storage.log_validator import InvalidRecordsError
 
 log = logging.getLogger(__name__)
-_Pending = tuple[dict[str, Any], Partition, int]
+_Pending = tuple[PartitionResult, Partition, int]
+_Topic = tuple[str, list[tuple[int, Any]]]  # name, [(index, records)]: produce_codec's lean form
 
 ZSTD = 4
 MIN_ZSTD_VERSION = 7
+# PartitionResult positions (produce_codec.py)
+_ERROR_CODE, _BASE_OFFSET = 1, 2
 
 
 def _refused(ctx: RequestContext, topic: str, index: int, records: Any, txn: bool) -> KafkaError | None:
@@ -59,91 +62,98 @@ def _refused(ctx: RequestContext, topic: str, index: int, records: Any, txn: boo
     return None
 
 
-def _partition_result(index: int, code: ErrorCode, message: str | None = None) -> dict[str, Any]:
-    return {
-        "index": index,
-        "error_code": int(code),
-        "base_offset": -1,
-        "log_append_time_ms": -1,
-        "log_start_offset": -1,
-        "error_message": message,
-    }
+def _partition_result(index: int, code: ErrorCode, message: str | None = None) -> PartitionResult:
+    return [index, int(code), -1, -1, -1, message, ()]
 
 
-def _refusal(index: int, exc: KafkaError) -> dict[str, Any]:
+def _refusal(index: int, exc: KafkaError) -> PartitionResult:
     result = _partition_result(index, exc.code, exc.message)
     if isinstance(exc, InvalidRecordsError):  # KIP-467 (Produce v8+): name each refused record
-        result["record_errors"] = [
-            {"batch_index": e.batch_index, "batch_index_error_message": e.message} for e in exc.record_errors
-        ]
+        result[6] = [(e.batch_index, e.message) for e in exc.record_errors]
     return result
 
 
-def _appended(index: int, info: AppendInfo) -> dict[str, Any]:
-    return {
-        "index": index,
-        "error_code": 0,
-        "base_offset": info.base_offset,
-        "log_append_time_ms": info.log_append_time_ms,
-        "log_start_offset": info.log_start_offset,
-        "error_message": None,
-    }
+def _append_topic(
+    ctx: RequestContext,
+    topic: str,
+    parts: list[tuple[int, Any]],
+    acks: int,
+    pending: list[_Pending],
+    txn: bool,
+) -> list[PartitionResult]:
+    """Append each partition's records as leader at its epoch; acks=all parks until the ISR has them.
 
-
-def _append(
-    ctx: RequestContext, topic: str, part: dict[str, Any], acks: int, pending: list[_Pending], txn: bool
-) -> dict[str, Any]:
-    """Append as leader at the partition's epoch; acks=all parks until the ISR has the batch."""
-    index = int(part["index"])
-    records = part["records"]
+    The per-request and per-topic facts are looked up once here: this loop runs once per partition of
+    the request (a thousand times for a producer spread over a thousand partitions).
+    """
     rm = ctx.broker.replica_manager
-    try:
-        refused = _refused(ctx, topic, index, records, txn)
-        if refused is not None:
-            raise refused
-        partition = rm.leader_partition(topic, index)
-        min_isr = partition.log.config.min_insync_replicas
-        if acks == -1 and len(partition.isr) < min_isr:
-            # As Kafka: not capped by the replication factor (min.insync.replicas=2 on one replica
-            # refuses every acks=all write).
-            raise KafkaError(
+    hosted, node_id = rm.partitions, rm.node_id
+    metrics = ctx.broker.metrics
+    internal = topic in INTERNAL_TOPICS
+    before_zstd = ctx.api_version < MIN_ZSTD_VERSION
+    results: list[PartitionResult] = []
+    appended = records_in = bytes_in = 0
+    for index, records in parts:
+        try:
+            if (
+                internal
+                or not records
+                or (not txn and has_attribute(records, TRANSACTIONAL_BIT))
+                or (before_zstd and uses_codec(records, ZSTD))
+            ):
+                refused = _refused(ctx, topic, index, records, txn)
+                assert refused is not None  # one of the conditions above holds
+                raise refused
+            partition = hosted.get((topic, index))
+            if partition is None or partition.leader_id != node_id:
+                partition = rm.leader_partition(topic, index)  # raises the Kafka error
+            if acks == -1 and len(partition.isr) < (min_isr := partition.log.config.min_insync_replicas):
+                # As Kafka: not capped by the replication factor (min.insync.replicas=2 on one replica
+                # refuses every acks=all write).
+                raise KafkaError(
+                    ErrorCode.NOT_ENOUGH_REPLICAS,
+                    f"the ISR {partition.isr} has fewer than min.insync.replicas={min_isr} replicas",
+                )
+            info = rm.append_as_leader(partition, records)
+        except KafkaError as exc:
+            if metrics is not None:
+                metrics.produce_failed(topic)
+            if exc.code not in (
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 ErrorCode.NOT_ENOUGH_REPLICAS,
-                f"the ISR {partition.isr} has fewer than min.insync.replicas={min_isr} replicas",
-            )
-        info = rm.append_as_leader(partition, records)
-    except KafkaError as exc:
-        if (metrics := ctx.broker.metrics) is not None:
-            metrics.produce_failed(topic)
-        if exc.code not in (
-            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-            ErrorCode.NOT_ENOUGH_REPLICAS,
-            ErrorCode.NOT_LEADER_OR_FOLLOWER,
-        ):
-            log.info("produce to %s-%d from %s rejected: %s", topic, index, ctx.client_id, exc)
-        return _refusal(index, exc)
-    if (metrics := ctx.broker.metrics) is not None:
-        metrics.appended(
-            topic, 0 if info.duplicate else info.last_offset - info.base_offset + 1, len(records)
-        )
-    result = _appended(index, info)
-    required = info.last_offset + 1
-    if acks == -1 and partition.log.high_watermark < required:
-        pending.append((result, partition, required))
-    return result
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            ):
+                log.info("produce to %s-%d from %s rejected: %s", topic, index, ctx.client_id, exc)
+            results.append(_refusal(index, exc))
+            continue
+        appended += 1
+        if not info.duplicate:
+            records_in += info.last_offset - info.base_offset + 1
+        bytes_in += len(records)
+        result = [index, 0, info.base_offset, info.log_append_time_ms, info.log_start_offset, None, ()]
+        results.append(result)
+        if acks == -1 and partition.log.high_watermark <= info.last_offset:
+            pending.append((result, partition, info.last_offset + 1))
+    if metrics is not None and appended:
+        metrics.appended(topic, records_in, bytes_in, appended)
+    return results
 
 
 @handles(ApiKey.PRODUCE)
 async def handle_produce(ctx: RequestContext, req: Body) -> Body | None:
     acks = int(req["acks"])
-    responses = []
+    lean = ctx.api_version in LEAN_VERSIONS  # the server decoded the body in produce_codec's lean form
+    topics: list[_Topic] = req["topic_data"] if lean else _as_lean(req["topic_data"])
+    responses: list[tuple[str, list[PartitionResult]]] = []
     pending: list[_Pending] = []
     auth = ctx.broker.authorizer  # None without ACLs: no per-topic checks at all
+    txn = req.get("transactional_id") is not None
     txn_denied = False
-    if auth is not None and (txn_id := req.get("transactional_id")) is not None:
-        txn_denied = not auth.allowed(ctx.principal, ctx.client_host, Op.WRITE, Res.TRANSACTIONAL_ID, txn_id)
-    for topic_data in req["topic_data"]:
-        name = topic_data["name"]
-        parts = topic_data["partition_data"]
+    if auth is not None and txn:
+        txn_denied = not auth.allowed(
+            ctx.principal, ctx.client_host, Op.WRITE, Res.TRANSACTIONAL_ID, req["transactional_id"]
+        )
+    for name, parts in topics:
         if auth is not None and (
             txn_denied or not auth.allowed(ctx.principal, ctx.client_host, Op.WRITE, Res.TOPIC, name)
         ):
@@ -152,21 +162,20 @@ async def handle_produce(ctx: RequestContext, req: Body) -> Body | None:
                 if txn_denied
                 else ErrorCode.TOPIC_AUTHORIZATION_FAILED
             )
-            results = [_partition_result(p["index"], code) for p in parts]
+            results = [_partition_result(index, code) for index, _ in parts]
         elif ctx.api_version < 3:
-            results = [_partition_result(p["index"], ErrorCode.UNSUPPORTED_VERSION) for p in parts]
+            results = [_partition_result(index, ErrorCode.UNSUPPORTED_VERSION) for index, _ in parts]
         elif acks not in (0, 1, -1):
-            results = [_partition_result(p["index"], ErrorCode.INVALID_REQUIRED_ACKS) for p in parts]
+            results = [_partition_result(index, ErrorCode.INVALID_REQUIRED_ACKS) for index, _ in parts]
         else:
-            txn = req.get("transactional_id") is not None
-            results = [_append(ctx, name, p, acks, pending, txn) for p in parts]
-        responses.append({"name": name, "partition_responses": results})
+            results = _append_topic(ctx, name, parts, acks, pending, txn)
+        responses.append((name, results))
     if acks == 0:
         failed = [
-            f"{t['name']}-{p['index']}: {ErrorCode(p['error_code']).name}"
-            for t in responses
-            for p in t["partition_responses"]
-            if p["error_code"]
+            f"{name}-{p[0]}: {ErrorCode(p[_ERROR_CODE]).name}"
+            for name, results in responses
+            for p in results
+            if p[_ERROR_CODE]
         ]
         if failed:
             raise CloseConnection(f"produce with acks=0 failed ({', '.join(failed)})")
@@ -175,7 +184,20 @@ async def handle_produce(ctx: RequestContext, req: Body) -> Body | None:
         parked = perf_counter_ns()
         await _wait_for_isr(ctx, pending, int(req.get("timeout_ms", 30_000)))
         ctx.remote_ns += perf_counter_ns() - parked
-    return {"responses": responses, "throttle_time_ms": 0}
+    if lean:
+        return {"responses": responses, "throttle_time_ms": 0}
+    return {"responses": [_as_dicts(name, results) for name, results in responses], "throttle_time_ms": 0}
+
+
+def _as_lean(topic_data: list[dict[str, Any]]) -> list[_Topic]:
+    """The generic codec's dicts (Produce v0-2) in the lean form."""
+    return [(t["name"], [(p["index"], p["records"]) for p in t["partition_data"]]) for t in topic_data]
+
+
+def _as_dicts(name: str, results: list[PartitionResult]) -> dict[str, Any]:
+    """A topic's lean results as the generic codec's dicts (Produce v0-2)."""
+    fields = ("index", "error_code", "base_offset", "log_append_time_ms", "log_start_offset", "error_message")
+    return {"name": name, "partition_responses": [dict(zip(fields, r, strict=False)) for r in results]}
 
 
 async def _wait_for_isr(ctx: RequestContext, pending: list[_Pending], timeout_ms: int) -> None:
@@ -190,5 +212,5 @@ async def _wait_for_isr(ctx: RequestContext, pending: list[_Pending], timeout_ms
         )
     for (result, _, _), code in zip(pending, codes, strict=True):
         if code != ErrorCode.NONE:
-            result["error_code"] = int(code)
-            result["base_offset"] = -1
+            result[_ERROR_CODE] = int(code)
+            result[_BASE_OFFSET] = -1

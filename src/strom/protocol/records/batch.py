@@ -25,7 +25,9 @@ Exception contract: malformed input raises only :class:`RecordValidationError`.
 This module is the only place that knows the byte positions above: storage, the produce handler and
 the batch builder read and patch headers through its functions (`read_header`, `peek_offsets`,
 `uses_codec`, `stamp_offsets`, `set_log_append_time`, `pack_header`, `seal_crc`), each one
-precompiled ``struct`` call so that the hot paths pay no more than inline code would.
+precompiled ``struct`` call so that the hot paths pay no more than inline code would. The produce
+path's common case (a partition's payload is one batch) is `single_client_batch` and `stamp_batch`:
+one unpack of the header into a tuple, every check of `validate_client_batches`, no header object.
 """
 
 from __future__ import annotations
@@ -73,6 +75,9 @@ _ATTRIBUTES_POS = 21
 _MAX_TIMESTAMP_POS = 35
 
 Buffer = bytes | bytearray | memoryview
+# A header's fields in wire order, as one unpack returns them (indexes: 1 batch_length, 3 magic, 4 crc,
+# 5 attributes, 6 last_offset_delta, 8 max_timestamp, 9 producer_id, 11 base_sequence, 12 records_count).
+HeaderFields = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int]
 
 assert _HEADER.size == HEADER_SIZE
 assert _OFFSETS.size == 27 and _LENGTH_AND_ATTRIBUTES.size == _ATTRIBUTES_POS + 2
@@ -181,7 +186,11 @@ _new = object.__new__
 
 
 def _unpack_header(buf: Buffer, pos: int) -> BatchHeader:
-    v = _HEADER.unpack_from(buf, pos)
+    return header_of(_HEADER.unpack_from(buf, pos))
+
+
+def header_of(v: HeaderFields) -> BatchHeader:
+    """The `BatchHeader` of fields unpacked in wire order (as `single_client_batch` returns them)."""
     h: BatchHeader = _new(BatchHeader)
     _set_base_offset(h, v[0])
     _set_batch_length(h, v[1])
@@ -363,6 +372,40 @@ def validate_client_batches(buf: Buffer, max_message_bytes: int) -> list[tuple[i
             ErrorCode.INVALID_RECORD, "a compressed payload must hold exactly one record batch"
         )
     return batches
+
+
+def single_client_batch(view: memoryview, max_message_bytes: int) -> HeaderFields | None:
+    """The produce fast path's check: ``view`` holds exactly one batch that passes every check of
+    `validate_client_batches`; returns its header fields in wire order (one unpack, no object).
+
+    None in every other case (several batches, or any check failing): the caller then runs
+    `validate_client_batches`, which accepts the former and raises the precise error for the latter.
+    """
+    end = len(view)
+    if end < HEADER_SIZE:
+        return None
+    v: HeaderFields = _HEADER.unpack_from(view, 0)
+    batch_length = v[1]
+    if (
+        batch_length + LOG_OVERHEAD != end
+        or v[3] != MAGIC_V2
+        or batch_length < MIN_BATCH_LENGTH
+        or end > max_message_bytes
+        or v[5] & CONTROL_BIT
+        or v[12] <= 0
+        or v[6] + 1 != v[12]
+        or (v[9] >= 0 and v[11] < 0)
+        or _crc32c.crc32c(view[_ATTRIBUTES_POS:end]) != v[4]
+    ):
+        return None
+    return v
+
+
+def stamp_batch(
+    buf: bytearray | memoryview, pos: int, batch_length: int, base_offset: int, epoch: int
+) -> None:
+    """`stamp_offsets` given the batch length instead of the header (the fast path has no header)."""
+    _STAMP.pack_into(buf, pos, base_offset, batch_length, epoch)
 
 
 def stamp_offsets(
