@@ -27,7 +27,9 @@ With ``--tool`` (librdkafka's ``rdkafka_performance``) only this instead: ``--me
 messages produced (acks=1, linger.ms=5, ``-p`` unset and sticky.partitioning.linger.ms=0 so that
 librdkafka spreads them over every partition) to a 6-partition topic and to a ``--spread``-partition
 topic, on a fresh broker per round and ``--src`` variant, in alternating order, ``--rounds`` times:
-messages/s, the broker's and the tool's CPU seconds per million messages of each, their medians and the ratio.
+messages/s, the broker's and the tool's CPU seconds per million messages of each, the record batches the
+messages arrived in (counted in the segment files) and the broker's CPU per batch, their medians and the
+ratio.
 
 Each result is a JSON line on stdout; the machine's 1-minute load average is printed with them.
 """
@@ -40,6 +42,7 @@ import os
 import resource
 import shutil
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -180,6 +183,20 @@ def _spread_once(tool: str, broker: BrokerProcess, topic: str, messages: int) ->
     return rate, (sum(broker.cpu_times()) - cpu0) * per_m, (_children_cpu() - tool0) * per_m
 
 
+def count_batches(log_dir: Path, topic: str) -> int:
+    """Record batches stored for ``topic`` (a header walk of its segment files): how many batches the
+    client's messages arrived in, which sets the broker's per-batch share of its CPU."""
+    batches = 0
+    for path in log_dir.glob(f"{topic}-*/*.log"):
+        data = path.read_bytes()
+        pos = 0
+        while pos + 12 <= len(data):
+            (batch_length,) = struct.unpack_from(">i", data, pos + 8)
+            pos += 12 + batch_length
+            batches += 1
+    return batches
+
+
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # waited-for children: the tool runs
     return usage.ru_utime + usage.ru_stime
@@ -197,6 +214,7 @@ def spread_throughput(
     rates: dict[tuple[str, int], list[float]] = {(v, c): [] for v, _ in variants for c in counts}
     cpu: dict[tuple[str, int], list[float]] = {key: [] for key in rates}
     tool_cpu: dict[tuple[str, int], list[float]] = {key: [] for key in rates}
+    batch_cpu: dict[tuple[str, int], list[float]] = {key: [] for key in rates}
     overrides = dict(s.split("=", 1) for s in args.set)
     for rnd in range(args.rounds):
         for name, src in variants if rnd % 2 == 0 else variants[::-1]:
@@ -217,14 +235,19 @@ def spread_throughput(
                     rates[name, count].append(rate)
                     cpu[name, count].append(cpu_per_m)
                     tool_cpu[name, count].append(tool_per_m)
+                    batches = count_batches(broker.data_dir / "logs", f"spread-{count}")
+                    per_batch_us = cpu_per_m * args.messages / 1e6 / batches * 1e6
+                    batch_cpu[name, count].append(per_batch_us)
                     emit(
                         "produce-spread",
                         variant=name,
                         partitions=count,
                         round=rnd,
                         msgs_per_s=round(rate),
-                        broker_cpu_s_per_m=round(cpu_per_m, 2),
+                        broker_cpu_s_per_m=round(cpu_per_m, 3),
                         tool_cpu_s_per_m=round(tool_per_m, 2),
+                        batches=batches,
+                        broker_cpu_us_per_batch=round(per_batch_us, 1),
                     )
             finally:
                 broker.stop(timeout_s=120)
@@ -236,8 +259,10 @@ def spread_throughput(
             six=round(few),
             spread=round(many),
             ratio=round(many / few, 3),
-            six_cpu_s_per_m=round(statistics.median(cpu[name, 6]), 2),
-            spread_cpu_s_per_m=round(statistics.median(cpu[name, args.spread]), 2),
+            six_cpu_s_per_m=round(statistics.median(cpu[name, 6]), 3),
+            spread_cpu_s_per_m=round(statistics.median(cpu[name, args.spread]), 3),
+            six_cpu_us_per_batch=round(statistics.median(batch_cpu[name, 6]), 1),
+            spread_cpu_us_per_batch=round(statistics.median(batch_cpu[name, args.spread]), 1),
             six_tool_cpu_s_per_m=round(statistics.median(tool_cpu[name, 6]), 2),
             spread_tool_cpu_s_per_m=round(statistics.median(tool_cpu[name, args.spread]), 2),
         )

@@ -375,12 +375,16 @@ class ReplicaManager:
         self.maybe_advance_high_watermark(part)
 
     def maybe_advance_high_watermark(self, part: Partition) -> bool:
-        if part.leader_id != self.node_id or len(part.isr) < part.min_isr():
+        isr, node_id = part.isr, self.node_id
+        # min_isr() is at most the replica count: an ISR of every replica needs no look at it.
+        if part.leader_id != node_id or (
+            (len(isr) < len(part.replicas) or not isr) and len(isr) < part.min_isr()
+        ):
             return False
         plog = part.log
         new_hw = plog.log_end_offset
-        for replica in part.isr:  # alone in the ISR (a cluster of one): the log end offset
-            if replica == self.node_id:
+        for replica in isr:  # alone in the ISR (a cluster of one): the log end offset
+            if replica == node_id:
                 continue
             state = part.followers.get(replica)
             if state is None or state.log_end_offset < 0:

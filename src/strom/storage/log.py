@@ -109,8 +109,7 @@ class PartitionLog:
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
         self.recovery_point = min(recovery_point, self.log_end_offset)
         # Recovered segments are not fsynced (minutes for 100,000 partitions), so the recovery point stays
-        self._high_watermark = 0
-        self.high_watermark = high_watermark
+        self._high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
         self.last_flush_ms = time_ms()
         self.leader_epoch_cache = LeaderEpochFileCache(os.path.join(directory, LEADER_EPOCH_CHECKPOINT))
         # epochs starting beyond the log end (a crash between truncating the log and its checkpoint)
@@ -141,8 +140,7 @@ class PartitionLog:
     def high_watermark(self, offset: int) -> None:
         """Kafka clamps the high watermark into [log start offset, log end offset]."""
         self._high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
-        if hasattr(self, "producer_state"):  # not yet during __init__
-            self.producer_state.on_high_watermark(self._high_watermark)
+        self.producer_state.on_high_watermark(self._high_watermark)
 
     @property
     def last_stable_offset(self) -> int:
@@ -244,7 +242,8 @@ class PartitionLog:
             segment.append(data, spans)
             if after_write is not None:
                 after_write()
-            self._maybe_flush_by_messages()
+            if segment.next_offset - self.recovery_point >= config.flush_messages:  # flush.messages
+                self.flush()
         except OSError as e:
             self._roll_back(start, e)
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"append to {self.dir} failed: {e}") from e
@@ -299,10 +298,6 @@ class PartitionLog:
             segment.flush()
         self.recovery_point = self.log_end_offset
         self.last_flush_ms = self._time_ms()
-
-    def _maybe_flush_by_messages(self) -> None:
-        if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
-            self.flush()
 
     def maybe_flush_by_time(self, now_ms: int) -> bool:
         """Honour flush.ms; returns whether it flushed."""

@@ -12,7 +12,6 @@ INT32_MAX = (1 << 31) - 1
 
 
 def should_roll(
-    *,
     segment_size: int,
     append_size: int,
     max_segment_bytes: int,

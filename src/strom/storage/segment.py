@@ -183,17 +183,17 @@ class LogSegment:
         segment_ms: int,
     ) -> bool:
         """`should_roll` for an append of ``append_size`` bytes ending at ``last_offset`` to this segment."""
-        return should_roll(
-            segment_size=self.size,
-            append_size=append_size,
-            max_segment_bytes=max_segment_bytes,
-            first_batch_timestamp=self.first_batch_timestamp,
-            append_max_timestamp=append_max_timestamp,
-            created_ms=self.created_ms,
-            now_ms=now_ms,
-            segment_ms=segment_ms,
-            index_full=self.offset_index.is_full or self.time_index.is_full,
-            relative_last_offset=last_offset - self.base_offset,
+        return should_roll(  # positional: this runs once per append
+            self.size,
+            append_size,
+            max_segment_bytes,
+            self.first_batch_timestamp,
+            append_max_timestamp,
+            self.created_ms,
+            now_ms,
+            segment_ms,
+            self.offset_index.is_full or self.time_index.is_full,
+            last_offset - self.base_offset,
         )
 
     # -- append -----------------------------------------------------------------------------------
