@@ -23,6 +23,10 @@ time per GB (the client's share of the same two cores). CPU per message is
 the figure that matters on a 2-core machine where client and broker share the CPU, and it is much
 less sensitive to other load than the throughput. The last lines print medians per (variant, case),
 as a Markdown table.
+
+`--reference NAME=BINARY` adds librdkafka's in-memory mock broker (`bench/reference_broker.py`) as one
+more variant, produce only (it keeps just the last 5 MB of each partition): a native broker that does
+almost nothing, run in the same rounds.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from reference_broker import MockBroker
 
 from strom.testing import BrokerProcess
 
@@ -72,7 +78,7 @@ def _last_row(stdout: str) -> dict[str, float]:
 
 
 def _run_tool(
-    cmd: list[str], broker: BrokerProcess, timeout_s: float
+    cmd: list[str], broker: BrokerProcess | MockBroker, timeout_s: float
 ) -> tuple[dict[str, float], tuple[float, float], float, float]:
     """(final row, broker (user, system) CPU seconds, the tool's CPU seconds, wall seconds) of one run."""
     user_before, sys_before = broker.cpu_times()
@@ -113,29 +119,37 @@ def run_case(
     tool: str, src: str, case: Case, count: int, workdir: Path, overrides: dict[str, str] | None = None
 ) -> list[dict[str, Any]]:
     """Produce then consume `count` messages against a fresh broker running the code in `src`, with
-    broker settings `overrides`."""
+    broker settings `overrides`; `src` naming an executable file runs that reference broker instead."""
     size = case.size
-    env_before = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = src  # the broker child inherits it
+    topic = f"cbench-{size}"
     data_dir = workdir / f"broker-{size}"
-    broker = BrokerProcess(data_dir, dict(overrides or {}))
-    try:
+    broker: BrokerProcess | MockBroker
+    if Path(src).is_file():
+        broker = MockBroker(src, {topic: PARTITIONS})
         bootstrap = broker.start()
-    finally:
-        if env_before is None:
-            del os.environ["PYTHONPATH"]
-        else:
-            os.environ["PYTHONPATH"] = env_before
+    else:
+        env_before = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = src  # the broker child inherits it
+        broker = BrokerProcess(data_dir, dict(overrides or {}))
+        try:
+            bootstrap = broker.start()
+        finally:
+            if env_before is None:
+                del os.environ["PYTHONPATH"]
+            else:
+                os.environ["PYTHONPATH"] = env_before
+        _create_topic(bootstrap, topic)
     rows = []
     try:
-        topic = f"cbench-{size}"
-        _create_topic(bootstrap, topic)
         base = [tool, "-t", topic, "-b", bootstrap, "-u", "-c", str(count)]
         produce = [*base, "-P", "-s", str(size), "-a", "1", "-X", "linger.ms=5", *case.produce_options]
         consume = [*base, "-C", "-o", "beginning", *case.consume_options]
         for p in range(PARTITIONS):
             consume += ["-p", str(p)]
-        for mode, cmd in (("produce", produce), ("consume", consume)):
+        modes = [("produce", produce), ("consume", consume)]
+        if isinstance(broker, MockBroker):
+            modes = modes[:1]  # the mock keeps only the last 5 MB of each partition: nothing to read back
+        for mode, cmd in modes:
             load = os.getloadavg()[0]
             row, (user, system), tool_cpu, wall = _run_tool(cmd, broker, timeout_s=600)
             cpu = user + system
@@ -180,6 +194,13 @@ def main() -> None:
         "default: this checkout's src)",
     )
     parser.add_argument(
+        "--reference",
+        action="append",
+        default=[],
+        metavar="NAME=BINARY",
+        help="a reference broker variant run from BINARY (bench/build_mock_broker.sh's mock broker)",
+    )
+    parser.add_argument(
         "--broker-set",
         action="append",
         default=[],
@@ -197,6 +218,7 @@ def main() -> None:
     variants = [tuple(v.split("=", 1)) for v in args.src] or [
         ("current", str(Path(__file__).resolve().parents[1] / "src"))
     ]
+    variants += [tuple(v.split("=", 1)) for v in args.reference]
     settings: dict[str, dict[str, str]] = {}
     for item in args.broker_set:
         name, _, setting = item.partition(":")

@@ -5,7 +5,8 @@ Run by hand; never part of the test suite::
     PYTHONPATH=src python bench/partitions_bench.py --topics 5000 --partitions 20
     PYTHONPATH=src python bench/partitions_bench.py \
         --tool /work/tools/librdkafka/examples/rdkafka_performance \
-        --spread 1000 --messages 1000000 --rounds 5 [--src before=DIR --src after=DIR]
+        --spread 1000 --messages 1000000 --rounds 5 [--src before=DIR --src after=DIR] \
+        [--reference mock=$(bench/build_mock_broker.sh /work/tools/librdkafka)]
 
 Without ``--tool``, against one fresh broker (default settings; ``--set KEY=VALUE`` adds broker
 settings):
@@ -29,7 +30,9 @@ librdkafka spreads them over every partition) to a 6-partition topic and to a ``
 topic, on a fresh broker per round and ``--src`` variant, in alternating order, ``--rounds`` times:
 messages/s, the broker's and the tool's CPU seconds per million messages of each, the record batches the
 messages arrived in (counted in the segment files) and the broker's CPU per batch, their medians and the
-ratio.
+ratio. ``--reference NAME=BINARY`` adds librdkafka's in-memory mock broker (``bench/reference_broker.py``)
+as one more variant in the same rounds: the ratio the client and the machine allow a broker that costs
+almost nothing (its batches are not counted).
 
 Each result is a JSON line on stdout; the machine's 1-minute load average is printed with them.
 """
@@ -56,6 +59,7 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
+from reference_broker import MockBroker
 
 from strom.testing import BrokerProcess
 
@@ -168,7 +172,9 @@ def serving_after_start(broker: BrokerProcess, topics: int, last: TopicPartition
     return time.perf_counter() - start
 
 
-def _spread_once(tool: str, broker: BrokerProcess, topic: str, messages: int) -> tuple[float, float, float]:
+def _spread_once(
+    tool: str, broker: BrokerProcess | MockBroker, topic: str, messages: int
+) -> tuple[float, float, float]:
     """One rdkafka_performance produce run: messages/s, broker and tool CPU seconds per million messages."""
     # -p unset: librdkafka's partitioner picks a partition for each unkeyed record; at random only
     # without its sticky partitioning (KIP-480), which otherwise fills one partition per 10 ms: with
@@ -218,26 +224,34 @@ def spread_throughput(
     overrides = dict(s.split("=", 1) for s in args.set)
     for rnd in range(args.rounds):
         for name, src in variants if rnd % 2 == 0 else variants[::-1]:
-            broker = BrokerProcess(workdir / f"{name}-{rnd}", overrides, start_timeout_s=120)
-            env_before = os.environ.get("PYTHONPATH")
-            os.environ["PYTHONPATH"] = src  # the broker child inherits it
-            try:
+            broker: BrokerProcess | MockBroker
+            if Path(src).is_file():  # a reference broker (--reference), its topics made at start
+                broker = MockBroker(src, {f"spread-{count}": count for count in counts})
                 broker.start()
-            finally:
-                os.environ["PYTHONPATH"] = env_before or ""
+            else:
+                broker = BrokerProcess(workdir / f"{name}-{rnd}", overrides, start_timeout_s=120)
+                env_before = os.environ.get("PYTHONPATH")
+                os.environ["PYTHONPATH"] = src  # the broker child inherits it
+                try:
+                    broker.start()
+                finally:
+                    os.environ["PYTHONPATH"] = env_before or ""
             try:
-                admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-                for count in counts:
-                    topic = f"spread-{count}"
-                    admin.create_topics([NewTopic(topic, count, 1)])[topic].result(timeout=120)
+                if isinstance(broker, BrokerProcess):
+                    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+                    for count in counts:
+                        topic = f"spread-{count}"
+                        admin.create_topics([NewTopic(topic, count, 1)])[topic].result(timeout=120)
                 for count in counts if rnd % 2 == 0 else counts[::-1]:
                     rate, cpu_per_m, tool_per_m = _spread_once(tool, broker, f"spread-{count}", args.messages)
                     rates[name, count].append(rate)
                     cpu[name, count].append(cpu_per_m)
                     tool_cpu[name, count].append(tool_per_m)
-                    batches = count_batches(broker.data_dir / "logs", f"spread-{count}")
-                    per_batch_us = cpu_per_m * args.messages / 1e6 / batches * 1e6
-                    batch_cpu[name, count].append(per_batch_us)
+                    batches, per_batch_us = 0, None  # the mock's batches are in its memory only
+                    if isinstance(broker, BrokerProcess):
+                        batches = count_batches(broker.data_dir / "logs", f"spread-{count}")
+                        per_batch_us = round(cpu_per_m * args.messages / 1e6 / batches * 1e6, 1)
+                        batch_cpu[name, count].append(per_batch_us)
                     emit(
                         "produce-spread",
                         variant=name,
@@ -247,7 +261,7 @@ def spread_throughput(
                         broker_cpu_s_per_m=round(cpu_per_m, 3),
                         tool_cpu_s_per_m=round(tool_per_m, 2),
                         batches=batches,
-                        broker_cpu_us_per_batch=round(per_batch_us, 1),
+                        broker_cpu_us_per_batch=per_batch_us,
                     )
             finally:
                 broker.stop(timeout_s=120)
@@ -261,11 +275,15 @@ def spread_throughput(
             ratio=round(many / few, 3),
             six_cpu_s_per_m=round(statistics.median(cpu[name, 6]), 3),
             spread_cpu_s_per_m=round(statistics.median(cpu[name, args.spread]), 3),
-            six_cpu_us_per_batch=round(statistics.median(batch_cpu[name, 6]), 1),
-            spread_cpu_us_per_batch=round(statistics.median(batch_cpu[name, args.spread]), 1),
+            six_cpu_us_per_batch=_median(batch_cpu[name, 6]),
+            spread_cpu_us_per_batch=_median(batch_cpu[name, args.spread]),
             six_tool_cpu_s_per_m=round(statistics.median(tool_cpu[name, 6]), 2),
             spread_tool_cpu_s_per_m=round(statistics.median(tool_cpu[name, args.spread]), 2),
         )
+
+
+def _median(values: list[float]) -> float | None:
+    return round(statistics.median(values), 1) if values else None
 
 
 def check_found(bootstrap: str, tps: list[TopicPartition], chunk: int, when: str) -> None:
@@ -289,6 +307,13 @@ def main() -> None:
     parser.add_argument(
         "--src", action="append", default=[], metavar="NAME=DIR", help="broker variant (--tool)"
     )
+    parser.add_argument(
+        "--reference",
+        action="append",
+        default=[],
+        metavar="NAME=BINARY",
+        help="reference broker variant (--tool): bench/build_mock_broker.sh's mock broker",
+    )
     parser.add_argument("--spread", type=int, default=1000)
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
@@ -300,6 +325,7 @@ def main() -> None:
         if args.tool:
             here = str(Path(__file__).resolve().parents[1] / "src")
             variants = [(v.split("=", 1)[0], v.split("=", 1)[1]) for v in args.src] or [("current", here)]
+            variants += [(v.split("=", 1)[0], v.split("=", 1)[1]) for v in args.reference]
             spread_throughput(args.tool, Path(tmp), variants, args)
         else:
             many_partitions(Path(tmp), args)
