@@ -47,6 +47,7 @@ _PARTITION_V3 = struct.Struct(">ihqq")
 _PARTITION_V5 = struct.Struct(">ihqqq")
 _PARTITION_V8 = struct.Struct(">ihqqqi")  # ... and the record_errors count
 _RECORD_ERROR = struct.Struct(">ih")  # batch_index and the message's length
+_NULL_STRING = _I16.pack(-1)
 
 
 def decode_produce_request(buf: memoryview, pos: int) -> tuple[dict[str, Any], int]:
@@ -120,7 +121,10 @@ def encode_produce_response(body: dict[str, Any], out: bytearray, version: int) 
                 )
                 for batch_index, text in record_errors:
                     _nullable_string(out, text, _RECORD_ERROR.pack, batch_index)
-                _nullable_string(out, message, _I16.pack)
+                if message is None:  # the common case: no error message
+                    out += _NULL_STRING
+                else:
+                    _nullable_string(out, message, _I16.pack)
         elif version >= 5:
             pack = _PARTITION_V5.pack
             for part in parts:
