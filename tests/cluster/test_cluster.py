@@ -13,7 +13,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from strom.protocol.api import ApiKey
 from strom.testing.cluster import LocalCluster
+from tests.integration.rawclient import RawClient
 
 from .conftest import partitions_of, wait_until
 
@@ -300,3 +302,22 @@ def test_restarted_broker_catches_up_and_preferred_leadership_returns(make_clust
     assert sum(len(v) for v in _read_all(cluster.bootstrap, "pref", 3).values()) == 200
     if os.environ.get("STROM_DEBUG"):
         print(partitions_of(cluster.bootstrap, "pref"))
+
+
+def test_a_restarted_broker_answers_metadata_once_it_knows_the_cluster(make_cluster: Any) -> None:
+    """A broker killed with SIGKILL and started again at once listens while ZooKeeper still holds
+    its previous session's registration (for the session timeout, 6 s here). In that time its
+    metadata cache is empty. Its Metadata answer must wait until the controller's view lists it.
+    An answer without brokers made librdkafka decommission every broker it knew: the cluster EOS
+    test's transactional producer was left with none, and stuck."""
+    cluster: LocalCluster = make_cluster(3, zookeeper_session_timeout_ms="6000")
+    create_topic(cluster.bootstrap, "known", 1, 3)
+    restarted = cluster.brokers[2]
+    restarted.kill()
+    restarted.start()  # returns once it listens; its registration waits for the old session to end
+    with RawClient(restarted.bootstrap) as raw:
+        answer = raw.call(ApiKey.METADATA, 8, {"topics": [{"name": "known"}]}, timeout_s=30)
+    assert "waiting to register broker 2" in restarted.log_path.read_text(), "asked after registration"
+    assert sorted(b["node_id"] for b in answer["brokers"]) == [0, 1, 2]
+    assert answer["controller_id"] >= 0
+    assert [(t["name"], t["error_code"]) for t in answer["topics"]] == [("known", 0)]

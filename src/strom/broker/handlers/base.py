@@ -8,6 +8,7 @@ a handler is a broker bug; the connection layer logs it and closes that client's
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,23 @@ from strom.broker.broker import Broker
 from strom.protocol.api import SUPPORTED, ApiKey
 
 Body = dict[str, Any]
+LISTED_POLL_S = 0.05
+LISTED_WAIT_S = 60.0  # past any client's request timeout: a request never stays parked for ever
+
+
+async def until_listed(broker: Broker) -> None:
+    """Wait until this broker's metadata cache lists the broker itself as live: the controller has
+    sent its view since this broker registered. A broker restarts with an empty cache and listens
+    before it is registered, for example while ZooKeeper still holds its previous session's node.
+    Before that, a Metadata answer would list no brokers, and librdkafka 2.x decommissions every
+    broker that a Metadata response leaves out. A client left without brokers stays stuck until it
+    re-bootstraps. Kafka does not answer early: a ZooKeeper-mode broker starts processing requests
+    only after it has registered, and a KRaft broker only after it has caught up with the metadata
+    log. So Metadata and FindCoordinator wait here, and the client's own request timeout bounds the wait."""
+    waited = 0.0
+    while broker.node_id not in broker.metadata.brokers and waited < LISTED_WAIT_S:
+        await asyncio.sleep(LISTED_POLL_S)
+        waited += LISTED_POLL_S
 
 
 @dataclass(slots=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 from strom.broker.group_service import GroupService
 from strom.broker.handlers.authz import Op, Res, allowed, allowed_cluster, authorized_operations, denied
-from strom.broker.handlers.base import Body, RequestContext, handles
+from strom.broker.handlers.base import Body, RequestContext, handles, until_listed
 from strom.broker.transaction_service import TransactionService
 from strom.coordinator import JoinGroupRequest, SyncGroupRequest
 from strom.protocol.api import ApiKey
@@ -59,6 +59,7 @@ async def handle_find_coordinator(ctx: RequestContext, req: Body) -> Body:
             ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID, key
         ):
             return _find_error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "")
+    await until_listed(ctx.broker)  # the coordinator's topic is known only then (base.py)
     try:
         service.ensure_topic()
     except KafkaError as exc:

@@ -10,7 +10,9 @@ value (P3).
 Everything comes from the metadata cache (the controller's last UpdateMetadata, or the local control
 plane's for a cluster of one): live brokers, controller, and per partition the leader, its leader epoch
 (the one stamped in stored batches, PROTOCOL-NOTES P9), replicas, ISR and offline replicas; a partition
-without a leader is LEADER_NOT_AVAILABLE (also right after auto-creation in a cluster).
+without a leader is LEADER_NOT_AVAILABLE (also right after auto-creation in a cluster). A broker that
+has just started answers only once that cache lists the broker itself (`until_listed`): an answer
+without brokers makes librdkafka drop every broker it knows.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 from strom.acl.model import CLUSTER_NAME
 from strom.broker.broker import Broker
 from strom.broker.handlers.authz import Op, Res, allowed, allowed_cluster, authorized_operations
-from strom.broker.handlers.base import Body, RequestContext, handles
+from strom.broker.handlers.base import Body, RequestContext, handles, until_listed
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.metadata_store import TopicInfo
 from strom.broker.topic_admin import INTERNAL_TOPICS, validate_topic_name
@@ -126,6 +128,7 @@ def _authorized_lookup(ctx: RequestContext, name: str, allow_auto_create: bool) 
 @handles(ApiKey.METADATA)
 async def handle_metadata(ctx: RequestContext, req: Body) -> Body:
     broker = ctx.broker
+    await until_listed(broker)  # never an answer without brokers (base.py)
     requested = req.get("topics")
     all_topics = requested is None or (ctx.api_version == 0 and not requested)
     if all_topics:
