@@ -8,17 +8,17 @@ a handler is a broker bug; the connection layer logs it and closes that client's
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from strom._util.clock import sleep_ms
 from strom.broker.broker import Broker
 from strom.protocol.api import SUPPORTED, ApiKey
 
 Body = dict[str, Any]
-LISTED_POLL_S = 0.05
-LISTED_WAIT_S = 60.0  # past any client's request timeout: a request never stays parked for ever
+LISTED_POLL_MS = 50
+LISTED_WAIT_MS = 60_000  # past any client's request timeout: a request never stays parked for ever
 
 
 async def until_listed(broker: Broker) -> None:
@@ -30,10 +30,10 @@ async def until_listed(broker: Broker) -> None:
     re-bootstraps. Kafka does not answer early: a ZooKeeper-mode broker starts processing requests
     only after it has registered, and a KRaft broker only after it has caught up with the metadata
     log. So Metadata and FindCoordinator wait here, and the client's own request timeout bounds the wait."""
-    waited = 0.0
-    while broker.node_id not in broker.metadata.brokers and waited < LISTED_WAIT_S:
-        await asyncio.sleep(LISTED_POLL_S)
-        waited += LISTED_POLL_S
+    clock = broker.clock  # the broker's time line, so the core also runs under a manual clock
+    deadline = clock.monotonic_ms() + LISTED_WAIT_MS
+    while broker.node_id not in broker.metadata.brokers and clock.monotonic_ms() < deadline:
+        await sleep_ms(clock, LISTED_POLL_MS)
 
 
 @dataclass(slots=True)
