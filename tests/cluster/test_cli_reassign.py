@@ -39,7 +39,10 @@ def _reassign(bootstrap: str, plan: Path, *mode: str) -> subprocess.CompletedPro
 
 def test_reassign_execute_wait_verify_cancel(make_cluster: Any, tmp_path: Path) -> None:
     # A ZooKeeper session far longer than the pause below: the paused broker must stay registered.
-    cluster: LocalCluster = make_cluster(3, zookeeper_session_timeout_ms="20000")
+    # 60 s: while it is paused, a request kafka-python happens to send it waits until it times out;
+    # in CI (2026-11-24) the --execute below outlasted a 20 s session, and the controller rightly
+    # refused the move as naming a broker no longer alive.
+    cluster: LocalCluster = make_cluster(3, zookeeper_session_timeout_ms="60000")
     topic = "moving"
     create_topic(cluster.bootstrap, topic, 2, 1)
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
@@ -117,7 +120,7 @@ def test_reassign_execute_wait_verify_cancel(make_cluster: Any, tmp_path: Path) 
     assert verified.stderr == ""  # piped: no progress, no escape codes
 
     # Hold a move back: a partition gains a replica on a broker (not the controller, which must answer)
-    # that is paused while the move starts, then killed: its ZooKeeper session (20 s) keeps it
+    # that is paused while the move starts, then killed: its ZooKeeper session (60 s) keeps it
     # registered, so the move stays in progress; and it refuses connections, which the tool must
     # get around when kafka-python picks that broker for a request.
     controller = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(timeout=10).controller_id
