@@ -46,16 +46,17 @@ MIN_ZSTD_VERSION = 7
 _ERROR_CODE, _BASE_OFFSET = 1, 2
 
 
-def _refused(ctx: RequestContext, topic: str, index: int, records: Any, txn: bool) -> KafkaError | None:
-    """Per-partition checks Kafka makes before appending; None if none fails."""
+def _refused(topic: str, records: Any, txn: bool, internal: bool, version: int) -> KafkaError | None:
+    """Per-partition checks Kafka makes before appending; None if none fails. ``internal`` and
+    ``version`` (the request's) are looked up once per topic by the caller."""
     if not txn and has_attribute(records, TRANSACTIONAL_BIT):
         # Without a transactional id no coordinator would ever end the transaction (a hanging LSO).
         message = "transactional batches need the request's transactional_id"
         return KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, message)
-    if ctx.api_version < MIN_ZSTD_VERSION and uses_codec(records, ZSTD):
-        message = f"zstd batches need Produce v{MIN_ZSTD_VERSION}+, got v{ctx.api_version}"
+    if version < MIN_ZSTD_VERSION and uses_codec(records, ZSTD):
+        message = f"zstd batches need Produce v{MIN_ZSTD_VERSION}+, got v{version}"
         return KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, message)
-    if topic in INTERNAL_TOPICS:
+    if internal:
         return KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot append to internal topic {topic}")
     if records is None or len(records) == 0:
         return KafkaError(ErrorCode.CORRUPT_MESSAGE, "produce request without records")
@@ -89,20 +90,12 @@ def _append_topic(
     rm = ctx.broker.replica_manager
     hosted, node_id = rm.partitions, rm.node_id
     metrics = ctx.broker.metrics
-    internal = topic in INTERNAL_TOPICS
-    before_zstd = ctx.api_version < MIN_ZSTD_VERSION
+    internal, version = topic in INTERNAL_TOPICS, ctx.api_version
     results: list[PartitionResult] = []
     appended = records_in = bytes_in = 0
     for index, records in parts:
         try:
-            if (
-                internal
-                or not records
-                or (not txn and has_attribute(records, TRANSACTIONAL_BIT))
-                or (before_zstd and uses_codec(records, ZSTD))
-            ):
-                refused = _refused(ctx, topic, index, records, txn)
-                assert refused is not None  # one of the conditions above holds
+            if (refused := _refused(topic, records, txn, internal, version)) is not None:
                 raise refused
             partition = hosted.get((topic, index))
             if partition is None or partition.leader_id != node_id:
