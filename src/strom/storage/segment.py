@@ -210,8 +210,7 @@ class LogSegment:
         if length >= _PREALLOCATE_FROM:
             preallocate(fd, size, length)  # best effort; a full disk fails the write
         try:
-            if os.pwrite(fd, data, size) != length:  # short only near a full disk: write the rest
-                _pwrite_all(fd, data, size)
+            _pwrite_all(fd, data, size)
         except OSError:
             with contextlib.suppress(OSError):  # shrinking needs no space; recovery cuts it otherwise
                 os.ftruncate(fd, size)  # also frees blocks reserved past it
@@ -486,7 +485,11 @@ def _plausible(header: BatchHeader, expected_base: int) -> bool:
 
 
 def _pwrite_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
-    view = memoryview(data)
+    written = os.pwrite(fd, data, position)  # all of it, unless a disk is nearly full
+    if written == len(data):
+        return
+    view = memoryview(data)[written:]
+    position += written
     while view:
         written = os.pwrite(fd, view, position)
         view = view[written:]
