@@ -376,10 +376,10 @@ class ReplicaManager:
 
     def maybe_advance_high_watermark(self, part: Partition) -> bool:
         isr, node_id = part.isr, self.node_id
+        if part.leader_id != node_id or not isr:
+            return False
         # min_isr() is at most the replica count: an ISR of every replica needs no look at it.
-        if part.leader_id != node_id or (
-            (len(isr) < len(part.replicas) or not isr) and len(isr) < part.min_isr()
-        ):
+        if len(isr) < len(part.replicas) and len(isr) < part.min_isr():
             return False
         plog = part.log
         new_hw = plog.log_end_offset
