@@ -46,18 +46,11 @@ from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from reference_broker import MockBroker
+from reference_broker import MockBroker, start_variant
 
 from strom.testing import BrokerProcess
 
 PARTITIONS = 6
-
-
-def _create_topic(bootstrap: str, name: str) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # must outlive its futures
-    admin.create_topics([NewTopic(name, PARTITIONS, 1)])[name].result(30)
 
 
 def _last_row(stdout: str) -> dict[str, float]:
@@ -123,22 +116,8 @@ def run_case(
     size = case.size
     topic = f"cbench-{size}"
     data_dir = workdir / f"broker-{size}"
-    broker: BrokerProcess | MockBroker
-    if Path(src).is_file():
-        broker = MockBroker(src, {topic: PARTITIONS})
-        bootstrap = broker.start()
-    else:
-        env_before = os.environ.get("PYTHONPATH")
-        os.environ["PYTHONPATH"] = src  # the broker child inherits it
-        broker = BrokerProcess(data_dir, dict(overrides or {}))
-        try:
-            bootstrap = broker.start()
-        finally:
-            if env_before is None:
-                del os.environ["PYTHONPATH"]
-            else:
-                os.environ["PYTHONPATH"] = env_before
-        _create_topic(bootstrap, topic)
+    broker = start_variant(src, data_dir, {topic: PARTITIONS}, overrides)
+    bootstrap = broker.bootstrap
     rows = []
     try:
         base = [tool, "-t", topic, "-b", bootstrap, "-u", "-c", str(count)]

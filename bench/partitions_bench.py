@@ -45,7 +45,6 @@ import os
 import resource
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -59,8 +58,9 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
-from reference_broker import MockBroker
+from reference_broker import MockBroker, start_variant
 
+from strom.protocol.records.batch import iter_headers
 from strom.testing import BrokerProcess
 
 
@@ -192,15 +192,7 @@ def _spread_once(
 def count_batches(log_dir: Path, topic: str) -> int:
     """Record batches stored for ``topic`` (a header walk of its segment files): how many batches the
     client's messages arrived in, which sets the broker's per-batch share of its CPU."""
-    batches = 0
-    for path in log_dir.glob(f"{topic}-*/*.log"):
-        data = path.read_bytes()
-        pos = 0
-        while pos + 12 <= len(data):
-            (batch_length,) = struct.unpack_from(">i", data, pos + 8)
-            pos += 12 + batch_length
-            batches += 1
-    return batches
+    return sum(sum(1 for _ in iter_headers(path.read_bytes())) for path in log_dir.glob(f"{topic}-*/*.log"))
 
 
 def _children_cpu() -> float:
@@ -224,24 +216,9 @@ def spread_throughput(
     overrides = dict(s.split("=", 1) for s in args.set)
     for rnd in range(args.rounds):
         for name, src in variants if rnd % 2 == 0 else variants[::-1]:
-            broker: BrokerProcess | MockBroker
-            if Path(src).is_file():  # a reference broker (--reference), its topics made at start
-                broker = MockBroker(src, {f"spread-{count}": count for count in counts})
-                broker.start()
-            else:
-                broker = BrokerProcess(workdir / f"{name}-{rnd}", overrides, start_timeout_s=120)
-                env_before = os.environ.get("PYTHONPATH")
-                os.environ["PYTHONPATH"] = src  # the broker child inherits it
-                try:
-                    broker.start()
-                finally:
-                    os.environ["PYTHONPATH"] = env_before or ""
+            topics = {f"spread-{count}": count for count in counts}
+            broker = start_variant(src, workdir / f"{name}-{rnd}", topics, overrides, start_timeout_s=120)
             try:
-                if isinstance(broker, BrokerProcess):
-                    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-                    for count in counts:
-                        topic = f"spread-{count}"
-                        admin.create_topics([NewTopic(topic, count, 1)])[topic].result(timeout=120)
                 for count in counts if rnd % 2 == 0 else counts[::-1]:
                     rate, cpu_per_m, tool_per_m = _spread_once(tool, broker, f"spread-{count}", args.messages)
                     rates[name, count].append(rate)

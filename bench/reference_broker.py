@@ -1,4 +1,5 @@
-"""librdkafka's in-memory mock cluster as a reference broker for the C-tool benchmarks.
+"""The brokers a C-tool benchmark compares: Strom from a given ``src`` tree, or librdkafka's in-memory
+mock cluster as a reference broker.
 
 The mock cluster ships inside librdkafka for the client's own tests; `bench/mock_broker.c` runs one
 mock broker as a process of its own on a loopback port, with its topics made at start (it has no
@@ -9,15 +10,20 @@ plays in issue 8. Build it with `bench/build_mock_broker.sh LIBRDKAFKA_SOURCE_DI
 `bench/build_rdkafka_perf.sh`); pass the printed path as `--reference`.
 
 `MockBroker` offers the part of `strom.testing.BrokerProcess` the benchmarks use: `start()` returns the
-bootstrap address, `cpu_times()` the process's user and system seconds, `stop()`.
+bootstrap address, `cpu_times()` the process's user and system seconds, `stop()`. `start_variant` starts
+either, with its topics.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
-from strom.testing.processes import stop_process
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from strom.testing import BrokerProcess
+from strom.testing.processes import process_cpu_times, stop_process
 
 
 class MockBroker:
@@ -43,10 +49,7 @@ class MockBroker:
 
     def cpu_times(self) -> tuple[float, float]:
         assert self._proc is not None
-        with open(f"/proc/{self._proc.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        tick = os.sysconf("SC_CLK_TCK")
-        return int(fields[11]) / tick, int(fields[12]) / tick
+        return process_cpu_times(self._proc.pid)
 
     def stop(self, timeout_s: float = 30.0) -> None:
         proc, self._proc = self._proc, None
@@ -58,3 +61,38 @@ class MockBroker:
             proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             stop_process(proc, timeout_s)
+
+
+def start_variant(
+    src: str,
+    data_dir: Path,
+    topics: dict[str, int],
+    overrides: dict[str, str] | None = None,
+    start_timeout_s: float = 30.0,
+) -> BrokerProcess | MockBroker:
+    """A started broker holding ``topics`` (name: partitions, replication factor 1): the mock broker if
+    ``src`` is a file (a ``--reference`` binary), else a Strom broker run from the ``src`` tree in
+    ``data_dir`` with broker settings ``overrides``."""
+    if Path(src).is_file():
+        mock = MockBroker(src, topics)
+        mock.start()
+        return mock
+    broker = BrokerProcess(data_dir, dict(overrides or {}), start_timeout_s=start_timeout_s)
+    env_before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = src  # the broker child inherits it
+    try:
+        broker.start()
+    finally:
+        if env_before is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = env_before
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # must outlive its futures
+        futures = admin.create_topics([NewTopic(name, count, 1) for name, count in topics.items()])
+        for future in futures.values():
+            future.result(timeout=120)
+    except BaseException:
+        broker.stop()
+        raise
+    return broker

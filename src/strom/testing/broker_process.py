@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from strom.testing.processes import stop_process
+from strom.testing.processes import process_cpu_times, stop_process
 
 _READY = re.compile(r"Strom broker (\d+) listening on ([^:\s]+):(\d+)")
 _LISTENER = re.compile(r"Strom broker \d+ listener (\S+) \((\S+)\) on ([^:\s]+):(\d+)")
@@ -128,12 +128,7 @@ class BrokerProcess:
         """(user, system) CPU seconds the running broker has used, all threads (Linux /proc)."""
         if self.proc is None:
             raise RuntimeError("broker not running")
-        with open(f"/proc/{self.proc.pid}/stat") as f:
-            stat = f.read()
-        # The command name (field 2) may hold spaces; the fields after its closing parenthesis are fixed.
-        fields = stat[stat.rindex(")") + 2 :].split()
-        ticks = os.sysconf("SC_CLK_TCK")
-        return int(fields[11]) / ticks, int(fields[12]) / ticks
+        return process_cpu_times(self.proc.pid)
 
     def signal(self, sig: int) -> None:
         if self.proc is not None and self.proc.poll() is None:
