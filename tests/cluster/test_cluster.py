@@ -21,7 +21,8 @@ from .conftest import partitions_of, wait_until
 
 pytestmark = pytest.mark.cluster
 
-SEEDS_TABLE = {  # broker -> (leads, first follower of, second follower of): seeds/001, 003
+# docs/design.md#rack-aware-assignment
+SEEDS_TABLE = {  # broker -> (leads, first follower of, second follower of)
     0: ([0, 6], [5], [4]),
     3: ([1, 7], [0, 6], [5]),
     1: ([2, 8], [1, 7], [0, 6]),

@@ -1,4 +1,4 @@
-"""Bad input never hurts the broker (DESIGN.md non-negotiable 6), against a live broker process.
+"""Bad input never hurts the broker (docs/design.md#non-negotiables), against a live broker process.
 
 Every case checks four things: the offending connection gets the right Kafka error code or is closed;
 the broker log gains a line about it; a second client on its own connection (the *witness*) is served

@@ -1,7 +1,7 @@
 """`strom` usage errors and client-side behaviour that need no broker.
 
 Every user error must be exactly one line on stderr with a non-zero exit status and no traceback
-(DESIGN.md non-negotiable 6). The CLI runs as a subprocess, as users run it.
+(docs/design.md#non-negotiables). The CLI runs as a subprocess, as users run it.
 """
 
 from __future__ import annotations

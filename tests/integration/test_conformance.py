@@ -4,7 +4,7 @@ Every (key, version) the broker advertises in its own ApiVersions response is ex
 request at exactly that version and a semantic check of the answer (values, error codes, effects seen
 through other APIs), except the group and offset APIs, which tests/integration/test_groups_protocol.py
 covers version by version. `test_advertised_set_is_exactly_what_is_tested` keeps the two in step
-(PROTOCOL-NOTES P2: advertise nothing untested). Each response frame is also decoded by kafka-python's
+(docs/protocol.md#advertise-nothing-untested). Each response frame is also decoded by kafka-python's
 own protocol classes, an independent reading of the same bytes.
 """
 
@@ -148,7 +148,8 @@ def test_produce(raw: RawClient, topic_name: str, version: int) -> None:
     (part,) = topic["partition_responses"]
     assert part["index"] == 1
     if version < 3:
-        # Kafka 4 rejects the magic v0/v1 versions while still advertising them (PROTOCOL-NOTES P10).
+        # Kafka 4 rejects the magic v0/v1 versions while still advertising them
+        # (docs/protocol.md#why-the-minimums-are-low).
         assert part["error_code"] == ErrorCode.UNSUPPORTED_VERSION
         assert values_at(raw, topic_name, 1) == [(0, b"first")]
         return
@@ -180,7 +181,7 @@ def test_fetch(raw: RawClient, topic_name: str, version: int) -> None:
         resp = call(raw, ApiKey.FETCH, version, body)
         if version >= 7:
             assert resp["error_code"] == 0
-            assert resp["session_id"] == 0  # sessions declined (P8)
+            assert resp["session_id"] == 0  # sessions declined (docs/protocol.md#fetch-responses)
         (topic,) = resp["responses"]
         assert topic["topic"] == topic_name
         p0, p1 = topic["partitions"]
@@ -236,7 +237,7 @@ def test_list_offsets(raw: RawClient, topic_name: str, version: int) -> None:
     assert lookup(-2)["offset"] == 0  # earliest
     assert lookup(-1)["offset"] == 4  # latest = high watermark
     if version >= 2:
-        assert lookup(-1, isolation=1)["offset"] == 4  # read_committed: LSO == HWM (P13)
+        assert lookup(-1, isolation=1)["offset"] == 4  # read_committed: LSO == HWM
     found = lookup(t0 + 500)
     assert (found["offset"], found["timestamp"]) == (2, t0 + 1000)
     found = lookup(t0 + 1)
@@ -287,7 +288,7 @@ def test_metadata(raw: RawClient, broker: BrokerProcess, topic_name: str, versio
         if version >= 5:
             assert p["offline_replicas"] == []
         if version >= 7:
-            assert p["leader_epoch"] == 0  # the epoch stamped in stored batches (P9)
+            assert p["leader_epoch"] == 0  # the epoch stamped in stored batches
 
     bad = metadata_topics(raw, ["bad/name"], version)
     assert bad["bad/name"]["error_code"] == ErrorCode.INVALID_TOPIC_EXCEPTION
@@ -319,11 +320,11 @@ def test_api_versions(raw: RawClient, version: int) -> None:
     ranges = {e["api_key"]: (e["min_version"], e["max_version"]) for e in resp["api_keys"]}
     assert [e["api_key"] for e in resp["api_keys"]] == sorted(ranges)
     assert ranges[ApiKey.API_VERSIONS] == (0, 4)
-    assert ranges[ApiKey.PRODUCE] == (0, 8)  # min 0 so old librdkafka keeps compressing (P10)
+    assert ranges[ApiKey.PRODUCE] == (0, 8)  # min 0 so old librdkafka keeps compressing
     if version >= 1:
         assert resp["throttle_time_ms"] == 0
     if version >= 3:
-        assert frame[-1] == 0  # the body's tagged-field section is empty (P1)
+        assert frame[-1] == 0  # the body's tagged-field section is empty
         assert resp["finalized_features_epoch"] == -1
         assert resp["supported_features"] == [] and resp["finalized_features"] == []
     theirs = KP[(ApiKey.API_VERSIONS, "response")].decode(
@@ -347,7 +348,7 @@ def api_versions_frame(version: int, correlation_id: int) -> bytes:
 def test_api_versions_unsupported_version(raw: RawClient, version: int) -> None:
     raw.send_bytes(api_versions_frame(version, 4242))
     frame = raw.recv_frame()
-    got, resp = decode_response(ApiKey.API_VERSIONS, 0, frame)  # a v0 body, header v0 (P11)
+    got, resp = decode_response(ApiKey.API_VERSIONS, 0, frame)  # a v0 body, header v0
     assert got == 4242
     assert resp["error_code"] == ErrorCode.UNSUPPORTED_VERSION
     ranges = {e["api_key"]: (e["min_version"], e["max_version"]) for e in resp["api_keys"]}
@@ -358,8 +359,8 @@ def test_api_versions_unsupported_version(raw: RawClient, version: int) -> None:
 
 
 def test_advertised_set_is_exactly_what_is_tested(raw: RawClient) -> None:
-    """PROTOCOL-NOTES P2: every advertised (key, version) has a per-version test, here or in the module
-    named by COVERED_ELSEWHERE (which must exercise that key at its SUPPORTED range)."""
+    """docs/protocol.md#advertise-nothing-untested: every advertised (key, version) has a per-version test,
+    here or in the module named by COVERED_ELSEWHERE (which must exercise that key at its SUPPORTED range)."""
     resp = raw.call(ApiKey.API_VERSIONS, 0, {})
     advertised = {
         (e["api_key"], v) for e in resp["api_keys"] for v in range(e["min_version"], e["max_version"] + 1)

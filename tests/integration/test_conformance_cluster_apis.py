@@ -1,4 +1,6 @@
-"""Per-version conformance of the replication and cluster-admin APIs Strom advertises (PROTOCOL-NOTES P2).
+"""Per-version conformance of the replication and cluster-admin APIs Strom advertises.
+
+docs/protocol.md#advertise-nothing-untested: every advertised version has its test.
 
 ApiKey.OFFSET_FOR_LEADER_EPOCH (v2..3), ApiKey.ELECT_LEADERS (v0..1),
 ApiKey.ALTER_PARTITION_REASSIGNMENTS (v0) and ApiKey.LIST_PARTITION_REASSIGNMENTS (v0, both

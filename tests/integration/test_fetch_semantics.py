@@ -2,8 +2,8 @@
 
 Long-poll (max_wait_ms / min_bytes, woken by appends through the purgatory rather than by the timeout),
 byte limits (max_bytes, partition_max_bytes, at least one whole batch per KIP-74), the batch holding
-the fetch offset, out-of-range offsets, every requested partition present in the answer (P6),
-read_committed without transactions (P13), and LogAppendTime topics.
+the fetch offset, out-of-range offsets, every requested partition present in the answer,
+read_committed without transactions (docs/protocol.md#fetch-responses), and LogAppendTime topics.
 """
 
 from __future__ import annotations

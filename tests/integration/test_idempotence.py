@@ -1,4 +1,4 @@
-"""Idempotent producers and acks on a live broker (PROTOCOL-NOTES §4).
+"""Idempotent producers and acks on a live broker (docs/protocol.md#idempotent-producers).
 
 Raw batches carry the producer id and epoch from InitProducerId and explicit base sequences, so each
 rule is checked exactly: a retried batch is acknowledged with its original offsets and not appended,

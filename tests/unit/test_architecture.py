@@ -1,4 +1,4 @@
-"""Structural rules of DESIGN.md that a reviewer would otherwise check by eye.
+"""Structural rules of docs/design.md that a reviewer would otherwise check by eye.
 
 * No import cycle anywhere in ``strom``, counting imports under ``TYPE_CHECKING`` and inside functions
   (grimp reads every import statement of a module).
@@ -100,8 +100,8 @@ def test_only_the_composition_root_chooses_the_control_plane() -> None:
     assert choosers == ["broker/broker.py"]
 
 
-# DESIGN.md's soft cap is ~500 lines a module; past this the check fails, so that growth is noticed
-# and the module is split along a real seam rather than creeping on.
+# docs/design.md#style: a soft cap of ~500 lines a module; past this the check fails, so that growth is
+# noticed and the module is split along a real seam rather than creeping on.
 MAX_MODULE_LINES = 500
 
 

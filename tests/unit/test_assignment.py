@@ -17,7 +17,7 @@ from strom.protocol.errors import ErrorCode, KafkaError
 
 SIX = {0: "R1", 1: "R1", 2: "R1", 3: "R2", 4: "R2", 5: "R2"}
 
-# seeds/001 and 003: per broker, leaders / first followers / second followers of topic Invoice.
+# docs/design.md#rack-aware-assignment: per broker, leaders / first / second followers of topic Invoice.
 SEEDS_TABLE = {
     0: ([0, 6], [5], [4]),
     3: ([1, 7], [0, 6], [5]),

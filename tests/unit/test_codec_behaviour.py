@@ -33,7 +33,7 @@ def test_api_versions_v3_v4_response_uses_header_v0_and_no_tags(version: int) ->
         struct.pack(">ih", 77, 0)  # header v0: correlation id only, then error_code
         + bytes([2])  # compact array of 1
         + struct.pack(">hhhB", 18, 0, 4, 0)  # entry + its empty tag section
-        + struct.pack(">iB", 0, 0)  # throttle_time_ms + empty body tag section (P1)
+        + struct.pack(">iB", 0, 0)  # throttle_time_ms + empty body tag section
     )
     assert frame_payload(frame) == expected
     assert codec.decode_response(18, version, frame[4:]) == (
@@ -127,7 +127,7 @@ def test_metadata_v8_response_header_v0_and_defaults() -> None:
     assert body["brokers"] == [{"node_id": 1, "host": "h", "port": 9092, "rack": None}]
     assert body["cluster_id"] is None
     assert body["controller_id"] == -1
-    assert body["cluster_authorized_operations"] == -2147483648  # P3: the JSON default
+    assert body["cluster_authorized_operations"] == -2147483648  # the JSON default
     assert body["topics"] == []
 
 

@@ -106,7 +106,7 @@ def sample_body(api_key: int, version: int, kind: str) -> dict[str, Any]:
     if api_key == ApiKey.API_VERSIONS and kind == "response":
         body["error_code"] = 0  # non-zero switches the body to v0 (tested separately)
     if api_key == ApiKey.METADATA and kind == "response":
-        # kafka-python rewrites these into a set-valued "authorized_operations"; send the default (P3).
+        # kafka-python rewrites these into a set-valued "authorized_operations"; send the default.
         if "cluster_authorized_operations" in body:
             body["cluster_authorized_operations"] = -2147483648
         for topic in body.get("topics") or []:

@@ -15,9 +15,9 @@ Theory of operation (Kafka's ``ReplicaManager`` + ``Partition``):
   replica fetcher for the new leader, which first truncates by leader epoch, then fetches.
 * **High watermark** (leader): the minimum log end offset over the ISR, the leader's own included, and
   only while the ISR has at least ``min(min.insync.replicas, replicas)`` members (the strict min-ISR rule
-  of REPLICATION-NOTES). Consumers read below it; every move wakes the consumers' fetches parked in the
-  purgatory and completes the acks=all waits it covers. An append wakes the followers' parked fetches
-  (partition.py explains the two purgatory keys).
+  of docs/cluster.md#what-kafka-promises). Consumers read below it; every move wakes the consumers' fetches
+  parked in the purgatory and completes the acks=all waits it covers. An append wakes the followers' parked
+  fetches (partition.py explains the two purgatory keys).
 * **Follower tracking**: a follower's Fetch offset is its log end offset. It is *caught up* when it
   fetches at the leader's log end offset (or at the end the leader had at its previous fetch, Kafka's
   lastCaughtUpTime rule). A follower not caught up for ``replica.lag.time.max.ms`` leaves the ISR; a

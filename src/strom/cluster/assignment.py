@@ -1,6 +1,6 @@
 """Replica assignment for new topics and partitions: pure functions, no I/O.
 
-Theory of operation (DESIGN.md point 4, the seeds' "Partition Assignment" pages):
+Theory of operation (docs/design.md#rack-aware-assignment):
 
 1. Order the brokers into one list that alternates racks: group brokers by rack (racks in name order,
    brokers within a rack in id order) and take one broker from each rack in turn, skipping racks that

@@ -1,9 +1,9 @@
 """Kafka API keys, the version ranges Strom advertises, and per-version facts from the specs.
 
 ``ApiKey`` names every API whose request/response specs ship with kafka-python (Kafka's names in
-UPPER_SNAKE). ``SUPPORTED`` is the version table of PROTOCOL-NOTES section 2: pre-flexible versions plus
-ApiVersions 0..4, with the low minimums old librdkafka needs. The broker advertises the intersection of
-this table with the keys that have a handler; the codec itself accepts any version the specs describe.
+UPPER_SNAKE). ``SUPPORTED`` is the version table of docs/protocol.md#advertised-versions: pre-flexible
+versions plus ApiVersions 0..4, with the low minimums old librdkafka needs. The broker advertises the
+intersection of this table with the keys that have a handler; the codec takes any version the specs describe.
 """
 
 from __future__ import annotations
@@ -93,8 +93,8 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_TOPICS: (0, 3),
     ApiKey.DELETE_RECORDS: (0, 1),
     ApiKey.INIT_PRODUCER_ID: (0, 4),  # v3+: KIP-360 epoch bumps
-    # Transactions (TRANSACTIONS-NOTES §1): v3 is the first flexible version (AddPartitionsToTxn v4+ is
-    # the broker-to-broker batch of KIP-890, not served).
+    # Transactions (docs/transactions.md#what-a-client-sees): v3 is the first flexible version
+    # (AddPartitionsToTxn v4+ is the broker-to-broker batch of KIP-890, not served).
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
     ApiKey.END_TXN: (0, 3),

@@ -14,7 +14,7 @@ At run time there is no per-field interpretation. Three things concern the calle
   from, the tuples of produce_codec.py instead of dicts (the same bytes; a dict per partition entry is
   a measurable cost when a request carries a thousand partitions).
 
-Headers (PROTOCOL-NOTES section 0): request header v1 = ``api_key i16, api_version i16, correlation_id
+Headers (docs/protocol.md#wire-basics): request header v1 = ``api_key i16, api_version i16, correlation_id
 i32, client_id nullable i16-string``; v2 (flexible API versions) adds a tagged section; ``client_id``
 is never compact. Response header v0 = ``correlation_id``; v1 adds a tagged section -- except
 ApiVersions responses, which always use v0. An ApiVersions response with a non-zero error code has

@@ -14,7 +14,7 @@ interprets fields:
   before its loop runs;
 * flexible versions (KIP-482) use compact lengths and a tagged-field section per struct. Known tags
   are decoded (absent ones get their default), unknown ones skipped; a tag is written only when the
-  dict holds it with a non-default value (PROTOCOL-NOTES P1).
+  dict holds it with a non-default value (docs/protocol.md#tagged-fields-at-their-defaults).
 
 Pure. codec.py caches what is compiled here and owns the headers, the public API and the error
 contract.

@@ -14,9 +14,9 @@ two functions read and write the same bytes with plain tuples instead ("lean" bo
   (``record_errors`` a sequence of ``(batch_index, message)``); a list, because acks=all fills in
   its error afterwards. Fields a version lacks are not written, as the generic encoder does.
 
-Layout (non-flexible versions, big-endian; PROTOCOL-NOTES section 3): request = transactional_id
-nullable string, acks int16, timeout_ms int32, [topic: name string, [partition: index int32, records
-nullable bytes (int32 length)]]; response = [topic: name string, [partition: index int32, error_code
+Layout (non-flexible versions, big-endian; docs/protocol.md#produce-request-layout-v3-v8): request =
+transactional_id nullable string, acks int16, timeout_ms int32, [topic: name string, [partition: index int32,
+records nullable bytes (int32 length)]]; response = [topic: name string, [partition: index int32, error_code
 int16, base_offset int64, log_append_time_ms int64, log_start_offset int64 (v5+), record_errors
 [batch_index int32, message nullable string] (v8+), error_message nullable string (v8+)]],
 throttle_time_ms int32. v9+ (flexible) stay with the generic codec.

@@ -5,7 +5,8 @@ Per producer id the broker keeps the current producer epoch and the metadata of 
 timestamp. That is enough to answer a retried batch with its original offsets and to reject gaps.
 
 Rules applied to each client batch with ``producer_id >= 0``, in Kafka's order
-(PROTOCOL-NOTES §4, ``ProducerStateEntry.findDuplicateBatch`` and ``ProducerAppendInfo.checkSequence``):
+(docs/protocol.md#idempotent-producers, ``ProducerStateEntry.findDuplicateBatch`` and
+``ProducerAppendInfo.checkSequence``):
 
 1. duplicate: same epoch and (first_seq, last_seq) equal to a retained batch -> not appended, the
    original offsets are returned;

@@ -2,9 +2,9 @@
 
 Pure functions over two lists, no I/O: the produces the brokers *acknowledged* (topic, partition, offset,
 payload), and what a consumer read back afterwards from offset 0 to the high watermark of every partition.
-Kafka's promise (REPLICATION-NOTES.md) for an idempotent ``acks=all`` producer is that each acknowledged
-record is committed: present once, at the offset the acknowledgement named, in the producer's order.
-Unacknowledged records may or may not be present (a timed-out request can still have been committed),
+Kafka's promise (docs/cluster.md#what-kafka-promises) for an idempotent ``acks=all`` producer is that each
+acknowledged record is committed: present once, at the offset the acknowledgement named, in the producer's
+order. Unacknowledged records may or may not be present (a timed-out request can still have been committed),
 but never twice. An acknowledgement may carry no offset (``UNKNOWN_OFFSET``): librdkafka's idempotent
 producer acknowledges a timed-out request implicitly, offset unknown, once a later request of the same
 partition succeeds (the broker would have refused the later sequence otherwise). Such a record must

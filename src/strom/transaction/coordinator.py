@@ -10,7 +10,7 @@ changes). While a transition is pending, requests for that id get CONCURRENT_TRA
 state the clients observe is one the log holds.
 
 Requests (error codes as Kafka answers at the newest versions; the host maps PRODUCER_FENCED to
-INVALID_PRODUCER_EPOCH for older versions, TRANSACTIONS-NOTES §1):
+INVALID_PRODUCER_EPOCH for older versions, docs/transactions.md#what-a-client-sees):
 
 - `init_producer_id`: a timeout outside ``(0, transaction.max.timeout.ms]`` -> INVALID_TRANSACTION_TIMEOUT.
   An unknown id gets a new producer id at epoch 0. Empty or Complete*: the epoch is bumped (a new

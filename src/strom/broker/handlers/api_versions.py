@@ -1,6 +1,6 @@
 """ApiVersions (key 18): the version ranges a client may use.
 
-Always header v0 and no tagged fields in the body (PROTOCOL-NOTES P1, P11).
+Always header v0 and no tagged fields in the body (docs/protocol.md#apiversions).
 """
 
 from __future__ import annotations

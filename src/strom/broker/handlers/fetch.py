@@ -3,7 +3,7 @@
 The records of each partition are `FileRecords` (slices of segment files, no bytes read here); the
 network layer sends them with ``sendfile`` (server.py, response_writer.py).
 
-Rules (PROTOCOL-NOTES §3 "Fetch responses", P6-P8, P13):
+Rules (docs/protocol.md#fetch-responses):
 - every requested partition appears in the response, with an error code if need be;
 - reading starts at the batch containing the fetch offset and stops at the high watermark (the last
   stable offset, equal to it without transactions, for read_committed);
@@ -13,7 +13,7 @@ Rules (PROTOCOL-NOTES §3 "Fetch responses", P6-P8, P13):
 - with fewer than `min_bytes` available the request parks in the purgatory until one of its partitions
   has more to read or `max_wait_ms` passes, then answers with what there is: a follower's fetch is woken
   by appends, a consumer's by high-watermark moves (partition.py);
-- session_id is always 0: Strom declines fetch sessions, which every client handles (P8);
+- session_id is always 0: Strom declines fetch sessions, which every client handles;
 - followers (`replica_id` >= 0) and consumers below v11 fetch from the leader only
   (NOT_LEADER_OR_FOLLOWER elsewhere; FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a stale or future
   `current_leader_epoch`). A follower reads up to the log end offset, and its fetch offset is its log

@@ -1,8 +1,9 @@
 """ListOffsets (key 2): earliest (-2), latest (-1) or the first offset at a timestamp.
 
 Latest is the high watermark for read_uncommitted and the last stable offset for read_committed (equal
-without transactions, P13). A timestamp lookup goes through the time index and answers the first batch
-whose max timestamp is at or after the target; none means offset -1 and timestamp -1, as Kafka answers.
+without transactions, docs/protocol.md#fetch-responses). A timestamp lookup goes through the time index and
+answers the first batch whose max timestamp is at or after the target; none means offset -1 and timestamp -1,
+as Kafka answers.
 
 Leader epoch (v4+), as Kafka's ``Partition.fetchOffsetForTimestamp``: latest answers the
 partition's current leader epoch; earliest the epoch of the leader-epoch cache entry covering the log start

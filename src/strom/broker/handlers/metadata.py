@@ -5,13 +5,13 @@ means none. Unknown topics are auto-created when both the request (v4+ `allow_au
 `auto.create.topics.enable` allow it. With ACLs on, listing all topics leaves out those the sender may
 not DESCRIBE; a named one answers TOPIC_AUTHORIZATION_FAILED, also when auto-creating it needs CREATE
 (on the cluster or the topic) that the sender lacks. Authorized operations are Kafka's "not requested"
-value (P3).
+value (docs/protocol.md#authorized-operations-sentinel).
 
 Everything comes from the metadata cache (the controller's last UpdateMetadata, or the local control
 plane's for a cluster of one): live brokers, controller, and per partition the leader, its leader epoch
-(the one stamped in stored batches, PROTOCOL-NOTES P9), replicas, ISR and offline replicas; a partition
-without a leader is LEADER_NOT_AVAILABLE (also right after auto-creation in a cluster). A broker that
-has just started answers only once that cache lists the broker itself (`until_listed`): an answer
+(the one stamped in stored batches, docs/protocol.md#leader-epochs), replicas, ISR and offline replicas; a
+partition without a leader is LEADER_NOT_AVAILABLE (also right after auto-creation in a cluster). A broker
+that has just started answers only once that cache lists the broker itself (`until_listed`): an answer
 without brokers makes librdkafka drop every broker it knows.
 """
 

@@ -6,11 +6,11 @@ In cluster mode a commit is answered only once the ISR of the group's `__consume
 it (`GroupService.wait_for_replication`, the acks=all purgatory wait).
 Partitions of topics that do not exist get UNKNOWN_TOPIC_OR_PARTITION, as Kafka does.
 
-Version notes (PROTOCOL-NOTES §2, P9, P12): OffsetFetch v1 has no top-level error code, so a group-level
-error is repeated in every partition; v2+ carries it at the top and lets `topics` be null ("every committed
-offset of the group"). A partition without a committed offset answers offset -1 and empty metadata;
-v5 adds the committed leader epoch, -1 when unknown (never Kafka's int32 minimum). v6 is v5 in the
-flexible encoding; v7 adds ``require_stable`` (KIP-447): a partition whose transactional offsets await
+Version notes (docs/protocol.md#error-placement and #leader-epochs): OffsetFetch v1 has no top-level error
+code, so a group-level error is repeated in every partition; v2+ carries it at the top and lets `topics` be
+null ("every committed offset of the group"). A partition without a committed offset answers offset -1 and
+empty metadata; v5 adds the committed leader epoch, -1 when unknown (never Kafka's int32 minimum). v6 is v5 in
+the flexible encoding; v7 adds ``require_stable`` (KIP-447): a partition whose transactional offsets await
 their transaction's marker answers UNSTABLE_OFFSET_COMMIT (retriable) with offset -1 instead of the
 committed offset, so a consumer starting after a crash does not read past a pending commit.
 """
@@ -105,7 +105,7 @@ async def handle_offset_fetch(ctx: RequestContext, req: Body) -> Body:
     if error is not None:
         code = error
         if version < 2:
-            # v1 has nowhere else to put it (PROTOCOL-NOTES P12).
+            # v1 has nowhere else to put it (docs/protocol.md#error-placement).
             return {"topics": _fetch_topics(dict.fromkeys(requested or []), code)}
         return {"throttle_time_ms": 0, "topics": [], "error_code": int(code)}
     refused: dict[TopicPartition, OffsetAndMetadata | None] = {}

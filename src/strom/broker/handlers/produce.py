@@ -1,20 +1,20 @@
 """Produce (key 0): validate batch headers, append as leader, answer per partition.
 
 The records are never decoded here: storage checks each batch header and CRC, runs the idempotent
-producer checks, patches offsets and appends (DESIGN.md, "Durable, Kafka-shaped storage"). Only the
-leader appends (NOT_LEADER_OR_FOLLOWER elsewhere), at the partition's leader epoch, through the replica
-manager, which moves the high watermark to the minimum log end offset of the ISR. acks=all checks the ISR
-against min.insync.replicas before the append (NOT_ENOUGH_REPLICAS) and, unless the high watermark
-already passed the batch (always so on a single node, whose ISR is itself), waits until it does
+producer checks, patches offsets and appends (docs/design.md#non-negotiables, "Durable, Kafka-shaped
+storage"). Only the leader appends (NOT_LEADER_OR_FOLLOWER elsewhere), at the partition's leader epoch,
+through the replica manager, which moves the high watermark to the minimum log end offset of the ISR. acks=all
+checks the ISR against min.insync.replicas before the append (NOT_ENOUGH_REPLICAS) and, unless the high
+watermark already passed the batch (always so on a single node, whose ISR is itself), waits until it does
 (replica_manager.wait_for_replication; NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrinks).
 
 Produce v0-2 (magic 0/1) is rejected per partition, as Kafka 4 does, while staying advertised for old
-librdkafka's feature detection (PROTOCOL-NOTES P10). Also as Kafka: internal topics (__consumer_offsets)
-take no client writes, zstd batches need Produce v7+ (KIP-110), transactional batches need the request's
-transactional_id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and a failed acks=0 request closes the
-connection, since no response can carry the error. With ACLs on, a transactional request needs WRITE on
-its transactional id (else every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and each topic
-WRITE (else TOPIC_AUTHORIZATION_FAILED, checked before the topic's existence). The partition checks a
+librdkafka's feature detection (docs/protocol.md#why-the-minimums-are-low). Also as Kafka: internal topics
+(__consumer_offsets) take no client writes, zstd batches need Produce v7+ (KIP-110), transactional batches
+need the request's transactional_id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and a failed acks=0 request
+closes the connection, since no response can carry the error. With ACLs on, a transactional request needs
+WRITE on its transactional id (else every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and each
+topic WRITE (else TOPIC_AUTHORIZATION_FAILED, checked before the topic's existence). The partition checks a
 transactional batch's epoch and refuses a plain batch inside its producer's open transaction
 (INVALID_TXN_STATE).
 """

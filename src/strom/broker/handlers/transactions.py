@@ -4,11 +4,11 @@ TxnOffsetCommit (28), and WriteTxnMarkers (27) from coordinators and admin tools
 Each handler checks that this broker coordinates the transactional id, translates the negotiated
 version's wire dict and lets the transaction service decide (`strom.broker.transaction_service`),
 which answers once the resulting state is durable in ``__transaction_state``. Error mapping as Kafka's
-KafkaApis: PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH below v2 (TRANSACTIONS-NOTES §1).
-AddPartitionsToTxn answers one code for every partition of the request (the coordinator decides for
-the request as a whole); partitions of unknown topics fail it with UNKNOWN_TOPIC_OR_PARTITION and the
-others get OPERATION_NOT_ATTEMPTED, as Kafka does. AddOffsetsToTxn adds the group's
-``__consumer_offsets`` partition to the transaction; TxnOffsetCommit goes to the group's coordinator,
+KafkaApis: PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH below v2
+(docs/transactions.md#what-a-client-sees). AddPartitionsToTxn answers one code for every partition of the
+request (the coordinator decides for the request as a whole); partitions of unknown topics fail it with
+UNKNOWN_TOPIC_OR_PARTITION and the others get OPERATION_NOT_ATTEMPTED, as Kafka does. AddOffsetsToTxn adds the
+group's ``__consumer_offsets`` partition to the transaction; TxnOffsetCommit goes to the group's coordinator,
 which holds the offsets pending until the transaction's marker reaches that partition
 (`GroupService.commit_txn_offsets`). From v3 (KIP-447) it carries the consumer's group metadata,
 checked against the group before anything is written (`GroupCoordinator.txn_commit_error`:

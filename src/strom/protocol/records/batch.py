@@ -330,7 +330,9 @@ def _check_client_batch(header: BatchHeader) -> None:
 
 
 def validate_client_batches(buf: Buffer, max_message_bytes: int) -> list[tuple[int, BatchHeader]]:
-    """Header-only produce checks (PROTOCOL-NOTES §3 steps 1-2); returns ``(position, header)`` per batch.
+    """Header-only produce checks; returns ``(position, header)`` per batch.
+
+    Steps 1-2 of docs/protocol.md#produce-checks.
 
     Raises:
         RecordValidationError: with CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, UNSUPPORTED_FOR_MESSAGE_FORMAT
