@@ -1,5 +1,5 @@
-"""The console's topic page on the seeds' cluster (6 brokers, racks R1 = {0,1,2}, R2 = {3,4,5}) in
-headless Chromium: topic Invoice (10 partitions, RF 3) draws the seeds' table, and the open page follows
+"""The console's topic page on the reference cluster (6 brokers, racks R1 = {0,1,2}, R2 = {3,4,5}) in
+headless Chromium: topic Invoice (10 partitions, RF 3) draws the reference table, and the open page follows
 a broker's death (kill -9) without a reload: the broker is marked down, its replicas out of sync and its
 partitions led by their first followers."""
 

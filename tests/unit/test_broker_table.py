@@ -1,4 +1,4 @@
-"""The seeds' broker table (strom.cluster.broker_table): topic Invoice, 10 partitions, RF 3, six brokers
+"""The reference broker table (strom.cluster.broker_table): topic Invoice, 10 partitions, RF 3, six brokers
 in two racks, healthy and after a broker failure."""
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ OUTSIDE_DOCUMENTS = [
     "Shared" + " folder",
     "/work/" + "shared",
     "seeds" + "/00",
+    "seeds" + "'",
 ]
 
 

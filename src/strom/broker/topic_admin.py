@@ -3,7 +3,7 @@
 Kafka's rules live here: legal names (ASCII alphanumerics, '.', '_', '-'; at most 249 characters; not
 '.' or '..'), positive partition counts and replication factors (-1 takes the broker default),
 configs that `LogConfig` accepts, and replica assignments. An assignment is either chosen rack-aware
-(`strom.cluster.assignment`, the seeds' alternating-rack order) over the live brokers, or given by the
+(`strom.cluster.assignment`, the rack-alternating order) over the live brokers, or given by the
 client: then every partition from 0 up must be listed once, all with the same number of distinct
 replicas, each a live broker (INVALID_REPLICA_ASSIGNMENT otherwise), as Kafka's
 `AdminZkClient.validateTopicCreate` checks. Where the topic is then stored (ZooKeeper or a single node's

@@ -12,7 +12,7 @@ Theory of operation (docs/design.md#rack-aware-assignment):
    leader*.
 
 For topic Invoice (10 partitions, replication factor 3) on the six brokers above this reproduces the
-seeds' table exactly: broker 0 leads P0 and P6, is the first follower of P5 and the second of P4.
+reference table exactly: broker 0 leads P0 and P6, is the first follower of P5 and the second of P4.
 
 Adding partitions (CreatePartitions) continues the same formula from the first new partition index, so
 the existing partitions keep their replicas and the new ones fall where a topic created with the larger
@@ -29,7 +29,7 @@ __all__ = ["assign_replicas", "rack_alternating_order"]
 
 
 def rack_alternating_order(brokers: Mapping[int, str | None]) -> list[int]:
-    """Broker ids in the seeds' order: racks alternated, or plain id order when racks are unknown."""
+    """Broker ids in the assignment order: racks alternated, or plain id order when racks are unknown."""
     if not brokers:
         return []
     if any(rack is None for rack in brokers.values()):

@@ -1,17 +1,17 @@
-"""The source notes' broker table of a topic, as data: pure, shared by the web console and the CLI.
+"""The reference broker table of a topic, as data: pure, shared by the web console and the CLI.
 
-The seeds draw a topic as one row per broker (``R1-B0``, ``R2-B3``, ... in the order the assignment
-walked the brokers) and one column per replica position: the partitions the broker leads, then those it
-follows as first follower, second follower, ... (a partition's replica list is ``[preferred leader,
-follower 1, ...]``). `broker_table` builds that table from Metadata-like partition states and marks, per
-cell, what the cluster does now: whether the broker currently leads that partition (leadership moves when
+docs/design.md#rack-aware-assignment draws a topic as one row per broker (``R1-B0``, ``R2-B3``, ... in the
+order the assignment walked the brokers) and one column per replica position: the partitions the broker leads,
+then those it follows as first follower, second follower, ... (a partition's replica list is ``[preferred
+leader, follower 1, ...]``). `broker_table` builds that table from Metadata-like partition states and marks,
+per cell, what the cluster does now: whether the broker currently leads that partition (leadership moves when
 a leader fails) and whether it is in the ISR (a stopped or lagging follower is not). So the healthy table
-is exactly the seeds' one, and a failure shows where it happened.
+is exactly the reference one, and a failure shows where it happened.
 
 Row order: the brokers in the order partitions' preferred leaders appear (P0's first: the order the
 assignment used), then any other broker in the rack-alternating order of `strom.cluster.assignment`.
 
-Text form (`render_text`): tab-separated like the seeds, each cell like ``P0 P6``; a partition is
+Text form (`render_text`): tab-separated like the reference, each cell like ``P0 P6``; a partition is
 suffixed ``*`` where a follower leads it now, ``~`` where its preferred leader currently follows, and
 ``!`` where the replica is out of the ISR; a broker that is not alive is labelled ``(down)``.
 """

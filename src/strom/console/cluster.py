@@ -1,6 +1,6 @@
 """``strom cluster describe`` and ``strom cluster elect-leaders``: cluster views through the Kafka protocol.
 
-Describe prints the brokers (id, rack, address, controller mark), then the seeds' per-broker table for the
+Describe prints the brokers (id, rack, address, controller mark), then the per-broker table for the
 chosen topics (`strom.cluster.broker_table`, the same table the web console draws): for each broker, in
 the order of the assignment, the partitions it leads and those it follows as first, second, ... follower
 (Metadata's replica lists, whose first entry is the preferred leader), each cell like ``P0 P6``, with

@@ -2,7 +2,7 @@
 
 Broker ``i`` gets ``broker.id=i``, its own data directory ``<base>/broker-<i>``, and with ``racks`` > 0
 ``broker.rack=R1..Rk`` assigned in contiguous blocks of ids (6 brokers on 2 racks: 0,1,2 on R1 and 3,4,5
-on R2, as in the seeds). Every process is started and stopped by its own PID; waits are bounded.
+on R2, as in docs/design.md). Every process is started and stopped by its own PID; waits are bounded.
 A ``broker_factory`` may place brokers elsewhere (the fault suite runs each in a network namespace).
 """
 
