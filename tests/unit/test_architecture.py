@@ -4,6 +4,7 @@
   (grimp reads every import statement of a module).
 * One broker core: request handlers never ask which mode the broker runs in; the composition root
   (`strom.broker.broker`) is the only module that chooses between ZooKeeper and a cluster of one.
+* The broker and the controller wait only on their injected clock (``strom._util.clock``).
 """
 
 from __future__ import annotations
@@ -108,3 +109,30 @@ MAX_MODULE_LINES = 500
 def test_no_module_grows_past_the_soft_cap() -> None:
     sizes = {str(p.relative_to(SRC)): len(p.read_text().splitlines()) for p in SRC.rglob("*.py")}
     assert {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES} == {}
+
+
+# The broker's and the controller's waits and deadlines run on the injected Clock (strom._util.clock:
+# sleep_ms, Deadline, yield_to_loop), so the core runs under a ManualClock; the event loop's own time
+# and sleeps are for that module alone.
+LOOP_TIME = re.compile(r"asyncio\.sleep\(|loop(\(\))?\.time\(|asyncio\.wait_for\(|asyncio\.timeout(_at)?\(")
+
+
+def _loop_time_uses(roots: list[Path]) -> list[str]:
+    return [
+        f"{path.relative_to(SRC)}:{n}: {line.strip()}"
+        for root in roots
+        for path in sorted(root.rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if LOOP_TIME.search(line)
+    ]
+
+
+def test_the_broker_and_the_controller_wait_only_on_their_clock() -> None:
+    assert _loop_time_uses([SRC / "broker", SRC / "cluster"]) == []
+
+
+def test_the_clock_check_sees_the_event_loop_time() -> None:
+    # The same scan over the clock module itself, the one place allowed to use them: a sleep, the
+    # loop's time and asyncio's timeout.
+    found = " ".join(_loop_time_uses([SRC / "_util"]))
+    assert all(use in found for use in ("asyncio.sleep(", "loop().time(", "asyncio.timeout("))

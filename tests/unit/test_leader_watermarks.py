@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+from strom._util.clock import ManualClock
 from strom.broker.leader_watermarks import (
     LIST_OFFSETS_VERSION,
     LeaderWatermarks,
@@ -69,10 +70,10 @@ def test_partitions_answered_with_an_error_are_left_out() -> None:
 
 
 def test_the_refresh_runs_while_scrapes_come_and_stops_when_they_do_not() -> None:
-    now = [0.0]
+    clock = ManualClock()
     metadata = ClusterMetadataStore("c", lambda topic: {}, lambda n: 0)  # no leader known: nothing learned
     watermarks = LeaderWatermarks(
-        metadata, "lag-1", ClientSecurity(None), refresh_s=0.01, idle_s=10.0, clock=lambda: now[0]
+        metadata, "lag-1", ClientSecurity(None), clock, refresh_ms=10, idle_ms=10_000
     )
 
     async def scenario() -> None:
@@ -82,9 +83,9 @@ def test_the_refresh_runs_while_scrapes_come_and_stops_when_they_do_not() -> Non
         task = watermarks._task
         assert task is not None
         await asyncio.sleep(0.05)
-        assert not task.done()  # scraped within idle_s: still refreshing
-        now[0] = 11.0
-        await asyncio.wait_for(task, 1)  # no scrape for idle_s: the task ends by itself
+        assert not task.done()  # scraped within idle_ms: still refreshing
+        clock.advance(11_000)
+        await asyncio.wait_for(task, 1)  # no scrape for idle_ms: the task ends by itself
         watermarks.known([("a", 0)])
         assert watermarks._task is not task and not watermarks._task.done()  # the next scrape restarts it
         await watermarks.close()

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import uvloop
 
+from strom._util.clock import ManualClock, SystemClock
 from strom.broker.net_client import BrokerConnection
 from strom.broker.security.client import ClientSecurity
 from strom.protocol.api import ApiKey
@@ -164,7 +165,9 @@ def test_frames_split_anywhere_and_of_any_size(
 
     async def scenario() -> None:
         server, port = await serve(in_pieces(lambda offset: list(plan[offset])))
-        conn = BrokerConnection("127.0.0.1", port, "test", ClientSecurity(), reuse_receive_buffer=reuse)
+        conn = BrokerConnection(
+            "127.0.0.1", port, "test", ClientSecurity(), SystemClock(), reuse_receive_buffer=reuse
+        )
         for offset, (size, *_) in enumerate(plan):
             check(await conn.send(ApiKey.FETCH, FETCH_V, fetch_request(offset)), offset, size)
         conn.close()
@@ -176,7 +179,7 @@ def test_frames_split_anywhere_and_of_any_size(
 def test_a_kept_response_stays_intact_without_reuse(run: Callable[[Coroutine[Any, Any, None]], None]) -> None:
     async def scenario() -> None:
         server, port = await serve(in_pieces(lambda offset: [100_000 + offset, 65_536]))
-        conn = BrokerConnection("127.0.0.1", port, "test", ClientSecurity())
+        conn = BrokerConnection("127.0.0.1", port, "test", ClientSecurity(), SystemClock())
         kept = [await conn.send(ApiKey.FETCH, FETCH_V, fetch_request(offset)) for offset in range(3)]
         for offset, response in enumerate(kept):
             check(response, offset, 100_000 + offset)
@@ -206,9 +209,11 @@ def test_a_failed_request_raises_connection_error_and_the_next_one_reconnects(
 
     async def scenario() -> None:
         server, port = await serve(behaviour)
-        conn = BrokerConnection("127.0.0.1", port, "test", ClientSecurity(), reuse_receive_buffer=True)
+        conn = BrokerConnection(
+            "127.0.0.1", port, "test", ClientSecurity(), SystemClock(), reuse_receive_buffer=True
+        )
         with pytest.raises(ConnectionError):
-            await conn.send(ApiKey.FETCH, FETCH_V, fetch_request(0), timeout_s=0.5)
+            await conn.send(ApiKey.FETCH, FETCH_V, fetch_request(0), timeout_ms=500)
         check(await conn.send(ApiKey.FETCH, FETCH_V, fetch_request(1)), 1, 100)
         conn.close()
         server.close()
@@ -227,7 +232,7 @@ def test_a_cancelled_request_does_not_hand_its_answer_to_the_next(
 
     async def scenario() -> None:
         server, port = await serve(behaviour)
-        conn = BrokerConnection("127.0.0.1", port, "test", ClientSecurity())
+        conn = BrokerConnection("127.0.0.1", port, "test", ClientSecurity(), SystemClock())
         abandoned = asyncio.ensure_future(conn.send(ApiKey.FETCH, FETCH_V, fetch_request(0)))
         await asyncio.sleep(0.05)
         abandoned.cancel()
@@ -245,8 +250,38 @@ def test_nothing_listening_is_a_connection_error(run: Callable[[Coroutine[Any, A
         server, port = await serve(in_pieces(lambda offset: [1, 1]))
         server.close()
         await server.wait_closed()
-        conn = BrokerConnection("127.0.0.1", port, "test", ClientSecurity())
+        conn = BrokerConnection("127.0.0.1", port, "test", ClientSecurity(), SystemClock())
         with pytest.raises(ConnectionError):
             await conn.send(ApiKey.FETCH, FETCH_V, fetch_request(0))
+
+    run(scenario())
+
+
+def test_a_request_times_out_when_the_broker_clock_says_so(
+    run: Callable[[Coroutine[Any, Any, None]], None],
+) -> None:
+    """The time limit is a deadline on the connection's clock: on a manual clock an unanswered request
+    waits, however long in real time, until the clock passes its limit."""
+
+    async def never_answer(correlation_id: int, offset: int, writer: asyncio.StreamWriter) -> bool:
+        await asyncio.sleep(30)
+        return False
+
+    async def scenario() -> None:
+        server, port = await serve(never_answer)
+        clock = ManualClock()
+        conn = BrokerConnection("127.0.0.1", port, "test", ClientSecurity(), clock)
+        sent = asyncio.ensure_future(conn.send(ApiKey.FETCH, FETCH_V, fetch_request(0), timeout_ms=1000))
+        await asyncio.sleep(0.3)  # real time passes, the clock does not
+        assert not sent.done()
+        clock.advance(999)
+        await asyncio.sleep(0.05)
+        assert not sent.done()
+        clock.advance(1)
+        with pytest.raises(ConnectionError, match="TimeoutError"):
+            await asyncio.wait_for(sent, 5)
+        assert clock.pending_timers() == 0
+        conn.close()
+        server.close()
 
     run(scenario())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from strom._util.clock import ManualClock
 from strom.broker.security.credentials import LocalCredentialStore
 from strom.broker.security.sasl import SaslAuthenticator, SaslSettings, Step
 from strom.protocol.api import ApiKey
@@ -14,15 +15,11 @@ from strom.protocol.codec import decode_response, encode_request
 ALICE = b"\0alice\0alice-secret"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.ns = 0
-
-    def __call__(self) -> int:
-        return self.ns
+def _at(clock: ManualClock, monotonic_ms: int) -> None:
+    clock.advance(monotonic_ms - clock.monotonic_ms())
 
 
-def _authenticator(clock: Clock, tmp: str, reauth_ms: int = 1000) -> SaslAuthenticator:
+def _authenticator(clock: ManualClock, tmp: str, reauth_ms: int = 1000) -> SaslAuthenticator:
     settings = SaslSettings(
         "CLIENT",
         ("PLAIN", "SCRAM-SHA-512"),
@@ -53,31 +50,31 @@ def _login(auth: SaslAuthenticator, token: bytes = ALICE, version: int = 1) -> t
 
 
 def test_session_end_and_re_authentication(tmp_path: Any) -> None:
-    clock = Clock()
+    clock = ManualClock()
     auth = _authenticator(clock, str(tmp_path))
     _, answer = _login(auth)
     assert (answer["error_code"], answer["session_lifetime_ms"]) == (0, 1000)
     metadata = _frame(ApiKey.METADATA, 1, {"topics": None})
     assert not auth.gates(metadata)  # within the session: the handlers answer
-    clock.ns = 999_000_000
+    _at(clock, 999)
     assert not auth.gates(metadata)
     _, answer = _login(auth)  # re-authenticated before the end: a new session from now
     assert answer["session_lifetime_ms"] == 1000 and auth.reauthentications == 1
-    clock.ns = 1_999_000_000
+    _at(clock, 1_999)
     assert not auth.gates(metadata)
-    clock.ns = 2_000_000_001
+    _at(clock, 2_000)
     assert auth.gates(metadata)
     step, _ = _send(auth, ApiKey.METADATA, 1, {"topics": None})
     assert step.close and step.answer is None  # closed without a reply
 
 
 def test_after_the_end_only_a_v1_handshake_re_authenticates(tmp_path: Any) -> None:
-    clock = Clock()
+    clock = ManualClock()
     late, v0_handshake, v0_client = (_authenticator(clock, str(tmp_path)) for _ in range(3))
     for auth in (late, v0_handshake):
         _login(auth)
     _login(v0_client, version=0)  # SaslAuthenticate v0: never told the lifetime, cannot re-authenticate
-    clock.ns = 5_000_000_000
+    _at(clock, 5_000)
     _, answer = _login(late)
     assert answer["error_code"] == 0 and not late.gates(_frame(ApiKey.METADATA, 1, {"topics": None}))
     step, _ = _send(v0_handshake, ApiKey.SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"})
@@ -87,7 +84,7 @@ def test_after_the_end_only_a_v1_handshake_re_authenticates(tmp_path: Any) -> No
 
 
 def test_re_authentication_keeps_the_principal_and_the_mechanism(tmp_path: Any) -> None:
-    clock = Clock()
+    clock = ManualClock()
     other, scram = _authenticator(clock, str(tmp_path)), _authenticator(clock, str(tmp_path))
     _login(other)
     step, answer = _login(other, b"\0bob\0bob-secret")
@@ -98,9 +95,9 @@ def test_re_authentication_keeps_the_principal_and_the_mechanism(tmp_path: Any) 
 
 
 def test_without_a_lifetime_sessions_never_end(tmp_path: Any) -> None:
-    clock = Clock()
+    clock = ManualClock()
     auth = _authenticator(clock, str(tmp_path), reauth_ms=0)
     _, answer = _login(auth)
     assert answer["session_lifetime_ms"] == 0
-    clock.ns = 10**15
+    _at(clock, 10**12)
     assert not auth.gates(_frame(ApiKey.METADATA, 1, {"topics": None}))

@@ -6,6 +6,13 @@ Every timeout in the broker core (purgatory deadlines, fetch long-polls, acks=al
 jobs) is built on `call_later`, so under a `ManualClock` nothing expires until the test advances it:
 `advance()` runs the callbacks that fall due, in deadline order, and a test then lets the event loop
 run the tasks they woke. `SystemClock` schedules on the running asyncio loop.
+
+The broker and the controller wait only through this module: `sleep_ms` (back-offs, polls, periodic
+jobs), `Deadline` (a time limit on a block: a request's round trip, a connection attempt, a controller
+call; ``TimeoutError`` when the clock passes it) and `yield_to_loop` (no wait at all: lets the other
+tasks run between slices of a long job). None of them reads the event loop's own time, so under a
+`ManualClock` no back-off ends and no time limit expires until the test advances the clock
+(tests/unit/test_architecture.py checks that the broker and the controller call nothing else).
 """
 
 from __future__ import annotations
@@ -14,7 +21,8 @@ import asyncio
 import heapq
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from types import TracebackType
 from typing import Protocol
 
 
@@ -100,3 +108,45 @@ async def sleep_ms(clock: Clock, delay_ms: int) -> None:
         await fut
     finally:
         handle.cancel()
+
+
+def yield_to_loop() -> Awaitable[None]:
+    """Let every ready task run once before going on (a zero wait: no time passes on any clock)."""
+    return asyncio.sleep(0)
+
+
+class Deadline:
+    """``async with Deadline(clock, timeout_ms):`` a time limit on the clock's time line for a block.
+
+    When the clock reaches the deadline the task running the block is cancelled, and the block ends
+    with ``TimeoutError`` (asyncio's own `asyncio.Timeout` does the cancelling and tells its
+    cancellation from any other; only the moment comes from the clock). A block that ends first
+    cancels the timer.
+    """
+
+    __slots__ = ("_clock", "_delay_ms", "_handle", "_timeout")
+
+    def __init__(self, clock: Clock, timeout_ms: int) -> None:
+        self._clock = clock
+        self._delay_ms = timeout_ms
+        self._timeout = asyncio.timeout(None)
+        self._handle: Cancellable | None = None
+
+    async def __aenter__(self) -> Deadline:
+        await self._timeout.__aenter__()
+        self._handle = self._clock.call_later(self._delay_ms, self._expire)
+        return self
+
+    def _expire(self) -> None:
+        # Now on the event loop's time line: asyncio cancels the task on its next iteration.
+        self._timeout.reschedule(asyncio.get_running_loop().time())
+
+    def expired(self) -> bool:
+        return self._timeout.expired()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        await self._timeout.__aexit__(exc_type, exc, tb)

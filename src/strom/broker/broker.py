@@ -25,7 +25,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from strom._util.clock import Clock, SystemClock, sleep_ms
+from strom._util.clock import Clock, SystemClock, sleep_ms, yield_to_loop
 from strom.broker.authorization import Authorizer, LocalAclStore
 from strom.broker.cluster_member import ClusterMember, ZkIsrStore, connect_zookeeper
 from strom.broker.config import BrokerConfig
@@ -101,6 +101,7 @@ class Broker:
             int(config.get("replica.fetch.wait.max.ms")),
             int(config.get("replica.fetch.max.bytes")),
             security,
+            self.clock,
         )
         # The one place that tells a ZooKeeper cluster member from a cluster of one.
         zk, store = None, None
@@ -140,6 +141,7 @@ class Broker:
                 self.log_manager,
                 self._log_config_for,
                 security,
+                self.clock,
             )
             if isinstance(self.credentials, ZkCredentialStore):
                 member.on_user_change = self.credentials.reload  # /config/users change notifications
@@ -229,7 +231,7 @@ class Broker:
             steps = cleaner.clean_steps()
             try:
                 for _ in steps:
-                    await asyncio.sleep(0)
+                    await yield_to_loop()
             except Exception:
                 log.exception("background job cleaner failed")
             finally:

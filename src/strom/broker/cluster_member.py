@@ -18,6 +18,9 @@
 While ZooKeeper is unreachable the administrative requests that need it fail with REQUEST_TIMED_OUT (a
 retriable error, what a ZooKeeper-mode Kafka broker answers once its ZooKeeper wait expires) instead of
 closing the client's connection; produce and fetch do not need ZooKeeper and go on.
+
+Every wait here (registration retries, polls of the metadata cache, controlled-shutdown attempts)
+and the controller's run on the broker's clock.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
+from strom._util.clock import Clock, Deadline, sleep_ms, yield_to_loop
 from strom.broker.config import BrokerConfig
 from strom.broker.controller_channel import KafkaControllerChannel
 from strom.broker.metadata_cache import ClusterMetadataStore
@@ -51,6 +55,10 @@ log = logging.getLogger(__name__)
 
 #: Partitions of one LeaderAndIsr applied between two yields of the event loop.
 LEADER_AND_ISR_SLICE = 500
+#: How often a wait for a topic looks at the metadata cache again.
+METADATA_POLL_MS = 50
+CONTROLLED_SHUTDOWN_TIMEOUT_MS = 10_000
+CONTROLLED_SHUTDOWN_BACKOFF_MS = 500
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -110,9 +118,11 @@ class ClusterMember:
         log_manager: LogManager,
         log_config_for: Callable[[str], LogConfig],
         security: ClientSecurity,
+        clock: Clock,
     ) -> None:
         self.node_id = config.broker_id
         self._security = security  # how this broker reaches the others
+        self._clock = clock
         self.rack: str | None = config.get("broker.rack")
         self.controlled_shutdown_enable = bool(config.get("controlled.shutdown.enable"))
         self.session_timeout_ms = int(config.get("zookeeper.session.timeout.ms"))
@@ -124,7 +134,7 @@ class ClusterMember:
         self._host, self._port = "127.0.0.1", 9092  # until start() knows the bound listener
         self._endpoints: tuple[tuple[str, str, int], ...] = ()
         self._protocols: tuple[tuple[str, str], ...] = ()
-        self.channel = KafkaControllerChannel(f"controller-{self.node_id}", security)
+        self.channel = KafkaControllerChannel(f"controller-{self.node_id}", security, clock)
         self.controller = Controller(
             self.zk,
             self.node_id,
@@ -136,6 +146,7 @@ class ClusterMember:
                 ),
                 unclean_leader_election_default=bool(config.get("unclean.leader.election.enable")),
             ),
+            clock,
         )
         self.on_user_change: Callable[[str], None] | None = None  # SCRAM credentials changed
         self._registration_task: asyncio.Task[None] | None = None
@@ -173,31 +184,30 @@ class ClusterMember:
         )
 
     async def _register_then_elect(self) -> None:
-        loop = asyncio.get_running_loop()
-        await self._register(deadline=loop.time() + 3 * self.session_timeout_ms / 1000 + 10)
+        await self._register(deadline_ms=self._clock.monotonic_ms() + 3 * self.session_timeout_ms + 10_000)
         self.controller.start()
 
-    async def _register(self, deadline: float | None) -> None:
+    async def _register(self, deadline_ms: int | None) -> None:
         """Create this broker's registration, retrying while ZooKeeper refuses; ``None``: never give up.
 
         At start-up a deadline turns a broken ensemble into a start-up error. After a session expiry
         there is no deadline: a broker that stays unregistered is fenced for good (no leadership, no
-        ISR membership), so it keeps trying until it is registered or its process stops.
+        ISR membership), so it keeps trying until it is registered or its process stops. The deadline
+        and the delays are on the broker's clock.
         """
-        loop = asyncio.get_running_loop()
-        delay = 0.5
+        delay_ms = 500
         while True:
             try:
                 self.zk.register_broker(self.registration())
                 break
             except ZkError as exc:
-                if deadline is not None and loop.time() > deadline:
+                if deadline_ms is not None and self._clock.monotonic_ms() > deadline_ms:
                     log.error("giving up registering broker %d: %s", self.node_id, exc)
                     raise
                 log.info("waiting to register broker %d: %s", self.node_id, exc)
-                await asyncio.sleep(delay)
-                if deadline is None:
-                    delay = min(delay * 2, 5.0)
+                await sleep_ms(self._clock, delay_ms)
+                if deadline_ms is None:
+                    delay_ms = min(delay_ms * 2, 5000)
         log.info("registered broker %d in ZooKeeper at %s", self.node_id, self.registration())
 
     def _on_session_event(self, event: str) -> None:
@@ -205,7 +215,7 @@ class ClusterMember:
             log.warning("ZooKeeper session expired; registering broker %d again", self.node_id)
             if self._reregistration_task is not None:
                 self._reregistration_task.cancel()
-            self._reregistration_task = asyncio.create_task(self._register(deadline=None))
+            self._reregistration_task = asyncio.create_task(self._register(deadline_ms=None))
             self.controller.enqueue(self.controller.elect)
         elif event == "LOST":
             log.warning("ZooKeeper session lost")
@@ -244,20 +254,23 @@ class ClusterMember:
             controller_id = self.metadata.controller_id
             try:
                 if controller_id == self.node_id and self.controller.active:
-                    remaining = await asyncio.wait_for(
-                        self.controller.call(lambda: self.controller.controlled_shutdown(self.node_id)),
-                        10,
-                    )
+                    async with Deadline(self._clock, CONTROLLED_SHUTDOWN_TIMEOUT_MS):
+                        remaining = await self.controller.call(
+                            lambda: self.controller.controlled_shutdown(self.node_id)
+                        )
                     if not remaining:
                         return
                 elif controller_id in self.metadata.brokers:
                     target = self.metadata.brokers[controller_id]
                     conn = BrokerConnection(
-                        target.host, target.port, f"broker-{self.node_id}", self._security
+                        target.host, target.port, f"broker-{self.node_id}", self._security, self._clock
                     )
                     try:
                         response = await conn.send(
-                            ApiKey.CONTROLLED_SHUTDOWN, 0, {"broker_id": self.node_id}, timeout_s=10
+                            ApiKey.CONTROLLED_SHUTDOWN,
+                            0,
+                            {"broker_id": self.node_id},
+                            CONTROLLED_SHUTDOWN_TIMEOUT_MS,
                         )
                     finally:
                         conn.close()
@@ -265,7 +278,7 @@ class ClusterMember:
                         return
             except (ConnectionError, TimeoutError) as exc:
                 log.info("controlled shutdown attempt failed: %s", exc)
-            await asyncio.sleep(0.5)
+            await sleep_ms(self._clock, CONTROLLED_SHUTDOWN_BACKOFF_MS)
         log.warning("controlled shutdown incomplete; stopping anyway")
 
     async def stop(self) -> None:
@@ -327,9 +340,8 @@ class ClusterMember:
 
     async def wait_for_topic(self, name: str, timeout_ms: int, deleted: bool = False) -> bool:
         """Until this broker's metadata cache shows the topic with leaders (or, if ``deleted``, gone)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(timeout_ms, 0) / 1000
-        while loop.time() < deadline:
+        deadline_ms = self._clock.monotonic_ms() + max(timeout_ms, 0)
+        while self._clock.monotonic_ms() < deadline_ms:
             info = self.metadata.topics.get(name)
             if deleted and info is None:
                 return True
@@ -342,17 +354,16 @@ class ClusterMember:
                 )
             ):
                 return True
-            await asyncio.sleep(0.05)
+            await sleep_ms(self._clock, METADATA_POLL_MS)
         return False
 
     async def wait_for_partitions(self, name: str, count: int, timeout_ms: int) -> bool:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(timeout_ms, 0) / 1000
-        while loop.time() < deadline:
+        deadline_ms = self._clock.monotonic_ms() + max(timeout_ms, 0)
+        while self._clock.monotonic_ms() < deadline_ms:
             info = self.metadata.topics.get(name)
             if info is not None and info.partitions >= count:
-                return await self.wait_for_topic(name, int((deadline - loop.time()) * 1000))
-            await asyncio.sleep(0.05)
+                return await self.wait_for_topic(name, deadline_ms - self._clock.monotonic_ms())
+            await sleep_ms(self._clock, METADATA_POLL_MS)
         return False
 
     # requests only a controller sends -------------------------------------------------------------
@@ -372,7 +383,7 @@ class ClusterMember:
             if part["error_code"]:  # a newer controller spoke meanwhile: the rest is stale too
                 return part
             errors.extend(part["partition_errors"])
-            await asyncio.sleep(0)
+            await yield_to_loop()
         return {"error_code": 0, "partition_errors": errors}
 
     def stop_replica(self, body: dict[str, Any]) -> dict[str, Any]:

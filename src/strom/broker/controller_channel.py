@@ -4,7 +4,8 @@ Each live broker gets a queue and a sender task with its own connection. Request
 time in enqueue order (a LeaderAndIsr is never overtaken by a later UpdateMetadata); a failed send is
 retried after a short back-off until it succeeds or the broker leaves the live set, which drops its
 queue (a broker that comes back receives the full state again from the controller). Requests go at the
-highest version of Strom's internal layouts (all brokers of a cluster run the same Strom).
+highest version of Strom's internal layouts (all brokers of a cluster run the same Strom). The back-off
+and each request's time limit run on the broker's clock.
 """
 
 from __future__ import annotations
@@ -14,20 +15,25 @@ import contextlib
 import logging
 from typing import Any
 
+from strom._util.clock import Clock, sleep_ms
 from strom.broker.net_client import BrokerConnection
 from strom.broker.security.client import ClientSecurity
 from strom.cluster.zk_paths import BrokerRegistration
 from strom.protocol.api import INTERNAL, ApiKey
 
 log = logging.getLogger(__name__)
-RETRY_BACKOFF_S = 0.2
+RETRY_BACKOFF_MS = 200
+REQUEST_TIMEOUT_MS = 15_000
 
 
 class _BrokerQueue:
-    def __init__(self, registration: BrokerRegistration, client_id: str, security: ClientSecurity) -> None:
+    def __init__(
+        self, registration: BrokerRegistration, client_id: str, security: ClientSecurity, clock: Clock
+    ) -> None:
         self.registration = registration
+        self._clock = clock
         self.queue: asyncio.Queue[tuple[int, dict[str, Any]]] = asyncio.Queue()
-        self.connection = BrokerConnection(registration.host, registration.port, client_id, security)
+        self.connection = BrokerConnection(registration.host, registration.port, client_id, security, clock)
         self.task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
@@ -36,10 +42,10 @@ class _BrokerQueue:
             while True:
                 try:
                     version = INTERNAL[ApiKey(api_key)][1]
-                    response = await self.connection.send(api_key, version, body, timeout_s=15.0)
+                    response = await self.connection.send(api_key, version, body, REQUEST_TIMEOUT_MS)
                 except ConnectionError as exc:
                     log.debug("controller request to broker %d failed: %s", self.registration.broker_id, exc)
-                    await asyncio.sleep(RETRY_BACKOFF_S)
+                    await sleep_ms(self._clock, RETRY_BACKOFF_MS)
                     continue
                 if response.get("error_code"):
                     log.warning(
@@ -58,9 +64,10 @@ class _BrokerQueue:
 
 
 class KafkaControllerChannel:
-    def __init__(self, client_id: str, security: ClientSecurity) -> None:
+    def __init__(self, client_id: str, security: ClientSecurity, clock: Clock) -> None:
         self._client_id = client_id
         self._security = security
+        self._clock = clock
         self._brokers: dict[int, _BrokerQueue] = {}
         self._closing: set[asyncio.Future[None]] = set()
 
@@ -73,7 +80,9 @@ class KafkaControllerChannel:
                 closing.add_done_callback(self._closing.discard)
         for broker_id, registration in brokers.items():
             if broker_id not in self._brokers:
-                self._brokers[broker_id] = _BrokerQueue(registration, self._client_id, self._security)
+                self._brokers[broker_id] = _BrokerQueue(
+                    registration, self._client_id, self._security, self._clock
+                )
 
     def send(self, broker_id: int, api_key: int, body: dict[str, Any]) -> None:
         target = self._brokers.get(broker_id)

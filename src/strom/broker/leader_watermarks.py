@@ -7,13 +7,14 @@ for any other it asks the partition's leader, as kafka_exporter does (ListOffset
 read_uncommitted: the leader's high watermark, what `strom groups describe` shows).
 
 Theory of operation. A scrape never waits on the network: `LeaderWatermarks.known` returns the last
-values learned (each at most ``max_age_s`` old; an older one, e.g. of a leader that stopped answering,
+values learned (each at most ``max_age_ms`` old; an older one, e.g. of a leader that stopped answering,
 is dropped rather than served) and records which partitions the scrape wanted. The first scrape starts
-one background task that refreshes the wanted partitions every ``refresh_s``: one ListOffsets per
+one background task that refreshes the wanted partitions every ``refresh_ms``: one ListOffsets per
 leader (all leaders at once), over the inter-broker client with the broker's own security. When no
-scrape has come for ``idle_s`` the task ends, closes its connections and forgets the values, so nothing
+scrape has come for ``idle_ms`` the task ends, closes its connections and forgets the values, so nothing
 runs while no one scrapes; the next scrape starts it again and the partitions it learns appear from the
-scrape after. The values a scrape serves are thus at most one refresh interval plus a round trip old.
+scrape after. The values a scrape serves are thus at most one refresh interval plus a round trip old. Ages,
+intervals and the requests' time limit are on the broker's clock.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from strom._util.clock import Clock, sleep_ms
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.net_client import BrokerConnection
 from strom.broker.security.client import ClientSecurity
@@ -37,7 +38,7 @@ TopicPartition = tuple[str, int]
 LIST_OFFSETS_VERSION = 2  # the first with isolation_level; read_uncommitted latest = high watermark
 LATEST = -1
 CONSUMER = -1  # replica_id: answered as to a client (a new leader still catching up says so)
-REQUEST_TIMEOUT_S = 5.0
+REQUEST_TIMEOUT_MS = 5000
 
 
 def by_leader(
@@ -81,21 +82,21 @@ class LeaderWatermarks:
         metadata: ClusterMetadataStore,
         client_id: str,
         security: ClientSecurity,
-        refresh_s: float = 5.0,
-        idle_s: float = 300.0,
-        max_age_s: float = 30.0,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock,
+        refresh_ms: int = 5000,
+        idle_ms: int = 300_000,
+        max_age_ms: int = 30_000,
     ) -> None:
         self._metadata = metadata
         self._client_id = client_id
         self._security = security
-        self._refresh_s = refresh_s
-        self._idle_s = idle_s
-        self._max_age_s = max_age_s
+        self._refresh_ms = refresh_ms
+        self._idle_ms = idle_ms
+        self._max_age_ms = max_age_ms
         self._clock = clock
         self._wanted: frozenset[TopicPartition] = frozenset()
-        self._wanted_at = 0.0
-        self._values: dict[TopicPartition, tuple[int, float]] = {}  # high watermark, when learned
+        self._wanted_at_ms = 0
+        self._values: dict[TopicPartition, tuple[int, int]] = {}  # high watermark, when learned
         self._connections: dict[int, BrokerConnection] = {}
         self._task: asyncio.Task[None] | None = None
         self._failing: set[int] = set()  # leaders whose last answer failed: log a streak's first only
@@ -103,11 +104,11 @@ class LeaderWatermarks:
     def known(self, wanted: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The last known high watermarks of ``wanted`` (no waiting), and a refresh of them in the
         background from now on. Called on the event loop by the scrape."""
-        now = self._clock()
-        self._wanted, self._wanted_at = frozenset(wanted), now
+        now = self._clock.monotonic_ms()
+        self._wanted, self._wanted_at_ms = frozenset(wanted), now
         if self._wanted and (self._task is None or self._task.done()):
             self._task = asyncio.get_running_loop().create_task(self._run(), name="lag-watermarks")
-        oldest = now - self._max_age_s
+        oldest = now - self._max_age_ms
         known: dict[TopicPartition, int] = {}
         for tp in self._wanted:
             entry = self._values.get(tp)
@@ -125,15 +126,15 @@ class LeaderWatermarks:
 
     async def _run(self) -> None:
         try:
-            while self._wanted and self._clock() - self._wanted_at < self._idle_s:
+            while self._wanted and self._clock.monotonic_ms() - self._wanted_at_ms < self._idle_ms:
                 await self._refresh(self._wanted)
-                await asyncio.sleep(self._refresh_s)
+                await sleep_ms(self._clock, self._refresh_ms)
         finally:
             self._close_connections()
             self._values.clear()
 
     async def _refresh(self, wanted: frozenset[TopicPartition]) -> None:
-        now = self._clock()
+        now = self._clock.monotonic_ms()
         plan = by_leader(wanted, self._leader_id)
         answers = await asyncio.gather(*(self._ask(leader, topics) for leader, topics in plan.items()))
         for found in answers:
@@ -154,11 +155,11 @@ class LeaderWatermarks:
             if conn is not None:
                 conn.close()
             conn = self._connections[leader] = BrokerConnection(
-                broker.host, broker.port, self._client_id, self._security
+                broker.host, broker.port, self._client_id, self._security, self._clock
             )
         try:
             response = await conn.send(
-                int(ApiKey.LIST_OFFSETS), LIST_OFFSETS_VERSION, list_offsets_body(topics), REQUEST_TIMEOUT_S
+                int(ApiKey.LIST_OFFSETS), LIST_OFFSETS_VERSION, list_offsets_body(topics), REQUEST_TIMEOUT_MS
             )
             found = answered_watermarks(response)
         except (ConnectionError, LookupError, ValueError) as exc:

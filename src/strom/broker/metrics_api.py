@@ -32,7 +32,7 @@ class MetricsApi:
     def __init__(self, broker: Broker, counters: BrokerCounters, connections: Callable[[], int]) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self._watermarks = LeaderWatermarks(
-            broker.metadata, f"lag-{broker.node_id}", broker.inter_broker_security
+            broker.metadata, f"lag-{broker.node_id}", broker.inter_broker_security, broker.clock
         )
         self._collectors: list[Collector] = [
             BrokerCollector(broker, counters, connections, self._watermarks),

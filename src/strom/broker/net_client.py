@@ -14,8 +14,9 @@ frame's size is known and the frame does not fit there, it gets a buffer of its 
 is received straight into place. A replica fetcher's response (the leader's batches, often hundreds of
 kilobytes) is thus copied once, from the socket into the buffer that the decoded response's records
 are views of and that the follower's log writes from; a stream reader would copy it three times more
-(its buffer, its growth, the slice it returns). The timeout is a timer on the sending task, not a task
-of its own.
+(its buffer, its growth, the slice it returns). The time limits (of a request's round trip, of a
+connection attempt) are deadlines on the broker's clock (`strom._util.clock.Deadline`): timers that
+cancel the sending task, not tasks of their own; so is the moment to log in again.
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ import asyncio
 import contextlib
 import socket
 import struct
-import time
 from typing import Any
 
 from strom._util.buffers import receive_buffer
+from strom._util.clock import Clock, Deadline
 from strom.broker.security.client import ClientSecurity
 from strom.protocol.codec import CorruptFrame, UnsupportedVersion, decode_response, encode_request
 
@@ -158,11 +159,13 @@ class BrokerConnection:
         port: int,
         client_id: str,
         security: ClientSecurity,
-        connect_timeout_s: float = 5.0,
+        clock: Clock,
+        connect_timeout_ms: int = 5000,
         reuse_receive_buffer: bool = False,
     ) -> None:
         """``security``: how this broker reaches the others (TLS, its own SASL login), given by the
-        composition root; each broker of a process has its own. ``reuse_receive_buffer``: byte fields
+        composition root; each broker of a process has its own. ``clock``: the broker's, on which
+        the time limits and the re-authentication moment run. ``reuse_receive_buffer``: byte fields
         of a response (records) are views that stay valid only until the next `send` (the replica
         fetcher, which writes them to its log before fetching again)."""
         self.host = host
@@ -170,19 +173,20 @@ class BrokerConnection:
         self._reuse = reuse_receive_buffer
         self.port = port
         self._client_id = client_id
-        self._connect_timeout_s = connect_timeout_s
+        self._clock = clock
+        self._connect_timeout_ms = connect_timeout_ms
         self._transport: asyncio.Transport | None = None
         self._protocol: _ResponseProtocol | None = None
         self._correlation_id = 0
         self._lock = asyncio.Lock()
-        self._reauth_at: float | None = None  # monotonic time to re-authenticate (KIP-368)
+        self._reauth_at_ms: int | None = None  # clock's monotonic time to re-authenticate (KIP-368)
 
     async def send(
-        self, api_key: int, api_version: int, body: dict[str, Any], timeout_s: float = 30.0
+        self, api_key: int, api_version: int, body: dict[str, Any], timeout_ms: int = 30_000
     ) -> dict[str, Any]:
         async with self._lock:
             try:
-                async with asyncio.timeout(timeout_s):
+                async with Deadline(self._clock, timeout_ms):
                     return await self._roundtrip(api_key, api_version, body)
             except (OSError, TimeoutError, ValueError, CorruptFrame, UnsupportedVersion) as exc:
                 self.close()
@@ -195,7 +199,7 @@ class BrokerConnection:
         transport, protocol = self._transport, self._protocol
         if transport is None or protocol is None or protocol.error is not None or transport.is_closing():
             transport, protocol = await self._connect()
-        elif self._reauth_at is not None and time.monotonic() >= self._reauth_at:
+        elif self._reauth_at_ms is not None and self._clock.monotonic_ms() >= self._reauth_at_ms:
             await self._login(transport, protocol)
         return await self._exchange(transport, protocol, api_key, api_version, body)
 
@@ -205,7 +209,7 @@ class BrokerConnection:
         )
         # Kafka's clients re-authenticate at 85-95 % of the session; the low end leaves time for a
         # long-poll fetch sent just before.
-        self._reauth_at = time.monotonic() + lifetime_ms * 0.85 / 1000 if lifetime_ms > 0 else None
+        self._reauth_at_ms = self._clock.monotonic_ms() + lifetime_ms * 85 // 100 if lifetime_ms > 0 else None
 
     async def _exchange(
         self,
@@ -229,16 +233,14 @@ class BrokerConnection:
         loop = asyncio.get_running_loop()
         security = self._security
         hostname = self.host if security.tls is not None else None
-        transport, protocol = await asyncio.wait_for(
-            loop.create_connection(
+        async with Deadline(self._clock, self._connect_timeout_ms):
+            transport, protocol = await loop.create_connection(
                 lambda: _ResponseProtocol(self._reuse),
                 self.host,
                 self.port,
                 ssl=security.tls,
                 server_hostname=hostname,
-            ),
-            self._connect_timeout_s,
-        )
+            )
         if security.mechanism is not None:
             try:
                 await self._login(transport, protocol)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from strom._util.clock import Clock
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.net_client import BrokerConnection
 from strom.broker.security.client import ClientSecurity
@@ -39,10 +40,16 @@ class Fetched:
 
 class RemoteLogReader:
     def __init__(
-        self, topic: str, metadata: ClusterMetadataStore, client_id: str, security: ClientSecurity
+        self,
+        topic: str,
+        metadata: ClusterMetadataStore,
+        client_id: str,
+        security: ClientSecurity,
+        clock: Clock,
     ) -> None:
         self.topic = topic
         self._security = security
+        self._clock = clock
         self._metadata = metadata
         self._client_id = client_id
         self._connection: BrokerConnection | None = None
@@ -62,7 +69,7 @@ class RemoteLogReader:
         if conn is None or (conn.host, conn.port) != (leader.host, leader.port):
             self.close()
             conn = self._connection = BrokerConnection(
-                leader.host, leader.port, self._client_id, self._security
+                leader.host, leader.port, self._client_id, self._security, self._clock
             )
         body = {
             "replica_id": -1,
@@ -80,7 +87,7 @@ class RemoteLogReader:
             ],
         }
         try:
-            response = await conn.send(ApiKey.FETCH, FETCH_VERSION, body, timeout_s=MAX_WAIT_MS / 1000 + 10)
+            response = await conn.send(ApiKey.FETCH, FETCH_VERSION, body, timeout_ms=MAX_WAIT_MS + 10_000)
             part = response["responses"][0]["partitions"][0]
             code = ErrorCode(int(part["error_code"]))
         except (ConnectionError, LookupError, ValueError) as exc:

@@ -79,7 +79,7 @@ class RegistryService:
         self._tasks: list[asyncio.Task[None]] = []
         self._announcing: asyncio.Task[None] | None = None
         self._remote = RemoteLogReader(
-            SCHEMAS_TOPIC, metadata, f"registry-{replica_manager.node_id}", security
+            SCHEMAS_TOPIC, metadata, f"registry-{replica_manager.node_id}", security, clock
         )
         self._following_remote = False
         replica_manager.on_leadership_change.append(self._on_leadership_change)

@@ -17,6 +17,10 @@ Theory of operation (Kafka's ``ReplicaFetcherThread``/``AbstractFetcherThread``)
 3. OFFSET_OUT_OF_RANGE: below the leader's log start the follower restarts its log there; otherwise
    it truncates again. NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH: back off
    until the controller's next LeaderAndIsr says what changed.
+
+Back-offs (`ERROR_BACKOFF_MS` after a partition error, `CONNECTION_BACKOFF_MS` after a lost
+connection) and the fetch's time limit run on the broker's clock, so a test on a manual clock decides
+when a fetcher tries again.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from strom._util.clock import Clock, sleep_ms
 from strom.broker.net_client import BrokerConnection
 from strom.broker.partition import Partition, TopicPartition
 from strom.broker.security.client import ClientSecurity
@@ -38,7 +43,8 @@ log = logging.getLogger(__name__)
 
 FETCH_VERSION = 11
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
-ERROR_BACKOFF_S = 0.1
+ERROR_BACKOFF_MS = 100  # Kafka's replica.fetch.backoff.ms default
+CONNECTION_BACKOFF_MS = 500
 UNDEFINED_EPOCH_OFFSET = -1
 
 
@@ -61,16 +67,18 @@ class ReplicaFetcher:
         max_wait_ms: int,
         max_bytes: int,
         security: ClientSecurity,
+        clock: Clock,
         on_high_watermark: Callable[[TopicPartition], None] = _ignore,
     ) -> None:
         self.node_id = node_id
+        self._clock = clock
         self._on_high_watermark = on_high_watermark
         self.leader_id = leader_id
         self.endpoint = endpoint
         self.partitions: dict[TopicPartition, _FetchState] = {}
         self._wake = asyncio.Event()
         self._conn = BrokerConnection(
-            endpoint[0], endpoint[1], f"replica-fetcher-{node_id}", security, reuse_receive_buffer=True
+            endpoint[0], endpoint[1], f"replica-fetcher-{node_id}", security, clock, reuse_receive_buffer=True
         )
         self._max_wait_ms = max_wait_ms
         self._max_bytes = max_bytes
@@ -98,12 +106,12 @@ class ReplicaFetcher:
                 await self._fetch_once()
             except ConnectionError as exc:
                 log.debug("fetcher for leader %d: %s", self.leader_id, exc)
-                await asyncio.sleep(0.5)
+                await sleep_ms(self._clock, CONNECTION_BACKOFF_MS)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("fetcher for leader %d failed; retrying", self.leader_id)
-                await asyncio.sleep(0.5)
+                await sleep_ms(self._clock, CONNECTION_BACKOFF_MS)
 
     # truncation --------------------------------------------------------------------------------------
     async def _truncate(self) -> None:
@@ -133,7 +141,7 @@ class ReplicaFetcher:
                 if found is None or not found.truncating:
                     continue
                 if p["error_code"]:
-                    await asyncio.sleep(ERROR_BACKOFF_S)
+                    await sleep_ms(self._clock, ERROR_BACKOFF_MS)
                     continue
                 self._truncate_partition(found, int(p["leader_epoch"]), int(p["end_offset"]))
 
@@ -164,7 +172,7 @@ class ReplicaFetcher:
     async def _fetch_once(self) -> None:
         fetching = {tp: s for tp, s in self.partitions.items() if not s.truncating}
         if not fetching:
-            await asyncio.sleep(ERROR_BACKOFF_S)
+            await sleep_ms(self._clock, ERROR_BACKOFF_MS)
             return
         topics: dict[str, list[dict[str, Any]]] = {}
         for (topic, index), state in fetching.items():
@@ -190,8 +198,8 @@ class ReplicaFetcher:
             "forgotten_topics_data": [],
             "rack_id": "",
         }
-        timeout_s = self._max_wait_ms / 1000 + 10
-        response = await self._conn.send(ApiKey.FETCH, FETCH_VERSION, body, timeout_s=timeout_s)
+        timeout_ms = self._max_wait_ms + 10_000
+        response = await self._conn.send(ApiKey.FETCH, FETCH_VERSION, body, timeout_ms=timeout_ms)
         backoff = False
         for topic in response["responses"]:
             for p in topic["partitions"]:
@@ -201,7 +209,7 @@ class ReplicaFetcher:
                     continue
                 backoff |= self._handle_partition(current, p)
         if backoff:
-            await asyncio.sleep(ERROR_BACKOFF_S)
+            await sleep_ms(self._clock, ERROR_BACKOFF_MS)
 
     def _handle_partition(self, state: _FetchState, p: dict[str, Any]) -> bool:
         code = ErrorCode(int(p["error_code"]))
@@ -237,9 +245,12 @@ class ReplicaFetcher:
 class ReplicaFetcherManager:
     """The fetchers of one follower broker, one per leader it follows partitions of."""
 
-    def __init__(self, node_id: int, max_wait_ms: int, max_bytes: int, security: ClientSecurity) -> None:
+    def __init__(
+        self, node_id: int, max_wait_ms: int, max_bytes: int, security: ClientSecurity, clock: Clock
+    ) -> None:
         self.node_id = node_id
         self._security = security
+        self._clock = clock
         self._max_wait_ms = max_wait_ms
         self._max_bytes = max_bytes
         self._fetchers: dict[int, ReplicaFetcher] = {}
@@ -269,6 +280,7 @@ class ReplicaFetcherManager:
                 self._max_wait_ms,
                 self._max_bytes,
                 self._security,
+                self._clock,
                 self._high_watermark_moved,
             )
         fetcher.add(part)

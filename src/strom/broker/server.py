@@ -36,6 +36,7 @@ from time import perf_counter_ns
 from typing import NamedTuple, cast
 
 from strom._util.buffers import receive_buffer
+from strom._util.clock import yield_to_loop
 from strom.broker.broker import Broker
 from strom.broker.handlers import HANDLERS, RequestContext
 from strom.broker.handlers.api_versions import api_versions_fallback
@@ -204,7 +205,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._concurrent: set[asyncio.Task[_Answer]] = set()  # acks=all produces still running
         self.client_host = "?"
         self.principal = ANONYMOUS  # set once the connection is authenticated (TLS certificate, SASL)
-        self._auth = server.security.authenticator()  # SASL listeners: until authenticated
+        self._auth = server.security.authenticator(server.broker.clock)  # SASL listeners
         self._transport: asyncio.Transport | None = None
         self._writer: ResponseWriter | None = None
         self._worker: asyncio.Task[None] | None = None
@@ -401,7 +402,7 @@ class _Connection(asyncio.BufferedProtocol):
                 self._concurrent.add(task)
                 task.add_done_callback(self._on_concurrent_done)
                 self._slots.append(task)
-                await asyncio.sleep(0)  # the task appends now, before the next request starts
+                await yield_to_loop()  # the task appends now, before the next request starts
                 return True
             self._answer(await self._server.call(decoded, received_ns))
             return True

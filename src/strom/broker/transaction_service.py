@@ -442,7 +442,7 @@ class TransactionService:
                 connection.close()
             client_id = f"txn-coordinator-{self.replica_manager.node_id}"
             connection = self._connections[leader] = BrokerConnection(
-                broker.host, broker.port, client_id, self._security
+                broker.host, broker.port, client_id, self._security, self.clock
             )
         marker = {
             "producer_id": pid,
@@ -452,7 +452,7 @@ class TransactionService:
             "coordinator_epoch": coordinator_epoch,
         }
         try:
-            response = await connection.send(int(ApiKey.WRITE_TXN_MARKERS), 0, {"markers": [marker]}, 15.0)
+            response = await connection.send(int(ApiKey.WRITE_TXN_MARKERS), 0, {"markers": [marker]}, 15_000)
             return ErrorCode(int(response["markers"][0]["topics"][0]["partitions"][0]["error_code"]))
         except (ConnectionError, LookupError, ValueError) as exc:
             log.info("%s-%d: WriteTxnMarkers to broker %d failed: %s", topic, partition, leader, exc)

@@ -39,6 +39,8 @@ module is the driver: election, the event queue, and the ZooKeeper watches. The 
   partitions it can lead come back.
 * **New topics and partitions** appear through the topic watches: NEW, then ONLINE with the first live
   replica as leader.
+* **Time.** The election retry after a ZooKeeper error and the periodic checks (reassignments, auto
+  leader rebalance) run on the clock the controller is given (the broker's), never the event loop's.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from strom._util.clock import Clock, sleep_ms
 from strom.cluster import zk_paths as paths
 from strom.cluster.context import ControllerContext, TopicPartition, broker_changes
 from strom.cluster.controlled_shutdown import ControlledShutdown
@@ -69,7 +72,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Controller", "ControllerChannel", "ControllerConfig", "TopicPartition"]
 
-ZK_RETRY_DELAY_S = 1.0
+ZK_RETRY_DELAY_MS = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +88,15 @@ Event = Callable[[], None]
 
 class Controller:
     def __init__(
-        self, zk: KafkaZkClient, broker_id: int, channel: ControllerChannel, config: ControllerConfig
+        self,
+        zk: KafkaZkClient,
+        broker_id: int,
+        channel: ControllerChannel,
+        config: ControllerConfig,
+        clock: Clock,
     ) -> None:
         self.zk = zk
+        self._clock = clock
         self.broker_id = broker_id
         self.channel = channel
         self.config = config
@@ -153,7 +162,7 @@ class Controller:
             except ZkError as exc:
                 log.warning("controller %d: ZooKeeper error (%s); will retry election", self.broker_id, exc)
                 self._resign()
-                asyncio.get_running_loop().call_later(ZK_RETRY_DELAY_S, self.enqueue, self.elect)
+                self._clock.call_later(ZK_RETRY_DELAY_MS, lambda: self.enqueue(self.elect))
             except Exception:
                 log.exception("controller %d: event failed", self.broker_id)
 
@@ -242,17 +251,15 @@ class Controller:
         self._active_tasks.append(loop.create_task(self._periodic_checks()))
 
     async def _periodic_checks(self) -> None:
-        since_rebalance = 0.0
-        step = self.config.reassignment_check_interval_s
+        since_rebalance_ms = 0
+        step_ms = round(self.config.reassignment_check_interval_s * 1000)
+        rebalance_ms = round(self.config.leader_imbalance_check_interval_s * 1000)
         while True:
-            await asyncio.sleep(step)
-            since_rebalance += step
+            await sleep_ms(self._clock, step_ms)
+            since_rebalance_ms += step_ms
             self.enqueue(self._check_reassignments)
-            if (
-                self.config.auto_leader_rebalance
-                and since_rebalance >= self.config.leader_imbalance_check_interval_s
-            ):
-                since_rebalance = 0.0
+            if self.config.auto_leader_rebalance and since_rebalance_ms >= rebalance_ms:
+                since_rebalance_ms = 0
                 self.enqueue(self._auto_rebalance)
 
     def _load_topic(self, topic: str) -> TopicAssignment | None:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from strom._util.clock import SystemClock
 from strom.broker.net_client import BrokerConnection
 from strom.broker.security.client import ClientSecurity
 from strom.protocol.api import ApiKey
@@ -37,9 +38,9 @@ def broker_metadata(bootstrap: str, timeout_s: float = 60.0) -> tuple[int, Parti
     }
 
     async def ask() -> dict[str, Any]:
-        conn = BrokerConnection(host, int(port), "strom-testing", ClientSecurity())
+        conn = BrokerConnection(host, int(port), "strom-testing", ClientSecurity(), SystemClock())
         try:
-            return await conn.send(ApiKey.METADATA, 8, body, timeout_s=timeout_s)
+            return await conn.send(ApiKey.METADATA, 8, body, timeout_ms=round(timeout_s * 1000))
         finally:
             conn.close()
 

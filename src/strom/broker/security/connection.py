@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from strom._util.clock import Clock
 from strom._util.errors import ConfigError
 from strom.broker.security.config_defs import parse_reauth
 from strom.broker.security.credentials import CredentialStore
@@ -36,9 +37,10 @@ class ListenerSecurity:
     sasl_settings: SaslSettings | None = None
     _acceptor: TlsAcceptor | None = None
 
-    def authenticator(self) -> SaslAuthenticator | None:
-        """A new connection's SASL state (None: not a SASL listener)."""
-        return None if self.sasl_settings is None else SaslAuthenticator(self.sasl_settings)
+    def authenticator(self, clock: Clock) -> SaslAuthenticator | None:
+        """A new connection's SASL state, its session ends and failure delays on the broker's
+        ``clock`` (None: not a SASL listener)."""
+        return None if self.sasl_settings is None else SaslAuthenticator(self.sasl_settings, clock)
 
     @classmethod
     def plaintext(cls, host: str, port: int) -> ListenerSecurity:

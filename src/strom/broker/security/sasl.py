@@ -28,14 +28,13 @@ each login is.
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import logging
 import struct
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from strom._util.clock import Clock, sleep_ms
 from strom.broker.security.credentials import CredentialStore
 from strom.broker.security.listeners import ANONYMOUS
 from strom.broker.security.scram import HASHES, ScramError, ScramServer
@@ -134,15 +133,15 @@ class Step:
 class SaslAuthenticator:
     """One connection's SASL state; `receive` takes every frame until `authenticated`."""
 
-    def __init__(self, settings: SaslSettings, monotonic_ns: Callable[[], int] = time.monotonic_ns) -> None:
+    def __init__(self, settings: SaslSettings, clock: Clock) -> None:
         self._settings = settings
-        self._now_ns = monotonic_ns
+        self._clock = clock
         self.authenticated = False
         self.principal = ANONYMOUS
         self._mechanism: _Plain | _Scram | None = None  # an exchange in progress
         self._mechanism_name = ""
         self._legacy = False  # SaslHandshake v0: bare token frames follow
-        self._expires_ns: int | None = None  # end of the session (connections.max.reauth.ms > 0)
+        self._expires_ms: int | None = None  # end of the session on the clock (connections.max.reauth.ms > 0)
         self._reauth_capable = False  # the client has sent SaslAuthenticate v1+ (Kafka's rule)
         self._reauthenticating = False
         self.reauthentications = 0
@@ -167,7 +166,7 @@ class SaslAuthenticator:
             key, version = _HEADER_PREFIX.unpack_from(payload)[:2]
             if key == ApiKey.SASL_HANDSHAKE and version >= 1:
                 return True
-        return self._expires_ns is not None and self._now_ns() > self._expires_ns
+        return self._expires_ms is not None and self._clock.monotonic_ms() > self._expires_ms
 
     async def receive(self, payload: bytearray, client_host: str) -> Step:
         if self._legacy:
@@ -291,7 +290,7 @@ class SaslAuthenticator:
         self.principal = f"User:{mechanism.username}"
         self._mechanism, self._reauthenticating, self._legacy = None, False, False
         reauth_ms = self._settings.reauth_ms.get(self._mechanism_name, 0)
-        self._expires_ns = self._now_ns() + reauth_ms * 1_000_000 if reauth_ms > 0 else None
+        self._expires_ms = self._clock.monotonic_ms() + reauth_ms if reauth_ms > 0 else None
         counters = self._settings.counters
         if again:
             self.reauthentications += 1
@@ -322,7 +321,7 @@ class SaslAuthenticator:
 
     async def _delay(self) -> None:
         if self._settings.failure_delay_ms > 0:
-            await asyncio.sleep(self._settings.failure_delay_ms / 1000)
+            await sleep_ms(self._clock, self._settings.failure_delay_ms)
 
     def _refuse_handshake(self, version: int, correlation_id: int, code: ErrorCode) -> Step:
         """A SaslHandshake error listing the enabled mechanisms; the connection closes after it."""
