@@ -209,7 +209,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="strom-cbench-") as tmp:
         for rnd in range(args.rounds):
             # Alternate the order (A B, B A, ...): a variant that always ran second would always
-            # find the page cache just freed by the other's deleted files (see docs/benchmarks.md).
+            # find the page cache just freed by the other's deleted files (docs/benchmarks-history.md).
             for name, src in variants if rnd % 2 == 0 else variants[::-1]:
                 for key, case in zip(args.cases.split(","), cases, strict=True):
                     for measured in run_case(
