@@ -35,8 +35,9 @@ from strom.broker.http_server import JSON_CONTENT_TYPE, json_response
 from strom.broker.registry_service import RegistryService
 from strom.registry import errors
 from strom.registry.errors import RegistryError, parse_version
+from strom.registry.formats import SCHEMA_TYPES
 from strom.registry.records import Reference, SchemaValue
-from strom.registry.registry import SCHEMA_TYPES, SchemaRegistry, SchemaRequest, Write
+from strom.registry.registry import SchemaRegistry, SchemaRequest, Write
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,7 @@ async def _json_body(request: web.Request) -> Any:
         raise errors.bad_request(400, f"The request body is not valid JSON: {exc}") from None
 
 
-def _schema_request(body: Any) -> SchemaRequest:
+def _schema_request(body: Any, normalize: bool = False) -> SchemaRequest:
     if not isinstance(body, dict):
         raise errors.bad_request(422, "The request body must be a JSON object")
     schema = body.get("schema")
@@ -106,7 +107,7 @@ def _schema_request(body: Any) -> SchemaRequest:
     for name, value in (("id", schema_id), ("version", version)):
         if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
             raise errors.bad_request(422, f"{name} must be a number")
-    return SchemaRequest(schema, schema_type.upper(), references, schema_id, version)
+    return SchemaRequest(schema, schema_type.upper(), references, schema_id, version, normalize)
 
 
 class RegistryApi:
@@ -263,7 +264,7 @@ class RegistryApi:
         )
 
     async def lookup(self, request: web.Request) -> Any:
-        schema_request = _schema_request(await _json_body(request))
+        schema_request = _schema_request(await _json_body(request), _flag(request, "normalize"))
         value = self._registry.lookup(
             request.match_info["subject"], schema_request, _flag(request, "deleted")
         )
@@ -302,7 +303,7 @@ class RegistryApi:
         return self._registry.schema_subjects(_schema_id(request), _flag(request, "deleted"))
 
     async def _check(self, request: web.Request, version: str | None) -> Any:
-        schema_request = _schema_request(await _json_body(request))
+        schema_request = _schema_request(await _json_body(request), _flag(request, "normalize"))
         subject = request.match_info["subject"]
         if version is None:
             messages = self._registry.test_compatibility(subject, None, schema_request, all_versions=True)
@@ -330,7 +331,7 @@ class RegistryApi:
 
     # --- writes ----------------------------------------------------------------------------------
     async def register(self, request: web.Request) -> Any:
-        schema_request = _schema_request(await _json_body(request))
+        schema_request = _schema_request(await _json_body(request), _flag(request, "normalize"))
         subject = request.match_info["subject"]
         return await self.service.write(lambda reg: reg.register(subject, schema_request))
 

@@ -76,7 +76,7 @@ def parse(text: str, references: list[str] | tuple[str, ...] = ()) -> AvroSchema
         RegistryError: 42201 when the text is not JSON or not a valid Avro schema, or is nested deeper
             than ``MAX_DEPTH`` (the parsers and the compatibility check recurse per level).
     """
-    if _depth(text) > MAX_DEPTH:
+    if depth(text) > MAX_DEPTH:
         raise invalid_schema(f"the schema is nested more than {MAX_DEPTH} levels deep")
     try:
         document = json.loads(text)
@@ -101,7 +101,7 @@ def parse(text: str, references: list[str] | tuple[str, ...] = ()) -> AvroSchema
     return AvroSchema(canonical_text(document), parsed, named)
 
 
-def _depth(text: str) -> int:
+def depth(text: str) -> int:
     """The deepest nesting of JSON arrays and objects in ``text`` (brackets inside strings skipped)."""
     depth = deepest = 0
     in_string = escaped = False

@@ -24,7 +24,8 @@ The ``avro`` package ships a port of Java's checker, but it does not qualify ali
 namespace (an alias ``"Old"`` in namespace ``n`` does not match ``n.Old``) and it judges a reader field
 without a default by its enum default, so this module walks fastavro's parsed form itself.
 
-**Modes** (`check`): BACKWARD — the new schema reads the latest registered one; FORWARD — the latest
+**Modes** (`check`, for every format: the per-format judge of one reader / writer pair is given to
+it): BACKWARD — the new schema reads the latest registered one; FORWARD — the latest
 reads the new; FULL — both; the ``_TRANSITIVE`` forms check every registered (not deleted) version
 instead of only the latest; NONE checks nothing.
 """
@@ -32,10 +33,12 @@ instead of only the latest; NONE checks nothing.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, cast
 
 from strom.registry.avro import PRIMITIVES, AvroSchema
+
+S = TypeVar("S")
 
 _PROMOTIONS = {
     "int": frozenset({"long", "float", "double"}),
@@ -71,8 +74,17 @@ class Compatibility(enum.Enum):
 DEFAULT_COMPATIBILITY = Compatibility.BACKWARD
 
 
-def check(mode: Compatibility, new: AvroSchema, previous: Sequence[AvroSchema]) -> list[str]:
-    """Why ``new`` may not follow ``previous`` (oldest first) under ``mode``; empty when it may."""
+def check(
+    mode: Compatibility,
+    new: S,
+    previous: Sequence[S],
+    reads: Callable[[S, S], list[str]] | None = None,
+) -> list[str]:
+    """Why ``new`` may not follow ``previous`` (oldest first) under ``mode``; empty when it may.
+
+    ``reads(reader, writer)`` judges one pair (Avro's `can_read` unless another format's is given).
+    """
+    can_read_ = reads if reads is not None else cast(Callable[[S, S], list[str]], can_read)
     if mode is Compatibility.NONE or not previous:
         return []
     against = previous if mode.transitive else previous[-1:]
@@ -81,12 +93,12 @@ def check(mode: Compatibility, new: AvroSchema, previous: Sequence[AvroSchema]) 
         if mode.backward:
             messages += [
                 f"{m} (the new schema cannot read data written with an earlier one)"
-                for m in can_read(new, old)
+                for m in can_read_(new, old)
             ]
         if mode.forward:
             messages += [
                 f"{m} (an earlier schema cannot read data written with the new one)"
-                for m in can_read(old, new)
+                for m in can_read_(old, new)
             ]
     return messages
 

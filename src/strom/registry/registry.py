@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from strom.registry import errors
-from strom.registry.avro import AvroSchema, parse
-from strom.registry.compatibility import DEFAULT_COMPATIBILITY, Compatibility, check
+from strom.registry.compatibility import DEFAULT_COMPATIBILITY, Compatibility
+from strom.registry.compatibility import check as check_modes
+from strom.registry.formats import ParsedSchema, can_read, parse
 from strom.registry.records import (
     Record,
     Reference,
@@ -32,7 +33,6 @@ from strom.registry.records import (
 )
 from strom.registry.state import RegistryState, StoredSchema
 
-SCHEMA_TYPES = ("AVRO",)
 MODES = ("READWRITE", "READONLY", "IMPORT")
 
 
@@ -51,6 +51,7 @@ class SchemaRequest:
     references: tuple[Reference, ...] = ()
     schema_id: int | None = None  # IMPORT mode only
     version: int | None = None  # IMPORT mode only
+    normalize: bool = False  # ``?normalize=true``: the format's normalized canonical text
 
 
 class SchemaRegistry:
@@ -58,16 +59,15 @@ class SchemaRegistry:
         self.state = state or RegistryState()
 
     # --- parsing ---------------------------------------------------------------------------------
-    def parse(self, request: SchemaRequest) -> AvroSchema:
-        if request.schema_type not in SCHEMA_TYPES:
-            raise errors.invalid_schema(
-                f"schema type {request.schema_type} is not supported; Strom's registry serves AVRO only"
-            )
-        return parse(request.schema, self._reference_texts(request.references, set()))
+    def parse(self, request: SchemaRequest) -> ParsedSchema:
+        references = self._reference_texts(request.references, set())
+        return parse(request.schema_type, request.schema, references, request.normalize)
 
-    def _reference_texts(self, references: tuple[Reference, ...], seen: set[tuple[str, int]]) -> list[str]:
-        """The referenced schemas' texts, each one's own references first."""
-        texts: list[str] = []
+    def _reference_texts(
+        self, references: tuple[Reference, ...], seen: set[tuple[str, int]]
+    ) -> list[tuple[str, str]]:
+        """The referenced schemas' (name, text), each one's own references first."""
+        texts: list[tuple[str, str]] = []
         for ref in references:
             if (ref.subject, ref.version) in seen:
                 continue
@@ -78,11 +78,11 @@ class SchemaRegistry:
                     f"reference {ref.name!r} to subject {ref.subject!r} version {ref.version} does not exist"
                 )
             texts += self._reference_texts(value.references, seen)
-            texts.append(value.schema)
+            texts.append((ref.name, value.schema))
         return texts
 
-    def _parsed(self, value: SchemaValue) -> AvroSchema:
-        return parse(value.schema, self._reference_texts(value.references, set()))
+    def _parsed(self, value: SchemaValue) -> ParsedSchema:
+        return parse(value.schema_type, value.schema, self._reference_texts(value.references, set()))
 
     # --- reads -----------------------------------------------------------------------------------
     def subjects(self, deleted: bool = False, prefix: str = "") -> list[str]:
@@ -156,13 +156,13 @@ class SchemaRegistry:
         new = self.parse(request)
         mode = Compatibility(self.compatibility(subject))
         if all_versions:
-            return check(mode, new, [self._parsed(v) for v in self.state.versions(subject)])
+            return check_modes(mode, new, [self._parsed(v) for v in self.state.versions(subject)], can_read)
         old = self.version(subject, version)
         single = Compatibility(mode.value.removesuffix("_TRANSITIVE"))
-        return check(single, new, [self._parsed(old)])
+        return check_modes(single, new, [self._parsed(old)], can_read)
 
     @staticmethod
-    def _identity(parsed: AvroSchema, request: SchemaRequest) -> tuple[str, str, tuple[Reference, ...]]:
+    def _identity(parsed: ParsedSchema, request: SchemaRequest) -> tuple[str, str, tuple[Reference, ...]]:
         return (request.schema_type, parsed.canonical, request.references)
 
     # --- writes ----------------------------------------------------------------------------------
@@ -182,9 +182,8 @@ class SchemaRegistry:
             ):
                 return Write([], {"id": value.schema_id})
         if mode != "IMPORT":
-            problems = check(
-                Compatibility(self.compatibility(subject)), parsed, [self._parsed(v) for v in live]
-            )
+            previous = [self._parsed(v) for v in live]
+            problems = check_modes(Compatibility(self.compatibility(subject)), parsed, previous, can_read)
             if problems:
                 raise errors.incompatible(subject, problems)
         schema_id = self._allocate_id(identity, request.schema_id)

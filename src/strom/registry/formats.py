@@ -1,0 +1,53 @@
+"""The registry's schema formats (``schemaType``): one entry point per operation, dispatched by type.
+
+* ``AVRO`` (`strom.registry.avro`, compatibility in `strom.registry.compatibility`);
+* ``JSON`` — JSON Schema (`strom.registry.json_schema`, `strom.registry.json_schema_compat`).
+
+`parse` validates a schema text with the texts of everything it references, as (name, text) pairs
+with dependencies first (Avro uses the texts, JSON Schema resolves ``$ref`` by name), and gives a
+`ParsedSchema` holding the canonical text the registry stores and compares. `can_read` is the
+per-format judge of one reader / writer pair that the compatibility modes apply; schemas of
+different types never read each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from strom.registry import avro, compatibility, json_schema, json_schema_compat
+from strom.registry.errors import invalid_schema
+
+SCHEMA_TYPES = ("AVRO", "JSON")
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedSchema:
+    schema_type: str
+    canonical: str
+    form: avro.AvroSchema | json_schema.JsonSchema
+
+
+def parse(
+    schema_type: str, text: str, references: Sequence[tuple[str, str]] = (), normalize: bool = False
+) -> ParsedSchema:
+    """Validate a schema of ``schema_type`` (42201 when it is invalid or the type is unknown)."""
+    if schema_type == "AVRO":
+        parsed_avro = avro.parse(text, [ref_text for _, ref_text in references])
+        return ParsedSchema(schema_type, parsed_avro.canonical, parsed_avro)
+    if schema_type == "JSON":
+        parsed_json = json_schema.parse(text, references, normalize)
+        return ParsedSchema(schema_type, parsed_json.canonical, parsed_json)
+    raise invalid_schema(f"schema type {schema_type} is not one of {', '.join(SCHEMA_TYPES)}")
+
+
+def can_read(reader: ParsedSchema, writer: ParsedSchema) -> list[str]:
+    """Why ``reader`` cannot read data written with ``writer``; empty when it can."""
+    r, w = reader.form, writer.form
+    if isinstance(r, avro.AvroSchema) and isinstance(w, avro.AvroSchema):
+        return compatibility.can_read(r, w)
+    if isinstance(r, json_schema.JsonSchema) and isinstance(w, json_schema.JsonSchema):
+        return json_schema_compat.can_read(r, w)
+    return [
+        f"TYPE_MISMATCH: a {reader.schema_type} schema cannot read data written with {writer.schema_type}"
+    ]
