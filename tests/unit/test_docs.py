@@ -1,11 +1,12 @@
 """The repository is self-contained: code, tests and docs cite only documents a clone contains.
 
-Two checks over `src/strom`, `docs/`, `tests/`, `bench/`, `examples/` and README.md:
+Checks over `src/strom`, `docs/`, `tests/`, `bench/`, `examples/` and README.md:
 
 * no mention of the working notes the project was started from, which live outside the repository
   (the names are assembled below, so that this file does not mention them itself);
 * every link of the form ``docs/<page>.md#<anchor>`` (or ``<page>.md#<anchor>`` inside docs/) names a
-  page that exists and a heading of that page, anchored the way GitHub renders headings.
+  page that exists and a heading of that page, anchored the way GitHub renders headings;
+* every file in `bench/` is described in docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -94,3 +95,9 @@ def test_every_docs_link_names_an_existing_heading() -> None:
                     if anchor not in known[path.name]:
                         broken.append(f"{path.relative_to(ROOT)}:{number}: #{anchor}")
     assert broken == []
+
+
+def test_every_benchmark_is_described_in_the_benchmarks_page() -> None:
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    scripts = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "bench").iterdir() if p.is_file())
+    assert [name for name in scripts if name not in page] == []
