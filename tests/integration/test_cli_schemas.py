@@ -78,6 +78,30 @@ def test_every_action(registry_url: str, tmp_path: Path) -> None:
     assert strom(registry_url, "list", "--deleted").stdout.split() == []
 
 
+def test_protobuf_and_json_schema_types(registry_url: str, tmp_path: Path) -> None:
+    proto_v1 = tmp_path / "order.proto"
+    proto_v1.write_text('syntax = "proto3";\npackage shop;\nmessage Order { int64 id = 1; }\n')
+    proto_v2 = tmp_path / "order2.proto"  # the type is taken from the file name
+    proto_v2.write_text('syntax = "proto3";\npackage shop;\nmessage Order { string id = 1; }\n')
+    first = strom(registry_url, "register", "shop-value", str(proto_v1)).stdout.strip()
+    shown = strom(registry_url, "get", "shop-value").stdout
+    assert shown == (
+        f"subject shop-value version 1 id {first} type PROTOBUF\n"
+        'syntax = "proto3";\npackage shop;\nmessage Order {\n  int64 id = 1;\n}\n'
+    )
+    refused = strom(registry_url, "check", "shop-value", str(proto_v2))
+    assert refused.returncode == 1 and "FIELD_SCALAR_KIND_CHANGED at #/Order/1" in refused.stdout
+
+    closed = {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": False}
+    wider = {**closed, "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}}
+    json_v1, json_v2 = schema_file(tmp_path, "j1", closed), schema_file(tmp_path, "j2", wider)
+    assert strom(registry_url, "register", "j-value", json_v1, "--type", "json").returncode == 0
+    compatible = strom(registry_url, "check", "j-value", json_v2, "--type", "JSON")
+    assert (compatible.returncode, compatible.stdout.strip()) == (0, "compatible")
+    shown = strom(registry_url, "get", "j-value").stdout
+    assert shown.split("\n", 1)[0].endswith(" type JSON") and json.loads(shown.split("\n", 1)[1]) == closed
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [

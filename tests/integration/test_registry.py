@@ -140,7 +140,7 @@ def test_rest_api_shapes(registry_broker: BrokerProcess) -> None:
     assert call(url, "GET", "/subjects/shape/versions/1/schema")[2] == schema
     assert call(url, "GET", f"/schemas/ids/{schema_id}/schema")[2] == schema
     assert call(url, "GET", f"/schemas/ids/{schema_id}/versions")[2] == [{"subject": "shape", "version": 1}]
-    assert call(url, "GET", "/schemas/types")[2] == ["AVRO", "JSON"]
+    assert call(url, "GET", "/schemas/types")[2] == ["AVRO", "JSON", "PROTOBUF"]
     status, _, body = call(url, "POST", "/subjects/shape", {"schema": json.dumps(schema)})
     assert (status, body["version"], body["id"]) == (200, 1, schema_id)
 

@@ -4,17 +4,26 @@ references across subjects, evolution refused and accepted, and the REST API's a
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
+import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import grpc_tools
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from google.protobuf.descriptor_pb2 import FileDescriptorProto, FileDescriptorSet
+from google.protobuf.descriptor_pool import DescriptorPool
+from google.protobuf.message_factory import GetMessageClass
+from grpc_tools import protoc
 
 from strom.testing import BrokerProcess
 from tests.integration.registry_http import call
@@ -36,6 +45,47 @@ ORDER_V2 = {  # a closed model may gain an optional property: old data never car
     **ORDER_V1,
     "properties": {**ORDER_V1["properties"], "note": {"type": "string"}},
 }
+
+
+ADDRESS_PROTO = 'syntax = "proto3";\npackage geo;\nmessage Address { string city = 1; string zip = 2; }\n'
+ORDER_PROTO_V1 = """syntax = "proto3";
+package shop;
+import "address.proto";
+import "google/protobuf/timestamp.proto";
+message Order {
+  int64 id = 1;
+  geo.Address to = 2;
+  google.protobuf.Timestamp at = 3;
+  oneof payment { string card = 4; string voucher = 5; }
+}
+"""
+# Compatible: a field added (number 6), a field renamed (voucher → coupon), int64 → uint64 (same wire group).
+ORDER_PROTO_V2 = (
+    ORDER_PROTO_V1.replace("int64 id = 1", "uint64 id = 1")
+    .replace("voucher = 5", "coupon = 5")
+    .replace("  oneof", "  repeated string items = 6;\n  oneof")
+)
+
+
+def message_class(tmp_path: Path, files: dict[str, str], main: str, name: str) -> Any:
+    """A message class built by protoc's own descriptors in a private pool (no generated modules)."""
+    for file_name, text in files.items():
+        (tmp_path / file_name).write_text(text)
+    out = tmp_path / "set.pb"
+    well_known = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
+    args = [
+        "protoc",
+        f"-I{tmp_path}",
+        f"-I{well_known}",
+        "--include_imports",
+        f"--descriptor_set_out={out}",
+        main,
+    ]
+    assert protoc.main(args) == 0
+    pool = DescriptorPool()
+    for file in FileDescriptorSet.FromString(out.read_bytes()).file:
+        pool.Add(file)
+    return GetMessageClass(pool.FindMessageTypeByName(name))
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +137,7 @@ def consume(broker: BrokerProcess, topic: str, count: int, deserialize: Callable
 
 def test_schema_types_lists_every_format(broker: BrokerProcess) -> None:
     assert broker.http_url is not None
-    assert call(broker.http_url, "GET", "/schemas/types")[2] == ["AVRO", "JSON"]
+    assert call(broker.http_url, "GET", "/schemas/types")[2] == ["AVRO", "JSON", "PROTOBUF"]
 
 
 def test_json_schema_with_references_produce_consume_and_evolve(broker: BrokerProcess) -> None:
@@ -173,3 +223,73 @@ def test_json_schema_canonical_text_normalize_and_invalid(broker: BrokerProcess)
         url, "POST", "/subjects/bad/versions", {"schema": '{"type": "objekt"}', "schemaType": "JSON"}
     )
     assert (status, body["error_code"]) == (422, 42201)
+
+
+def test_protobuf_with_references_produce_consume_and_evolve(broker: BrokerProcess, tmp_path: Path) -> None:
+    url, registry = broker.http_url, client(broker)
+    assert url is not None
+    (tmp_path / "v1").mkdir()
+    (tmp_path / "v2").mkdir()
+    order_v1 = message_class(
+        tmp_path / "v1",
+        {"address.proto": ADDRESS_PROTO, "order.proto": ORDER_PROTO_V1},
+        "order.proto",
+        "shop.Order",
+    )
+    order_v2 = message_class(
+        tmp_path / "v2",
+        {"address.proto": ADDRESS_PROTO, "order.proto": ORDER_PROTO_V2},
+        "order.proto",
+        "shop.Order",
+    )
+    first = order_v1(id=1, card="4111")
+    first.to.city = "Oslo"
+    first.at.seconds = 1_700_000_000
+    second = order_v1(id=2, voucher="SPRING")
+    produce(broker, "orders-pb", ProtobufSerializer(order_v1, registry), [first, second])
+
+    # The serializer registered the import as its own subject and referenced it.
+    latest = registry.get_latest_version("orders-pb-value")
+    assert (latest.version, latest.schema.schema_type) == (1, "PROTOBUF")
+    assert [(r.name, r.subject, r.version) for r in latest.schema.references] == [
+        ("address.proto", "address.proto", 1)
+    ]
+    assert "  .geo.Address to = 2;" in latest.schema.schema_str
+    assert 'import "google/protobuf/timestamp.proto";' in latest.schema.schema_str
+
+    third = order_v2(id=3, coupon="AUTUMN", items=["tea", "cups"])
+    third.to.city = "Bergen"
+    produce(broker, "orders-pb", ProtobufSerializer(order_v2, registry), [third])
+    assert registry.get_versions("orders-pb-value") == [1, 2]
+    values = consume(
+        broker, "orders-pb", 3, ProtobufDeserializer(order_v2, {}, schema_registry_client=registry)
+    )
+    assert [(v.id, v.to.city, v.WhichOneof("payment"), list(v.items)) for v in values] == [
+        (1, "Oslo", "card", []),
+        (2, "", "coupon", []),
+        (3, "Bergen", "coupon", ["tea", "cups"]),
+    ]
+    assert values[0].at.seconds == 1_700_000_000 and values[1].coupon == "SPRING"
+
+    # Refused: a field's type changed across wire groups, and a message removed.
+    refs = [SchemaReference("address.proto", "address.proto", 1)]
+    for text, kind in (
+        (ORDER_PROTO_V2.replace("uint64 id = 1", "string id = 1"), "FIELD_SCALAR_KIND_CHANGED"),
+        (ORDER_PROTO_V2.replace("message Order", "message Purchase"), "MESSAGE_REMOVED"),
+    ):
+        with pytest.raises(SchemaRegistryError) as refused:
+            registry.register_schema("orders-pb-value", Schema(text, "PROTOBUF", refs))
+        assert (refused.value.http_status_code, kind in refused.value.error_message) == (409, True)
+
+    # format=serialized gives the descriptor confluent-kafka reads; references are tracked.
+    body = call(url, "GET", f"/schemas/ids/{latest.schema_id}?format=serialized")[2]
+    descriptor = FileDescriptorProto.FromString(base64.b64decode(body["schema"]))
+    assert [m.name for m in descriptor.message_type] == ["Order"]
+    assert list(descriptor.dependency) == ["address.proto", "google/protobuf/timestamp.proto"]
+    order_ids = sorted(registry.get_version("orders-pb-value", v).schema_id for v in (1, 2))
+    assert call(url, "GET", "/subjects/address.proto/versions/1/referencedby")[2] == order_ids
+    assert call(url, "DELETE", "/subjects/address.proto/versions/1")[2]["error_code"] == 42206
+    status, _, body = call(
+        url, "POST", "/subjects/bad/versions", {"schema": "message {", "schemaType": "PROTOBUF"}
+    )
+    assert (status, body["error_code"]) == (422, 42201) and "schema.proto:1:" in body["message"]

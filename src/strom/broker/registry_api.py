@@ -5,6 +5,8 @@ Each handler parses the path, query and body, then calls the sans-I/O `SchemaReg
 ``application/vnd.schemaregistry.v1+json`` (``application/vnd.schemaregistry+json``,
 ``application/json`` and ``application/octet-stream`` are accepted too, as Confluent's server does);
 every error is ``{"error_code": ..., "message": ...}`` with Confluent's codes (`strom.registry.errors`).
+``?format=serialized`` on a schema read answers a Protobuf schema as the base64 ``FileDescriptorProto``
+that confluent-kafka's ProtobufDeserializer builds its descriptor pool from.
 
 Routing in a cluster: a write reaching a broker that is not the writer (leader of ``_schemas``-0) is
 forwarded to the writer's URL, with its method, path, query and body, and the writer's answer is
@@ -62,12 +64,12 @@ def _schema_id(request: web.Request) -> int:
     return int(text)
 
 
-def _version_body(value: SchemaValue) -> dict[str, Any]:
+def _version_body(value: SchemaValue, schema: str | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {
         "subject": value.subject,
         "version": value.version,
         "id": value.schema_id,
-        "schema": value.schema,
+        "schema": value.schema if schema is None else schema,
     }
     if value.schema_type != "AVRO":
         body["schemaType"] = value.schema_type
@@ -248,7 +250,8 @@ class RegistryApi:
         return self._registry.version(request.match_info["subject"], version, _flag(request, "deleted"))
 
     async def get_version(self, request: web.Request) -> Any:
-        return _version_body(self._version(request))
+        value = self._version(request)
+        return _version_body(value, self._registry.formatted(value, request.query.get("format")))
 
     async def get_version_schema(self, request: web.Request) -> Any:
         return web.Response(text=self._version(request).schema, content_type=JSON_CONTENT_TYPE)
@@ -285,7 +288,7 @@ class RegistryApi:
 
     async def get_schema(self, request: web.Request) -> Any:
         stored = self._registry.schema(_schema_id(request))
-        body: dict[str, Any] = {"schema": stored.schema}
+        body: dict[str, Any] = {"schema": self._registry.formatted(stored, request.query.get("format"))}
         if stored.schema_type != "AVRO":
             body["schemaType"] = stored.schema_type
         if stored.references:

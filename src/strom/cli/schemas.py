@@ -9,13 +9,16 @@ schema is incompatible.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from collections.abc import Callable
 
 from strom.console import schemas as registry
 from strom.console.errors import ConsoleError
 from strom.console.schemas import DEFAULT_REGISTRY, REGISTRY_ENV, RegistryClient
+
+TYPES = ("AVRO", "JSON", "PROTOBUF")
+FILE_HELP = "schema file (.avsc, .json, .proto), '-' for standard input"
+TYPE_HELP = "schema type: AVRO, JSON or PROTOBUF (default: PROTOBUF for a .proto file, else AVRO)"
 
 
 def _client(args: argparse.Namespace) -> RegistryClient:
@@ -37,25 +40,28 @@ def schemas_versions(args: argparse.Namespace) -> int:
 def schemas_get(args: argparse.Namespace) -> int:
     client = _client(args)
     if args.id is not None:
-        print(json.dumps(json.loads(registry.get_by_id(client, args.id)["schema"]), indent=2))
+        print(registry.schema_text(registry.get_by_id(client, args.id)))
         return 0
     if args.subject is None:
         raise ConsoleError("strom schemas get: give a SUBJECT (and VERSION) or --id")
     found = registry.get_version(client, args.subject, args.version)
-    print(f"subject {found['subject']} version {found['version']} id {found['id']}")
-    print(json.dumps(json.loads(found["schema"]), indent=2))
+    kind = f" type {found['schemaType']}" if "schemaType" in found else ""
+    print(f"subject {found['subject']} version {found['version']} id {found['id']}{kind}")
+    print(registry.schema_text(found))
     return 0
 
 
 def schemas_register(args: argparse.Namespace) -> int:
-    schema = registry.read_schema(args.file)
-    print(registry.register(_client(args), args.subject, schema, args.type))
+    schema_type = registry.schema_type_of(args.file, args.type)
+    schema = registry.read_schema(args.file, schema_type)
+    print(registry.register(_client(args), args.subject, schema, schema_type))
     return 0
 
 
 def schemas_check(args: argparse.Namespace) -> int:
-    schema = registry.read_schema(args.file)
-    result = registry.check(_client(args), args.subject, schema, args.version)
+    schema_type = registry.schema_type_of(args.file, args.type)
+    schema = registry.read_schema(args.file, schema_type)
+    result = registry.check(_client(args), args.subject, schema, args.version, schema_type)
     if result["is_compatible"]:
         print("compatible")
         return 0
@@ -107,11 +113,14 @@ def add_schemas_commands(commands: argparse._SubParsersAction) -> None:  # type:
     get.add_argument("--id", type=int, metavar="ID", help="the schema with this id")
     register = add("register", "register a schema file under a subject; prints its id")
     register.add_argument("subject", metavar="SUBJECT")
-    register.add_argument("file", metavar="FILE", help="schema file (.avsc), '-' for standard input")
-    register.add_argument("--type", default="AVRO", help="schema type (default AVRO)")
+    register.add_argument("file", metavar="FILE", help=FILE_HELP)
+    register.add_argument("--type", type=str.upper, choices=TYPES, help=TYPE_HELP)
     check = add("check", "test a schema file against a subject (latest, or --version, or --all)")
     check.add_argument("subject", metavar="SUBJECT")
-    check.add_argument("file", metavar="FILE", help="schema file (.avsc), '-' for standard input")
+    check.add_argument(
+        "file", metavar="FILE", help="schema file (.avsc, .json, .proto), '-' for standard input"
+    )
+    check.add_argument("--type", type=str.upper, choices=TYPES, help=TYPE_HELP)
     which = check.add_mutually_exclusive_group()
     which.add_argument("--version", default="latest", help="version to test against (default latest)")
     which.add_argument("--all", dest="version", action="store_const", const=None, help="every version")

@@ -67,12 +67,21 @@ def _subject(subject: str) -> str:
     return urllib.parse.quote(subject, safe="")
 
 
-def read_schema(path: str) -> str:
-    """A schema file's text ('-': standard input), checked to be JSON."""
+def schema_type_of(path: str, given: str | None) -> str:
+    """The schema type to send: ``--type`` when given, else from the file name (``.proto``: PROTOBUF)."""
+    if given is not None:
+        return given.upper()
+    return "PROTOBUF" if path.endswith(".proto") else "AVRO"
+
+
+def read_schema(path: str, schema_type: str = "AVRO") -> str:
+    """A schema file's text ('-': standard input), checked to be JSON unless it is Protobuf source."""
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConsoleError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if schema_type == "PROTOBUF":
+        return text
     try:
         json.loads(text)
     except ValueError as exc:
@@ -101,11 +110,20 @@ def register(client: RegistryClient, subject: str, schema: str, schema_type: str
     return int(client.request("POST", f"/subjects/{_subject(subject)}/versions", body)["id"])
 
 
-def check(client: RegistryClient, subject: str, schema: str, version: str | None) -> dict[str, Any]:
+def check(
+    client: RegistryClient, subject: str, schema: str, version: str | None, schema_type: str = "AVRO"
+) -> dict[str, Any]:
     path = f"/compatibility/subjects/{_subject(subject)}/versions"
     if version is not None:
         path += f"/{_subject(version)}"
-    return dict(client.request("POST", path, {"schema": schema}, verbose=True))
+    return dict(client.request("POST", path, {"schema": schema, "schemaType": schema_type}, verbose=True))
+
+
+def schema_text(found: dict[str, Any]) -> str:
+    """A schema for a terminal: JSON (Avro, JSON Schema) indented, Protobuf source as stored."""
+    if found.get("schemaType", "AVRO") == "PROTOBUF":
+        return str(found["schema"]).rstrip("\n")
+    return json.dumps(json.loads(found["schema"]), indent=2)
 
 
 def config(client: RegistryClient, subject: str | None, level: str | None, delete: bool) -> str:

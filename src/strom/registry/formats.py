@@ -1,13 +1,16 @@
 """The registry's schema formats (``schemaType``): one entry point per operation, dispatched by type.
 
 * ``AVRO`` (`strom.registry.avro`, compatibility in `strom.registry.compatibility`);
-* ``JSON`` — JSON Schema (`strom.registry.json_schema`, `strom.registry.json_schema_compat`).
+* ``JSON`` — JSON Schema (`strom.registry.json_schema`, `strom.registry.json_schema_compat`);
+* ``PROTOBUF`` (`strom.registry.protobuf_schema`, `strom.registry.protobuf_compat`).
 
 `parse` validates a schema text with the texts of everything it references, as (name, text) pairs
-with dependencies first (Avro uses the texts, JSON Schema resolves ``$ref`` by name), and gives a
+with dependencies first (Avro uses the texts, JSON Schema resolves ``$ref`` by name, Protobuf
+imports files by name), and gives a
 `ParsedSchema` holding the canonical text the registry stores and compares. `can_read` is the
 per-format judge of one reader / writer pair that the compatibility modes apply; schemas of
-different types never read each other.
+different types never read each other. `formatted` gives a stored schema in another form a format
+offers (Protobuf's ``format=serialized``: the base64 ``FileDescriptorProto`` confluent-kafka reads).
 """
 
 from __future__ import annotations
@@ -15,17 +18,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from strom.registry import avro, compatibility, json_schema, json_schema_compat
+from strom.registry import (
+    avro,
+    compatibility,
+    json_schema,
+    json_schema_compat,
+    protobuf_compat,
+    protobuf_schema,
+)
 from strom.registry.errors import invalid_schema
 
-SCHEMA_TYPES = ("AVRO", "JSON")
+SCHEMA_TYPES = ("AVRO", "JSON", "PROTOBUF")
 
 
 @dataclass(frozen=True, slots=True)
 class ParsedSchema:
     schema_type: str
     canonical: str
-    form: avro.AvroSchema | json_schema.JsonSchema
+    form: avro.AvroSchema | json_schema.JsonSchema | protobuf_schema.ProtobufSchema
 
 
 def parse(
@@ -38,6 +48,9 @@ def parse(
     if schema_type == "JSON":
         parsed_json = json_schema.parse(text, references, normalize)
         return ParsedSchema(schema_type, parsed_json.canonical, parsed_json)
+    if schema_type == "PROTOBUF":
+        parsed_proto = protobuf_schema.parse(text, references)
+        return ParsedSchema(schema_type, parsed_proto.canonical, parsed_proto)
     raise invalid_schema(f"schema type {schema_type} is not one of {', '.join(SCHEMA_TYPES)}")
 
 
@@ -48,6 +61,15 @@ def can_read(reader: ParsedSchema, writer: ParsedSchema) -> list[str]:
         return compatibility.can_read(r, w)
     if isinstance(r, json_schema.JsonSchema) and isinstance(w, json_schema.JsonSchema):
         return json_schema_compat.can_read(r, w)
+    if isinstance(r, protobuf_schema.ProtobufSchema) and isinstance(w, protobuf_schema.ProtobufSchema):
+        return protobuf_compat.can_read(r, w)
     return [
         f"TYPE_MISMATCH: a {reader.schema_type} schema cannot read data written with {writer.schema_type}"
     ]
+
+
+def formatted(parsed: ParsedSchema, fmt: str | None) -> str:
+    """The schema in the form ``fmt`` names (``serialized`` for Protobuf), else its canonical text."""
+    if fmt == "serialized" and isinstance(parsed.form, protobuf_schema.ProtobufSchema):
+        return parsed.form.serialized()
+    return parsed.canonical

@@ -21,7 +21,7 @@ from typing import Any
 from strom.registry import errors
 from strom.registry.compatibility import DEFAULT_COMPATIBILITY, Compatibility
 from strom.registry.compatibility import check as check_modes
-from strom.registry.formats import ParsedSchema, can_read, parse
+from strom.registry.formats import ParsedSchema, can_read, formatted, parse
 from strom.registry.records import (
     Record,
     Reference,
@@ -83,6 +83,13 @@ class SchemaRegistry:
 
     def _parsed(self, value: SchemaValue) -> ParsedSchema:
         return parse(value.schema_type, value.schema, self._reference_texts(value.references, set()))
+
+    def formatted(self, stored: SchemaValue | StoredSchema, fmt: str | None) -> str:
+        """A stored schema in the form ``fmt`` names (Protobuf's ``serialized``), else its text."""
+        if not fmt or stored.schema_type == "AVRO":
+            return stored.schema
+        references = self._reference_texts(stored.references, set())
+        return formatted(parse(stored.schema_type, stored.schema, references), fmt)
 
     # --- reads -----------------------------------------------------------------------------------
     def subjects(self, deleted: bool = False, prefix: str = "") -> list[str]:
