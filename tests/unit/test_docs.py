@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from strom.protocol.api import SUPPORTED, flexible
+
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = [ROOT / "src" / "strom", ROOT / "docs", ROOT / "tests", ROOT / "bench", ROOT / "examples"]
 SUFFIXES = {".py", ".md", ".txt", ".toml", ".cfg", ".sh", ".c", ".json", ".yaml", ".yml", ".html", ".css"}
@@ -101,3 +103,15 @@ def test_every_benchmark_is_described_in_the_benchmarks_page() -> None:
     page = (ROOT / "docs" / "benchmarks.md").read_text()
     scripts = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "bench").iterdir() if p.is_file())
     assert [name for name in scripts if name not in page] == []
+
+
+def test_the_protocol_page_lists_exactly_the_advertised_versions() -> None:
+    text = (ROOT / "docs" / "protocol.md").read_text()
+    section = text.split("### The table\n", 1)[1].split("\n#", 1)[0]
+    rows = re.findall(r"^\| \w+ \| (\d+) \| (\d+)\.\.(\d+) \| (\d+|none) \|$", section, re.MULTILINE)
+    documented = {int(key): (int(lo), int(hi), flex) for key, lo, hi, flex in rows}
+    expected: dict[int, tuple[int, int, str]] = {}
+    for key, (lo, hi) in SUPPORTED.items():
+        flex = [v for v in range(lo, hi + 1) if flexible(key, v)]
+        expected[int(key)] = (lo, hi, str(flex[0]) if flex else "none")
+    assert documented == expected
