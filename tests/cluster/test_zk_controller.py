@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from strom.cluster.election import LeaderAndIsr
-from strom.cluster.zk import ControllerMovedError, KafkaZkClient
+from strom.cluster.kafka_metadata import KafkaMetadataClient
+from strom.cluster.metadata_store import ControllerMovedError
 from strom.cluster.zk_paths import BrokerRegistration, TopicAssignment
+from strom.cluster.zookeeper_store import ZooKeeperStore
 from strom.testing.zookeeper_process import ZooKeeperProcess
 from tests.prerequisites import require_zookeeper
 
@@ -23,8 +25,8 @@ def test_election_epochs_fencing_and_conditional_writes(tmp_path: Path) -> None:
 
     async def scenario() -> None:
         loop = asyncio.get_running_loop()
-        a = KafkaZkClient(zk_proc.connect, 3000, loop)
-        b = KafkaZkClient(zk_proc.connect, 3000, loop)
+        a = KafkaMetadataClient(ZooKeeperStore(zk_proc.connect, 3000, loop))
+        b = KafkaMetadataClient(ZooKeeperStore(zk_proc.connect, 3000, loop))
         a.start()
         b.start()
         a.register_broker(BrokerRegistration(1, "h", 1, "R1"))

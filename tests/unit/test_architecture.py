@@ -5,6 +5,7 @@
 * One broker core: request handlers never ask which mode the broker runs in; the composition root
   (`strom.broker.broker`) is the only module that chooses between ZooKeeper and a cluster of one.
 * The broker and the controller wait only on their injected clock (``strom._util.clock``).
+* kazoo is imported by `strom.cluster.zookeeper_store` alone: everything else uses the metadata-store port.
 """
 
 from __future__ import annotations
@@ -74,6 +75,13 @@ def test_cycle_finder_sees_a_cycle() -> None:
 def test_no_import_cycles() -> None:
     graph = grimp.build_graph("strom", include_external_packages=False)
     assert _cycles(graph) == []
+
+
+def test_only_the_zookeeper_store_imports_kazoo() -> None:
+    """The controller and everything Kafka-shaped work on the metadata-store port; kazoo stays in the
+    port's ZooKeeper implementation (import-linter keeps it inside strom.cluster; this, inside that)."""
+    graph = grimp.build_graph("strom", include_external_packages=True)
+    assert graph.find_modules_that_directly_import("kazoo") == {"strom.cluster.zookeeper_store"}
 
 
 MODE_CHECKS = re.compile(

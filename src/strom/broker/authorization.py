@@ -4,7 +4,7 @@
 ``org.apache.kafka.metadata.authorizer.StandardAuthorizer``; both mean Kafka's ACL rules here); without
 it `Broker.authorizer` is None and handlers skip every check with one attribute test.
 
-The bindings live in an `AclStore`: ZooKeeper in a cluster (strom.cluster.zk_acls, Kafka's znodes,
+The bindings live in an `AclStore`: ZooKeeper in a cluster (strom.cluster.acl_znodes, Kafka's znodes,
 shared by every broker through change notifications) or, for a single node, `LocalAclStore`: one JSON
 file ``acls.json`` in the first log dir, rewritten atomically (temp file, fsync, rename) on each change.
 The decision itself is strom.acl.authorizer's, over an in-memory `AclSet` kept up to date from the store.
@@ -39,7 +39,7 @@ from strom.acl.model import (
     invalid_binding,
     pascal,
 )
-from strom.cluster.zk import ZkError
+from strom.cluster.metadata_store import MetadataStoreError
 
 AUTHORIZER_CLASSES = frozenset(
     {"kafka.security.authorizer.AclAuthorizer", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}
@@ -194,7 +194,7 @@ class Authorizer:
         async with self._writing:
             try:
                 after = await asyncio.to_thread(self._store.update, pattern, change)
-            except (ZkError, OSError) as exc:
+            except (MetadataStoreError, OSError) as exc:
                 raise AclStoreUnavailable(str(exc)) from exc
         self.acls.set_entries(pattern, after)
         return after

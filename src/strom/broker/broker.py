@@ -43,7 +43,7 @@ from strom.broker.security.credentials import CredentialStore, LocalCredentialSt
 from strom.broker.security.listeners import ListenerSetup, parse_listener_setup
 from strom.broker.topic_admin import TopicAdmin
 from strom.broker.transaction_service import TransactionService
-from strom.cluster.zk_acls import ZkAclStore
+from strom.cluster.acl_znodes import AclZnodeStore
 from strom.metrics.counters import BrokerCounters
 from strom.storage.cleaner import LogCleaner
 from strom.storage.config import LogConfig
@@ -173,7 +173,7 @@ class Broker:
         # None without authorizer.class.name: handlers then skip every ACL check (one attribute test).
         self.authorizer: Authorizer | None = None
         if config.get("authorizer.class.name"):
-            acl_store = ZkAclStore(zk) if zk is not None else LocalAclStore(config.log_dirs[0])
+            acl_store = AclZnodeStore(zk) if zk is not None else LocalAclStore(config.log_dirs[0])
             self.authorizer = Authorizer(
                 acl_store, config.get("super.users"), bool(config.get("allow.everyone.if.no.acl.found"))
             )

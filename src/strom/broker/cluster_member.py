@@ -3,8 +3,9 @@
 `ClusterMember` is the broker's control plane when ``zookeeper.connect`` is set (a single node uses
 `strom.broker.local_control` instead; request handlers cannot tell them apart). It owns
 
-* the ZooKeeper session (`strom.cluster.zk.KafkaZkClient`, the only door to kazoo) and the broker's
-  ephemeral registration ``/brokers/ids/<id>`` (re-created after a session expiry; at start it waits
+* the ZooKeeper session (`strom.cluster.zookeeper_store.ZooKeeperStore` under
+  `strom.cluster.kafka_metadata.KafkaMetadataClient`; strom.cluster is the only door to kazoo) and the
+  broker's ephemeral registration ``/brokers/ids/<id>`` (re-created after a session expiry; at start it waits
   for a previous incarnation's znode to expire, as a restarted Kafka broker does);
 * the controller elector/controller (`strom.cluster.controller.Controller`) and its channel;
 * the metadata cache (`ClusterMetadataStore`) the handlers read, kept up to date by UpdateMetadata and by
@@ -44,8 +45,10 @@ from strom.broker.security.client import ClientSecurity
 from strom.cluster import zk_paths as paths
 from strom.cluster.controller import Controller, ControllerConfig
 from strom.cluster.election import LeaderAndIsr
-from strom.cluster.zk import KafkaZkClient, ZkError
+from strom.cluster.kafka_metadata import KafkaMetadataClient
+from strom.cluster.metadata_store import MetadataStoreError
 from strom.cluster.zk_paths import BrokerRegistration, TopicAssignment
+from strom.cluster.zookeeper_store import ZooKeeperStore
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.config import LogConfig
@@ -71,18 +74,20 @@ def _needs_zookeeper(method: Callable[_P, _R]) -> Callable[_P, _R]:
     def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
             return method(*args, **kwargs)
-        except ZkError as exc:
+        except MetadataStoreError as exc:
             raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"ZooKeeper unavailable: {exc}") from exc
 
     return wrapper
 
 
-def connect_zookeeper(config: BrokerConfig) -> tuple[KafkaZkClient, ClusterMetadataStore]:
+def connect_zookeeper(config: BrokerConfig) -> tuple[KafkaMetadataClient, ClusterMetadataStore]:
     """Open the ZooKeeper session and the metadata cache it backs (call inside the event loop)."""
-    zk = KafkaZkClient(
-        str(config.get("zookeeper.connect")),
-        int(config.get("zookeeper.session.timeout.ms")),
-        asyncio.get_running_loop(),
+    zk = KafkaMetadataClient(
+        ZooKeeperStore(
+            str(config.get("zookeeper.connect")),
+            int(config.get("zookeeper.session.timeout.ms")),
+            asyncio.get_running_loop(),
+        )
     )
     zk.start()
     cluster_id = zk.get_or_create_cluster_id(config.get("cluster.id") or uuid.uuid4().hex[:22])
@@ -98,7 +103,7 @@ def connect_zookeeper(config: BrokerConfig) -> tuple[KafkaZkClient, ClusterMetad
 class ZkIsrStore:
     """ISR changes as conditional writes of the partition state znode, then a notification."""
 
-    def __init__(self, zk: KafkaZkClient) -> None:
+    def __init__(self, zk: KafkaMetadataClient) -> None:
         self._zk = zk
 
     def write_isr(self, topic: str, partition: int, state: LeaderAndIsr) -> LeaderAndIsr | None:
@@ -112,7 +117,7 @@ class ClusterMember:
     def __init__(
         self,
         config: BrokerConfig,
-        zk: KafkaZkClient,
+        zk: KafkaMetadataClient,
         metadata: ClusterMetadataStore,
         replica_manager: ReplicaManager,
         log_manager: LogManager,
@@ -200,7 +205,7 @@ class ClusterMember:
             try:
                 self.zk.register_broker(self.registration())
                 break
-            except ZkError as exc:
+            except MetadataStoreError as exc:
                 if deadline_ms is not None and self._clock.monotonic_ms() > deadline_ms:
                     log.error("giving up registering broker %d: %s", self.node_id, exc)
                     raise
@@ -230,7 +235,7 @@ class ClusterMember:
         def on_change() -> None:
             try:
                 children = self.zk.watch_children(paths.CONFIG_CHANGES, on_change)
-            except ZkError:
+            except MetadataStoreError:
                 return
             for child in sorted(set(children) - seen):
                 seen.add(child)

@@ -40,7 +40,9 @@ def _upsert_in_zookeeper(args: argparse.Namespace, *, must_exist: bool) -> int:
     import asyncio
 
     from strom.broker.security.scram import HASHES, MIN_ITERATIONS, make_credential
-    from strom.cluster.zk import KafkaZkClient, ZkError
+    from strom.cluster.kafka_metadata import KafkaMetadataClient
+    from strom.cluster.metadata_store import MetadataStoreError
+    from strom.cluster.zookeeper_store import ZooKeeperStore
 
     mechanisms = [m.upper() for m in args.mechanism] or sorted(HASHES)
     for mechanism in mechanisms:
@@ -52,7 +54,7 @@ def _upsert_in_zookeeper(args: argparse.Namespace, *, must_exist: bool) -> int:
     if not password:
         raise ConsoleError("the password is empty")
     loop = asyncio.new_event_loop()  # the client posts watch callbacks to a loop; this one sets none
-    zk = KafkaZkClient(args.zookeeper, 10_000, loop)
+    zk = KafkaMetadataClient(ZooKeeperStore(args.zookeeper, 10_000, loop))
     try:
         zk.start(timeout_s=args.request_timeout_s)
         existing = {k for k in zk.get_user_config(args.name) if k in HASHES}
@@ -64,7 +66,7 @@ def _upsert_in_zookeeper(args: argparse.Namespace, *, must_exist: bool) -> int:
             m: make_credential(m, password, args.iterations).to_kafka() for m in mechanisms
         }
         zk.update_user_config(args.name, changes)
-    except ZkError as exc:
+    except MetadataStoreError as exc:
         raise ConsoleError(str(exc)) from None
     finally:
         zk.close()

@@ -58,13 +58,14 @@ from strom.cluster import zk_paths as paths
 from strom.cluster.context import ControllerContext, TopicPartition, broker_changes
 from strom.cluster.controlled_shutdown import ControlledShutdown
 from strom.cluster.election import ElectionType, hit_by_broker_failure
+from strom.cluster.kafka_metadata import KafkaMetadataClient
 from strom.cluster.leader_election import LeaderElections
+from strom.cluster.metadata_store import ControllerMovedError, MetadataStoreError
 from strom.cluster.partition_machine import PartitionStateMachine
 from strom.cluster.propagation import ControllerChannel, ControllerRequests
 from strom.cluster.reassignment import Reassignments, in_flight
 from strom.cluster.replica_state import ReplicaState
 from strom.cluster.topic_deletion import TopicDeletion
-from strom.cluster.zk import ControllerMovedError, KafkaZkClient, ZkError
 from strom.cluster.zk_paths import TopicAssignment
 from strom.protocol.errors import ErrorCode
 
@@ -89,7 +90,7 @@ Event = Callable[[], None]
 class Controller:
     def __init__(
         self,
-        zk: KafkaZkClient,
+        zk: KafkaMetadataClient,
         broker_id: int,
         channel: ControllerChannel,
         config: ControllerConfig,
@@ -159,7 +160,7 @@ class Controller:
                 log.warning("controller %d: fenced by a newer controller epoch; resigning", self.broker_id)
                 self._resign()
                 self.enqueue(self.elect)
-            except ZkError as exc:
+            except MetadataStoreError as exc:
                 log.warning("controller %d: ZooKeeper error (%s); will retry election", self.broker_id, exc)
                 self._resign()
                 self._clock.call_later(ZK_RETRY_DELAY_MS, lambda: self.enqueue(self.elect))

@@ -27,10 +27,10 @@ from collections.abc import Callable
 from strom.cluster import election
 from strom.cluster.context import ControllerContext, TopicPartition
 from strom.cluster.election import Decision, LeaderAndIsr
+from strom.cluster.kafka_metadata import KafkaMetadataClient
 from strom.cluster.partition_state import PartitionState, state_after_election, state_at_failover
 from strom.cluster.replica_state import ReplicaState
 from strom.cluster.replica_state import state_at_failover as replica_state_at_failover
-from strom.cluster.zk import KafkaZkClient
 
 log = logging.getLogger("strom.cluster.controller")
 
@@ -41,7 +41,7 @@ PER_PARTITION_LOG_LIMIT = 20
 
 
 class PartitionStateMachine:
-    def __init__(self, ctx: ControllerContext, zk: KafkaZkClient, unclean_default: bool) -> None:
+    def __init__(self, ctx: ControllerContext, zk: KafkaMetadataClient, unclean_default: bool) -> None:
         self.ctx = ctx
         self.zk = zk
         self.unclean_default = unclean_default

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 
 from strom.cluster.context import ControllerContext, TopicPartition
 from strom.cluster.election import Decision, LeaderAndIsr, reassignment_leader
+from strom.cluster.kafka_metadata import KafkaMetadataClient
 from strom.cluster.partition_machine import PartitionStateMachine
 from strom.cluster.propagation import ControllerRequests
 from strom.cluster.replica_state import PartitionReplica, ReplicaState, complete_deletion, start_deletion
-from strom.cluster.zk import KafkaZkClient
 from strom.cluster.zk_paths import TopicAssignment
 from strom.protocol.errors import ErrorCode, KafkaError
 
@@ -136,7 +136,7 @@ class Reassignments:
     def __init__(
         self,
         ctx: ControllerContext,
-        zk: KafkaZkClient,
+        zk: KafkaMetadataClient,
         partitions: PartitionStateMachine,
         requests: ControllerRequests,
         reload_topic: Callable[[str], object],

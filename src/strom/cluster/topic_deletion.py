@@ -24,10 +24,10 @@ from __future__ import annotations
 import logging
 
 from strom.cluster.context import ControllerContext
+from strom.cluster.kafka_metadata import KafkaMetadataClient
 from strom.cluster.partition_machine import PartitionStateMachine
 from strom.cluster.propagation import ControllerRequests
 from strom.cluster.replica_state import PartitionReplica, complete_deletion, start_deletion
-from strom.cluster.zk import KafkaZkClient
 from strom.cluster.zk_paths import TopicAssignment
 
 log = logging.getLogger("strom.cluster.controller")
@@ -48,7 +48,7 @@ class TopicDeletion:
     def __init__(
         self,
         ctx: ControllerContext,
-        zk: KafkaZkClient,
+        zk: KafkaMetadataClient,
         partitions: PartitionStateMachine,
         requests: ControllerRequests,
     ) -> None:

@@ -76,7 +76,7 @@ class LocalCredentialStore(_CachedCredentials):
 
 
 class UserConfigZk(Protocol):
-    """The ZooKeeper operations the credential store uses (strom.cluster.zk.KafkaZkClient)."""
+    """The metadata-store operations the credential store uses (`KafkaMetadataClient`'s)."""
 
     def get_user_config(self, user: str) -> dict[str, str]: ...
 

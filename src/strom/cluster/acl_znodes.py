@@ -1,4 +1,5 @@
-"""ACLs in ZooKeeper, as Kafka keeps them (layouts in strom.acl.zk_format): read, update, follow changes.
+"""ACLs in the metadata store, in Kafka's ZooKeeper-mode znodes (layouts in strom.acl.zk_format): read,
+update, follow changes. The same on a ZooKeeper ensemble and on the local store.
 
 An update is a read-modify-write of one pattern's znode, conditional on the version read (created if
 absent, deleted when its last entry goes), retried when another broker wrote in between; it is then
@@ -15,11 +16,16 @@ import logging
 import time
 from collections.abc import Callable
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
-
 from strom.acl import zk_format as fmt
 from strom.acl.model import AccessControlEntry, AclBinding, PatternType, ResourcePattern, ResourceType
-from strom.cluster.zk import KafkaZkClient, ZkError
+from strom.cluster.kafka_metadata import KafkaMetadataClient
+from strom.cluster.metadata_store import (
+    BadVersionError,
+    MetadataStoreError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -27,9 +33,10 @@ Entries = frozenset[AccessControlEntry]
 _PURGE_AFTER_S = 15 * 60
 
 
-class ZkAclStore:
-    def __init__(self, zk: KafkaZkClient) -> None:
-        self._zk = zk
+class AclZnodeStore:
+    def __init__(self, client: KafkaMetadataClient) -> None:
+        self._client = client
+        self._store = client.store
         self._seen: dict[PatternType, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
 
     def load_all(self) -> list[AclBinding]:
@@ -46,13 +53,13 @@ class ZkAclStore:
 
     def _children(self, path: str) -> list[str]:
         try:
-            return list(self._zk.op("get_children", path))
+            return self._store.children(path)
         except NoNodeError:
             return []
 
     def read(self, pattern: ResourcePattern) -> Entries:
         try:
-            data, _ = self._zk.op("get", fmt.pattern_path(pattern))
+            data, _ = self._store.get(fmt.pattern_path(pattern))
         except NoNodeError:
             return frozenset()
         return fmt.decode_entries(bytes(data))
@@ -62,7 +69,7 @@ class ZkAclStore:
         path = fmt.pattern_path(pattern)
         while True:
             try:
-                data, stat = self._zk.op("get", path)
+                data, stat = self._store.get(path)
                 current, version = fmt.decode_entries(bytes(data)), stat.version
             except NoNodeError:
                 current, version = frozenset(), -1
@@ -71,11 +78,11 @@ class ZkAclStore:
                 return current
             try:
                 if version < 0:
-                    self._zk.op("create", path, fmt.encode_entries(wanted), makepath=True)
+                    self._store.create(path, fmt.encode_entries(wanted), make_parents=True)
                 elif wanted:
-                    self._zk.op("set", path, fmt.encode_entries(wanted), version=version)
+                    self._store.set(path, fmt.encode_entries(wanted), version)
                 else:
-                    self._zk.op("delete", path, version=version)
+                    self._store.delete(path, version)
             except (BadVersionError, NodeExistsError, NoNodeError):
                 continue  # another writer got there first: read again
             self._announce(pattern)
@@ -83,19 +90,19 @@ class ZkAclStore:
 
     def _announce(self, pattern: ResourcePattern) -> None:
         root = fmt.change_root(pattern.pattern_type)
-        self._zk.op(
-            "create", f"{root}/{fmt.CHANGE_PREFIX}", fmt.encode_change(pattern), sequence=True, makepath=True
+        self._store.create(
+            f"{root}/{fmt.CHANGE_PREFIX}", fmt.encode_change(pattern), sequential=True, make_parents=True
         )
-        with contextlib.suppress(ZkError):
+        with contextlib.suppress(MetadataStoreError):
             self._purge(root)
 
     def _purge(self, root: str) -> None:
         cutoff_ms = (time.time() - _PURGE_AFTER_S) * 1000
         for child in self._children(root):
-            stat = self._zk.op("exists", f"{root}/{child}")
-            if stat is not None and stat.ctime < cutoff_ms:
+            stat = self._store.exists(f"{root}/{child}")
+            if stat is not None and stat.ctime_ms < cutoff_ms:
                 with contextlib.suppress(NoNodeError, NotEmptyError):
-                    self._zk.op("delete", f"{root}/{child}")
+                    self._store.delete(f"{root}/{child}")
 
     def watch(self, on_change: Callable[[ResourcePattern], None]) -> None:
         """Call `on_change` (on the event loop) for every pattern another broker (or this one) changes."""
@@ -109,16 +116,16 @@ class ZkAclStore:
             self._arm(kind, on_change)
 
         try:
-            children = self._zk.watch_children(root, fired)
-        except ZkError:
+            children = self._store.watch_children(root, fired)
+        except MetadataStoreError:
             return  # re-armed by the client once connected again
         # Forget purged notifications, so the set stays as small as the change root.
         self._seen[kind] &= set(children)
         for child in sorted(set(children) - self._seen[kind]):
             self._seen[kind].add(child)
             try:
-                data, _ = self._zk.op("get", f"{root}/{child}")
-            except (NoNodeError, ZkError):
+                data, _ = self._store.get(f"{root}/{child}")
+            except (NoNodeError, MetadataStoreError):
                 continue
             try:
                 on_change(fmt.decode_change(kind, bytes(data)))

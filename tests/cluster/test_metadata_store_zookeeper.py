@@ -1,0 +1,83 @@
+"""The metadata-store contract (tests/metadata_store_contract.py) against a real ZooKeeper:
+the same test functions, with a backend whose sessions are `ZooKeeperStore`s, each test under a
+chroot of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from strom.cluster.metadata_store import MetadataStore
+from strom.cluster.zookeeper_store import ZooKeeperStore
+from strom.testing.zookeeper_process import ZooKeeperProcess
+from tests.metadata_store_contract import (
+    test_an_epoch_check_fences_a_deposed_writer,
+    test_bulk_reads_and_writes,
+    test_children_watch_fires_on_a_child_created_or_deleted,
+    test_creation_ids_grow,
+    test_ephemerals_end_with_their_session_and_fire_watches,
+    test_make_parents_ensure_path_and_recursive_delete,
+    test_multi_applies_all_or_nothing,
+    test_sequential_names_count_up_per_parent,
+    test_versions_and_conditional_writes,
+    test_watches_are_one_shot_run_after_the_write_and_re_arm,
+)
+from tests.prerequisites import require_zookeeper
+
+pytestmark = pytest.mark.cluster
+
+__all__ = [
+    "test_an_epoch_check_fences_a_deposed_writer",
+    "test_bulk_reads_and_writes",
+    "test_children_watch_fires_on_a_child_created_or_deleted",
+    "test_creation_ids_grow",
+    "test_ephemerals_end_with_their_session_and_fire_watches",
+    "test_make_parents_ensure_path_and_recursive_delete",
+    "test_multi_applies_all_or_nothing",
+    "test_sequential_names_count_up_per_parent",
+    "test_versions_and_conditional_writes",
+    "test_watches_are_one_shot_run_after_the_write_and_re_arm",
+]
+
+_chroots = itertools.count()
+
+
+class ZooKeeperBackend:
+    def __init__(self, connect: str) -> None:
+        self.connect = connect
+
+    def open(self, loop: asyncio.AbstractEventLoop) -> MetadataStore:
+        store = ZooKeeperStore(self.connect, 10_000, loop)
+        store.start()
+        return store
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperProcess]:
+    require_zookeeper()
+    process = ZooKeeperProcess(Path(tmp_path_factory.mktemp("zk")))
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture
+def backend(zookeeper: ZooKeeperProcess) -> ZooKeeperBackend:
+    chroot = f"/contract{next(_chroots)}"
+
+    async def make_chroot() -> None:
+        root = ZooKeeperStore(zookeeper.connect, 10_000, asyncio.get_running_loop())
+        root.start()
+        try:
+            root.ensure_path(chroot)
+        finally:
+            root.close()
+
+    asyncio.run(make_chroot())
+    return ZooKeeperBackend(zookeeper.connect + chroot)

@@ -1,0 +1,286 @@
+"""The real `Controller` over the local metadata store, no ZooKeeper and no sockets: brokers are
+sessions on one `LocalStore` that register themselves, the controller's requests land in a recording
+channel. First leaders of a new topic, fail-over when a registration disappears, ISR change
+notifications, reassignment, topic deletion, controlled shutdown, and controller fail-over with the
+deposed controller's writes fenced."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from tests.metadata_store_contract import until
+
+from strom._util.clock import ManualClock
+from strom.cluster import zk_paths as paths
+from strom.cluster.controller import Controller, ControllerConfig
+from strom.cluster.election import LeaderAndIsr
+from strom.cluster.kafka_metadata import KafkaMetadataClient
+from strom.cluster.local_store import LocalSession, LocalStore
+from strom.cluster.metadata_store import ControllerMovedError
+from strom.cluster.zk_paths import BrokerRegistration, TopicAssignment
+from strom.protocol.api import ApiKey
+
+TOPIC_ID = bytes(range(16))
+
+
+class RecordingChannel:
+    """The controller's requests, as (broker id, api key, body), in the order it sent them."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[int, int, dict[str, Any]]] = []
+        self.brokers: dict[int, BrokerRegistration] = {}
+
+    def set_brokers(self, brokers: dict[int, BrokerRegistration]) -> None:
+        self.brokers = dict(brokers)
+
+    def send(self, broker_id: int, api_key: int, body: dict[str, Any]) -> None:
+        self.sent.append((broker_id, api_key, body))
+
+    def of(self, api_key: ApiKey, broker_id: int | None = None) -> list[dict[str, Any]]:
+        return [b for to, key, b in self.sent if key == api_key and broker_id in (None, to)]
+
+
+class Broker:
+    """What a broker does in the metadata store: its session, its registration, maybe a controller."""
+
+    def __init__(self, store: LocalStore, broker_id: int, clock: ManualClock) -> None:
+        self.broker_id = broker_id
+        self.session: LocalSession = store.session(asyncio.get_running_loop())
+        self.client = KafkaMetadataClient(self.session)
+        self.client.start()
+        self.client.register_broker(BrokerRegistration(broker_id, "127.0.0.1", 9000 + broker_id, None))
+        self.channel = RecordingChannel()
+        self.controller = Controller(
+            self.client, broker_id, self.channel, ControllerConfig(auto_leader_rebalance=False), clock
+        )
+
+
+Scenario = Callable[[LocalStore, list[Broker]], Awaitable[None]]
+
+
+def run(brokers: int, scenario: Scenario) -> None:
+    """``brokers`` registered brokers (ids 1..n); broker 1's controller is started first, so it wins."""
+
+    async def main() -> None:
+        store = LocalStore()
+        clock = ManualClock()  # the controller's periodic checks wait on it: they never run here
+        members = [Broker(store, i, clock) for i in range(1, brokers + 1)]
+        members[0].controller.start()
+        await until(lambda: members[0].controller.active, "the first controller")
+        try:
+            await scenario(store, members)
+        finally:
+            for member in members:
+                await member.controller.stop()
+            store.close()
+
+    asyncio.run(main())
+
+
+def state(client: KafkaMetadataClient, topic: str, partition: int) -> LeaderAndIsr | None:
+    return client.get_partition_state(topic, partition)
+
+
+async def until_state(
+    client: KafkaMetadataClient, topic: str, partition: int, check: Callable[[LeaderAndIsr], bool]
+) -> LeaderAndIsr:
+    await until(
+        lambda: (s := state(client, topic, partition)) is not None and check(s), f"{topic}-{partition}"
+    )
+    found = state(client, topic, partition)
+    assert found is not None
+    return found
+
+
+async def create_topic(client: KafkaMetadataClient, partitions: dict[int, list[int]]) -> None:
+    client.create_topic("t", TopicAssignment(TOPIC_ID, partitions), {})
+    for p, replicas in partitions.items():
+        await until_state(client, "t", p, lambda s, r=replicas: s.leader == r[0])
+
+
+def test_first_leaders_of_a_new_topic() -> None:
+    async def scenario(store: LocalStore, brokers: list[Broker]) -> None:
+        admin = brokers[2].client  # any broker writes the assignment; the controller does the rest
+        await create_topic(admin, {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]})
+        for p, leader in ((0, 1), (1, 2), (2, 3)):
+            s = state(admin, "t", p)
+            assert s is not None and (s.leader, s.leader_epoch) == (leader, 0)
+            assert sorted(s.isr) == [1, 2, 3] and s.controller_epoch == brokers[0].controller.epoch
+        channel = brokers[0].channel
+        await until(lambda: bool(channel.of(ApiKey.LEADER_AND_ISR, 3)), "LeaderAndIsr to broker 3")
+        told = {
+            (e["topic_name"], e["partition_index"], e["leader"])
+            for body in channel.of(ApiKey.LEADER_AND_ISR, 3)
+            for e in body["partition_states"]
+        }
+        assert {("t", 0, 1), ("t", 1, 2), ("t", 2, 3)} <= told
+        assert sorted(channel.brokers) == [1, 2, 3]
+
+    run(3, scenario)
+
+
+def test_leader_fails_over_when_a_registration_disappears() -> None:
+    async def scenario(store: LocalStore, brokers: list[Broker]) -> None:
+        admin = brokers[0].client
+        await create_topic(admin, {0: [2, 3, 1], 1: [1, 3, 2]})
+        before = state(admin, "t", 0)
+        assert before is not None
+        brokers[1].session.close()  # broker 2 dies: its ephemeral registration goes
+        moved = await until_state(admin, "t", 0, lambda s: s.leader == 3)
+        assert moved.leader_epoch == before.leader_epoch + 1 and sorted(moved.isr) == [1, 3]
+        shrunk = await until_state(admin, "t", 1, lambda s: 2 not in s.isr)
+        assert shrunk.leader == 1
+        channel = brokers[0].channel
+        assert sorted(channel.brokers) == [1, 3]
+        told = [
+            e
+            for body in channel.of(ApiKey.LEADER_AND_ISR, 3)
+            for e in body["partition_states"]
+            if e["partition_index"] == 0 and e["leader"] == 3
+        ]
+        assert told and told[-1]["leader_epoch"] == moved.leader_epoch
+
+    run(3, scenario)
+
+
+def test_an_isr_change_notification_reaches_every_broker() -> None:
+    async def scenario(store: LocalStore, brokers: list[Broker]) -> None:
+        admin = brokers[0].client
+        await create_topic(admin, {0: [2, 1, 3]})
+        current = state(admin, "t", 0)
+        assert current is not None
+        leader = brokers[1].client  # the leader shrinks its ISR: conditional write, then notification
+        shrunk = LeaderAndIsr(2, current.leader_epoch, (2, 1), current.controller_epoch, current.zk_version)
+        assert leader.update_partition_state("t", 0, shrunk) is not None
+        leader.notify_isr_change([("t", 0)])
+        channel = brokers[0].channel
+
+        def isr_sent() -> bool:
+            return any(
+                ps["isr"] == [2, 1]
+                for body in channel.of(ApiKey.UPDATE_METADATA, 3)
+                for topic in body["topics"]
+                for ps in topic["partition_states"]
+            )
+
+        await until(isr_sent, "UpdateMetadata with the new ISR")
+        await until(
+            lambda: admin.store.children(paths.ISR_CHANGE_NOTIFICATION) == [], "the notification deleted"
+        )
+        assert brokers[0].controller.ctx.leadership[("t", 0)].isr == (2, 1)
+
+    run(3, scenario)
+
+
+def test_reassignment_adds_a_replica_then_completes_once_it_is_in_sync() -> None:
+    async def scenario(store: LocalStore, brokers: list[Broker]) -> None:
+        admin = brokers[0].client
+        await create_topic(admin, {0: [1, 2, 3]})
+        controller = brokers[0].controller
+        outcome = await controller.call(lambda: controller.reassign({("t", 0): [1, 2, 4]}))
+        assert outcome[("t", 0)][0] == 0
+        found = admin.get_topic_assignment("t")
+        assert found is not None and found[0].adding_replicas == {0: [4]}
+        assert found[0].removing_replicas == {0: [3]}
+        # broker 4 catches up: the leader adds it to the ISR and tells the controller
+        current = state(admin, "t", 0)
+        assert current is not None
+        grown = LeaderAndIsr(
+            1, current.leader_epoch, (*current.isr, 4), current.controller_epoch, current.zk_version
+        )
+        assert admin.update_partition_state("t", 0, grown) is not None
+        admin.notify_isr_change([("t", 0)])
+        await until(
+            lambda: (a := admin.get_topic_assignment("t")) is not None and a[0].partitions[0] == [1, 2, 4],
+            "the reassignment to complete",
+        )
+        done = await until_state(admin, "t", 0, lambda s: 3 not in s.isr)
+        assert done.leader == 1 and sorted(done.isr) == [1, 2, 4]
+        stopped = [
+            (p["topic_name"], p["partition_index"])
+            for body in brokers[0].channel.of(ApiKey.STOP_REPLICA, 3)
+            if body["delete_partitions"]
+            for p in body["partitions"]
+        ]
+        assert stopped == [("t", 0)]
+        assert await controller.call(controller.list_reassignments) == {}
+
+    run(4, scenario)
+
+
+def test_topic_deletion_removes_the_znodes_and_the_replicas() -> None:
+    async def scenario(store: LocalStore, brokers: list[Broker]) -> None:
+        admin = brokers[1].client
+        await create_topic(admin, {0: [1, 2], 1: [2, 1]})
+        admin.mark_topic_for_deletion("t")
+        await until(lambda: admin.get_topic_assignment("t") is None, "the topic's znodes deleted")
+        assert admin.store.children(paths.DELETE_TOPICS) == []
+        assert admin.get_topic_config("t") == {}
+        channel = brokers[0].channel
+        for broker_id in (1, 2):
+            deleted = {
+                (p["topic_name"], p["partition_index"])
+                for body in channel.of(ApiKey.STOP_REPLICA, broker_id)
+                if body["delete_partitions"]
+                for p in body["partitions"]
+            }
+            assert deleted == {("t", 0), ("t", 1)}
+        assert channel.of(ApiKey.UPDATE_METADATA)[-1]["deleted_topics"] == ["t"]
+        assert "t" not in brokers[0].controller.ctx.assignments
+
+    run(2, scenario)
+
+
+def test_controlled_shutdown_moves_leadership_away() -> None:
+    async def scenario(store: LocalStore, brokers: list[Broker]) -> None:
+        admin = brokers[0].client
+        await create_topic(admin, {0: [2, 1, 3], 1: [1, 2, 3], 2: [3, 1, 2]})
+        controller = brokers[0].controller
+        remaining = await controller.call(lambda: controller.controlled_shutdown(2))
+        assert remaining == []
+        moved = state(admin, "t", 0)
+        assert moved is not None and moved.leader == 1 and 2 not in moved.isr
+        for p in (1, 2):
+            follower = state(admin, "t", p)
+            assert follower is not None and 2 not in follower.isr
+        stopped = {
+            (p["topic_name"], p["partition_index"])
+            for body in brokers[0].channel.of(ApiKey.STOP_REPLICA, 2)
+            if not body["delete_partitions"]
+            for p in body["partitions"]
+        }
+        assert stopped == {("t", 1), ("t", 2)}
+
+    run(3, scenario)
+
+
+def test_controller_fail_over_fences_the_deposed_controller() -> None:
+    async def scenario(store: LocalStore, brokers: list[Broker]) -> None:
+        first, second = brokers[0], brokers[1]
+        second.controller.start()  # a candidate: /controller is taken, so it watches
+        await create_topic(first.client, {0: [1, 2], 1: [2, 1]})
+        old_epoch, old_version = first.controller.ctx.epoch, first.controller.ctx.epoch_zk_version
+        # broker 1 is cut off and its session expires: /controller and its registration go
+        first.session.suspend()
+        first.session.expire()
+        await until(lambda: second.controller.active, "the second controller")
+        assert second.controller.epoch == old_epoch + 1
+        moved = await until_state(second.client, "t", 0, lambda s: s.leader == 2)
+        assert moved.controller_epoch == old_epoch + 1
+        # broker 1 comes back under a new session: its controller learns it was deposed ...
+        first.session.resume()
+        await until(lambda: not first.controller.active, "the first controller to resign")
+        assert second.controller.active
+        # ... and whatever it still tries to write with its old epoch is refused
+        stale = LeaderAndIsr(1, moved.leader_epoch + 1, (1,), old_epoch, moved.zk_version)
+        with pytest.raises(ControllerMovedError):
+            first.client.update_partition_states([(("t", 0), stale)], old_version)
+        assert state(second.client, "t", 0) == moved
+        assert {body["controller_epoch"] for body in second.channel.of(ApiKey.UPDATE_METADATA)} == {
+            old_epoch + 1
+        }
+
+    run(2, scenario)
