@@ -11,6 +11,7 @@ from strom.broker.security.credentials import LocalCredentialStore
 from strom.broker.security.sasl import SaslAuthenticator, SaslSettings, Step
 from strom.protocol.api import ApiKey
 from strom.protocol.codec import decode_response, encode_request
+from strom.protocol.request_header import peek_request_header
 
 ALICE = b"\0alice\0alice-secret"
 
@@ -36,7 +37,8 @@ def _frame(key: int, version: int, body: dict[str, Any]) -> bytearray:
 
 
 def _send(auth: SaslAuthenticator, key: int, version: int, body: dict[str, Any]) -> tuple[Step, Any]:
-    step = asyncio.run(auth.receive(_frame(key, version, body), "10.0.0.1"))
+    frame = _frame(key, version, body)
+    step = asyncio.run(auth.receive(frame, peek_request_header(frame), "10.0.0.1"))
     if not step.answer:
         return step, None
     payload = b"".join(bytes(chunk) for chunk in step.answer)[4:]  # type: ignore[arg-type,unused-ignore]
@@ -55,15 +57,15 @@ def test_session_end_and_re_authentication(tmp_path: Any) -> None:
     _, answer = _login(auth)
     assert (answer["error_code"], answer["session_lifetime_ms"]) == (0, 1000)
     metadata = _frame(ApiKey.METADATA, 1, {"topics": None})
-    assert not auth.gates(metadata)  # within the session: the handlers answer
+    assert not auth.gates(peek_request_header(metadata))  # within the session: the handlers answer
     _at(clock, 999)
-    assert not auth.gates(metadata)
+    assert not auth.gates(peek_request_header(metadata))
     _, answer = _login(auth)  # re-authenticated before the end: a new session from now
     assert answer["session_lifetime_ms"] == 1000 and auth.reauthentications == 1
     _at(clock, 1_999)
-    assert not auth.gates(metadata)
+    assert not auth.gates(peek_request_header(metadata))
     _at(clock, 2_000)
-    assert auth.gates(metadata)
+    assert auth.gates(peek_request_header(metadata))
     step, _ = _send(auth, ApiKey.METADATA, 1, {"topics": None})
     assert step.close and step.answer is None  # closed without a reply
 
@@ -76,7 +78,9 @@ def test_after_the_end_only_a_v1_handshake_re_authenticates(tmp_path: Any) -> No
     _login(v0_client, version=0)  # SaslAuthenticate v0: never told the lifetime, cannot re-authenticate
     _at(clock, 5_000)
     _, answer = _login(late)
-    assert answer["error_code"] == 0 and not late.gates(_frame(ApiKey.METADATA, 1, {"topics": None}))
+    assert answer["error_code"] == 0 and not late.gates(
+        peek_request_header(_frame(ApiKey.METADATA, 1, {"topics": None}))
+    )
     step, _ = _send(v0_handshake, ApiKey.SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"})
     assert step.close
     step, _ = _send(v0_client, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
@@ -100,4 +104,4 @@ def test_without_a_lifetime_sessions_never_end(tmp_path: Any) -> None:
     _, answer = _login(auth)
     assert answer["session_lifetime_ms"] == 0
     _at(clock, 10**12)
-    assert not auth.gates(_frame(ApiKey.METADATA, 1, {"topics": None}))
+    assert not auth.gates(peek_request_header(_frame(ApiKey.METADATA, 1, {"topics": None})))

@@ -46,19 +46,13 @@ from strom.broker.security.connection import ListenerSecurity, size_hint
 from strom.broker.security.listeners import ANONYMOUS
 from strom.broker.security.sasl import MAX_UNAUTHENTICATED_BYTES
 from strom.protocol.api import INTERNAL, SUPPORTED, ApiKey
-from strom.protocol.codec import (
-    Chunk,
-    CorruptFrame,
-    Request,
-    UnsupportedVersion,
-    decode_request,
-    encode_response_chunks,
-)
+from strom.protocol.codec import Chunk, Request, decode_request, encode_response_chunks
+from strom.protocol.errors import CorruptFrame, UnsupportedVersion
+from strom.protocol.request_header import RequestPrefix, peek_request_header
 
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
-_HEADER_PREFIX = struct.Struct(">hhi")
 _RECV_BUFFER = 256 * 1024
 _DIRECT_FRAME = 64 * 1024
 _MIN_READ = 16 * 1024  # less free space than this at the end of the receive buffer: compact it first
@@ -124,11 +118,13 @@ class KafkaServer:
         if self._server is not None:
             await self._server.wait_closed()
 
-    def decode(self, payload: bytearray, client_host: str, principal: str = ANONYMOUS) -> _Call | list[Chunk]:
+    def decode(
+        self, payload: bytearray, prefix: RequestPrefix, client_host: str, principal: str = ANONYMOUS
+    ) -> _Call | list[Chunk]:
         """The handler call for a request frame, or an immediate answer; raises _CloseConnection."""
         # API and version are judged from the fixed header prefix before the body is decoded (as Kafka
         # does), so a version we do not serve is reported as such whatever its body holds.
-        key, version, correlation_id = _HEADER_PREFIX.unpack_from(payload)
+        key, version, correlation_id = prefix
         if not self._served(key, version):
             if key == ApiKey.API_VERSIONS:
                 return api_versions_fallback(correlation_id)
@@ -367,11 +363,12 @@ class _Connection(asyncio.BufferedProtocol):
                 received_ns = self._arrived.popleft()
                 if self._paused:
                     self._throttle()
-                is_produce = _HEADER_PREFIX.unpack_from(payload)[0] == ApiKey.PRODUCE
+                prefix = peek_request_header(payload)  # framing let no frame under 8 bytes through
+                is_produce = prefix[0] == ApiKey.PRODUCE
                 if not (is_produce and last_was_produce):
                     await self._quiesce()
                 last_was_produce = is_produce
-                if not await self._process(payload, received_ns):
+                if not await self._process(payload, prefix, received_ns):
                     return
             await self._quiesce()
             self._close_when_answered()
@@ -381,10 +378,10 @@ class _Connection(asyncio.BufferedProtocol):
             log.exception("connection from %s failed; closing it", self.client_host)
             self._abort_transport()
 
-    async def _process(self, payload: bytearray, received_ns: int) -> bool:
+    async def _process(self, payload: bytearray, prefix: RequestPrefix, received_ns: int) -> bool:
         """Handle one request, queueing its response in order; False once the connection must close."""
-        if (auth := self._auth) is not None and auth.gates(payload):
-            step = await auth.receive(payload, self.client_host)  # security/sasl.py: gates, receive
+        if (auth := self._auth) is not None and auth.gates(prefix):
+            step = await auth.receive(payload, prefix, self.client_host)  # security/sasl.py
             self._answer(step.answer)
             self.principal = auth.principal
             if step.close:  # closed once the answer has gone out
@@ -392,7 +389,7 @@ class _Connection(asyncio.BufferedProtocol):
                 self._end_of_input()
             return True
         try:
-            decoded = self._server.decode(payload, self.client_host, self.principal)
+            decoded = self._server.decode(payload, prefix, self.client_host, self.principal)
             if not isinstance(decoded, _Call):
                 self._answer(decoded)
                 return True

@@ -14,11 +14,11 @@ At run time there is no per-field interpretation. Three things concern the calle
   from, the tuples of produce_codec.py instead of dicts (the same bytes; a dict per partition entry is
   a measurable cost when a request carries a thousand partitions).
 
-Headers (docs/protocol.md#wire-basics): request header v1 = ``api_key i16, api_version i16, correlation_id
-i32, client_id nullable i16-string``; v2 (flexible API versions) adds a tagged section; ``client_id``
-is never compact. Response header v0 = ``correlation_id``; v1 adds a tagged section -- except
-ApiVersions responses, which always use v0. An ApiVersions response with a non-zero error code has
-a v0 body whatever the requested version (what clients parse after UNSUPPORTED_VERSION).
+Headers (docs/protocol.md#wire-basics): the request header (v1, or v2 with a tagged section for
+flexible API versions) is read and written by request_header.py; this module tells it which of the two
+a request carries. Response header v0 = ``correlation_id``; v1 adds a tagged section -- except
+ApiVersions responses, which always use v0. An ApiVersions response with a non-zero error code has a
+v0 body whatever the requested version (what clients parse after UNSUPPORTED_VERSION).
 
 Error contract: the decoders raise only :class:`CorruptFrame` (anything that does not parse, including
 trailing bytes: Kafka ignores nothing) and :class:`UnsupportedVersion` (API key unknown to the specs,
@@ -33,10 +33,15 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from strom.protocol import primitives
 from strom.protocol.codegen import Decoder, Encoder, compile_decoder, compile_encoder
+from strom.protocol.errors import CorruptFrame, UnsupportedVersion
 from strom.protocol.primitives import RecordsRegion
 from strom.protocol.produce_codec import LEAN_VERSIONS, decode_produce_request, encode_produce_response
+from strom.protocol.request_header import (
+    encode_request_header,
+    read_request_header,
+    skip_tagged_fields,
+)
 from strom.protocol.spec import MessageSpec, request_spec, response_spec
 
 __all__ = [
@@ -81,30 +86,14 @@ class Request:
     body: dict[str, Any]
 
 
-class CorruptFrame(Exception):
-    """The frame does not parse: truncated, bad lengths or UTF-8, trailing bytes."""
-
-
-class UnsupportedVersion(Exception):
-    """The API key is unknown to the specs, or the version is above the spec maximum."""
-
-    def __init__(self, api_key: int, api_version: int, correlation_id: int) -> None:
-        super().__init__(f"unsupported api_key={api_key} api_version={api_version}")
-        self.api_key = api_key
-        self.api_version = api_version
-        self.correlation_id = correlation_id
-
-
 # ----------------------------------------------------------------------------------------------
 # Compiled-function caches and the public API
 
 # (api_key, version, is_request) -> (compiled function, header is flexible)
 _DECODERS: dict[tuple[int, int, bool], tuple[Decoder, bool]] = {}
 _ENCODERS: dict[tuple[int, int, bool], tuple[Encoder, bool]] = {}
-_HEADER = struct.Struct(">hhih")  # request header up to the client_id length
-_SIZE_AND_HEADER = struct.Struct(">ihhi")
 _INT32 = struct.Struct(">i")
-_INT16 = struct.Struct(">h")
+_INT16 = struct.Struct(">h")  # a response's error code
 _SIZE_AND_CORRELATION = struct.Struct(">ii")
 _CORRUPT = (struct.error, ValueError, IndexError, OverflowError, TypeError)
 _ENCODE_ERRORS = (struct.error, ValueError, TypeError, AttributeError, OverflowError, UnicodeError)
@@ -130,17 +119,6 @@ def _encoder(api_key: int, version: int, is_request: bool, correlation_id: int) 
     return entry
 
 
-def _skip_tags(buf: memoryview, pos: int) -> int:
-    count, pos = primitives.read_uvarint(buf, pos)
-    for _ in range(count):
-        _, pos = primitives.read_uvarint(buf, pos)
-        size, pos = primitives.read_uvarint(buf, pos)
-        pos += size
-    if pos > len(buf):
-        raise ValueError("tagged field longer than frame")
-    return pos
-
-
 def _as_view(payload: bytes | bytearray | memoryview) -> memoryview:
     if type(payload) is bytes:
         return memoryview(payload)
@@ -157,23 +135,13 @@ def decode_request(payload: bytes | bytearray | memoryview, lean: bool = False) 
         CorruptFrame: anything else that does not parse, including trailing bytes.
     """
     buf = _as_view(payload)
-    try:
-        api_key, version, correlation_id, length = _HEADER.unpack_from(buf, 0)
-    except struct.error as exc:
-        raise CorruptFrame(f"truncated request header ({len(buf)} bytes)") from exc
+    api_key, version, correlation_id, client_id, pos = read_request_header(buf)
     decoder, flexible = _DECODERS.get((api_key, version, True)) or _decoder(
         api_key, version, True, correlation_id
     )
     try:
-        pos = 10
-        client_id = None
-        if length >= 0:
-            client_id = str(buf[pos : pos + length], "utf-8")
-            pos += length
-        elif length != -1:
-            raise ValueError("negative client_id length")
-        if flexible:
-            pos = _skip_tags(buf, pos)
+        if flexible:  # header v2
+            pos = skip_tagged_fields(buf, pos)
         if lean and api_key == PRODUCE_KEY and version in LEAN_VERSIONS:
             body, pos = decode_produce_request(buf, pos)
         else:
@@ -261,13 +229,8 @@ def encode_request(
     encoder, flexible = _ENCODERS.get((api_key, api_version, True)) or _encoder(
         api_key, api_version, True, correlation_id
     )
-    out = bytearray(_SIZE_AND_HEADER.pack(0, api_key, api_version, correlation_id))
     try:
-        raw = None if client_id is None else client_id.encode()
-        out += _INT16.pack(-1 if raw is None else len(raw))
-        out += raw or b""
-        if flexible:
-            out.append(0)
+        out = encode_request_header(api_key, api_version, correlation_id, client_id, flexible)
         encoder(body, out)
     except _ENCODE_ERRORS as exc:
         raise ValueError(f"cannot encode request api_key={api_key} v{api_version}: {exc!r}") from exc
@@ -295,7 +258,7 @@ def decode_response(
         api_key, api_version, False, correlation_id
     )
     try:
-        body, pos = decoder(buf, _skip_tags(buf, 4) if flexible else 4)
+        body, pos = decoder(buf, skip_tagged_fields(buf, 4) if flexible else 4)
     except _CORRUPT as exc:
         raise CorruptFrame(f"api_key={api_key} v{api_version}: {exc}") from exc
     if pos != len(buf):

@@ -2,6 +2,9 @@
 
 Values are Kafka's wire values; names follow Kafka's `Errors` enum. `retriable` mirrors whether Kafka's
 client treats the error as retriable, which callers use to choose between a retry and a failure.
+
+`CorruptFrame` and `UnsupportedVersion` are the decoders' error contract (request_header.py, codec.py):
+what a frame that cannot be read raises, before any Kafka error code applies.
 """
 
 from __future__ import annotations
@@ -120,6 +123,20 @@ class ErrorCode(IntEnum):
     FETCH_SESSION_TOPIC_ID_ERROR = 106
     INELIGIBLE_REPLICA = 107
     NEW_LEADER_ELECTED = 108
+
+
+class CorruptFrame(Exception):
+    """The frame does not parse: truncated, bad lengths or UTF-8, trailing bytes."""
+
+
+class UnsupportedVersion(Exception):
+    """The API key is unknown to the specs, or the version is above the spec maximum."""
+
+    def __init__(self, api_key: int, api_version: int, correlation_id: int) -> None:
+        super().__init__(f"unsupported api_key={api_key} api_version={api_version}")
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
 
 
 class KafkaError(Exception):

@@ -48,10 +48,10 @@ from strom.protocol.codec import (
     encode_response_chunks,
 )
 from strom.protocol.errors import ErrorCode
+from strom.protocol.request_header import RequestPrefix
 
 log = logging.getLogger(__name__)
 
-_HEADER_PREFIX = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
 # The largest frame a connection may send before it is authenticated (Kafka's default
 # sasl.server.max.receive.size): an unauthenticated client cannot make the broker buffer
@@ -146,32 +146,28 @@ class SaslAuthenticator:
         self._reauthenticating = False
         self.reauthentications = 0
 
-    def passes(self, payload: bytearray) -> bool:
+    def passes(self, prefix: RequestPrefix) -> bool:
         """Whether this frame takes the ordinary request path (ApiVersions before the handshake)."""
-        return (
-            self._mechanism is None
-            and len(payload) >= 8
-            and _HEADER_PREFIX.unpack_from(payload)[0] == ApiKey.API_VERSIONS
-        )
+        return self._mechanism is None and prefix[0] == ApiKey.API_VERSIONS
 
-    def gates(self, payload: bytearray) -> bool:
+    def gates(self, prefix: RequestPrefix) -> bool:
         """Whether this frame goes to `receive` rather than to the handlers: every frame until the
         connection is authenticated (ApiVersions before the handshake excepted), and afterwards a
-        re-authentication (KIP-368) or any request once the session has ended (which closes)."""
+        re-authentication (KIP-368) or any request once the session has ended (which closes).
+        ``prefix``: the frame's `strom.protocol.request_header.peek_request_header`."""
         if not self.authenticated:
-            return not self.passes(payload)
+            return not self.passes(prefix)
         if self._mechanism is not None:
             return True  # re-authenticating: only SaslAuthenticate may come
-        if self._reauth_capable and len(payload) >= 8:
-            key, version = _HEADER_PREFIX.unpack_from(payload)[:2]
-            if key == ApiKey.SASL_HANDSHAKE and version >= 1:
-                return True
+        if self._reauth_capable and prefix[0] == ApiKey.SASL_HANDSHAKE and prefix[1] >= 1:
+            return True
         return self._expires_ms is not None and self._clock.monotonic_ms() > self._expires_ms
 
-    async def receive(self, payload: bytearray, client_host: str) -> Step:
+    async def receive(self, payload: bytearray, prefix: RequestPrefix, client_host: str) -> Step:
+        """Take a gated frame (``prefix``: its header's, meaningless for a bare legacy token)."""
         if self._legacy:
             return await self._legacy_token(bytes(payload), client_host)
-        key, version, correlation_id = _HEADER_PREFIX.unpack_from(payload)
+        key, version, correlation_id = prefix
         starts_reauth = key == ApiKey.SASL_HANDSHAKE and version >= 1 and self._reauth_capable
         if self.authenticated and self._mechanism is None and not starts_reauth:
             self._settings.counters.expired_connections_killed += 1
