@@ -73,6 +73,7 @@ def test_open_content_model_strict_rules() -> None:
     assert kinds(v2, v1) == {"PROPERTY_REMOVED_FROM_OPEN_CONTENT_MODEL"}
     assert backward(v1, v2)
     assert backward(obj({"name": STR, "any": {}}), v1)  # an empty schema accepts everything
+    assert backward(obj({"name": STR, "any": {"description": "free form"}}), v1)
 
 
 def test_closed_content_model_rules() -> None:

@@ -190,3 +190,42 @@ def test_every_mode_with_a_removed_message(mode: Compatibility) -> None:
     assert bool(problems) == (mode.backward and mode is not Compatibility.NONE)
     if mode.backward:
         assert all("MESSAGE_REMOVED" in p for p in problems) and len(problems) == 1
+
+
+PROTO2 = """syntax = "proto2";
+package x.y;
+option java_package = "com.x";
+option optimize_for = SPEED;
+message M {
+  reserved 5, 8 to 10, 5000 to max;
+  reserved "old";
+  extensions 1000 to 2000;
+  required string a = 1 [default = "h\\"i"];
+  optional int32 b = 2 [default = 3, deprecated = true];
+  repeated int32 c = 3 [packed = true];
+  optional E e = 4 [default = Y];
+  enum E { option allow_alias = true; X = 0; Y = 1; Z = 1; reserved 7 to 9; }
+  message N { optional string q = 1 [json_name = "Qq"]; }
+  optional N n = 6;
+  oneof choice { string s = 11; int64 l = 12; }
+}
+extend M { optional int32 ext = 1000; }
+service Svc { rpc Call(M) returns (stream M); }
+"""
+
+
+def test_proto2_features_print_and_compile_back_to_the_same_descriptor() -> None:
+    schema = parse(PROTO2)
+    for line in (
+        "  reserved 5, 8 to 10, 5000 to max;",
+        '  required string a = 1 [default = "h\\"i"];',
+        "  optional int32 b = 2 [default = 3, deprecated = true];",
+        '    optional string q = 1 [json_name = "Qq"];',
+        "  rpc Call(.x.y.M) returns (stream .x.y.M);",
+        "extend .x.y.M {",
+    ):
+        assert line in schema.canonical.splitlines(), line
+    again = parse(schema.canonical)
+    assert (again.canonical, again.file) == (schema.canonical, schema.file)
+    with pytest.raises(RegistryError):
+        parse('syntax = "proto2";\nmessage G { optional group Inner = 1 { optional int32 x = 2; } }')

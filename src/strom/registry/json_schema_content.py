@@ -218,7 +218,7 @@ def _removed_property(ctx: Context, name: str, schema: Any, o: Node, u: Node) ->
 def _added_property(ctx: Context, name: str, schema: Any, o: Node, u: Node, required: bool) -> None:
     with_default = required and _has_default(schema, u.resolver)
     if _open_object(o.raw):
-        if load(schema, u.resolver).kind == "empty" and not load(schema, u.resolver).raw:
+        if load(schema, u.resolver).kind == "empty":  # {} or true, whatever its annotations
             ctx.add("PROPERTY_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL")
         elif required:
             ctx.add(f"REQUIRED_PROPERTY_{'WITH_DEFAULT_' if with_default else ''}ADDED_TO_OPEN_CONTENT_MODEL")
