@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import ast
 import itertools
 import re
 from pathlib import Path
@@ -152,3 +153,43 @@ def test_the_clock_check_sees_the_event_loop_time() -> None:
     # loop's time and asyncio's timeout.
     found = " ".join(_loop_time_uses([SRC / "_util"]))
     assert all(use in found for use in ("asyncio.sleep(", "loop().time(", "asyncio.timeout("))
+
+
+def _log_reaches(path: Path) -> list[str]:
+    """Where a module imports the storage log or reads an attribute named ``log`` (a partition's)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module is not None:
+            names = {alias.name for alias in node.names}
+            if (
+                node.module == "strom.storage.log"
+                or "PartitionLog" in names
+                or (node.module == "strom.storage" and "log" in names)
+            ):
+                found.append(f"{path.name}:{node.lineno}: imports {node.module}")
+        elif isinstance(node, ast.Import):
+            found += [
+                f"{path.name}:{node.lineno}: imports {a.name}" for a in node.names if "storage.log" in a.name
+            ]
+        elif isinstance(node, ast.Attribute) and node.attr in ("log", "leader_epoch_cache", "producer_state"):
+            found.append(f"{path.name}:{node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.Name) and node.id == "PartitionLog":
+            found.append(f"{path.name}:{node.lineno}: PartitionLog")
+    return found
+
+
+def test_the_log_finder_sees_a_partitions_log(tmp_path: Path) -> None:
+    module = tmp_path / "handler.py"
+    module.write_text(
+        "from strom.storage.log import PartitionLog\ndef f(part):\n    return part.log.high_watermark\n"
+    )
+    assert _log_reaches(module) == ["handler.py:1: imports strom.storage.log", "handler.py:3: .log"]
+
+
+def test_handlers_reach_partitions_only_through_the_replica_manager() -> None:
+    """Handlers call `ReplicaManager` (append_records, fetch_records, ...); the partition applies its
+    rules to its log. A handler reading or writing a `PartitionLog` would bypass them."""
+    offenders = [
+        hit for path in sorted((SRC / "broker" / "handlers").glob("*.py")) for hit in _log_reaches(path)
+    ]
+    assert offenders == []

@@ -101,16 +101,17 @@ def connect_zookeeper(config: BrokerConfig) -> tuple[KafkaMetadataClient, Cluste
 
 
 class ZkIsrStore:
-    """ISR changes as conditional writes of the partition state znode, then a notification."""
+    """ISR changes as conditional writes of the partition state znode, then a notification; each
+    kazoo call runs in a worker thread, so the event loop never waits for ZooKeeper."""
 
     def __init__(self, zk: KafkaMetadataClient) -> None:
         self._zk = zk
 
-    def write_isr(self, topic: str, partition: int, state: LeaderAndIsr) -> LeaderAndIsr | None:
-        return self._zk.update_partition_state(topic, partition, state)
+    async def write_isr(self, topic: str, partition: int, state: LeaderAndIsr) -> LeaderAndIsr | None:
+        return await asyncio.to_thread(self._zk.update_partition_state, topic, partition, state)
 
-    def notify_isr_change(self, partitions: list[TopicPartition]) -> None:
-        self._zk.notify_isr_change(partitions)
+    async def notify_isr_change(self, partitions: list[TopicPartition]) -> None:
+        await asyncio.to_thread(self._zk.notify_isr_change, partitions)
 
 
 class ClusterMember:

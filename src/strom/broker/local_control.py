@@ -41,14 +41,14 @@ class LocalIsrStore:
     def __init__(self) -> None:
         self._versions: dict[TopicPartition, int] = {}
 
-    def write_isr(self, topic: str, partition: int, state: LeaderAndIsr) -> LeaderAndIsr | None:
+    async def write_isr(self, topic: str, partition: int, state: LeaderAndIsr) -> LeaderAndIsr | None:
         current = self._versions.get((topic, partition), ZK_VERSION)
         if state.zk_version != current:
             return None
         self._versions[(topic, partition)] = current + 1
         return LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.controller_epoch, current + 1)
 
-    def notify_isr_change(self, partitions: list[TopicPartition]) -> None:
+    async def notify_isr_change(self, partitions: list[TopicPartition]) -> None:
         """No controller to tell: this node is its own controller and already holds the new state."""
 
 

@@ -4,7 +4,8 @@ The request handlers, the replica manager and the group service are written once
 an embedded single node and a member of a ZooKeeper-coordinated cluster sits behind two interfaces:
 
 * `IsrStore`: where the leader records ISR changes (a conditional write of the partition state znode
-  in a cluster; a local compare-and-set for a cluster of one) and whom it tells (the controller).
+  in a cluster; a local compare-and-set for a cluster of one) and whom it tells (the controller);
+  awaited, never blocking the event loop.
 * `ControlPlane`: the cluster's metadata and its controller as this broker reaches them: topic
   administration (assignments, configs, deletion), the controller-only requests (LeaderAndIsr,
   UpdateMetadata, StopReplica, ControlledShutdown), the admin election and reassignment APIs, and
@@ -29,11 +30,14 @@ Reassignments = dict[TopicPartition, tuple[list[int], list[int], list[int]]]
 
 
 class IsrStore(Protocol):
-    def write_isr(self, topic: str, partition: int, state: LeaderAndIsr) -> LeaderAndIsr | None:
+    """Asynchronous: the replica manager awaits each call in a task of its own (isr_proposals.py), so
+    a store that waits for a server does so off the event loop (a worker thread for ZooKeeper)."""
+
+    async def write_isr(self, topic: str, partition: int, state: LeaderAndIsr) -> LeaderAndIsr | None:
         """Store the new state if the stored version still is ``state.zk_version``; None if it moved."""
         ...
 
-    def notify_isr_change(self, partitions: list[TopicPartition]) -> None: ...
+    async def notify_isr_change(self, partitions: list[TopicPartition]) -> None: ...
 
 
 class ControlPlane(Protocol):

@@ -1,29 +1,28 @@
-"""Replica manager: the partitions this broker hosts, as leader or follower.
+"""Replica manager: the partitions this broker hosts, as leader or follower, and the calls on them.
 
 One path for both ways of running Strom: in a ZooKeeper cluster the controller's LeaderAndIsr requests
 arrive over the network; an embedded single node is a cluster of one whose local control plane
 (`strom.broker.local_control`) hands the same requests over in-process, making this broker leader of every
-partition with ISR = {itself}. ISR changes go through the `IsrStore` port either way.
+partition with ISR = {itself}. ISR changes go through the `IsrStore` port either way, off the event loop
+(isr_proposals.py).
 
-Theory of operation (Kafka's ``ReplicaManager`` + ``Partition``):
+Theory of operation (Kafka's ``ReplicaManager``; the rules of one partition are `Partition`'s):
 
+* **Lookups**: a request names a partition; it is served only if this broker hosts it (else
+  UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER_OR_FOLLOWER), at the client's leader epoch if one is given
+  (FENCED_LEADER_EPOCH for an older one, UNKNOWN_LEADER_EPOCH for a newer one), and, for appends,
+  ListOffsets, DeleteRecords, OffsetForLeaderEpoch and followers' fetches, only as leader.
+* **The calls handlers make**: `append_records` (Produce), `fetch_records` (Fetch: a follower's fetch
+  records its state first; a consumer's may be answered with a preferred read replica), and the
+  few reads of other APIs (`fetch_offset_for_timestamp`, `end_offset_for_epoch`, `delete_records`,
+  `active_producers`, `log_start_offset_if_hosted`). No handler touches a `PartitionLog`.
 * **LeaderAndIsr** from the controller makes this broker leader or follower of partitions. Requests
   from an older controller epoch are refused (STALE_CONTROLLER_EPOCH); a partition state with an older
-  leader epoch than the one held is ignored. Becoming **leader** records the new epoch's start offset
-  in the leader-epoch cache (so OffsetForLeaderEpoch answers correctly before any append), stops
-  fetching, and resets what it knows of the followers. Becoming **follower** hands the partition to the
-  replica fetcher for the new leader, which first truncates by leader epoch, then fetches.
-* **High watermark** (leader): the minimum log end offset over the ISR, the leader's own included, and
-  only while the ISR has at least ``min(min.insync.replicas, replicas)`` members (the strict min-ISR rule
-  of docs/cluster.md#what-kafka-promises). Consumers read below it; every move wakes the consumers' fetches
-  parked in the purgatory and completes the acks=all waits it covers. An append wakes the followers' parked
-  fetches (partition.py explains the two purgatory keys).
-* **Follower tracking**: a follower's Fetch offset is its log end offset. It is *caught up* when it
-  fetches at the leader's log end offset (or at the end the leader had at its previous fetch, Kafka's
-  lastCaughtUpTime rule). A follower not caught up for ``replica.lag.time.max.ms`` leaves the ISR; a
-  follower outside the ISR that reaches the high watermark (and the current epoch's start) rejoins.
-  Both changes are conditional writes of the partition state znode (version from the controller's last
-  LeaderAndIsr, then our own writes) followed by an ISR change notification for the controller.
+  leader epoch than the one held is ignored. Becoming **leader** stops fetching and hands the
+  partition its new epoch (`Partition.make_leader`); becoming **follower** hands it to the replica
+  fetcher for the new leader, which first truncates by leader epoch, then fetches.
+* **ISR expiry**: every ``replica.lag.time.max.ms / 2`` each led partition with followers checks for
+  lagging ones (`Partition.maybe_shrink_isr`); the proposals are written by `IsrChangeManager`.
 * **Fetch from the closest replica** (KIP-392, replica_selector.py): with ``replica.selector.class``
   set, the leader tells a consumer in another rack to fetch from an in-sync follower there
   (`preferred_read_replica`, from what each follower last reported: log start and end offsets, last
@@ -32,9 +31,10 @@ Theory of operation (Kafka's ``ReplicaManager`` + ``Partition``):
   no longer chosen and, once the metadata says so, answers consumers REPLICA_NOT_AVAILABLE
   (`check_follower_readable`), which sends them back to the leader, as a broker failure does.
 * **acks=all**: after the append the produce waits (`DelayedProduces`, ordered by offset) until the
-  high watermark passes the batch (NONE), the ISR drops below min.insync.replicas
-  (NOT_ENOUGH_REPLICAS_AFTER_APPEND), leadership moves (NOT_LEADER_OR_FOLLOWER) or the request times
-  out (REQUEST_TIMED_OUT). Every ISR or leadership change wakes the partition's waits to re-check.
+  partition's `replication_outcome` decides: NONE once the high watermark passes the batch,
+  NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR is below the min ISR, NOT_LEADER_OR_FOLLOWER if
+  leadership moves, REQUEST_TIMED_OUT at the request's timeout. Every ISR or leadership change wakes
+  the partition's waits to re-check.
 """
 
 from __future__ import annotations
@@ -46,22 +46,29 @@ from collections.abc import Callable
 from typing import Any
 
 from strom._util.clock import Clock, sleep_ms
+from strom.broker.isr_proposals import IsrChangeManager
+from strom.broker.isr_rules import FollowerState
 from strom.broker.metadata_cache import ClusterMetadataStore
-from strom.broker.partition import FollowerState, Partition, TopicPartition, follower_fetch_key
+from strom.broker.partition import Partition, PartitionEnv, TopicPartition, follower_fetch_key
 from strom.broker.ports import IsrStore
 from strom.broker.purgatory import DelayedProduces, Purgatory
 from strom.broker.replica_fetcher import ReplicaFetcherManager
-from strom.broker.replica_selector import NO_PREFERRED_REPLICA, ReplicaView, preferred_read_replica
-from strom.cluster.election import LeaderAndIsr
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.control import ControlType
 from strom.storage.config import LogConfig
+from strom.storage.file_records import FileRecords
 from strom.storage.log_append import AppendInfo
 from strom.storage.log_manager import LogManager
+from strom.storage.producer_state import ProducerStateEntry
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FollowerState", "Partition", "ReplicaManager", "TopicPartition"]
+__all__ = ["NO_REDIRECT", "FollowerState", "Partition", "ReplicaManager", "TopicPartition"]
+
+# `fetch_records`' note beside the data: a preferred read replica (>= 0), or one of these.
+NO_REDIRECT = -1
+HIGH_WATERMARK_NEWS = -2  # a follower has not been sent the current high watermark yet
+FetchRead = tuple[FileRecords, int, int, int, list[dict[str, int]] | None, int]
 
 
 class ReplicaManager:
@@ -95,10 +102,19 @@ class ReplicaManager:
         self._purgatory = purgatory
         self.delayed_produces = DelayedProduces(clock)
         self._clock = clock
-        self._isr_store = isr_store
+        self.isr_changes = IsrChangeManager(isr_store)
+        self._env = PartitionEnv(
+            node_id, clock, purgatory, self.delayed_produces, self.isr_changes, replica_selector
+        )
         self._task: asyncio.Task[None] | None = None
-        self.isr_shrinks = 0  # metrics: kafka.server ReplicaManager IsrShrinksPerSec / IsrExpandsPerSec
-        self.isr_expands = 0
+
+    @property
+    def isr_shrinks(self) -> int:
+        return self.isr_changes.isr_shrinks
+
+    @property
+    def isr_expands(self) -> int:
+        return self.isr_changes.isr_expands
 
     def _purgatory_notify(self, tp: TopicPartition) -> None:
         self._purgatory.notify(tp)
@@ -111,14 +127,15 @@ class ReplicaManager:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        await self.isr_changes.stop()
         await self.fetchers.stop()
-
-    def _now_ms(self) -> int:
-        return self._clock.monotonic_ms()
 
     # lookups -----------------------------------------------------------------------------------------
     def leader_partition(self, topic: str, index: int, current_leader_epoch: int = -1) -> Partition:
         """The partition if this broker leads it (at the client's epoch, if given), else the Kafka error."""
+        part = self.partitions.get((topic, index))
+        if part is not None and current_leader_epoch < 0 and part.leader_id == self.node_id:
+            return part  # the common case (every partition of every Produce): one lookup
         part = self.hosted_partition(topic, index, current_leader_epoch)
         if part.leader_id != self.node_id:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.node_id} is not the leader")
@@ -155,29 +172,114 @@ class ReplicaManager:
 
     def preferred_read_replica(self, part: Partition, client_rack: str | None, fetch_offset: int) -> int:
         """KIP-392: the in-sync replica a consumer in ``client_rack`` should fetch from, or -1 (here)."""
-        if self.replica_selector is None or part.leader_id != self.node_id:
-            return NO_PREFERRED_REPLICA
-        brokers = self._metadata.brokers
-        now = self._now_ms()
-        me = brokers.get(self.node_id)
-        leader = ReplicaView(
-            self.node_id, me.rack if me else None, part.log.log_start_offset, part.log.log_end_offset, 0
+        return part.preferred_read_replica(
+            self.replica_selector, client_rack, fetch_offset, self._metadata.brokers
         )
-        followers = []
-        for replica, state in part.followers.items():
-            broker = brokers.get(replica)
-            followers.append(
-                ReplicaView(
-                    replica,
-                    broker.rack if broker else None,
-                    state.log_start_offset,
-                    state.log_end_offset,
-                    now - state.last_caught_up_ms,
-                    in_sync=replica in part.isr,
-                    alive=broker is not None,
-                )
+
+    # what handlers call ------------------------------------------------------------------------------
+    def append_records(
+        self, part: Partition, records: bytes | bytearray | memoryview, required_acks: int
+    ) -> AppendInfo:
+        """Produce: append to a partition this broker leads (`leader_partition`), checking the ISR
+        against the min ISR first for acks=all (NOT_ENOUGH_REPLICAS)."""
+        return part.append_records_as_leader(records, required_acks)
+
+    def fetch_records(
+        self,
+        topic: str,
+        index: int,
+        current_leader_epoch: int,
+        fetch_offset: int,
+        max_bytes: int,
+        min_one_batch: bool,
+        replica_id: int = -1,
+        log_start_offset: int = -1,
+        update_fetch_state: bool = True,
+        read_committed: bool = False,
+        client_rack: str | None = None,
+    ) -> FetchRead:
+        """One partition of a Fetch: (data, high watermark, log start offset, last stable offset,
+        aborted transactions, note); the note is a preferred read replica (>= 0), HIGH_WATERMARK_NEWS
+        or NO_REDIRECT.
+
+        A follower (``replica_id`` >= 0) fetches from the leader, up to the log end offset; with
+        ``update_fetch_state`` its fetch offset is recorded as its log end offset first. ``client_rack``
+        is None unless a consumer sent Fetch v11+: only then may a follower serve it, or the leader send
+        it to a replica in its rack. A read_committed consumer reads below the last stable offset and
+        gets the aborted transactions overlapping what it reads (a list, maybe empty); read_uncommitted
+        gets None there (librdkafka complains otherwise).
+        """
+        if client_rack is None:
+            part = self.leader_partition(topic, index, current_leader_epoch)
+        else:
+            part = self.hosted_partition(topic, index, current_leader_epoch)
+        if replica_id >= 0:
+            if update_fetch_state:
+                part.update_follower_fetch_state(replica_id, fetch_offset, log_start_offset)
+            data = part.read_for_follower(fetch_offset, max_bytes, min_one_batch)
+            note = HIGH_WATERMARK_NEWS if part.take_high_watermark_news(replica_id) else NO_REDIRECT
+            return data, part.high_watermark, part.log_start_offset, part.last_stable_offset, None, note
+        if client_rack is not None:
+            preferred = part.preferred_read_replica(
+                self.replica_selector, client_rack, fetch_offset, self._metadata.brokers
             )
-        return preferred_read_replica(self.replica_selector, client_rack, leader, followers, fetch_offset)
+            if preferred >= 0:
+                return _nothing(part, preferred)
+            if part.leader_id != self.node_id:
+                self.check_follower_readable(part)
+                if current_leader_epoch < 0 and fetch_offset > part.log_end_offset:
+                    # KAFKA-14255: without KIP-320 the client cannot tell a lagging follower from a
+                    # truncated log, so no OFFSET_OUT_OF_RANGE from a follower: an empty answer.
+                    return _nothing(part, NO_REDIRECT)
+        if read_committed:
+            data, aborted = part.read_committed(fetch_offset, max_bytes, min_one_batch)
+            listed = [{"producer_id": a.producer_id, "first_offset": a.first_offset} for a in aborted]
+            return (
+                data,
+                part.high_watermark,
+                part.log_start_offset,
+                part.last_stable_offset,
+                listed,
+                NO_REDIRECT,
+            )
+        data = part.read_records(fetch_offset, max_bytes, min_one_batch)
+        return data, part.high_watermark, part.log_start_offset, part.last_stable_offset, None, NO_REDIRECT
+
+    def log_start_offset_if_hosted(self, topic: str, index: int) -> int:
+        """The log start offset of a replica this broker hosts (reported beside errors), else -1."""
+        part = self.partitions.get((topic, index))
+        return part.log_start_offset if part is not None else -1
+
+    def fetch_offset_for_timestamp(
+        self,
+        topic: str,
+        index: int,
+        current_leader_epoch: int,
+        timestamp: int,
+        read_committed: bool,
+        from_consumer: bool,
+    ) -> tuple[int, int, int]:
+        """ListOffsets, as leader: (timestamp, offset, leader epoch), as the partition decides."""
+        part = self.leader_partition(topic, index, current_leader_epoch)
+        return part.fetch_offset_for_timestamp(timestamp, read_committed, from_consumer)
+
+    def end_offset_for_epoch(
+        self, topic: str, index: int, current_leader_epoch: int, leader_epoch: int
+    ) -> tuple[int, int]:
+        """OffsetForLeaderEpoch, as leader: (largest known epoch <= ``leader_epoch``, its end offset)."""
+        return self.leader_partition(topic, index, current_leader_epoch).end_offset_for_epoch(leader_epoch)
+
+    def delete_records(self, topic: str, index: int, offset: int) -> int:
+        """DeleteRecords, as leader: the new log start offset (the low watermark)."""
+        return self.leader_partition(topic, index).delete_records_before(offset)
+
+    def active_producers(self, topic: str, index: int) -> list[ProducerStateEntry]:
+        """DescribeProducers: the producers any replica this broker hosts tracks (NOT_LEADER_OR_FOLLOWER
+        if it hosts none)."""
+        part = self.partitions.get((topic, index))
+        if part is None:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return part.active_producers()
 
     # controller requests ---------------------------------------------------------------------------
     def become_leader_or_follower(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -218,71 +320,33 @@ class ReplicaManager:
             plog = self._log_manager.get_or_create_log(
                 tp[0], tp[1], self._log_config_for(tp[0]), sync_dir=False
             )
-            part = Partition(tp[0], tp[1], plog)
+            part = Partition(tp[0], tp[1], plog, self._env)
             self.partitions[tp] = part
-        zk_version = int(state["zk_version"])
-        part.replicas = [int(b) for b in state["replicas"]] + [
-            int(b) for b in state["adding_replicas"] if int(b) not in state["replicas"]
-        ]
-        if len(part.replicas) > 1:
+        replicas = [int(b) for b in state["replicas"]]
+        replicas += [int(b) for b in state["adding_replicas"] if int(b) not in replicas]
+        isr = [int(b) for b in state["isr"]]
+        part.update_assignment_and_isr(
+            replicas, isr, int(state["zk_version"]), int(state["controller_epoch"]), same_epoch
+        )
+        if len(replicas) > 1:
             self._replicated[tp] = part
         else:
             self._replicated.pop(tp, None)
-        if not same_epoch or zk_version >= part.zk_version:
-            part.isr = [int(b) for b in state["isr"]]
-            part.zk_version = zk_version
-            part.controller_epoch = int(state["controller_epoch"])
         if same_epoch and part.leader_id == leader:
             if leader == self.node_id:
-                for r in part.replicas:
-                    if r != self.node_id and r not in part.followers:
-                        part.followers[r] = FollowerState(last_caught_up_ms=self._now_ms())
-                self.maybe_advance_high_watermark(part)
-                self.delayed_produces.wake_all(tp)  # the controller may have shrunk the ISR
+                part.refresh_as_leader()
             elif leader in endpoints and not self.fetchers.is_fetching(tp):
                 self.fetchers.add_partition(part, leader, endpoints[leader])
             return
-        part.leader_epoch = epoch
-        part.leader_id = leader
+        self.fetchers.remove_partition(tp)
         if leader == self.node_id:
-            self._become_leader(part)
+            part.make_leader(epoch)
         else:
-            self._become_follower(part, endpoints.get(leader))
-
-    def _become_leader(self, part: Partition) -> None:
-        self.fetchers.remove_partition(part.tp)
-        plog = part.log
-        part.leader_epoch_start_offset = plog.log_end_offset
-        if plog.leader_epoch_cache.assign(part.leader_epoch, plog.log_end_offset):
-            # An empty log's checkpoint need not be fsynced (two fsyncs per partition created): lost
-            # in a crash, it is rebuilt from the batch headers, which carry their leader epoch.
-            plog.leader_epoch_cache.write(durable=plog.log_end_offset > 0)
-        now = self._now_ms()
-        part.followers = {r: FollowerState(last_caught_up_ms=now) for r in part.replicas if r != self.node_id}
-        log.info(
-            "%s-%d: leader at epoch %d (log end offset %d, isr %s)",
-            part.topic,
-            part.index,
-            part.leader_epoch,
-            plog.log_end_offset,
-            part.isr,
-        )
-        self.maybe_advance_high_watermark(part)
-        self._wake_all(part.tp)
+            part.make_follower(leader, epoch)
+            if leader >= 0 and (endpoint := endpoints.get(leader)) is not None:
+                self.fetchers.add_partition(part, leader, endpoint)
         for callback in self.on_leadership_change:
-            callback(part, True)
-
-    def _become_follower(self, part: Partition, endpoint: tuple[str, int] | None) -> None:
-        part.followers = {}
-        self.fetchers.remove_partition(part.tp)
-        log.info(
-            "%s-%d: follower of %d at epoch %d", part.topic, part.index, part.leader_id, part.leader_epoch
-        )
-        if endpoint is not None and part.leader_id >= 0:
-            self.fetchers.add_partition(part, part.leader_id, endpoint)
-        self._wake_all(part.tp)
-        for callback in self.on_leadership_change:
-            callback(part, False)
+            callback(part, leader == self.node_id)
 
     def stop_replicas(self, body: dict[str, Any]) -> dict[str, Any]:
         controller_epoch = int(body["controller_epoch"])
@@ -318,14 +382,11 @@ class ReplicaManager:
                 log.error("writing checkpoints after deleting partitions failed: %s", exc)
         return {"error_code": 0, "partition_errors": errors}
 
-    # leader: appends, follower fetches, high watermark -------------------------------------------
+    # appends of the coordinators (group, transaction, registry) -------------------------------------
     def append_as_leader(
         self, part: Partition, records: bytes | bytearray | memoryview, from_coordinator: bool = False
     ) -> AppendInfo:
-        info = part.log.append_as_leader(records, part.leader_epoch, from_coordinator)
-        if not info.duplicate:
-            self._appended(part)
-        return info
+        return part.append_records_as_leader(records, 1, from_coordinator)
 
     def append_marker(
         self,
@@ -336,103 +397,7 @@ class ReplicaManager:
         coordinator_epoch: int,
     ) -> AppendInfo:
         """A transaction coordinator's COMMIT/ABORT marker, appended as leader (WriteTxnMarkers)."""
-        info = part.log.append_marker(
-            producer_id, producer_epoch, control, coordinator_epoch, part.leader_epoch
-        )
-        self._appended(part)
-        return info
-
-    def _appended(self, part: Partition) -> None:
-        # Followers read to the log end offset: wake their parked fetches first, so the batch leaves
-        # for the ISR as soon as possible. Consumers wake only if the high watermark moves (at once on
-        # a cluster of one, or while the ISR is this broker alone).
-        self._purgatory.notify(part.log_end_key)
-        self.maybe_advance_high_watermark(part)
-
-    def record_follower_fetch(
-        self, part: Partition, replica_id: int, fetch_offset: int, log_start_offset: int = -1
-    ) -> None:
-        """A follower fetched at ``fetch_offset`` (= its log end offset): track it, maybe expand the ISR."""
-        if replica_id not in part.replicas or replica_id == self.node_id:
-            return
-        now = self._now_ms()
-        state = part.followers.setdefault(replica_id, FollowerState(last_caught_up_ms=now))
-        leader_leo = part.log.log_end_offset
-        if fetch_offset >= leader_leo:
-            state.last_caught_up_ms = now
-        elif fetch_offset >= state.last_fetch_leader_leo >= 0:
-            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
-        state.log_end_offset = fetch_offset
-        state.log_start_offset = log_start_offset
-        state.last_fetch_leader_leo = leader_leo
-        state.last_fetch_ms = now
-        if (
-            replica_id not in part.isr
-            and fetch_offset >= part.log.high_watermark
-            and fetch_offset >= part.leader_epoch_start_offset
-        ):
-            self._change_isr(part, [*part.isr, replica_id], f"replica {replica_id} caught up")
-        self.maybe_advance_high_watermark(part)
-
-    def maybe_advance_high_watermark(self, part: Partition) -> bool:
-        isr, node_id = part.isr, self.node_id
-        if part.leader_id != node_id or not isr:
-            return False
-        # min_isr() is at most the replica count: an ISR of every replica needs no look at it.
-        if len(isr) < len(part.replicas) and len(isr) < part.min_isr():
-            return False
-        plog = part.log
-        new_hw = plog.log_end_offset
-        for replica in isr:  # alone in the ISR (a cluster of one): the log end offset
-            if replica == node_id:
-                continue
-            state = part.followers.get(replica)
-            if state is None or state.log_end_offset < 0:
-                return False
-            new_hw = min(new_hw, state.log_end_offset)
-        if new_hw > plog.high_watermark:
-            plog.high_watermark = new_hw
-            self.delayed_produces.complete(part.tp, new_hw)
-            self._purgatory.notify(part.tp)
-            if part.followers and self.replica_selector is not None:
-                # Followers serve consumers (KIP-392): tell them at once (fetch.py); this costs each
-                # acks=all batch one more fetch round trip per follower, so only with a selector.
-                self._purgatory.notify(part.log_end_key)
-            return True
-        return False
-
-    def _wake_all(self, tp: TopicPartition) -> None:
-        """Leadership or the ISR changed: every parked fetch and acks=all wait re-checks."""
-        self.delayed_produces.wake_all(tp)
-        self._purgatory.notify(tp)
-        self._purgatory.notify(follower_fetch_key(tp))
-
-    def _change_isr(self, part: Partition, new_isr: list[int], reason: str) -> bool:
-        proposed = LeaderAndIsr(
-            self.node_id, part.leader_epoch, tuple(new_isr), part.controller_epoch, part.zk_version
-        )
-        try:
-            stored = self._isr_store.write_isr(part.topic, part.index, proposed)
-        except Exception as exc:
-            log.warning("%s-%d: ISR change failed (%s)", part.topic, part.index, exc)
-            return False
-        if stored is None:
-            log.info(
-                "%s-%d: ISR change lost a race (znode version moved); waiting for the controller", *part.tp
-            )
-            return False
-        log.info("%s-%d: ISR %s -> %s (%s)", part.topic, part.index, part.isr, new_isr, reason)
-        if len(new_isr) < len(part.isr):
-            self.isr_shrinks += 1
-        elif len(new_isr) > len(part.isr):
-            self.isr_expands += 1
-        part.isr = list(new_isr)
-        part.zk_version = stored.zk_version
-        with contextlib.suppress(Exception):
-            self._isr_store.notify_isr_change([part.tp])
-        self.maybe_advance_high_watermark(part)
-        self._wake_all(part.tp)
-        return True
+        return part.append_marker(producer_id, producer_epoch, control, coordinator_epoch)
 
     async def _isr_expiry_loop(self) -> None:
         interval_ms = max(self.lag_max_ms // 2, 50)
@@ -443,36 +408,31 @@ class ReplicaManager:
             except Exception:
                 log.exception("ISR expiry check failed")
 
+    def _wake_all(self, tp: TopicPartition) -> None:
+        """A partition went away: every parked fetch and acks=all wait on it re-checks."""
+        self.delayed_produces.wake_all(tp)
+        self._purgatory.notify(tp)
+        self._purgatory.notify(follower_fetch_key(tp))
+
     def shrink_lagging_isrs(self) -> None:
-        now = self._now_ms()
         for part in list(self._replicated.values()):  # an ISR of one has no follower to expire
-            if part.leader_id != self.node_id or len(part.isr) < 2:
-                continue
-            lagging = [
-                r
-                for r in part.isr
-                if r != self.node_id
-                and now - part.followers.setdefault(r, FollowerState(last_caught_up_ms=now)).last_caught_up_ms
-                > self.lag_max_ms
-            ]
-            if lagging:
-                new_isr = [r for r in part.isr if r not in lagging]
-                self._change_isr(part, new_isr, f"replicas {lagging} lagged > {self.lag_max_ms} ms")
+            part.maybe_shrink_isr(self.lag_max_ms)
 
     async def wait_for_replication(self, part: Partition, required_offset: int, timeout_ms: int) -> ErrorCode:
-        """acks=all: wait until the high watermark reaches ``required_offset`` (deadline on the clock)."""
+        """acks=all: wait until the partition's `replication_outcome` decides (deadline on the clock)."""
         deadline_ms = self._clock.monotonic_ms() + max(timeout_ms, 0)
         while True:
-            if self.partitions.get(part.tp) is not part or part.leader_id != self.node_id:
+            if self.partitions.get(part.tp) is not part:
                 return ErrorCode.NOT_LEADER_OR_FOLLOWER
-            if part.log.high_watermark >= required_offset:
-                return ErrorCode.NONE
-            if len(part.isr) < part.min_isr():
-                return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            if (outcome := part.replication_outcome(required_offset)) is not None:
+                return outcome
             remaining_ms = deadline_ms - self._clock.monotonic_ms()
             if remaining_ms <= 0 or not await self.delayed_produces.wait(
                 part.tp, required_offset, remaining_ms
             ):
-                if part.log.high_watermark >= required_offset and part.leader_id == self.node_id:
-                    return ErrorCode.NONE
-                return ErrorCode.REQUEST_TIMED_OUT
+                outcome = part.replication_outcome(required_offset)
+                return ErrorCode.REQUEST_TIMED_OUT if outcome is None else outcome
+
+
+def _nothing(part: Partition, note: int) -> FetchRead:
+    return FileRecords([]), part.high_watermark, part.log_start_offset, part.last_stable_offset, None, note

@@ -77,11 +77,13 @@ def _epoch_end(ctx: RequestContext, topic: str, p: dict[str, Any]) -> dict[str, 
         # Kafka: DESCRIBE on the topic, or CLUSTER_ACTION (a follower truncating).
         if denied(ctx, Op.DESCRIBE, Res.TOPIC, topic) and not allowed_cluster(ctx, Op.CLUSTER_ACTION):
             raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-        plog = ctx.broker.replica_manager.leader_partition(topic, index, current).log
+        epoch_end = ctx.broker.replica_manager.end_offset_for_epoch(
+            topic, index, current, int(p["leader_epoch"])
+        )
     except KafkaError as exc:
         out["error_code"] = int(exc.code)
         return out
-    out["leader_epoch"], out["end_offset"] = plog.leader_epoch_end_offset(int(p["leader_epoch"]))
+    out["leader_epoch"], out["end_offset"] = epoch_end
     return out
 
 

@@ -48,13 +48,11 @@ from strom.broker.authorization import Authorizer
 from strom.broker.handlers.authz import Op, Res
 from strom.broker.handlers.base import Body, RequestContext, handles
 from strom.broker.partition import follower_fetch_key
+from strom.broker.replica_manager import NO_REDIRECT
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
-from strom.storage.file_records import FileRecords
 
 READ_COMMITTED = 1
-NO_REDIRECT = -1
-HIGH_WATERMARK_NEWS = -2  # a follower has not been sent the current high watermark yet
 
 
 def _empty(index: int, code: ErrorCode, hwm: int = -1, lso: int = -1, log_start: int = -1) -> dict[str, Any]:
@@ -70,81 +68,12 @@ def _empty(index: int, code: ErrorCode, hwm: int = -1, lso: int = -1, log_start:
     }
 
 
-def _read(
-    ctx: RequestContext,
-    name: str,
-    p: dict[str, Any],
-    limit: int,
-    min_one: bool,
-    first_pass: bool,
-    replica_id: int,
-    read_committed: bool = False,
-    client_rack: str | None = None,
-) -> tuple[FileRecords, int, int, int, list[dict[str, int]] | None, int]:
-    """(data, high watermark, log start offset, last stable offset, aborted transactions, note) from a
-    hosted partition; the note is the preferred read replica (>= 0), HIGH_WATERMARK_NEWS or NO_REDIRECT.
-
-    A follower (``replica_id`` >= 0) reads up to the log end offset and, on the first pass of its
-    request, reports its log end offset (= the fetch offset) to the replica manager. A read_committed
-    consumer reads below the last stable offset and gets the aborted transactions overlapping what it
-    reads (a list, maybe empty); read_uncommitted gets None there (librdkafka complains otherwise).
-    ``client_rack`` is None unless a consumer sent Fetch v11+: only then may a follower serve it, or
-    the leader send it to a replica in its rack.
-    """
-    rm = ctx.broker.replica_manager
-    index, epoch = int(p["partition"]), int(p.get("current_leader_epoch", -1))
-    if client_rack is None:
-        part = rm.leader_partition(name, index, epoch)
-    else:
-        part = rm.hosted_partition(name, index, epoch)
-    plog = part.log
-    fetch_offset = int(p["fetch_offset"])
-    if replica_id >= 0:
-        if first_pass:
-            rm.record_follower_fetch(part, replica_id, fetch_offset, int(p.get("log_start_offset", -1)))
-        data = plog.read_records(fetch_offset, max(limit, 0), plog.log_end_offset, min_one_batch=min_one)
-        hwm, note = plog.high_watermark, NO_REDIRECT
-        state = part.followers.get(replica_id)
-        if state is not None and rm.replica_selector is not None:
-            if 0 <= state.high_watermark_sent < hwm:  # not on a first fetch: nothing to compare
-                note = HIGH_WATERMARK_NEWS
-            state.high_watermark_sent = hwm
-        return data, hwm, plog.log_start_offset, plog.last_stable_offset, None, note
-    if client_rack is not None:
-        preferred = rm.preferred_read_replica(part, client_rack, fetch_offset)
-        if preferred >= 0:
-            return _nothing(plog.high_watermark, plog.log_start_offset, plog.last_stable_offset, preferred)
-        if part.leader_id != rm.node_id:
-            rm.check_follower_readable(part)
-            if epoch < 0 and fetch_offset > plog.log_end_offset:  # KAFKA-14255
-                return _nothing(
-                    plog.high_watermark, plog.log_start_offset, plog.last_stable_offset, NO_REDIRECT
-                )
-    if read_committed:
-        data, aborted = plog.read_committed(fetch_offset, max(limit, 0), min_one_batch=min_one)
-        listed = [{"producer_id": a.producer_id, "first_offset": a.first_offset} for a in aborted]
-        return data, plog.high_watermark, plog.log_start_offset, plog.last_stable_offset, listed, NO_REDIRECT
-    data = plog.read_records(fetch_offset, max(limit, 0), plog.high_watermark, min_one_batch=min_one)
-    return data, plog.high_watermark, plog.log_start_offset, plog.last_stable_offset, None, NO_REDIRECT
-
-
-def _nothing(
-    hwm: int, log_start: int, lso: int, note: int
-) -> tuple[FileRecords, int, int, int, list[dict[str, int]] | None, int]:
-    return FileRecords([]), hwm, log_start, lso, None, note
-
-
-def _hosted_log_start(ctx: RequestContext, name: str, index: int) -> int:
-    """The log start offset reported beside an error: known only for a replica this broker hosts."""
-    hosted = ctx.broker.replica_manager.partitions.get((name, index))
-    return hosted.log.log_start_offset if hosted is not None else -1
-
-
 def _read_all(
     ctx: RequestContext, req: Body, first_pass: bool = False
 ) -> tuple[list[dict[str, Any]], int, bool]:
     """One pass over the requested partitions: (responses, bytes read, answer now: an error, a
     preferred read replica, or news of the high watermark for a follower)."""
+    rm = ctx.broker.replica_manager
     replica_id = int(req.get("replica_id", -1))
     read_committed = int(req.get("isolation_level", 0)) == READ_COMMITTED
     client_rack = str(req.get("rack_id") or "") if ctx.api_version >= 11 and replica_id < 0 else None
@@ -159,12 +88,22 @@ def _read_all(
             index = int(p["partition"])
             limit = min(int(p["partition_max_bytes"]), remaining)
             try:
-                data, hwm, log_start, lso, aborted, note = _read(
-                    ctx, name, p, limit, total == 0, first_pass, replica_id, read_committed, client_rack
+                data, hwm, log_start, lso, aborted, note = rm.fetch_records(
+                    name,
+                    index,
+                    int(p.get("current_leader_epoch", -1)),
+                    int(p["fetch_offset"]),
+                    max(limit, 0),
+                    total == 0,
+                    replica_id,
+                    int(p.get("log_start_offset", -1)),
+                    first_pass,
+                    read_committed,
+                    client_rack,
                 )
             except KafkaError as exc:
                 errored = True
-                parts.append(_empty(index, exc.code, log_start=_hosted_log_start(ctx, name, index)))
+                parts.append(_empty(index, exc.code, log_start=rm.log_start_offset_if_hosted(name, index)))
                 continue
             except OSError:  # e.g. out of descriptors reopening a segment: this partition only
                 errored = True

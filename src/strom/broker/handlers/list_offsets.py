@@ -27,9 +27,7 @@ from strom.broker.handlers.base import Body, RequestContext, handles
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 
-LATEST = -1
 READ_COMMITTED = 1
-EARLIEST = -2
 CONSUMER = -1  # replica_id of a client's request (-2 is Kafka's debugging id)
 
 
@@ -48,34 +46,18 @@ def _lookup(
     try:
         if denied(ctx, Op.DESCRIBE, Res.TOPIC, topic):
             raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-        part = ctx.broker.replica_manager.leader_partition(
-            topic, index, int(p.get("current_leader_epoch", -1))
+        out["timestamp"], out["offset"], out["leader_epoch"] = (
+            ctx.broker.replica_manager.fetch_offset_for_timestamp(
+                topic,
+                index,
+                int(p.get("current_leader_epoch", -1)),
+                target,
+                int(isolation_level) == READ_COMMITTED,
+                replica_id == CONSUMER,
+            )
         )
     except KafkaError as exc:
         out["error_code"] = int(exc.code)
-        return out
-    plog = part.log
-    epochs = plog.leader_epoch_cache
-    lagging = replica_id == CONSUMER and part.leader_epoch_start_offset > plog.high_watermark
-    if target == LATEST and lagging:
-        out["error_code"] = int(ErrorCode.OFFSET_NOT_AVAILABLE)
-    elif target == LATEST:
-        read_committed = int(isolation_level) == READ_COMMITTED
-        out["offset"] = plog.last_stable_offset if read_committed else plog.high_watermark
-        out["leader_epoch"] = part.leader_epoch
-    elif target == EARLIEST:
-        out["offset"] = plog.log_start_offset
-        out["leader_epoch"] = epochs.epoch_for_offset(plog.log_start_offset)
-    elif target < 0:
-        # -3 (max timestamp) and other negative specials arrive only from v7, which is not advertised.
-        out["error_code"] = int(ErrorCode.UNSUPPORTED_VERSION)
-    else:
-        found = plog.offset_for_timestamp(target)
-        if found is not None and found[0] < plog.high_watermark:
-            out["offset"], out["timestamp"] = found
-            out["leader_epoch"] = epochs.epoch_for_offset(found[0])
-        elif lagging:
-            out["error_code"] = int(ErrorCode.OFFSET_NOT_AVAILABLE)
     return out
 
 

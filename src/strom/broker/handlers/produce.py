@@ -1,12 +1,13 @@
 """Produce (key 0): validate batch headers, append as leader, answer per partition.
 
 The records are never decoded here: storage checks each batch header and CRC, runs the idempotent
-producer checks, patches offsets and appends (docs/design.md#non-negotiables, "Durable, Kafka-shaped
-storage"). Only the leader appends (NOT_LEADER_OR_FOLLOWER elsewhere), at the partition's leader epoch,
-through the replica manager, which moves the high watermark to the minimum log end offset of the ISR. acks=all
-checks the ISR against min.insync.replicas before the append (NOT_ENOUGH_REPLICAS) and, unless the high
-watermark already passed the batch (always so on a single node, whose ISR is itself), waits until it does
-(replica_manager.wait_for_replication; NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrinks).
+producer checks, patches offsets and appends. Only the leader appends (NOT_LEADER_OR_FOLLOWER
+elsewhere), at the partition's leader epoch, through `ReplicaManager.append_records`: the partition
+checks the ISR against min.insync.replicas for acks=all (NOT_ENOUGH_REPLICAS; partition.py and
+isr_rules.py own that rule) and moves the high watermark. acks=all then waits, unless the high
+watermark already passed the batch (always so on a single node, whose ISR is itself), until it does
+(`ReplicaManager.wait_for_replication`; NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrinks below the
+min ISR).
 
 Produce v0-2 (magic 0/1) is rejected per partition, as Kafka 4 does, while staying advertised for old
 librdkafka's feature detection (docs/protocol.md#why-the-minimums-are-low). Also as Kafka: internal topics
@@ -88,7 +89,6 @@ def _append_topic(
     the request (a thousand times for a producer spread over a thousand partitions).
     """
     rm = ctx.broker.replica_manager
-    hosted, node_id = rm.partitions, rm.node_id
     metrics = ctx.broker.metrics
     internal, version = topic in INTERNAL_TOPICS, ctx.api_version
     results: list[PartitionResult] = []
@@ -97,17 +97,8 @@ def _append_topic(
         try:
             if (refused := _refused(topic, records, txn, internal, version)) is not None:
                 raise refused
-            partition = hosted.get((topic, index))
-            if partition is None or partition.leader_id != node_id:
-                partition = rm.leader_partition(topic, index)  # raises the Kafka error
-            if acks == -1 and len(partition.isr) < (min_isr := partition.log.config.min_insync_replicas):
-                # As Kafka: not capped by the replication factor (min.insync.replicas=2 on one replica
-                # refuses every acks=all write).
-                raise KafkaError(
-                    ErrorCode.NOT_ENOUGH_REPLICAS,
-                    f"the ISR {partition.isr} has fewer than min.insync.replicas={min_isr} replicas",
-                )
-            info = rm.append_as_leader(partition, records)
+            partition = rm.leader_partition(topic, index)
+            info = rm.append_records(partition, records, acks)
         except KafkaError as exc:
             if metrics is not None:
                 metrics.produce_failed(topic)
@@ -125,7 +116,7 @@ def _append_topic(
         bytes_in += len(records)
         result = [index, 0, info.base_offset, info.log_append_time_ms, info.log_start_offset, None, ()]
         results.append(result)
-        if acks == -1 and partition.log.high_watermark <= info.last_offset:
+        if acks == -1 and partition.high_watermark <= info.last_offset:
             pending.append((result, partition, info.last_offset + 1))
     if metrics is not None and appended:
         metrics.appended(topic, records_in, bytes_in, appended)

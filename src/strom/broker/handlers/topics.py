@@ -120,14 +120,8 @@ def _delete_records(ctx: RequestContext, topic: str, p: dict[str, Any]) -> dict[
     try:
         if denied(ctx, Op.DELETE, Res.TOPIC, topic):
             raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-        plog = ctx.broker.replica_manager.leader_partition(topic, index).log
-        offset = int(p["offset"])
-        if offset == -1:  # Kafka: -1 means "up to the high watermark"
-            offset = plog.high_watermark
-        if offset < 0 or offset > plog.high_watermark:
-            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE)
-        plog.delete_records_before(offset)
-        out["low_watermark"] = plog.log_start_offset
+        # Kafka: -1 means "up to the high watermark"; above it, OFFSET_OUT_OF_RANGE
+        out["low_watermark"] = ctx.broker.replica_manager.delete_records(topic, index, int(p["offset"]))
     except KafkaError as exc:
         out["error_code"] = int(exc.code)
     return out

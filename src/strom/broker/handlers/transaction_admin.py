@@ -23,7 +23,7 @@ from typing import Any
 from strom.broker.handlers.authz import Op, Res, allowed, denied
 from strom.broker.handlers.base import Body, RequestContext, handles
 from strom.protocol.api import ApiKey
-from strom.protocol.errors import ErrorCode
+from strom.protocol.errors import ErrorCode, KafkaError
 from strom.transaction.coordinator import TxnMetadata
 from strom.transaction.describe import NO_DURATION_FILTER
 from strom.transaction.records import topic_partitions
@@ -109,9 +109,10 @@ def _producers(ctx: RequestContext, topic: str, index: int) -> Body:
     info = ctx.broker.metadata.topics.get(topic)
     if info is None or not 0 <= index < info.partitions:
         return _partition_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    part = ctx.broker.replica_manager.partitions.get((topic, index))
-    if part is None:
-        return _partition_error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    try:
+        producers = ctx.broker.replica_manager.active_producers(topic, index)
+    except KafkaError as exc:
+        return _partition_error(index, exc.code)
     active: list[dict[str, Any]] = [
         {
             "producer_id": entry.producer_id,
@@ -121,7 +122,7 @@ def _producers(ctx: RequestContext, topic: str, index: int) -> Body:
             "coordinator_epoch": entry.coordinator_epoch,
             "current_txn_start_offset": entry.current_txn_first_offset,
         }
-        for _, entry in sorted(part.log.producer_state.producers.items())
+        for entry in producers
     ]
     return {"partition_index": index, "error_code": 0, "error_message": None, "active_producers": active}
 

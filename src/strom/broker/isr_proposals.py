@@ -1,0 +1,71 @@
+"""ISR changes written off the event loop (Kafka's AlterPartitionManager, for the `IsrStore` port).
+
+A leader's partition proposes an ISR change (partition.py) and hands it here; `IsrChangeManager` awaits
+the store's conditional write in a task of its own (the ZooKeeper store runs the kazoo call in a worker
+thread, the local one answers at once), then gives the answer back to the partition, which applies it
+if it still holds. Only then, if the ISR changed, is the controller told (the ISR-change notification).
+The partition keeps at most one proposal in flight, so writes of one partition never race each other.
+A write that raises is logged and counts as not stored: the partition proposes again at its next
+follower fetch or expiry check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from strom.broker.partition import Partition
+from strom.broker.ports import IsrStore
+from strom.cluster.election import LeaderAndIsr
+
+log = logging.getLogger(__name__)
+
+
+class IsrChangeManager:
+    def __init__(self, store: IsrStore) -> None:
+        self._store = store
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.isr_shrinks = 0  # metrics: kafka.server ReplicaManager IsrShrinksPerSec / IsrExpandsPerSec
+        self.isr_expands = 0
+
+    def submit(self, partition: Partition, proposal: LeaderAndIsr, reason: str) -> None:
+        task = asyncio.get_running_loop().create_task(self._write(partition, proposal, reason))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def in_flight(self) -> int:
+        return len(self._tasks)
+
+    async def _write(self, partition: Partition, proposal: LeaderAndIsr, reason: str) -> None:
+        stored: LeaderAndIsr | None = None
+        try:
+            stored = await self._store.write_isr(partition.topic, partition.index, proposal)
+        except Exception as exc:
+            log.warning("%s-%d: ISR change failed (%s)", partition.topic, partition.index, exc)
+        else:
+            if stored is None:
+                log.info(
+                    "%s-%d: ISR change lost a race (znode version moved); waiting for the controller",
+                    partition.topic,
+                    partition.index,
+                )
+        delta = partition.complete_isr_change(proposal, stored, reason)
+        if delta == 0:
+            return
+        if delta < 0:
+            self.isr_shrinks += 1
+        else:
+            self.isr_expands += 1
+        try:
+            await self._store.notify_isr_change([partition.tp])
+        except Exception as exc:  # the controller still learns it from the next LeaderAndIsr round
+            log.warning("%s-%d: ISR change notification failed (%s)", partition.topic, partition.index, exc)
+
+    async def stop(self) -> None:
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
