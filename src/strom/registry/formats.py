@@ -15,6 +15,7 @@ offers (Protobuf's ``format=serialized``: the base64 ``FileDescriptorProto`` con
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -38,10 +39,24 @@ class ParsedSchema:
     form: avro.AvroSchema | json_schema.JsonSchema | protobuf_schema.ProtobufSchema
 
 
+PARSED_CACHE_SIZE = 512
+
+
 def parse(
     schema_type: str, text: str, references: Sequence[tuple[str, str]] = (), normalize: bool = False
 ) -> ParsedSchema:
-    """Validate a schema of ``schema_type`` (42201 when it is invalid or the type is unknown)."""
+    """Validate a schema of ``schema_type`` (42201 when it is invalid or the type is unknown).
+
+    Results are remembered (never mutated by their users): a transitive check parses every registered
+    version again on each registration, and a Protobuf parse runs protoc.
+    """
+    return _parse(schema_type, text, tuple(references), normalize)
+
+
+@functools.lru_cache(maxsize=PARSED_CACHE_SIZE)
+def _parse(
+    schema_type: str, text: str, references: tuple[tuple[str, str], ...], normalize: bool
+) -> ParsedSchema:
     if schema_type == "AVRO":
         parsed_avro = avro.parse(text, [ref_text for _, ref_text in references])
         return ParsedSchema(schema_type, parsed_avro.canonical, parsed_avro)
