@@ -9,9 +9,11 @@
 
 The `ControlPlane` and `IsrStore` are the only parts that differ between an embedded single node and a
 member of a ZooKeeper cluster, and this module is the only place that chooses: with ``zookeeper.connect``
-they are `ClusterMember` / `ZkIsrStore`, otherwise `LocalControlPlane` / `LocalIsrStore`, which make
-the single node a cluster of one (it leads every partition with ISR = {itself}). Request handlers reach
-the components through the broker's attributes and never ask which mode they are in.
+(or a metadata-store session handed in: `strom.testing.inprocess_cluster` runs several brokers over
+one local store) they are `ClusterMember` / `ZkIsrStore`, otherwise `LocalControlPlane` /
+`LocalIsrStore`, which make the single node a cluster of one (it leads every partition with ISR =
+{itself}). Request handlers reach the components through the broker's attributes and never ask which
+mode they are in.
 
 Background jobs (retention, flush, checkpoints, producer-id expiration, the log cleaner, ISR expiry,
 offset expiry, transaction timeouts, following ``_schemas``) run on the broker's clock.
@@ -44,6 +46,7 @@ from strom.broker.security.listeners import ListenerSetup, parse_listener_setup
 from strom.broker.topic_admin import TopicAdmin
 from strom.broker.transaction_service import TransactionService
 from strom.cluster.acl_znodes import AclZnodeStore
+from strom.cluster.metadata_store import MetadataStore
 from strom.metrics.counters import BrokerCounters
 from strom.storage.cleaner import LogCleaner
 from strom.storage.config import LogConfig
@@ -70,7 +73,9 @@ class Endpoint:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
+    def __init__(
+        self, config: BrokerConfig, clock: Clock | None = None, metadata_store: MetadataStore | None = None
+    ) -> None:
         self.config = config
         self.listener_setup = listener_setup(config)
         # How this broker reaches the others (the inter-broker listener's TLS and SASL login): every
@@ -105,8 +110,8 @@ class Broker:
         )
         # The one place that tells a ZooKeeper cluster member from a cluster of one.
         zk, store = None, None
-        if config.get("zookeeper.connect"):
-            zk, self.metadata = connect_zookeeper(config)
+        if config.get("zookeeper.connect") or metadata_store is not None:
+            zk, self.metadata = connect_zookeeper(config, metadata_store)
             isr_store: ZkIsrStore | LocalIsrStore = ZkIsrStore(zk)
         else:
             store = LocalMetadataStore(config.log_dirs[0], self.node_id, config.get("cluster.id"))

@@ -46,7 +46,7 @@ from strom.cluster import zk_paths as paths
 from strom.cluster.controller import Controller, ControllerConfig
 from strom.cluster.election import LeaderAndIsr
 from strom.cluster.kafka_metadata import KafkaMetadataClient
-from strom.cluster.metadata_store import MetadataStoreError
+from strom.cluster.metadata_store import MetadataStore, MetadataStoreError
 from strom.cluster.zk_paths import BrokerRegistration, TopicAssignment
 from strom.cluster.zookeeper_store import ZooKeeperStore
 from strom.protocol.api import ApiKey
@@ -80,10 +80,14 @@ def _needs_zookeeper(method: Callable[_P, _R]) -> Callable[_P, _R]:
     return wrapper
 
 
-def connect_zookeeper(config: BrokerConfig) -> tuple[KafkaMetadataClient, ClusterMetadataStore]:
-    """Open the ZooKeeper session and the metadata cache it backs (call inside the event loop)."""
+def connect_zookeeper(
+    config: BrokerConfig, store: MetadataStore | None = None
+) -> tuple[KafkaMetadataClient, ClusterMetadataStore]:
+    """Open the metadata-store session (ZooKeeper at ``zookeeper.connect``, unless ``store`` is given)
+    and the metadata cache it backs (call inside the event loop)."""
     zk = KafkaMetadataClient(
-        ZooKeeperStore(
+        store
+        or ZooKeeperStore(
             str(config.get("zookeeper.connect")),
             int(config.get("zookeeper.session.timeout.ms")),
             asyncio.get_running_loop(),
