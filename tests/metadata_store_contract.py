@@ -14,7 +14,7 @@ from typing import Protocol
 
 import pytest
 
-from strom.cluster.local_store import LocalStore
+from strom.cluster.local_store import LocalSession, LocalStore
 from strom.cluster.metadata_store import (
     BadVersionError,
     Check,
@@ -33,18 +33,30 @@ WAIT_S = 10.0
 
 
 class Backend(Protocol):
-    def open(self, loop: asyncio.AbstractEventLoop) -> MetadataStore: ...
+    def open(self, loop: asyncio.AbstractEventLoop, session_timeout_ms: int = 10_000) -> MetadataStore: ...
+
+    async def expire(self, session: MetadataStore) -> None:
+        """Cut the session off from its server until the server expires it, then let it reconnect."""
 
 
 class LocalBackend:
     def __init__(self) -> None:
         self.store = LocalStore()
 
-    def open(self, loop: asyncio.AbstractEventLoop) -> MetadataStore:
+    def open(self, loop: asyncio.AbstractEventLoop, session_timeout_ms: int = 10_000) -> MetadataStore:
         return self.store.session(loop)
+
+    async def expire(self, session: MetadataStore) -> None:
+        assert isinstance(session, LocalSession)
+        session.suspend()
+        session.expire()
+        await asyncio.sleep(0)
+        session.resume()
 
 
 Scenario = Callable[[Callable[[], MetadataStore]], Awaitable[None]]
+#: A session the expiry test may lose quickly (ZooKeeper's minimum is two ticks: 1 s here).
+SHORT_SESSION_MS = 2_000
 
 
 def run(backend: Backend, scenario: Scenario) -> None:
@@ -279,3 +291,37 @@ def test_bulk_reads_and_writes(backend: Backend) -> None:
         assert s.get("/bulk/0")[0] == b"a" and s.get("/bulk/1")[0] == b"1"
 
     run(backend, scenario)
+
+
+def test_an_expired_session_loses_its_ephemerals_and_comes_back_new(backend: Backend) -> None:
+    """The sequence a broker lives through when its session expires: SUSPENDED, LOST, then connected
+    again under a new session id (RECONNECTED_NEW_SESSION); its ephemerals are gone and the watches the
+    lost connection dropped run once, so they re-read and re-arm."""
+
+    async def main() -> None:
+        session = backend.open(asyncio.get_running_loop(), SHORT_SESSION_MS)
+        try:
+            events: list[str] = []
+            session.on_state_change(events.append)
+            session.ensure_path("/ids")
+            session.create("/ids/1", b"me", ephemeral=True)
+            rerun: list[list[str]] = []
+
+            def on_children() -> None:
+                rerun.append(sorted(session.watch_children("/ids", on_children)))
+
+            assert session.watch_children("/ids", on_children) == ["1"]
+            old_id = session.session_id
+            await backend.expire(session)
+            await until(lambda: "RECONNECTED_NEW_SESSION" in events, "a new session")
+            lost = events.index("LOST")
+            assert "SUSPENDED" in events[:lost] and "RECONNECTED_NEW_SESSION" in events[lost:]
+            assert session.session_id not in (0, old_id)
+            assert session.exists("/ids/1") is None
+            await until(lambda: [] in rerun, "the dropped watch to re-run and read the children again")
+            session.create("/ids/1", b"again", ephemeral=True)  # registering again works
+            await until(lambda: rerun[-1] == ["1"], "the re-armed watch")
+        finally:
+            session.close()
+
+    asyncio.run(main())

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from strom.cluster.zookeeper_store import ZooKeeperStore
 from strom.testing.zookeeper_process import ZooKeeperProcess
 from tests.metadata_store_contract import (
     test_an_epoch_check_fences_a_deposed_writer,
+    test_an_expired_session_loses_its_ephemerals_and_comes_back_new,
     test_bulk_reads_and_writes,
     test_children_watch_fires_on_a_child_created_or_deleted,
     test_creation_ids_grow,
@@ -32,6 +35,7 @@ pytestmark = pytest.mark.cluster
 
 __all__ = [
     "test_an_epoch_check_fences_a_deposed_writer",
+    "test_an_expired_session_loses_its_ephemerals_and_comes_back_new",
     "test_bulk_reads_and_writes",
     "test_children_watch_fires_on_a_child_created_or_deleted",
     "test_creation_ids_grow",
@@ -47,13 +51,26 @@ _chroots = itertools.count()
 
 
 class ZooKeeperBackend:
-    def __init__(self, connect: str) -> None:
+    def __init__(self, connect: str, server: ZooKeeperProcess) -> None:
         self.connect = connect
+        self.server = server
+        self.session_timeout_ms = 10_000
 
-    def open(self, loop: asyncio.AbstractEventLoop) -> MetadataStore:
-        store = ZooKeeperStore(self.connect, 10_000, loop)
+    def open(self, loop: asyncio.AbstractEventLoop, session_timeout_ms: int = 10_000) -> MetadataStore:
+        self.session_timeout_ms = session_timeout_ms
+        store = ZooKeeperStore(self.connect, session_timeout_ms, loop)
         store.start()
         return store
+
+    async def expire(self, session: MetadataStore) -> None:
+        """The server stops (SIGSTOP) for twice the session timeout: when it runs again it expires the
+        session, which the client learns on reconnecting."""
+        assert self.server.pid is not None
+        os.kill(self.server.pid, signal.SIGSTOP)
+        try:
+            await asyncio.sleep(2 * self.session_timeout_ms / 1000)
+        finally:
+            os.kill(self.server.pid, signal.SIGCONT)
 
 
 @pytest.fixture(scope="module")
@@ -80,4 +97,4 @@ def backend(zookeeper: ZooKeeperProcess) -> ZooKeeperBackend:
             root.close()
 
     asyncio.run(make_chroot())
-    return ZooKeeperBackend(zookeeper.connect + chroot)
+    return ZooKeeperBackend(zookeeper.connect + chroot, zookeeper)

@@ -9,6 +9,7 @@ from tests.metadata_store_contract import (
     Backend,
     LocalBackend,
     test_an_epoch_check_fences_a_deposed_writer,
+    test_an_expired_session_loses_its_ephemerals_and_comes_back_new,
     test_bulk_reads_and_writes,
     test_children_watch_fires_on_a_child_created_or_deleted,
     test_creation_ids_grow,
@@ -22,6 +23,7 @@ from tests.metadata_store_contract import (
 
 __all__ = [
     "test_an_epoch_check_fences_a_deposed_writer",
+    "test_an_expired_session_loses_its_ephemerals_and_comes_back_new",
     "test_bulk_reads_and_writes",
     "test_children_watch_fires_on_a_child_created_or_deleted",
     "test_creation_ids_grow",
