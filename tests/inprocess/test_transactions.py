@@ -107,7 +107,7 @@ def test_a_prepared_commit_completes_when_the_coordinator_loads(tmp_path: Path) 
         decision = service.coordinator.end_txn(TID, pid, epoch, True, node.clock.time_ms())
         assert decision.transition is not None
         # What EndTxn makes durable first, without the marker writing that follows it.
-        assert await service._append(decision.transition) is ErrorCode.NONE
+        assert await service.make_durable(decision.transition) is ErrorCode.NONE
         assert service.coordinator.txns[TID].state is TxnState.PREPARE_COMMIT
         assert node.broker.replica_manager.leader_partition("t", 0).log.last_stable_offset == 0
         await client.close()

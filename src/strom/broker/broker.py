@@ -31,6 +31,7 @@ from strom._util.clock import Clock, SystemClock, sleep_ms, yield_to_loop
 from strom.broker.authorization import Authorizer, LocalAclStore
 from strom.broker.cluster_member import ClusterMember, ZkIsrStore, connect_zookeeper
 from strom.broker.config import BrokerConfig
+from strom.broker.coordinator_partitions import CoordinatorPartitions
 from strom.broker.group_service import GroupService
 from strom.broker.local_control import LocalControlPlane, LocalIsrStore
 from strom.broker.metadata_cache import ClusterMetadataStore
@@ -167,8 +168,10 @@ class Broker:
             bool(config.get("delete.topic.enable")),
         )
         self.groups = GroupService(config, self.clock, self.replica_manager, self.metadata, self.topics)
+        # The coordinators' one door to the replica manager (logs and leadership of internal topics).
+        self.coordinator_partitions = CoordinatorPartitions(self.replica_manager)
         self.transactions = TransactionService(
-            config, self.clock, self.replica_manager, self.metadata, self.topics, security
+            config, self.clock, self.coordinator_partitions, self.metadata, self.topics, security
         )
         # Markers reaching __consumer_offsets commit or drop the group side's transactional offsets.
         self.transactions.marker_listeners.append(self.groups.on_txn_marker)

@@ -1,4 +1,4 @@
-"""Glue between the broker and the transaction coordinator: ``__transaction_state``, markers, timers.
+"""The transaction coordinator on the coordinator runtime: ``__transaction_state``, markers, timeouts.
 
 The coordinator (`strom.transaction`) is sans-I/O: it decides and returns transitions. This module
 
@@ -6,28 +6,25 @@ The coordinator (`strom.transaction`) is sans-I/O: it decides and returns transi
   request): ``transaction.state.log.num.partitions`` partitions, ``cleanup.policy=compact``,
   ``min(transaction.state.log.replication.factor, live brokers)`` replicas and
   ``min.insync.replicas = min(transaction.state.log.min.isr, replicas)``, so a single node works;
-* makes every transition durable before it takes effect: one uncompressed batch appended as leader
-  through the replica manager, then the acks=all wait (`ReplicaManager.wait_for_replication`) until the
-  ISR has it; only then `TransactionCoordinator.complete` (or `abandon` on failure) and the answer.
-  Failures reach clients as Kafka's coordinator maps them: NOT_LEADER_OR_FOLLOWER -> NOT_COORDINATOR,
-  anything else -> COORDINATOR_NOT_AVAILABLE (both retriable);
-* writes the COMMIT/ABORT markers of a Prepare* transaction to its partitions (`complete_transaction`):
-  on a partition this broker leads, `ReplicaManager.append_marker` and the same acks=all wait,
-  with the leader epoch of the id's ``__transaction_state`` partition as the coordinator epoch; a
-  partition led by another broker gets WriteTxnMarkers v0 (Strom brokers all serve it), whose
-  handler on that leader does the same append and wait. Markers
-  are retried (no leader, NOT_LEADER, timeouts, lost connections) until written; partitions whose
-  topic is gone are dropped, as Kafka does; INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED
-  from a partition ends the attempt there. Then the Complete* transition;
-* loads a ``__transaction_state`` partition when this broker becomes its leader (the replica manager's
-  leadership callbacks): the records are replayed in offset order, then the markers of every Prepare*
-  transaction are (re)sent, so a commit or abort interrupted by a crash completes after restart.
-  Losing leadership forgets that partition's ids;
-* aborts transactions past their timeout every
-  ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` on the broker's clock
-  (`TransactionCoordinator.expired_transactions` fences the producer and moves to PrepareAbort), and
-  every ``transaction.remove.expired.transaction.cleanup.interval.ms`` writes a tombstone for each id
-  idle longer than ``transactional.id.expiration.ms`` (then forgets it).
+* hosts one shard per ``__transaction_state`` partition this broker leads on a `CoordinatorRuntime`
+  (`strom.coordinator_runtime`): the runtime loads the partition when this broker becomes its leader
+  (the shard replays its records into the coordinator; requests for its ids meanwhile get
+  COORDINATOR_LOAD_IN_PROGRESS), then the markers of every Prepare* transaction of that partition are
+  (re)sent, so a commit or abort interrupted by a crash completes after restart. Losing leadership
+  unloads the shard: its ids are forgotten and their marker writing stops;
+* makes every transition durable before it takes effect: a runtime write of one record that is not
+  replayed (the coordinator's pending transition is the state to apply); once the high watermark
+  passes it, `TransactionCoordinator.complete`, else `abandon`, then the answer. Failures reach
+  clients as Kafka's coordinator maps them: NOT_COORDINATOR (leadership moved) stays, anything else
+  -> COORDINATOR_NOT_AVAILABLE (both retriable);
+* writes the COMMIT/ABORT markers of a Prepare* transaction to its partitions (`transaction_markers.py`),
+  retried (no leader, NOT_LEADER, timeouts, lost connections) until written, then the Complete*
+  transition;
+* runs two timers per shard on the runtime (on the broker's clock): every
+  ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` the shard's Ongoing transactions past
+  their timeout are fenced and moved to PrepareAbort (`TransactionCoordinator.expired_transactions`),
+  and every ``transaction.remove.expired.transaction.cleanup.interval.ms`` each id idle longer than
+  ``transactional.id.expiration.ms`` gets a tombstone (then is forgotten).
 
 Group offsets sent in a transaction (TxnOffsetCommit) are the group coordinator's: `marker_listeners`
 are told of every marker this broker writes as a partition's leader (for its own coordinator or for
@@ -42,21 +39,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
 
 from strom._util.clock import Clock, sleep_ms
 from strom.broker.config import BrokerConfig
-from strom.broker.log_replay import replay_batches
+from strom.broker.coordinator_partitions import CoordinatorPartitions
 from strom.broker.metadata_cache import ClusterMetadataStore
-from strom.broker.net_client import BrokerConnection
-from strom.broker.partition import Partition
-from strom.broker.replica_manager import ReplicaManager
 from strom.broker.security.client import ClientSecurity
 from strom.broker.topic_admin import TopicAdmin
-from strom.protocol.api import ApiKey
-from strom.protocol.errors import ErrorCode, KafkaError
-from strom.protocol.records.builder import build_batch
-from strom.protocol.records.control import ControlType
+from strom.broker.transaction_markers import MarkerListener, MarkerWriter
+from strom.coordinator_runtime import (
+    CoordinatorError,
+    CoordinatorResult,
+    CoordinatorRuntime,
+    Record,
+    ShardContext,
+)
+from strom.protocol.errors import ErrorCode
 from strom.transaction.coordinator import Decision, TransactionCoordinator, Transition, TxnMetadata
 from strom.transaction.describe import Listing, list_transactions
 from strom.transaction.records import (
@@ -75,8 +73,77 @@ TXN_TOPIC = "__transaction_state"
 TXN_TOPIC_SEGMENT_BYTES = 100 * 1024 * 1024  # Kafka's transaction.state.log.segment.bytes
 APPEND_TIMEOUT_MS = 5_000  # how long a coordinator append waits for the ISR
 MARKER_RETRY_MS = 100
-# (topic, partition, producer id, commit) of a marker written to a partition this broker leads.
-MarkerListener = Callable[[str, int, int, bool], None]
+ABORT_TIMER = "abort-timed-out-transactions"
+EXPIRE_TIMER = "remove-expired-transactional-ids"
+
+__all__ = ["TXN_TOPIC", "MarkerListener", "TransactionService"]
+
+
+def transition_record(transition: Transition) -> Record:
+    """The ``__transaction_state`` record of a transition (Dead: a tombstone)."""
+    tid = transition.transactional_id
+    value = None if transition.state is TxnState.DEAD else encode_value(transition.value)
+    return encode_key(tid), value
+
+
+class TxnShard:
+    """One ``__transaction_state`` partition's share of the coordinator: the ids that hash to it."""
+
+    def __init__(self, service: TransactionService, context: ShardContext) -> None:
+        self._service = service
+        self.context = context
+        self.index = context.partition
+        self._name = f"{TXN_TOPIC}-{self.index}"
+
+    def owns(self, transactional_id: str) -> bool:
+        return partition_for(transactional_id, self._service.num_partitions) == self.index
+
+    def replay(
+        self, offset: int, producer_id: int, producer_epoch: int, key: bytes | None, value: bytes | None
+    ) -> None:
+        if key is None:
+            return
+        try:
+            self._service.coordinator.replay(decode_key(key), None if value is None else decode_value(value))
+        except TxnRecordError as exc:
+            log.warning("%s: skipping unreadable record at offset %d: %s", self._name, offset, exc)
+
+    def replay_end_transaction(self, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        """``__transaction_state`` holds no transactional batches."""
+
+    def on_loaded(self) -> None:
+        service = self._service
+        loaded = [t for t in service.coordinator.txns if self.owns(t)]
+        log.info("%s: loaded %d transactional id(s)", self._name, len(loaded))
+        timer = self.context.timer
+        timer.schedule(ABORT_TIMER, service.abort_interval_ms, self._abort_timed_out)
+        timer.schedule(EXPIRE_TIMER, service.id_cleanup_interval_ms, self._remove_expired_ids)
+        for meta in service.coordinator.pending_markers():
+            if self.owns(meta.transactional_id):
+                service.start_completion(meta.transactional_id)
+
+    def on_unloaded(self) -> None:
+        self._service.forget(self.index)
+
+    def _abort_timed_out(self) -> CoordinatorResult[object]:
+        """Fence and abort the shard's Ongoing transactions past their timeout (Kafka's
+        abortTimedOutTransactions)."""
+        service = self._service
+        self.context.timer.schedule(ABORT_TIMER, service.abort_interval_ms, self._abort_timed_out)
+        transitions = service.coordinator.expired_transactions(service.clock.time_ms(), self.owns)
+        for transition in transitions:
+            log.info("transaction of %s timed out: aborting", transition.transactional_id)
+        return service.timer_result(transitions)
+
+    def _remove_expired_ids(self) -> CoordinatorResult[object]:
+        """Tombstone every id idle past ``transactional.id.expiration.ms`` (Kafka's
+        removeExpiredTransactionalIds); the id is forgotten once its tombstone is durable."""
+        service = self._service
+        self.context.timer.schedule(EXPIRE_TIMER, service.id_cleanup_interval_ms, self._remove_expired_ids)
+        transitions = service.coordinator.expired_transactional_ids(
+            service.id_expiration_ms, service.clock.time_ms(), self.owns
+        )
+        return service.timer_result(transitions)
 
 
 class TransactionService:
@@ -84,114 +151,88 @@ class TransactionService:
         self,
         config: BrokerConfig,
         clock: Clock,
-        replica_manager: ReplicaManager,
+        partitions: CoordinatorPartitions,
         metadata: ClusterMetadataStore,
         topics: TopicAdmin,
         security: ClientSecurity,
     ) -> None:
         self.clock = clock
-        self._security = security  # how WriteTxnMarkers reach other brokers
-        self.replica_manager = replica_manager
         self._metadata = metadata
         self._topics = topics
         get = config.get
         self.num_partitions = int(get("transaction.state.log.num.partitions"))
         self._replication_factor = int(get("transaction.state.log.replication.factor"))
         self._min_isr = int(get("transaction.state.log.min.isr"))
-        self._cleanup_interval_ms = int(get("transaction.abort.timed.out.transaction.cleanup.interval.ms"))
-        self._id_expiration_ms = int(get("transactional.id.expiration.ms"))
-        self._id_cleanup_interval_ms = int(get("transaction.remove.expired.transaction.cleanup.interval.ms"))
+        self.abort_interval_ms = max(
+            int(get("transaction.abort.timed.out.transaction.cleanup.interval.ms")), 10
+        )
+        self.id_expiration_ms = int(get("transactional.id.expiration.ms"))
+        self.id_cleanup_interval_ms = max(
+            int(get("transaction.remove.expired.transaction.cleanup.interval.ms")), 10
+        )
         self.coordinator = TransactionCoordinator(metadata, int(get("transaction.max.timeout.ms")))
-        # __transaction_state partition -> its leader epoch when this broker loaded it (coordinator epoch).
-        self.coordinator_epochs: dict[int, int] = {}
-        self.marker_listeners: list[MarkerListener] = []
+        self.markers = MarkerWriter(partitions, metadata, security, clock)
+        self.marker_listeners = self.markers.listeners
         self._completing: dict[str, asyncio.Task[None]] = {}
         # Id -> partitions whose marker is written, while its Prepare* transaction completes.
         self.markers_written: dict[str, set[tuple[str, int]]] = {}
-        self._connections: dict[int, BrokerConnection] = {}  # partition leaders, for WriteTxnMarkers
-        self._timer_tasks: list[asyncio.Task[None]] = []
-        replica_manager.on_leadership_change.append(self._on_leadership_change)
+        self.runtime: CoordinatorRuntime[TxnShard] = CoordinatorRuntime(
+            TXN_TOPIC, clock, partitions, partitions, self._build_shard, APPEND_TIMEOUT_MS
+        )
+        partitions.on_leadership(TXN_TOPIC, self.runtime.on_leadership_change)
 
     # --- life cycle ----------------------------------------------------------------------------
     def start(self) -> None:
-        self._timer_tasks = [
-            asyncio.create_task(self._periodically(self._cleanup_interval_ms, self.abort_expired)),
-            asyncio.create_task(self._periodically(self._id_cleanup_interval_ms, self.remove_expired_ids)),
-        ]
+        """Nothing to start: shards load, and their timers start, as this broker becomes leader."""
 
     async def stop(self) -> None:
-        tasks = [*self._timer_tasks, *self._completing.values()]
+        await self.runtime.close()
+        tasks = list(self._completing.values())
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        self._timer_tasks = []
         self._completing.clear()
-        for connection in self._connections.values():
-            connection.close()
-        self._connections.clear()
+        self.markers.close()
 
-    async def _periodically(self, interval_ms: int, job: Callable[[], Awaitable[None]]) -> None:
-        while True:
-            await sleep_ms(self.clock, max(interval_ms, 10))
-            try:
-                await job()
-            except Exception:
-                log.exception("transaction coordinator job %s failed", job.__name__)
-
-    async def abort_expired(self) -> None:
-        """Fence and abort every Ongoing transaction past its timeout (Kafka's abortTimedOutTransactions)."""
-        for transition in self.coordinator.expired_transactions(self.clock.time_ms()):
-            log.info("transaction of %s timed out: aborting", transition.transactional_id)
-            if await self._append(transition) is ErrorCode.NONE:
-                self._start_completion(transition.transactional_id)
-
-    async def remove_expired_ids(self) -> None:
-        """Tombstone every id idle past ``transactional.id.expiration.ms`` (Kafka's
-        removeExpiredTransactionalIds); the id is forgotten once its tombstone is durable."""
-        now = self.clock.time_ms()
-        for transition in self.coordinator.expired_transactional_ids(self._id_expiration_ms, now):
-            if await self._append(transition) is ErrorCode.NONE:
-                log.info("transactional id %s expired", transition.transactional_id)
-
-    # --- leadership ----------------------------------------------------------------------------
-    def _on_leadership_change(self, partition: Partition, is_leader: bool) -> None:
-        if partition.topic != TXN_TOPIC:
-            return
+    # --- shards --------------------------------------------------------------------------------
+    def _build_shard(self, context: ShardContext) -> TxnShard:
         info = self._metadata.topics.get(TXN_TOPIC)
         if info is not None:
             self.num_partitions = info.partitions
-        mine = [t for t in self.coordinator.txns if partition_for(t, self.num_partitions) == partition.index]
+        self.forget(context.partition)  # the log is the truth: whatever memory held is replaced
+        return TxnShard(self, context)
+
+    def forget(self, index: int) -> None:
+        """Drop the ids of a ``__transaction_state`` partition and stop completing their transactions."""
+        mine = [t for t in self.coordinator.txns if partition_for(t, self.num_partitions) == index]
         self.coordinator.drop(mine)
         for tid in mine:
             task = self._completing.pop(tid, None)
             if task is not None:
                 task.cancel()
-        self.coordinator_epochs.pop(partition.index, None)
-        if not is_leader:
-            return
-        plog = partition.log
-        name = f"{TXN_TOPIC}-{partition.index}"
-        for _, records in replay_batches(plog.read, plog.log_start_offset, plog.log_end_offset, name):
-            for record in records:
-                self._replay(name, record.key, record.value)
-        self.coordinator_epochs[partition.index] = partition.leader_epoch
-        loaded = [
-            t for t in self.coordinator.txns if partition_for(t, self.num_partitions) == partition.index
-        ]
-        log.info("%s-%d: loaded %d transactional id(s)", TXN_TOPIC, partition.index, len(loaded))
-        for meta in self.coordinator.pending_markers():
-            if meta.transactional_id in loaded:
-                self._start_completion(meta.transactional_id)
 
-    def _replay(self, partition: str, key: bytes | None, value: bytes | None) -> None:
-        if key is None:
-            return
-        try:
-            self.coordinator.replay(decode_key(key), None if value is None else decode_value(value))
-        except TxnRecordError as exc:
-            log.warning("%s: skipping unreadable record: %s", partition, exc)
+    def timer_result(self, transitions: list[Transition]) -> CoordinatorResult[object]:
+        """A timer's transitions as one write; each takes effect (or not) with it."""
+
+        def settle(code: ErrorCode) -> None:
+            for transition in transitions:
+                if code is ErrorCode.NONE and self._pending(transition):
+                    self.coordinator.complete(transition)
+                    if transition.state.is_prepare:
+                        self.start_completion(transition.transactional_id)
+                    elif transition.state is TxnState.DEAD:
+                        log.info("transactional id %s expired", transition.transactional_id)
+                else:
+                    self.coordinator.abandon(transition)
+
+        records = [transition_record(t) for t in transitions]
+        return CoordinatorResult(records, None, replay_records=False, on_complete=settle)
+
+    def _pending(self, transition: Transition) -> bool:
+        meta = self.coordinator.txns.get(transition.transactional_id)
+        return meta is not None and meta.pending is transition
 
     # --- the topic and the coordinator's location ----------------------------------------------
     def ensure_topic(self) -> None:
@@ -218,21 +259,11 @@ class TransactionService:
         info = self._metadata.topics.get(TXN_TOPIC)
         if info is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        index = partition_for(transactional_id, info.partitions)
-        part = self.replica_manager.partitions.get((TXN_TOPIC, index))
-        if part is None or part.leader_id != self.replica_manager.node_id:
-            return ErrorCode.NOT_COORDINATOR
-        if index not in self.coordinator_epochs:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        return None
+        return self.runtime.refusal(partition_for(transactional_id, info.partitions))
 
     def loading(self) -> bool:
         """Whether a ``__transaction_state`` partition this broker leads is not loaded yet."""
-        rm = self.replica_manager
-        return any(
-            topic == TXN_TOPIC and part.leader_id == rm.node_id and index not in self.coordinator_epochs
-            for (topic, index), part in rm.partitions.items()
-        )
+        return self.runtime.loading()
 
     # --- describe (KIP-664) --------------------------------------------------------------------
     def describe_transaction(
@@ -303,43 +334,36 @@ class TransactionService:
         transition = decision.transition
         if transition is None:
             return decision
-        code = await self._append(transition)
+        code = await self.make_durable(transition)
         if code is not ErrorCode.NONE:
             return Decision(code)
         if transition.state.is_prepare:
-            self._start_completion(transition.transactional_id)
+            self.start_completion(transition.transactional_id)
         return decision
 
-    async def _append(self, transition: Transition) -> ErrorCode:
-        """Append the transition to the id's partition and wait for the ISR; then it takes effect."""
+    async def make_durable(self, transition: Transition) -> ErrorCode:
+        """Write the transition to the id's partition and wait for the ISR; then it takes effect."""
         tid = transition.transactional_id
-        rm = self.replica_manager
-        index = partition_for(tid, self.num_partitions)
-        value = None if transition.state is TxnState.DEAD else encode_value(transition.value)  # tombstone
-        batch = build_batch([(encode_key(tid), value, (), self.clock.time_ms())])
+        record = transition_record(transition)
         try:
-            part = rm.leader_partition(TXN_TOPIC, index)
-            info = rm.append_as_leader(part, batch)
-            code = await rm.wait_for_replication(part, info.last_offset + 1, APPEND_TIMEOUT_MS)
-        except KafkaError as exc:
-            code = exc.code
-        except OSError as exc:
-            log.warning("%s-%d: append failed: %s", TXN_TOPIC, index, exc)
-            code = ErrorCode.KAFKA_STORAGE_ERROR
-        if code is not ErrorCode.NONE:
+            await self.runtime.write(
+                partition_for(tid, self.num_partitions),
+                lambda _shard: CoordinatorResult([record], None, replay_records=False),
+                APPEND_TIMEOUT_MS,
+            )
+        except CoordinatorError as exc:
             self.coordinator.abandon(transition)
-            log.warning("%s: %s not written: %s", tid, transition.state.name, code.name)
-            if code is ErrorCode.NOT_LEADER_OR_FOLLOWER:
+            log.warning("%s: %s not written: %s", tid, transition.state.name, exc.cause.name)
+            if exc.code is ErrorCode.NOT_COORDINATOR:
                 return ErrorCode.NOT_COORDINATOR
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        meta = self.coordinator.txns.get(tid)
-        if meta is None or meta.pending is not transition:
+        if not self._pending(transition):
             return ErrorCode.NOT_COORDINATOR  # the partition was unloaded meanwhile
         self.coordinator.complete(transition)
         return ErrorCode.NONE
 
     # --- markers -------------------------------------------------------------------------------
-    def _start_completion(self, transactional_id: str) -> None:
+    def start_completion(self, transactional_id: str) -> None:
         running = self._completing.get(transactional_id)
         if running is not None and not running.done():
             return
@@ -363,97 +387,22 @@ class TransactionService:
                 return
             if meta.pending is None:
                 commit = meta.state is TxnState.PREPARE_COMMIT
-                index = partition_for(tid, self.num_partitions)
-                coordinator_epoch = self.coordinator_epochs.get(index)
+                coordinator_epoch = self.runtime.leader_epoch(partition_for(tid, self.num_partitions))
                 if coordinator_epoch is None:
                     return  # no longer the coordinator: the new one resends the markers
                 for topic, partition in sorted(meta.partitions - done):
-                    if await self._write_marker(
+                    if await self.markers.write(
                         topic, partition, meta.producer_id, meta.producer_epoch, commit, coordinator_epoch
                     ):
                         done.add((topic, partition))
                 if done >= meta.partitions:
                     transition = self.coordinator.markers_written(tid, self.clock.time_ms())
-                    if transition is None or await self._append(transition) is ErrorCode.NONE:
+                    if transition is None or await self.make_durable(transition) is ErrorCode.NONE:
                         return
             await sleep_ms(self.clock, MARKER_RETRY_MS)
-
-    async def _write_marker(
-        self, topic: str, partition: int, pid: int, epoch: int, commit: bool, coordinator_epoch: int
-    ) -> bool:
-        """Whether the partition's marker is written (or need not be); False: retry later."""
-        info = self._metadata.topics.get(topic)
-        if info is None or partition >= info.partitions:
-            log.info("%s-%d is gone: no transaction marker for producer %d", topic, partition, pid)
-            return True
-        state = self._metadata.partitions.get((topic, partition))
-        if state is None or state.leader < 0:
-            return False  # no leader right now: retry
-        if state.leader == self.replica_manager.node_id:
-            code = await self.write_local_marker(topic, partition, pid, epoch, commit, coordinator_epoch)
-        else:
-            code = await self._send_marker(
-                state.leader, topic, partition, pid, epoch, commit, coordinator_epoch
-            )
-        if code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED):
-            # A newer epoch or coordinator already ended this transaction there (Kafka stops too).
-            log.warning("%s-%d: marker for producer %d refused: %s", topic, partition, pid, code.name)
-            return True
-        return code is ErrorCode.NONE
 
     async def write_local_marker(
         self, topic: str, partition: int, pid: int, epoch: int, commit: bool, coordinator_epoch: int
     ) -> ErrorCode:
-        """Append a marker to a partition this broker leads and wait for its ISR (WriteTxnMarkers, as
-        Kafka's leader does with acks=-1); then tell the marker listeners."""
-        rm = self.replica_manager
-        control = ControlType.COMMIT if commit else ControlType.ABORT
-        try:
-            part = rm.leader_partition(topic, partition)
-            appended = rm.append_marker(part, pid, epoch, control, coordinator_epoch)
-            code = await rm.wait_for_replication(part, appended.last_offset + 1, APPEND_TIMEOUT_MS)
-        except KafkaError as exc:
-            return exc.code
-        except OSError as exc:
-            log.warning("%s-%d: marker append failed: %s", topic, partition, exc)
-            return ErrorCode.KAFKA_STORAGE_ERROR
-        if code is ErrorCode.NONE:
-            for listener in self.marker_listeners:
-                listener(topic, partition, pid, commit)
-        return code
-
-    async def _send_marker(
-        self,
-        leader: int,
-        topic: str,
-        partition: int,
-        pid: int,
-        epoch: int,
-        commit: bool,
-        coordinator_epoch: int,
-    ) -> ErrorCode:
-        """WriteTxnMarkers v0 to the partition's leader."""
-        broker = self._metadata.brokers.get(leader)
-        if broker is None:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        connection = self._connections.get(leader)
-        if connection is None or (connection.host, connection.port) != (broker.host, broker.port):
-            if connection is not None:
-                connection.close()
-            client_id = f"txn-coordinator-{self.replica_manager.node_id}"
-            connection = self._connections[leader] = BrokerConnection(
-                broker.host, broker.port, client_id, self._security, self.clock
-            )
-        marker = {
-            "producer_id": pid,
-            "producer_epoch": epoch,
-            "transaction_result": commit,
-            "topics": [{"name": topic, "partition_indexes": [partition]}],
-            "coordinator_epoch": coordinator_epoch,
-        }
-        try:
-            response = await connection.send(int(ApiKey.WRITE_TXN_MARKERS), 0, {"markers": [marker]}, 15_000)
-            return ErrorCode(int(response["markers"][0]["topics"][0]["partitions"][0]["error_code"]))
-        except (ConnectionError, LookupError, ValueError) as exc:
-            log.info("%s-%d: WriteTxnMarkers to broker %d failed: %s", topic, partition, leader, exc)
-            return ErrorCode.NETWORK_EXCEPTION
+        """WriteTxnMarkers for a partition this broker leads (`MarkerWriter.write_local`)."""
+        return await self.markers.write_local(topic, partition, pid, epoch, commit, coordinator_epoch)

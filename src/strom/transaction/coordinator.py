@@ -49,7 +49,7 @@ Not thread-safe: the host calls it from one event loop.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -63,6 +63,10 @@ MAX_EPOCH = 32767
 NO_PRODUCER_ID = -1
 NO_EPOCH = -1
 _S = TxnState
+
+
+def _every_id(_transactional_id: str) -> bool:
+    return True
 
 
 @dataclass(slots=True)
@@ -236,12 +240,14 @@ class TransactionCoordinator:
         )
 
     # -- timeouts ---------------------------------------------------------------------------------
-    def expired_transactions(self, now_ms: int) -> list[Transition]:
-        """Fence and abort every Ongoing transaction past its timeout (transitions to append)."""
+    def expired_transactions(self, now_ms: int, owned: Callable[[str], bool] = _every_id) -> list[Transition]:
+        """Fence and abort every Ongoing transaction past its timeout (transitions to append); only ids
+        ``owned`` says yes to (one ``__transaction_state`` partition's)."""
         out = []
         for meta in self.txns.values():
             if (
-                meta.state is _S.ONGOING
+                owned(meta.transactional_id)
+                and meta.state is _S.ONGOING
                 and meta.pending is None
                 and meta.start_ms + meta.timeout_ms <= now_ms
             ):
@@ -250,14 +256,18 @@ class TransactionCoordinator:
                     out.append(fence)
         return out
 
-    def expired_transactional_ids(self, expiration_ms: int, now_ms: int) -> list[Transition]:
-        """Dead transitions (tombstones to append) for ids idle longer than ``expiration_ms``."""
+    def expired_transactional_ids(
+        self, expiration_ms: int, now_ms: int, owned: Callable[[str], bool] = _every_id
+    ) -> list[Transition]:
+        """Dead transitions (tombstones to append) for ids idle longer than ``expiration_ms`` (only ids
+        ``owned`` says yes to)."""
         return [
             self._prepare(
                 meta, self._value(meta, state=_S.DEAD, partitions=frozenset(), last_update_ms=now_ms)
             )
             for meta in list(self.txns.values())
-            if (meta.state is _S.EMPTY or meta.state.is_complete)
+            if owned(meta.transactional_id)
+            and (meta.state is _S.EMPTY or meta.state.is_complete)
             and meta.pending is None
             and meta.last_update_ms + expiration_ms <= now_ms
         ]

@@ -1,0 +1,131 @@
+"""Writing a transaction's COMMIT/ABORT marker to one of its partitions, wherever its leader is.
+
+The transaction coordinator (`transaction_service.py`) asks `MarkerWriter.write` for each partition of a
+Prepare* transaction, with the leader epoch of the id's ``__transaction_state`` partition as the
+coordinator epoch:
+
+* a partition whose topic is gone (or that no longer exists) needs no marker, as in Kafka: done;
+* a partition without a leader right now: retry later;
+* a partition this broker leads: the marker is appended as leader and waits for the ISR (acks=-1),
+  through the coordinator partitions' adapter (`write_local`, also what the WriteTxnMarkers handler
+  runs for other coordinators and admin tools); then the marker listeners hear of it (the group
+  coordinator materialises or drops that producer's transactional offsets);
+* a partition led by another broker: WriteTxnMarkers v0 to it (Strom brokers all serve it), over one
+  connection per leader, re-made when the leader's address changes.
+
+INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED from a partition ends the attempt there (a
+newer epoch or coordinator already ended that transaction there, Kafka stops too).
+
+Call only from the broker's event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from strom._util.clock import Clock
+from strom.broker.coordinator_partitions import CoordinatorPartitions
+from strom.broker.metadata_cache import ClusterMetadataStore
+from strom.broker.net_client import BrokerConnection
+from strom.broker.security.client import ClientSecurity
+from strom.protocol.api import ApiKey
+from strom.protocol.errors import ErrorCode
+from strom.protocol.records.control import ControlType
+
+log = logging.getLogger(__name__)
+
+MARKER_TIMEOUT_MS = 5_000  # how long a marker append waits for the ISR
+# (topic, partition, producer id, commit) of a marker written to a partition this broker leads.
+MarkerListener = Callable[[str, int, int, bool], None]
+
+
+class MarkerWriter:
+    def __init__(
+        self,
+        partitions: CoordinatorPartitions,
+        metadata: ClusterMetadataStore,
+        security: ClientSecurity,
+        clock: Clock,
+    ) -> None:
+        self._partitions = partitions
+        self._clock = clock
+        self._metadata = metadata
+        self._security = security  # how WriteTxnMarkers reach other brokers
+        self.listeners: list[MarkerListener] = []
+        self._connections: dict[int, BrokerConnection] = {}  # partition leaders, for WriteTxnMarkers
+
+    def close(self) -> None:
+        for connection in self._connections.values():
+            connection.close()
+        self._connections.clear()
+
+    async def write(
+        self, topic: str, partition: int, pid: int, epoch: int, commit: bool, coordinator_epoch: int
+    ) -> bool:
+        """Whether the partition's marker is written (or need not be); False: retry later."""
+        info = self._metadata.topics.get(topic)
+        if info is None or partition >= info.partitions:
+            log.info("%s-%d is gone: no transaction marker for producer %d", topic, partition, pid)
+            return True
+        state = self._metadata.partitions.get((topic, partition))
+        if state is None or state.leader < 0:
+            return False  # no leader right now: retry
+        if state.leader == self._partitions.node_id:
+            code = await self.write_local(topic, partition, pid, epoch, commit, coordinator_epoch)
+        else:
+            code = await self._send(state.leader, topic, partition, pid, epoch, commit, coordinator_epoch)
+        if code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED):
+            log.warning("%s-%d: marker for producer %d refused: %s", topic, partition, pid, code.name)
+            return True
+        return code is ErrorCode.NONE
+
+    async def write_local(
+        self, topic: str, partition: int, pid: int, epoch: int, commit: bool, coordinator_epoch: int
+    ) -> ErrorCode:
+        """Append a marker to a partition this broker leads and wait for its ISR (WriteTxnMarkers, as
+        Kafka's leader does with acks=-1); then tell the marker listeners."""
+        control = ControlType.COMMIT if commit else ControlType.ABORT
+        code = await self._partitions.write_marker(
+            topic, partition, pid, epoch, control, coordinator_epoch, MARKER_TIMEOUT_MS
+        )
+        if code is ErrorCode.NONE:
+            for listener in self.listeners:
+                listener(topic, partition, pid, commit)
+        return code
+
+    async def _send(
+        self,
+        leader: int,
+        topic: str,
+        partition: int,
+        pid: int,
+        epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+    ) -> ErrorCode:
+        """WriteTxnMarkers v0 to the partition's leader."""
+        broker = self._metadata.brokers.get(leader)
+        if broker is None:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        connection = self._connections.get(leader)
+        if connection is None or (connection.host, connection.port) != (broker.host, broker.port):
+            if connection is not None:
+                connection.close()
+            client_id = f"txn-coordinator-{self._partitions.node_id}"
+            connection = self._connections[leader] = BrokerConnection(
+                broker.host, broker.port, client_id, self._security, self._clock
+            )
+        marker = {
+            "producer_id": pid,
+            "producer_epoch": epoch,
+            "transaction_result": commit,
+            "topics": [{"name": topic, "partition_indexes": [partition]}],
+            "coordinator_epoch": coordinator_epoch,
+        }
+        try:
+            response = await connection.send(int(ApiKey.WRITE_TXN_MARKERS), 0, {"markers": [marker]}, 15_000)
+            return ErrorCode(int(response["markers"][0]["topics"][0]["partitions"][0]["error_code"]))
+        except (ConnectionError, LookupError, ValueError) as exc:
+            log.info("%s-%d: WriteTxnMarkers to broker %d failed: %s", topic, partition, leader, exc)
+            return ErrorCode.NETWORK_EXCEPTION
