@@ -3,8 +3,8 @@
 `Broker` builds the components and wires each to the ports it uses; none of them receives the broker:
 
     LogManager (storage) ─┐
-    Purgatory(clock) ─────┼─> ReplicaManager ──> GroupService, TransactionService, RegistryService
-    ClusterMetadataStore ─┤        │
+    Purgatory(clock) ─────┼─> ReplicaManager ──> CoordinatorPartitions ──> GroupService, TransactionService
+    ClusterMetadataStore ─┤        │   └──> RegistryService
     IsrStore ─────────────┘        └─> ControlPlane ──> TopicAdmin
 
 The `ControlPlane` and `IsrStore` are the only parts that differ between an embedded single node and a
@@ -167,9 +167,11 @@ class Broker:
             bool(config.get("auto.create.topics.enable")),
             bool(config.get("delete.topic.enable")),
         )
-        self.groups = GroupService(config, self.clock, self.replica_manager, self.metadata, self.topics)
         # The coordinators' one door to the replica manager (logs and leadership of internal topics).
         self.coordinator_partitions = CoordinatorPartitions(self.replica_manager)
+        self.groups = GroupService(
+            config, self.clock, self.coordinator_partitions, self.metadata, self.topics
+        )
         self.transactions = TransactionService(
             config, self.clock, self.coordinator_partitions, self.metadata, self.topics, security
         )

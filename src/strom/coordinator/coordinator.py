@@ -98,6 +98,11 @@ class GroupCoordinator:
         now = self.clock.monotonic_ms()
         for key, value in records:
             self.store.replay(key, value, now)
+        return self.loaded_partition(partition)
+
+    def loaded_partition(self, partition: int) -> int:
+        """Every record of a `__consumer_offsets` partition is replayed (`store.replay`): its loaded
+        members get their session timers. Returns how many groups the partition holds."""
         loaded = [g for gid, g in self.groups.items() if self.store.partition_of(gid) == partition]
         self.membership.arm_loaded_members(loaded)
         log.info("loaded %d group(s) of __consumer_offsets-%d", len(loaded), partition)

@@ -31,13 +31,11 @@ def group_service(ctx: RequestContext) -> GroupService:
 
 def group_refusal(ctx: RequestContext, group_id: str, operation: Op = Op.READ) -> ErrorCode | None:
     """Why this broker does not serve the group request: the sender lacks `operation` on the group
-    (GROUP_AUTHORIZATION_FAILED; READ for membership APIs), or another broker coordinates it."""
+    (GROUP_AUTHORIZATION_FAILED; READ for membership APIs), or another broker coordinates it
+    (NOT_COORDINATOR), or this one is still loading it (COORDINATOR_LOAD_IN_PROGRESS)."""
     if denied(ctx, operation, Res.GROUP, group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED
-    service = group_service(ctx)
-    if not service.is_coordinator(group_id):
-        return ErrorCode.NOT_COORDINATOR
-    return None
+    return group_service(ctx).coordinator_error(group_id)
 
 
 # --- FindCoordinator -----------------------------------------------------------------------------

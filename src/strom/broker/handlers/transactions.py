@@ -168,8 +168,8 @@ async def handle_txn_offset_commit(ctx: RequestContext, req: Body) -> Body:
         results.update(dict.fromkeys(offsets, ErrorCode.GROUP_AUTHORIZATION_FAILED))
     elif not group_id:
         results.update(dict.fromkeys(offsets, ErrorCode.INVALID_GROUP_ID))
-    elif not groups.is_coordinator(group_id):
-        results.update(dict.fromkeys(offsets, ErrorCode.NOT_COORDINATOR))
+    elif (refused := groups.coordinator_error(group_id)) is not None:
+        results.update(dict.fromkeys(offsets, refused))
     elif offsets and (member_error := _group_metadata_error(groups.coordinator, group_id, req)) is not None:
         results.update(dict.fromkeys(offsets, member_error))
     elif offsets:
