@@ -47,7 +47,7 @@ import logging
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Generic, TypeVar
 
-from strom._util.clock import Cancellable, Clock
+from strom._util.clock import Cancellable, Clock, yield_to_loop
 from strom.coordinator_runtime.loader import READ_CHUNK_BYTES, replay_chunk
 from strom.coordinator_runtime.ports import PartitionReader, PartitionWriter
 from strom.coordinator_runtime.shard import (
@@ -174,7 +174,7 @@ class CoordinatorRuntime(Generic[S]):
                 offset = replayed.next_offset
                 if replayed.stop:
                     break
-                await asyncio.sleep(0)  # one chunk at a time: other requests run between chunks
+                await yield_to_loop()  # one chunk at a time: other requests run between chunks
         except asyncio.CancelledError:
             raise
         except Exception:
