@@ -22,7 +22,14 @@ Bad input never reaches a handler: a size outside 8..`socket.request.max.bytes` 
 listener before authentication), a frame that does not parse, or an API/version we do not serve closes
 that connection with a log line (Kafka's behaviour), except an unsupported ApiVersions version, which
 gets UNSUPPORTED_VERSION with a v0 body so the client can retry at a version we speak (KIP-511). Every
-other connection keeps being served. TLS, principals and SASL are set up per connection: security/.
+other connection keeps being served. Each frame's header prefix is read once (request_header.py) and
+routes it: to the SASL exchange, or to request_dispatch.py, which decodes it and runs its handler. TLS,
+principals and SASL are set up per connection: security/.
+
+A connection's life is the states of connection_state.py (authenticating, serving, re-authenticating,
+draining, closed), moved only along that module's table: the SASL exchange's own state
+(security/sasl_state.py) says when a login or re-authentication begins and ends, the end of input
+starts the draining, and the transport's end is closed.
 """
 
 from __future__ import annotations
@@ -38,16 +45,14 @@ from typing import NamedTuple, cast
 from strom._util.buffers import receive_buffer
 from strom._util.clock import yield_to_loop
 from strom.broker.broker import Broker
-from strom.broker.handlers import HANDLERS, RequestContext
-from strom.broker.handlers.api_versions import api_versions_fallback
-from strom.broker.handlers.base import CloseConnection, Handler
+from strom.broker.connection_state import READING, ConnectionState, after_sasl_step, next_connection_state
+from strom.broker.request_dispatch import Answer, CloseRequested, HandlerCall, RequestDispatcher
 from strom.broker.response_writer import ResponseWriter
 from strom.broker.security.connection import ListenerSecurity, size_hint
 from strom.broker.security.listeners import ANONYMOUS
 from strom.broker.security.sasl import MAX_UNAUTHENTICATED_BYTES
-from strom.protocol.api import INTERNAL, SUPPORTED, ApiKey
-from strom.protocol.codec import Chunk, Request, decode_request, encode_response_chunks
-from strom.protocol.errors import CorruptFrame, UnsupportedVersion
+from strom.protocol.api import ApiKey
+from strom.protocol.codec import Chunk
 from strom.protocol.request_header import RequestPrefix, peek_request_header
 
 log = logging.getLogger(__name__)
@@ -60,16 +65,7 @@ _WRITE_HIGH_WATER = 4 * 1024 * 1024
 # Requests read ahead of their responses on one connection (clients pipeline up to ~5 produces).
 _MAX_IN_FLIGHT = 32
 _ACKS_ALL = -1
-
-
-class _CloseConnection(Exception):
-    """The client sent something Kafka answers by closing the connection; the reason is logged."""
-
-
-class _Call(NamedTuple):
-    handler: Handler
-    ctx: RequestContext
-    request: Request
+_CLOSED = ConnectionState.CLOSED  # a module global: an enum class's attribute lookup is a Python call
 
 
 class _Close(NamedTuple):
@@ -78,8 +74,7 @@ class _Close(NamedTuple):
     reason: str
 
 
-_Answer = list[Chunk] | None  # a handler's encoded response; None when Kafka sends none (acks=0)
-_Slot = asyncio.Task[_Answer] | list[Chunk] | _Close
+_Slot = asyncio.Task[Answer] | list[Chunk] | _Close
 
 
 class KafkaServer:
@@ -96,8 +91,7 @@ class KafkaServer:
         self.max_request_bytes = int(broker.config.get("socket.request.max.bytes"))
         self._server: asyncio.Server | None = None
         self._connections: set[_Connection] = set()
-        # API key -> served version range, for the keys that have a handler.
-        self._versions = {int(k): r for k, r in (INTERNAL | SUPPORTED).items() if int(k) in HANDLERS}
+        self.dispatcher = RequestDispatcher(broker, self.listener.name)  # request_dispatch.py
 
     async def start(self) -> tuple[str, int]:
         loop = asyncio.get_running_loop()
@@ -118,61 +112,9 @@ class KafkaServer:
         if self._server is not None:
             await self._server.wait_closed()
 
-    def decode(
-        self, payload: bytearray, prefix: RequestPrefix, client_host: str, principal: str = ANONYMOUS
-    ) -> _Call | list[Chunk]:
-        """The handler call for a request frame, or an immediate answer; raises _CloseConnection."""
-        # API and version are judged from the fixed header prefix before the body is decoded (as Kafka
-        # does), so a version we do not serve is reported as such whatever its body holds.
-        key, version, correlation_id = prefix
-        if not self._served(key, version):
-            if key == ApiKey.API_VERSIONS:
-                return api_versions_fallback(correlation_id)
-            log.warning("closing connection from %s: API key %d v%d is not served", client_host, key, version)
-            raise _CloseConnection
-        try:
-            request = decode_request(payload, lean=True)  # Produce: produce_codec.py
-        except UnsupportedVersion as exc:
-            if exc.api_key == ApiKey.API_VERSIONS:
-                return api_versions_fallback(exc.correlation_id)
-            log.warning("closing connection from %s: unsupported API (%s)", client_host, exc)
-            raise _CloseConnection from None
-        except CorruptFrame as exc:
-            log.warning("closing connection from %s: malformed request (%s)", client_host, exc)
-            raise _CloseConnection from None
-        ctx = RequestContext(
-            self.broker, key, version, request.correlation_id, request.client_id, client_host
-        )
-        ctx.principal, ctx.listener = principal, self.listener.name
-        return _Call(HANDLERS[key], ctx, request)
-
     @property
     def connection_count(self) -> int:
         return len(self._connections)
-
-    async def call(self, call: _Call, received_ns: int) -> _Answer:
-        """Run a handler and encode its response; raises _CloseConnection where Kafka closes."""
-        handler, ctx, request = call
-        started_ns = perf_counter_ns()
-        try:
-            body = await handler(ctx, request.body)
-        except CloseConnection as exc:
-            log.info("closing connection from %s: %s", ctx.client_host, exc)
-            raise _CloseConnection from None
-        answer = (
-            None
-            if body is None
-            else encode_response_chunks(ctx.api_key, ctx.api_version, request.correlation_id, body, lean=True)
-        )
-        if (metrics := self.broker.metrics) is not None:
-            stats = metrics.requests.get(ctx.api_key) or metrics.request(ctx.api_key)
-            stats.observe(ctx.api_version, received_ns, started_ns, perf_counter_ns(), ctx.remote_ns)
-        return answer
-
-    def _served(self, key: int, version: int) -> bool:
-        """Whether a handler exists and the version is inside the advertised range."""
-        low_high = self._versions.get(key)
-        return low_high is not None and low_high[0] <= version <= low_high[1]
 
 
 class _Connection(asyncio.BufferedProtocol):
@@ -193,15 +135,15 @@ class _Connection(asyncio.BufferedProtocol):
         self._inbox: deque[bytearray] = deque()
         self._arrived: deque[int] = deque()  # when each inbox frame was complete (request queue time)
         self._wakeup: asyncio.Future[None] | None = None
-        self._eof = False  # no more frames will come (EOF, or a bad size prefix)
         self._paused = False
-        self._closing = False
         self._close_on_drain = False
         self._slots: deque[_Slot] = deque()  # responses not yet written, in request order
-        self._concurrent: set[asyncio.Task[_Answer]] = set()  # acks=all produces still running
+        self._concurrent: set[asyncio.Task[Answer]] = set()  # acks=all produces still running
         self.client_host = "?"
         self.principal = ANONYMOUS  # set once the connection is authenticated (TLS certificate, SASL)
         self._auth = server.security.authenticator(server.broker.clock)  # SASL listeners
+        self.state = ConnectionState.SERVING if self._auth is None else ConnectionState.AUTHENTICATING
+        self._reading = True  # state in READING, kept by _move for the per-frame checks (no enum hashing)
         self._transport: asyncio.Transport | None = None
         self._writer: ResponseWriter | None = None
         self._worker: asyncio.Task[None] | None = None
@@ -223,7 +165,7 @@ class _Connection(asyncio.BufferedProtocol):
             self.principal = principal
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._closing = True
+        self._closed()
         self._server._connections.discard(self)
         if self._worker is not None and not self._worker.done():
             self._worker.cancel()
@@ -233,7 +175,7 @@ class _Connection(asyncio.BufferedProtocol):
 
     def eof_received(self) -> bool:
         partial = 4 + self._frame_got if self._frame is not None else self._end - self._start
-        if partial and not self._eof:
+        if partial and self._reading:
             log.info("connection from %s closed mid-request (%d bytes of a frame)", self.client_host, partial)
         self._end_of_input()
         # Plain TCP: stay open to finish answering (the worker closes). TLS closes on EOF whatever we say.
@@ -303,7 +245,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._start, self._end = (0, 0) if start == end else (start, end)
 
     def _deliver(self, frame: bytearray) -> None:
-        if self._eof:
+        if not self._reading:
             return
         self._inbox.append(frame)
         self._arrived.append(perf_counter_ns())
@@ -313,7 +255,8 @@ class _Connection(asyncio.BufferedProtocol):
         self._throttle()
 
     def _end_of_input(self) -> None:
-        self._eof = True
+        if self._reading:
+            self._move(ConnectionState.DRAINING)
         self._frame = None
         if self._transport is not None and not self._transport.is_closing():
             with contextlib.suppress(RuntimeError, NotImplementedError):
@@ -329,10 +272,10 @@ class _Connection(asyncio.BufferedProtocol):
         busy = (
             len(self._inbox) + len(self._slots) >= _MAX_IN_FLIGHT or self._writer.buffered > _WRITE_HIGH_WATER
         )
-        if busy and not self._paused and not self._eof:
+        if busy and not self._paused and self._reading:
             self._paused = True
             self._transport.pause_reading()
-        elif not busy and self._paused and not self._eof:
+        elif not busy and self._paused and self._reading:
             self._paused = False
             self._transport.resume_reading()
 
@@ -353,7 +296,7 @@ class _Connection(asyncio.BufferedProtocol):
             last_was_produce = False
             while True:
                 if not self._inbox:
-                    if self._eof:
+                    if not self._reading:
                         break
                     self._wakeup = self._loop.create_future()
                     await self._wakeup
@@ -387,23 +330,25 @@ class _Connection(asyncio.BufferedProtocol):
             if step.close:  # closed once the answer has gone out
                 self._inbox.clear()
                 self._end_of_input()
+            elif (target := after_sasl_step(self.state, auth.state)) is not self.state:
+                self._move(target)  # logged in, or a re-authentication started or completed
             return True
         try:
-            decoded = self._server.decode(payload, prefix, self.client_host, self.principal)
-            if not isinstance(decoded, _Call):
+            decoded = self._server.dispatcher.decode(payload, prefix, self.client_host, self.principal)
+            if not isinstance(decoded, HandlerCall):
                 self._answer(decoded)
                 return True
             body = decoded.request.body
             if decoded.ctx.api_key == ApiKey.PRODUCE and body.get("acks") == _ACKS_ALL:
-                task = self._loop.create_task(self._server.call(decoded, received_ns))
+                task = self._loop.create_task(self._server.dispatcher.call(decoded, received_ns))
                 self._concurrent.add(task)
                 task.add_done_callback(self._on_concurrent_done)
                 self._slots.append(task)
                 await yield_to_loop()  # the task appends now, before the next request starts
                 return True
-            self._answer(await self._server.call(decoded, received_ns))
+            self._answer(await self._server.dispatcher.call(decoded, received_ns))
             return True
-        except _CloseConnection:
+        except CloseRequested:
             self._queue_slot(_Close("close requested"))
             return False
         except Exception:
@@ -417,12 +362,12 @@ class _Connection(asyncio.BufferedProtocol):
         while self._concurrent:
             await asyncio.wait(set(self._concurrent))
 
-    def _on_concurrent_done(self, task: asyncio.Task[_Answer]) -> None:
+    def _on_concurrent_done(self, task: asyncio.Task[Answer]) -> None:
         self._concurrent.discard(task)
         self._flush_slots()
 
     # -- response order ---------------------------------------------------------------------------
-    def _answer(self, answer: _Answer) -> None:
+    def _answer(self, answer: Answer) -> None:
         if answer is not None:
             self._queue_slot(answer)
 
@@ -439,7 +384,7 @@ class _Connection(asyncio.BufferedProtocol):
         writer = self._writer
         slots = self._slots
         assert writer is not None
-        while slots and not self._closing:
+        while slots and self.state is not _CLOSED:
             head = slots[0]
             if isinstance(head, asyncio.Task):
                 if not head.done():
@@ -453,7 +398,7 @@ class _Connection(asyncio.BufferedProtocol):
                     if answer is not None:
                         writer.write(answer)
                     continue
-                if not isinstance(exc, _CloseConnection):
+                if not isinstance(exc, CloseRequested):
                     log.error("request handling from %s failed; closing the connection", self.client_host)
                     log.error("the handler raised", exc_info=exc)
                 self._abort_transport()
@@ -470,13 +415,21 @@ class _Connection(asyncio.BufferedProtocol):
         """After the last request has been answered: close once every response has gone out."""
         assert self._writer is not None and self._transport is not None
         self._close_on_drain = True
-        if self._closing or self._writer.buffered:
+        if self.state is _CLOSED or self._writer.buffered:
             return  # the writer calls _on_drained when it is done
-        self._closing = True
+        self._closed()
         self._transport.close()
 
+    def _move(self, target: ConnectionState) -> None:
+        self.state = next_connection_state(self.state, target)  # connection_state.py: the rule book
+        self._reading = target in READING
+
+    def _closed(self) -> None:
+        if self.state is not _CLOSED:
+            self._move(_CLOSED)
+
     def _abort_transport(self) -> None:
-        self._closing = True
+        self._closed()
         self._cancel_pending()
         if self._transport is not None:
             self._transport.abort()

@@ -24,6 +24,12 @@ does this at 90 % of the lifetime, kafka-python 3 and the Java client at 85-95 %
 arriving after the session ended closes the connection without a reply (Kafka's expired-connection
 kill): a client that does not re-authenticate reconnects and logs in again. Each is logged (INFO), as
 each login is.
+
+Where an exchange stands is one `SaslState` (sasl_state.py: handshake, authenticate, legacy token,
+complete, re-authenticate, failed), moved only along that module's table; `SaslAuthenticator` is its
+driver, and the network layer follows it (a login or re-authentication beginning or ending moves the
+connection's own state, broker/connection_state.py). Failure delays and session ends run on the
+broker's clock.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from dataclasses import dataclass, field
 from strom._util.clock import Clock, sleep_ms
 from strom.broker.security.credentials import CredentialStore
 from strom.broker.security.listeners import ANONYMOUS
+from strom.broker.security.sasl_state import IN_EXCHANGE, SaslState, next_sasl_state
 from strom.broker.security.scram import HASHES, ScramError, ScramServer
 from strom.metrics.counters import AuthCounters
 from strom.protocol.api import ApiKey
@@ -57,6 +64,8 @@ _SIZE = struct.Struct(">i")
 # sasl.server.max.receive.size): an unauthenticated client cannot make the broker buffer
 # socket.request.max.bytes (100 MB) per frame. Larger frames close the connection.
 MAX_UNAUTHENTICATED_BYTES = 512 * 1024
+# Module globals for the per-request checks: an enum class's attribute lookup is a Python call.
+_HANDSHAKE, _COMPLETE = SaslState.HANDSHAKE, SaslState.COMPLETE
 
 
 class AuthenticationFailed(Exception):
@@ -131,45 +140,48 @@ class Step:
 
 
 class SaslAuthenticator:
-    """One connection's SASL state; `receive` takes every frame until `authenticated`."""
+    """One connection's SASL exchange, driven through the states of sasl_state.py: `gates` says which
+    frames `receive` takes (every frame until `authenticated`, then re-authentications)."""
 
     def __init__(self, settings: SaslSettings, clock: Clock) -> None:
         self._settings = settings
         self._clock = clock
+        self.state = SaslState.HANDSHAKE
+        # Logged in (also while re-authenticating): the frame limit of unauthenticated clients is off.
+        # Kept by _move, read per frame.
         self.authenticated = False
         self.principal = ANONYMOUS
-        self._mechanism: _Plain | _Scram | None = None  # an exchange in progress
+        self._mechanism: _Plain | _Scram | None = None  # the exchange in progress (IN_EXCHANGE states)
         self._mechanism_name = ""
-        self._legacy = False  # SaslHandshake v0: bare token frames follow
         self._expires_ms: int | None = None  # end of the session on the clock (connections.max.reauth.ms > 0)
         self._reauth_capable = False  # the client has sent SaslAuthenticate v1+ (Kafka's rule)
-        self._reauthenticating = False
         self.reauthentications = 0
 
-    def passes(self, prefix: RequestPrefix) -> bool:
-        """Whether this frame takes the ordinary request path (ApiVersions before the handshake)."""
-        return self._mechanism is None and prefix[0] == ApiKey.API_VERSIONS
+    def _move(self, target: SaslState) -> None:
+        self.state = next_sasl_state(self.state, target)
+        self.authenticated = target is _COMPLETE or target is SaslState.REAUTHENTICATE
 
     def gates(self, prefix: RequestPrefix) -> bool:
         """Whether this frame goes to `receive` rather than to the handlers: every frame until the
         connection is authenticated (ApiVersions before the handshake excepted), and afterwards a
         re-authentication (KIP-368) or any request once the session has ended (which closes).
         ``prefix``: the frame's `strom.protocol.request_header.peek_request_header`."""
-        if not self.authenticated:
-            return not self.passes(prefix)
-        if self._mechanism is not None:
-            return True  # re-authenticating: only SaslAuthenticate may come
+        state = self.state
+        if state is _HANDSHAKE:
+            return prefix[0] != ApiKey.API_VERSIONS
+        if state is not _COMPLETE:
+            return True  # an exchange in progress takes every frame; FAILED closes
         if self._reauth_capable and prefix[0] == ApiKey.SASL_HANDSHAKE and prefix[1] >= 1:
             return True
         return self._expires_ms is not None and self._clock.monotonic_ms() > self._expires_ms
 
     async def receive(self, payload: bytearray, prefix: RequestPrefix, client_host: str) -> Step:
         """Take a gated frame (``prefix``: its header's, meaningless for a bare legacy token)."""
-        if self._legacy:
+        if self.state is SaslState.LEGACY_TOKEN:
             return await self._legacy_token(bytes(payload), client_host)
         key, version, correlation_id = prefix
         starts_reauth = key == ApiKey.SASL_HANDSHAKE and version >= 1 and self._reauth_capable
-        if self.authenticated and self._mechanism is None and not starts_reauth:
+        if self.state is SaslState.COMPLETE and not starts_reauth:
             self._settings.counters.expired_connections_killed += 1
             log.info(
                 "closing connection from %s on %s: the SASL session of %s has expired "
@@ -179,7 +191,7 @@ class SaslAuthenticator:
                 self.principal,
                 key,
             )
-            return Step(close=True)
+            return self._fail()
         if key not in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
             log.warning(
                 "closing connection from %s on %s: API key %d before SASL authentication",
@@ -187,12 +199,12 @@ class SaslAuthenticator:
                 self._settings.listener,
                 key,
             )
-            return Step(close=True)
+            return self._fail()
         try:
             body = decode_request(payload).body
         except (CorruptFrame, UnsupportedVersion) as exc:
             log.warning("closing connection from %s: malformed SASL request (%s)", client_host, exc)
-            return Step(close=True)
+            return self._fail()
         if key == ApiKey.SASL_HANDSHAKE:
             return await self._handshake(version, correlation_id, str(body.get("mechanism", "")), client_host)
         return await self._authenticate(
@@ -201,7 +213,7 @@ class SaslAuthenticator:
 
     async def _handshake(self, version: int, correlation_id: int, mechanism: str, client_host: str) -> Step:
         enabled = list(self._settings.mechanisms)
-        if self.authenticated and self._mechanism is None and mechanism != self._mechanism_name:
+        if self.state is SaslState.COMPLETE and mechanism != self._mechanism_name:
             log.warning(
                 "closing connection from %s: re-authentication of %s with %r, not %s",
                 client_host,
@@ -210,7 +222,7 @@ class SaslAuthenticator:
                 self._mechanism_name,
             )
             return self._refuse_handshake(version, correlation_id, ErrorCode.UNSUPPORTED_SASL_MECHANISM)
-        if self._mechanism is not None:
+        if self.state in IN_EXCHANGE:
             return self._refuse_handshake(version, correlation_id, ErrorCode.ILLEGAL_SASL_STATE)
         if mechanism not in enabled:
             log.warning(
@@ -223,15 +235,17 @@ class SaslAuthenticator:
         else:
             self._mechanism = _Scram(mechanism, self._settings.credentials())
         self._mechanism_name = mechanism
-        self._legacy = version == 0
-        self._reauthenticating = self.authenticated
+        if self.state is SaslState.COMPLETE:
+            self._move(SaslState.REAUTHENTICATE)
+        else:
+            self._move(SaslState.LEGACY_TOKEN if version == 0 else SaslState.AUTHENTICATE)
         return self._reply(
             ApiKey.SASL_HANDSHAKE, version, correlation_id, {"error_code": 0, "mechanisms": enabled}
         )
 
     async def _authenticate(self, version: int, correlation_id: int, token: bytes, client_host: str) -> Step:
         mechanism = self._mechanism
-        if mechanism is None:
+        if mechanism is None or self.state not in IN_EXCHANGE:
             log.warning("closing connection from %s: SaslAuthenticate before SaslHandshake", client_host)
             body = {
                 "error_code": int(ErrorCode.ILLEGAL_SASL_STATE),
@@ -243,7 +257,7 @@ class SaslAuthenticator:
         self._reauth_capable = self._reauth_capable or version >= 1
         try:
             reply = mechanism.step(token)
-            if mechanism.complete and self._reauthenticating:
+            if mechanism.complete and self.state is SaslState.REAUTHENTICATE:
                 self._check_same_principal(mechanism)
         except AuthenticationFailed as exc:
             self._log_failure(client_host, exc)
@@ -268,7 +282,7 @@ class SaslAuthenticator:
         except AuthenticationFailed as exc:
             self._log_failure(client_host, exc)
             await self._delay()
-            return Step(close=True)  # the legacy exchange has no way to say why
+            return self._fail()  # the legacy exchange has no way to say why
         self._complete(mechanism, client_host)
         return Step([_SIZE.pack(len(reply)) + reply])
 
@@ -279,12 +293,13 @@ class SaslAuthenticator:
             )
 
     def _complete(self, mechanism: _Plain | _Scram, client_host: str) -> None:
+        """After a token: COMPLETE once the mechanism is done (else the exchange goes on)."""
         if not mechanism.complete or mechanism.username is None:
             return
-        again = self._reauthenticating
-        self.authenticated = True
+        again = self.state is SaslState.REAUTHENTICATE
+        self._move(SaslState.COMPLETE)
         self.principal = f"User:{mechanism.username}"
-        self._mechanism, self._reauthenticating, self._legacy = None, False, False
+        self._mechanism = None
         reauth_ms = self._settings.reauth_ms.get(self._mechanism_name, 0)
         self._expires_ms = self._clock.monotonic_ms() + reauth_ms if reauth_ms > 0 else None
         counters = self._settings.counters
@@ -303,7 +318,7 @@ class SaslAuthenticator:
         )
 
     def _log_failure(self, client_host: str, exc: Exception) -> None:
-        if self._reauthenticating:
+        if self.state is SaslState.REAUTHENTICATE:
             self._settings.counters.failed_reauthentication += 1
         else:
             self._settings.counters.failed_authentication += 1
@@ -319,15 +334,22 @@ class SaslAuthenticator:
         if self._settings.failure_delay_ms > 0:
             await sleep_ms(self._clock, self._settings.failure_delay_ms)
 
+    def _fail(self) -> Step:
+        """FAILED: the connection closes without a reply."""
+        self._move(SaslState.FAILED)
+        return Step(close=True)
+
     def _refuse_handshake(self, version: int, correlation_id: int, code: ErrorCode) -> Step:
         """A SaslHandshake error listing the enabled mechanisms; the connection closes after it."""
         body = {"error_code": int(code), "mechanisms": list(self._settings.mechanisms)}
         return self._reply(ApiKey.SASL_HANDSHAKE, version, correlation_id, body, close=True)
 
-    @staticmethod
     def _reply(
-        key: int, version: int, correlation_id: int, body: dict[str, object], close: bool = False
+        self, key: int, version: int, correlation_id: int, body: dict[str, object], close: bool = False
     ) -> Step:
+        """An answer; ``close``: FAILED, and the connection closes once it has gone out."""
+        if close:
+            self._move(SaslState.FAILED)
         return Step(encode_response_chunks(key, version, correlation_id, body), close)
 
 
