@@ -1,15 +1,16 @@
 """KIP-360 (producer epoch bumps) and KIP-447 (group metadata in TxnOffsetCommit, OffsetFetch
 require_stable) with real clients against a real broker process.
 
-The abortable error: a transactional record for a topic whose ``min.insync.replicas`` (2) its one
-replica cannot meet is retried until ``message.timeout.ms`` and then times out; librdkafka makes that
-an abortable error that needs an epoch bump, which it asks for with InitProducerId v3+ carrying its
+The abortable error: a transactional record sent while the broker is paused (SIGSTOP) times out in
+flight after ``message.timeout.ms``; librdkafka makes that an abortable error that needs an epoch bump
+(the broker may have written the record), which it asks for with InitProducerId v3+ carrying its
 producer id and epoch (before KIP-360 support it was fatal).
 """
 
 from __future__ import annotations
 
 import logging
+import signal
 import time
 import uuid
 from collections.abc import Iterator
@@ -17,7 +18,6 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
@@ -58,15 +58,8 @@ class ProtocolLog(logging.Handler):
         return [line for line in self.lines if f"Sent {request}Request" in line]
 
 
-def unreplicable_topic(bootstrap: str) -> str:
-    name = f"under-isr-{uuid.uuid4().hex[:6]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, 1, 1, config={"min.insync.replicas": "2"})])[name].result(10)
-    return name
-
-
 def test_librdkafka_bumps_its_epoch_after_an_abortable_error(broker: BrokerProcess) -> None:
-    good, bad = create_topic(broker.bootstrap), unreplicable_topic(broker.bootstrap)
+    good = create_topic(broker.bootstrap)
     tid = f"bump-{uuid.uuid4().hex[:6]}"
     log = ProtocolLog()
     producer = txn_producer(
@@ -75,8 +68,13 @@ def test_librdkafka_bumps_its_epoch_after_an_abortable_error(broker: BrokerProce
     producer.init_transactions(30)
     producer.begin_transaction()
     producer.produce(good, b"aborted")
-    producer.produce(bad, b"never")
-    producer.flush(10)
+    producer.flush(10)  # the partition is in the transaction: the next record goes out at once
+    broker.signal(signal.SIGSTOP)
+    try:
+        producer.produce(good, b"timed out")
+        producer.flush(10)  # sent, never answered: it times out in flight after 1.5 s
+    finally:
+        broker.signal(signal.SIGCONT)
     with pytest.raises(KafkaException) as info:
         producer.commit_transaction(10)
     assert info.value.args[0].txn_requires_abort() and not info.value.args[0].fatal()

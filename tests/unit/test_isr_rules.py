@@ -12,7 +12,6 @@ from strom.broker.isr_rules import (
     high_watermark_bound,
     out_of_sync_replicas,
     record_fetch,
-    refuses_acks_all,
     replication_outcome,
     under_min_isr,
 )
@@ -31,11 +30,6 @@ def test_effective_min_isr_is_capped_by_the_replicas_and_at_least_one() -> None:
 def test_under_min_isr_is_the_isr_below_the_effective_min(isr_size: int, replicas: int, setting: int) -> None:
     expected = replicas > 0 and isr_size < effective_min_isr(setting, replicas)
     assert under_min_isr(isr_size, replicas, setting) == expected
-
-
-def test_the_append_check_of_acks_all_is_not_capped() -> None:
-    assert refuses_acks_all(1, 2)  # min.insync.replicas=2 on one replica refuses acks=all
-    assert not refuses_acks_all(2, 2)
 
 
 def test_a_follower_at_the_leaders_end_is_caught_up_now() -> None:

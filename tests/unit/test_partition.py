@@ -88,13 +88,17 @@ def test_acks_all_needs_min_insync_replicas_in_the_isr(tmp_path: Path) -> None:
     assert part.log_end_offset == 0  # nothing appended
 
 
-def test_min_insync_replicas_above_the_replicas_refuses_acks_all_but_commits_acks_1(tmp_path: Path) -> None:
+def test_min_insync_replicas_above_the_replicas_asks_for_every_replica(tmp_path: Path) -> None:
+    """Kafka 3.7+'s effective min ISR, one value for the append check and the high watermark."""
     part = Node(tmp_path, min_insync_replicas=2).lead([0], [0])
+    assert part.min_isr() == 1
+    part.append_records_as_leader(make_batch(), required_acks=-1)
+    assert part.high_watermark == 1
+    assert part.replication_outcome(1) == ErrorCode.NONE
+    part = Node(tmp_path / "rf2", min_insync_replicas=3).lead([0, 1], [0])
     with pytest.raises(KafkaError) as refused:
         part.append_records_as_leader(make_batch(), required_acks=-1)
-    assert refused.value.code == ErrorCode.NOT_ENOUGH_REPLICAS
-    part.append_records_as_leader(make_batch(), required_acks=1)
-    assert part.high_watermark == 1  # the high watermark's rule caps the setting by the replicas
+    assert refused.value.code == ErrorCode.NOT_ENOUGH_REPLICAS  # 2 of 2 replicas needed, 1 in sync
 
 
 def test_only_the_leader_appends(tmp_path: Path) -> None:

@@ -4,11 +4,12 @@ where the high watermark may go, and how an acks=all wait ends (Kafka's ``Partit
 `Partition` (partition.py) holds the state and calls these; they read their inputs and decide, with no
 clock, log or I/O of their own, so each rule is unit-tested on its own.
 
-* **Effective min ISR**: ``min(min.insync.replicas, replicas)`` (KAFKA-15583): the value of the high
-  watermark rule (it does not move while the ISR is below it: the strict min-ISR rule) and of the end
-  of an acks=all wait (NOT_ENOUGH_REPLICAS_AFTER_APPEND). The append check of acks=all
-  (NOT_ENOUGH_REPLICAS) compares the ISR with ``min.insync.replicas`` itself, as Kafka did before 3.7:
-  a setting above the replication factor refuses every acks=all write.
+* **Effective min ISR**: ``min(min.insync.replicas, replicas)``, Kafka's since 3.7 (KAFKA-15583,
+  ``Partition.effectiveMinIsr``): one value for the three places it matters: the append check of
+  acks=all (NOT_ENOUGH_REPLICAS), the high watermark (it does not move while the ISR is below it: the
+  strict min-ISR rule, docs/cluster.md#what-kafka-promises) and the end of an acks=all wait
+  (NOT_ENOUGH_REPLICAS_AFTER_APPEND). A setting above the replication factor therefore asks for every
+  replica, not for the impossible (before 3.7 Kafka refused every acks=all write then).
 * **Follower fetch state**: a follower's fetch offset is its log end offset. It is *caught up* when it
   fetches at the leader's log end offset, or at the end the leader had at its previous fetch (it then
   was caught up at that previous fetch: Kafka's lastCaughtUpTime rule).
@@ -86,11 +87,6 @@ def out_of_sync_replicas(
         if state is not None and now_ms - state.last_caught_up_ms > lag_max_ms:
             lagging.append(replica)
     return lagging
-
-
-def refuses_acks_all(isr_size: int, min_insync_replicas: int) -> bool:
-    """The append check of acks=all (NOT_ENOUGH_REPLICAS): ``min.insync.replicas`` not capped."""
-    return isr_size < min_insync_replicas
 
 
 def under_min_isr(isr_size: int, replica_count: int, min_insync_replicas: int) -> bool:

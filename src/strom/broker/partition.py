@@ -55,7 +55,6 @@ from strom.broker.isr_rules import (
     high_watermark_bound,
     out_of_sync_replicas,
     record_fetch,
-    refuses_acks_all,
     replication_outcome,
     under_min_isr,
 )
@@ -190,11 +189,12 @@ class Partition:
             raise KafkaError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self._env.node_id} is not the leader"
             )
-        if required_acks == -1 and refuses_acks_all(len(self.isr), self.log.config.min_insync_replicas):
+        if required_acks == -1 and under_min_isr(
+            len(self.isr), len(self.replicas), self.log.config.min_insync_replicas
+        ):
             raise KafkaError(
                 ErrorCode.NOT_ENOUGH_REPLICAS,
-                f"the ISR {self.isr} has fewer than min.insync.replicas="
-                f"{self.log.config.min_insync_replicas} replicas",
+                f"the ISR {self.isr} is smaller than the min ISR {self.min_isr()}",
             )
         info = self.log.append_as_leader(records, self.leader_epoch, from_coordinator)
         if not info.duplicate:

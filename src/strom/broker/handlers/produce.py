@@ -3,8 +3,8 @@
 The records are never decoded here: storage checks each batch header and CRC, runs the idempotent
 producer checks, patches offsets and appends. Only the leader appends (NOT_LEADER_OR_FOLLOWER
 elsewhere), at the partition's leader epoch, through `ReplicaManager.append_records`: the partition
-checks the ISR against min.insync.replicas for acks=all (NOT_ENOUGH_REPLICAS; partition.py and
-isr_rules.py own that rule) and moves the high watermark. acks=all then waits, unless the high
+checks the ISR against the min ISR for acks=all (NOT_ENOUGH_REPLICAS; partition.py and isr_rules.py
+own that rule) and moves the high watermark. acks=all then waits, unless the high
 watermark already passed the batch (always so on a single node, whose ISR is itself), until it does
 (`ReplicaManager.wait_for_replication`; NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrinks below the
 min ISR).
