@@ -31,7 +31,7 @@ import functools
 import logging
 import uuid
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
 from strom._util.clock import Clock, Deadline, sleep_ms, yield_to_loop
 from strom.broker.config import BrokerConfig
@@ -51,6 +51,14 @@ from strom.cluster.zk_paths import BrokerRegistration, TopicAssignment
 from strom.cluster.zookeeper_store import ZooKeeperStore
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.messages import (
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    LeaderAndIsrResponsePartitionError,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataRequest,
+)
 from strom.storage.config import LogConfig
 from strom.storage.log_manager import LogManager
 
@@ -377,7 +385,7 @@ class ClusterMember:
         return False
 
     # requests only a controller sends -------------------------------------------------------------
-    async def leader_and_isr(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def leader_and_isr(self, body: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
         """Applied in slices of `LEADER_AND_ISR_SLICE` partitions with the event loop let go between
         them: a LeaderAndIsr for thousands of partitions (a broker failure, a new controller) would
         otherwise hold the loop for seconds, and on the controller's own broker that holds back the
@@ -385,10 +393,15 @@ class ClusterMember:
         states = body["partition_states"]
         if len(states) <= LEADER_AND_ISR_SLICE:
             return self.replica_manager.become_leader_or_follower(body)
-        errors: list[dict[str, Any]] = []
+        errors: list[LeaderAndIsrResponsePartitionError] = []
         for start in range(0, len(states), LEADER_AND_ISR_SLICE):
             part = self.replica_manager.become_leader_or_follower(
-                {**body, "partition_states": states[start : start + LEADER_AND_ISR_SLICE]}
+                {
+                    "controller_id": body["controller_id"],
+                    "controller_epoch": body["controller_epoch"],
+                    "partition_states": states[start : start + LEADER_AND_ISR_SLICE],
+                    "live_leaders": body["live_leaders"],
+                }
             )
             if part["error_code"]:  # a newer controller spoke meanwhile: the rest is stale too
                 return part
@@ -396,10 +409,10 @@ class ClusterMember:
             await yield_to_loop()
         return {"error_code": 0, "partition_errors": errors}
 
-    def stop_replica(self, body: dict[str, Any]) -> dict[str, Any]:
+    def stop_replica(self, body: StopReplicaRequest) -> StopReplicaResponse:
         return self.replica_manager.stop_replicas(body)
 
-    def update_metadata(self, body: dict[str, Any]) -> ErrorCode:
+    def update_metadata(self, body: UpdateMetadataRequest) -> ErrorCode:
         if not self.metadata.apply_update_metadata(body):
             return ErrorCode.STALE_CONTROLLER_EPOCH
         return ErrorCode.NONE

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any
 
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.metadata_store import LocalMetadataStore, TopicInfo
@@ -28,6 +27,16 @@ from strom.broker.ports import Outcome, Reassignments, TopicPartition
 from strom.broker.replica_manager import ReplicaManager
 from strom.cluster.election import LeaderAndIsr
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.messages import (
+    LeaderAndIsrRequest,
+    LeaderAndIsrRequestPartitionState,
+    LeaderAndIsrResponse,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataRequest,
+    UpdateMetadataRequestPartitionState,
+    UpdateMetadataRequestTopicState,
+)
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +110,7 @@ class LocalControlPlane:
         """No session or channel to close."""
 
     # what a controller would send ------------------------------------------------------------------
-    def _partition_state(self, info: TopicInfo, index: int) -> dict[str, Any]:
+    def _partition_state(self, info: TopicInfo, index: int) -> LeaderAndIsrRequestPartitionState:
         me = self._node_id
         return {
             "topic_name": info.name,
@@ -115,8 +124,20 @@ class LocalControlPlane:
             "replicas": [me],
             "adding_replicas": [],
             "removing_replicas": [],
-            "offline_replicas": [],
             "is_new": False,
+        }
+
+    def _metadata_state(self, info: TopicInfo, index: int) -> UpdateMetadataRequestPartitionState:
+        me = self._node_id
+        return {
+            "partition_index": index,
+            "controller_epoch": CONTROLLER_EPOCH,
+            "leader": me,
+            "leader_epoch": info.leader_epoch,
+            "isr": [me],
+            "zk_version": ZK_VERSION,
+            "replicas": [me],
+            "offline_replicas": [],
         }
 
     def _become_leader(self, topics: list[TopicInfo], first_partition: int = 0) -> list[str]:
@@ -156,28 +177,27 @@ class LocalControlPlane:
             self._metadata.apply_topic_delta([self._topic_state(i) for i in changed or ()], list(removed))
             return
         topics = [self._topic_state(info) for _, info in sorted(self._store.topics.items())]
-        self._metadata.apply_update_metadata(
-            {
-                "controller_id": self._node_id,
-                "controller_epoch": CONTROLLER_EPOCH,
-                "topics": topics,
-                "live_brokers": [
-                    {
-                        "id": self._node_id,
-                        "host": self._host,
-                        "port": self._port,
-                        "rack": self._rack,
-                        "endpoints": [{"listener": n, "host": h, "port": p} for n, h, p in self._endpoints],
-                    }
-                ],
-            }
-        )
+        update: UpdateMetadataRequest = {
+            "controller_id": self._node_id,
+            "controller_epoch": CONTROLLER_EPOCH,
+            "topics": topics,
+            "live_brokers": [
+                {
+                    "id": self._node_id,
+                    "host": self._host,
+                    "port": self._port,
+                    "rack": self._rack,
+                    "endpoints": [{"listener": n, "host": h, "port": p} for n, h, p in self._endpoints],
+                }
+            ],
+        }
+        self._metadata.apply_update_metadata(update)
 
-    def _topic_state(self, info: TopicInfo) -> dict[str, Any]:
+    def _topic_state(self, info: TopicInfo) -> UpdateMetadataRequestTopicState:
         return {
             "topic_name": info.name,
             "topic_id": info.topic_id,
-            "partition_states": [self._partition_state(info, p) for p in range(info.partitions)],
+            "partition_states": [self._metadata_state(info, p) for p in range(info.partitions)],
         }
 
     # topic administration --------------------------------------------------------------------------
@@ -259,13 +279,13 @@ class LocalControlPlane:
         return info is not None and info.partitions >= count
 
     # requests only a remote controller sends ------------------------------------------------------
-    async def leader_and_isr(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def leader_and_isr(self, body: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
         return {"error_code": int(ErrorCode.INVALID_REQUEST), "partition_errors": []}
 
-    def stop_replica(self, body: dict[str, Any]) -> dict[str, Any]:
+    def stop_replica(self, body: StopReplicaRequest) -> StopReplicaResponse:
         return {"error_code": int(ErrorCode.INVALID_REQUEST), "partition_errors": []}
 
-    def update_metadata(self, body: dict[str, Any]) -> ErrorCode:
+    def update_metadata(self, body: UpdateMetadataRequest) -> ErrorCode:
         return ErrorCode.INVALID_REQUEST
 
     async def shutdown_broker(self, broker_id: int) -> list[TopicPartition]:

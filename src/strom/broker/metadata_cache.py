@@ -24,9 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from strom.broker.metadata_store import TopicInfo
+from strom.protocol.messages import (
+    UpdateMetadataRequest,
+    UpdateMetadataRequestPartitionState,
+    UpdateMetadataRequestTopicState,
+)
 
 PRODUCER_ID_BLOCK = 1000
 #: UpdateMetadata's ``type`` (version 1+; KIP-866's numbering). Version 0 is always full.
@@ -42,7 +46,7 @@ class PartitionMetadata:
     offline_replicas: tuple[int, ...]
 
 
-def _partition(s: dict[str, Any]) -> PartitionMetadata:
+def _partition(s: UpdateMetadataRequestPartitionState) -> PartitionMetadata:
     return PartitionMetadata(
         int(s["leader"]),
         int(s["leader_epoch"]),
@@ -85,7 +89,7 @@ class ClusterMetadataStore:
         self._next_pid = 0
         self._pid_block_end = 0
 
-    def apply_update_metadata(self, body: dict[str, Any]) -> bool:
+    def apply_update_metadata(self, body: UpdateMetadataRequest) -> bool:
         """Apply the controller's view (replace, or merge an incremental one); False if the request is
         from a stale controller."""
         epoch = int(body["controller_epoch"])
@@ -105,7 +109,7 @@ class ClusterMetadataStore:
         self.partitions = partitions
         return True
 
-    def _merge(self, changed: list[dict[str, Any]], deleted: list[str]) -> None:
+    def _merge(self, changed: list[UpdateMetadataRequestTopicState], deleted: list[str]) -> None:
         for name in deleted:
             self._drop_topic(name)
         for topic in changed:
@@ -130,7 +134,7 @@ class ClusterMetadataStore:
             for p in range(info.partitions):
                 self.partitions.pop((name, p), None)
 
-    def _apply_brokers(self, body: dict[str, Any]) -> None:
+    def _apply_brokers(self, body: UpdateMetadataRequest) -> None:
         self.brokers = {
             int(b["id"]): LiveBroker(
                 int(b["id"]),
@@ -142,7 +146,7 @@ class ClusterMetadataStore:
             for b in body["live_brokers"]
         }
 
-    def apply_topic_delta(self, changed: list[dict[str, Any]], removed: list[str]) -> None:
+    def apply_topic_delta(self, changed: list[UpdateMetadataRequestTopicState], removed: list[str]) -> None:
         """Replace the listed topics (UpdateMetadata's topic layout) and drop ``removed``; the rest stays.
 
         The single node's control plane publishes its own topic changes this way: rebuilding the
@@ -155,7 +159,7 @@ class ClusterMetadataStore:
 
     def _add_topic(
         self,
-        topic: dict[str, Any],
+        topic: UpdateMetadataRequestTopicState,
         topics: dict[str, TopicInfo],
         partitions: dict[tuple[str, int], PartitionMetadata],
     ) -> None:

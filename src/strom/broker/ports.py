@@ -17,12 +17,19 @@ an embedded single node and a member of a ZooKeeper-coordinated cluster sits beh
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.metadata_store import TopicInfo
 from strom.cluster.election import LeaderAndIsr
 from strom.protocol.errors import ErrorCode
+from strom.protocol.messages import (
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataRequest,
+)
 
 TopicPartition = tuple[str, int]
 Outcome = dict[TopicPartition, tuple[ErrorCode, str | None]]
@@ -87,11 +94,11 @@ class ControlPlane(Protocol):
     async def wait_for_partitions(self, name: str, count: int, timeout_ms: int) -> bool: ...
 
     # requests only a controller sends
-    async def leader_and_isr(self, body: dict[str, Any]) -> dict[str, Any]: ...
+    async def leader_and_isr(self, body: LeaderAndIsrRequest) -> LeaderAndIsrResponse: ...
 
-    def stop_replica(self, body: dict[str, Any]) -> dict[str, Any]: ...
+    def stop_replica(self, body: StopReplicaRequest) -> StopReplicaResponse: ...
 
-    def update_metadata(self, body: dict[str, Any]) -> ErrorCode: ...
+    def update_metadata(self, body: UpdateMetadataRequest) -> ErrorCode: ...
 
     async def shutdown_broker(self, broker_id: int) -> list[TopicPartition]: ...
 

@@ -43,7 +43,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from strom._util.clock import Clock, sleep_ms
 from strom.broker.isr_proposals import IsrChangeManager
@@ -54,6 +53,15 @@ from strom.broker.ports import IsrStore
 from strom.broker.purgatory import DelayedProduces, Purgatory
 from strom.broker.replica_fetcher import ReplicaFetcherManager
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.messages import (
+    LeaderAndIsrRequest,
+    LeaderAndIsrRequestPartitionState,
+    LeaderAndIsrResponse,
+    LeaderAndIsrResponsePartitionError,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    StopReplicaResponsePartitionError,
+)
 from strom.protocol.records.control import ControlType
 from strom.storage.config import LogConfig
 from strom.storage.file_records import FileRecords
@@ -282,13 +290,13 @@ class ReplicaManager:
         return part.active_producers()
 
     # controller requests ---------------------------------------------------------------------------
-    def become_leader_or_follower(self, body: dict[str, Any]) -> dict[str, Any]:
+    def become_leader_or_follower(self, body: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
         controller_epoch = int(body["controller_epoch"])
         if controller_epoch < self.controller_epoch:
             return {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH), "partition_errors": []}
         self.controller_epoch = controller_epoch
         endpoints = {int(b["broker_id"]): (b["host_name"], int(b["port"])) for b in body["live_leaders"]}
-        errors = []
+        errors: list[LeaderAndIsrResponsePartitionError] = []
         for state in body["partition_states"]:
             tp = (state["topic_name"], int(state["partition_index"]))
             try:
@@ -309,7 +317,10 @@ class ReplicaManager:
         return {"error_code": 0, "partition_errors": errors}
 
     def _apply_partition_state(
-        self, tp: TopicPartition, state: dict[str, Any], endpoints: dict[int, tuple[str, int]]
+        self,
+        tp: TopicPartition,
+        state: LeaderAndIsrRequestPartitionState,
+        endpoints: dict[int, tuple[str, int]],
     ) -> None:
         leader, epoch = int(state["leader"]), int(state["leader_epoch"])
         part = self.partitions.get(tp)
@@ -348,13 +359,13 @@ class ReplicaManager:
         for callback in self.on_leadership_change:
             callback(part, leader == self.node_id)
 
-    def stop_replicas(self, body: dict[str, Any]) -> dict[str, Any]:
+    def stop_replicas(self, body: StopReplicaRequest) -> StopReplicaResponse:
         controller_epoch = int(body["controller_epoch"])
         if controller_epoch < self.controller_epoch:
             return {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH), "partition_errors": []}
         self.controller_epoch = controller_epoch
         delete = bool(body["delete_partitions"])
-        errors = []
+        errors: list[StopReplicaResponsePartitionError] = []
         deleted = False
         for entry in body["partitions"]:
             tp = (entry["topic_name"], int(entry["partition_index"]))

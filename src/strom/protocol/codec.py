@@ -30,6 +30,7 @@ thread-safe (the compile cache is a dict filled idempotently).
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,7 +161,7 @@ def _known_trailer(api_key: int, buf: memoryview, pos: int) -> bool:
 
 
 def _encode_response_into(
-    out: bytearray, api_key: int, api_version: int, correlation_id: int, body: dict[str, Any], lean: bool
+    out: bytearray, api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any], lean: bool
 ) -> None:
     """Append the response header and body to ``out``, which starts with a 4-byte size placeholder."""
     if api_key == API_VERSIONS_KEY and body.get("error_code", 0) != 0:
@@ -179,7 +180,7 @@ def _encode_response_into(
         raise ValueError(f"cannot encode response api_key={api_key} v{api_version}: {exc!r}") from exc
 
 
-def encode_response(api_key: int, api_version: int, correlation_id: int, body: dict[str, Any]) -> bytes:
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]) -> bytes:
     """Encode a whole response frame, size prefix included (every ``records`` value held in memory).
 
     Raises:
@@ -193,7 +194,7 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: d
 
 
 def encode_response_chunks(
-    api_key: int, api_version: int, correlation_id: int, body: dict[str, Any], lean: bool = False
+    api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any], lean: bool = False
 ) -> list[Chunk]:
     """Encode a whole response frame as chunks to send in order; ``records`` may be regions.
 
@@ -223,7 +224,7 @@ def encode_response_chunks(
 
 
 def encode_request(
-    api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: dict[str, Any]
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Mapping[str, Any]
 ) -> bytes:
     """Encode a whole request frame (header v1, or v2 for flexible versions), size prefix included."""
     encoder, flexible = _ENCODERS.get((api_key, api_version, True)) or _encoder(

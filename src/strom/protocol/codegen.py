@@ -22,7 +22,7 @@ contract.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from strom.protocol import primitives
@@ -43,7 +43,7 @@ from strom.protocol.spec import FIXED_TYPES, FieldSpec, MessageSpec
 
 # ``fn(buf, pos) -> (body, pos)`` and ``fn(body, out)``, as compiled below.
 Decoder = Callable[[memoryview, int], tuple[dict[str, Any], int]]
-Encoder = Callable[[dict[str, Any], bytearray], None]
+Encoder = Callable[[Mapping[str, Any], bytearray], None]
 
 # -- decoding ----------------------------------------------------------------------------------
 

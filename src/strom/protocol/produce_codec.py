@@ -30,7 +30,7 @@ Same error contract as the generated decoder, which it must match byte for byte 
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 LEAN_VERSIONS = range(3, 9)
@@ -104,7 +104,7 @@ def decode_produce_request(buf: memoryview, pos: int) -> tuple[dict[str, Any], i
     return body, pos
 
 
-def encode_produce_response(body: dict[str, Any], out: bytearray, version: int) -> None:
+def encode_produce_response(body: Mapping[str, Any], out: bytearray, version: int) -> None:
     """Append the lean Produce v3-v8 response ``body`` to ``out``."""
     responses: Sequence[tuple[str, Sequence[PartitionResult]]] = body["responses"]
     pack_i16, pack_i32 = _I16.pack, _I32.pack

@@ -146,9 +146,9 @@ def partition_for(transactional_id: str, partitions: int) -> int:
     return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
-def topic_partitions(pairs: Iterable[tuple[str, int]]) -> list[dict[str, object]]:
-    """``[{topic, partitions}]`` for responses that list partitions by topic."""
+def topic_partitions(pairs: Iterable[tuple[str, int]]) -> list[tuple[str, list[int]]]:
+    """``[(topic, [partition, ...])]``, sorted, for responses that list partitions by topic."""
     by_topic: dict[str, list[int]] = {}
     for topic, partition in sorted(pairs):
         by_topic.setdefault(topic, []).append(partition)
-    return [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
+    return list(by_topic.items())

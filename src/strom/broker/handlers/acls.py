@@ -23,9 +23,23 @@ from strom.acl.model import (
     ResourceType,
 )
 from strom.broker.authorization import AclStoreUnavailable, Authorizer
-from strom.broker.handlers.base import Body, RequestContext, handles
+from strom.broker.handlers.base import RequestContext, handles
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
+from strom.protocol.messages import (
+    CreateAclsRequest,
+    CreateAclsResponse,
+    CreateAclsResponseAclCreationResult,
+    DeleteAclsRequest,
+    DeleteAclsRequestFilter,
+    DeleteAclsResponse,
+    DeleteAclsResponseFilterResult,
+    DeleteAclsResponseMatchingAcl,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
+    DescribeAclsResponseAclDescription,
+    DescribeAclsResponseResource,
+)
 
 log = logging.getLogger(__name__)
 _LITERAL = int(PatternType.LITERAL)
@@ -41,7 +55,7 @@ def _code(enum: type[_E], raw: int) -> _E:
         return enum(0)
 
 
-def _filter(raw: Body, version: int) -> AclBindingFilter:
+def _filter(raw: DescribeAclsRequest | DeleteAclsRequestFilter, version: int) -> AclBindingFilter:
     return AclBindingFilter(
         _code(ResourceType, raw["resource_type_filter"]),
         raw.get("resource_name_filter"),
@@ -53,12 +67,24 @@ def _filter(raw: Body, version: int) -> AclBindingFilter:
     )
 
 
-def _binding_fields(binding: AclBinding) -> Body:
+def _matching(binding: AclBinding) -> DeleteAclsResponseMatchingAcl:
     p, e = binding.pattern, binding.entry
     return {
+        "error_code": 0,
+        "error_message": None,
         "resource_type": int(p.resource_type),
         "resource_name": p.name,
         "pattern_type": int(p.pattern_type),
+        "principal": e.principal,
+        "host": e.host,
+        "operation": int(e.operation),
+        "permission_type": int(e.permission),
+    }
+
+
+def _description(binding: AclBinding) -> DescribeAclsResponseAclDescription:
+    e = binding.entry
+    return {
         "principal": e.principal,
         "host": e.host,
         "operation": int(e.operation),
@@ -80,21 +106,18 @@ def _visible(binding: AclBinding, version: int) -> bool:
 
 
 @handles(ApiKey.DESCRIBE_ACLS)
-async def describe_acls(ctx: RequestContext, body: Body) -> Body:
+async def describe_acls(ctx: RequestContext, body: DescribeAclsRequest) -> DescribeAclsResponse:
     auth, error, message = _gate(ctx, AclOperation.DESCRIBE)
-    resources: list[Body] = []
+    resources: list[DescribeAclsResponseResource] = []
     if auth is not None:
         acl_filter = _filter(body, ctx.api_version)
         if (reason := acl_filter.invalid()) is not None:
             error, message = ErrorCode.INVALID_REQUEST, reason
         else:
-            grouped: dict[ResourcePattern, list[Body]] = {}
+            grouped: dict[ResourcePattern, list[DescribeAclsResponseAclDescription]] = {}
             for b in auth.describe(acl_filter):
                 if _visible(b, ctx.api_version):
-                    fields = _binding_fields(b)
-                    grouped.setdefault(b.pattern, []).append(
-                        {k: fields[k] for k in ("principal", "host", "operation", "permission_type")}
-                    )
+                    grouped.setdefault(b.pattern, []).append(_description(b))
             resources = [
                 {
                     "resource_type": int(p.resource_type),
@@ -108,12 +131,12 @@ async def describe_acls(ctx: RequestContext, body: Body) -> Body:
 
 
 @handles(ApiKey.CREATE_ACLS)
-async def create_acls(ctx: RequestContext, body: Body) -> Body:
-    creations: list[Body] = body["creations"]
+async def create_acls(ctx: RequestContext, body: CreateAclsRequest) -> CreateAclsResponse:
+    creations = body["creations"]
     auth, error, message = _gate(ctx, AclOperation.ALTER)
     if auth is None:
-        results = [{"error_code": int(error), "error_message": message} for _ in creations]
-        return {"throttle_time_ms": 0, "results": results}
+        refused: CreateAclsResponseAclCreationResult = {"error_code": int(error), "error_message": message}
+        return {"throttle_time_ms": 0, "results": [refused for _ in creations]}
     bindings = [
         AclBinding(
             ResourcePattern(
@@ -137,9 +160,12 @@ async def create_acls(ctx: RequestContext, body: Body) -> Body:
         reasons = await auth.create(bindings)
     except AclStoreUnavailable as exc:  # e.g. ZooKeeper unreachable: some may not have been stored
         log.warning("CreateAcls failed: %s", exc)
-        failed = {"error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR), "error_message": "ACL store unavailable"}
+        failed: CreateAclsResponseAclCreationResult = {
+            "error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR),
+            "error_message": "ACL store unavailable",
+        }
         return {"throttle_time_ms": 0, "results": [failed for _ in creations]}
-    results = [
+    results: list[CreateAclsResponseAclCreationResult] = [
         {"error_code": 0, "error_message": None}
         if reason is None
         else {"error_code": int(ErrorCode.INVALID_REQUEST), "error_message": reason}
@@ -149,10 +175,10 @@ async def create_acls(ctx: RequestContext, body: Body) -> Body:
 
 
 @handles(ApiKey.DELETE_ACLS)
-async def delete_acls(ctx: RequestContext, body: Body) -> Body:
-    filters: list[Body] = body["filters"]
+async def delete_acls(ctx: RequestContext, body: DeleteAclsRequest) -> DeleteAclsResponse:
+    filters = body["filters"]
     auth, error, message = _gate(ctx, AclOperation.ALTER)
-    out: list[Body] = []
+    out: list[DeleteAclsResponseFilterResult] = []
     for raw in filters:
         if auth is None:
             out.append({"error_code": int(error), "error_message": message, "matching_acls": []})
@@ -175,10 +201,6 @@ async def delete_acls(ctx: RequestContext, body: Body) -> Body:
                 }
             )
             continue
-        matching = [
-            {"error_code": 0, "error_message": None, **_binding_fields(b)}
-            for b in removed
-            if _visible(b, ctx.api_version)
-        ]
+        matching = [_matching(b) for b in removed if _visible(b, ctx.api_version)]
         out.append({"error_code": 0, "error_message": None, "matching_acls": matching})
     return {"throttle_time_ms": 0, "filter_results": out}

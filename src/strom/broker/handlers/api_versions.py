@@ -5,19 +5,23 @@ Always header v0 and no tagged fields in the body (docs/protocol.md#apiversions)
 
 from __future__ import annotations
 
-from strom.broker.handlers.base import Body, RequestContext, advertised_api_keys, handles
+from strom.broker.handlers.base import RequestContext, advertised_api_keys, handles
 from strom.protocol.api import ApiKey
 from strom.protocol.codec import Chunk, encode_response_chunks
 from strom.protocol.errors import ErrorCode
+from strom.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 
 
 def api_versions_fallback(correlation_id: int) -> list[Chunk]:
     """UNSUPPORTED_VERSION for an ApiVersions version we do not serve (KIP-511), always as a v0 body:
     the only layout a client can parse before versions are agreed."""
-    body = {"error_code": int(ErrorCode.UNSUPPORTED_VERSION), "api_keys": advertised_api_keys()}
+    body: ApiVersionsResponse = {
+        "error_code": int(ErrorCode.UNSUPPORTED_VERSION),
+        "api_keys": advertised_api_keys(),
+    }
     return encode_response_chunks(ApiKey.API_VERSIONS, 0, correlation_id, body)
 
 
 @handles(ApiKey.API_VERSIONS)
-async def handle_api_versions(ctx: RequestContext, req: Body) -> Body:
+async def handle_api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersionsResponse:
     return {"error_code": 0, "api_keys": advertised_api_keys(), "throttle_time_ms": 0}

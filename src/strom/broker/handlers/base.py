@@ -1,20 +1,22 @@
 """Request handler registry: one async function per API key, plain dicts in and out.
 
 A handler receives the request context and the decoded request body (a dict, see docs/architecture.md)
-and returns the response body, or None when Kafka sends no response (Produce with acks=0). It raises
+and returns the response body, or None when Kafka sends no response (Produce with acks=0). Both bodies
+are typed with the API's ``TypedDict``s of strom.protocol.messages (plain dicts at run time). It raises
 nothing for client mistakes: those become Kafka error codes inside the response. An exception escaping
 a handler is a broker bug; the connection layer logs it and closes that client's connection.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from strom._util.clock import sleep_ms
 from strom.broker.broker import Broker
 from strom.protocol.api import SUPPORTED, ApiKey
+from strom.protocol.messages import ApiVersionsResponseApiVersion
 
 Body = dict[str, Any]
 LISTED_POLL_MS = 50
@@ -52,7 +54,9 @@ class RequestContext:
     listener: str = "PLAINTEXT"  # the name of the listener the request arrived on
 
 
-Handler = Callable[[RequestContext, Body], Awaitable[Body | None]]
+# An entry of the handler table, whatever its API: the table is one dict, so the bodies' types are
+# erased there; `handles` checks each handler against its API's types when it registers it.
+Handler = Callable[[RequestContext, Any], Awaitable[Mapping[str, Any] | None]]
 
 
 class CloseConnection(Exception):
@@ -78,7 +82,7 @@ def handles(api_key: ApiKey) -> Callable[[Handler], Handler]:
     return register
 
 
-def advertised_api_keys() -> list[dict[str, Any]]:
+def advertised_api_keys() -> list[ApiVersionsResponseApiVersion]:
     """ApiVersions entries: only keys with a handler, at the versions the conformance tests cover."""
     return [
         {"api_key": int(key), "min_version": low, "max_version": high}

@@ -21,39 +21,64 @@ topic or CLUSTER_ACTION (TOPIC_AUTHORIZATION_FAILED).
 
 from __future__ import annotations
 
-from typing import Any
-
 from strom.broker.handlers.authz import Op, Res, allowed_cluster, denied
-from strom.broker.handlers.base import Body, RequestContext, handles
+from strom.broker.handlers.base import RequestContext, handles
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.messages import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    AlterPartitionReassignmentsResponseReassignablePartitionResponse,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    ElectLeadersResponsePartitionResult,
+    ElectLeadersResponseReplicaElectionResult,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+    ListPartitionReassignmentsResponseOngoingPartitionReassignment,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochRequestOffsetForLeaderPartition,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderEpochResponseEpochEndOffset,
+    OffsetForLeaderEpochResponseOffsetForLeaderTopicResult,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
 
 _CLUSTER_DENIED = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 
 
 @handles(ApiKey.LEADER_AND_ISR)
-async def handle_leader_and_isr(ctx: RequestContext, req: Body) -> Body:
+async def handle_leader_and_isr(ctx: RequestContext, req: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
     if not allowed_cluster(ctx, Op.CLUSTER_ACTION):
         return {"error_code": _CLUSTER_DENIED, "partition_errors": []}
     return await ctx.broker.control.leader_and_isr(req)
 
 
 @handles(ApiKey.STOP_REPLICA)
-async def handle_stop_replica(ctx: RequestContext, req: Body) -> Body:
+async def handle_stop_replica(ctx: RequestContext, req: StopReplicaRequest) -> StopReplicaResponse:
     if not allowed_cluster(ctx, Op.CLUSTER_ACTION):
         return {"error_code": _CLUSTER_DENIED, "partition_errors": []}
     return ctx.broker.control.stop_replica(req)
 
 
 @handles(ApiKey.UPDATE_METADATA)
-async def handle_update_metadata(ctx: RequestContext, req: Body) -> Body:
+async def handle_update_metadata(ctx: RequestContext, req: UpdateMetadataRequest) -> UpdateMetadataResponse:
     if not allowed_cluster(ctx, Op.CLUSTER_ACTION):
         return {"error_code": _CLUSTER_DENIED}
     return {"error_code": int(ctx.broker.control.update_metadata(req))}
 
 
 @handles(ApiKey.CONTROLLED_SHUTDOWN)
-async def handle_controlled_shutdown(ctx: RequestContext, req: Body) -> Body:
+async def handle_controlled_shutdown(
+    ctx: RequestContext, req: ControlledShutdownRequest
+) -> ControlledShutdownResponse:
     if not allowed_cluster(ctx, Op.CLUSTER_ACTION):
         return {"error_code": _CLUSTER_DENIED, "remaining_partitions": []}
     try:
@@ -69,9 +94,16 @@ async def handle_controlled_shutdown(ctx: RequestContext, req: Body) -> Body:
 # --- OffsetForLeaderEpoch --------------------------------------------------------------------------
 
 
-def _epoch_end(ctx: RequestContext, topic: str, p: dict[str, Any]) -> dict[str, Any]:
+def _epoch_end(
+    ctx: RequestContext, topic: str, p: OffsetForLeaderEpochRequestOffsetForLeaderPartition
+) -> OffsetForLeaderEpochResponseEpochEndOffset:
     index = int(p["partition"])
-    out = {"error_code": 0, "partition": index, "leader_epoch": -1, "end_offset": -1}
+    out: OffsetForLeaderEpochResponseEpochEndOffset = {
+        "error_code": 0,
+        "partition": index,
+        "leader_epoch": -1,
+        "end_offset": -1,
+    }
     current = int(p.get("current_leader_epoch", -1))
     try:
         # Kafka: DESCRIBE on the topic, or CLUSTER_ACTION (a follower truncating).
@@ -88,8 +120,10 @@ def _epoch_end(ctx: RequestContext, topic: str, p: dict[str, Any]) -> dict[str, 
 
 
 @handles(ApiKey.OFFSET_FOR_LEADER_EPOCH)
-async def handle_offset_for_leader_epoch(ctx: RequestContext, req: Body) -> Body:
-    topics = [
+async def handle_offset_for_leader_epoch(
+    ctx: RequestContext, req: OffsetForLeaderEpochRequest
+) -> OffsetForLeaderEpochResponse:
+    topics: list[OffsetForLeaderEpochResponseOffsetForLeaderTopicResult] = [
         {"topic": t["topic"], "partitions": [_epoch_end(ctx, t["topic"], p) for p in t["partitions"]]}
         for t in req["topics"]
     ]
@@ -100,9 +134,9 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext, req: Body) -> Body
 
 
 def _election_results(
-    req: Body, outcome: dict[tuple[str, int], tuple[ErrorCode, str | None]]
-) -> list[dict[str, Any]]:
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+    outcome: dict[tuple[str, int], tuple[ErrorCode, str | None]],
+) -> list[ElectLeadersResponseReplicaElectionResult]:
+    by_topic: dict[str, list[ElectLeadersResponsePartitionResult]] = {}
     for (topic, p), (code, message) in sorted(outcome.items()):
         by_topic.setdefault(topic, []).append(
             {"partition_id": p, "error_code": int(code), "error_message": message}
@@ -111,7 +145,7 @@ def _election_results(
 
 
 @handles(ApiKey.ELECT_LEADERS)
-async def handle_elect_leaders(ctx: RequestContext, req: Body) -> Body:
+async def handle_elect_leaders(ctx: RequestContext, req: ElectLeadersRequest) -> ElectLeadersResponse:
     requested = req.get("topic_partitions")
     partitions = (
         None if requested is None else [(t["topic"], int(p)) for t in requested for p in t["partitions"]]
@@ -125,7 +159,7 @@ async def handle_elect_leaders(ctx: RequestContext, req: Body) -> Body:
     return {
         "throttle_time_ms": 0,
         "error_code": 0,
-        "replica_election_results": _election_results(req, outcome),
+        "replica_election_results": _election_results(outcome),
     }
 
 
@@ -133,7 +167,9 @@ async def handle_elect_leaders(ctx: RequestContext, req: Body) -> Body:
 
 
 @handles(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
-async def handle_alter_partition_reassignments(ctx: RequestContext, req: Body) -> Body:
+async def handle_alter_partition_reassignments(
+    ctx: RequestContext, req: AlterPartitionReassignmentsRequest
+) -> AlterPartitionReassignmentsResponse:
     targets = {
         (t["name"], int(p["partition_index"])): (
             None if p["replicas"] is None else [int(b) for b in p["replicas"]]
@@ -152,7 +188,7 @@ async def handle_alter_partition_reassignments(ctx: RequestContext, req: Body) -
             "responses": [],
         }
     outcome = await control.reassign(targets)
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+    by_topic: dict[str, list[AlterPartitionReassignmentsResponseReassignablePartitionResponse]] = {}
     for (topic, p), (code, message) in sorted(outcome.items()):
         by_topic.setdefault(topic, []).append(
             {"partition_index": p, "error_code": int(code), "error_message": message}
@@ -166,7 +202,9 @@ async def handle_alter_partition_reassignments(ctx: RequestContext, req: Body) -
 
 
 @handles(ApiKey.LIST_PARTITION_REASSIGNMENTS)
-async def handle_list_partition_reassignments(ctx: RequestContext, req: Body) -> Body:
+async def handle_list_partition_reassignments(
+    ctx: RequestContext, req: ListPartitionReassignmentsRequest
+) -> ListPartitionReassignmentsResponse:
     control = ctx.broker.control
     if not allowed_cluster(ctx, Op.DESCRIBE):
         return {"throttle_time_ms": 0, "error_code": _CLUSTER_DENIED, "error_message": None, "topics": []}
@@ -182,7 +220,7 @@ async def handle_list_partition_reassignments(ctx: RequestContext, req: Body) ->
     wanted_set = (
         None if wanted is None else {(t["name"], int(p)) for t in wanted for p in t["partition_indexes"]}
     )
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+    by_topic: dict[str, list[ListPartitionReassignmentsResponseOngoingPartitionReassignment]] = {}
     for (topic, p), (replicas, adding, removing) in sorted(found.items()):
         if wanted_set is not None and (topic, p) not in wanted_set:
             continue

@@ -15,15 +15,19 @@ CLUSTER_AUTHORIZATION_FAILED).
 from __future__ import annotations
 
 from strom.broker.handlers.authz import Op, Res, allowed_cluster
-from strom.broker.handlers.base import Body, RequestContext, handles
+from strom.broker.handlers.base import RequestContext, handles
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.messages import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+)
 
 PRODUCER_FENCED_FROM_VERSION = 4
 
 
 @handles(ApiKey.INIT_PRODUCER_ID)
-async def handle_init_producer_id(ctx: RequestContext, req: Body) -> Body:
+async def handle_init_producer_id(ctx: RequestContext, req: InitProducerIdRequest) -> InitProducerIdResponse:
     tid = req.get("transactional_id")
     if (auth := ctx.broker.authorizer) is not None:
         who, host = ctx.principal, ctx.client_host
@@ -55,7 +59,7 @@ async def handle_init_producer_id(ctx: RequestContext, req: Body) -> Body:
     return _response(code, decision.producer_id, decision.producer_epoch)
 
 
-def _response(code: ErrorCode, producer_id: int, producer_epoch: int) -> Body:
+def _response(code: ErrorCode, producer_id: int, producer_epoch: int) -> InitProducerIdResponse:
     return {
         "throttle_time_ms": 0,
         "error_code": int(code),

@@ -15,10 +15,9 @@ cluster or CLUSTER_AUTHORIZATION_FAILED.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 from strom.broker.handlers.authz import Op, allowed_cluster
-from strom.broker.handlers.base import Body, RequestContext, handles
+from strom.broker.handlers.base import RequestContext, handles
 from strom.broker.security.scram import (
     HASHES,
     MAX_ITERATIONS,
@@ -29,17 +28,31 @@ from strom.broker.security.scram import (
 )
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
+from strom.protocol.messages import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    AlterUserScramCredentialsResponseResult,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+    DescribeUserScramCredentialsResponseResult,
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 _CODES = {name: code for code, name in MECHANISM_CODES.items()}
 
 
 @handles(ApiKey.SASL_HANDSHAKE)
-async def handle_sasl_handshake(ctx: RequestContext, req: Body) -> Body:
+async def handle_sasl_handshake(ctx: RequestContext, req: SaslHandshakeRequest) -> SaslHandshakeResponse:
     return {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": []}
 
 
 @handles(ApiKey.SASL_AUTHENTICATE)
-async def handle_sasl_authenticate(ctx: RequestContext, req: Body) -> Body:
+async def handle_sasl_authenticate(
+    ctx: RequestContext, req: SaslAuthenticateRequest
+) -> SaslAuthenticateResponse:
     return {
         "error_code": int(ErrorCode.ILLEGAL_SASL_STATE),
         "error_message": "SaslAuthenticate on an authenticated connection or a listener without SASL",
@@ -49,17 +62,24 @@ async def handle_sasl_authenticate(ctx: RequestContext, req: Body) -> Body:
 
 
 @handles(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
-async def handle_describe_user_scram_credentials(ctx: RequestContext, req: Body) -> Body:
+async def handle_describe_user_scram_credentials(
+    ctx: RequestContext, req: DescribeUserScramCredentialsRequest
+) -> DescribeUserScramCredentialsResponse:
     if not allowed_cluster(ctx, Op.DESCRIBE):
         code = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         return {"throttle_time_ms": 0, "error_code": code, "error_message": None, "results": []}
     known = ctx.broker.credentials.describe()
     requested = [u["name"] for u in req.get("users") or []]
-    results: list[dict[str, Any]] = []
+    results: list[DescribeUserScramCredentialsResponseResult] = []
     names = requested or sorted(known)
     counts = Counter(names)  # not names.count per name: quadratic in a client-sized list
     for name in counts:
-        entry: dict[str, Any] = {"user": name, "error_code": 0, "error_message": None, "credential_infos": []}
+        entry: DescribeUserScramCredentialsResponseResult = {
+            "user": name,
+            "error_code": 0,
+            "error_message": None,
+            "credential_infos": [],
+        }
         if counts[name] > 1:
             entry["error_code"], entry["error_message"] = (
                 int(ErrorCode.DUPLICATE_RESOURCE),
@@ -88,7 +108,9 @@ def _check(name: str, code: int, iterations: int | None) -> tuple[ErrorCode, str
 
 
 @handles(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
-async def handle_alter_user_scram_credentials(ctx: RequestContext, req: Body) -> Body:
+async def handle_alter_user_scram_credentials(
+    ctx: RequestContext, req: AlterUserScramCredentialsRequest
+) -> AlterUserScramCredentialsResponse:
     if not allowed_cluster(ctx, Op.ALTER):
         names = dict.fromkeys(
             i["name"] for i in [*(req.get("deletions") or []), *(req.get("upsertions") or [])]
@@ -134,7 +156,7 @@ async def handle_alter_user_scram_credentials(ctx: RequestContext, req: Body) ->
     await store.alter(
         [u for u in upserts if u[0] not in errors], [d for d in deletions if d[0] not in errors]
     )
-    results = []
+    results: list[AlterUserScramCredentialsResponseResult] = []
     for name in order:
         code, message = errors.get(name, (ErrorCode.NONE, None))
         results.append({"user": name, "error_code": int(code), "error_message": message})

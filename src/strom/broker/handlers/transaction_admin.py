@@ -18,21 +18,33 @@ All three are flexible-only (v0 is flexible) and sent by admin tools, not by pro
 
 from __future__ import annotations
 
-from typing import Any
-
 from strom.broker.handlers.authz import Op, Res, allowed, denied
-from strom.broker.handlers.base import Body, RequestContext, handles
+from strom.broker.handlers.base import RequestContext, handles
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.messages import (
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    DescribeProducersResponsePartitionResponse,
+    DescribeProducersResponseProducerState,
+    DescribeProducersResponseTopicResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    DescribeTransactionsResponseTransactionState,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
+)
 from strom.transaction.coordinator import TxnMetadata
 from strom.transaction.describe import NO_DURATION_FILTER
 from strom.transaction.records import topic_partitions
 
 
 @handles(ApiKey.DESCRIBE_TRANSACTIONS)
-async def handle_describe_transactions(ctx: RequestContext, req: Body) -> Body:
+async def handle_describe_transactions(
+    ctx: RequestContext, req: DescribeTransactionsRequest
+) -> DescribeTransactionsResponse:
     service = ctx.broker.transactions
-    states = []
+    states: list[DescribeTransactionsResponseTransactionState] = []
     for tid in req["transactional_ids"]:
         if denied(ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID, tid):
             states.append(_described(tid, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, frozenset()))
@@ -44,7 +56,7 @@ async def handle_describe_transactions(ctx: RequestContext, req: Body) -> Body:
 
 def _described(
     tid: str, code: ErrorCode, meta: TxnMetadata | None, partitions: frozenset[tuple[str, int]]
-) -> Body:
+) -> DescribeTransactionsResponseTransactionState:
     if meta is None:
         return {
             "error_code": int(code),
@@ -65,13 +77,15 @@ def _described(
         "producer_id": meta.producer_id,
         "producer_epoch": meta.producer_epoch,
         "topics": [
-            {"topic": t["topic"], "partitions": t["partitions"]} for t in topic_partitions(partitions)
+            {"topic": topic, "partitions": indexes} for topic, indexes in topic_partitions(partitions)
         ],
     }
 
 
 @handles(ApiKey.LIST_TRANSACTIONS)
-async def handle_list_transactions(ctx: RequestContext, req: Body) -> Body:
+async def handle_list_transactions(
+    ctx: RequestContext, req: ListTransactionsRequest
+) -> ListTransactionsResponse:
     code, listing = ctx.broker.transactions.list_transactions(
         list(req["state_filters"]),
         [int(pid) for pid in req["producer_id_filters"]],
@@ -95,15 +109,17 @@ async def handle_list_transactions(ctx: RequestContext, req: Body) -> Body:
 
 
 @handles(ApiKey.DESCRIBE_PRODUCERS)
-async def handle_describe_producers(ctx: RequestContext, req: Body) -> Body:
-    topics = []
+async def handle_describe_producers(
+    ctx: RequestContext, req: DescribeProducersRequest
+) -> DescribeProducersResponse:
+    topics: list[DescribeProducersResponseTopicResponse] = []
     for t in req["topics"]:
         parts = [_producers(ctx, t["name"], int(p)) for p in t["partition_indexes"]]
         topics.append({"name": t["name"], "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-def _producers(ctx: RequestContext, topic: str, index: int) -> Body:
+def _producers(ctx: RequestContext, topic: str, index: int) -> DescribeProducersResponsePartitionResponse:
     if denied(ctx, Op.READ, Res.TOPIC, topic):
         return _partition_error(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     info = ctx.broker.metadata.topics.get(topic)
@@ -113,7 +129,7 @@ def _producers(ctx: RequestContext, topic: str, index: int) -> Body:
         producers = ctx.broker.replica_manager.active_producers(topic, index)
     except KafkaError as exc:
         return _partition_error(index, exc.code)
-    active: list[dict[str, Any]] = [
+    active: list[DescribeProducersResponseProducerState] = [
         {
             "producer_id": entry.producer_id,
             "producer_epoch": entry.producer_epoch,
@@ -127,5 +143,5 @@ def _producers(ctx: RequestContext, topic: str, index: int) -> Body:
     return {"partition_index": index, "error_code": 0, "error_message": None, "active_producers": active}
 
 
-def _partition_error(index: int, code: ErrorCode) -> Body:
+def _partition_error(index: int, code: ErrorCode) -> DescribeProducersResponsePartitionResponse:
     return {"partition_index": index, "error_code": int(code), "error_message": None, "active_producers": []}

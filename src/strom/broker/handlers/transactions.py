@@ -17,14 +17,29 @@ ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID for every partition).
 
 from __future__ import annotations
 
-from typing import Any
-
 from strom.broker.group_service import OFFSETS_TOPIC
 from strom.broker.handlers.authz import Op, Res, allowed_cluster, denied
-from strom.broker.handlers.base import Body, RequestContext, handles
+from strom.broker.handlers.base import RequestContext, handles
 from strom.coordinator import GroupCoordinator, OffsetAndMetadata, TopicPartition
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.messages import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    AddPartitionsToTxnResponseTopicResult,
+    EndTxnRequest,
+    EndTxnResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    TxnOffsetCommitResponseResponsePartition,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+    WriteTxnMarkersResponseWritableTxnMarkerPartitionResult,
+    WriteTxnMarkersResponseWritableTxnMarkerResult,
+    WriteTxnMarkersResponseWritableTxnMarkerTopicResult,
+)
 
 PRODUCER_FENCED_FROM_VERSION = 2
 
@@ -44,7 +59,9 @@ def _ensure_topic(ctx: RequestContext) -> ErrorCode | None:
 
 
 @handles(ApiKey.ADD_PARTITIONS_TO_TXN)
-async def handle_add_partitions_to_txn(ctx: RequestContext, req: Body) -> Body:
+async def handle_add_partitions_to_txn(
+    ctx: RequestContext, req: AddPartitionsToTxnRequest
+) -> AddPartitionsToTxnResponse:
     topics = req["v3_and_below_topics"]
     wanted = [(t["name"], int(p)) for t in topics for p in t["partitions"]]
     known = ctx.broker.metadata.topics
@@ -68,7 +85,7 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, req: Body) -> Body:
                 wanted,
             )
         codes = dict.fromkeys(wanted, _code(ctx, code))
-    results: list[dict[str, Any]] = []
+    results: list[AddPartitionsToTxnResponseTopicResult] = []
     for t in topics:
         results.append(
             {
@@ -100,7 +117,7 @@ def _refused_topics(
 
 
 @handles(ApiKey.END_TXN)
-async def handle_end_txn(ctx: RequestContext, req: Body) -> Body:
+async def handle_end_txn(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
     if denied(ctx, Op.WRITE, Res.TRANSACTIONAL_ID, req["transactional_id"]):
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
     code = _ensure_topic(ctx)
@@ -115,7 +132,9 @@ async def handle_end_txn(ctx: RequestContext, req: Body) -> Body:
 
 
 @handles(ApiKey.ADD_OFFSETS_TO_TXN)
-async def handle_add_offsets_to_txn(ctx: RequestContext, req: Body) -> Body:
+async def handle_add_offsets_to_txn(
+    ctx: RequestContext, req: AddOffsetsToTxnRequest
+) -> AddOffsetsToTxnResponse:
     if denied(ctx, Op.WRITE, Res.TRANSACTIONAL_ID, req["transactional_id"]):
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
     if denied(ctx, Op.READ, Res.GROUP, req["group_id"]):
@@ -139,7 +158,9 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, req: Body) -> Body:
 
 
 @handles(ApiKey.TXN_OFFSET_COMMIT)
-async def handle_txn_offset_commit(ctx: RequestContext, req: Body) -> Body:
+async def handle_txn_offset_commit(
+    ctx: RequestContext, req: TxnOffsetCommitRequest
+) -> TxnOffsetCommitResponse:
     group_id = req["group_id"]
     groups = ctx.broker.groups
     known = ctx.broker.metadata.topics
@@ -179,7 +200,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, req: Body) -> Body:
                 group_id, int(req["producer_id"]), int(req["producer_epoch"]), offsets
             )
         )
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+    by_topic: dict[str, list[TxnOffsetCommitResponseResponsePartition]] = {}
     for tp in order:
         by_topic.setdefault(tp.topic, []).append(
             {"partition_index": tp.partition, "error_code": int(results[tp])}
@@ -190,7 +211,9 @@ async def handle_txn_offset_commit(ctx: RequestContext, req: Body) -> Body:
     }
 
 
-def _group_metadata_error(coordinator: GroupCoordinator, group_id: str, req: Body) -> ErrorCode | None:
+def _group_metadata_error(
+    coordinator: GroupCoordinator, group_id: str, req: TxnOffsetCommitRequest
+) -> ErrorCode | None:
     """KIP-447 (v3+): the group metadata's verdict, None when it lets the commit through."""
     code = coordinator.txn_commit_error(
         group_id,
@@ -202,19 +225,21 @@ def _group_metadata_error(coordinator: GroupCoordinator, group_id: str, req: Bod
 
 
 @handles(ApiKey.WRITE_TXN_MARKERS)
-async def handle_write_txn_markers(ctx: RequestContext, req: Body) -> Body:
+async def handle_write_txn_markers(
+    ctx: RequestContext, req: WriteTxnMarkersRequest
+) -> WriteTxnMarkersResponse:
     """A transaction coordinator to a partition leader, or an admin tool aborting a hanging transaction
     there (its coordinator epoch is the one DescribeProducers reports, so the marker passes the
     partition's fencing checks like the coordinator's own)."""
     service = ctx.broker.transactions
-    markers = []
+    markers: list[WriteTxnMarkersResponseWritableTxnMarkerResult] = []
     cluster_action = allowed_cluster(ctx, Op.CLUSTER_ACTION)
     for marker in req["markers"]:
         pid, epoch = int(marker["producer_id"]), int(marker["producer_epoch"])
         commit, coordinator_epoch = bool(marker["transaction_result"]), int(marker["coordinator_epoch"])
-        topics = []
+        topics: list[WriteTxnMarkersResponseWritableTxnMarkerTopicResult] = []
         for t in marker["topics"]:
-            parts = []
+            parts: list[WriteTxnMarkersResponseWritableTxnMarkerPartitionResult] = []
             for p in t["partition_indexes"]:
                 if not cluster_action:
                     parts.append(
