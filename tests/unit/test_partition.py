@@ -271,3 +271,13 @@ def test_a_new_leader_behind_its_epoch_start_answers_consumers_offset_not_availa
         part.fetch_offset_for_timestamp(-1, read_committed=False, from_consumer=True)
     assert lagging.value.code == ErrorCode.OFFSET_NOT_AVAILABLE
     assert part.fetch_offset_for_timestamp(-1, read_committed=False, from_consumer=False) == (-1, 0, 1)
+
+
+def test_a_clients_leader_epoch_must_be_the_partitions(tmp_path: Path) -> None:
+    part = Node(tmp_path).lead([0], [0], epoch=4)
+    part.check_leader_epoch(-1)  # none sent (before KIP-320)
+    part.check_leader_epoch(4)
+    for epoch, code in ((3, ErrorCode.FENCED_LEADER_EPOCH), (5, ErrorCode.UNKNOWN_LEADER_EPOCH)):
+        with pytest.raises(KafkaError) as refused:
+            part.check_leader_epoch(epoch)
+        assert refused.value.code == code

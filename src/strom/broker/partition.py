@@ -23,7 +23,8 @@ themselves are the pure functions of isr_rules.py):
   watermark already waits for the joining follower (the maximal ISR, KIP-497); a removal counts only
   once stored.
 * **acks=all waits** end as `replication_outcome` says; **become leader / follower** follow the
-  controller's LeaderAndIsr.
+  controller's LeaderAndIsr; a client's ``current_leader_epoch`` is checked against the partition's
+  (`check_leader_epoch`, KIP-320).
 * **Reads**: follower fetches read to the log end offset, consumers below the high watermark (or the
   last stable offset), ListOffsets, OffsetForLeaderEpoch, DeleteRecords and DescribeProducers read the
   log through the partition: handlers never touch the log.
@@ -169,6 +170,14 @@ class Partition:
     @property
     def last_stable_offset(self) -> int:
         return self.log.last_stable_offset
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> None:
+        """KIP-320: a client's ``current_leader_epoch`` (-1: none sent) must be this replica's epoch:
+        FENCED_LEADER_EPOCH if older (the client is behind), UNKNOWN_LEADER_EPOCH if newer (we are)."""
+        if current_leader_epoch >= 0 and current_leader_epoch != self.leader_epoch:
+            if current_leader_epoch < self.leader_epoch:
+                raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
+            raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
 
     def min_isr(self) -> int:
         """The effective min ISR (isr_rules.py): the one value every min-ISR rule uses."""

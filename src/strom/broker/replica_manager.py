@@ -158,10 +158,7 @@ class ReplicaManager:
             if meta is None or not 0 <= index < meta.partitions:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.node_id} hosts no replica")
-        if current_leader_epoch >= 0 and current_leader_epoch != part.leader_epoch:
-            if current_leader_epoch < part.leader_epoch:
-                raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
-            raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+        part.check_leader_epoch(current_leader_epoch)
         if part.leader_id < 0:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.node_id} knows no leader")
         return part
