@@ -3,8 +3,8 @@
 `Broker` builds the components and wires each to the ports it uses; none of them receives the broker:
 
     LogManager (storage) ─┐
-    Purgatory(clock) ─────┼─> ReplicaManager ──> CoordinatorPartitions ──> GroupService, TransactionService
-    ClusterMetadataStore ─┤        │   └──> RegistryService
+    Purgatory(clock) ─────┼─> ReplicaManager ──> CoordinatorPartitions ──> Group/Transaction/RegistryService
+    ClusterMetadataStore ─┤        │
     IsrStore ─────────────┘        └─> ControlPlane ──> TopicAdmin
 
 The `ControlPlane` and `IsrStore` are the only parts that differ between an embedded single node and a
@@ -178,7 +178,7 @@ class Broker:
         # Markers reaching __consumer_offsets commit or drop the group side's transactional offsets.
         self.transactions.marker_listeners.append(self.groups.on_txn_marker)
         self.registry = RegistryService(
-            config, self.clock, self.replica_manager, self.metadata, self.topics, security
+            config, self.clock, self.coordinator_partitions, self.metadata, self.topics, security
         )
         # None without authorizer.class.name: handlers then skip every ACL check (one attribute test).
         self.authorizer: Authorizer | None = None

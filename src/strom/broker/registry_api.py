@@ -214,7 +214,7 @@ class RegistryApi:
                 timeout=aiohttp.ClientTimeout(total=FORWARD_TIMEOUT_S),
                 connector=aiohttp.TCPConnector(ssl=self._forward_tls if self._forward_tls else True),
             )
-        body = await request.read() if request.can_read_body else None
+        body = await request.read() if request.body_exists else None  # cached once a handler read it
         headers = {FORWARDED_HEADER: "1", "Accept": JSON_CONTENT_TYPE}
         if body is not None:
             headers["Content-Type"] = request.headers.get("Content-Type", JSON_CONTENT_TYPE)
