@@ -300,6 +300,7 @@ class Partition:
             self._env.node_id, self.leader_epoch, tuple(new_isr), self.controller_epoch, self.zk_version
         )
         self.pending_isr = proposal
+        log.info("%s-%d: proposing ISR %s -> %s (%s)", self.topic, self.index, self.isr, new_isr, reason)
         self._env.isr_proposals.submit(self, proposal, reason)
 
     def complete_isr_change(self, proposal: LeaderAndIsr, stored: LeaderAndIsr | None, reason: str) -> int:
@@ -319,7 +320,9 @@ class Partition:
         ):
             log.info("%s-%d: ISR change %s stored but superseded", self.topic, self.index, list(stored.isr))
             return 0
-        log.info("%s-%d: ISR %s -> %s (%s)", self.topic, self.index, self.isr, list(stored.isr), reason)
+        log.info(
+            "%s-%d: ISR %s -> %s stored (%s)", self.topic, self.index, self.isr, list(stored.isr), reason
+        )
         delta = len(stored.isr) - len(self.isr)
         self.isr = list(stored.isr)
         self.zk_version = stored.zk_version
