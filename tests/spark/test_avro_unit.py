@@ -33,9 +33,9 @@ from pyspark.sql.types import (
 
 from strom.spark import avro_container
 from strom.spark.avro_codec import AvroColumnDecoder, AvroColumnEncoder, AvroDecodeError, frame, split
-from strom.spark.avro_options import parse_avro_options
 from strom.spark.avro_types import AvroTypeError, avro_schema, spark_type
 from strom.spark.options import KafkaOptionError
+from strom.spark.typed_options import parse_typed_options
 
 V1 = {
     "type": "record",
@@ -124,7 +124,6 @@ def test_records_nested_named_types_and_nullability() -> None:
 @pytest.mark.parametrize(
     "avro",
     [
-        ["int", "string"],
         {"type": "record", "name": "Node", "fields": [{"name": "next", "type": ["null", "Node"]}]},
         "Unknown",
         {"type": "bytes", "logicalType": "decimal", "precision": 40, "scale": 0},
@@ -310,23 +309,23 @@ def test_encoder_round_trips_through_the_decoder() -> None:
 
 def test_options() -> None:
     base = {"schema.registry.url": "http://r:8081", "schema.registry.basic.auth.user.info": "u:p"}
-    avro = parse_avro_options({**base, "valueformat": "avro", "subscribe": "clicks"}, sink=False)
+    avro = parse_typed_options({**base, "valueformat": "avro", "subscribe": "clicks"}, sink=False)
     assert (avro.value_subject, avro.key_subject, avro.auto_register) == ("clicks-value", None, False)
     assert avro.registry_config == {"url": "http://r:8081", "basic.auth.user.info": "u:p"}
-    avro = parse_avro_options({**base, "keyformat": "AVRO", "assign": '{"t": [0]}'}, sink=False)
+    avro = parse_typed_options({**base, "keyformat": "AVRO", "assign": '{"t": [0]}'}, sink=False)
     assert (avro.value_subject, avro.key_subject) == (None, "t-key")
     sink = {**base, "valueformat": "avro", "topic": "out", "auto.register.schemas": "true"}
-    avro = parse_avro_options(sink, sink=True)
+    avro = parse_typed_options(sink, sink=True)
     assert (avro.value_subject, avro.auto_register) == ("out-value", True)
     named = {**base, "valueformat": "avro", "subscribepattern": "c.*", "valuesubject": "s"}
-    assert parse_avro_options(named, sink=False).value_subject == "s"
-    assert not parse_avro_options({"subscribe": "t"}, sink=False).enabled
+    assert parse_typed_options(named, sink=False).value_subject == "s"
+    assert not parse_typed_options({"subscribe": "t"}, sink=False).enabled
 
 
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"valueformat": "json", "subscribe": "t"}, "valueFormat must be one of"),
+        ({"valueformat": "xml", "subscribe": "t"}, "valueFormat must be one of"),
         ({"valueformat": "avro", "subscribe": "t"}, "needs the schema.registry.url"),
         ({"valueformat": "avro", "schema.registry.url": "u", "subscribe": "a,b"}, "set valueSubject"),
         ({"valueformat": "avro", "schema.registry.url": "u", "subscribepattern": "a.*"}, "set valueSubject"),
@@ -334,7 +333,7 @@ def test_options() -> None:
 )
 def test_bad_options(options: dict[str, str], message: str) -> None:
     with pytest.raises(KafkaOptionError, match=message):
-        parse_avro_options(options, sink=False)
+        parse_typed_options(options, sink=False)
 
 
 @pytest.mark.parametrize("nulls", [False, True])
@@ -375,3 +374,59 @@ def test_a_one_schema_column_is_read_as_one_block() -> None:
     sliced = column.slice(10, 20)  # an Arrow array with an offset into its buffers
     found = decoder._decode_one_schema(sliced, registry.__getitem__, ("t", 0, 10, 29))
     assert found is not None and found.to_pylist() == data[10:30]
+
+
+UNIONS = {
+    "type": "record",
+    "name": "U",
+    "namespace": "n",
+    "fields": [
+        {"name": "id", "type": "int"},
+        {
+            "name": "v",
+            "type": [
+                "null",
+                "int",
+                "string",
+                {"type": "record", "name": "P", "fields": [{"name": "x", "type": "long"}]},
+            ],
+        },
+        {
+            "name": "w",
+            "type": {
+                "type": "array",
+                "items": ["boolean", "double", {"type": "enum", "name": "E", "symbols": ["A", "B"]}],
+            },
+        },
+    ],
+}
+
+
+def test_general_unions_are_structs_of_members_both_ways() -> None:
+    """As Spark's from_avro: member0, member1, ... of the non-null branches; exactly one set."""
+    data_type = spark_type(UNIONS)
+    assert data_type.simpleString() == (
+        "struct<id:int,v:struct<member0:int,member1:string,member2:struct<x:bigint>>,"
+        "w:array<struct<member0:boolean,member1:double,member2:string>>>"
+    )
+    data = [
+        {"id": 1, "v": 7, "w": [True, 0.5, "B"]},
+        {"id": 2, "v": "seven", "w": []},
+        {"id": 3, "v": {"x": 70}, "w": [False]},
+        {"id": 4, "v": None, "w": ["A"]},
+    ]
+    payloads: list[bytes | None] = [frame(3, avro_bytes(UNIONS, d)) for d in data]
+    decoder = AvroColumnDecoder(json.dumps(UNIONS), 3, data_type, "value")
+    column = decoder.decode(binary(payloads), offsets([0, 1, 2, 3]), "t", 0, str)
+    none3 = {"member0": None, "member1": None, "member2": None}
+    rows = column.to_pylist()
+    assert rows[0] == {
+        "id": 1,
+        "v": {**none3, "member0": 7},
+        "w": [{**none3, "member0": True}, {**none3, "member1": 0.5}, {**none3, "member2": "B"}],
+    }
+    assert rows[1]["v"] == {**none3, "member1": "seven"} and rows[2]["v"] == {**none3, "member2": {"x": 70}}
+    assert rows[3]["v"] is None and rows[2]["w"] == [{**none3, "member0": False}]
+    # And back: the encoder writes the set member's branch.
+    encoded = AvroColumnEncoder(json.dumps(UNIONS), 3, data_type).encode(column)
+    assert encoded.to_pylist() == payloads

@@ -45,6 +45,7 @@ from pyspark.sql.types import DataType, StructField, StructType
 
 from strom.spark import avro_container, avro_native
 from strom.spark.avro_types import has_map, maps_as_dicts
+from strom.spark.avro_unions import datum_converter, row_converter
 
 MAGIC = 0
 _HEADER = struct.Struct(">bi")
@@ -123,6 +124,7 @@ class AvroColumnDecoder:
         self._block_headers: dict[int, bytes] = {}
         self._native: dict[int, avro_native.NativePlan | None] = {}
         self._arrow: pa.DataType | None = None
+        self._unions: Callable[[Any], Any] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         cleared: dict[str, Any] = {
@@ -131,6 +133,7 @@ class AvroColumnDecoder:
             "_block_headers": {},
             "_native": {},
             "_arrow": None,
+            "_unions": None,
         }
         return {**self.__dict__, **cleared}
 
@@ -155,6 +158,7 @@ class AvroColumnDecoder:
         if self._parsed is None:
             self._parsed = parse_schema(json.loads(self._reader_json))
             self._arrow = arrow_type(self._data_type)
+            self._unions = row_converter(json.loads(self._reader_json))
         ends = (offsets[0].as_py(), offsets[-1].as_py()) if len(offsets) else (None, None)
         where = (topic, partition, *ends)
         found = self._decode_one_schema(values, lookup, where)
@@ -166,6 +170,8 @@ class AvroColumnDecoder:
 
     def _to_arrow(self, rows: list[Any], where: tuple[str, int, Any, Any]) -> pa.Array:
         try:
+            if self._unions is not None:
+                rows = [self._unions(row) for row in rows]
             return pa.array(rows, type=self._arrow)
         except (pa.ArrowException, TypeError, ValueError) as e:
             topic, partition, first, last = where
@@ -304,7 +310,10 @@ class AvroColumnDecoder:
         block = avro_container.block(header, count, data)
         reader = None if writer is self._parsed else self._parsed
         rows: list[Any] = []
-        for read in block_reader(io.BytesIO(block), reader_schema=reader):
+        named = self._unions is not None  # general unions: named branches come as (name, value)
+        for read in block_reader(
+            io.BytesIO(block), reader_schema=reader, return_named_type=named, return_named_type_override=named
+        ):
             rows.extend(read)
             consumed = getattr(read, "bytes_").tell()  # noqa: B009 - not in fastavro's type stubs
             if consumed != len(data):
@@ -317,7 +326,10 @@ class AvroColumnDecoder:
         reader = None if writer is self._parsed else self._parsed
         try:
             buffer = io.BytesIO(body)
-            row = schemaless_reader(buffer, writer, reader)
+            named = self._unions is not None
+            row = schemaless_reader(
+                buffer, writer, reader, return_named_type=named, return_named_type_override=named
+            )
             if buffer.tell() != len(body):
                 raise ValueError(f"{len(body) - buffer.tell()} bytes left after the Avro datum")
         except Exception as e:
@@ -347,14 +359,16 @@ class AvroColumnEncoder:
         self._schema_id = schema_id
         self._data_type = data_type
         self._parsed: Any = None
+        self._unions: Callable[[Any], Any] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_parsed": None}
+        return {**self.__dict__, "_parsed": None, "_unions": None}
 
     def encode(self, column: pa.Array) -> pa.Array:
         """A binary array of framed Avro payloads (null rows stay null)."""
         if self._parsed is None:
             self._parsed = parse_schema(json.loads(self._schema_json))
+            self._unions = datum_converter(json.loads(self._schema_json))
         header = _HEADER.pack(MAGIC, self._schema_id)
         rows = column.to_pylist()
         convert = has_map(self._data_type)
@@ -367,6 +381,7 @@ class AvroColumnEncoder:
             buffer.seek(0)
             buffer.truncate()
             buffer.write(header)
-            schemaless_writer(buffer, self._parsed, maps_as_dicts(self._data_type, row) if convert else row)
+            datum = maps_as_dicts(self._data_type, row) if convert else row
+            schemaless_writer(buffer, self._parsed, self._unions(datum) if self._unions else datum)
             out.append(buffer.getvalue())
         return pa.array(out, pa.binary())

@@ -19,8 +19,9 @@ Avro to Spark (reading, the reader schema of a subject becomes a struct column):
 | union of int and long / float and double (with or without null) | bigint / double |
 
 A field (array item, map value) is nullable exactly when its Avro type is a union with null, as in Spark's
-`from_avro`. Other unions (`["int", "string"]`) and recursive records have no faithful Spark type and are
-refused with `AvroTypeError`.
+`from_avro`. Other unions (`["int", "string"]`) become a struct of their members, `member0`, `member1`, ...
+in order, as Spark's `from_avro` maps them (`avro_unions` converts the values). Recursive records have no
+Spark type and are refused with `AvroTypeError`.
 
 Spark to Avro (writing with `auto.register.schemas=true`): the inverse for the types above -- a struct
 becomes a record named `topLevelRecord` (nested records named after their field, namespaced by their
@@ -164,10 +165,11 @@ def _union(
         return data_type, nullable or inner_null
     if all(isinstance(b, str) for b in others) and frozenset(others) in _WIDENED:
         return _WIDENED[frozenset(others)], nullable
-    raise AvroTypeError(
-        f"Avro union {branches!r} has no Spark type (only a union of null and one type, of int and "
-        "long, or of float and double)"
-    )
+    # Spark's from_avro: a struct of the members, member0, member1, ... (null is no member).
+    members = [
+        StructField(f"member{i}", _convert(b, named, namespace, path)[0], True) for i, b in enumerate(others)
+    ]
+    return StructType(members), nullable
 
 
 def avro_schema(data_type: StructType, name: str = "topLevelRecord", namespace: str = "") -> dict[str, Any]:

@@ -27,10 +27,10 @@ from typing import Any
 from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
+from strom.spark.errors import KafkaOptionError
 from strom.spark.options import (
     EARLIEST,
     LATEST,
-    KafkaOptionError,
     OffsetBound,
     StartingKind,
     Subscription,

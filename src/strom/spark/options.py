@@ -15,7 +15,8 @@ partition number as a JSON string key. In `startingOffsets`/`endingOffsets`, `-2
 latest; `startingOffsetsByTimestamp`/`endingOffsetsByTimestamp` hold epoch milliseconds in the same shape.
 
 Client configuration: every option starting with `kafka.` is passed, without the prefix, to the
-confluent-kafka (librdkafka) clients, except the Java-client settings that Spark's connector also forbids
+confluent-kafka (librdkafka) clients, after Java client settings are translated (`java_options`),
+except the Java-client settings that Spark's connector also forbids
 because the connector owns them (deserializers, auto offset reset, auto commit, interceptors, and on the
 sink the transactional id).
 
@@ -39,6 +40,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from strom.spark.errors import KafkaOptionError
+from strom.spark.java_options import translate
+
 EARLIEST = -2
 LATEST = -1
 
@@ -46,10 +50,6 @@ TopicPartitionOffsets = dict[tuple[str, int], int]
 
 _EXAMPLE_OFFSETS = '{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'
 _EXAMPLE_ASSIGN = '{"topicA":[0,1],"topicB":[2,4]}'
-
-
-class KafkaOptionError(ValueError):
-    """An invalid option: the message names the option and says what is expected."""
 
 
 class StartingKind(Enum):
@@ -105,8 +105,9 @@ class SourceOptions:
     max_trigger_delay_ms: int = 15 * 60 * 1000
     poll_timeout_ms: int = 120_000
     fetch_offset_num_retries: int = 3
-    fetch_offset_retry_interval_ms: int = 1000
+    fetch_offset_retry_interval_ms: int = 10
     timestamp_not_found_latest: bool = False
+    notes: tuple[str, ...] = ()
 
 
 class DeliveryGuarantee(Enum):
@@ -127,6 +128,7 @@ class SinkOptions:
     topic: str | None = None
     delivery_guarantee: DeliveryGuarantee = DeliveryGuarantee.AT_LEAST_ONCE
     transactional_id_prefix: str = DEFAULT_TRANSACTIONAL_ID_PREFIX
+    notes: tuple[str, ...] = ()
 
 
 # Java consumer/producer settings that Spark's connector refuses, with the reason it gives.
@@ -272,7 +274,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         KafkaOptionError: any option Spark's Kafka source would reject.
     """
     opts = {str(k).lower(): str(v) for k, v in options.items()}
-    config = client_config(opts, _FORBIDDEN_SOURCE)
+    config, notes = translate(client_config(opts, _FORBIDDEN_SOURCE), source_options=opts)
     config["isolation.level"] = _isolation_level(config)
     subscription = parse_subscription(opts)
     if streaming:
@@ -297,8 +299,9 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         max_trigger_delay_ms=_duration_ms(opts, "maxtriggerdelay", 15 * 60 * 1000),
         poll_timeout_ms=_positive(opts, "kafkaconsumer.polltimeoutms") or 120_000,
         fetch_offset_num_retries=_non_negative(opts, "fetchoffset.numretries", 3),
-        fetch_offset_retry_interval_ms=_non_negative(opts, "fetchoffset.retryintervalms", 1000),
+        fetch_offset_retry_interval_ms=_non_negative(opts, "fetchoffset.retryintervalms", 10),
         timestamp_not_found_latest=_timestamp_strategy(opts),
+        notes=tuple(notes),
     )
 
 
@@ -314,7 +317,7 @@ def parse_sink_options(options: Mapping[str, str], *, streaming: bool = False) -
             guarantee, or exactly-once asked of a batch write.
     """
     opts = {str(k).lower(): str(v) for k, v in options.items()}
-    config = client_config(opts, _FORBIDDEN_SINK)
+    config, notes = translate(client_config(opts, _FORBIDDEN_SINK))
     topic = opts.get("topic")
     if topic is not None and not topic.strip():
         raise KafkaOptionError("Option 'topic' must not be empty")
@@ -334,6 +337,7 @@ def parse_sink_options(options: Mapping[str, str], *, streaming: bool = False) -
         topic=topic.strip() if topic else None,
         delivery_guarantee=guarantee,
         transactional_id_prefix=prefix,
+        notes=tuple(notes),
     )
 
 

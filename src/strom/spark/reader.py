@@ -45,7 +45,6 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from strom.spark.avro_plan import AvroRead
 from strom.spark.fetcher import RangeFetcher
 from strom.spark.metadata import KafkaMetadata
 from strom.spark.options import (
@@ -64,6 +63,7 @@ from strom.spark.planning import (
     plan_tasks,
     reconcile_start,
 )
+from strom.spark.typed_plan import TypedRead
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def _metadata(options: SourceOptions) -> KafkaMetadata:
     )
 
 
-def _read_range(options: SourceOptions, partition: InputPartition, avro: AvroRead | None) -> Iterator[Any]:
+def _read_range(options: SourceOptions, partition: InputPartition, typed: TypedRead | None) -> Iterator[Any]:
     assert isinstance(partition, RangePartition)
     fetcher = RangeFetcher(
         options.client_config,
@@ -88,8 +88,8 @@ def _read_range(options: SourceOptions, partition: InputPartition, avro: AvroRea
         fail_on_data_loss=options.fail_on_data_loss,
         poll_timeout_ms=options.poll_timeout_ms,
     )
-    if avro is not None:
-        return avro.apply(fetcher.batches(), partition.offset_range.topic, partition.offset_range.partition)
+    if typed is not None:
+        return typed.apply(fetcher.batches(), partition.offset_range.topic, partition.offset_range.partition)
     return fetcher.batches()
 
 
@@ -101,9 +101,9 @@ def _tasks(options: SourceOptions, ranges: list[OffsetRange]) -> list[RangeParti
 class StromBatchReader(DataSourceReader):
     """`spark.read.format("strom")`: the records between the starting and ending offsets."""
 
-    def __init__(self, options: SourceOptions, avro: AvroRead | None = None) -> None:
+    def __init__(self, options: SourceOptions, typed: TypedRead | None = None) -> None:
         self._options = options
-        self._avro = avro
+        self._typed = typed
         self._metadata = _metadata(options)
 
     def partitions(self) -> list[InputPartition]:
@@ -124,15 +124,15 @@ class StromBatchReader(DataSourceReader):
         return list(_tasks(o, ranges)) or [RangePartition(OffsetRange("", 0, 0, 0))]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return _read_range(self._options, partition, self._avro)
+        return _read_range(self._options, partition, self._typed)
 
 
 class StromStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """`spark.readStream.format("strom")`: micro-batches of offset ranges, offsets in the checkpoint."""
 
-    def __init__(self, options: SourceOptions, avro: AvroRead | None = None) -> None:
+    def __init__(self, options: SourceOptions, typed: TypedRead | None = None) -> None:
         self._options = options
-        self._avro = avro
+        self._typed = typed
         self._metadata = _metadata(options)
         self._available_now_target: TopicPartitionOffsets | None = None
         self._last_latest: TopicPartitionOffsets = {}
@@ -177,7 +177,7 @@ class StromStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return list(_tasks(self._options, ranges))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return _read_range(self._options, partition, self._avro)
+        return _read_range(self._options, partition, self._typed)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: Kafka keeps the records, Spark's checkpoint keeps the offsets."""

@@ -11,6 +11,8 @@ before any task runs. The schema is fixed, as in Spark's Kafka source; a user-su
 
 from __future__ import annotations
 
+import logging
+
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -29,14 +31,22 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from strom.spark.avro_options import parse_avro_options
-from strom.spark.avro_plan import AvroRead, AvroWrite, plan_read, plan_write
-from strom.spark.avro_writer import AvroBatchWriter, AvroStreamWriter
-from strom.spark.options import KafkaOptionError, SinkOptions, parse_sink_options, parse_source_options
+from strom.spark.errors import KafkaOptionError
+from strom.spark.options import SinkOptions, parse_sink_options, parse_source_options
 from strom.spark.reader import StromBatchReader, StromStreamReader
+from strom.spark.typed_options import parse_typed_options
+from strom.spark.typed_plan import TypedRead, TypedWrite, plan_read, plan_write
+from strom.spark.typed_writer import TypedBatchWriter, TypedStreamWriter
 from strom.spark.writer import StromBatchWriter, StromStreamWriter, validate_sink_schema
 
 FORMAT_NAME = "strom"
+_LOG = logging.getLogger("strom.spark")
+
+
+def _warn(notes: tuple[str, ...]) -> None:
+    """Log what option translation rewrote or ignored (on the driver's planning worker)."""
+    for note in notes:
+        _LOG.warning("strom: %s", note)
 
 
 def kafka_schema(include_headers: bool) -> StructType:
@@ -64,26 +74,33 @@ class StromDataSource(DataSource):
         return FORMAT_NAME
 
     def schema(self) -> StructType:
-        avro = self._avro_read()
+        typed = self._typed_read()
         base = kafka_schema(self._include_headers())
-        return avro.read_schema(base) if avro is not None else base
+        return typed.read_schema(base) if typed is not None else base
 
     def reader(self, schema: StructType) -> DataSourceReader:
         self._check_schema(schema)
         options = parse_source_options(self.options, streaming=False)
-        return StromBatchReader(options, avro=self._avro_read())
+        _warn(options.notes)
+        typed = self._typed_read()
+        if typed is not None and typed.dead_letter_topic is not None:
+            raise KafkaOptionError("deadLetterTopic applies to streaming reads only")
+        return StromBatchReader(options, typed=typed)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         self._check_schema(schema)
         options = parse_source_options(self.options, streaming=True)
-        return StromStreamReader(options, avro=self._avro_read())
+        _warn(options.notes)
+        return StromStreamReader(options, typed=self._typed_read())
 
-    def _avro_read(self) -> AvroRead | None:
-        """The Avro reader schemas, looked up once: Spark pickles this instance after `schema()` and
-        unpickles it to call `reader()`, so both see the same schema versions."""
-        if not hasattr(self, "_avro"):
-            self._avro = plan_read(parse_avro_options(self.options, sink=False))
-        return self._avro
+    def _typed_read(self) -> TypedRead | None:
+        """The typed columns' reader schemas, looked up once: Spark pickles this instance after
+        `schema()` and unpickles it to call `reader()`, so both see the same schema versions."""
+        if not hasattr(self, "_typed"):
+            options = parse_typed_options(self.options, sink=False)
+            config = {k[len("kafka.") :]: str(v) for k, v in self.options.items() if k.startswith("kafka.")}
+            self._typed = plan_read(options, config)
+        return self._typed
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         if overwrite:
@@ -92,20 +109,22 @@ class StromDataSource(DataSource):
                 "ErrorIfExists (default)."
             )
         options = parse_sink_options(self.options)
-        avro = self._checked_sink(schema, options)
-        return StromBatchWriter(options) if avro is None else AvroBatchWriter(options, avro)
+        _warn(options.notes)
+        typed = self._checked_sink(schema, options)
+        return StromBatchWriter(options) if typed is None else TypedBatchWriter(options, typed)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         options = parse_sink_options(self.options, streaming=True)
-        avro = self._checked_sink(schema, options)
-        return StromStreamWriter(options) if avro is None else AvroStreamWriter(options, avro)
+        _warn(options.notes)
+        typed = self._checked_sink(schema, options)
+        return StromStreamWriter(options) if typed is None else TypedStreamWriter(options, typed)
 
-    def _checked_sink(self, schema: StructType, options: SinkOptions) -> AvroWrite | None:
-        """The Avro encoding of the key/value struct columns (None: written as they are), after
+    def _checked_sink(self, schema: StructType, options: SinkOptions) -> TypedWrite | None:
+        """The encoding of the typed key/value struct columns (None: written as they are), after
         checking the columns the sink will see as Spark's Kafka sink does."""
-        avro = plan_write(parse_avro_options(self.options, sink=True), schema)
-        validate_sink_schema(schema if avro is None else avro.sink_schema(schema), options)
-        return avro
+        typed = plan_write(parse_typed_options(self.options, sink=True), schema)
+        validate_sink_schema(schema if typed is None else typed.sink_schema(schema), options)
+        return typed
 
     def _include_headers(self) -> bool:
         return str(self.options.get("includeheaders", "false")).strip().lower() == "true"

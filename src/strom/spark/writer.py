@@ -51,7 +51,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from strom.spark.options import DeliveryGuarantee, KafkaOptionError, SinkOptions
+from strom.spark.errors import KafkaOptionError
+from strom.spark.options import DeliveryGuarantee, SinkOptions
 from strom.spark.transactional import write_exactly_once
 
 _FLUSH_TIMEOUT_S = 300.0
