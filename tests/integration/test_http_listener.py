@@ -15,8 +15,8 @@ import pytest
 from aiohttp import web
 
 from strom._util.errors import ConfigError
-from strom.broker.http_server import HttpServer
 from strom.testing import BrokerProcess
+from strom.web.server import HttpServer
 
 STROM = [sys.executable, "-m", "strom.cli.main"]
 

@@ -1,7 +1,12 @@
 """`strom serve`: run one broker in the foreground until SIGINT/SIGTERM, then shut down cleanly.
 
+The HTTP side (the schema registry, the console, ``/metrics``) lives in `strom.web`, a layer above; the
+broker reaches it only through the `HttpSide` port: `run_broker` is handed a `StartHttpSide` (by
+`strom.node`, the process's entry point), calls it once the Kafka listeners are bound and stops what it
+returns on shutdown. Without one the broker serves Kafka only.
+
 On start the broker prints `Strom broker <id> HTTP on http://<host>:<port>` when its HTTP listener
-(`http_server.py`: the schema registry) is up, then (unless the one listener is PLAINTEXT) per
+(`strom.web.side`) is up, then (unless the one listener is PLAINTEXT) per
 listener `Strom broker <id> listener <NAME> (<PROTOCOL>) on <host>:<port>` (its advertised address),
 and last `Strom broker <id> listening on <host>:<port>`, the inter-broker listener's (the ports the OS
 chose when a listener asks for port 0): the `strom.testing` fixture and scripts read them to learn the
@@ -17,25 +22,33 @@ import errno
 import logging
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from strom._util.errors import ConfigError
 from strom.broker.broker import Broker, Endpoint
 from strom.broker.config import BrokerConfig
-from strom.broker.http_server import HttpServer
-from strom.broker.metrics_api import MetricsApi
-from strom.broker.registry_api import RegistryApi
 from strom.broker.security.connection import for_listener as security_for_listener
-from strom.broker.security.tls import client_context, server_context
 from strom.broker.server import KafkaServer
-from strom.broker.ui.routes import ConsoleApi
 from strom.protocol.errors import KafkaError
 from strom.storage.open_files import raise_open_files_limit
 
 log = logging.getLogger("strom")
 
 
-async def run_broker(config: BrokerConfig, stop: asyncio.Event) -> None:
+class HttpSide(Protocol):
+    """The broker's HTTP side once started (`strom.web.side.WebSide`)."""
+
+    async def stop(self) -> None: ...
+
+
+# (config, broker, count of open Kafka connections) -> the started HTTP side.
+StartHttpSide = Callable[[BrokerConfig, Broker, Callable[[], int]], Awaitable[HttpSide]]
+
+
+async def run_broker(
+    config: BrokerConfig, stop: asyncio.Event, start_http: StartHttpSide | None = None
+) -> None:
     broker = Broker(config)
     setup = broker.listener_setup
     servers: list[KafkaServer] = []
@@ -55,9 +68,11 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event) -> None:
             broker.listener_protocols[listener.name] = listener.protocol.value
         broker.advertised = endpoints[setup.inter_broker]
         broker.listener_endpoints = endpoints
-        http, registry_api, metrics_api = await _start_http(
-            config, broker, lambda: sum(server.connection_count for server in servers)
-        )
+        http = None
+        if start_http is not None:
+            http = await start_http(
+                config, broker, lambda: sum(server.connection_count for server in servers)
+            )
     except BaseException:
         for server in servers:
             await server.stop()
@@ -82,41 +97,10 @@ async def run_broker(config: BrokerConfig, stop: asyncio.Event) -> None:
         log.info("shutting down")
         for server in servers:
             await server.stop()
-        await http.stop()
-        await registry_api.close()
-        if metrics_api is not None:
-            await metrics_api.close()
+        if http is not None:
+            await http.stop()
         await broker.stop()
         log.info("shut down cleanly")
-
-
-async def _start_http(
-    config: BrokerConfig, broker: Broker, connection_count: Callable[[], int]
-) -> tuple[HttpServer, RegistryApi, MetricsApi | None]:
-    """The HTTP listener with the registry's routes (its URL is where other brokers forward writes)
-    and, unless ``metrics.enabled=false``, ``/metrics``."""
-    http = HttpServer(
-        config.get("http.listeners"),
-        default_listener="http.listeners" not in config.raw,
-        tls=lambda: server_context(config, "HTTP"),
-    )
-    # Forwarded writes reach the writer's https:// listener with the HTTP listener's trust store (and
-    # key store, should the writer ask for a client certificate).
-    registry_api = RegistryApi(broker.registry, client_context(config, "HTTP"))
-    http.mount(registry_api.routes())
-    http.mount(ConsoleApi(broker).routes())
-    metrics_api = None
-    if broker.metrics is not None:
-        metrics_api = MetricsApi(broker, broker.metrics, connection_count)
-        http.mount(metrics_api.routes())
-    bound = await http.start()
-    if bound:
-        host, port = bound[0]
-        shown = host if host not in ("0.0.0.0", "::") else broker.advertised.host
-        scheme = "https" if http.secure[0] else "http"
-        broker.registry.url = f"{scheme}://{shown}:{port}"
-        print(f"Strom broker {broker.node_id} HTTP on {broker.registry.url}", flush=True)
-    return http, registry_api, metrics_api
 
 
 def _keep_freed_memory() -> None:
@@ -138,7 +122,7 @@ def _keep_freed_memory() -> None:
     mallopt(m_trim_threshold, 256 << 20)
 
 
-def serve(config_file: str | None, overrides: list[str]) -> int:
+def serve(config_file: str | None, overrides: list[str], start_http: StartHttpSide | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
@@ -163,7 +147,7 @@ def serve(config_file: str | None, overrides: list[str]) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await run_broker(config, stop)
+        await run_broker(config, stop, start_http)
 
     try:
         asyncio.run(main())

@@ -58,12 +58,18 @@ def serve(args: argparse.Namespace) -> int:
     """``strom serve``: hand over to the broker, which owns config parsing and validation."""
     try:
         # Imported here so that every client-side command works without the broker package.
-        from strom.broker.main import serve as run_broker
+        from strom.node.main import serve as run_broker
     except ModuleNotFoundError as exc:
-        if exc.name not in {"strom.broker", "strom.broker.main"}:
+        if exc.name not in {
+            "strom.broker",
+            "strom.broker.main",
+            "strom.web",
+            "strom.node",
+            "strom.node.main",
+        }:
             raise
         raise ConsoleError(
-            "the broker is not available in this installation (strom.broker.main missing)"
+            "the broker is not available in this installation (strom.node.main missing)"
         ) from None
     return run_broker(args.config, list(args.overrides))
 

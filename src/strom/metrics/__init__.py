@@ -1,3 +1,3 @@
 """Metrics: hot-path counters (`counters`), latency histograms (`histogram`) and Prometheus families
 named as the JMX exporter names Kafka's MBeans (`families`). The broker's collector that reads its state
-at scrape time is `strom.broker.metrics_collector`."""
+at scrape time is `strom.web.metrics_collector`."""

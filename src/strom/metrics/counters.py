@@ -3,7 +3,7 @@
 Why not prometheus_client's `Counter` on the hot path: its ``inc`` takes a lock and a labelled child is
 a dictionary lookup under another; a produce or fetch request here costs tens of microseconds, so the
 request path only adds to integer slots of objects it already holds, and the collector
-(`strom.broker.metrics_collector`) turns them into metric families at scrape time. Everything that is
+(`strom.web.metrics_collector`) turns them into metric families at scrape time. Everything that is
 state rather than a count (partition counts, log sizes, lag) is not counted at all: it is read from the
 broker's structures during the scrape.
 

@@ -1,6 +1,6 @@
 """A real Strom broker in a child process, for tests: start, stop, kill -9, restart on the same port.
 
-The child is `python -m strom.broker` with a data directory of the caller's choosing; the first lines it
+The child is `python -m strom.node` with a data directory of the caller's choosing; the first lines it
 prints tell the bound ports (Kafka's, and the HTTP listener's as `http_url`, on an ephemeral port unless
 ``http.listeners`` is given). An optional command prefix runs it elsewhere (the fault suite uses
 ``ip netns exec <ns>``, which execs the broker in place, so the PID is still the broker's) and ``host``
@@ -73,7 +73,7 @@ class BrokerProcess:
             "http.listeners": f"http://{self.host}:{self.http_port}",
             **self.overrides,
         }
-        cmd = [*self.command_prefix, sys.executable, "-m", "strom.broker"]
+        cmd = [*self.command_prefix, sys.executable, "-m", "strom.node"]
         for key, value in settings.items():
             cmd += ["--set", f"{key}={value}"]
         self._log = open(self.log_path, "a")  # noqa: SIM115  (closed in _reap)

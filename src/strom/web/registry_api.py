@@ -33,13 +33,13 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from strom.broker.http_server import JSON_CONTENT_TYPE, json_response
 from strom.broker.registry_service import RegistryService
 from strom.registry import errors
 from strom.registry.errors import RegistryError, parse_version
 from strom.registry.formats import SCHEMA_TYPES
 from strom.registry.records import Reference, SchemaValue
 from strom.registry.registry import SchemaRegistry, SchemaRequest, Write
+from strom.web.server import JSON_CONTENT_TYPE, json_response
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from urllib.parse import quote
 from aiohttp import web
 
 from strom.broker.broker import Broker
-from strom.broker.ui import pages, views
-from strom.broker.ui.browser import latest_records
+from strom.web.console import pages, views
+from strom.web.console.browser import latest_records
 
 _HTML = "text/html"
 

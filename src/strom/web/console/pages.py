@@ -11,9 +11,9 @@ import html
 from collections.abc import Iterable, Sequence
 from urllib.parse import quote
 
-from strom.broker.ui.browser import BrowsedRecord
-from strom.broker.ui.views import ClusterView, GroupView, PartitionRow, TopicRow
 from strom.cluster.broker_table import LEGEND, BrokerTable
+from strom.web.console.browser import BrowsedRecord
+from strom.web.console.views import ClusterView, GroupView, PartitionRow, TopicRow
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:0;color:#222}

@@ -2,7 +2,7 @@
 
 Each broker has its own `CollectorRegistry` (not prometheus_client's global one), so several brokers in
 one process (tests) keep separate series. It holds the broker's collector
-(`strom.broker.metrics_collector`) and prometheus_client's process collector (CPU, memory, open files of
+(`strom.web.metrics_collector`) and prometheus_client's process collector (CPU, memory, open files of
 this process, ``process_*``).
 
 A scrape has two halves. Collection reads the broker's in-memory state on the event loop (no disk
@@ -24,8 +24,8 @@ from prometheus_client.registry import Collector
 
 from strom.broker.broker import Broker
 from strom.broker.leader_watermarks import LeaderWatermarks
-from strom.broker.metrics_collector import BrokerCollector
 from strom.metrics.counters import BrokerCounters
+from strom.web.metrics_collector import BrokerCollector
 
 
 class MetricsApi:

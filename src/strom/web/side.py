@@ -1,0 +1,63 @@
+"""One broker's HTTP side: the listener with the registry, the console and ``/metrics`` mounted on it.
+
+`start_http_side` is what `strom.node` hands to `strom.broker.main.run_broker` (the broker's `HttpSide`
+port): it runs once the Kafka listeners are bound, so the advertised host is known. The registry's URL
+(where other brokers forward writes) is the first bound HTTP listener's, with the advertised host in
+place of a wildcard address; the line ``Strom broker <id> HTTP on <url>`` announces it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from strom.broker.broker import Broker
+from strom.broker.config import BrokerConfig
+from strom.broker.security.tls import client_context, server_context
+from strom.web.console.routes import ConsoleApi
+from strom.web.metrics import MetricsApi
+from strom.web.registry_api import RegistryApi
+from strom.web.server import HttpServer
+
+
+class WebSide:
+    """The running HTTP side; `stop` closes the listener, then what its features hold open."""
+
+    def __init__(self, http: HttpServer, registry_api: RegistryApi, metrics_api: MetricsApi | None) -> None:
+        self.http = http
+        self._registry_api = registry_api
+        self._metrics_api = metrics_api
+
+    async def stop(self) -> None:
+        await self.http.stop()
+        await self._registry_api.close()
+        if self._metrics_api is not None:
+            await self._metrics_api.close()
+
+
+async def start_http_side(
+    config: BrokerConfig, broker: Broker, connection_count: Callable[[], int]
+) -> WebSide:
+    """The HTTP listener with the registry's routes, the console and, unless ``metrics.enabled=false``,
+    ``/metrics``."""
+    http = HttpServer(
+        config.get("http.listeners"),
+        default_listener="http.listeners" not in config.raw,
+        tls=lambda: server_context(config, "HTTP"),
+    )
+    # Forwarded writes reach the writer's https:// listener with the HTTP listener's trust store (and
+    # key store, should the writer ask for a client certificate).
+    registry_api = RegistryApi(broker.registry, client_context(config, "HTTP"))
+    http.mount(registry_api.routes())
+    http.mount(ConsoleApi(broker).routes())
+    metrics_api = None
+    if broker.metrics is not None:
+        metrics_api = MetricsApi(broker, broker.metrics, connection_count)
+        http.mount(metrics_api.routes())
+    bound = await http.start()
+    if bound:
+        host, port = bound[0]
+        shown = host if host not in ("0.0.0.0", "::") else broker.advertised.host
+        scheme = "https" if http.secure[0] else "http"
+        broker.registry.url = f"{scheme}://{shown}:{port}"
+        print(f"Strom broker {broker.node_id} HTTP on {broker.registry.url}", flush=True)
+    return WebSide(http, registry_api, metrics_api)
