@@ -54,6 +54,7 @@ from strom.broker.purgatory import DelayedProduces, Purgatory
 from strom.broker.replica_fetcher import ReplicaFetcherManager
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.messages import (
+    FetchResponseAbortedTransaction,
     LeaderAndIsrRequest,
     LeaderAndIsrRequestPartitionState,
     LeaderAndIsrResponse,
@@ -76,7 +77,7 @@ __all__ = ["NO_REDIRECT", "FollowerState", "Partition", "ReplicaManager", "Topic
 # `fetch_records`' note beside the data: a preferred read replica (>= 0), or one of these.
 NO_REDIRECT = -1
 HIGH_WATERMARK_NEWS = -2  # a follower has not been sent the current high watermark yet
-FetchRead = tuple[FileRecords, int, int, int, list[dict[str, int]] | None, int]
+FetchRead = tuple[FileRecords, int, int, int, list[FetchResponseAbortedTransaction] | None, int]
 
 
 class ReplicaManager:
@@ -238,7 +239,9 @@ class ReplicaManager:
                     return _nothing(part, NO_REDIRECT)
         if read_committed:
             data, aborted = part.read_committed(fetch_offset, max_bytes, min_one_batch)
-            listed = [{"producer_id": a.producer_id, "first_offset": a.first_offset} for a in aborted]
+            listed: list[FetchResponseAbortedTransaction] = [
+                {"producer_id": a.producer_id, "first_offset": a.first_offset} for a in aborted
+            ]
             return (
                 data,
                 part.high_watermark,

@@ -13,6 +13,7 @@ With ``metrics.enabled=false`` the broker holds no `BrokerCounters` and the hook
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from strom.metrics.histogram import LatencyHistogram
@@ -143,7 +144,7 @@ class BrokerCounters:
         c.produce_requests += 1
         c.failed_produce += 1
 
-    def fetched(self, responses: list[dict[str, Any]], follower: bool) -> None:
+    def fetched(self, responses: Sequence[Mapping[str, Any]], follower: bool) -> None:
         """A Fetch response's topics (``topic``, ``partitions`` with ``error_code`` and ``records``)."""
         topics = self.topics
         for topic in responses:

@@ -12,7 +12,11 @@ At run time there is no per-field interpretation. Three things concern the calle
   never sees them;
 * ``lean=True`` (the broker's server): Produce v3-v8 requests decode to, and their responses encode
   from, the tuples of produce_codec.py instead of dicts (the same bytes; a dict per partition entry is
-  a measurable cost when a request carries a thousand partitions).
+  a measurable cost when a request carries a thousand partitions); v0-2, which only the generic codec
+  reads, are converted to and from that form, so the broker sees one form of Produce bodies.
+
+Bodies are plain dicts; their types are the ``TypedDict``s of messages.py (generated from the same
+specs), which the callers name: the codec is keyed by numbers known only at run time.
 
 Headers (docs/protocol.md#wire-basics): the request header (v1, or v2 with a tagged section for
 flexible API versions) is read and written by request_header.py; this module tells it which of the two
@@ -37,7 +41,14 @@ from typing import Any
 from strom.protocol.codegen import Decoder, Encoder, compile_decoder, compile_encoder
 from strom.protocol.errors import CorruptFrame, UnsupportedVersion
 from strom.protocol.primitives import RecordsRegion
-from strom.protocol.produce_codec import LEAN_VERSIONS, decode_produce_request, encode_produce_response
+from strom.protocol.produce_codec import (
+    LEAN_FORM_VERSIONS,
+    LEAN_VERSIONS,
+    decode_produce_request,
+    encode_produce_response,
+    generic_response,
+    lean_request,
+)
 from strom.protocol.request_header import (
     encode_request_header,
     read_request_header,
@@ -78,13 +89,13 @@ class _ChunkedOut(bytearray):
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """A decoded request: header fields plus the body dict."""
+    """A decoded request: header fields plus the body (the API's request TypedDict of messages.py)."""
 
     api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None
-    body: dict[str, Any]
+    body: Mapping[str, Any]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -128,7 +139,7 @@ def _as_view(payload: bytes | bytearray | memoryview) -> memoryview:
 
 
 def decode_request(payload: bytes | bytearray | memoryview, lean: bool = False) -> Request:
-    """Decode one request frame (without its 4-byte size prefix); ``lean``: a Produce v3-v8 body in
+    """Decode one request frame (without its 4-byte size prefix); ``lean``: a Produce v0-v8 body in
     the lean form of produce_codec.py (the broker's), else the generic dicts.
 
     Raises:
@@ -143,8 +154,12 @@ def decode_request(payload: bytes | bytearray | memoryview, lean: bool = False) 
     try:
         if flexible:  # header v2
             pos = skip_tagged_fields(buf, pos)
+        body: Mapping[str, Any]
         if lean and api_key == PRODUCE_KEY and version in LEAN_VERSIONS:
             body, pos = decode_produce_request(buf, pos)
+        elif lean and api_key == PRODUCE_KEY and version in LEAN_FORM_VERSIONS:
+            generic, pos = decoder(buf, pos)
+            body = lean_request(generic)
         else:
             body, pos = decoder(buf, pos)
     except _CORRUPT as exc:
@@ -174,6 +189,8 @@ def _encode_response_into(
     try:
         if lean and api_key == PRODUCE_KEY and api_version in LEAN_VERSIONS:
             encode_produce_response(body, out, api_version)
+        elif lean and api_key == PRODUCE_KEY and api_version in LEAN_FORM_VERSIONS:
+            encoder(generic_response(body), out)
         else:
             encoder(body, out)
     except _ENCODE_ERRORS as exc:
@@ -200,7 +217,7 @@ def encode_response_chunks(
 
     Without regions this is one chunk. With them, the size prefix counts each region's length, and
     the list alternates encoded bytes (views of one buffer, never copied) with the regions, in
-    their wire order. ``lean``: a Produce v3-v8 body in the lean form of produce_codec.py. Raises like
+    their wire order. ``lean``: a Produce v0-v8 body in the lean form of produce_codec.py. Raises like
     :func:`encode_response`.
     """
     out = _ChunkedOut(_SIZE_AND_CORRELATION.pack(0, correlation_id))

@@ -14,6 +14,7 @@ from typing import Literal, NotRequired, Protocol, TypeAlias, TypedDict, TypeVar
 
 from strom.protocol.api import ApiKey
 from strom.protocol.primitives import RecordsRegion
+from strom.protocol.produce_codec import LeanProduceRequest, LeanProduceResponse
 
 # What a ``records`` field holds: a decoded one is a ``memoryview`` of the frame (None when null).
 Records: TypeAlias = bytes | bytearray | memoryview | RecordsRegion
@@ -134,8 +135,8 @@ class FetchResponsePartitionData(TypedDict):
     records: Records | None
 
 
-class FetchResponseableTopicResponse(TypedDict):
-    """FetchResponse v4-11: ableTopicResponse."""
+class FetchResponseFetchableTopicResponse(TypedDict):
+    """FetchResponse v4-11: FetchableTopicResponse."""
 
     topic: str
     partitions: list[FetchResponsePartitionData]
@@ -147,7 +148,7 @@ class FetchResponse(TypedDict):
     throttle_time_ms: int
     error_code: NotRequired[int]  # v7-11
     session_id: NotRequired[int]  # v7-11
-    responses: list[FetchResponseableTopicResponse]
+    responses: list[FetchResponseFetchableTopicResponse]
 
 
 class ListOffsetsRequestPartition(TypedDict):
@@ -197,8 +198,8 @@ class ListOffsetsResponse(TypedDict):
     topics: list[ListOffsetsResponseTopicResponse]
 
 
-class MetadataRequestRequestTopic(TypedDict):
-    """MetadataRequest v0-8: RequestTopic."""
+class MetadataRequestTopic(TypedDict):
+    """MetadataRequest v0-8: Topic."""
 
     name: str
 
@@ -206,14 +207,14 @@ class MetadataRequestRequestTopic(TypedDict):
 class MetadataRequest(TypedDict):
     """MetadataRequest v0-8."""
 
-    topics: list[MetadataRequestRequestTopic] | None
+    topics: list[MetadataRequestTopic] | None
     allow_auto_topic_creation: NotRequired[bool]  # v4-8
     include_cluster_authorized_operations: NotRequired[bool]  # v8
     include_topic_authorized_operations: NotRequired[bool]  # v8
 
 
-class MetadataResponseResponseBroker(TypedDict):
-    """MetadataResponse v0-8: ResponseBroker."""
+class MetadataResponseBroker(TypedDict):
+    """MetadataResponse v0-8: Broker."""
 
     node_id: int
     host: str
@@ -221,8 +222,8 @@ class MetadataResponseResponseBroker(TypedDict):
     rack: NotRequired[str | None]  # v1-8
 
 
-class MetadataResponseResponsePartition(TypedDict):
-    """MetadataResponse v0-8: ResponsePartition."""
+class MetadataResponsePartition(TypedDict):
+    """MetadataResponse v0-8: Partition."""
 
     error_code: int
     partition_index: int
@@ -233,13 +234,13 @@ class MetadataResponseResponsePartition(TypedDict):
     offline_replicas: NotRequired[list[int]]  # v5-8
 
 
-class MetadataResponseResponseTopic(TypedDict):
-    """MetadataResponse v0-8: ResponseTopic."""
+class MetadataResponseTopic(TypedDict):
+    """MetadataResponse v0-8: Topic."""
 
     error_code: int
     name: str
     is_internal: NotRequired[bool]  # v1-8
-    partitions: list[MetadataResponseResponsePartition]
+    partitions: list[MetadataResponsePartition]
     topic_authorized_operations: NotRequired[int]  # v8
 
 
@@ -247,10 +248,10 @@ class MetadataResponse(TypedDict):
     """MetadataResponse v0-8."""
 
     throttle_time_ms: NotRequired[int]  # v3-8
-    brokers: list[MetadataResponseResponseBroker]
+    brokers: list[MetadataResponseBroker]
     cluster_id: NotRequired[str | None]  # v2-8
     controller_id: NotRequired[int]  # v1-8
-    topics: list[MetadataResponseResponseTopic]
+    topics: list[MetadataResponseTopic]
     cluster_authorized_operations: NotRequired[int]  # v8
 
 
@@ -411,8 +412,8 @@ class ControlledShutdownResponse(TypedDict):
     remaining_partitions: list[ControlledShutdownResponseRemainingPartition]
 
 
-class OffsetCommitRequestRequestPartition(TypedDict):
-    """OffsetCommitRequest v2-7: RequestPartition."""
+class OffsetCommitRequestPartition(TypedDict):
+    """OffsetCommitRequest v2-7: Partition."""
 
     partition_index: int
     committed_offset: int
@@ -420,11 +421,11 @@ class OffsetCommitRequestRequestPartition(TypedDict):
     committed_metadata: str | None
 
 
-class OffsetCommitRequestRequestTopic(TypedDict):
-    """OffsetCommitRequest v2-7: RequestTopic."""
+class OffsetCommitRequestTopic(TypedDict):
+    """OffsetCommitRequest v2-7: Topic."""
 
     name: str
-    partitions: list[OffsetCommitRequestRequestPartition]
+    partitions: list[OffsetCommitRequestPartition]
 
 
 class OffsetCommitRequest(TypedDict):
@@ -435,32 +436,32 @@ class OffsetCommitRequest(TypedDict):
     member_id: str
     group_instance_id: NotRequired[str | None]  # v7
     retention_time_ms: NotRequired[int]  # v2-4
-    topics: list[OffsetCommitRequestRequestTopic]
+    topics: list[OffsetCommitRequestTopic]
 
 
-class OffsetCommitResponseResponsePartition(TypedDict):
-    """OffsetCommitResponse v2-7: ResponsePartition."""
+class OffsetCommitResponsePartition(TypedDict):
+    """OffsetCommitResponse v2-7: Partition."""
 
     partition_index: int
     error_code: int
 
 
-class OffsetCommitResponseResponseTopic(TypedDict):
-    """OffsetCommitResponse v2-7: ResponseTopic."""
+class OffsetCommitResponseTopic(TypedDict):
+    """OffsetCommitResponse v2-7: Topic."""
 
     name: str
-    partitions: list[OffsetCommitResponseResponsePartition]
+    partitions: list[OffsetCommitResponsePartition]
 
 
 class OffsetCommitResponse(TypedDict):
     """OffsetCommitResponse v2-7."""
 
     throttle_time_ms: NotRequired[int]  # v3-7
-    topics: list[OffsetCommitResponseResponseTopic]
+    topics: list[OffsetCommitResponseTopic]
 
 
-class OffsetFetchRequestRequestTopic(TypedDict):
-    """OffsetFetchRequest v1-7: RequestTopic."""
+class OffsetFetchRequestTopic(TypedDict):
+    """OffsetFetchRequest v1-7: Topic."""
 
     name: str
     partition_indexes: list[int]
@@ -470,12 +471,12 @@ class OffsetFetchRequest(TypedDict):
     """OffsetFetchRequest v1-7."""
 
     group_id: str
-    topics: list[OffsetFetchRequestRequestTopic] | None
+    topics: list[OffsetFetchRequestTopic] | None
     require_stable: NotRequired[bool]  # v7
 
 
-class OffsetFetchResponseResponsePartition(TypedDict):
-    """OffsetFetchResponse v1-7: ResponsePartition."""
+class OffsetFetchResponsePartition(TypedDict):
+    """OffsetFetchResponse v1-7: Partition."""
 
     partition_index: int
     committed_offset: int
@@ -484,18 +485,18 @@ class OffsetFetchResponseResponsePartition(TypedDict):
     error_code: int
 
 
-class OffsetFetchResponseResponseTopic(TypedDict):
-    """OffsetFetchResponse v1-7: ResponseTopic."""
+class OffsetFetchResponseTopic(TypedDict):
+    """OffsetFetchResponse v1-7: Topic."""
 
     name: str
-    partitions: list[OffsetFetchResponseResponsePartition]
+    partitions: list[OffsetFetchResponsePartition]
 
 
 class OffsetFetchResponse(TypedDict):
     """OffsetFetchResponse v1-7."""
 
     throttle_time_ms: NotRequired[int]  # v3-7
-    topics: list[OffsetFetchResponseResponseTopic]
+    topics: list[OffsetFetchResponseTopic]
     error_code: NotRequired[int]  # v2-7
 
 
@@ -517,8 +518,8 @@ class FindCoordinatorResponse(TypedDict):
     port: int
 
 
-class JoinGroupRequestRequestProtocol(TypedDict):
-    """JoinGroupRequest v0-5: RequestProtocol."""
+class JoinGroupRequestProtocol(TypedDict):
+    """JoinGroupRequest v0-5: Protocol."""
 
     name: str
     metadata: bytes
@@ -533,11 +534,11 @@ class JoinGroupRequest(TypedDict):
     member_id: str
     group_instance_id: NotRequired[str | None]  # v5
     protocol_type: str
-    protocols: list[JoinGroupRequestRequestProtocol]
+    protocols: list[JoinGroupRequestProtocol]
 
 
-class JoinGroupResponseResponseMember(TypedDict):
-    """JoinGroupResponse v0-5: ResponseMember."""
+class JoinGroupResponseMember(TypedDict):
+    """JoinGroupResponse v0-5: Member."""
 
     member_id: str
     group_instance_id: NotRequired[str | None]  # v5
@@ -553,7 +554,7 @@ class JoinGroupResponse(TypedDict):
     protocol_name: str
     leader: str
     member_id: str
-    members: list[JoinGroupResponseResponseMember]
+    members: list[JoinGroupResponseMember]
 
 
 class HeartbeatRequest(TypedDict):
@@ -603,8 +604,8 @@ class LeaveGroupResponse(TypedDict):
     members: NotRequired[list[LeaveGroupResponseMemberResponse]]  # v3
 
 
-class SyncGroupRequestRequestAssignment(TypedDict):
-    """SyncGroupRequest v0-3: RequestAssignment."""
+class SyncGroupRequestAssignment(TypedDict):
+    """SyncGroupRequest v0-3: Assignment."""
 
     member_id: str
     assignment: bytes
@@ -617,7 +618,7 @@ class SyncGroupRequest(TypedDict):
     generation_id: int
     member_id: str
     group_instance_id: NotRequired[str | None]  # v3
-    assignments: list[SyncGroupRequestRequestAssignment]
+    assignments: list[SyncGroupRequestAssignment]
 
 
 class SyncGroupResponse(TypedDict):
@@ -1033,8 +1034,8 @@ class WriteTxnMarkersResponse(TypedDict):
     markers: list[WriteTxnMarkersResponseWritableTxnMarkerResult]
 
 
-class TxnOffsetCommitRequestRequestPartition(TypedDict):
-    """TxnOffsetCommitRequest v0-3: RequestPartition."""
+class TxnOffsetCommitRequestPartition(TypedDict):
+    """TxnOffsetCommitRequest v0-3: Partition."""
 
     partition_index: int
     committed_offset: int
@@ -1042,11 +1043,11 @@ class TxnOffsetCommitRequestRequestPartition(TypedDict):
     committed_metadata: str | None
 
 
-class TxnOffsetCommitRequestRequestTopic(TypedDict):
-    """TxnOffsetCommitRequest v0-3: RequestTopic."""
+class TxnOffsetCommitRequestTopic(TypedDict):
+    """TxnOffsetCommitRequest v0-3: Topic."""
 
     name: str
-    partitions: list[TxnOffsetCommitRequestRequestPartition]
+    partitions: list[TxnOffsetCommitRequestPartition]
 
 
 class TxnOffsetCommitRequest(TypedDict):
@@ -1059,28 +1060,28 @@ class TxnOffsetCommitRequest(TypedDict):
     generation_id: NotRequired[int]  # v3
     member_id: NotRequired[str]  # v3
     group_instance_id: NotRequired[str | None]  # v3
-    topics: list[TxnOffsetCommitRequestRequestTopic]
+    topics: list[TxnOffsetCommitRequestTopic]
 
 
-class TxnOffsetCommitResponseResponsePartition(TypedDict):
-    """TxnOffsetCommitResponse v0-3: ResponsePartition."""
+class TxnOffsetCommitResponsePartition(TypedDict):
+    """TxnOffsetCommitResponse v0-3: Partition."""
 
     partition_index: int
     error_code: int
 
 
-class TxnOffsetCommitResponseResponseTopic(TypedDict):
-    """TxnOffsetCommitResponse v0-3: ResponseTopic."""
+class TxnOffsetCommitResponseTopic(TypedDict):
+    """TxnOffsetCommitResponse v0-3: Topic."""
 
     name: str
-    partitions: list[TxnOffsetCommitResponseResponsePartition]
+    partitions: list[TxnOffsetCommitResponsePartition]
 
 
 class TxnOffsetCommitResponse(TypedDict):
     """TxnOffsetCommitResponse v0-3."""
 
     throttle_time_ms: int
-    topics: list[TxnOffsetCommitResponseResponseTopic]
+    topics: list[TxnOffsetCommitResponseTopic]
 
 
 class DescribeAclsRequest(TypedDict):
@@ -1527,38 +1528,38 @@ class ListPartitionReassignmentsResponse(TypedDict):
     topics: list[ListPartitionReassignmentsResponseOngoingTopicReassignment]
 
 
-class OffsetDeleteRequestRequestPartition(TypedDict):
-    """OffsetDeleteRequest v0: RequestPartition."""
+class OffsetDeleteRequestPartition(TypedDict):
+    """OffsetDeleteRequest v0: Partition."""
 
     partition_index: int
 
 
-class OffsetDeleteRequestRequestTopic(TypedDict):
-    """OffsetDeleteRequest v0: RequestTopic."""
+class OffsetDeleteRequestTopic(TypedDict):
+    """OffsetDeleteRequest v0: Topic."""
 
     name: str
-    partitions: list[OffsetDeleteRequestRequestPartition]
+    partitions: list[OffsetDeleteRequestPartition]
 
 
 class OffsetDeleteRequest(TypedDict):
     """OffsetDeleteRequest v0."""
 
     group_id: str
-    topics: list[OffsetDeleteRequestRequestTopic]
+    topics: list[OffsetDeleteRequestTopic]
 
 
-class OffsetDeleteResponseResponsePartition(TypedDict):
-    """OffsetDeleteResponse v0: ResponsePartition."""
+class OffsetDeleteResponsePartition(TypedDict):
+    """OffsetDeleteResponse v0: Partition."""
 
     partition_index: int
     error_code: int
 
 
-class OffsetDeleteResponseResponseTopic(TypedDict):
-    """OffsetDeleteResponse v0: ResponseTopic."""
+class OffsetDeleteResponseTopic(TypedDict):
+    """OffsetDeleteResponse v0: Topic."""
 
     name: str
-    partitions: list[OffsetDeleteResponseResponsePartition]
+    partitions: list[OffsetDeleteResponsePartition]
 
 
 class OffsetDeleteResponse(TypedDict):
@@ -1566,7 +1567,7 @@ class OffsetDeleteResponse(TypedDict):
 
     error_code: int
     throttle_time_ms: int
-    topics: list[OffsetDeleteResponseResponseTopic]
+    topics: list[OffsetDeleteResponseTopic]
 
 
 class DescribeUserScramCredentialsRequestUserName(TypedDict):
@@ -1767,7 +1768,7 @@ class HandlerRegistry(Protocol[ContextT]):
     @overload
     def __call__(
         self, api_key: Literal[ApiKey.PRODUCE]
-    ) -> Registers[ContextT, ProduceRequest, ProduceResponse]: ...
+    ) -> Registers[ContextT, LeanProduceRequest, LeanProduceResponse]: ...
 
     @overload
     def __call__(

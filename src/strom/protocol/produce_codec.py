@@ -25,19 +25,51 @@ Same error contract as the generated decoder, which it must match byte for byte 
 (tests/unit/test_produce_codec.py compares both over generated and corrupted frames): it raises
 ``ValueError``/``struct.error``/``IndexError`` for what does not parse, which the caller turns into
 ``CorruptFrame``; a length past the end of the frame shows as bytes missing at the end, as there.
+
+One form for the broker. The lean bodies are typed (`LeanProduceRequest`, `LeanProduceResponse`) and
+are the only form the Produce handler sees: for the other versions the broker serves (v0-2, which the
+generic codec decodes), :func:`lean_request` converts the generic body and :func:`generic_response`
+turns the lean response back into the generic dicts (`LEAN_FORM_VERSIONS`).
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
-LEAN_VERSIONS = range(3, 9)
+LEAN_VERSIONS = range(3, 9)  # decoded and encoded here
+LEAN_FORM_VERSIONS = range(9)  # the broker's bodies are lean (v0-2 converted from the generic codec)
 
 PartitionResult = list[
     Any
 ]  # [index, error_code, base_offset, log_append_time_ms, log_start_offset, msg, errors]
+# The fields of a PartitionResult, in order, as the generic codec names them (record_errors aside).
+_RESULT_FIELDS = (
+    "index",
+    "error_code",
+    "base_offset",
+    "log_append_time_ms",
+    "log_start_offset",
+    "error_message",
+)
+
+
+class LeanProduceRequest(TypedDict):
+    """A Produce request in the lean form: ``topic_data`` is ``[(name, [(index, records), ...])]``."""
+
+    transactional_id: str | None  # None before v3 too
+    acks: int
+    timeout_ms: int
+    topic_data: list[tuple[str, list[tuple[int, memoryview | None]]]]
+
+
+class LeanProduceResponse(TypedDict):
+    """A Produce response in the lean form: ``responses`` is ``[(name, [PartitionResult, ...])]``."""
+
+    responses: list[tuple[str, list[PartitionResult]]]
+    throttle_time_ms: int
+
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -50,7 +82,7 @@ _RECORD_ERROR = struct.Struct(">ih")  # batch_index and the message's length
 _NULL_STRING = _I16.pack(-1)
 
 
-def decode_produce_request(buf: memoryview, pos: int) -> tuple[dict[str, Any], int]:
+def decode_produce_request(buf: memoryview, pos: int) -> tuple[LeanProduceRequest, int]:
     """The lean body of a Produce v3-v8 request whose body starts at ``pos``; and where it ends."""
     end = len(buf)
     (length,) = _I16.unpack_from(buf, pos)
@@ -95,7 +127,7 @@ def decode_produce_request(buf: memoryview, pos: int) -> tuple[dict[str, Any], i
             else:
                 raise ValueError("negative length")
         topics.append((name, parts))
-    body = {
+    body: LeanProduceRequest = {
         "transactional_id": transactional_id,
         "acks": acks,
         "timeout_ms": timeout_ms,
@@ -134,6 +166,42 @@ def encode_produce_response(body: Mapping[str, Any], out: bytearray, version: in
             for part in parts:
                 out += pack(part[0], part[1], part[2], part[3])
     out += pack_i32(body.get("throttle_time_ms", 0))
+
+
+def lean_request(body: Mapping[str, Any]) -> LeanProduceRequest:
+    """A Produce request body of the generic codec in the lean form."""
+    return {
+        "transactional_id": body.get("transactional_id"),
+        "acks": body["acks"],
+        "timeout_ms": body["timeout_ms"],
+        "topic_data": [
+            (t["name"], [(p["index"], p["records"]) for p in t["partition_data"]]) for t in body["topic_data"]
+        ],
+    }
+
+
+def generic_response(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A lean Produce response as the generic codec's body (the encoder leaves out what a version lacks)."""
+    responses: Sequence[tuple[str, Sequence[PartitionResult]]] = body["responses"]
+    return {
+        "responses": [
+            {
+                "name": name,
+                "partition_responses": [
+                    {
+                        **dict(zip(_RESULT_FIELDS, part, strict=False)),
+                        "record_errors": [
+                            {"batch_index": index, "batch_index_error_message": text}
+                            for index, text in part[6]
+                        ],
+                    }
+                    for part in parts
+                ],
+            }
+            for name, parts in responses
+        ],
+        "throttle_time_ms": body.get("throttle_time_ms", 0),
+    }
 
 
 def _nullable_string(out: bytearray, text: str | None, pack: Any, *before: int) -> None:

@@ -10,7 +10,8 @@ Theory of operation. For each API key of ``api.SUPPORTED`` (advertised) and ``ap
 (controller APIs), the request and response specs of :mod:`strom.protocol.spec` are read for the
 versions Strom serves, and each becomes one ``TypedDict`` named as the spec (``ProduceRequest``), with
 one more per nested struct, named after the message and the struct (``ProduceRequestTopicProduceData``;
-a struct name repeating the message's stem drops it: ``LeaderAndIsrRequestPartitionState``). A field is
+a struct name repeating the message's stem drops it: ``LeaderAndIsrRequestPartitionState``, and one
+starting with the message's name is kept: ``OffsetCommitRequestPartition``). A field is
 ``Required`` when it is in the body for every one of those versions and ``NotRequired`` otherwise: the
 decoders put exactly the fields a version has in the body (tagged ones with their default when absent
 from the wire) and the encoders take the default of a missing field, so both directions share the type.
@@ -19,8 +20,9 @@ A field on the wire in none of those versions is left out. Types: integers ``int
 is a ``memoryview``), arrays ``list``, ``| None`` when nullable in any of the versions.
 
 The module also writes ``HandlerRegistry``, a protocol with one overload per API key mapping it to its
-request and response types: the broker's ``handles`` decorator is typed with it, so mypy checks every
-handler against its API's bodies while the handler table stays one ``dict``.
+request and response types (Produce's are produce_codec's lean ones, the form the broker decodes): the
+broker's ``handles`` decorator is typed with it, so mypy checks every handler against its API's bodies
+while the handler table stays one ``dict``.
 
 Pure apart from :func:`main`: :func:`messages_source` returns the text.
 """
@@ -40,6 +42,8 @@ __all__ = ["TARGET", "main", "messages_source"]
 
 TARGET = Path(__file__).with_name("messages.py")
 _LINE_LENGTH = 110  # the project's (pyproject.toml): the output passes ruff format unchanged
+# Handlers whose bodies are not the generic codec's: the broker decodes Produce in produce_codec's form.
+_HANDLER_BODIES = {ApiKey.PRODUCE: ("LeanProduceRequest", "LeanProduceResponse")}
 
 _SCALARS = {
     "int8": "int",
@@ -72,6 +76,7 @@ from typing import Literal, NotRequired, Protocol, TypeAlias, TypedDict, TypeVar
 
 from strom.protocol.api import ApiKey
 from strom.protocol.primitives import RecordsRegion
+from strom.protocol.produce_codec import LeanProduceRequest, LeanProduceResponse
 
 # What a ``records`` field holds: a decoded one is a ``memoryview`` of the frame (None when null).
 Records: TypeAlias = bytes | bytearray | memoryview | RecordsRegion'''
@@ -90,8 +95,12 @@ def _versions(low: int, high: int, spec: MessageSpec) -> tuple[int, ...]:
 
 
 def _type_name(spec: MessageSpec, struct_name: str) -> str:
+    if struct_name.startswith(spec.name):  # OffsetCommitRequestPartition
+        return struct_name
     stem = spec.name.removesuffix("Request").removesuffix("Response")
-    rest = struct_name[len(stem) :] if struct_name.startswith(stem) and struct_name != stem else struct_name
+    rest = struct_name.removeprefix(stem)
+    if not rest[:1].isupper():  # not the stem as a whole word: FetchableTopicResponse
+        rest = struct_name
     return spec.name + rest
 
 
@@ -168,7 +177,8 @@ def _registry(apis: list[tuple[ApiKey, MessageSpec, MessageSpec, tuple[int, ...]
     ]
     for key, request, response, _, _ in apis:
         argument = f"self, api_key: Literal[ApiKey.{key.name}]"
-        result = f"Registers[ContextT, {request.name}, {response.name}]: ..."
+        request_type, response_type = _HANDLER_BODIES.get(key, (request.name, response.name))
+        result = f"Registers[ContextT, {request_type}, {response_type}]: ..."
         lines += ["", "    @overload"]
         one_line = f"    def __call__({argument}) -> {result}"
         if len(one_line) <= _LINE_LENGTH:

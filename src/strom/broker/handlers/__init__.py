@@ -19,6 +19,6 @@ from strom.broker.handlers import (  # noqa: F401  (imported for their @handles 
     transaction_admin,
     transactions,
 )
-from strom.broker.handlers.base import HANDLERS, Body, Handler, RequestContext, advertised_api_keys, handles
+from strom.broker.handlers.base import HANDLERS, Handler, RequestContext, advertised_api_keys, handles
 
-__all__ = ["HANDLERS", "Body", "Handler", "RequestContext", "advertised_api_keys", "handles"]
+__all__ = ["HANDLERS", "Handler", "RequestContext", "advertised_api_keys", "handles"]

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from strom._util.clock import sleep_ms
 from strom.broker.broker import Broker
 from strom.protocol.api import SUPPORTED, ApiKey
-from strom.protocol.messages import ApiVersionsResponseApiVersion
+from strom.protocol.messages import ApiVersionsResponseApiVersion, HandlerRegistry
 
-Body = dict[str, Any]
 LISTED_POLL_MS = 50
 LISTED_WAIT_MS = 60_000  # past any client's request timeout: a request never stays parked for ever
 
@@ -70,16 +69,23 @@ class CloseConnection(Exception):
 HANDLERS: dict[int, Handler] = {}
 
 
-def handles(api_key: ApiKey) -> Callable[[Handler], Handler]:
+_H = TypeVar("_H", bound=Handler)
+
+
+def _handles(api_key: ApiKey) -> Callable[[_H], _H]:
     """Register `fn` as the handler for `api_key` (one per key; a second registration is a bug)."""
 
-    def register(fn: Handler) -> Handler:
+    def register(fn: _H) -> _H:
         if int(api_key) in HANDLERS:
             raise RuntimeError(f"two handlers for {api_key.name}")
         HANDLERS[int(api_key)] = fn
         return fn
 
     return register
+
+
+# ``@handles(ApiKey.X)``: typed per API key (messages.py), so each handler is checked against its bodies.
+handles: HandlerRegistry[RequestContext] = _handles
 
 
 def advertised_api_keys() -> list[ApiVersionsResponseApiVersion]:

@@ -9,15 +9,29 @@ replaces the whole override set (Kafka's legacy semantics); IncrementalAlterConf
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable
 
 from strom.broker.broker import Broker
 from strom.broker.config import BROKER_CONFIGS
 from strom.broker.handlers.authz import Op, Res, allowed_cluster, denied
-from strom.broker.handlers.base import Body, RequestContext, handles
+from strom.broker.handlers.base import RequestContext, handles
 from strom.broker.security.config_defs import is_secret
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.messages import (
+    AlterConfigsRequest,
+    AlterConfigsRequestAlterableConfig,
+    AlterConfigsResponse,
+    AlterConfigsResponseResourceResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    DescribeConfigsResponseResourceResult,
+    DescribeConfigsResponseResult,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsRequestAlterableConfig,
+    IncrementalAlterConfigsResponse,
+)
 from strom.storage.config import LogConfig
 
 TOPIC = 2
@@ -28,7 +42,9 @@ SOURCE_DEFAULT = 5
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
 
-def _config_entry(name: str, value: str | None, source: int, is_default: bool) -> dict[str, Any]:
+def _config_entry(
+    name: str, value: str | None, source: int, is_default: bool
+) -> DescribeConfigsResponseResourceResult:
     return {
         "name": name,
         "value": value,
@@ -42,7 +58,9 @@ def _config_entry(name: str, value: str | None, source: int, is_default: bool) -
     }
 
 
-def _describe_topic(broker: Broker, name: str, keys: list[str] | None) -> list[dict[str, Any]]:
+def _describe_topic(
+    broker: Broker, name: str, keys: list[str] | None
+) -> list[DescribeConfigsResponseResourceResult]:
     info = broker.metadata.topics.get(name)
     if info is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
@@ -50,7 +68,7 @@ def _describe_topic(broker: Broker, name: str, keys: list[str] | None) -> list[d
     static_from_broker = {
         d.topic_name for d in BROKER_CONFIGS.values() if d.topic_name and d.name in broker.config.raw
     }
-    entries = []
+    entries: list[DescribeConfigsResponseResourceResult] = []
     for key, value in sorted(effective.items()):
         if keys is not None and key not in keys:
             continue
@@ -63,10 +81,12 @@ def _describe_topic(broker: Broker, name: str, keys: list[str] | None) -> list[d
     return entries
 
 
-def _describe_broker(broker: Broker, name: str, keys: list[str] | None) -> list[dict[str, Any]]:
+def _describe_broker(
+    broker: Broker, name: str, keys: list[str] | None
+) -> list[DescribeConfigsResponseResourceResult]:
     if name not in ("", str(broker.node_id)):
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"broker {name} is not this broker ({broker.node_id})")
-    entries = []
+    entries: list[DescribeConfigsResponseResourceResult] = []
     for key, value, is_default in broker.config.describe():
         if keys is None or key in keys:
             entry = _config_entry(
@@ -89,12 +109,14 @@ def _authorize(ctx: RequestContext, rtype: int, name: str, operation: Op) -> Non
 
 
 @handles(ApiKey.DESCRIBE_CONFIGS)
-async def handle_describe_configs(ctx: RequestContext, req: Body) -> Body:
-    results = []
+async def handle_describe_configs(
+    ctx: RequestContext, req: DescribeConfigsRequest
+) -> DescribeConfigsResponse:
+    results: list[DescribeConfigsResponseResult] = []
     for res in req["resources"]:
         rtype, name = int(res["resource_type"]), res["resource_name"]
         keys = res.get("configuration_keys")
-        out: dict[str, Any] = {
+        out: DescribeConfigsResponseResult = {
             "error_code": 0,
             "error_message": None,
             "resource_type": rtype,
@@ -115,7 +137,9 @@ async def handle_describe_configs(ctx: RequestContext, req: Body) -> Body:
     return {"throttle_time_ms": 0, "results": results}
 
 
-def _apply_incremental(current: dict[str, str], ops: list[dict[str, Any]]) -> dict[str, str]:
+def _apply_incremental(
+    current: dict[str, str], ops: list[IncrementalAlterConfigsRequestAlterableConfig]
+) -> dict[str, str]:
     updated = dict(current)
     for op in ops:
         key, value, kind = op["name"], op["value"], int(op["config_operation"])
@@ -138,12 +162,16 @@ def _apply_incremental(current: dict[str, str], ops: list[dict[str, Any]]) -> di
     return updated
 
 
-async def _alter(ctx: RequestContext, req: Body, incremental: bool) -> Body:
-    validate_only = bool(req.get("validate_only", False))
-    responses = []
-    for res in req["resources"]:
-        rtype, name = int(res["resource_type"]), res["resource_name"]
-        out: dict[str, Any] = {
+# A resource to alter: (resource type, name, new configs from the current ones).
+_Change = tuple[int, str, Callable[[dict[str, str]], dict[str, str]]]
+
+
+def _alter(
+    ctx: RequestContext, changes: list[_Change], validate_only: bool
+) -> list[AlterConfigsResponseResourceResponse]:
+    responses: list[AlterConfigsResponseResourceResponse] = []
+    for rtype, name, change in changes:
+        out: AlterConfigsResponseResourceResponse = {
             "error_code": 0,
             "error_message": None,
             "resource_type": rtype,
@@ -156,22 +184,34 @@ async def _alter(ctx: RequestContext, req: Body, incremental: bool) -> Body:
             info = ctx.broker.metadata.topics.get(name)
             if info is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-            if incremental:
-                new = _apply_incremental(info.configs, res["configs"])
-            else:
-                new = {c["name"]: c["value"] for c in res["configs"] if c["value"] is not None}
-            ctx.broker.topics.set_topic_configs(name, new, validate_only)
+            ctx.broker.topics.set_topic_configs(name, change(info.configs), validate_only)
         except KafkaError as exc:
             out["error_code"], out["error_message"] = int(exc.code), exc.message
         responses.append(out)
-    return {"throttle_time_ms": 0, "responses": responses}
+    return responses
+
+
+def _replace(configs: list[AlterConfigsRequestAlterableConfig]) -> Callable[[dict[str, str]], dict[str, str]]:
+    """AlterConfigs: the given configs replace the topic's (a null value is left out)."""
+    new = {c["name"]: c["value"] for c in configs if c["value"] is not None}
+    return lambda _current: new
 
 
 @handles(ApiKey.ALTER_CONFIGS)
-async def handle_alter_configs(ctx: RequestContext, req: Body) -> Body:
-    return await _alter(ctx, req, incremental=False)
+async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
+    changes = [
+        (int(r["resource_type"]), r["resource_name"], _replace(r["configs"])) for r in req["resources"]
+    ]
+    return {"throttle_time_ms": 0, "responses": _alter(ctx, changes, bool(req.get("validate_only", False)))}
 
 
 @handles(ApiKey.INCREMENTAL_ALTER_CONFIGS)
-async def handle_incremental_alter_configs(ctx: RequestContext, req: Body) -> Body:
-    return await _alter(ctx, req, incremental=True)
+async def handle_incremental_alter_configs(
+    ctx: RequestContext, req: IncrementalAlterConfigsRequest
+) -> IncrementalAlterConfigsResponse:
+    changes: list[_Change] = [
+        (int(r["resource_type"]), r["resource_name"], functools.partial(_apply_incremental, ops=r["configs"]))
+        for r in req["resources"]
+    ]
+    responses = _alter(ctx, changes, bool(req.get("validate_only", False)))
+    return {"throttle_time_ms": 0, "responses": responses}

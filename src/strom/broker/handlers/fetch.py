@@ -42,20 +42,27 @@ Waits are on the broker's clock (the purgatory's deadlines), so a manual clock d
 from __future__ import annotations
 
 from time import perf_counter_ns
-from typing import Any
 
 from strom.broker.authorization import Authorizer
 from strom.broker.handlers.authz import Op, Res
-from strom.broker.handlers.base import Body, RequestContext, handles
+from strom.broker.handlers.base import RequestContext, handles
 from strom.broker.partition import follower_fetch_key
 from strom.broker.replica_manager import NO_REDIRECT
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.messages import (
+    FetchRequest,
+    FetchResponse,
+    FetchResponseFetchableTopicResponse,
+    FetchResponsePartitionData,
+)
 
 READ_COMMITTED = 1
 
 
-def _empty(index: int, code: ErrorCode, hwm: int = -1, lso: int = -1, log_start: int = -1) -> dict[str, Any]:
+def _empty(
+    index: int, code: ErrorCode, hwm: int = -1, lso: int = -1, log_start: int = -1
+) -> FetchResponsePartitionData:
     return {
         "partition_index": index,
         "error_code": int(code),
@@ -69,8 +76,8 @@ def _empty(index: int, code: ErrorCode, hwm: int = -1, lso: int = -1, log_start:
 
 
 def _read_all(
-    ctx: RequestContext, req: Body, first_pass: bool = False
-) -> tuple[list[dict[str, Any]], int, bool]:
+    ctx: RequestContext, req: FetchRequest, first_pass: bool = False
+) -> tuple[list[FetchResponseFetchableTopicResponse], int, bool]:
     """One pass over the requested partitions: (responses, bytes read, answer now: an error, a
     preferred read replica, or news of the high watermark for a follower)."""
     rm = ctx.broker.replica_manager
@@ -80,10 +87,10 @@ def _read_all(
     remaining = max(int(req.get("max_bytes", 0x7FFFFFFF)), 0)
     total = 0
     errored = False
-    responses = []
+    responses: list[FetchResponseFetchableTopicResponse] = []
     for topic in req["topics"]:
         name = topic["topic"]
-        parts = []
+        parts: list[FetchResponsePartitionData] = []
         for p in topic["partitions"]:
             index = int(p["partition"])
             limit = min(int(p["partition_max_bytes"]), remaining)
@@ -123,7 +130,9 @@ def _read_all(
     return responses, total, errored
 
 
-def _authorize(ctx: RequestContext, auth: Authorizer, req: Body) -> tuple[Body, list[dict[str, Any]]]:
+def _authorize(
+    ctx: RequestContext, auth: Authorizer, req: FetchRequest
+) -> tuple[FetchRequest, list[FetchResponseFetchableTopicResponse]]:
     """The request without the topics the sender may not read, and the answers for those topics.
 
     A follower's fetch needs CLUSTER_ACTION on the cluster, a consumer's READ on each topic; refused
@@ -140,7 +149,7 @@ def _authorize(ctx: RequestContext, auth: Authorizer, req: Body) -> tuple[Body, 
         return req, []
     # Split by verdict (a membership test against the readable list was quadratic in the topics).
     readable = [t for t, ok in zip(topics, verdicts, strict=True) if ok]
-    refused = [
+    refused: list[FetchResponseFetchableTopicResponse] = [
         {
             "topic": t["topic"],
             "partitions": [
@@ -150,12 +159,14 @@ def _authorize(ctx: RequestContext, auth: Authorizer, req: Body) -> tuple[Body, 
         for t, ok in zip(topics, verdicts, strict=True)
         if not ok
     ]
-    return {**req, "topics": readable}, refused
+    allowed = req.copy()  # the caller's body stays as decoded
+    allowed["topics"] = readable
+    return allowed, refused
 
 
 @handles(ApiKey.FETCH)
-async def handle_fetch(ctx: RequestContext, req: Body) -> Body:
-    refused: list[dict[str, Any]] = []
+async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
+    refused: list[FetchResponseFetchableTopicResponse] = []
     if (auth := ctx.broker.authorizer) is not None:
         req, refused = _authorize(ctx, auth, req)
     clock = ctx.broker.clock

@@ -11,13 +11,12 @@ Kafka's muted channel does. Until the group service is up, group requests get CO
 
 from __future__ import annotations
 
-from typing import Any
-
 from strom.broker.group_service import GroupService
 from strom.broker.handlers.authz import Op, Res, allowed, allowed_cluster, authorized_operations, denied
-from strom.broker.handlers.base import Body, RequestContext, handles, until_listed
+from strom.broker.handlers.base import RequestContext, handles, until_listed
 from strom.broker.transaction_service import TransactionService
 from strom.coordinator import JoinGroupRequest, SyncGroupRequest
+from strom.protocol import messages as m
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 
@@ -42,7 +41,9 @@ def group_refusal(ctx: RequestContext, group_id: str, operation: Op = Op.READ) -
 
 
 @handles(ApiKey.FIND_COORDINATOR)
-async def handle_find_coordinator(ctx: RequestContext, req: Body) -> Body:
+async def handle_find_coordinator(
+    ctx: RequestContext, req: m.FindCoordinatorRequest
+) -> m.FindCoordinatorResponse:
     key_type = int(req.get("key_type", COORDINATOR_KEY_TYPE_GROUP))
     service: GroupService | TransactionService = group_service(ctx)
     if key_type == COORDINATOR_KEY_TYPE_TRANSACTION:
@@ -82,7 +83,7 @@ async def handle_find_coordinator(ctx: RequestContext, req: Body) -> Body:
     }
 
 
-def _find_error(code: ErrorCode, message: str) -> Body:
+def _find_error(code: ErrorCode, message: str) -> m.FindCoordinatorResponse:
     return {
         "throttle_time_ms": 0,
         "error_code": int(code),
@@ -97,7 +98,7 @@ def _find_error(code: ErrorCode, message: str) -> Body:
 
 
 @handles(ApiKey.JOIN_GROUP)
-async def handle_join_group(ctx: RequestContext, req: Body) -> Body:
+async def handle_join_group(ctx: RequestContext, req: m.JoinGroupRequest) -> m.JoinGroupResponse:
     group_id = req["group_id"]
     member_id = req["member_id"] or ""
     error = group_refusal(ctx, group_id)
@@ -123,19 +124,21 @@ async def handle_join_group(ctx: RequestContext, req: Body) -> Body:
     result = await service.join_group(request)
     body = _join_response(result.error, result.member_id)
     if result.error is ErrorCode.NONE:
-        body.update(
-            generation_id=result.generation_id,
-            protocol_name=result.protocol_name or "",
-            leader=result.leader,
-            members=[
-                {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "metadata": m.metadata}
-                for m in result.members
-            ],
-        )
+        body["generation_id"] = result.generation_id
+        body["protocol_name"] = result.protocol_name or ""
+        body["leader"] = result.leader
+        body["members"] = [
+            {
+                "member_id": member.member_id,
+                "group_instance_id": member.group_instance_id,
+                "metadata": member.metadata,
+            }
+            for member in result.members
+        ]
     return body
 
 
-def _join_response(code: ErrorCode, member_id: str) -> Body:
+def _join_response(code: ErrorCode, member_id: str) -> m.JoinGroupResponse:
     return {
         "throttle_time_ms": 0,
         "error_code": int(code),
@@ -148,7 +151,7 @@ def _join_response(code: ErrorCode, member_id: str) -> Body:
 
 
 @handles(ApiKey.SYNC_GROUP)
-async def handle_sync_group(ctx: RequestContext, req: Body) -> Body:
+async def handle_sync_group(ctx: RequestContext, req: m.SyncGroupRequest) -> m.SyncGroupResponse:
     group_id = req["group_id"]
     error = group_refusal(ctx, group_id)
     service = group_service(ctx)
@@ -163,8 +166,8 @@ async def handle_sync_group(ctx: RequestContext, req: Body) -> Body:
         generation_id=int(req["generation_id"]),
         member_id=req["member_id"] or "",
         group_instance_id=req.get("group_instance_id") if ctx.api_version >= 3 else None,
-        protocol_type=req.get("protocol_type") if ctx.api_version >= 5 else None,
-        protocol_name=req.get("protocol_name") if ctx.api_version >= 5 else None,
+        protocol_type=None,  # v5+, not served
+        protocol_name=None,
         assignments=tuple((a["member_id"], bytes(a["assignment"])) for a in req["assignments"]),
     )
     result = await service.sync_group(request)
@@ -180,7 +183,7 @@ async def handle_sync_group(ctx: RequestContext, req: Body) -> Body:
 
 
 @handles(ApiKey.HEARTBEAT)
-async def handle_heartbeat(ctx: RequestContext, req: Body) -> Body:
+async def handle_heartbeat(ctx: RequestContext, req: m.HeartbeatRequest) -> m.HeartbeatResponse:
     group_id = req["group_id"]
     error = group_refusal(ctx, group_id)
     service = group_service(ctx)
@@ -197,7 +200,7 @@ async def handle_heartbeat(ctx: RequestContext, req: Body) -> Body:
 
 
 @handles(ApiKey.LEAVE_GROUP)
-async def handle_leave_group(ctx: RequestContext, req: Body) -> Body:
+async def handle_leave_group(ctx: RequestContext, req: m.LeaveGroupRequest) -> m.LeaveGroupResponse:
     group_id = req["group_id"]
     if ctx.api_version >= 3:
         leaving = [(m["member_id"] or "", m.get("group_instance_id")) for m in req["members"]]
@@ -212,7 +215,7 @@ async def handle_leave_group(ctx: RequestContext, req: Body) -> Body:
     if ctx.api_version < 3:
         # One member, no per-member list: its error is the response's error.
         return {"throttle_time_ms": 0, "error_code": int(errors[0])}
-    members: list[dict[str, Any]] = [
+    members: list[m.LeaveGroupResponseMemberResponse] = [
         {"member_id": member_id, "group_instance_id": instance_id, "error_code": int(code)}
         for (member_id, instance_id), code in zip(leaving, errors, strict=True)
     ]
@@ -223,9 +226,11 @@ async def handle_leave_group(ctx: RequestContext, req: Body) -> Body:
 
 
 @handles(ApiKey.DESCRIBE_GROUPS)
-async def handle_describe_groups(ctx: RequestContext, req: Body) -> Body:
+async def handle_describe_groups(
+    ctx: RequestContext, req: m.DescribeGroupsRequest
+) -> m.DescribeGroupsResponse:
     service = group_service(ctx)
-    groups = []
+    groups: list[m.DescribeGroupsResponseDescribedGroup] = []
     for group_id in req["groups"]:
         error = group_refusal(ctx, group_id, Op.DESCRIBE)
         if error is not None:
@@ -234,29 +239,27 @@ async def handle_describe_groups(ctx: RequestContext, req: Body) -> Body:
             continue
         summary = service.coordinator.describe_group(group_id)
         described = _described(group_id, summary.error)
-        described.update(
-            group_state=summary.state,
-            protocol_type=summary.protocol_type,
-            protocol_data=summary.protocol_name,
-            members=[
-                {
-                    "member_id": m.member_id,
-                    "group_instance_id": m.group_instance_id,
-                    "client_id": m.client_id,
-                    "client_host": m.client_host,
-                    "member_metadata": m.metadata,
-                    "member_assignment": m.assignment,
-                }
-                for m in summary.members
-            ],
-        )
+        described["group_state"] = summary.state
+        described["protocol_type"] = summary.protocol_type
+        described["protocol_data"] = summary.protocol_name
+        described["members"] = [
+            {
+                "member_id": member.member_id,
+                "group_instance_id": member.group_instance_id,
+                "client_id": member.client_id,
+                "client_host": member.client_host,
+                "member_metadata": member.metadata,
+                "member_assignment": member.assignment,
+            }
+            for member in summary.members
+        ]
         if ctx.broker.authorizer is not None and req.get("include_authorized_operations"):
             described["authorized_operations"] = authorized_operations(ctx, Res.GROUP, group_id)
         groups.append(described)
     return {"throttle_time_ms": 0, "groups": groups}
 
 
-def _described(group_id: str, code: ErrorCode) -> dict[str, Any]:
+def _described(group_id: str, code: ErrorCode) -> m.DescribeGroupsResponseDescribedGroup:
     return {
         "error_code": int(code),
         "group_id": group_id,
@@ -268,11 +271,11 @@ def _described(group_id: str, code: ErrorCode) -> dict[str, Any]:
 
 
 @handles(ApiKey.LIST_GROUPS)
-async def handle_list_groups(ctx: RequestContext, req: Body) -> Body:
+async def handle_list_groups(ctx: RequestContext, req: m.ListGroupsRequest) -> m.ListGroupsResponse:
     del req
     service = group_service(ctx)
-    groups = [
-        {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state}
+    groups: list[m.ListGroupsResponseListedGroup] = [
+        {"group_id": g.group_id, "protocol_type": g.protocol_type}  # (group_state from v4, not served)
         for g in service.coordinator.list_groups()
     ]
     if ctx.broker.authorizer is not None and not allowed_cluster(ctx, Op.DESCRIBE):
@@ -282,7 +285,7 @@ async def handle_list_groups(ctx: RequestContext, req: Body) -> Body:
 
 
 @handles(ApiKey.DELETE_GROUPS)
-async def handle_delete_groups(ctx: RequestContext, req: Body) -> Body:
+async def handle_delete_groups(ctx: RequestContext, req: m.DeleteGroupsRequest) -> m.DeleteGroupsResponse:
     service = group_service(ctx)
     names: list[str] = list(req["groups_names"])
     refusals = {n: group_refusal(ctx, n, Op.DELETE) for n in names}

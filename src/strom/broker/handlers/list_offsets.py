@@ -20,23 +20,28 @@ or a follower, and the client retries until the followers' fetches move it.
 
 from __future__ import annotations
 
-from typing import Any
-
 from strom.broker.handlers.authz import Op, Res, denied
-from strom.broker.handlers.base import Body, RequestContext, handles
+from strom.broker.handlers.base import RequestContext, handles
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.messages import (
+    ListOffsetsRequest,
+    ListOffsetsRequestPartition,
+    ListOffsetsResponse,
+    ListOffsetsResponsePartitionResponse,
+    ListOffsetsResponseTopicResponse,
+)
 
 READ_COMMITTED = 1
 CONSUMER = -1  # replica_id of a client's request (-2 is Kafka's debugging id)
 
 
 def _lookup(
-    ctx: RequestContext, topic: str, p: dict[str, Any], isolation_level: int, replica_id: int
-) -> dict[str, Any]:
+    ctx: RequestContext, topic: str, p: ListOffsetsRequestPartition, isolation_level: int, replica_id: int
+) -> ListOffsetsResponsePartitionResponse:
     index = int(p["partition_index"])
     target = int(p["timestamp"])
-    out: dict[str, Any] = {
+    out: ListOffsetsResponsePartitionResponse = {
         "partition_index": index,
         "error_code": 0,
         "timestamp": -1,
@@ -62,8 +67,8 @@ def _lookup(
 
 
 @handles(ApiKey.LIST_OFFSETS)
-async def handle_list_offsets(ctx: RequestContext, req: Body) -> Body:
-    topics = []
+async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
+    topics: list[ListOffsetsResponseTopicResponse] = []
     level = int(req.get("isolation_level", 0))
     replica_id = int(req.get("replica_id", CONSUMER))
     for t in req["topics"]:

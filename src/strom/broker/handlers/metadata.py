@@ -17,22 +17,27 @@ without brokers makes librdkafka drop every broker it knows.
 
 from __future__ import annotations
 
-from typing import Any
-
 from strom.acl.model import CLUSTER_NAME
 from strom.broker.broker import Broker
 from strom.broker.handlers.authz import Op, Res, allowed, allowed_cluster, authorized_operations
-from strom.broker.handlers.base import Body, RequestContext, handles, until_listed
+from strom.broker.handlers.base import RequestContext, handles, until_listed
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.metadata_store import TopicInfo
 from strom.broker.topic_admin import INTERNAL_TOPICS, validate_topic_name
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.messages import (
+    MetadataRequest,
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
 
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
-def _cluster_partition(cache: ClusterMetadataStore, topic: str, p: int) -> dict[str, Any]:
+def _cluster_partition(cache: ClusterMetadataStore, topic: str, p: int) -> MetadataResponsePartition:
     meta = cache.partitions.get((topic, p))
     if meta is None or meta.leader < 0:
         return {
@@ -55,28 +60,26 @@ def _cluster_partition(cache: ClusterMetadataStore, topic: str, p: int) -> dict[
     }
 
 
-def _topic_entry(cache: ClusterMetadataStore, info: TopicInfo) -> dict[str, Any]:
+def _topic_entry(cache: ClusterMetadataStore, info: TopicInfo) -> MetadataResponseTopic:
     return {
         "error_code": 0,
         "name": info.name,
-        "topic_id": info.topic_id,
         "is_internal": info.name in INTERNAL_TOPICS,
         "partitions": [_cluster_partition(cache, info.name, p) for p in range(info.partitions)],
         "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
     }
 
 
-def _error_entry(name: str, code: ErrorCode) -> dict[str, Any]:
+def _error_entry(name: str, code: ErrorCode) -> MetadataResponseTopic:
     return {
         "error_code": int(code),
         "name": name,
-        "topic_id": bytes(16),
         "partitions": [],
         "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
     }
 
 
-def _lookup(broker: Broker, name: str, allow_auto_create: bool) -> dict[str, Any]:
+def _lookup(broker: Broker, name: str, allow_auto_create: bool) -> MetadataResponseTopic:
     info = broker.metadata.topics.get(name)
     if info is not None:
         return _topic_entry(broker.metadata, info)
@@ -99,10 +102,10 @@ def _lookup(broker: Broker, name: str, allow_auto_create: bool) -> dict[str, Any
     return _error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
-def _brokers(cache: ClusterMetadataStore, listener: str) -> list[Body]:
+def _brokers(cache: ClusterMetadataStore, listener: str) -> list[MetadataResponseBroker]:
     """Each live broker at its address on the listener the client is connected to (Kafka's rule: a
     broker without that listener is left out)."""
-    out = []
+    out: list[MetadataResponseBroker] = []
     for _, b in sorted(cache.brokers.items()):
         endpoint = b.endpoint(listener)
         if endpoint is not None:
@@ -110,7 +113,7 @@ def _brokers(cache: ClusterMetadataStore, listener: str) -> list[Body]:
     return out
 
 
-def _authorized_lookup(ctx: RequestContext, name: str, allow_auto_create: bool) -> dict[str, Any]:
+def _authorized_lookup(ctx: RequestContext, name: str, allow_auto_create: bool) -> MetadataResponseTopic:
     """A named topic: TOPIC_AUTHORIZATION_FAILED without DESCRIBE; auto-creation needs CREATE too."""
     if ctx.broker.authorizer is None:
         return _lookup(ctx.broker, name, allow_auto_create)
@@ -126,7 +129,7 @@ def _authorized_lookup(ctx: RequestContext, name: str, allow_auto_create: bool) 
 
 
 @handles(ApiKey.METADATA)
-async def handle_metadata(ctx: RequestContext, req: Body) -> Body:
+async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     broker = ctx.broker
     await until_listed(broker)  # never an answer without brokers (base.py)
     requested = req.get("topics")

@@ -18,14 +18,25 @@ committed offset, so a consumer starting after a crash does not read past a pend
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
 from strom.broker.handlers.authz import Op, Res, denied
-from strom.broker.handlers.base import Body, RequestContext, handles
+from strom.broker.handlers.base import RequestContext, handles
 from strom.broker.handlers.groups import group_refusal, group_service
 from strom.coordinator import OffsetAndMetadata, TopicPartition
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
+from strom.protocol.messages import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetDeleteResponsePartition,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponseTopic,
+)
 
 NO_OFFSET = -1
 NO_LEADER_EPOCH = -1
@@ -40,7 +51,7 @@ def _partition_exists(ctx: RequestContext, tp: TopicPartition) -> bool:
 
 
 @handles(ApiKey.OFFSET_COMMIT)
-async def handle_offset_commit(ctx: RequestContext, req: Body) -> Body:
+async def handle_offset_commit(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse:
     group_id = req["group_id"]
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
     results: dict[TopicPartition, ErrorCode] = {}
@@ -81,7 +92,7 @@ async def handle_offset_commit(ctx: RequestContext, req: Body) -> Body:
                     tp: replicated if code is ErrorCode.NONE else code for tp, code in committed.items()
                 }
         results.update(committed)
-    by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_topic: dict[str, list[OffsetCommitResponsePartition]] = defaultdict(list)
     for tp in order:
         by_topic[tp.topic].append({"partition_index": tp.partition, "error_code": int(results[tp])})
     return {
@@ -94,12 +105,12 @@ async def handle_offset_commit(ctx: RequestContext, req: Body) -> Body:
 
 
 @handles(ApiKey.OFFSET_FETCH)
-async def handle_offset_fetch(ctx: RequestContext, req: Body) -> Body:
+async def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
     group_id = req["group_id"]
     version = ctx.api_version
     requested: list[TopicPartition] | None = None
-    if req.get("topics") is not None:
-        requested = [TopicPartition(t["name"], int(p)) for t in req["topics"] for p in t["partition_indexes"]]
+    if (topics := req.get("topics")) is not None:
+        requested = [TopicPartition(t["name"], int(p)) for t in topics for p in t["partition_indexes"]]
     error = group_refusal(ctx, group_id, Op.DESCRIBE)
     service = group_service(ctx)
     if error is not None:
@@ -133,8 +144,8 @@ def _fetch_topics(
     committed: dict[TopicPartition, OffsetAndMetadata | None],
     code: ErrorCode,
     unstable: set[TopicPartition] | None = None,
-) -> list[Body]:
-    by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+) -> list[OffsetFetchResponseTopic]:
+    by_topic: dict[str, list[OffsetFetchResponsePartition]] = defaultdict(list)
     for tp, found in committed.items():
         is_unstable = unstable is not None and tp in unstable
         om = None if is_unstable else found
@@ -155,7 +166,7 @@ def _fetch_topics(
 
 
 @handles(ApiKey.OFFSET_DELETE)
-async def handle_offset_delete(ctx: RequestContext, req: Body) -> Body:
+async def handle_offset_delete(ctx: RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse:
     group_id = req["group_id"]
     requested = [
         TopicPartition(t["name"], int(p["partition_index"])) for t in req["topics"] for p in t["partitions"]
@@ -173,7 +184,7 @@ async def handle_offset_delete(ctx: RequestContext, req: Body) -> Body:
     top, results = service.coordinator.delete_offsets(group_id, known)
     if top is not ErrorCode.NONE:
         return {"error_code": int(top), "throttle_time_ms": 0, "topics": []}
-    by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_topic: dict[str, list[OffsetDeleteResponsePartition]] = defaultdict(list)
     for tp in requested:
         code = results.get(tp, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if tp in refused:

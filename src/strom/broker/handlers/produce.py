@@ -25,21 +25,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from time import perf_counter_ns
-from typing import Any
 
 from strom.broker.handlers.authz import Op, Res
-from strom.broker.handlers.base import Body, CloseConnection, RequestContext, handles
+from strom.broker.handlers.base import CloseConnection, RequestContext, handles
 from strom.broker.partition import Partition
 from strom.broker.topic_admin import INTERNAL_TOPICS
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
-from strom.protocol.produce_codec import LEAN_VERSIONS, PartitionResult
+from strom.protocol.produce_codec import LeanProduceRequest, LeanProduceResponse, PartitionResult
 from strom.protocol.records.batch import TRANSACTIONAL_BIT, has_attribute, uses_codec
 from strom.storage.log_validator import InvalidRecordsError
 
 log = logging.getLogger(__name__)
 _Pending = tuple[PartitionResult, Partition, int]
-_Topic = tuple[str, list[tuple[int, Any]]]  # name, [(index, records)]: produce_codec's lean form
 
 ZSTD = 4
 MIN_ZSTD_VERSION = 7
@@ -47,7 +45,9 @@ MIN_ZSTD_VERSION = 7
 _ERROR_CODE, _BASE_OFFSET = 1, 2
 
 
-def _refused(topic: str, records: Any, txn: bool, internal: bool, version: int) -> KafkaError | None:
+def _refused(
+    topic: str, records: memoryview | None, txn: bool, internal: bool, version: int
+) -> KafkaError | None:
     """Per-partition checks Kafka makes before appending; None if none fails. ``internal`` and
     ``version`` (the request's) are looked up once per topic by the caller."""
     if not txn and has_attribute(records, TRANSACTIONAL_BIT):
@@ -78,7 +78,7 @@ def _refusal(index: int, exc: KafkaError) -> PartitionResult:
 def _append_topic(
     ctx: RequestContext,
     topic: str,
-    parts: list[tuple[int, Any]],
+    parts: list[tuple[int, memoryview | None]],
     acks: int,
     pending: list[_Pending],
     txn: bool,
@@ -97,6 +97,7 @@ def _append_topic(
         try:
             if (refused := _refused(topic, records, txn, internal, version)) is not None:
                 raise refused
+            assert records is not None  # _refused answers CORRUPT_MESSAGE for null records
             partition = rm.leader_partition(topic, index)
             info = rm.append_records(partition, records, acks)
         except KafkaError as exc:
@@ -124,18 +125,19 @@ def _append_topic(
 
 
 @handles(ApiKey.PRODUCE)
-async def handle_produce(ctx: RequestContext, req: Body) -> Body | None:
+async def handle_produce(ctx: RequestContext, req: LeanProduceRequest) -> LeanProduceResponse | None:
+    """The body is in produce_codec's lean form, whatever the version (codec.py converts v0-2)."""
     acks = int(req["acks"])
-    lean = ctx.api_version in LEAN_VERSIONS  # the server decoded the body in produce_codec's lean form
-    topics: list[_Topic] = req["topic_data"] if lean else _as_lean(req["topic_data"])
+    topics = req["topic_data"]
     responses: list[tuple[str, list[PartitionResult]]] = []
     pending: list[_Pending] = []
     auth = ctx.broker.authorizer  # None without ACLs: no per-topic checks at all
-    txn = req.get("transactional_id") is not None
+    transactional_id = req["transactional_id"]
+    txn = transactional_id is not None
     txn_denied = False
-    if auth is not None and txn:
+    if auth is not None and transactional_id is not None:
         txn_denied = not auth.allowed(
-            ctx.principal, ctx.client_host, Op.WRITE, Res.TRANSACTIONAL_ID, req["transactional_id"]
+            ctx.principal, ctx.client_host, Op.WRITE, Res.TRANSACTIONAL_ID, transactional_id
         )
     for name, parts in topics:
         if auth is not None and (
@@ -168,20 +170,7 @@ async def handle_produce(ctx: RequestContext, req: Body) -> Body | None:
         parked = perf_counter_ns()
         await _wait_for_isr(ctx, pending, int(req.get("timeout_ms", 30_000)))
         ctx.remote_ns += perf_counter_ns() - parked
-    if lean:
-        return {"responses": responses, "throttle_time_ms": 0}
-    return {"responses": [_as_dicts(name, results) for name, results in responses], "throttle_time_ms": 0}
-
-
-def _as_lean(topic_data: list[dict[str, Any]]) -> list[_Topic]:
-    """The generic codec's dicts (Produce v0-2) in the lean form."""
-    return [(t["name"], [(p["index"], p["records"]) for p in t["partition_data"]]) for t in topic_data]
-
-
-def _as_dicts(name: str, results: list[PartitionResult]) -> dict[str, Any]:
-    """A topic's lean results as the generic codec's dicts (Produce v0-2)."""
-    fields = ("index", "error_code", "base_offset", "log_append_time_ms", "log_start_offset", "error_message")
-    return {"name": name, "partition_responses": [dict(zip(fields, r, strict=False)) for r in results]}
+    return {"responses": responses, "throttle_time_ms": 0}
 
 
 async def _wait_for_isr(ctx: RequestContext, pending: list[_Pending], timeout_ms: int) -> None:

@@ -9,17 +9,34 @@ the change (at once on a single node; after the controller's UpdateMetadata in a
 
 from __future__ import annotations
 
-from typing import Any
-
 from strom.broker.handlers.authz import Op, Res, allowed, allowed_cluster, denied
-from strom.broker.handlers.base import Body, RequestContext, handles
+from strom.broker.handlers.base import RequestContext, handles
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.messages import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsResponseTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsRequestCreatableTopic,
+    CreateTopicsResponse,
+    CreateTopicsResponseCreatableTopicResult,
+    DeleteRecordsRequest,
+    DeleteRecordsRequestPartition,
+    DeleteRecordsResponse,
+    DeleteRecordsResponsePartitionResult,
+    DeleteRecordsResponseTopicResult,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DeleteTopicsResponseDeletableTopicResult,
+)
 
 
-def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only: bool) -> dict[str, Any]:
+def _create_one(
+    ctx: RequestContext, topic: CreateTopicsRequestCreatableTopic, validate_only: bool
+) -> CreateTopicsResponseCreatableTopicResult:
     name = topic["name"]
-    out: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
+    out: CreateTopicsResponseCreatableTopicResult = {"name": name, "error_code": 0, "error_message": None}
     configs = {c["name"]: c["value"] for c in topic.get("configs", []) if c["value"] is not None}
     assignment = {
         int(a["partition_index"]): [int(b) for b in a["broker_ids"]] for a in topic.get("assignments") or []
@@ -27,7 +44,7 @@ def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only: bool)
     try:
         if not (allowed_cluster(ctx, Op.CREATE) or allowed(ctx, Op.CREATE, Res.TOPIC, name)):
             raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-        info = ctx.broker.topics.create_topic(
+        ctx.broker.topics.create_topic(
             name,
             int(topic["num_partitions"]),
             int(topic["replication_factor"]),
@@ -38,19 +55,14 @@ def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only: bool)
     except KafkaError as exc:
         out["error_code"] = int(exc.code)
         out["error_message"] = exc.message
-        return out
-    if info is not None:
-        out["topic_id"] = info.topic_id
-        out["num_partitions"] = info.partitions
-        out["replication_factor"] = info.replication_factor
     return out
 
 
 @handles(ApiKey.CREATE_TOPICS)
-async def handle_create_topics(ctx: RequestContext, req: Body) -> Body:
+async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
     validate_only = bool(req.get("validate_only", False))
     seen: set[str] = set()
-    results = []
+    results: list[CreateTopicsResponseCreatableTopicResult] = []
     for topic in req["topics"]:
         if topic["name"] in seen:
             results.append(
@@ -64,40 +76,53 @@ async def handle_create_topics(ctx: RequestContext, req: Body) -> Body:
         seen.add(topic["name"])
         results.append(_create_one(ctx, topic, validate_only))
     if not validate_only:
-        await _await_cluster(ctx, [r["name"] for r in results if not r["error_code"]], req)
+        await _await_cluster(
+            ctx, [r["name"] for r in results if not r["error_code"]], int(req.get("timeout_ms", 30_000))
+        )
     return {"throttle_time_ms": 0, "topics": results}
 
 
-async def _await_cluster(ctx: RequestContext, names: list[str], req: Body, deleted: bool = False) -> None:
+async def _await_cluster(
+    ctx: RequestContext, names: list[str], timeout_ms: int, deleted: bool = False
+) -> None:
     """Answer once the controller's metadata reached this broker (or timeout_ms passed)."""
-    timeout_ms = int(req.get("timeout_ms", 30_000))
     for name in names:
         await ctx.broker.control.wait_for_topic(name, timeout_ms, deleted=deleted)
 
 
 @handles(ApiKey.DELETE_TOPICS)
-async def handle_delete_topics(ctx: RequestContext, req: Body) -> Body:
-    results = []
+async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse:
+    results: list[DeleteTopicsResponseDeletableTopicResult] = []
     for name in req["topic_names"]:
-        out: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
+        out: DeleteTopicsResponseDeletableTopicResult = {"name": name, "error_code": 0}
         try:
             if denied(ctx, Op.DELETE, Res.TOPIC, name):
                 raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             ctx.broker.topics.delete_topic(name)
         except KafkaError as exc:
-            out["error_code"] = int(exc.code)
-            out["error_message"] = exc.message
+            out["error_code"] = int(exc.code)  # (no error message before v5)
         results.append(out)
-    await _await_cluster(ctx, [r["name"] for r in results if not r["error_code"]], req, deleted=True)
+    await _await_cluster(
+        ctx,
+        [r["name"] for r in results if not r["error_code"]],
+        int(req.get("timeout_ms", 30_000)),
+        deleted=True,
+    )
     return {"throttle_time_ms": 0, "responses": results}
 
 
 @handles(ApiKey.CREATE_PARTITIONS)
-async def handle_create_partitions(ctx: RequestContext, req: Body) -> Body:
+async def handle_create_partitions(
+    ctx: RequestContext, req: CreatePartitionsRequest
+) -> CreatePartitionsResponse:
     validate_only = bool(req.get("validate_only", False))
-    results = []
+    results: list[CreatePartitionsResponseTopicResult] = []
     for topic in req["topics"]:
-        out: dict[str, Any] = {"name": topic["name"], "error_code": 0, "error_message": None}
+        out: CreatePartitionsResponseTopicResult = {
+            "name": topic["name"],
+            "error_code": 0,
+            "error_message": None,
+        }
         try:
             if denied(ctx, Op.ALTER, Res.TOPIC, topic["name"]):
                 raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
@@ -114,9 +139,15 @@ async def handle_create_partitions(ctx: RequestContext, req: Body) -> Body:
     return {"throttle_time_ms": 0, "results": results}
 
 
-def _delete_records(ctx: RequestContext, topic: str, p: dict[str, Any]) -> dict[str, Any]:
+def _delete_records(
+    ctx: RequestContext, topic: str, p: DeleteRecordsRequestPartition
+) -> DeleteRecordsResponsePartitionResult:
     index = int(p["partition_index"])
-    out: dict[str, Any] = {"partition_index": index, "low_watermark": -1, "error_code": 0}
+    out: DeleteRecordsResponsePartitionResult = {
+        "partition_index": index,
+        "low_watermark": -1,
+        "error_code": 0,
+    }
     try:
         if denied(ctx, Op.DELETE, Res.TOPIC, topic):
             raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
@@ -128,8 +159,8 @@ def _delete_records(ctx: RequestContext, topic: str, p: dict[str, Any]) -> dict[
 
 
 @handles(ApiKey.DELETE_RECORDS)
-async def handle_delete_records(ctx: RequestContext, req: Body) -> Body:
-    topics = [
+async def handle_delete_records(ctx: RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse:
+    topics: list[DeleteRecordsResponseTopicResult] = [
         {"name": t["name"], "partitions": [_delete_records(ctx, t["name"], p) for p in t["partitions"]]}
         for t in req["topics"]
     ]

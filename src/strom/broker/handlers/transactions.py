@@ -33,7 +33,7 @@ from strom.protocol.messages import (
     EndTxnResponse,
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
-    TxnOffsetCommitResponseResponsePartition,
+    TxnOffsetCommitResponsePartition,
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
     WriteTxnMarkersResponseWritableTxnMarkerPartitionResult,
@@ -200,7 +200,7 @@ async def handle_txn_offset_commit(
                 group_id, int(req["producer_id"]), int(req["producer_epoch"]), offsets
             )
         )
-    by_topic: dict[str, list[TxnOffsetCommitResponseResponsePartition]] = {}
+    by_topic: dict[str, list[TxnOffsetCommitResponsePartition]] = {}
     for tp in order:
         by_topic.setdefault(tp.topic, []).append(
             {"partition_index": tp.partition, "error_code": int(results[tp])}
