@@ -287,7 +287,7 @@ class ClusterMember:
                         response = await conn.send(
                             ApiKey.CONTROLLED_SHUTDOWN,
                             0,
-                            {"broker_id": self.node_id},
+                            {"broker_id": self.node_id, "broker_epoch": -1},
                             CONTROLLED_SHUTDOWN_TIMEOUT_MS,
                         )
                     finally:

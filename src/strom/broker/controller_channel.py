@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
 
 from strom._util.clock import Clock, sleep_ms
 from strom.broker.net_client import BrokerConnection
 from strom.broker.security.client import ClientSecurity
+from strom.cluster.propagation import ControllerBody
 from strom.cluster.zk_paths import BrokerRegistration
 from strom.protocol.api import INTERNAL, ApiKey
 
@@ -32,7 +32,7 @@ class _BrokerQueue:
     ) -> None:
         self.registration = registration
         self._clock = clock
-        self.queue: asyncio.Queue[tuple[int, dict[str, Any]]] = asyncio.Queue()
+        self.queue: asyncio.Queue[tuple[int, ControllerBody]] = asyncio.Queue()
         self.connection = BrokerConnection(registration.host, registration.port, client_id, security, clock)
         self.task = asyncio.create_task(self._run())
 
@@ -42,7 +42,7 @@ class _BrokerQueue:
             while True:
                 try:
                     version = INTERNAL[ApiKey(api_key)][1]
-                    response = await self.connection.send(api_key, version, body, REQUEST_TIMEOUT_MS)
+                    response = await self.connection.request(api_key, version, body, REQUEST_TIMEOUT_MS)
                 except ConnectionError as exc:
                     log.debug("controller request to broker %d failed: %s", self.registration.broker_id, exc)
                     await sleep_ms(self._clock, RETRY_BACKOFF_MS)
@@ -84,7 +84,7 @@ class KafkaControllerChannel:
                     registration, self._client_id, self._security, self._clock
                 )
 
-    def send(self, broker_id: int, api_key: int, body: dict[str, Any]) -> None:
+    def send(self, broker_id: int, api_key: int, body: ControllerBody) -> None:
         target = self._brokers.get(broker_id)
         if target is None:
             log.debug("no channel to broker %d; dropping request %d", broker_id, api_key)

@@ -23,13 +23,13 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from strom._util.clock import Clock, sleep_ms
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.net_client import BrokerConnection
 from strom.broker.security.client import ClientSecurity
 from strom.protocol.api import ApiKey
+from strom.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ def by_leader(
     return grouped
 
 
-def list_offsets_body(topics: dict[str, list[int]]) -> dict[str, Any]:
+def list_offsets_body(topics: dict[str, list[int]]) -> ListOffsetsRequest:
     return {
         "replica_id": CONSUMER,
         "isolation_level": 0,
@@ -65,7 +65,7 @@ def list_offsets_body(topics: dict[str, list[int]]) -> dict[str, Any]:
     }
 
 
-def answered_watermarks(response: dict[str, Any]) -> dict[TopicPartition, int]:
+def answered_watermarks(response: ListOffsetsResponse) -> dict[TopicPartition, int]:
     """The high watermarks of a ListOffsets answer; partitions answered with an error (the broker no
     longer leads them, a new leader still catching up) are left out."""
     found: dict[TopicPartition, int] = {}
@@ -159,7 +159,7 @@ class LeaderWatermarks:
             )
         try:
             response = await conn.send(
-                int(ApiKey.LIST_OFFSETS), LIST_OFFSETS_VERSION, list_offsets_body(topics), REQUEST_TIMEOUT_MS
+                ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, list_offsets_body(topics), REQUEST_TIMEOUT_MS
             )
             found = answered_watermarks(response)
         except (ConnectionError, LookupError, ValueError) as exc:

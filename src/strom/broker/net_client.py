@@ -25,12 +25,14 @@ import asyncio
 import contextlib
 import socket
 import struct
+from collections.abc import Mapping
 from typing import Any
 
 from strom._util.buffers import receive_buffer
 from strom._util.clock import Clock, Deadline
 from strom.broker.security.client import ClientSecurity
 from strom.protocol.codec import CorruptFrame, UnsupportedVersion, decode_response, encode_request
+from strom.protocol.messages import RequestSender
 
 _SIZE = struct.Struct(">i")
 
@@ -180,10 +182,14 @@ class BrokerConnection:
         self._correlation_id = 0
         self._lock = asyncio.Lock()
         self._reauth_at_ms: int | None = None  # clock's monotonic time to re-authenticate (KIP-368)
+        # ``send(api_key, api_version, body, timeout_ms=30_000)``: one request and its response,
+        # typed per API key (the request's and response's TypedDicts of strom.protocol.messages).
+        self.send: RequestSender = self.request
 
-    async def send(
-        self, api_key: int, api_version: int, body: dict[str, Any], timeout_ms: int = 30_000
-    ) -> dict[str, Any]:
+    async def request(
+        self, api_key: int, api_version: int, body: Mapping[str, Any], timeout_ms: int = 30_000
+    ) -> Any:
+        """`send` for an API key known only at run time (the controller's channel): any body."""
         async with self._lock:
             try:
                 async with Deadline(self._clock, timeout_ms):
@@ -195,7 +201,7 @@ class BrokerConnection:
                 self.close()  # the answer to the abandoned request must not reach the next one
                 raise
 
-    async def _roundtrip(self, api_key: int, api_version: int, body: dict[str, Any]) -> dict[str, Any]:
+    async def _roundtrip(self, api_key: int, api_version: int, body: Mapping[str, Any]) -> Any:
         transport, protocol = self._transport, self._protocol
         if transport is None or protocol is None or protocol.error is not None or transport.is_closing():
             transport, protocol = await self._connect()
@@ -204,9 +210,13 @@ class BrokerConnection:
         return await self._exchange(transport, protocol, api_key, api_version, body)
 
     async def _login(self, transport: asyncio.Transport, protocol: _ResponseProtocol) -> None:
-        lifetime_ms = await self._security.authenticate(
-            lambda key, version, body: self._exchange(transport, protocol, key, version, body)
-        )
+        async def exchange(
+            api_key: int, api_version: int, body: Mapping[str, Any], timeout_ms: int = 0
+        ) -> Any:
+            del timeout_ms  # within the request's own deadline
+            return await self._exchange(transport, protocol, api_key, api_version, body)
+
+        lifetime_ms = await self._security.authenticate(exchange)
         # Kafka's clients re-authenticate at 85-95 % of the session; the low end leaves time for a
         # long-poll fetch sent just before.
         self._reauth_at_ms = self._clock.monotonic_ms() + lifetime_ms * 85 // 100 if lifetime_ms > 0 else None
@@ -217,8 +227,8 @@ class BrokerConnection:
         protocol: _ResponseProtocol,
         api_key: int,
         api_version: int,
-        body: dict[str, Any],
-    ) -> dict[str, Any]:
+        body: Mapping[str, Any],
+    ) -> Any:
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
         answer = protocol.expect()
         transport.write(encode_request(api_key, api_version, self._correlation_id, self._client_id, body))

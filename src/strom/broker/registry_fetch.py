@@ -18,7 +18,9 @@ from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.net_client import BrokerConnection
 from strom.broker.security.client import ClientSecurity
 from strom.protocol.api import ApiKey
+from strom.protocol.codec import RecordsRegion
 from strom.protocol.errors import ErrorCode
+from strom.protocol.messages import FetchRequest
 from strom.protocol.records.builder import RecordValidationError, decode_batches
 
 log = logging.getLogger(__name__)
@@ -71,7 +73,7 @@ class RemoteLogReader:
             conn = self._connection = BrokerConnection(
                 leader.host, leader.port, self._client_id, self._security, self._clock
             )
-        body = {
+        body: FetchRequest = {
             "replica_id": -1,
             "max_wait_ms": MAX_WAIT_MS,
             "min_bytes": 1,
@@ -99,12 +101,13 @@ class RemoteLogReader:
         self._failing = False
         if code is ErrorCode.OFFSET_OUT_OF_RANGE:
             return Fetched([], 0, reset=True)
-        if code is not ErrorCode.NONE:
+        records = part["records"]
+        if code is not ErrorCode.NONE or isinstance(records, RecordsRegion):  # (decoded: never a region)
             return None
-        return _decoded(self.topic, part["records"], offset)
+        return _decoded(self.topic, records, offset)
 
 
-def _decoded(topic: str, data: bytes | memoryview | None, offset: int) -> Fetched | None:
+def _decoded(topic: str, data: bytes | bytearray | memoryview | None, offset: int) -> Fetched | None:
     if not data:
         return Fetched([], offset)
     try:

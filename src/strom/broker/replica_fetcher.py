@@ -30,14 +30,21 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from strom._util.clock import Clock, sleep_ms
 from strom.broker.net_client import BrokerConnection
 from strom.broker.partition import Partition, TopicPartition
 from strom.broker.security.client import ClientSecurity
 from strom.protocol.api import ApiKey
+from strom.protocol.codec import RecordsRegion
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.messages import (
+    FetchRequest,
+    FetchRequestPartition,
+    FetchResponsePartitionData,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochRequestOffsetForLeaderPartition,
+)
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +123,7 @@ class ReplicaFetcher:
     # truncation --------------------------------------------------------------------------------------
     async def _truncate(self) -> None:
         pending = {tp: s for tp, s in self.partitions.items() if s.truncating}
-        topics: dict[str, list[dict[str, Any]]] = {}
+        topics: dict[str, list[OffsetForLeaderEpochRequestOffsetForLeaderPartition]] = {}
         for (topic, index), state in pending.items():
             plog = state.part.log
             latest = plog.leader_epoch_cache.latest_epoch
@@ -128,16 +135,16 @@ class ReplicaFetcher:
             )
         if not topics:
             return
-        body = {
+        body: OffsetForLeaderEpochRequest = {
             "replica_id": self.node_id,
             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
         }
         response = await self._conn.send(
             ApiKey.OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, body
         )
-        for topic in response["topics"]:
-            for p in topic["partitions"]:
-                found = self.partitions.get((topic["topic"], int(p["partition"])))
+        for answered in response["topics"]:
+            for p in answered["partitions"]:
+                found = self.partitions.get((answered["topic"], int(p["partition"])))
                 if found is None or not found.truncating:
                     continue
                 if p["error_code"]:
@@ -174,7 +181,7 @@ class ReplicaFetcher:
         if not fetching:
             await sleep_ms(self._clock, ERROR_BACKOFF_MS)
             return
-        topics: dict[str, list[dict[str, Any]]] = {}
+        topics: dict[str, list[FetchRequestPartition]] = {}
         for (topic, index), state in fetching.items():
             plog = state.part.log
             topics.setdefault(topic, []).append(
@@ -186,7 +193,7 @@ class ReplicaFetcher:
                     "partition_max_bytes": self._max_bytes,
                 }
             )
-        body = {
+        body: FetchRequest = {
             "replica_id": self.node_id,
             "max_wait_ms": self._max_wait_ms,
             "min_bytes": 1,
@@ -201,9 +208,9 @@ class ReplicaFetcher:
         timeout_ms = self._max_wait_ms + 10_000
         response = await self._conn.send(ApiKey.FETCH, FETCH_VERSION, body, timeout_ms=timeout_ms)
         backoff = False
-        for topic in response["responses"]:
-            for p in topic["partitions"]:
-                tp = (topic["topic"], int(p["partition_index"]))
+        for answered in response["responses"]:
+            for p in answered["partitions"]:
+                tp = (answered["topic"], int(p["partition_index"]))
                 current = self.partitions.get(tp)
                 if current is None or current is not fetching.get(tp):
                     continue
@@ -211,12 +218,12 @@ class ReplicaFetcher:
         if backoff:
             await sleep_ms(self._clock, ERROR_BACKOFF_MS)
 
-    def _handle_partition(self, state: _FetchState, p: dict[str, Any]) -> bool:
+    def _handle_partition(self, state: _FetchState, p: FetchResponsePartitionData) -> bool:
         code = ErrorCode(int(p["error_code"]))
         plog = state.part.log
         if code == ErrorCode.NONE:
             records = p["records"]
-            if records:
+            if records and not isinstance(records, RecordsRegion):  # decoded: a view of the frame
                 try:
                     plog.append_as_follower(records)
                 except KafkaError as exc:

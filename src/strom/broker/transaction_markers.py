@@ -31,6 +31,7 @@ from strom.broker.net_client import BrokerConnection
 from strom.broker.security.client import ClientSecurity
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
+from strom.protocol.messages import WriteTxnMarkersRequestWritableTxnMarker
 from strom.protocol.records.control import ControlType
 
 log = logging.getLogger(__name__)
@@ -116,7 +117,7 @@ class MarkerWriter:
             connection = self._connections[leader] = BrokerConnection(
                 broker.host, broker.port, client_id, self._security, self._clock
             )
-        marker = {
+        marker: WriteTxnMarkersRequestWritableTxnMarker = {
             "producer_id": pid,
             "producer_epoch": epoch,
             "transaction_result": commit,
@@ -124,7 +125,7 @@ class MarkerWriter:
             "coordinator_epoch": coordinator_epoch,
         }
         try:
-            response = await connection.send(int(ApiKey.WRITE_TXN_MARKERS), 0, {"markers": [marker]}, 15_000)
+            response = await connection.send(ApiKey.WRITE_TXN_MARKERS, 0, {"markers": [marker]}, 15_000)
             return ErrorCode(int(response["markers"][0]["topics"][0]["partitions"][0]["error_code"]))
         except (ConnectionError, LookupError, ValueError) as exc:
             log.info("%s-%d: WriteTxnMarkers to broker %d failed: %s", topic, partition, leader, exc)

@@ -35,11 +35,20 @@ from strom.cluster.context import ControllerContext, TopicPartition
 from strom.cluster.election import LeaderAndIsr
 from strom.cluster.zk_paths import BrokerRegistration
 from strom.protocol.api import ApiKey
+from strom.protocol.messages import (
+    LeaderAndIsrRequest,
+    LeaderAndIsrRequestLiveLeader,
+    LeaderAndIsrRequestPartitionState,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+    UpdateMetadataRequestTopicState,
+)
 
 __all__ = [
     "LEADER_AND_ISR",
     "STOP_REPLICA",
     "UPDATE_METADATA",
+    "ControllerBody",
     "ControllerChannel",
     "ControllerRequests",
     "leader_and_isr_requests",
@@ -56,15 +65,21 @@ LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = (
 )
 
 
+# What the controller sends brokers: the body of a LeaderAndIsr, StopReplica or UpdateMetadata request.
+ControllerBody = LeaderAndIsrRequest | StopReplicaRequest | UpdateMetadataRequest
+
+
 class ControllerChannel(Protocol):
     """How the controller reaches brokers (the broker layer implements it over the Kafka protocol)."""
 
     def set_brokers(self, brokers: dict[int, BrokerRegistration]) -> None: ...
 
-    def send(self, broker_id: int, api_key: int, body: dict[str, Any]) -> None: ...
+    def send(self, broker_id: int, api_key: int, body: ControllerBody) -> None: ...
 
 
-def _partition_state_entry(ctx: ControllerContext, tp: TopicPartition, state: LeaderAndIsr) -> dict[str, Any]:
+def _partition_state_entry(
+    ctx: ControllerContext, tp: TopicPartition, state: LeaderAndIsr
+) -> LeaderAndIsrRequestPartitionState:
     assignment = ctx.assignments[tp[0]]
     return {
         "topic_name": tp[0],
@@ -84,10 +99,10 @@ def _partition_state_entry(ctx: ControllerContext, tp: TopicPartition, state: Le
 
 def leader_and_isr_requests(
     ctx: ControllerContext, tps: Iterable[TopicPartition], full: bool = False, to: set[int] | None = None
-) -> list[tuple[int, dict[str, Any]]]:
+) -> list[tuple[int, LeaderAndIsrRequest]]:
     """``(broker id, body)`` in broker order: each live replica of ``tps`` (only those in ``to``, if
     given); with ``full``, also every other live broker (in ``to``), with no partitions."""
-    per_broker: dict[int, list[dict[str, Any]]] = {}
+    per_broker: dict[int, list[LeaderAndIsrRequestPartitionState]] = {}
     for tp in sorted(tps):
         state = ctx.leadership.get(tp)
         if state is None or tp[0] not in ctx.assignments:
@@ -97,7 +112,7 @@ def leader_and_isr_requests(
             if replica in ctx.live and (to is None or replica in to):
                 per_broker.setdefault(replica, []).append(entry)
     targets = set(ctx.live) if full else set(per_broker)
-    live_leaders = [
+    live_leaders: list[LeaderAndIsrRequestLiveLeader] = [
         {"broker_id": b.broker_id, "host_name": b.host, "port": b.port} for b in ctx.live.values()
     ]
     return [
@@ -153,11 +168,11 @@ def metadata_delta(before: MetadataImage, after: MetadataImage) -> tuple[list[To
 
 def update_metadata_body(
     ctx: ControllerContext, image: MetadataImage, delta: tuple[list[TopicPartition], list[str]] | None = None
-) -> dict[str, Any]:
+) -> UpdateMetadataRequest:
     """The cluster as every broker should see it: all of ``image`` (full), or with ``delta`` only its
     changed partitions and deleted topics (incremental)."""
     tps = sorted(image) if delta is None else delta[0]
-    topics: list[dict[str, Any]] = []
+    topics: list[UpdateMetadataRequestTopicState] = []
     for tp in tps:
         topic_id, leader, leader_epoch, isr, zk_version, controller_epoch, replicas, offline = image[tp]
         if not topics or topics[-1]["topic_name"] != tp[0]:
@@ -196,7 +211,9 @@ def update_metadata_body(
     }
 
 
-def stop_replica_body(ctx: ControllerContext, tps: Iterable[TopicPartition], delete: bool) -> dict[str, Any]:
+def stop_replica_body(
+    ctx: ControllerContext, tps: Iterable[TopicPartition], delete: bool
+) -> StopReplicaRequest:
     return {
         "controller_id": ctx.broker_id,
         "controller_epoch": ctx.epoch,
@@ -244,8 +261,8 @@ class ControllerRequests:
         since they registered, incremental (what changed since the last call) to the others."""
         started = time.perf_counter()
         image = metadata_image(self.ctx)
-        full: dict[str, Any] | None = None
-        incremental: dict[str, Any] | None = None
+        full: UpdateMetadataRequest | None = None
+        incremental: UpdateMetadataRequest | None = None
         for broker_id, registration in sorted(self.ctx.live.items(), key=self._own_last):
             if self._sent is not None and self._full_sent_to.get(broker_id) == registration.epoch:
                 if incremental is None:

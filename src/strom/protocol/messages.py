@@ -1999,3 +1999,431 @@ class HandlerRegistry(Protocol[ContextT]):
     def __call__(
         self, api_key: Literal[ApiKey.LIST_TRANSACTIONS]
     ) -> Registers[ContextT, ListTransactionsRequest, ListTransactionsResponse]: ...
+
+
+class RequestSender(Protocol):
+    """``send(api_key, api_version, body, timeout_ms)`` of a connection to a broker, typed per API
+    key."""
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.PRODUCE],
+        api_version: int,
+        body: ProduceRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[ProduceResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.FETCH],
+        api_version: int,
+        body: FetchRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[FetchResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.LIST_OFFSETS],
+        api_version: int,
+        body: ListOffsetsRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[ListOffsetsResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.METADATA],
+        api_version: int,
+        body: MetadataRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[MetadataResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.LEADER_AND_ISR],
+        api_version: int,
+        body: LeaderAndIsrRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[LeaderAndIsrResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.STOP_REPLICA],
+        api_version: int,
+        body: StopReplicaRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[StopReplicaResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.UPDATE_METADATA],
+        api_version: int,
+        body: UpdateMetadataRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[UpdateMetadataResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.CONTROLLED_SHUTDOWN],
+        api_version: int,
+        body: ControlledShutdownRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[ControlledShutdownResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.OFFSET_COMMIT],
+        api_version: int,
+        body: OffsetCommitRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[OffsetCommitResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.OFFSET_FETCH],
+        api_version: int,
+        body: OffsetFetchRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[OffsetFetchResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.FIND_COORDINATOR],
+        api_version: int,
+        body: FindCoordinatorRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[FindCoordinatorResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.JOIN_GROUP],
+        api_version: int,
+        body: JoinGroupRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[JoinGroupResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.HEARTBEAT],
+        api_version: int,
+        body: HeartbeatRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[HeartbeatResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.LEAVE_GROUP],
+        api_version: int,
+        body: LeaveGroupRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[LeaveGroupResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.SYNC_GROUP],
+        api_version: int,
+        body: SyncGroupRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[SyncGroupResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.DESCRIBE_GROUPS],
+        api_version: int,
+        body: DescribeGroupsRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[DescribeGroupsResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.LIST_GROUPS],
+        api_version: int,
+        body: ListGroupsRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[ListGroupsResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.SASL_HANDSHAKE],
+        api_version: int,
+        body: SaslHandshakeRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[SaslHandshakeResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.API_VERSIONS],
+        api_version: int,
+        body: ApiVersionsRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[ApiVersionsResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.CREATE_TOPICS],
+        api_version: int,
+        body: CreateTopicsRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[CreateTopicsResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.DELETE_TOPICS],
+        api_version: int,
+        body: DeleteTopicsRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[DeleteTopicsResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.DELETE_RECORDS],
+        api_version: int,
+        body: DeleteRecordsRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[DeleteRecordsResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.INIT_PRODUCER_ID],
+        api_version: int,
+        body: InitProducerIdRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[InitProducerIdResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.OFFSET_FOR_LEADER_EPOCH],
+        api_version: int,
+        body: OffsetForLeaderEpochRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[OffsetForLeaderEpochResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.ADD_PARTITIONS_TO_TXN],
+        api_version: int,
+        body: AddPartitionsToTxnRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[AddPartitionsToTxnResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.ADD_OFFSETS_TO_TXN],
+        api_version: int,
+        body: AddOffsetsToTxnRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[AddOffsetsToTxnResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.END_TXN],
+        api_version: int,
+        body: EndTxnRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[EndTxnResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.WRITE_TXN_MARKERS],
+        api_version: int,
+        body: WriteTxnMarkersRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[WriteTxnMarkersResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.TXN_OFFSET_COMMIT],
+        api_version: int,
+        body: TxnOffsetCommitRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[TxnOffsetCommitResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.DESCRIBE_ACLS],
+        api_version: int,
+        body: DescribeAclsRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[DescribeAclsResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.CREATE_ACLS],
+        api_version: int,
+        body: CreateAclsRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[CreateAclsResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.DELETE_ACLS],
+        api_version: int,
+        body: DeleteAclsRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[DeleteAclsResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.DESCRIBE_CONFIGS],
+        api_version: int,
+        body: DescribeConfigsRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[DescribeConfigsResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.ALTER_CONFIGS],
+        api_version: int,
+        body: AlterConfigsRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[AlterConfigsResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.SASL_AUTHENTICATE],
+        api_version: int,
+        body: SaslAuthenticateRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[SaslAuthenticateResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.CREATE_PARTITIONS],
+        api_version: int,
+        body: CreatePartitionsRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[CreatePartitionsResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.DELETE_GROUPS],
+        api_version: int,
+        body: DeleteGroupsRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[DeleteGroupsResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.ELECT_LEADERS],
+        api_version: int,
+        body: ElectLeadersRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[ElectLeadersResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.INCREMENTAL_ALTER_CONFIGS],
+        api_version: int,
+        body: IncrementalAlterConfigsRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[IncrementalAlterConfigsResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.ALTER_PARTITION_REASSIGNMENTS],
+        api_version: int,
+        body: AlterPartitionReassignmentsRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[AlterPartitionReassignmentsResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.LIST_PARTITION_REASSIGNMENTS],
+        api_version: int,
+        body: ListPartitionReassignmentsRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[ListPartitionReassignmentsResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.OFFSET_DELETE],
+        api_version: int,
+        body: OffsetDeleteRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[OffsetDeleteResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS],
+        api_version: int,
+        body: DescribeUserScramCredentialsRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[DescribeUserScramCredentialsResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.ALTER_USER_SCRAM_CREDENTIALS],
+        api_version: int,
+        body: AlterUserScramCredentialsRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[AlterUserScramCredentialsResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.DESCRIBE_PRODUCERS],
+        api_version: int,
+        body: DescribeProducersRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[DescribeProducersResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.DESCRIBE_TRANSACTIONS],
+        api_version: int,
+        body: DescribeTransactionsRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[DescribeTransactionsResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.LIST_TRANSACTIONS],
+        api_version: int,
+        body: ListTransactionsRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[ListTransactionsResponse]: ...

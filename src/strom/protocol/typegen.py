@@ -22,7 +22,7 @@ is a ``memoryview``), arrays ``list``, ``| None`` when nullable in any of the ve
 The module also writes ``HandlerRegistry``, a protocol with one overload per API key mapping it to its
 request and response types (Produce's are produce_codec's lean ones, the form the broker decodes): the
 broker's ``handles`` decorator is typed with it, so mypy checks every handler against its API's bodies
-while the handler table stays one ``dict``.
+while the handler table stays one ``dict``. And ``RequestSender``, the same for a connection's ``send``.
 
 Pure apart from :func:`main`: :func:`messages_source` returns the text.
 """
@@ -188,6 +188,20 @@ def _registry(apis: list[tuple[ApiKey, MessageSpec, MessageSpec, tuple[int, ...]
     return "\n".join(lines)
 
 
+def _sender(apis: list[tuple[ApiKey, MessageSpec, MessageSpec, tuple[int, ...], tuple[int, ...]]]) -> str:
+    lines = [
+        "class RequestSender(Protocol):",
+        '    """``send(api_key, api_version, body, timeout_ms)`` of a connection to a broker, typed per API',
+        '    key."""',
+    ]
+    signatures = [(f"Literal[ApiKey.{k.name}]", rq.name, rs.name) for k, rq, rs, _, _ in apis]
+    for key, request, response in signatures:
+        lines += ["", "    @overload", "    def __call__(", "        self,", f"        api_key: {key},"]
+        lines += ["        api_version: int,", f"        body: {request},", "        timeout_ms: int = ...,"]
+        lines.append(f"    ) -> Awaitable[{response}]: ...")
+    return "\n".join(lines)
+
+
 def messages_source(kafka_version: str) -> str:
     """The text of messages.py for the installed specs (``kafka_version`` goes in its header)."""
     mod = _Module()
@@ -195,7 +209,7 @@ def messages_source(kafka_version: str) -> str:
     for _, request, response, request_versions, response_versions in apis:
         _struct(mod, request, request.name, request.fields, request_versions)
         _struct(mod, response, response.name, response.fields, response_versions)
-    parts = [_HEADER.format(kafka_version=kafka_version), *mod.classes, _registry(apis)]
+    parts = [_HEADER.format(kafka_version=kafka_version), *mod.classes, _registry(apis), _sender(apis)]
     return "\n\n\n".join(parts) + "\n"
 
 

@@ -13,12 +13,12 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from strom._util.clock import SystemClock
 from strom.broker.net_client import BrokerConnection
 from strom.broker.security.client import ClientSecurity
 from strom.protocol.api import ApiKey
+from strom.protocol.messages import MetadataRequest, MetadataResponse
 from strom.testing.broker_process import BrokerProcess
 from strom.testing.zookeeper_process import ZooKeeperProcess
 
@@ -30,14 +30,14 @@ def broker_metadata(bootstrap: str, timeout_s: float = 60.0) -> tuple[int, Parti
     """(controller id, every partition's leader, ISR and replicas) as *this one* broker answers Metadata
     (a client library would ask whichever broker it likes); internal topics left out."""
     host, port = bootstrap.rsplit(":", 1)
-    body = {
+    body: MetadataRequest = {
         "topics": None,
         "allow_auto_topic_creation": False,
         "include_cluster_authorized_operations": False,
         "include_topic_authorized_operations": False,
     }
 
-    async def ask() -> dict[str, Any]:
+    async def ask() -> MetadataResponse:
         conn = BrokerConnection(host, int(port), "strom-testing", ClientSecurity(), SystemClock())
         try:
             return await conn.send(ApiKey.METADATA, 8, body, timeout_ms=round(timeout_s * 1000))

@@ -12,9 +12,7 @@ options are PLAIN's logins); the trust store and, for mutual TLS, the key store 
 from __future__ import annotations
 
 import ssl
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from strom._util.errors import ConfigError
 from strom.broker.security.jaas import parse_jaas
@@ -22,8 +20,7 @@ from strom.broker.security.listeners import Listener
 from strom.broker.security.scram import ScramClient, ScramError
 from strom.broker.security.tls import Settings, client_context
 from strom.protocol.api import ApiKey
-
-Exchange = Callable[[int, int, dict[str, Any]], Awaitable[dict[str, Any]]]
+from strom.protocol.messages import RequestSender
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +35,7 @@ class ClientSecurity:
             f"ClientSecurity(tls={self.tls is not None}, mechanism={self.mechanism}, user={self.username!r})"
         )
 
-    async def authenticate(self, exchange: Exchange) -> int:
+    async def authenticate(self, exchange: RequestSender) -> int:
         """SaslHandshake v1 + SaslAuthenticate v1 over ``exchange``: the session lifetime the broker
         answers (KIP-368; 0: no end); raises ConnectionError if refused. Also how a connection
         re-authenticates before its session ends."""
