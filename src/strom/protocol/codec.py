@@ -155,11 +155,12 @@ def decode_request(payload: bytes | bytearray | memoryview, lean: bool = False) 
         if flexible:  # header v2
             pos = skip_tagged_fields(buf, pos)
         body: Mapping[str, Any]
-        if lean and api_key == PRODUCE_KEY and version in LEAN_VERSIONS:
-            body, pos = decode_produce_request(buf, pos)
-        elif lean and api_key == PRODUCE_KEY and version in LEAN_FORM_VERSIONS:
-            generic, pos = decoder(buf, pos)
-            body = lean_request(generic)
+        if lean and api_key == PRODUCE_KEY and version in LEAN_FORM_VERSIONS:
+            if version in LEAN_VERSIONS:
+                body, pos = decode_produce_request(buf, pos)
+            else:
+                generic, pos = decoder(buf, pos)
+                body = lean_request(generic)
         else:
             body, pos = decoder(buf, pos)
     except _CORRUPT as exc:
@@ -187,10 +188,11 @@ def _encode_response_into(
     if flexible:
         out.append(0)  # empty tagged-field section of response header v1
     try:
-        if lean and api_key == PRODUCE_KEY and api_version in LEAN_VERSIONS:
-            encode_produce_response(body, out, api_version)
-        elif lean and api_key == PRODUCE_KEY and api_version in LEAN_FORM_VERSIONS:
-            encoder(generic_response(body), out)
+        if lean and api_key == PRODUCE_KEY and api_version in LEAN_FORM_VERSIONS:
+            if api_version in LEAN_VERSIONS:
+                encode_produce_response(body, out, api_version)
+            else:
+                encoder(generic_response(body), out)
         else:
             encoder(body, out)
     except _ENCODE_ERRORS as exc:

@@ -21,18 +21,31 @@ one version (0) each, classic (non-flexible) encoding. They are never advertised
 
 from __future__ import annotations
 
-from typing import Any
+from strom.protocol.spec_json import FieldJson, SpecJson
 
 _I32 = "int32"
 
 
-def _f(name: str, type_: str, **extra: Any) -> dict[str, Any]:
-    return {"name": name, "type": type_, "versions": "0+", **extra}
+def _f(
+    name: str,
+    type_: str,
+    versions: str = "0+",
+    *,
+    fields: list[FieldJson] | None = None,
+    default: str | None = None,
+    nullable_versions: str | None = None,
+) -> FieldJson:
+    field: FieldJson = {"name": name, "type": type_, "versions": versions}
+    if fields is not None:
+        field["fields"] = fields
+    if default is not None:
+        field["default"] = default
+    if nullable_versions is not None:
+        field["nullableVersions"] = nullable_versions
+    return field
 
 
-def _message(
-    name: str, kind: str, api_key: int, fields: list[dict[str, Any]], valid: str = "0"
-) -> dict[str, Any]:
+def _message(name: str, kind: str, api_key: int, fields: list[FieldJson], valid: str = "0") -> SpecJson:
     return {
         "apiKey": api_key,
         "type": kind,
@@ -45,7 +58,7 @@ def _message(
 
 _PARTITION_ERROR = [_f("TopicName", "string"), _f("PartitionIndex", _I32), _f("ErrorCode", "int16")]
 
-INTERNAL_SPECS: list[dict[str, Any]] = [
+INTERNAL_SPECS: list[SpecJson] = [
     _message(
         "LeaderAndIsrRequest",
         "request",
@@ -147,7 +160,7 @@ INTERNAL_SPECS: list[dict[str, Any]] = [
                     _f("Id", _I32),
                     _f("Host", "string"),
                     _f("Port", _I32),
-                    _f("Rack", "string", nullableVersions="0+"),
+                    _f("Rack", "string", nullable_versions="0+"),
                     _f(
                         "Endpoints",
                         "[]UpdateMetadataEndpoint",

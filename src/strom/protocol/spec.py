@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from strom.protocol.spec_json import FieldJson, SpecJson
+
 __all__ = [
     "FIXED_TYPES",
     "FieldSpec",
@@ -189,7 +191,7 @@ class MessageSpec:
         return version in self.flexible_versions
 
 
-def _parse_field(raw: dict[str, Any], common: dict[str, list[dict[str, Any]]]) -> FieldSpec:
+def _parse_field(raw: FieldJson, common: dict[str, list[FieldJson]]) -> FieldSpec:
     type_text: str = raw["type"]
     is_array = type_text.startswith("[]")
     elem = type_text[2:] if is_array else type_text
@@ -228,7 +230,7 @@ def parse_spec(text: str) -> MessageSpec:
     return parse_spec_data(json.loads(_COMMENT.sub("", text)))
 
 
-def parse_spec_data(data: dict[str, Any]) -> MessageSpec:
+def parse_spec_data(data: SpecJson) -> MessageSpec:
     """Parse one spec already loaded as a dict (used for Strom's internal API specs)."""
     common = {s["name"]: s["fields"] for s in data.get("commonStructs", [])}
     return MessageSpec(
