@@ -13,7 +13,8 @@ The coordinator (`strom.coordinator`) is sans-I/O; this module gives it
   writer* of the runtime: each call becomes one uncompressed batch (keys and values laid out as
   documented in `strom.coordinator.records`) appended at once through `CoordinatorRuntime.append`;
 * a `Scheduler` on the broker's clock (`Clock.call_later`) for membership timers;
-* a periodic task expiring offsets after `offsets.retention.minutes`.
+* a runtime timer per shard expiring its groups' offsets after `offsets.retention.minutes` (checked
+  every `offsets.retention.check.interval.ms`, Kafka's default).
 
 Durability (Kafka's coordinator appends with acks=-1): the OffsetCommit and SyncGroup handlers
 `wait_for_replication` after the coordinator wrote, which waits (`CoordinatorRuntime.wait_committed`)
@@ -42,12 +43,11 @@ Call only from the broker's event loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from strom._util.clock import Clock, sleep_ms
+from strom._util.clock import Clock
 from strom.broker.config import BrokerConfig
 from strom.broker.coordinator_partitions import CoordinatorPartitions
 from strom.broker.metadata_cache import ClusterMetadataStore
@@ -75,6 +75,7 @@ from strom.coordinator.records import (
 from strom.coordinator_runtime import (
     NO_PRODUCER_ID,
     CoordinatorError,
+    CoordinatorResult,
     CoordinatorRuntime,
     Record,
     ShardContext,
@@ -89,6 +90,7 @@ T = TypeVar("T")
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_TOPIC_SEGMENT_BYTES = 100 * 1024 * 1024  # Kafka's offsets.topic.segment.bytes
 OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600_000  # Kafka's offsets.retention.check.interval.ms
+EXPIRE_TIMER = "expire-offsets"
 # How a failed write or replication wait reaches clients (Kafka's GroupMetadataManager.storeOffsets).
 _COORDINATOR_ERRORS = {
     ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
@@ -137,6 +139,7 @@ class GroupShard:
 
     def __init__(self, service: GroupService, context: ShardContext) -> None:
         self._service = service
+        self.context = context
         self.index = context.partition
         # Producer id -> offset records of that producer's open transaction (TxnOffsetCommit).
         self.pending_txn_offsets: dict[int, list[Record]] = {}
@@ -159,6 +162,16 @@ class GroupShard:
 
     def on_loaded(self) -> None:
         self._service.coordinator.loaded_partition(self.index)
+        self.context.timer.schedule(EXPIRE_TIMER, OFFSETS_RETENTION_CHECK_INTERVAL_MS, self._expire_offsets)
+
+    def _expire_offsets(self) -> CoordinatorResult[object]:
+        """Offsets past `offsets.retention.minutes` of this partition's groups get tombstones (written
+        inline by the coordinator; the runtime then waits for them to commit)."""
+        self.context.timer.schedule(EXPIRE_TIMER, OFFSETS_RETENTION_CHECK_INTERVAL_MS, self._expire_offsets)
+        removed = self._service.coordinator.expire_offsets(self.index)
+        if removed:
+            log.info("%s-%d: expired %d committed offset(s)", OFFSETS_TOPIC, self.index, removed)
+        return CoordinatorResult([], None)
 
     def on_unloaded(self) -> None:
         self._service.coordinator.unload_partition(self.index)
@@ -196,7 +209,6 @@ class GroupService:
             OffsetsTopicWriter(self),
             self.num_partitions,
         )
-        self._expiry_task: asyncio.Task[None] | None = None
         self.commit_timeout_ms = int(config.get("offsets.commit.timeout.ms"))
         self._metadata_max_bytes = group_config(config).offset_metadata_max_bytes
         self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
@@ -206,28 +218,12 @@ class GroupService:
 
     # --- life cycle ----------------------------------------------------------------------------
     def start(self) -> None:
-        """Start offset expiry (groups load as this broker becomes leader of their partitions)."""
-        self._expiry_task = asyncio.create_task(self._expire_periodically())
+        """Nothing to start: shards load, and their offset-expiry timers start, as this broker becomes
+        leader of their partitions."""
 
     async def stop(self) -> None:
         self.coordinator.shutdown()
-        if self._expiry_task is not None:
-            self._expiry_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._expiry_task
-            self._expiry_task = None
         await self.runtime.close()
-
-    async def _expire_periodically(self) -> None:
-        while True:
-            await sleep_ms(self.clock, OFFSETS_RETENTION_CHECK_INTERVAL_MS)
-            try:
-                removed = self.coordinator.expire_offsets()
-            except Exception:
-                log.exception("offset expiry failed")
-                continue
-            if removed:
-                log.info("expired %d committed offset(s)", removed)
 
     def _build_shard(self, context: ShardContext) -> GroupShard:
         info = self._metadata.topics.get(OFFSETS_TOPIC)

@@ -247,12 +247,15 @@ class GroupCoordinator:
             return exc.code, {}
         return ErrorCode.NONE, results
 
-    def expire_offsets(self) -> int:
-        """Drop offsets past `offsets.retention.minutes`; returns how many were removed."""
+    def expire_offsets(self, partition: int | None = None) -> int:
+        """Drop offsets past `offsets.retention.minutes` (of the groups in one `__consumer_offsets`
+        ``partition``, or all); returns how many were removed."""
         now = self.clock.time_ms()
         retention = self.config.offsets_retention_ms
         removed = 0
         for group in list(self.groups.values()):
+            if partition is not None and self.store.partition_of(group.group_id) != partition:
+                continue
             expired = expired_offsets(group, now, retention)
             if expired:
                 try:
