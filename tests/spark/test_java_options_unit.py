@@ -128,10 +128,18 @@ def test_java_partitioner_and_ignored_options() -> None:
         sink.client_config["partitioner"] == "murmur2_random"
         and "partitioner.class" not in sink.client_config
     )
-    source = parse_source_options({**BASE, "kafka.group.id": "g", "groupIdPrefix": "p"}, streaming=True)
-    assert "group.id" not in source.client_config
+    # Streaming: the group the query's progress is committed to; batch: ignored, with a warning.
+    stream = parse_source_options({**BASE, "kafka.group.id": "g", "groupIdPrefix": "p"}, streaming=True)
+    assert (stream.publish_progress, stream.progress_group, stream.progress_group_prefix) == (True, "g", "p")
+    assert "group.id" not in stream.client_config and not [n for n in stream.notes if "ignored" in n]
+    source = parse_source_options({**BASE, "kafka.group.id": "g", "groupIdPrefix": "p"}, streaming=False)
+    assert "group.id" not in source.client_config and not source.publish_progress
     assert [n for n in source.notes if "ignored" in n] == [
         "kafka.group.id is ignored: the source reads without a consumer group",
         "groupIdPrefix is ignored: the source reads without a consumer group",
     ]
+    off = parse_source_options({**BASE, "commitProgressToGroup": "false"}, streaming=True)
+    assert not off.publish_progress
+    with pytest.raises(KafkaOptionError, match="commitProgressToGroup"):
+        parse_source_options({**BASE, "commitProgressToGroup": "maybe"}, streaming=True)
     assert source.fetch_offset_retry_interval_ms == 10  # Spark's default

@@ -50,8 +50,9 @@ def test_limit_offsets_never_exceeds_cap_and_is_proportional() -> None:
     latest = {("t", 0): 1000, ("t", 1): 200, ("t", 2): 50}
     end = limit_offsets(start, latest, 110)
     assert count_records(start, end) == 110
-    assert end[("t", 0)] - 0 == 100  # 1000/1100 of the cap
-    assert end[("t", 1)] - 100 == 10
+    # One record each first (Spark's rule), then 108 shared as 999:99.
+    assert end[("t", 0)] - 0 == 99
+    assert end[("t", 1)] - 100 == 11
     assert end[("t", 2)] == 50
 
 
@@ -68,8 +69,21 @@ def test_limit_offsets_exact_and_bounded_random(seed: int) -> None:
     latest = {tp: s + rng.randint(0, 50) for tp, s in start.items()}
     cap = rng.randint(1, 120)
     end = limit_offsets(start, latest, cap)
-    assert count_records(start, end) == min(cap, count_records(start, latest))
+    waiting = sum(1 for tp in start if latest[tp] > start[tp])
+    assert count_records(start, end) == min(max(cap, waiting), count_records(start, latest))
     assert all(start[tp] <= end[tp] <= latest[tp] for tp in start)
+    # Spark's rule: every partition with a backlog advances.
+    assert all(end[tp] > start[tp] for tp in start if latest[tp] > start[tp])
+
+
+def test_limit_offsets_gives_a_small_backlog_its_record() -> None:
+    """An exact proportional split would give partition 1 (1 of 31 records, cap 4) nothing until
+    partition 0 drained; Spark gives it its record at once."""
+    start = {("t", 0): 0, ("t", 1): 0, ("t", 2): 0}
+    latest = {("t", 0): 30, ("t", 1): 1, ("t", 2): 0}
+    assert limit_offsets(start, latest, 4) == {("t", 0): 3, ("t", 1): 1, ("t", 2): 0}
+    # More partitions waiting than the cap: one record each, as Spark overshoots.
+    assert limit_offsets(start, latest, 1) == {("t", 0): 1, ("t", 1): 1, ("t", 2): 0}
 
 
 def test_admit_min_rows() -> None:

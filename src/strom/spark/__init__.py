@@ -32,27 +32,65 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["FORMAT_NAME", "register"]
+__all__ = ["FORMAT_NAME", "PYSPARK_FLOOR", "register"]
 
 FORMAT_NAME = "strom"
+
+
+PYSPARK_FLOOR = (4, 2)  # latestOffset(start, limit), getDefaultReadLimit, reportLatestOffset: 4.2.0
+
+
+class PySparkVersionError(RuntimeError):
+    """The installed pyspark is older than the data source needs."""
+
+
+def check_pyspark_version(version: str) -> None:
+    """Raises: PySparkVersionError: `version` is below `PYSPARK_FLOOR`, naming the upgrade."""
+    parts = []
+    for part in version.split(".")[:2]:
+        digits = "".join(c for c in part if c.isdigit())
+        parts.append(int(digits) if digits else 0)
+    if tuple(parts) < PYSPARK_FLOOR:
+        floor = ".".join(map(str, PYSPARK_FLOOR))
+        raise PySparkVersionError(
+            f"strom.spark needs pyspark >= {floor} (the streaming source uses latestOffset(start, limit), "
+            f"getDefaultReadLimit and reportLatestOffset, added in Spark {floor}); found pyspark {version}. "
+            f"Upgrade it: pip install 'pyspark>={floor},<5'"
+        )
+
+
+def is_connect_session(spark: Any) -> bool:
+    """Whether `spark` is a Spark Connect session (which has no `sparkContext`)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def register(spark: Any) -> None:
     """Register format `strom` on a SparkSession (registration is per session).
 
-    Also points Spark's Python workers at an interpreter that has `strom` (see `strom.spark.deploy`):
-    `PYSPARK_PYTHON`, else the `spark.pyspark.python` conf, else this interpreter on a `local` master.
+    Classic sessions: also points Spark's Python workers at an interpreter that has `strom` (see
+    `strom.spark.deploy`): `PYSPARK_PYTHON`, else the `spark.pyspark.python` conf, else this interpreter
+    on a `local` master. Spark Connect sessions: the data source is registered through the connection;
+    the server's Python workers (set on the server, with `spark.pyspark.python` or `PYSPARK_PYTHON`) must
+    be able to import `strom`, which a client cannot choose or check beforehand.
 
     Raises:
+        PySparkVersionError: pyspark older than 4.2.
         PythonWorkerError: a cluster master without either setting, or an interpreter that cannot
             import `strom` -- the message names the fix.
     """
     import os
     import sys
 
+    import pyspark
+
+    check_pyspark_version(pyspark.__version__)
+
     from strom.spark.deploy import check_imports_strom, choose_python_exec
     from strom.spark.source import StromDataSource
 
+    if is_connect_session(spark):
+        spark.dataSource.register(StromDataSource)
+        return
     context = spark.sparkContext
     conf = context.getConf()
     choice = choose_python_exec(

@@ -23,8 +23,7 @@ its security settings when it moves from format `kafka` to `strom`:
 * `partitioner.class`: Java's default partitioner (or `BuiltInPartitioner`) becomes `murmur2_random`
   (the same placement of keyed records), `UniformStickyPartitioner` becomes `random`; other classes are
   refused (Java code cannot run in librdkafka).
-* `group.id` (and the source option `groupIdPrefix`) are ignored by the source, which reads without a
-  consumer group: dropped with a warning.
+* `group.id` is the source's progress group, not a client setting (`progress`).
 * Java-only knobs with no effect here (`ssl.truststore.type`, `ssl.keystore.type`, `ssl.protocol`,
   `ssl.enabled.protocols`, `sasl.login.class`, ...) are dropped with a warning.
 
@@ -34,7 +33,6 @@ Every rewrite is reported in the returned notes, which the source logs as warnin
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from pathlib import Path
 
 from strom.spark.errors import KafkaOptionError
@@ -213,11 +211,8 @@ def _partitioner(config: dict[str, str], notes: list[str]) -> None:
     notes.append(f"partitioner.class {java.rsplit('.', 1)[-1]} -> partitioner={config['partitioner']}")
 
 
-def translate(
-    config: dict[str, str], source_options: Mapping[str, str] | None = None
-) -> tuple[dict[str, str], list[str]]:
-    """The librdkafka configuration for Java-style `kafka.*` settings, and notes of what was rewritten
-    (for a source, given its lower-cased options, also of the group options it ignores).
+def translate(config: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The librdkafka configuration for Java-style `kafka.*` settings, and notes of what was rewritten.
 
     Raises:
         KafkaOptionError: a setting with no librdkafka counterpart (naming what to use instead), or a
@@ -231,10 +226,4 @@ def translate(
     for key in _DROPPED:
         if out.pop(key, None) is not None:
             notes.append(f"{key} dropped (no librdkafka counterpart needed)")
-    if source_options is not None:
-        # Spark reads with a consumer group named by these; Strom reads with none (offsets are checkpointed).
-        if out.pop("group.id", None) is not None:
-            notes.append("kafka.group.id is ignored: the source reads without a consumer group")
-        if "groupidprefix" in source_options:
-            notes.append("groupIdPrefix is ignored: the source reads without a consumer group")
     return out, notes

@@ -42,6 +42,8 @@ from typing import Any
 
 from strom.spark.errors import KafkaOptionError
 from strom.spark.java_options import translate
+from strom.spark.option_values import option_bool, option_duration_ms, option_non_negative, option_positive
+from strom.spark.progress import progress_group
 
 EARLIEST = -2
 LATEST = -1
@@ -108,6 +110,9 @@ class SourceOptions:
     fetch_offset_retry_interval_ms: int = 10
     timestamp_not_found_latest: bool = False
     notes: tuple[str, ...] = ()
+    publish_progress: bool = False  # streaming: commit read offsets to a group (`progress`)
+    progress_group: str | None = None
+    progress_group_prefix: str = "strom-spark"
 
 
 class DeliveryGuarantee(Enum):
@@ -274,8 +279,9 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         KafkaOptionError: any option Spark's Kafka source would reject.
     """
     opts = {str(k).lower(): str(v) for k, v in options.items()}
-    config, notes = translate(client_config(opts, _FORBIDDEN_SOURCE), source_options=opts)
+    config, notes = translate(client_config(opts, _FORBIDDEN_SOURCE))
     config["isolation.level"] = _isolation_level(config)
+    publish, group, prefix, ignored = progress_group(opts, config, streaming=streaming)
     subscription = parse_subscription(opts)
     if streaming:
         for key in _BATCH_ONLY:
@@ -290,18 +296,21 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         subscription=subscription,
         starting=starting,
         ending=ending,
-        fail_on_data_loss=_bool(opts, "failondataloss", True),
-        include_headers=_bool(opts, "includeheaders", False),
-        min_partitions=_positive(opts, "minpartitions"),
-        max_records_per_partition=_positive(opts, "maxrecordsperpartition"),
-        max_offsets_per_trigger=_positive(opts, "maxoffsetspertrigger"),
-        min_offsets_per_trigger=_positive(opts, "minoffsetspertrigger"),
-        max_trigger_delay_ms=_duration_ms(opts, "maxtriggerdelay", 15 * 60 * 1000),
-        poll_timeout_ms=_positive(opts, "kafkaconsumer.polltimeoutms") or 120_000,
-        fetch_offset_num_retries=_non_negative(opts, "fetchoffset.numretries", 3),
-        fetch_offset_retry_interval_ms=_non_negative(opts, "fetchoffset.retryintervalms", 10),
+        fail_on_data_loss=option_bool(opts, "failondataloss", True),
+        include_headers=option_bool(opts, "includeheaders", False),
+        min_partitions=option_positive(opts, "minpartitions"),
+        max_records_per_partition=option_positive(opts, "maxrecordsperpartition"),
+        max_offsets_per_trigger=option_positive(opts, "maxoffsetspertrigger"),
+        min_offsets_per_trigger=option_positive(opts, "minoffsetspertrigger"),
+        max_trigger_delay_ms=option_duration_ms(opts, "maxtriggerdelay", 15 * 60 * 1000),
+        poll_timeout_ms=option_positive(opts, "kafkaconsumer.polltimeoutms") or 120_000,
+        fetch_offset_num_retries=option_non_negative(opts, "fetchoffset.numretries", 3),
+        fetch_offset_retry_interval_ms=option_non_negative(opts, "fetchoffset.retryintervalms", 10),
         timestamp_not_found_latest=_timestamp_strategy(opts),
-        notes=tuple(notes),
+        notes=(*notes, *ignored),
+        publish_progress=publish,
+        progress_group=group,
+        progress_group_prefix=prefix,
     )
 
 
@@ -410,55 +419,6 @@ def _check_batch_bounds(starting: OffsetBound, ending: OffsetBound) -> None:
                 raise KafkaOptionError(
                     f"ending offset for {topic}-{partition} can't be earliest for batch queries on Kafka"
                 )
-
-
-def _bool(opts: Mapping[str, str], key: str, default: bool) -> bool:
-    value = opts.get(key)
-    if value is None:
-        return default
-    if value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    raise KafkaOptionError(f"Invalid value '{value}' for option '{key}', must be true or false")
-
-
-def _positive(opts: Mapping[str, str], key: str) -> int | None:
-    value = opts.get(key)
-    if value is None:
-        return None
-    try:
-        number = int(value.strip())
-    except ValueError:
-        number = 0
-    if number <= 0:
-        raise KafkaOptionError(f"Invalid value '{value}' for option '{key}', must be a positive integer")
-    return number
-
-
-def _non_negative(opts: Mapping[str, str], key: str, default: int) -> int:
-    value = opts.get(key)
-    if value is None:
-        return default
-    try:
-        number = int(value.strip())
-    except ValueError:
-        number = -1
-    if number < 0:
-        raise KafkaOptionError(f"Invalid value '{value}' for option '{key}', must be a non-negative integer")
-    return number
-
-
-_DURATION_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
-
-
-def _duration_ms(opts: Mapping[str, str], key: str, default: int) -> int:
-    """Spark time strings such as `15m`, `30s`, `500ms`; a bare number is milliseconds."""
-    value = opts.get(key)
-    if value is None:
-        return default
-    match = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", value.lower())
-    if match is None or match.group(2) not in ("", *_DURATION_UNITS_MS):
-        raise KafkaOptionError(f"Invalid value '{value}' for option '{key}', expected a duration like 15m")
-    return int(match.group(1)) * _DURATION_UNITS_MS.get(match.group(2), 1)
 
 
 def _timestamp_strategy(opts: Mapping[str, str]) -> bool:

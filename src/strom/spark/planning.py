@@ -66,7 +66,11 @@ def data_loss_message(detail: str) -> str:
 def limit_offsets(
     start: TopicPartitionOffsets, latest: TopicPartitionOffsets, max_rows: int
 ) -> dict[tuple[str, int], int]:
-    """End offsets that advance from `start` towards `latest` by at most `max_rows` records in total.
+    """End offsets that advance from `start` towards `latest` by at most `max_rows` records in total,
+    Spark's rule first: every partition with a backlog reads at least one record (so a small partition
+    is never starved while a large one drains), then the rest of the cap is shared in proportion to the
+    remaining backlogs, exactly (largest remainders). Only when more partitions wait than the cap allows
+    does the batch exceed it, by giving each of them its one record, as Spark does.
 
     Partitions missing from `start` begin at their `latest` value (nothing to read yet).
     """
@@ -74,12 +78,18 @@ def limit_offsets(
     total = sum(backlog.values())
     if total <= max_rows:
         return dict(latest)
-    shares = {tp: max_rows * size / total for tp, size in backlog.items()}
-    granted = {tp: math.floor(share) for tp, share in shares.items()}
-    leftover = max_rows - sum(granted.values())
-    by_remainder = sorted(backlog, key=lambda tp: (granted[tp] - shares[tp], tp))
-    for tp in by_remainder[:leftover]:
-        granted[tp] += 1
+    waiting = [tp for tp, size in backlog.items() if size]
+    granted = {tp: 1 if backlog[tp] else 0 for tp in backlog}
+    rest = max(0, max_rows - len(waiting))
+    remaining = {tp: size - granted[tp] for tp, size in backlog.items()}
+    remaining_total = sum(remaining.values())
+    if rest and remaining_total:
+        shares = {tp: rest * size / remaining_total for tp, size in remaining.items()}
+        extra = {tp: math.floor(share) for tp, share in shares.items()}
+        leftover = rest - sum(extra.values())
+        for tp in sorted(remaining, key=lambda tp: (extra[tp] - shares[tp], tp))[:leftover]:
+            extra[tp] += 1
+        granted = {tp: granted[tp] + extra[tp] for tp in granted}
     return {tp: start.get(tp, end) + min(granted[tp], backlog[tp]) for tp, end in latest.items()}
 
 

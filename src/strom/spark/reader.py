@@ -63,14 +63,17 @@ from strom.spark.planning import (
     plan_tasks,
     reconcile_start,
 )
+from strom.spark.progress import group_for_task, then_publish
 from strom.spark.typed_plan import TypedRead
 
 
 @dataclass(frozen=True)
 class RangePartition(InputPartition):
-    """One Spark task: an offset range of one topic partition (picklable, no clients)."""
+    """One Spark task: an offset range of one topic partition (picklable, no clients); `publish`: the
+    task reading the end of its partition's range in a micro-batch, which commits it (`progress`)."""
 
     offset_range: OffsetRange
+    publish: bool = False
 
 
 def _metadata(options: SourceOptions) -> KafkaMetadata:
@@ -88,14 +91,20 @@ def _read_range(options: SourceOptions, partition: InputPartition, typed: TypedR
         fail_on_data_loss=options.fail_on_data_loss,
         poll_timeout_ms=options.poll_timeout_ms,
     )
+    r = partition.offset_range
+    batches = fetcher.batches()
+    if partition.publish and options.publish_progress:
+        group = group_for_task(options.progress_group, options.progress_group_prefix)
+        batches = then_publish(batches, options.client_config, group, r.topic, r.partition, r.until_offset)
     if typed is not None:
-        return typed.apply(fetcher.batches(), partition.offset_range.topic, partition.offset_range.partition)
-    return fetcher.batches()
+        return typed.apply(batches, r.topic, r.partition)
+    return batches
 
 
 def _tasks(options: SourceOptions, ranges: list[OffsetRange]) -> list[RangePartition]:
     tasks = plan_tasks(ranges, options.min_partitions, options.max_records_per_partition)
-    return [RangePartition(t) for t in tasks]
+    ends = {(r.topic, r.partition): r.until_offset for r in ranges}
+    return [RangePartition(t, publish=ends.get((t.topic, t.partition)) == t.until_offset) for t in tasks]
 
 
 class StromBatchReader(DataSourceReader):
@@ -136,7 +145,8 @@ class StromStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._metadata = _metadata(options)
         self._available_now_target: TopicPartitionOffsets | None = None
         self._last_latest: TopicPartitionOffsets = {}
-        self._last_batch_ms = time.monotonic() * 1000
+        # None until the first micro-batch: Spark's first trigger does not wait for maxTriggerDelay.
+        self._last_batch_ms: float | None = None
 
     def initialOffset(self) -> dict[str, Any]:
         o = self._options
@@ -210,7 +220,10 @@ class StromStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if isinstance(limit, ReadMaxRows):
             return limit_offsets(start, latest, limit.max_rows)
         if isinstance(limit, ReadMinRows):
-            waited_ms = int(time.monotonic() * 1000 - self._last_batch_ms)
+            last = self._last_batch_ms
+            if last is None:  # Spark's first trigger runs at once and starts the delay timer
+                self._last_batch_ms = time.monotonic() * 1000
+            waited_ms = o.max_trigger_delay_ms if last is None else int(time.monotonic() * 1000 - last)
             available = count_records(start, latest)
             # Under Trigger.AvailableNow nothing more will arrive, so waiting for more would never end.
             if self._available_now_target is None and not admit_min_rows(
