@@ -474,3 +474,23 @@ def test_the_batch_of_a_transactional_write_carries_its_producer() -> None:
     assert batch == build_batch(
         [(b"k", b"v", (), 5)], producer_id=7, producer_epoch=2, base_sequence=0, is_transactional=True
     )
+
+
+def test_a_shard_that_fails_to_activate_refuses_requests_until_leadership_changes() -> None:
+    ports = MemoryPartitions()
+
+    def explode(_shard: RecordingShard) -> None:
+        raise RuntimeError("on_loaded failed")
+
+    async def scenario() -> None:
+        runtime, built = make_runtime(ports, on_loaded=explode)
+        runtime.on_leadership_change(0, 1, True)  # the hook itself does not raise
+        assert runtime.refusal(0) is ErrorCode.NOT_COORDINATOR and runtime.active_shards() == {}
+        with pytest.raises(CoordinatorError) as refused:
+            await runtime.write(0, put(("a", "1")), 1_000)
+        assert refused.value.code is ErrorCode.NOT_COORDINATOR and ports.log(0).end == 0
+        runtime.on_leadership_change(0, 1, False)
+        assert built[0].unloaded
+        await runtime.close()
+
+    run(scenario)

@@ -154,8 +154,14 @@ class CoordinatorRuntime(Generic[S]):
         timer = ctx.timer = _ShardTimer(lambda key, op: self._fire_timer(ctx, key, op), self._clock)
         ctx.shard = self._build(ShardContext(self.topic, partition, leader_epoch, self._clock, timer))
         ctx.move(ShardState.LOADING)
-        start = self._reader.log_start_offset(self.topic, partition)
-        if start >= self._reader.log_end_offset(self.topic, partition):
+        try:
+            start = self._reader.log_start_offset(self.topic, partition)
+            empty = start >= self._reader.log_end_offset(self.topic, partition)
+        except KafkaError:
+            log.exception("%s-%d: cannot load the coordinator state", self.topic, partition)
+            ctx.move(ShardState.FAILED)
+            return
+        if empty:
             self._activate(ctx, start)  # nothing to read: no reason to answer LOAD_IN_PROGRESS
             return
         ctx.load_task = self._spawn(self._load(ctx, start))
@@ -185,11 +191,18 @@ class CoordinatorRuntime(Generic[S]):
         self._activate(ctx, offset)
 
     def _activate(self, ctx: _Context[S], end: int) -> None:
-        ctx.last_written_end = self._reader.log_end_offset(self.topic, ctx.partition)
-        ctx.last_committed_end = self._reader.high_watermark(self.topic, ctx.partition)
-        ctx.move(ShardState.ACTIVE)
-        assert ctx.shard is not None
-        ctx.shard.on_loaded()
+        shard = ctx.shard
+        assert shard is not None
+        try:
+            ctx.last_written_end = self._reader.log_end_offset(self.topic, ctx.partition)
+            ctx.last_committed_end = self._reader.high_watermark(self.topic, ctx.partition)
+            ctx.move(ShardState.ACTIVE)
+            shard.on_loaded()
+        except Exception:
+            # The shard never serves: requests get NOT_COORDINATOR until leadership changes again.
+            log.exception("%s-%d: activating the coordinator state failed", self.topic, ctx.partition)
+            ctx.move(ShardState.FAILED)
+            return
         log.info("%s-%d: coordinator state loaded to offset %d", self.topic, ctx.partition, end)
 
     def _close(self, ctx: _Context[S]) -> None:
