@@ -55,6 +55,7 @@ from strom.protocol.codec import (
     encode_response_chunks,
 )
 from strom.protocol.errors import ErrorCode
+from strom.protocol.messages import SaslAuthenticateResponse, SaslHandshakeResponse
 from strom.protocol.request_header import RequestPrefix
 
 log = logging.getLogger(__name__)
@@ -247,7 +248,7 @@ class SaslAuthenticator:
         mechanism = self._mechanism
         if mechanism is None or self.state not in IN_EXCHANGE:
             log.warning("closing connection from %s: SaslAuthenticate before SaslHandshake", client_host)
-            body = {
+            body: SaslAuthenticateResponse = {
                 "error_code": int(ErrorCode.ILLEGAL_SASL_STATE),
                 "error_message": "SaslHandshake first",
                 "auth_bytes": b"",
@@ -341,11 +342,16 @@ class SaslAuthenticator:
 
     def _refuse_handshake(self, version: int, correlation_id: int, code: ErrorCode) -> Step:
         """A SaslHandshake error listing the enabled mechanisms; the connection closes after it."""
-        body = {"error_code": int(code), "mechanisms": list(self._settings.mechanisms)}
+        body: SaslHandshakeResponse = {"error_code": int(code), "mechanisms": list(self._settings.mechanisms)}
         return self._reply(ApiKey.SASL_HANDSHAKE, version, correlation_id, body, close=True)
 
     def _reply(
-        self, key: int, version: int, correlation_id: int, body: dict[str, object], close: bool = False
+        self,
+        key: int,
+        version: int,
+        correlation_id: int,
+        body: SaslHandshakeResponse | SaslAuthenticateResponse,
+        close: bool = False,
     ) -> Step:
         """An answer; ``close``: FAILED, and the connection closes once it has gone out."""
         if close:
