@@ -167,9 +167,10 @@ def test_clients_keep_or_regain_their_connections_across_session_ends(reauth_bro
     # the session, and it logs in again on a new one; every record was still acknowledged.
     assert _lines(reauth_broker, "SASL session of User:erin has expired")
     assert len(_lines(reauth_broker, "SASL PLAIN connection from", "as User:erin")) >= 2
-    # The same counts on /metrics, named as Kafka's socket-server-metrics.
+    # The same counts on /metrics, named as Kafka's socket-server-metrics (a SASL broker's HTTP side
+    # authenticates: HTTP Basic with a PLAIN user).
     assert reauth_broker.http_url is not None
-    samples = scrape(reauth_broker.http_url)
+    samples = scrape(reauth_broker.http_url, auth=("alice", "alice-secret"))
     labels = {"listener": "SASL_PLAINTEXT", "networkprocessor": "0"}
     prefix = "kafka_server_socket_server_metrics_"
     again = sum(

@@ -66,6 +66,19 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "HTTP listeners (schema registry): http://host:port, comma-separated; empty turns HTTP off.",
         ),
         ConfigDef(
+            "http.authentication.method",
+            str,
+            None,
+            "Strom: NONE or BASIC (HTTP Basic against the SASL users; client certificates on https://); "
+            "unset: BASIC when a Kafka listener uses SASL, else NONE.",
+        ),
+        ConfigDef(
+            "http.metrics.public",
+            _parse_bool,
+            "false",
+            "Strom: serve /metrics without authentication or ACLs (a scraper without credentials).",
+        ),
+        ConfigDef(
             "metrics.enabled",
             _parse_bool,
             "true",

@@ -3,6 +3,7 @@ malformed exposition fails the reader as it would fail a Prometheus server."""
 
 from __future__ import annotations
 
+import base64
 import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -10,8 +11,13 @@ from prometheus_client.parser import text_string_to_metric_families
 Samples = dict[str, dict[tuple[tuple[str, str], ...], float]]
 
 
-def scrape_text(http_url: str, timeout_s: float = 10.0) -> str:
-    with urllib.request.urlopen(f"{http_url}/metrics", timeout=timeout_s) as answer:
+def scrape_text(http_url: str, timeout_s: float = 10.0, auth: tuple[str, str] | None = None) -> str:
+    """``auth``: HTTP Basic user and password (a broker whose HTTP side authenticates)."""
+    request = urllib.request.Request(f"{http_url}/metrics")
+    if auth is not None:
+        token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    with urllib.request.urlopen(request, timeout=timeout_s) as answer:
         text: str = answer.read().decode()
     return text
 
@@ -25,8 +31,8 @@ def parse(text: str) -> Samples:
     return samples
 
 
-def scrape(http_url: str, timeout_s: float = 10.0) -> Samples:
-    return parse(scrape_text(http_url, timeout_s))
+def scrape(http_url: str, timeout_s: float = 10.0, auth: tuple[str, str] | None = None) -> Samples:
+    return parse(scrape_text(http_url, timeout_s, auth))
 
 
 def value(samples: Samples, name: str, **labels: str) -> float:

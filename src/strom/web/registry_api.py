@@ -216,6 +216,8 @@ class RegistryApi:
             )
         body = await request.read() if request.body_exists else None  # cached once a handler read it
         headers = {FORWARDED_HEADER: "1", "Accept": JSON_CONTENT_TYPE}
+        if "Authorization" in request.headers:  # the writer authenticates and authorizes the same user
+            headers["Authorization"] = request.headers["Authorization"]
         if body is not None:
             headers["Content-Type"] = request.headers.get("Content-Type", JSON_CONTENT_TYPE)
         try:

@@ -27,6 +27,7 @@ import logging
 import socket
 import ssl
 from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
 from aiohttp import web
 
@@ -79,15 +80,19 @@ class HttpServer:
         listeners: Iterable[str],
         default_listener: bool,
         tls: Callable[[], ssl.SSLContext] | None = None,
+        middlewares: Iterable[Any] = (),
     ) -> None:
         """``default_listener``: the listeners are the unset default, so a taken port is not fatal.
-        ``tls`` makes the context of ``https://`` listeners (called only if there is one)."""
+        ``tls`` makes the context of ``https://`` listeners (called only if there is one);
+        ``middlewares`` run inside the error middleware, before the routes (authentication)."""
         items = list(listeners)
         self.listeners = [parse_http_listener(item) for item in items]
         self.secure = [item.lower().startswith("https://") for item in items]
         self._tls = tls
         self.default_listener = default_listener
-        self.app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[_errors_as_json])
+        self.app = web.Application(
+            client_max_size=MAX_BODY_BYTES, middlewares=[_errors_as_json, *middlewares]
+        )
         self.bound: list[tuple[str, int]] = []
         self._runner: web.AppRunner | None = None
         self._tls_servers: list[tuple[asyncio.Server, TlsAcceptor]] = []  # https:// listeners

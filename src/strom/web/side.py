@@ -13,6 +13,7 @@ from collections.abc import Callable
 from strom.broker.broker import Broker
 from strom.broker.config import BrokerConfig
 from strom.broker.security.tls import client_context, server_context
+from strom.web.auth import HttpAuthenticator, authentication_middleware
 from strom.web.console.routes import ConsoleApi
 from strom.web.metrics import MetricsApi
 from strom.web.registry_api import RegistryApi
@@ -39,10 +40,13 @@ async def start_http_side(
 ) -> WebSide:
     """The HTTP listener with the registry's routes, the console and, unless ``metrics.enabled=false``,
     ``/metrics``."""
+    auth = HttpAuthenticator.from_config(config, broker.listener_setup, lambda: broker.credentials)
+    public = frozenset({"/metrics"}) if config.get("http.metrics.public") else frozenset()
     http = HttpServer(
         config.get("http.listeners"),
         default_listener="http.listeners" not in config.raw,
         tls=lambda: server_context(config, "HTTP"),
+        middlewares=[authentication_middleware(auth, public)],
     )
     # Forwarded writes reach the writer's https:// listener with the HTTP listener's trust store (and
     # key store, should the writer ask for a client certificate).
