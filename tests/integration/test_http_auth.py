@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import ssl
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 import uuid
@@ -91,6 +94,31 @@ def test_registry_client_with_plain_and_scram_users(sasl_broker: BrokerProcess) 
         with pytest.raises(SchemaRegistryError) as refused:
             _registry(sasl_broker, user_info).get_subjects()
         assert refused.value.http_status_code == 401, user_info
+
+
+def test_strom_schemas_sends_user_info_from_the_environment(sasl_broker: BrokerProcess) -> None:
+    subject = f"cli-{uuid.uuid4().hex[:8]}-value"
+    _registry(sasl_broker, "alice:alice-secret").register_schema(subject, Schema(AVRO, "AVRO"))
+    command = [
+        sys.executable,
+        "-m",
+        "strom.cli.main",
+        "schemas",
+        "list",
+        "--registry",
+        str(sasl_broker.http_url),
+    ]
+    env = {k: v for k, v in os.environ.items() if k != "STROM_SCHEMA_REGISTRY_USER_INFO"}
+    listed = subprocess.run(
+        command,
+        env={**env, "STROM_SCHEMA_REGISTRY_USER_INFO": "carol:carol-secret"},
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    assert listed.returncode == 0 and subject in listed.stdout.decode(), listed.stderr.decode()
+    refused = subprocess.run(command, env=env, capture_output=True, timeout=60, check=False)
+    assert refused.returncode == 1 and "Unauthorized (error code 401)" in refused.stderr.decode()
 
 
 def test_metrics_and_console_need_credentials(sasl_broker: BrokerProcess) -> None:

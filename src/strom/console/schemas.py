@@ -3,11 +3,18 @@
 Plain HTTP with the standard library: JSON bodies with the registry's content type
 ``application/vnd.schemaregistry.v1+json``. Every failure becomes one `ConsoleError` line: the
 registry's own ``error_code`` and message, or why the registry could not be reached.
+
+Credentials for a registry that authenticates (a broker with SASL listeners, or
+``http.authentication.method=BASIC``) are HTTP Basic, as Confluent's clients send them with
+``basic.auth.user.info``: ``$STROM_SCHEMA_REGISTRY_USER_INFO`` = ``user:password`` (kept out of the
+command line, where other users of the machine could read it).
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import sys
 import urllib.error
 import urllib.parse
@@ -19,13 +26,17 @@ from strom.console.errors import ConsoleError
 
 DEFAULT_REGISTRY = "http://localhost:8081"
 REGISTRY_ENV = "STROM_SCHEMA_REGISTRY"
+USER_INFO_ENV = "STROM_SCHEMA_REGISTRY_USER_INFO"
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 
 
 class RegistryClient:
-    def __init__(self, url: str, timeout_s: float = 30.0) -> None:
+    def __init__(self, url: str, timeout_s: float = 30.0, user_info: str | None = None) -> None:
+        """``user_info``: ``user:password`` for HTTP Basic (default: ``$STROM_SCHEMA_REGISTRY_USER_INFO``)."""
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
+        info = os.environ.get(USER_INFO_ENV) if user_info is None else user_info
+        self._authorization = "Basic " + base64.b64encode(info.encode()).decode() if info else None
 
     def request(self, method: str, path: str, body: Any = None, **query: object) -> Any:
         params = {
@@ -35,6 +46,8 @@ class RegistryClient:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(url, data=data, method=method)
         request.add_header("Accept", CONTENT_TYPE)
+        if self._authorization is not None:
+            request.add_header("Authorization", self._authorization)
         if data is not None:
             request.add_header("Content-Type", CONTENT_TYPE)
         try:
