@@ -52,5 +52,5 @@ def test_default_method_follows_the_kafka_listeners() -> None:
     assert _method(**sasl) == "BASIC"
     assert _method(**sasl, **{"http.authentication.method": "none"}) == "NONE"
     assert _method(**{"http.authentication.method": "BASIC"}) == "BASIC"
-    with pytest.raises(ConfigError, match="http.authentication.method"):
+    with pytest.raises(ConfigError, match=r"http\.authentication\.method"):
         _method(**{"http.authentication.method": "KERBEROS"})
