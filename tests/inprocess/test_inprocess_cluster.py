@@ -100,7 +100,8 @@ def test_topic_deletion_removes_every_replica(tmp_path: Path) -> None:
         create_topic(admin, "t", {0: [0, 1], 1: [1, 0]})
         await cluster.until(lambda: cached(cluster, "t", 1) == {(1, (0, 1))}, "leaders")
         log_dirs = [Path(m.broker.config.log_dirs[0]) / "t-0" for m in cluster.members.values()]
-        assert all(d.exists() for d in log_dirs)
+        # Metadata can reach a broker before the LeaderAndIsr that makes its replica's log.
+        await cluster.until(lambda: all(d.exists() for d in log_dirs), "every replica's log made")
         admin.mark_topic_for_deletion("t")
         await cluster.until(lambda: admin.get_topic_assignment("t") is None, "the znodes to go")
         await cluster.until(
