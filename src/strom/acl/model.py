@@ -26,6 +26,9 @@ class ResourceType(IntEnum):
     TRANSACTIONAL_ID = 5
     DELEGATION_TOKEN = 6
     USER = 7
+    # Strom's own: a schema registry subject (the HTTP side's registry API). Kafka's codes stop at 7;
+    # this one is far above them, so a code Kafka adds later cannot collide with it.
+    SUBJECT = 100
 
 
 class PatternType(IntEnum):

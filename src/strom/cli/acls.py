@@ -15,6 +15,7 @@ def _acl_args(args: argparse.Namespace) -> AclArgs:
         topics=args.topic,
         groups=args.group,
         transactional_ids=args.transactional_id,
+        subjects=args.subject,
         cluster=args.cluster,
         pattern_type=args.resource_pattern_type,
         allow_principals=getattr(args, "allow_principal", []),
@@ -48,6 +49,9 @@ def _resource_options(parser: argparse.ArgumentParser, default_pattern: str) -> 
     parser.add_argument("--topic", action="append", default=[], metavar="NAME")
     parser.add_argument("--group", action="append", default=[], metavar="NAME")
     parser.add_argument("--transactional-id", action="append", default=[], metavar="ID")
+    parser.add_argument(
+        "--subject", action="append", default=[], metavar="NAME", help="a schema registry subject (Strom's)"
+    )
     parser.add_argument("--cluster", action="store_true", help="the cluster resource (kafka-cluster)")
     parser.add_argument(
         "--resource-pattern-type",

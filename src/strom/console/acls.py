@@ -1,6 +1,7 @@
 """``strom acls``: list, add and remove ACLs in the vocabulary of Kafka's ``kafka-acls.sh``.
 
-Resources are named with ``--topic``, ``--group``, ``--transactional-id`` (each repeatable) and
+Resources are named with ``--topic``, ``--group``, ``--transactional-id``, ``--subject`` (a schema
+registry subject, Strom's own resource type: `strom.console.subject_acls`) (each repeatable) and
 ``--cluster``; ``--resource-pattern-type`` is literal (default), prefixed, or for list/remove also any
 or match (Kafka's filter semantics: any = that exact name under every pattern type, match = every ACL
 that applies to the name). Principals come from ``--allow-principal`` / ``--deny-principal`` with hosts
@@ -18,8 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TextIO, cast
 
-from strom.acl.model import CLUSTER_NAME, AclOperation, PatternType, ResourceType, from_pascal
+from strom.acl.model import CLUSTER_NAME, AclOperation, PatternType, ResourceType, from_pascal, pascal
 from strom.console import _admin_api as api
+from strom.console import subject_acls
 from strom.console.clients import ClientOptions, wait
 from strom.console.errors import ConsoleError
 from strom.console.topics import admin_client
@@ -30,6 +32,7 @@ class AclArgs:
     topics: Sequence[str] = ()
     groups: Sequence[str] = ()
     transactional_ids: Sequence[str] = ()
+    subjects: Sequence[str] = ()
     cluster: bool = False
     pattern_type: str = "literal"
     allow_principals: Sequence[str] = ()
@@ -57,10 +60,11 @@ def _resources(args: AclArgs, *, need_one: bool) -> list[tuple[ResourceType, str
     found: list[tuple[ResourceType, str | None]] = [(ResourceType.TOPIC, t) for t in args.topics]
     found += [(ResourceType.GROUP, g) for g in args.groups]
     found += [(ResourceType.TRANSACTIONAL_ID, t) for t in args.transactional_ids]
+    found += [(ResourceType.SUBJECT, s) for s in args.subjects]
     if args.cluster:
         found.append((ResourceType.CLUSTER, CLUSTER_NAME))
     if not found and need_one:
-        raise ConsoleError("name a resource: --topic, --group, --transactional-id or --cluster")
+        raise ConsoleError("name a resource: --topic, --group, --transactional-id, --subject or --cluster")
     return found
 
 
@@ -171,52 +175,83 @@ def _resource_type_name(value: object) -> str:
     return ResourceType.CLUSTER.name if name == "BROKER" else name
 
 
-def _print(bindings: Sequence[api.AclBinding], out: TextIO) -> None:
+def _rows(bindings: Sequence[api.AclBinding]) -> list[subject_acls.Row]:
+    return [
+        (
+            _resource_type_name(b.restype),
+            str(b.name),
+            _name(b.resource_pattern_type),
+            str(b.principal),
+            str(b.host),
+            _name(b.operation),
+            _name(b.permission_type),
+        )
+        for b in bindings
+    ]
+
+
+def _print(rows: Sequence[subject_acls.Row], out: TextIO) -> None:
     """Kafka's layout: one block per resource pattern, one line per entry."""
     grouped: dict[tuple[str, str, str], list[tuple[str, str, str, str]]] = {}
-    for b in bindings:
-        key = (_resource_type_name(b.restype), str(b.name), _name(b.resource_pattern_type))
-        row = (str(b.principal), str(b.host), _name(b.operation), _name(b.permission_type))
-        grouped.setdefault(key, []).append(row)
-    for (rtype, name, kind), rows in sorted(grouped.items()):
+    for rtype, name, kind, principal, host, op, permission in rows:
+        grouped.setdefault((pascal(rtype) if rtype == "SUBJECT" else rtype, name, kind), []).append(
+            (principal, host, op, permission)
+        )
+    for (rtype, name, kind), entries in sorted(grouped.items()):
         pattern = f"ResourcePattern(resourceType={rtype}, name={name}, patternType={kind})"
         out.write(f"Current ACLs for resource `{pattern}`:\n")
-        for principal, host, op, permission in sorted(rows):
+        for principal, host, op, permission in sorted(set(entries)):
             out.write(
                 f" \t(principal={principal}, host={host}, operation={op}, permissionType={permission})\n"
             )
         out.write("\n")
 
 
+def _kafka_specs(specs: list[Spec]) -> tuple[list[Spec], list[Spec]]:
+    """(Kafka's resource types, subjects): the second go through `subject_acls`."""
+    subject = [s for s in specs if s.resource_type == ResourceType.SUBJECT]
+    return [s for s in specs if s.resource_type != ResourceType.SUBJECT], subject
+
+
 def add_acls(options: ClientOptions, args: AclArgs, out: TextIO) -> None:
-    bindings = [_binding(s) for s in plan_bindings(args)]
-    admin = admin_client(options)
-    futures = admin.create_acls(bindings, request_timeout=options.timeout_s)
-    for binding, future in futures.items():
-        wait(future, f"cannot add ACL {binding}", options)
-    out.write(f"Added {len(bindings)} ACL(s):\n")
-    _print(bindings, out)
+    kafka, subjects = _kafka_specs(plan_bindings(args))
+    rows = subject_acls.create(options, subjects) if subjects else []
+    bindings = [_binding(s) for s in kafka]
+    if bindings:
+        admin = admin_client(options)
+        futures = admin.create_acls(bindings, request_timeout=options.timeout_s)
+        for binding, future in futures.items():
+            wait(future, f"cannot add ACL {binding}", options)
+    out.write(f"Added {len(bindings) + len(rows)} ACL(s):\n")
+    _print(_rows(bindings) + rows, out)
 
 
 def list_acls(options: ClientOptions, args: AclArgs, out: TextIO) -> None:
-    admin = admin_client(options)
-    found: dict[str, api.AclBinding] = {}
-    for spec in plan_filters(args, need_resource=False):
-        future = admin.describe_acls(_filter(spec), request_timeout=options.timeout_s)
-        for b in wait(future, "cannot list ACLs", options):
-            found[str(b)] = b
-    _print(list(found.values()), out)
+    specs = plan_filters(args, need_resource=False)
+    rows: list[subject_acls.Row] = []
+    kafka = [s for s in specs if s.resource_type != ResourceType.SUBJECT]
+    if kafka:
+        admin = admin_client(options)
+        for spec in kafka:
+            future = admin.describe_acls(_filter(spec), request_timeout=options.timeout_s)
+            # Subject ACLs reach librdkafka as an unknown type: they are listed through subject_acls.
+            rows += [r for r in _rows(wait(future, "cannot list ACLs", options)) if r[0] != "UNKNOWN"]
+    for spec in specs:
+        if spec.resource_type in (ResourceType.SUBJECT, ResourceType.ANY):
+            rows += subject_acls.describe(options, spec)
+    _print(rows, out)
 
 
 def remove_acls(options: ClientOptions, args: AclArgs, out: TextIO) -> None:
-    filters = [_filter(s) for s in plan_filters(args, need_resource=True)]
-    admin = admin_client(options)
-    futures = admin.delete_acls(filters, request_timeout=options.timeout_s)
-    removed: list[api.AclBinding] = []
-    for future in futures.values():
-        removed += wait(future, "cannot remove ACLs", options)
-    out.write(f"Removed {len(removed)} ACL(s).\n")
-    _print(removed, out)
-
-
-__all__ = ["AclArgs", "Spec", "add_acls", "list_acls", "plan_bindings", "plan_filters", "remove_acls"]
+    kafka, subjects = _kafka_specs(plan_filters(args, need_resource=True))
+    rows = subject_acls.delete(options, subjects) if subjects else []
+    filters = [_filter(s) for s in kafka]
+    if filters:
+        admin = admin_client(options)
+        futures = admin.delete_acls(filters, request_timeout=options.timeout_s)
+        removed: list[api.AclBinding] = []
+        for future in futures.values():
+            removed += wait(future, "cannot remove ACLs", options)
+        rows = _rows(removed) + rows
+    out.write(f"Removed {len(rows)} ACL(s).\n")
+    _print(rows, out)

@@ -39,6 +39,7 @@ from strom.registry.errors import RegistryError, parse_version
 from strom.registry.formats import SCHEMA_TYPES
 from strom.registry.records import Reference, SchemaValue
 from strom.registry.registry import SchemaRegistry, SchemaRequest, Write
+from strom.web.authz import HttpAuthorizer
 from strom.web.server import JSON_CONTENT_TYPE, json_response
 
 log = logging.getLogger(__name__)
@@ -113,12 +114,19 @@ def _schema_request(body: Any, normalize: bool = False) -> SchemaRequest:
 
 
 class RegistryApi:
-    def __init__(self, service: RegistryService, forward_tls: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        service: RegistryService,
+        forward_tls: ssl.SSLContext | None = None,
+        authz: HttpAuthorizer | None = None,
+    ) -> None:
         """``forward_tls``: how this broker checks (and, with a key store, authenticates to) the
         writer's ``https://`` listener when it forwards a write: the HTTP listener's trust store,
-        not the system's CAs (a cluster's private CA would fail every forward)."""
+        not the system's CAs (a cluster's private CA would fail every forward). ``authz``: the ACL
+        checks (`strom.web.authz`), made here before a write is forwarded."""
         self.service = service
         self._forward_tls = forward_tls
+        self._authz = authz
         self._session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
@@ -166,11 +174,17 @@ class RegistryApi:
         """Wrap a handler: forwarding, then its answer (or RegistryError) as a JSON response."""
 
         async def serve(request: web.Request) -> web.StreamResponse:
+            if self._authz is not None:
+                denial = self._authz.registry_denial(request, self._subjects_of_id)
+                if denial is not None:
+                    return json_response(403, denial)
             try:
                 forward_to = await self._forward_target(request, write)
                 if forward_to is not None:
                     return await self._forward(request, forward_to)
                 result = await handler(request)
+                if self._authz is not None:
+                    result = self._authz.registry_filter(request, result)
                 response = result if isinstance(result, web.StreamResponse) else json_response(200, result)
                 if write:
                     response.headers[OFFSET_HEADER] = str(self.service.committed_offset())
@@ -185,6 +199,12 @@ class RegistryApi:
                 return json_response(exc.status, exc.body())
 
         return serve
+
+    def _subjects_of_id(self, schema_id: int) -> list[str]:
+        try:
+            return [str(s) for s in self._registry.schema_subjects(schema_id, False)]
+        except RegistryError:
+            return []  # an unknown id: the handler answers 404
 
     def _may_forward_miss(self, request: web.Request) -> bool:
         svc = self.service

@@ -14,6 +14,7 @@ from strom.broker.broker import Broker
 from strom.broker.config import BrokerConfig
 from strom.broker.security.tls import client_context, server_context
 from strom.web.auth import HttpAuthenticator, authentication_middleware
+from strom.web.authz import HttpAuthorizer, metrics_middleware
 from strom.web.console.routes import ConsoleApi
 from strom.web.metrics import MetricsApi
 from strom.web.registry_api import RegistryApi
@@ -40,19 +41,20 @@ async def start_http_side(
 ) -> WebSide:
     """The HTTP listener with the registry's routes, the console and, unless ``metrics.enabled=false``,
     ``/metrics``."""
+    authz = HttpAuthorizer(lambda: broker.authorizer)
     auth = HttpAuthenticator.from_config(config, broker.listener_setup, lambda: broker.credentials)
     public = frozenset({"/metrics"}) if config.get("http.metrics.public") else frozenset()
     http = HttpServer(
         config.get("http.listeners"),
         default_listener="http.listeners" not in config.raw,
         tls=lambda: server_context(config, "HTTP"),
-        middlewares=[authentication_middleware(auth, public)],
+        middlewares=[authentication_middleware(auth, public), metrics_middleware(authz, bool(public))],
     )
     # Forwarded writes reach the writer's https:// listener with the HTTP listener's trust store (and
     # key store, should the writer ask for a client certificate).
-    registry_api = RegistryApi(broker.registry, client_context(config, "HTTP"))
+    registry_api = RegistryApi(broker.registry, client_context(config, "HTTP"), authz)
     http.mount(registry_api.routes())
-    http.mount(ConsoleApi(broker).routes())
+    http.mount(ConsoleApi(broker, authz).routes())
     metrics_api = None
     if broker.metrics is not None:
         metrics_api = MetricsApi(broker, broker.metrics, connection_count)

@@ -73,6 +73,10 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]], table_id: str = 
     return f"<table{ident}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def forbidden(what: str) -> str:
+    return page("Forbidden", f"<p class='bad'>{esc(what)}</p><p>{link('/ui/', 'Back to the cluster')}</p>")
+
+
 def not_found(what: str) -> str:
     return page("Not found", f"<p class='bad'>{esc(what)}</p><p>{link('/ui/', 'Back to the cluster')}</p>")
 
