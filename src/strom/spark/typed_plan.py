@@ -40,7 +40,7 @@ from pyspark.sql.types import BinaryType, DataType, StringType, StructField, Str
 
 from strom.registry.errors import RegistryError
 from strom.spark import protobuf_codec
-from strom.spark.avro_codec import AvroColumnDecoder, AvroColumnEncoder
+from strom.spark.avro_codec import AvroColumnDecoder, AvroColumnEncoder, arrow_type
 from strom.spark.avro_types import AvroTypeError, avro_schema
 from strom.spark.avro_types import spark_type as avro_spark_type
 from strom.spark.errors import KafkaOptionError
@@ -176,8 +176,6 @@ class TypedRead:
                 reasons[row] = str(e)
                 parts.append(None)
         if arrow is None:
-            from strom.spark.avro_codec import arrow_type
-
             arrow = arrow_type(decoder.data_type)
         return pa.concat_arrays([p if p is not None else pa.nulls(1, arrow) for p in parts]), reasons
 
