@@ -200,3 +200,43 @@ def test_json_values_convert_by_name_and_fail_naming_the_record() -> None:
         decoder.decode(bad, pa.array([9], pa.int64()), "t", 0, None)  # type: ignore[arg-type]
     row = {"a": 1, "b": None, "t": dt.datetime(2026, 1, 1, tzinfo=dt.UTC), "m": [("k", 2)]}
     assert _to_json(data_type, row) == {"a": 1, "t": "2026-01-01T00:00:00Z", "m": {"k": 2}}
+
+
+def test_json_native_path_agrees_with_the_python_path() -> None:
+    """Arrow's JSON reader (the whole batch at once) gives what the per-record path gives, and leaves
+    every case it would convert differently (a number in a string column, an integral float, a non-object)
+    to that path."""
+    data_type = struct(
+        ("a", LongType()),
+        ("b", StringType()),
+        ("t", TimestampType()),
+        ("l", ArrayType(StringType())),
+        ("n", struct(("c", DoubleType()))),
+    )
+    header = b"\x00\x00\x00\x00\xc8"  # schema id 200: a header byte that is not UTF-8
+    rows: list[Any] = [
+        {"a": i, "b": f"s{i}", "t": f"2026-01-01T00:00:{i:02d}Z", "l": ["x"] * (i % 3), "n": {"c": i / 2}}
+        for i in range(20)
+    ]
+    rows[3] = {"a": 3, "extra": {"deep": [1]}}
+    payloads: list[bytes | None] = [header + json.dumps(r).encode() for r in rows]
+    payloads[5] = None
+    values = pa.array(payloads, pa.binary())
+    offsets = pa.array(range(20), pa.int64())
+    native = JsonColumnDecoder(data_type, "value")
+    native.decode(values, offsets, "t", 0, None)  # type: ignore[arg-type]
+    found = native._decode_natively(values, native._state[1])
+    assert found is not None
+    by_row = [
+        JsonColumnDecoder(data_type, "value").decode(values.slice(i, 1), offsets.slice(i, 1), "t", 0, None)
+        for i in range(20)
+    ]  # type: ignore[arg-type]
+    assert found.to_pylist() == [a.to_pylist()[0] for a in by_row]
+    for odd in (b'{"b": 5}', b'{"a": 3.0}', b"[1]"):
+        column = pa.array([header + odd], pa.binary())
+        assert native._decode_natively(column, native._state[1]) is None
+    assert native.decode(
+        pa.array([header + b'{"b": 5, "a": 3.0}'], pa.binary()), offsets.slice(0, 1), "t", 0, None
+    ).to_pylist() == [  # type: ignore[arg-type]
+        {"a": 3, "b": "5", "t": None, "l": None, "n": None}
+    ]

@@ -6,6 +6,8 @@ followed by the value as UTF-8 JSON text.
 Decoding: JSON carries its field names, so schema evolution needs no writer schema: every payload is
 parsed and converted to the reader's Spark type (the subject's latest or pinned schema when the query
 started) by name -- a property the reader does not know is dropped, one the writer did not send is null.
+A batch is parsed at once by Arrow's JSON reader when that converts it exactly as the per-record path
+would (`_decode_natively`); otherwise record by record.
 The conversion (`_converter`, built once per column) checks types on the way: a string where the reader
 expects a number fails the record, naming it; a value read into a `string` column that is not a string
 is kept as its JSON text. The writer's schema id is not looked up (the reader's schema decides).
@@ -19,12 +21,15 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import io
 import json
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+from pyarrow import json as pa_json
 from pyspark.sql.types import (
     ArrayType,
     BooleanType,
@@ -39,8 +44,9 @@ from pyspark.sql.types import (
 )
 
 from strom.spark.avro_codec import arrow_type
+from strom.spark.avro_types import has_map
 from strom.spark.registry_client import Registry, SchemaText
-from strom.spark.wire import HEADER, MAGIC, RecordDecodeError, split_header
+from strom.spark.wire import HEADER, HEADER_SIZE, MAGIC, RecordDecodeError, split_header
 
 
 def _converter(data_type: DataType) -> Callable[[Any], Any]:
@@ -144,6 +150,9 @@ class JsonColumnDecoder:
         if self._state is None:
             self._state = (_converter(self._data_type), arrow_type(self._data_type))
         convert, arrow = self._state
+        fast = self._decode_natively(values, arrow)
+        if fast is not None:
+            return fast
         rows: list[Any] = []
         loads = json.loads
         for payload, offset in zip(values.to_pylist(), offsets.to_pylist(), strict=True):
@@ -159,6 +168,42 @@ class JsonColumnDecoder:
                     f"{topic}-{partition}: {type(e).__name__}: {e}"
                 ) from e
         return pa.array(rows, type=arrow)
+
+    def _decode_natively(self, values: pa.Array, arrow: pa.DataType) -> pa.Array | None:
+        """The column parsed by Arrow's JSON reader (C++, no Python object per field), or None when the
+        batch is not the plain case -- a struct without maps, every payload a wire-format JSON object on
+        one line -- or Arrow finds anything it will not convert exactly as `_converter` would (a value of
+        another type: Arrow refuses where the Python path would keep JSON text or an integral float);
+        the Python path then decodes the batch and names any bad record."""
+        if not isinstance(self._data_type, StructType) or has_map(self._data_type) or len(values) == 0:
+            return None
+        valid = values.drop_null() if values.null_count else values
+        if len(valid) == 0:
+            return None
+        magic = pc.equal(pc.binary_slice(valid, 0, 1), pa.scalar(b"\x00", pa.binary()))
+        objects = pc.equal(pc.binary_slice(valid, HEADER_SIZE, HEADER_SIZE + 1), pa.scalar(b"{", pa.binary()))
+        if not pc.all(pc.and_(magic, objects)).as_py():
+            return None
+        bodies = pc.binary_slice(valid, HEADER_SIZE, 2**31 - 1)
+        try:
+            table = pa_json.read_json(
+                io.BytesIO(b"\n".join(bodies.to_pylist())),
+                parse_options=pa_json.ParseOptions(
+                    explicit_schema=pa.schema(list(arrow)), unexpected_field_behavior="ignore"
+                ),
+            )
+        except (pa.ArrowException, ValueError):
+            return None
+        if table.num_rows != len(valid):
+            return None  # a payload spanning lines, or several on one
+        decoded = pa.StructArray.from_arrays(
+            [column.combine_chunks() for column in table.columns], fields=list(arrow)
+        )
+        if not values.null_count:
+            return decoded
+        is_valid = pc.is_valid(values)
+        rank = pc.subtract(pc.cumulative_sum(pc.cast(is_valid, pa.int64())), 1)
+        return decoded.take(pc.if_else(is_valid, rank, pa.scalar(None, pa.int64())))
 
 
 def _to_json(data_type: DataType, value: Any) -> Any:
