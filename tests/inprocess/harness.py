@@ -22,8 +22,10 @@ from typing import Any
 
 from strom._util.clock import ManualClock
 from strom.broker.broker import Broker
+from strom.broker.cluster_member import ClusterMember
 from strom.broker.config import BrokerConfig
 from strom.broker.server import KafkaServer
+from strom.cluster.zk_paths import PartitionStateDoc, partition_state_path
 from strom.protocol.api import ApiKey
 from strom.protocol.codec import decode_response, encode_request
 from tests.integration.rawclient import batch, fetch_body, produce_body
@@ -111,14 +113,28 @@ class InProcessBroker:
         self.clock.advance(delta_ms)
         await settle()
 
+    def _store_state(self, topic: str, partition: int, leader: int, epoch: int, isr: list[int]) -> None:
+        """The partition-state znode a controller writes before it sends LeaderAndIsr (the leader's ISR
+        changes are conditional writes of it)."""
+        control = self.broker.control
+        assert isinstance(control, ClusterMember)
+        path = partition_state_path(topic, partition)
+        data = PartitionStateDoc(leader, epoch, tuple(isr), 1).encode()
+        if control.zk.store.exists(path) is None:
+            control.zk.store.create(path, data, make_parents=True)
+        else:
+            control.zk.store.set(path, data)
+
     def lead(self, topic: str, partition: int, replicas: list[int], isr: list[int], epoch: int = 0) -> None:
         """Make this broker leader of a partition with the given replicas, as a controller would."""
+        self._store_state(topic, partition, 0, epoch, isr)
         self.broker.replica_manager.become_leader_or_follower(
             leader_and_isr(topic, partition, leader=0, epoch=epoch, replicas=replicas, isr=isr)
         )
 
     def follow(self, topic: str, partition: int, leader: int, replicas: list[int], epoch: int) -> None:
         """Make this broker a follower (of a leader at a closed port: its fetcher just retries)."""
+        self._store_state(topic, partition, leader, epoch, replicas)
         self.broker.replica_manager.become_leader_or_follower(
             leader_and_isr(topic, partition, leader=leader, epoch=epoch, replicas=replicas, isr=replicas)
         )

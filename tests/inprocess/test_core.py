@@ -195,7 +195,8 @@ def test_lagging_follower_leaves_the_isr_and_rejoins_when_caught_up(tmp_path: Pa
         _, answer = await producer.receive()
         assert partition_of(answer)["error_code"] == 0 and part.log.high_watermark == 1
         await follower.request(ApiKey.FETCH, FETCH_V, follower_fetch("r", 1, 1))
-        assert part.isr == [0, 1]
+        # The expansion takes effect once its conditional write of the partition state is done.
+        await eventually(lambda: part.isr == [0, 1], "the ISR to expand")
         await producer.close()
         await follower.close()
 

@@ -1,13 +1,13 @@
-"""The single node's ACL store (acls.json) and the broker's Authorizer over it: create, filters, delete,
-persistence across a reopen, and the start-up check of authorizer.class.name."""
+"""The broker's Authorizer over the ACL znodes of a persisted local metadata store: create, filters,
+delete, persistence across a reopen, and the start-up check of authorizer.class.name."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 import pytest
+from tests.metadata_clients import local_client
 
 from strom.acl.model import (
     AccessControlEntry,
@@ -19,7 +19,9 @@ from strom.acl.model import (
     ResourcePattern,
     ResourceType,
 )
-from strom.broker.authorization import Authorizer, LocalAclStore, check_authorizer_class
+from strom.broker.authorization import Authorizer, check_authorizer_class
+from strom.cluster.acl_znodes import AclZnodeStore
+from strom.cluster.local_store import LocalStore
 
 
 def _binding(name: str, op: AclOperation, pattern: PatternType = PatternType.LITERAL) -> AclBinding:
@@ -29,8 +31,18 @@ def _binding(name: str, op: AclOperation, pattern: PatternType = PatternType.LIT
     )
 
 
+def _reopen(tmp_path: Path, stores: list[LocalStore]) -> AclZnodeStore:
+    """The ACL store of a store reopened from its directory (the previous one closed first)."""
+    for store in stores:
+        store.close()
+    client, store = local_client(tmp_path)
+    stores.append(store)
+    return AclZnodeStore(client)
+
+
 def test_create_describe_delete_and_reopen(tmp_path: Path) -> None:
-    auth = Authorizer(LocalAclStore(str(tmp_path)), "User:admin", allow_if_no_acl=False)
+    stores: list[LocalStore] = []
+    auth = Authorizer(_reopen(tmp_path, stores), "User:admin", allow_if_no_acl=False)
     bad = AclBinding(
         ResourcePattern(ResourceType.TOPIC, "t", PatternType.MATCH),
         AccessControlEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW),
@@ -50,12 +62,14 @@ def test_create_describe_delete_and_reopen(tmp_path: Path) -> None:
     assert not auth.allowed("User:bob", "10.0.0.1", AclOperation.READ, ResourceType.TOPIC, "t")
     assert auth.allowed_any("User:alice", "h", AclOperation.WRITE, ResourceType.TOPIC)
 
-    rows = json.loads((tmp_path / "acls.json").read_text())
-    assert {(r["name"], r["patternType"], r["operation"]) for r in rows} == {
-        ("t", "Literal", "Read"),
-        ("app.", "Prefixed", "Write"),
+    reopened = Authorizer(_reopen(tmp_path, stores), None, allow_if_no_acl=False)
+    assert {
+        (b.pattern.name, b.pattern.pattern_type, b.entry.operation)
+        for b in reopened.describe(AclBindingFilter())
+    } == {
+        ("t", PatternType.LITERAL, AclOperation.READ),
+        ("app.", PatternType.PREFIXED, AclOperation.WRITE),
     }
-    reopened = Authorizer(LocalAclStore(str(tmp_path)), None, allow_if_no_acl=False)
     assert len(reopened.describe(AclBindingFilter())) == 2
     assert reopened.allowed("User:alice", "h", AclOperation.DESCRIBE, ResourceType.TOPIC, "t")
 
@@ -64,7 +78,8 @@ def test_create_describe_delete_and_reopen(tmp_path: Path) -> None:
     )
     assert [b.pattern.name for b in removed] == ["app."]
     assert not reopened.allowed("User:alice", "h", AclOperation.WRITE, ResourceType.TOPIC, "app.x")
-    assert len(Authorizer(LocalAclStore(str(tmp_path)), None, False).describe(AclBindingFilter())) == 1
+    assert len(Authorizer(_reopen(tmp_path, stores), None, False).describe(AclBindingFilter())) == 1
+    stores[-1].close()
 
 
 def test_authorizer_class_names() -> None:

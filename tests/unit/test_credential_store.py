@@ -1,25 +1,27 @@
-"""The single node's SCRAM credential file: owner-only, rewritten atomically, read back on open."""
+"""SCRAM credentials in the metadata store (``/config/users/<name>``, Kafka's text per mechanism): written,
+read back after the store is reopened from its directory, deleted."""
 
 from __future__ import annotations
 
 import asyncio
-import os
-import stat
 from pathlib import Path
 
-from strom.broker.security.credentials import LocalCredentialStore
+from tests.metadata_clients import local_client
+
+from strom.broker.security.credentials import ZkCredentialStore
 from strom.broker.security.scram import ScramCredential
 
 
-def test_local_store_file_is_owner_only_and_reloads(tmp_path: Path) -> None:
+def test_credentials_survive_a_reopen_and_go_when_deleted(tmp_path: Path) -> None:
     credential = ScramCredential(b"salt", b"s" * 32, b"k" * 32, 4096)
-    store = LocalCredentialStore(tmp_path)
-    asyncio.run(store.alter([("alice", "SCRAM-SHA-256", credential)], []))
-    path = tmp_path / LocalCredentialStore.FILE
-    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-    assert not list(tmp_path.glob("*.tmp"))
-    reopened = LocalCredentialStore(tmp_path)
+    client, store = local_client(tmp_path)
+    asyncio.run(ZkCredentialStore(client).alter([("alice", "SCRAM-SHA-256", credential)], []))
+    assert client.get_user_config("alice") == {"SCRAM-SHA-256": credential.to_kafka()}
+    store.close()
+    client, store = local_client(tmp_path)
+    reopened = ZkCredentialStore(client)
     assert reopened.get("alice", "SCRAM-SHA-256") == credential
     assert reopened.describe() == {"alice": {"SCRAM-SHA-256": 4096}}
     asyncio.run(reopened.alter([], [("alice", "SCRAM-SHA-256")]))
-    assert LocalCredentialStore(tmp_path).describe() == {}
+    assert ZkCredentialStore(client).describe() == {}
+    store.close()

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from tests.metadata_clients import local_client
 
 from strom._util.errors import ConfigError
 from strom.broker.config import BrokerConfig
 from strom.broker.security.connection import for_listener
-from strom.broker.security.credentials import LocalCredentialStore
+from strom.broker.security.credentials import ZkCredentialStore
 from strom.broker.security.listeners import SecurityProtocol, parse_listener_setup
 
 
@@ -108,9 +109,9 @@ def test_reauthentication_lifetime_per_listener_and_mechanism() -> None:
     }
     config = BrokerConfig(props)
     listener = parse_listener_setup(["CLIENT://127.0.0.1:0"], None, "CLIENT:SASL_PLAINTEXT", None, None)
-    settings = for_listener(config, listener.listener("CLIENT"), lambda: LocalCredentialStore("/nonexistent"))
+    settings = for_listener(config, listener.listener("CLIENT"), lambda: ZkCredentialStore(local_client()[0]))
     assert settings.sasl_settings is not None
     assert settings.sasl_settings.reauth_ms == {"PLAIN": 30000, "SCRAM-SHA-256": 30000, "SCRAM-SHA-512": 1000}
     bad = BrokerConfig({**props, "listener.name.client.plain.connections.max.reauth.ms": "-5"})
     with pytest.raises(ConfigError, match=r"plain\.connections\.max\.reauth\.ms"):
-        for_listener(bad, listener.listener("CLIENT"), lambda: LocalCredentialStore("/nonexistent"))
+        for_listener(bad, listener.listener("CLIENT"), lambda: ZkCredentialStore(local_client()[0]))

@@ -12,14 +12,32 @@ from test_storage_support import make_batch
 
 from strom._util.clock import ManualClock
 from strom.broker.isr_proposals import IsrChangeManager
-from strom.broker.local_control import LocalIsrStore
 from strom.broker.partition import Partition, PartitionEnv
 from strom.broker.purgatory import DelayedProduces, Purgatory
+from strom.cluster.election import LeaderAndIsr
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.config import LogConfig
 from strom.storage.log import PartitionLog
 
 LAG_MAX_MS = 10_000
+
+
+class VersionedIsrStore:
+    """ISR writes accepted when the caller read the current version (what the partition-state znode's
+    conditional write does), with no notification to send: broker 0 is alone with its partition here."""
+
+    def __init__(self) -> None:
+        self._versions: dict[tuple[str, int], int] = {}
+
+    async def write_isr(self, topic: str, partition: int, state: LeaderAndIsr) -> LeaderAndIsr | None:
+        current = self._versions.get((topic, partition), 0)
+        if state.zk_version != current:
+            return None
+        self._versions[(topic, partition)] = current + 1
+        return LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.controller_epoch, current + 1)
+
+    async def notify_isr_change(self, partitions: list[tuple[str, int]]) -> None:
+        return None
 
 
 class Node:
@@ -29,7 +47,7 @@ class Node:
         self.clock = ManualClock()
         self.purgatory = Purgatory(self.clock)
         self.produces = DelayedProduces(self.clock)
-        self.isr_changes = IsrChangeManager(LocalIsrStore())
+        self.isr_changes = IsrChangeManager(VersionedIsrStore())
         env = PartitionEnv(0, self.clock, self.purgatory, self.produces, self.isr_changes, replica_selector)
         plog = PartitionLog(str(tmp_path / "t-0"), LogConfig(**config), self.clock.time_ms)  # type: ignore[arg-type]
         self.part = Partition("t", 0, plog, env)

@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from tests.metadata_clients import local_client
+
 from strom._util.clock import ManualClock
-from strom.broker.security.credentials import LocalCredentialStore
+from strom.broker.security.credentials import ZkCredentialStore
 from strom.broker.security.sasl import SaslAuthenticator, SaslSettings, Step
 from strom.protocol.api import ApiKey
 from strom.protocol.codec import decode_response, encode_request
@@ -25,7 +27,7 @@ def _authenticator(clock: ManualClock, tmp: str, reauth_ms: int = 1000) -> SaslA
         "CLIENT",
         ("PLAIN", "SCRAM-SHA-512"),
         {"alice": "alice-secret", "bob": "bob-secret"},
-        lambda: LocalCredentialStore(tmp),
+        lambda: ZkCredentialStore(local_client()[0]),
         {"PLAIN": reauth_ms, "SCRAM-SHA-512": reauth_ms},
         0,
     )

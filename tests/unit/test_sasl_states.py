@@ -7,8 +7,10 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from tests.metadata_clients import local_client
+
 from strom._util.clock import ManualClock
-from strom.broker.security.credentials import LocalCredentialStore
+from strom.broker.security.credentials import ZkCredentialStore
 from strom.broker.security.sasl import SaslAuthenticator, SaslSettings, Step
 from strom.broker.security.sasl_state import SaslState
 from strom.broker.security.scram import ScramClient, make_credential
@@ -21,7 +23,7 @@ SCRAM = "SCRAM-SHA-256"
 
 
 def authenticator(tmp: Path) -> SaslAuthenticator:
-    store = LocalCredentialStore(tmp)
+    store = ZkCredentialStore(local_client(tmp)[0])
     asyncio.run(store.alter([("carol", SCRAM, make_credential(SCRAM, "carol-secret", 4096))], []))
     settings = SaslSettings("CLIENT", ("PLAIN", SCRAM), {"alice": "alice-secret"}, lambda: store, {}, 0)
     return SaslAuthenticator(settings, ManualClock())

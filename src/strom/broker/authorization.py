@@ -4,26 +4,24 @@
 ``org.apache.kafka.metadata.authorizer.StandardAuthorizer``; both mean Kafka's ACL rules here); without
 it `Broker.authorizer` is None and handlers skip every check with one attribute test.
 
-The bindings live in an `AclStore`: ZooKeeper in a cluster (strom.cluster.acl_znodes, Kafka's znodes,
-shared by every broker through change notifications) or, for a single node, `LocalAclStore`: one JSON
-file ``acls.json`` in the first log dir, rewritten atomically (temp file, fsync, rename) on each change.
+The bindings live in an `AclStore`: Kafka's ACL znodes in the metadata store (strom.cluster.acl_znodes),
+shared by every broker through change notifications: ZooKeeper in a cluster, the local store on a single
+node (whose former ``acls.json`` is imported once, strom.broker.catalogue_import).
 The decision itself is strom.acl.authorizer's, over an in-memory `AclSet` kept up to date from the store.
 
-CreateAcls and DeleteAcls write the store in a worker thread (``asyncio.to_thread``): a ZooKeeper
-write waits for a round trip, and for as long as ZooKeeper is slow or paused; on the event loop that
-wait would stall every connection of the broker. One write at a time (a lock), and the in-memory set
-is changed on the loop once the store has the change, so decisions never see a half-applied one.
+CreateAcls and DeleteAcls write the store in a worker thread (``asyncio.to_thread``): a ZooKeeper write
+waits for a round trip (a local one for an fsync), and for as long as ZooKeeper is slow or paused; on the
+event loop that wait would stall every connection of the broker. One write at a time (a lock), and the
+in-memory set is changed on the loop once the store has the change, so decisions never see a half-applied
+one.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 from collections.abc import Callable, Iterable
 from functools import partial
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from strom.acl.authorizer import AclSet, authorize, authorize_any, parse_super_users
 from strom.acl.model import (
@@ -31,13 +29,9 @@ from strom.acl.model import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
-    AclPermissionType,
-    PatternType,
     ResourcePattern,
     ResourceType,
-    from_pascal,
     invalid_binding,
-    pascal,
 )
 from strom.cluster.metadata_store import MetadataStoreError
 
@@ -66,73 +60,6 @@ class AclStore(Protocol):
     def read(self, pattern: ResourcePattern) -> Entries: ...
     def update(self, pattern: ResourcePattern, change: Callable[[Entries], Entries]) -> Entries: ...
     def watch(self, on_change: Callable[[ResourcePattern], None]) -> None: ...
-
-
-class LocalAclStore:
-    """A single node's ACLs: ``acls.json`` = a list of bindings in Kafka's ZooKeeper spelling."""
-
-    def __init__(self, log_dir: str) -> None:
-        self._path = Path(log_dir) / "acls.json"
-        self._acls = AclSet(self._read_file())
-
-    def _read_file(self) -> list[AclBinding]:
-        try:
-            rows: list[dict[str, Any]] = json.loads(self._path.read_text())
-        except FileNotFoundError:
-            return []
-        return [
-            AclBinding(
-                ResourcePattern(
-                    from_pascal(ResourceType, row["resourceType"]),
-                    row["name"],
-                    from_pascal(PatternType, row["patternType"]),
-                ),
-                AccessControlEntry(
-                    row["principal"],
-                    row["host"],
-                    from_pascal(AclOperation, row["operation"]),
-                    from_pascal(AclPermissionType, row["permissionType"]),
-                ),
-            )
-            for row in rows
-        ]
-
-    def _write_file(self) -> None:
-        rows = [
-            {
-                "resourceType": pascal(b.pattern.resource_type.name),
-                "name": b.pattern.name,
-                "patternType": pascal(b.pattern.pattern_type.name),
-                "principal": b.entry.principal,
-                "host": b.entry.host,
-                "operation": pascal(b.entry.operation.name),
-                "permissionType": pascal(b.entry.permission.name),
-            }
-            for b in self._acls.bindings()
-        ]
-        tmp = self._path.with_suffix(".tmp")
-        with open(tmp, "w") as out:
-            json.dump(rows, out, indent=1)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, self._path)
-
-    def load_all(self) -> list[AclBinding]:
-        return list(self._acls.bindings())
-
-    def read(self, pattern: ResourcePattern) -> Entries:
-        return self._acls.entries(pattern)
-
-    def update(self, pattern: ResourcePattern, change: Callable[[Entries], Entries]) -> Entries:
-        current = self._acls.entries(pattern)
-        wanted = change(current)
-        if wanted != current:
-            self._acls.set_entries(pattern, wanted)
-            self._write_file()
-        return wanted
-
-    def watch(self, on_change: Callable[[ResourcePattern], None]) -> None:
-        """Nothing to follow: this broker is the only writer."""
 
 
 class Authorizer:

@@ -7,13 +7,13 @@
     ClusterMetadataStore ─┤        │
     IsrStore ─────────────┘        └─> ControlPlane ──> TopicAdmin
 
-The `ControlPlane` and `IsrStore` are the only parts that differ between an embedded single node and a
-member of a ZooKeeper cluster, and this module is the only place that chooses: with ``zookeeper.connect``
-(or a metadata-store session handed in: `strom.testing.inprocess_cluster` runs several brokers over
-one local store) they are `ClusterMember` / `ZkIsrStore`, otherwise `LocalControlPlane` /
-`LocalIsrStore`, which make the single node a cluster of one (it leads every partition with ISR =
-{itself}). Request handlers reach the components through the broker's attributes and never ask which
-mode they are in.
+A single node and a member of a ZooKeeper cluster run the same components: `ClusterMember` (with its
+controller) and `ZkIsrStore` over the metadata store (`strom.cluster.metadata_store`). This module is
+the only place that chooses the store: with ``zookeeper.connect`` a ZooKeeper session (or a session
+handed in: `strom.testing.inprocess_cluster` runs several brokers over one local store); otherwise a
+`LocalStore` persisted in the first log dir and `SingleNodeMember`, a cluster of one whose controller
+is in-process (`strom.broker.single_node`). Request handlers reach the components through the broker's
+attributes and never ask which mode they are in.
 
 Background jobs (retention, flush, checkpoints, producer-id expiration, the log cleaner, ISR expiry,
 offset expiry, transaction timeouts, following ``_schemas``) run on the broker's clock.
@@ -28,25 +28,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from strom._util.clock import Clock, SystemClock, sleep_ms, yield_to_loop
-from strom.broker.authorization import Authorizer, LocalAclStore
+from strom.broker.authorization import Authorizer
 from strom.broker.cluster_member import ClusterMember, ZkIsrStore, connect_zookeeper
 from strom.broker.config import BrokerConfig
 from strom.broker.coordinator_partitions import CoordinatorPartitions
 from strom.broker.group_service import GroupService
-from strom.broker.local_control import LocalControlPlane, LocalIsrStore
-from strom.broker.metadata_cache import ClusterMetadataStore
-from strom.broker.metadata_store import LocalMetadataStore
 from strom.broker.ports import ControlPlane
 from strom.broker.purgatory import Purgatory
 from strom.broker.registry_service import RegistryService
 from strom.broker.replica_fetcher import ReplicaFetcherManager
 from strom.broker.replica_manager import ReplicaManager
 from strom.broker.security.client import ClientSecurity, inter_broker_security
-from strom.broker.security.credentials import CredentialStore, LocalCredentialStore, ZkCredentialStore
+from strom.broker.security.credentials import CredentialStore, ZkCredentialStore
 from strom.broker.security.listeners import ListenerSetup, parse_listener_setup
+from strom.broker.single_node import SingleNodeMember
 from strom.broker.topic_admin import TopicAdmin
 from strom.broker.transaction_service import TransactionService
 from strom.cluster.acl_znodes import AclZnodeStore
+from strom.cluster.local_store import LocalStore
 from strom.cluster.metadata_store import MetadataStore
 from strom.metrics.counters import BrokerCounters
 from strom.storage.cleaner import LogCleaner
@@ -110,21 +109,19 @@ class Broker:
             self.clock,
         )
         # The one place that tells a ZooKeeper cluster member from a cluster of one.
-        zk, store = None, None
+        self._local_store: LocalStore | None = None
         if config.get("zookeeper.connect") or metadata_store is not None:
             zk, self.metadata = connect_zookeeper(config, metadata_store)
-            isr_store: ZkIsrStore | LocalIsrStore = ZkIsrStore(zk)
         else:
-            store = LocalMetadataStore(config.log_dirs[0], self.node_id, config.get("cluster.id"))
-            self.metadata = ClusterMetadataStore(
-                store.cluster_id, store.topic_configs, store.allocate_producer_ids
+            # A cluster of one: the metadata store in the first log dir, the controller in-process.
+            self._local_store = LocalStore(config.log_dirs[0])
+            zk, self.metadata = connect_zookeeper(
+                config, self._local_store.session(asyncio.get_running_loop()), import_legacy=True
             )
-            isr_store = LocalIsrStore()
+        isr_store = ZkIsrStore(zk)
         self.cluster_id = self.metadata.cluster_id
-        # SCRAM credentials: a file next to the logs here; ZooKeeper's /config/users in a cluster.
-        self.credentials: CredentialStore = (
-            LocalCredentialStore(config.log_dirs[0]) if zk is None else ZkCredentialStore(zk)
-        )
+        # SCRAM credentials: /config/users in the metadata store, as Kafka keeps them in ZooKeeper.
+        self.credentials: CredentialStore = ZkCredentialStore(zk)
         self.replica_manager = ReplicaManager(
             self.node_id,
             self.log_manager,
@@ -137,26 +134,19 @@ class Broker:
             int(config.get("replica.lag.time.max.ms")),
             config.get("replica.selector.class"),
         )
-        self.control: ControlPlane
-        if zk is not None:
-            member = ClusterMember(
-                config,
-                zk,
-                self.metadata,
-                self.replica_manager,
-                self.log_manager,
-                self._log_config_for,
-                security,
-                self.clock,
-            )
-            if isinstance(self.credentials, ZkCredentialStore):
-                member.on_user_change = self.credentials.reload  # /config/users change notifications
-            self.control = member
-        else:
-            assert store is not None
-            self.control = LocalControlPlane(
-                store, self.metadata, self.replica_manager, self.node_id, config.get("broker.rack")
-            )
+        kind = SingleNodeMember if self._local_store is not None else ClusterMember
+        member = kind(
+            config,
+            zk,
+            self.metadata,
+            self.replica_manager,
+            self.log_manager,
+            self._log_config_for,
+            security,
+            self.clock,
+        )
+        member.on_user_change = self.credentials.reload  # /config/users change notifications
+        self.control: ControlPlane = member
         self.topics = TopicAdmin(
             self.control,
             self.metadata,
@@ -183,7 +173,7 @@ class Broker:
         # None without authorizer.class.name: handlers then skip every ACL check (one attribute test).
         self.authorizer: Authorizer | None = None
         if config.get("authorizer.class.name"):
-            acl_store = AclZnodeStore(zk) if zk is not None else LocalAclStore(config.log_dirs[0])
+            acl_store = AclZnodeStore(zk)
             self.authorizer = Authorizer(
                 acl_store, config.get("super.users"), bool(config.get("allow.everyone.if.no.acl.found"))
             )
@@ -271,3 +261,5 @@ class Broker:
         await self.control.stop()
         await self.replica_manager.stop()
         self.log_manager.shutdown()
+        if self._local_store is not None:
+            self._local_store.close()

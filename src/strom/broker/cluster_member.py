@@ -1,7 +1,8 @@
 """The control plane of a ZooKeeper cluster member (`strom.broker.ports.ControlPlane` over ZooKeeper).
 
-`ClusterMember` is the broker's control plane when ``zookeeper.connect`` is set (a single node uses
-`strom.broker.local_control` instead; request handlers cannot tell them apart). It owns
+`ClusterMember` is the broker's control plane in a cluster (a single node uses its subclass
+`strom.broker.single_node.SingleNodeMember` over the local store; request handlers cannot tell them
+apart). It owns
 
 * the ZooKeeper session (`strom.cluster.zookeeper_store.ZooKeeperStore` under
   `strom.cluster.kafka_metadata.KafkaMetadataClient`; strom.cluster is the only door to kazoo) and the
@@ -34,16 +35,17 @@ from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
 from strom._util.clock import Clock, Deadline, sleep_ms, yield_to_loop
+from strom.broker.catalogue_import import import_legacy_catalogue
 from strom.broker.config import BrokerConfig
 from strom.broker.controller_channel import KafkaControllerChannel
 from strom.broker.metadata_cache import ClusterMetadataStore
-from strom.broker.metadata_store import LocalMetadataStore, TopicInfo
+from strom.broker.metadata_store import TopicInfo, pin_log_dir
 from strom.broker.net_client import BrokerConnection
 from strom.broker.ports import Outcome, Reassignments, TopicPartition
 from strom.broker.replica_manager import ReplicaManager
 from strom.broker.security.client import ClientSecurity
 from strom.cluster import zk_paths as paths
-from strom.cluster.controller import Controller, ControllerConfig
+from strom.cluster.controller import Controller, ControllerChannel, ControllerConfig
 from strom.cluster.election import LeaderAndIsr
 from strom.cluster.kafka_metadata import KafkaMetadataClient
 from strom.cluster.metadata_store import MetadataStore, MetadataStoreError
@@ -89,7 +91,7 @@ def _needs_zookeeper(method: Callable[_P, _R]) -> Callable[_P, _R]:
 
 
 def connect_zookeeper(
-    config: BrokerConfig, store: MetadataStore | None = None
+    config: BrokerConfig, store: MetadataStore | None = None, import_legacy: bool = False
 ) -> tuple[KafkaMetadataClient, ClusterMetadataStore]:
     """Open the metadata-store session (ZooKeeper at ``zookeeper.connect``, unless ``store`` is given)
     and the metadata cache it backs (call inside the event loop)."""
@@ -102,9 +104,11 @@ def connect_zookeeper(
         )
     )
     zk.start()
+    if import_legacy:
+        import_legacy_catalogue(config.log_dirs[0], config.broker_id, zk)
     cluster_id = zk.get_or_create_cluster_id(config.get("cluster.id") or uuid.uuid4().hex[:22])
     # meta.properties still pins the log dir to this broker id and cluster.
-    LocalMetadataStore(config.log_dirs[0], config.broker_id, cluster_id)
+    pin_log_dir(config.log_dirs[0], config.broker_id, cluster_id)
 
     def allocate(size: int) -> int:
         return zk.allocate_producer_id_block(config.broker_id, size)
@@ -156,7 +160,7 @@ class ClusterMember:
         self.controller = Controller(
             self.zk,
             self.node_id,
-            self.channel,
+            self._controller_channel(),
             ControllerConfig(
                 auto_leader_rebalance=bool(config.get("auto.leader.rebalance.enable")),
                 leader_imbalance_check_interval_s=float(
@@ -169,6 +173,10 @@ class ClusterMember:
         self.on_user_change: Callable[[str], None] | None = None  # SCRAM credentials changed
         self._registration_task: asyncio.Task[None] | None = None
         self._reregistration_task: asyncio.Task[None] | None = None
+
+    def _controller_channel(self) -> ControllerChannel:
+        """How this broker's controller reaches brokers (the network; a single node overrides it)."""
+        return self.channel
 
     @property
     def metadata(self) -> ClusterMetadataStore:

@@ -3,8 +3,8 @@
 `ClusterMetadataStore` holds the topics (``topics``, with their configs), the live brokers, the
 controller, and per partition the leader, leader epoch, replicas, ISR and offline replicas. Every broker
 answers Metadata from this cache. In a ZooKeeper cluster the controller's UpdateMetadata requests fill
-it; on a single node the local control plane (`strom.broker.local_control`) applies the same bodies
-in-process, describing a cluster of one.
+it; on a single node its in-process controller hands the same bodies over directly
+(`strom.broker.single_node`), describing a cluster of one.
 
 A *full* UpdateMetadata (version 0, or ``type`` 2) carries the whole cluster state (internal_specs.py),
 so applying it replaces the cache. An *incremental* one (``type`` 1) carries every live broker but only
@@ -85,9 +85,24 @@ class ClusterMetadataStore:
         self.controller_id = -1
         self.controller_epoch = -1
         self._load_configs = load_configs
+        # Configs read for topics not listed yet, until the next UpdateMetadata: one store read per
+        # topic, not per partition, when a restarted broker is told to lead thousands at once.
+        self._unlisted_configs: dict[str, dict[str, str]] = {}
         self._allocate_producer_ids = allocate_producer_ids
         self._next_pid = 0
         self._pid_block_end = 0
+
+    def topic_configs(self, name: str) -> dict[str, str]:
+        """A topic's config overrides: from the cache, else from the metadata store (a broker that
+        just started is told to lead its partitions before the controller's UpdateMetadata lists them,
+        and its logs must get their topic's config, e.g. segment.bytes or cleanup.policy, at once)."""
+        info = self.topics.get(name)
+        if info is not None:
+            return info.configs
+        configs = self._unlisted_configs.get(name)
+        if configs is None:
+            configs = self._unlisted_configs[name] = self._load_configs(name)
+        return configs
 
     def apply_update_metadata(self, body: UpdateMetadataRequest) -> bool:
         """Apply the controller's view (replace, or merge an incremental one); False if the request is
@@ -97,6 +112,7 @@ class ClusterMetadataStore:
             return False
         self.controller_epoch = epoch
         self.controller_id = int(body["controller_id"])
+        self._unlisted_configs.clear()
         self._apply_brokers(body)
         if int(body.get("type", FULL)) == INCREMENTAL:
             self._merge(body["topics"], body.get("deleted_topics") or [])

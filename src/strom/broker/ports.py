@@ -10,9 +10,8 @@ an embedded single node and a member of a ZooKeeper-coordinated cluster sits beh
   administration (assignments, configs, deletion), the controller-only requests (LeaderAndIsr,
   UpdateMetadata, StopReplica, ControlledShutdown), the admin election and reassignment APIs, and
   the broker's life cycle in the cluster (registration, controlled shutdown). `strom.broker.cluster_member`
-  implements it over ZooKeeper; `strom.broker.local_control` implements it for a single node, which
-  leads every partition with ISR = {itself} and feeds the replica manager and the metadata cache the same
-  LeaderAndIsr and UpdateMetadata bodies a controller would send.
+  implements it over the metadata store; `strom.broker.single_node` specialises it for a cluster of one,
+  whose in-process controller feeds the replica manager and the metadata cache directly.
 """
 
 from __future__ import annotations

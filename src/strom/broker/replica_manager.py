@@ -1,8 +1,8 @@
 """Replica manager: the partitions this broker hosts, as leader or follower, and the calls on them.
 
 One path for both ways of running Strom: in a ZooKeeper cluster the controller's LeaderAndIsr requests
-arrive over the network; an embedded single node is a cluster of one whose local control plane
-(`strom.broker.local_control`) hands the same requests over in-process, making this broker leader of every
+arrive over the network; an embedded single node is a cluster of one whose in-process controller
+(`strom.broker.single_node`) hands the same requests over directly, making this broker leader of every
 partition with ISR = {itself}. ISR changes go through the `IsrStore` port either way, off the event loop
 (isr_proposals.py).
 

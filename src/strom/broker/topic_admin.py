@@ -102,9 +102,7 @@ class TopicAdmin:
         self._delete_enable = delete_enable
 
     def log_config_for(self, topic: str) -> LogConfig:
-        info = self._metadata.topics.get(topic)
-        overrides = info.configs if info else {}
-        return LogConfig.from_properties(overrides, self.default_log_config)
+        return LogConfig.from_properties(self._metadata.topic_configs(topic), self.default_log_config)
 
     def create_topic(
         self,

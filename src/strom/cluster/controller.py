@@ -153,19 +153,23 @@ class Controller:
 
     async def _run(self) -> None:
         while True:
-            event = await self._queue.get()
-            try:
-                event()
-            except ControllerMovedError:
-                log.warning("controller %d: fenced by a newer controller epoch; resigning", self.broker_id)
-                self._resign()
-                self.enqueue(self.elect)
-            except MetadataStoreError as exc:
-                log.warning("controller %d: ZooKeeper error (%s); will retry election", self.broker_id, exc)
-                self._resign()
-                self._clock.call_later(ZK_RETRY_DELAY_MS, lambda: self.enqueue(self.elect))
-            except Exception:
-                log.exception("controller %d: event failed", self.broker_id)
+            self.run_now(await self._queue.get())
+
+    def run_now(self, event: Event) -> None:
+        """Run an event at once instead of queueing it (a cluster of one, whose admin requests wait for
+        their effect); events are synchronous, so it cannot interleave with a queued one."""
+        try:
+            event()
+        except ControllerMovedError:
+            log.warning("controller %d: fenced by a newer controller epoch; resigning", self.broker_id)
+            self._resign()
+            self.enqueue(self.elect)
+        except MetadataStoreError as exc:
+            log.warning("controller %d: ZooKeeper error (%s); will retry election", self.broker_id, exc)
+            self._resign()
+            self._clock.call_later(ZK_RETRY_DELAY_MS, lambda: self.enqueue(self.elect))
+        except Exception:
+            log.exception("controller %d: event failed", self.broker_id)
 
     # election --------------------------------------------------------------------------------------
     def elect(self) -> None:
@@ -319,6 +323,16 @@ class Controller:
             ctx.replica_states.transition_all(ctx.replicas_on(new), ReplicaState.ONLINE, "broker started")
             bounced = {tp for tp in ctx.all_partitions() if any(b in new for b in ctx.replicas(tp))}
             self.requests.leader_and_isr(bounced, full=True, to=new)
+
+    def on_topic_change(self) -> None:
+        """The topic list changed (the watch's event; a cluster of one runs it at once)."""
+        self._on_topic_change()
+
+    def on_topic_modified(self, topic: str) -> None:
+        self._on_topic_modified(topic)
+
+    def on_delete_topics(self) -> None:
+        self._on_delete_topics()
 
     def _on_topic_change(self) -> None:
         if not self.active:

@@ -1,26 +1,22 @@
 """Where SCRAM credentials live: salted and iterated as Kafka stores them, never the password.
 
-`LocalCredentialStore` (a single node) keeps ``scram-credentials.json`` in the first log dir, written
-atomically (temporary file, fsync, rename): ``{"users": {"<name>": {"SCRAM-SHA-256": "salt=...,
-stored_key=...,server_key=...,iterations=4096"}}}``, the same per-mechanism text Kafka keeps in
-ZooKeeper under ``/config/users/<name>``. In a ZooKeeper cluster `ZkCredentialStore` keeps them in
-that znode (read-modify-write: quotas share its map) and posts a config change notification
-(``users/<name>``); every broker caches the credentials and reloads a user when notified
-(cluster_member.py watches the notifications), so a user created through one broker logs in on all.
-`ZkCredentialStore.alter` (AlterUserScramCredentials) writes ZooKeeper from a worker thread, never
-waiting for ZooKeeper on the event loop, and updates the cache on the loop once the write is done.
+`ZkCredentialStore` keeps them as Kafka keeps them in ZooKeeper, under ``/config/users/<name>`` of the
+metadata store (ZooKeeper in a cluster, the local store on a single node, whose former
+``scram-credentials.json`` is imported once, strom.broker.catalogue_import): the per-mechanism text
+``salt=...,stored_key=...,server_key=...,iterations=4096`` in that znode (read-modify-write: quotas share
+its map), then posts a config change notification (``users/<name>``); every broker caches the credentials
+and reloads a user when notified (cluster_member.py watches the notifications), so a user created through
+one broker logs in on all. `ZkCredentialStore.alter` (AlterUserScramCredentials) writes ZooKeeper from a
+worker thread, never waiting for ZooKeeper on the event loop, and updates the cache on the loop once the
+write is done.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-from pathlib import Path
 from typing import Protocol
 
 from strom.broker.security.scram import HASHES, ScramCredential
-from strom.storage.checkpoint import write_atomically
 
 
 class CredentialStore(Protocol):
@@ -50,29 +46,6 @@ class _CachedCredentials:
             user: {mech: ScramCredential.from_kafka(text).iterations for mech, text in mechs.items()}
             for user, mechs in self._users.items()
         }
-
-
-class LocalCredentialStore(_CachedCredentials):
-    FILE = "scram-credentials.json"
-
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
-        super().__init__()
-        self._path = Path(directory) / self.FILE
-        if self._path.exists():
-            self._users = dict(json.loads(self._path.read_text())["users"])
-
-    async def alter(
-        self, upserts: list[tuple[str, str, ScramCredential]], deletions: list[tuple[str, str]]
-    ) -> None:
-        users = {user: dict(mechs) for user, mechs in self._users.items()}
-        for user, mechanism in deletions:
-            users.get(user, {}).pop(mechanism, None)
-        for user, mechanism, credential in upserts:
-            users.setdefault(user, {})[mechanism] = credential.to_kafka()
-        users = {user: mechs for user, mechs in users.items() if mechs}
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(str(self._path), json.dumps({"version": 1, "users": users}), mode=0o600)
-        self._users = users
 
 
 class UserConfigZk(Protocol):
