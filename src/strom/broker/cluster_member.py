@@ -38,12 +38,13 @@ from strom._util.clock import Clock, Deadline, sleep_ms, yield_to_loop
 from strom.broker.catalogue_import import import_legacy_catalogue
 from strom.broker.config import BrokerConfig
 from strom.broker.controller_channel import KafkaControllerChannel
+from strom.broker.meta_properties import pin_log_dir
 from strom.broker.metadata_cache import ClusterMetadataStore
-from strom.broker.metadata_store import TopicInfo, pin_log_dir
 from strom.broker.net_client import BrokerConnection
 from strom.broker.ports import Outcome, Reassignments, TopicPartition
 from strom.broker.replica_manager import ReplicaManager
 from strom.broker.security.client import ClientSecurity
+from strom.broker.topic_info import TopicInfo
 from strom.cluster import zk_paths as paths
 from strom.cluster.controller import Controller, ControllerChannel, ControllerConfig
 from strom.cluster.election import LeaderAndIsr

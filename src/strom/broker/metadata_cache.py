@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from strom.broker.metadata_store import TopicInfo
+from strom.broker.topic_info import TopicInfo
 from strom.protocol.messages import (
     UpdateMetadataRequest,
     UpdateMetadataRequestPartitionState,
@@ -161,17 +161,6 @@ class ClusterMetadataStore:
             )
             for b in body["live_brokers"]
         }
-
-    def apply_topic_delta(self, changed: list[UpdateMetadataRequestTopicState], removed: list[str]) -> None:
-        """Replace the listed topics (UpdateMetadata's topic layout) and drop ``removed``; the rest stays.
-
-        The single node's control plane publishes its own topic changes this way: rebuilding the
-        whole cache for each created topic made creating N topics cost N² partition entries.
-        """
-        for name in [*removed, *(t["topic_name"] for t in changed)]:
-            self._drop_topic(name)
-        for topic in changed:
-            self._add_topic(topic, self.topics, self.partitions)
 
     def _add_topic(
         self,

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from strom.broker.metadata_cache import ClusterMetadataStore
-from strom.broker.metadata_store import TopicInfo
+from strom.broker.topic_info import TopicInfo
 from strom.cluster.election import LeaderAndIsr
 from strom.protocol.errors import ErrorCode
 from strom.protocol.messages import (

@@ -26,10 +26,9 @@ from collections.abc import Callable
 from typing import cast
 
 from strom.broker.cluster_member import ClusterMember
-from strom.broker.metadata_store import TopicInfo
 from strom.broker.ports import TopicPartition
+from strom.broker.topic_info import TopicInfo
 from strom.cluster.controller import ControllerChannel
-from strom.cluster.metadata_store import MetadataStoreError
 from strom.cluster.propagation import ControllerBody
 from strom.cluster.zk_paths import BrokerRegistration
 from strom.protocol.api import ApiKey
@@ -105,9 +104,6 @@ class SingleNodeMember(ClusterMember):
         """Nobody to hand leadership to."""
 
     # topic administration: the controller's event at once -------------------------------------------
-    def _storage_error(self, what: str, exc: MetadataStoreError) -> KafkaError:
-        return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{what}: {exc}")
-
     def create_topic(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]) -> TopicInfo:
         try:
             info = super().create_topic(name, assignment, configs)

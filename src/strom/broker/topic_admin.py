@@ -17,8 +17,8 @@ import re
 from collections.abc import Mapping, Sequence
 
 from strom.broker.metadata_cache import ClusterMetadataStore
-from strom.broker.metadata_store import TopicInfo
 from strom.broker.ports import ControlPlane
+from strom.broker.topic_info import TopicInfo
 from strom.cluster.assignment import assign_replicas
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.config import LogConfig

@@ -283,9 +283,6 @@ class KafkaMetadataClient(PartitionStateOps):
         with contextlib.suppress(NodeExistsError):
             self.store.create(f"{paths.DELETE_TOPICS}/{name}")
 
-    def topics_marked_for_deletion(self) -> list[str]:
-        return sorted(self.store.children(paths.DELETE_TOPICS))
-
     def delete_topic_znodes(self, name: str) -> None:
         for path in (paths.topic_path(name), paths.topic_config_path(name), f"{paths.DELETE_TOPICS}/{name}"):
             with contextlib.suppress(NoNodeError):

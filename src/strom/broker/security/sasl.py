@@ -44,7 +44,7 @@ from strom._util.clock import Clock, sleep_ms
 from strom.broker.security.credentials import CredentialStore
 from strom.broker.security.listeners import ANONYMOUS
 from strom.broker.security.sasl_state import IN_EXCHANGE, SaslState, next_sasl_state
-from strom.broker.security.scram import HASHES, ScramError, ScramServer
+from strom.broker.security.scram import ScramError, ScramServer
 from strom.metrics.counters import AuthCounters
 from strom.protocol.api import ApiKey
 from strom.protocol.codec import (
@@ -357,7 +357,3 @@ class SaslAuthenticator:
         if close:
             self._move(SaslState.FAILED)
         return Step(encode_response_chunks(key, version, correlation_id, body), close)
-
-
-def enabled_mechanisms(mechanisms: list[str]) -> tuple[str, ...]:
-    return tuple(m for m in mechanisms if m == "PLAIN" or m in HASHES)

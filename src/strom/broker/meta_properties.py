@@ -1,9 +1,8 @@
-"""What a broker keeps about itself in its first log dir, and the topic record the caches share.
+"""What a broker keeps about itself in its first log dir: ``meta.properties``.
 
-- `meta.properties`: `version=1`, `cluster.id=...`, `node.id=...`, as Kafka writes it (atomically: temp
-  file, fsync, rename, fsync of the directory). A log dir written by another cluster or broker id is
-  refused at start-up rather than silently mixed (`pin_log_dir`).
-- `TopicInfo`: a topic as the metadata cache and the topic rules see it.
+``meta.properties`` holds ``version=1``, ``cluster.id=...``, ``node.id=...``, as Kafka writes it
+(atomically: temp file, fsync, rename, fsync of the directory). A log dir written by another cluster or
+broker id is refused at start-up rather than silently mixed (`pin_log_dir`).
 
 The cluster's metadata itself (topics, partition states, configs, ACLs, SCRAM users, producer-id
 blocks) lives in the metadata store (`strom.cluster.metadata_store`): ZooKeeper in a cluster, the local
@@ -15,9 +14,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from strom._util.errors import ConfigError
 
@@ -34,25 +31,6 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
-
-
-@dataclass(slots=True)
-class TopicInfo:
-    name: str
-    topic_id: bytes
-    partitions: int
-    replication_factor: int
-    configs: dict[str, str] = field(default_factory=dict)
-    leader_epoch: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "topic_id": self.topic_id.hex(),
-            "partitions": self.partitions,
-            "replication_factor": self.replication_factor,
-            "configs": self.configs,
-            "leader_epoch": self.leader_epoch,
-        }
 
 
 def pin_log_dir(log_dir: str, broker_id: int, cluster_id: str | None) -> str:
