@@ -3,7 +3,7 @@
 The coordinator (`strom.coordinator`) is sans-I/O; this module gives it
 
 * a `CoordinatorRuntime` (`strom.coordinator_runtime`) over ``__consumer_offsets``: when this broker
-  becomes leader of a partition (on a single node, at start-up: the local control plane makes it
+  becomes leader of a partition (on a single node, at start-up: its in-process controller makes it
   leader of every partition) the runtime loads it into a `GroupShard`, so committed offsets and group
   membership survive restarts; requests for its groups get COORDINATOR_LOAD_IN_PROGRESS meanwhile.
   Losing leadership (LeaderAndIsr as follower, or StopReplica) unloads the shard: its groups are

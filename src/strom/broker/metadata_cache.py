@@ -15,9 +15,9 @@ after each registration of this broker, and a broker's requests arrive in order,
 equals the controller's view. Requests from a controller epoch older than the newest seen are ignored,
 full or incremental. Topic configs are not in
 UpdateMetadata: they are read from ``/config/topics/<t>`` when a topic first appears and re-read when a
-``/config/changes`` notification names it (the loader is injected: ZooKeeper, or the local catalogue).
-Producer ids come in blocks claimed from ZooKeeper (unique across the cluster) or from the local
-catalogue's persisted counter.
+``/config/changes`` notification names it (the loader is injected: the metadata store, ZooKeeper in a
+cluster or the local store on a single node). Producer ids come in blocks claimed from the metadata
+store's ``/latest_producer_id_block`` (unique across the cluster, and across restarts).
 """
 
 from __future__ import annotations

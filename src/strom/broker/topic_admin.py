@@ -6,8 +6,8 @@ configs that `LogConfig` accepts, and replica assignments. An assignment is eith
 (`strom.cluster.assignment`, the rack-alternating order) over the live brokers, or given by the
 client: then every partition from 0 up must be listed once, all with the same number of distinct
 replicas, each a live broker (INVALID_REPLICA_ASSIGNMENT otherwise), as Kafka's
-`AdminZkClient.validateTopicCreate` checks. Where the topic is then stored (ZooKeeper or a single node's
-catalogue) is the control plane's business; this module never asks which one it has.
+`AdminZkClient.validateTopicCreate` checks. Where the topic is then stored (the metadata store:
+ZooKeeper, or a single node's local store) is the control plane's business; this module never asks which.
 """
 
 from __future__ import annotations
