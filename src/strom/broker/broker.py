@@ -187,8 +187,6 @@ class Broker:
         """Join the cluster (or lead everything, alone) at the advertised endpoint, then the jobs."""
         if self.authorizer is not None:
             self.authorizer.start()
-        self.groups.start()
-        self.transactions.start()
         self.registry.start()
         self.control.start(
             self.advertised.host,

@@ -217,10 +217,6 @@ class GroupService:
         partitions.on_leadership(OFFSETS_TOPIC, self.runtime.on_leadership_change)
 
     # --- life cycle ----------------------------------------------------------------------------
-    def start(self) -> None:
-        """Nothing to start: shards load, and their offset-expiry timers start, as this broker becomes
-        leader of their partitions."""
-
     async def stop(self) -> None:
         self.coordinator.shutdown()
         await self.runtime.close()

@@ -182,9 +182,6 @@ class TransactionService:
         partitions.on_leadership(TXN_TOPIC, self.runtime.on_leadership_change)
 
     # --- life cycle ----------------------------------------------------------------------------
-    def start(self) -> None:
-        """Nothing to start: shards load, and their timers start, as this broker becomes leader."""
-
     async def stop(self) -> None:
         await self.runtime.close()
         tasks = list(self._completing.values())
