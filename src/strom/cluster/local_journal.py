@@ -29,10 +29,12 @@ import base64
 import json
 import os
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from strom._util.json_types import JsonValue
 
 __all__ = ["COMPACT_FROM_BYTES", "JOURNAL", "SNAPSHOT", "MetadataJournal", "PersistedNode"]
 
@@ -69,7 +71,7 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _line(doc: dict[str, Any]) -> bytes:
+def _line(doc: Mapping[str, JsonValue]) -> bytes:
     text = json.dumps(doc, separators=(",", ":")).encode()
     return b"%08x %s\n" % (zlib.crc32(text), text)
 

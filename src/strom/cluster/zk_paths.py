@@ -32,8 +32,11 @@ from __future__ import annotations
 import json
 import time
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from strom._util.json_types import JsonValue
 
 CLUSTER_ID = "/cluster/id"
 BROKER_IDS = "/brokers/ids"
@@ -73,7 +76,7 @@ def topic_config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS}/{topic}"
 
 
-def _dumps(doc: dict[str, Any]) -> bytes:
+def _dumps(doc: Mapping[str, JsonValue]) -> bytes:
     return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 
 

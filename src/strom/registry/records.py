@@ -22,8 +22,11 @@ Decoding raises `RecordError` for anything else; the replay logs and skips such 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from strom._util.json_types import JsonObject, JsonValue
 
 SCHEMAS_TOPIC = "_schemas"
 
@@ -40,7 +43,7 @@ class Reference:
     subject: str
     version: int
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, str | int]:
         return {"name": self.name, "subject": self.subject, "version": self.version}
 
 
@@ -92,7 +95,7 @@ Key = SchemaKey | ConfigKey | ModeKey | IdKey | WriterKey
 Record = tuple[bytes, bytes | None]
 
 
-def _dumps(doc: dict[str, Any]) -> bytes:
+def _dumps(doc: Mapping[str, JsonValue]) -> bytes:
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
 
 
@@ -109,7 +112,7 @@ def encode_key(key: Key) -> bytes:
 
 
 def schema_record(value: SchemaValue) -> Record:
-    doc = {
+    doc: JsonObject = {
         "subject": value.subject,
         "version": value.version,
         "id": value.schema_id,

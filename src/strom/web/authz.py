@@ -77,7 +77,7 @@ class Need:
     resource_type: ResourceType
     name: str
 
-    def denial(self) -> dict[str, Any]:
+    def denial(self) -> dict[str, str | int]:
         """Confluent's answer to a refused registry call."""
         operation = pascal(self.operation.name)
         resource = pascal(self.resource_type.name)

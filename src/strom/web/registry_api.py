@@ -33,6 +33,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from strom._util.json_types import JsonObject
 from strom.broker.registry_service import RegistryService
 from strom.registry import errors
 from strom.registry.errors import RegistryError, parse_version
@@ -65,8 +66,8 @@ def _schema_id(request: web.Request) -> int:
     return int(text)
 
 
-def _version_body(value: SchemaValue, schema: str | None = None) -> dict[str, Any]:
-    body: dict[str, Any] = {
+def _version_body(value: SchemaValue, schema: str | None = None) -> JsonObject:
+    body: JsonObject = {
         "subject": value.subject,
         "version": value.version,
         "id": value.schema_id,
@@ -310,7 +311,7 @@ class RegistryApi:
 
     async def get_schema(self, request: web.Request) -> Any:
         stored = self._registry.schema(_schema_id(request))
-        body: dict[str, Any] = {"schema": self._registry.formatted(stored, request.query.get("format"))}
+        body: JsonObject = {"schema": self._registry.formatted(stored, request.query.get("format"))}
         if stored.schema_type != "AVRO":
             body["schemaType"] = stored.schema_type
         if stored.references:
@@ -334,7 +335,7 @@ class RegistryApi:
             messages = self._registry.test_compatibility(subject, None, schema_request, all_versions=True)
         else:
             messages = self._registry.test_compatibility(subject, parse_version(version), schema_request)
-        body: dict[str, Any] = {"is_compatible": not messages}
+        body: JsonObject = {"is_compatible": not messages}
         if _flag(request, "verbose"):
             body["messages"] = messages
         return body
