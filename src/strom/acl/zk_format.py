@@ -15,7 +15,7 @@ broker re-reads the named pattern's znode.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TypedDict
 
 from strom.acl.model import (
     AccessControlEntry,
@@ -44,8 +44,33 @@ def pattern_path(pattern: ResourcePattern) -> str:
     return f"{type_root(pattern.pattern_type, pattern.resource_type)}/{pattern.name}"
 
 
+class AclEntryJson(TypedDict):
+    """One entry of an ACL znode, as Kafka's ZooKeeper authorizer writes it."""
+
+    principal: str
+    permissionType: str
+    operation: str
+    host: str
+
+
+class AclsZnode(TypedDict):
+    """An ACL znode: every entry of one resource pattern."""
+
+    version: int
+    acls: list[AclEntryJson]
+
+
+class PrefixedChangeZnode(TypedDict):
+    """A change notification for a prefixed pattern (literal ones are a plain ``Type:name`` string)."""
+
+    version: int
+    resourceType: str
+    name: str
+    patternType: str
+
+
 def encode_entries(entries: frozenset[AccessControlEntry] | set[AccessControlEntry]) -> bytes:
-    acls = [
+    acls: list[AclEntryJson] = [
         {
             "principal": e.principal,
             "permissionType": pascal(e.permission.name),
@@ -54,13 +79,14 @@ def encode_entries(entries: frozenset[AccessControlEntry] | set[AccessControlEnt
         }
         for e in sorted(entries, key=lambda e: (e.principal, e.host, e.operation, e.permission))
     ]
-    return json.dumps({"version": 1, "acls": acls}, separators=(",", ":")).encode()
+    doc: AclsZnode = {"version": 1, "acls": acls}
+    return json.dumps(doc, separators=(",", ":")).encode()
 
 
 def decode_entries(data: bytes | None) -> frozenset[AccessControlEntry]:
     if not data:
         return frozenset()
-    doc: dict[str, Any] = json.loads(data)
+    doc: AclsZnode = json.loads(data)
     return frozenset(
         AccessControlEntry(
             str(acl["principal"]),
@@ -80,7 +106,12 @@ def encode_change(pattern: ResourcePattern) -> bytes:
     kind = pascal(pattern.resource_type.name)
     if pattern.pattern_type == PatternType.LITERAL:
         return f"{kind}:{pattern.name}".encode()
-    doc = {"version": 1, "resourceType": kind, "name": pattern.name, "patternType": "Prefixed"}
+    doc: PrefixedChangeZnode = {
+        "version": 1,
+        "resourceType": kind,
+        "name": pattern.name,
+        "patternType": "Prefixed",
+    }
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
@@ -88,7 +119,7 @@ def decode_change(pattern_type: PatternType, data: bytes) -> ResourcePattern:
     if pattern_type == PatternType.LITERAL:
         kind, _, name = data.decode().partition(":")
         return ResourcePattern(from_pascal(ResourceType, kind), name, PatternType.LITERAL)
-    doc: dict[str, Any] = json.loads(data)
+    doc: PrefixedChangeZnode = json.loads(data)
     return ResourcePattern(
         from_pascal(ResourceType, str(doc["resourceType"])),
         str(doc["name"]),

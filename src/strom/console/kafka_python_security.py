@@ -27,7 +27,6 @@ otherwise leave the user wondering why it had no effect. Pure: no files are read
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -53,7 +52,7 @@ class UnsupportedProperty(ValueError):
     """A property (or a value of one) kafka-python cannot be given; the message names it."""
 
 
-def kafka_python_security(properties: Mapping[str, str]) -> dict[str, Any]:
+def kafka_python_security(properties: Mapping[str, str]) -> dict[str, str | bool]:
     """kafka-python's keyword arguments for librdkafka ``properties``.
 
     Raises:
@@ -69,7 +68,7 @@ def kafka_python_security(properties: Mapping[str, str]) -> dict[str, Any]:
     both = {properties[k].upper() for k in ("sasl.mechanism", "sasl.mechanisms") if k in properties}
     if len(both) > 1:
         raise UnsupportedProperty("--command-config sasl.mechanism and sasl.mechanisms disagree")
-    out: dict[str, Any] = {}
+    out: dict[str, str | bool] = {}
     for key, value in properties.items():
         if key == "security.protocol":
             out["security_protocol"] = _one_of(key, value.upper(), PROTOCOLS)

@@ -20,7 +20,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from strom.console.errors import ConsoleError
 
@@ -110,12 +110,32 @@ def list_versions(client: RegistryClient, subject: str, deleted: bool) -> list[i
     return list(client.request("GET", f"/subjects/{_subject(subject)}/versions", deleted=deleted))
 
 
-def get_version(client: RegistryClient, subject: str, version: str) -> dict[str, Any]:
-    return dict(client.request("GET", f"/subjects/{_subject(subject)}/versions/{_subject(version)}"))
+class SchemaAnswer(TypedDict, total=False):
+    """The registry's answer to a schema or subject-version lookup (fields as Confluent names them)."""
+
+    subject: str
+    version: int
+    id: int
+    schema: str
+    schemaType: str
 
 
-def get_by_id(client: RegistryClient, schema_id: int) -> dict[str, Any]:
-    return dict(client.request("GET", f"/schemas/ids/{schema_id}"))
+class CompatibilityAnswer(TypedDict, total=False):
+    """The registry's answer to a verbose compatibility check."""
+
+    is_compatible: bool
+    messages: list[str]
+
+
+def get_version(client: RegistryClient, subject: str, version: str) -> SchemaAnswer:
+    return cast(
+        SchemaAnswer,
+        dict(client.request("GET", f"/subjects/{_subject(subject)}/versions/{_subject(version)}")),
+    )
+
+
+def get_by_id(client: RegistryClient, schema_id: int) -> SchemaAnswer:
+    return cast(SchemaAnswer, dict(client.request("GET", f"/schemas/ids/{schema_id}")))
 
 
 def register(client: RegistryClient, subject: str, schema: str, schema_type: str) -> int:
@@ -125,14 +145,15 @@ def register(client: RegistryClient, subject: str, schema: str, schema_type: str
 
 def check(
     client: RegistryClient, subject: str, schema: str, version: str | None, schema_type: str = "AVRO"
-) -> dict[str, Any]:
+) -> CompatibilityAnswer:
     path = f"/compatibility/subjects/{_subject(subject)}/versions"
     if version is not None:
         path += f"/{_subject(version)}"
-    return dict(client.request("POST", path, {"schema": schema, "schemaType": schema_type}, verbose=True))
+    answer = client.request("POST", path, {"schema": schema, "schemaType": schema_type}, verbose=True)
+    return cast(CompatibilityAnswer, dict(answer))
 
 
-def schema_text(found: dict[str, Any]) -> str:
+def schema_text(found: SchemaAnswer) -> str:
     """A schema for a terminal: JSON (Avro, JSON Schema) indented, Protobuf source as stored."""
     if found.get("schemaType", "AVRO") == "PROTOBUF":
         return str(found["schema"]).rstrip("\n")

@@ -122,7 +122,7 @@ class SchemaRegistry:
             raise errors.schema_not_found(schema_id)
         return stored
 
-    def schema_versions(self, schema_id: int, deleted: bool = False) -> list[dict[str, Any]]:
+    def schema_versions(self, schema_id: int, deleted: bool = False) -> list[dict[str, str | int]]:
         self.schema(schema_id)
         return [{"subject": v.subject, "version": v.version} for v in self.state.usages(schema_id, deleted)]
 
