@@ -34,7 +34,7 @@ import time
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NotRequired, TypedDict, TypeVar, cast
 
 from strom._util.json_types import JsonValue
 
@@ -80,11 +80,69 @@ def _dumps(doc: Mapping[str, JsonValue]) -> bytes:
     return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 
 
-def _loads(data: bytes) -> dict[str, Any]:
+# The fields of each znode that its decoder reads (the table above gives the whole documents).
+class BrokerZnode(TypedDict):
+    version: int
+    host: str
+    port: int
+    rack: NotRequired[str | None]
+    endpoints: NotRequired[list[str]]
+    listener_security_protocol_map: NotRequired[dict[str, str]]
+
+
+class ControllerZnode(TypedDict):
+    brokerid: int
+
+
+class TopicZnode(TypedDict):
+    topic_id: NotRequired[str | None]
+    partitions: dict[str, list[int]]
+    adding_replicas: NotRequired[dict[str, list[int]]]
+    removing_replicas: NotRequired[dict[str, list[int]]]
+
+
+class PartitionStateZnode(TypedDict):
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    controller_epoch: int
+
+
+class ConfigZnode(TypedDict):
+    config: NotRequired[dict[str, str]]
+
+
+class ChangeNotificationZnode(TypedDict):
+    entity_path: NotRequired[str]
+
+
+class IsrChangeEntry(TypedDict):
+    topic: str
+    partition: int
+
+
+class IsrChangeZnode(TypedDict):
+    partitions: NotRequired[list[IsrChangeEntry]]
+
+
+class ProducerIdBlockZnode(TypedDict):
+    block_end: str
+
+
+class ClusterIdZnode(TypedDict):
+    id: str
+
+
+_Doc = TypeVar("_Doc")
+
+
+def _loads(data: bytes, shape: type[_Doc]) -> _Doc:
+    """The znode's JSON object, read as ``shape``; decoders still convert values with ``int``/``str``,
+    as a znode written by another implementation may differ in detail."""
     doc = json.loads(data.decode() or "{}")
     if not isinstance(doc, dict):
         raise ValueError("znode content is not a JSON object")
-    return doc
+    return cast(_Doc, doc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +176,7 @@ class BrokerRegistration:
 
     @classmethod
     def decode(cls, broker_id: int, data: bytes) -> BrokerRegistration:
-        doc = _loads(data)
+        doc = _loads(data, BrokerZnode)
         endpoints = []
         for text in doc.get("endpoints") or ():
             name, _, rest = str(text).partition("://")
@@ -135,7 +193,7 @@ def encode_controller(broker_id: int) -> bytes:
 
 
 def decode_controller(data: bytes) -> int:
-    return int(_loads(data)["brokerid"])
+    return int(_loads(data, ControllerZnode)["brokerid"])
 
 
 @dataclass(slots=True)
@@ -163,7 +221,7 @@ class TopicAssignment:
 
     @classmethod
     def decode(cls, data: bytes) -> TopicAssignment:
-        doc = _loads(data)
+        doc = _loads(data, TopicZnode)
 
         def int_keys(m: dict[str, list[int]] | None) -> dict[int, list[int]]:
             return {int(p): [int(b) for b in r] for p, r in (m or {}).items()}
@@ -198,7 +256,7 @@ class PartitionStateDoc:
 
     @classmethod
     def decode(cls, data: bytes) -> PartitionStateDoc:
-        doc = _loads(data)
+        doc = _loads(data, PartitionStateZnode)
         return cls(
             int(doc["leader"]),
             int(doc["leader_epoch"]),
@@ -212,7 +270,7 @@ def encode_topic_config(configs: dict[str, str]) -> bytes:
 
 
 def decode_topic_config(data: bytes) -> dict[str, str]:
-    return {str(k): str(v) for k, v in _loads(data).get("config", {}).items()}
+    return {str(k): str(v) for k, v in _loads(data, ConfigZnode).get("config", {}).items()}
 
 
 def encode_config_change(topic: str) -> bytes:
@@ -230,13 +288,13 @@ def encode_user_change(user: str) -> bytes:
 
 def decode_user_change(data: bytes) -> str | None:
     """The user named by a config change notification, or None if it is about something else."""
-    entity = str(_loads(data).get("entity_path", ""))
+    entity = str(_loads(data, ChangeNotificationZnode).get("entity_path", ""))
     kind, _, name = entity.partition("/")
     return urllib.parse.unquote(name) if kind == "users" and name else None
 
 
 def decode_config_change(data: bytes) -> str | None:
-    entity = str(_loads(data).get("entity_path", ""))
+    entity = str(_loads(data, ChangeNotificationZnode).get("entity_path", ""))
     kind, _, name = entity.partition("/")
     return name if kind == "topics" and name else None
 
@@ -246,7 +304,9 @@ def encode_isr_change(partitions: list[tuple[str, int]]) -> bytes:
 
 
 def decode_isr_change(data: bytes) -> list[tuple[str, int]]:
-    return [(str(e["topic"]), int(e["partition"])) for e in _loads(data).get("partitions", [])]
+    return [
+        (str(e["topic"]), int(e["partition"])) for e in _loads(data, IsrChangeZnode).get("partitions", [])
+    ]
 
 
 def encode_producer_id_block(broker_id: int, start: int, end: int) -> bytes:
@@ -254,7 +314,7 @@ def encode_producer_id_block(broker_id: int, start: int, end: int) -> bytes:
 
 
 def decode_producer_id_block_end(data: bytes) -> int:
-    return int(_loads(data)["block_end"]) if data else -1
+    return int(_loads(data, ProducerIdBlockZnode)["block_end"]) if data else -1
 
 
 def encode_cluster_id(cluster_id: str) -> bytes:
@@ -262,4 +322,4 @@ def encode_cluster_id(cluster_id: str) -> bytes:
 
 
 def decode_cluster_id(data: bytes) -> str:
-    return str(_loads(data)["id"])
+    return str(_loads(data, ClusterIdZnode)["id"])
