@@ -34,6 +34,7 @@ import avro.name
 import avro.schema
 import fastavro
 
+from strom._util.json_types import JsonObject
 from strom.registry.errors import RegistryError, invalid_schema
 
 PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
@@ -148,7 +149,7 @@ def _normalize(node: Any) -> Any:
         return node
     if set(node) == {"type"} and isinstance(node["type"], str) and node["type"] in PRIMITIVES:
         return node["type"]
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     for key in (*_KEY_ORDER, *sorted(set(node) - set(_KEY_ORDER))):
         if key not in node:
             continue
@@ -165,7 +166,7 @@ def _normalize(node: Any) -> Any:
 def _normalize_field(node: Any) -> Any:
     if not isinstance(node, dict):
         return node
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     for key in (*_FIELD_KEY_ORDER, *sorted(set(node) - set(_FIELD_KEY_ORDER))):
         if key in node:
             out[key] = _normalize(node[key]) if key == "type" else node[key]
