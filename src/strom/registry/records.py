@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict, TypeVar, cast
 
 from strom._util.json_types import JsonObject, JsonValue
 
@@ -142,7 +142,38 @@ def writer_record(writer: Writer) -> Record:
     return encode_key(WriterKey()), _dumps(doc)
 
 
-def _load(data: bytes, what: str) -> dict[str, Any]:
+class _KeyJson(TypedDict, total=False):
+    keytype: str
+    subject: str | None
+    version: int
+
+
+class _ReferenceJson(TypedDict):
+    name: str
+    subject: str
+    version: int
+
+
+class _SchemaValueJson(TypedDict):
+    subject: str
+    version: int
+    id: int
+    schemaType: NotRequired[str | None]
+    schema: str
+    references: NotRequired[list[_ReferenceJson] | None]
+    deleted: NotRequired[bool]
+
+
+class _WriterJson(TypedDict):
+    broker_id: int
+    url: NotRequired[str | None]
+    leader_epoch: int
+
+
+_Doc = TypeVar("_Doc")
+
+
+def _load(data: bytes, what: str) -> JsonObject:
     try:
         doc = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -152,7 +183,12 @@ def _load(data: bytes, what: str) -> dict[str, Any]:
     return doc
 
 
-def _optional_subject(doc: dict[str, Any]) -> str | None:
+def _load_as(data: bytes, what: str, shape: type[_Doc]) -> _Doc:
+    """`_load`, read as ``shape``; decoders still convert and check each value they use."""
+    return cast(_Doc, _load(data, what))
+
+
+def _optional_subject(doc: _KeyJson) -> str | None:
     subject = doc.get("subject")
     if subject is not None and not isinstance(subject, str):
         raise RecordError(f"subject {subject!r} is not a string")
@@ -160,7 +196,7 @@ def _optional_subject(doc: dict[str, Any]) -> str | None:
 
 
 def decode_key(data: bytes) -> Key:
-    doc = _load(data, "key")
+    doc = _load_as(data, "key", _KeyJson)
     keytype = doc.get("keytype")
     try:
         if keytype == "SCHEMA":
@@ -179,7 +215,7 @@ def decode_key(data: bytes) -> Key:
 
 
 def decode_schema_value(data: bytes) -> SchemaValue:
-    doc = _load(data, "SCHEMA value")
+    doc = _load_as(data, "SCHEMA value", _SchemaValueJson)
     try:
         refs = tuple(
             Reference(str(r["name"]), str(r["subject"]), int(r["version"]))
@@ -208,7 +244,7 @@ def decode_field(data: bytes, name: str, kind: type) -> Any:
 
 
 def decode_writer(data: bytes) -> Writer:
-    doc = _load(data, "WRITER value")
+    doc = _load_as(data, "WRITER value", _WriterJson)
     try:
         url = doc.get("url")
         return Writer(int(doc["broker_id"]), None if url is None else str(url), int(doc["leader_epoch"]))
