@@ -35,8 +35,10 @@ comparison is taken as compatible, the fixpoint the recursion would reach.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
+from strom._util.json_types import JsonObject, JsonValue
 from strom.registry.json_schema import JsonSchema, Resolver
 from strom.registry.json_schema_content import compare_array, compare_object
 from strom.registry.json_schema_nodes import COMPATIBLE_CHANGES, Context, Node, bounds, load, number
@@ -151,9 +153,14 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
+def _enum(node: Node) -> Sequence[JsonValue]:
+    values = node.raw.get("enum")  # an array: the metaschema check at registration sees to it
+    return values if isinstance(values, list) else ()
+
+
 def _compare_enum(ctx: Context, o: Node, u: Node) -> None:
-    before = {_canonical(v) for v in o.raw.get("enum") or ()}
-    after = {_canonical(v) for v in u.raw.get("enum") or ()}
+    before = {_canonical(v) for v in _enum(o)}
+    after = {_canonical(v) for v in _enum(u)}
     if before == after:
         return
     if after >= before:
@@ -211,7 +218,7 @@ def _compare_combined(ctx: Context, o: Node, u: Node) -> None:
 
 
 def _distinct(subs: list[Any]) -> list[Any]:
-    seen: dict[str, Any] = {}
+    seen: JsonObject = {}
     for sub in subs:
         seen.setdefault(_canonical(sub), sub)
     return list(seen.values())

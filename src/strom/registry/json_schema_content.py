@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from strom._util.json_types import JsonObject
 from strom.registry.json_schema import Resolver
 from strom.registry.json_schema_nodes import Context, Node, bounds, load
 
@@ -36,24 +37,25 @@ def compare_array(ctx: Context, o: Node, u: Node) -> None:
     bounds(ctx, o.raw, u.raw, "minContains", "MIN_CONTAINS")
 
 
-def _item_schemas(raw: dict[str, Any]) -> list[Any]:
+def _item_schemas(raw: JsonObject) -> list[Any]:
     for name in ("prefixItems", "items"):
-        if isinstance(raw.get(name), list):
-            return list(raw[name])
+        items = raw.get(name)
+        if isinstance(items, list):
+            return list(items)
     return []
 
 
-def _all_items(raw: dict[str, Any]) -> Any:
+def _all_items(raw: JsonObject) -> Any:
     items = raw.get("items")
     return None if isinstance(items, list) else items
 
 
-def _open_items(raw: dict[str, Any]) -> bool:
+def _open_items(raw: JsonObject) -> bool:
     additional = raw.get("additionalItems", True)
     return additional is True and raw.get("unevaluatedItems", True) in (True, {})
 
 
-def _partial_items(raw: dict[str, Any]) -> Any:
+def _partial_items(raw: JsonObject) -> Any:
     additional = raw.get("additionalItems", True)
     if isinstance(additional, dict):
         return additional
@@ -131,12 +133,12 @@ def _compare_unevaluated(ctx: Context, o: Node, u: Node, name: str, kind: str) -
             ctx.compare(ctx, before, o.resolver, after, u.resolver)
 
 
-def _properties(raw: dict[str, Any]) -> dict[str, Any]:
+def _properties(raw: JsonObject) -> JsonObject:
     props = raw.get("properties")
     return props if isinstance(props, dict) else {}
 
 
-def _required(raw: dict[str, Any]) -> set[str]:
+def _required(raw: JsonObject) -> set[str]:
     required = raw.get("required")
     return {r for r in required if isinstance(r, str)} if isinstance(required, list) else set()
 
@@ -145,7 +147,7 @@ def _has_default(node: Any, resolver: Resolver) -> bool:
     return "default" in load(node, resolver).raw
 
 
-def _open_object(raw: dict[str, Any]) -> bool:
+def _open_object(raw: JsonObject) -> bool:
     return (
         raw.get("additionalProperties", True) is True
         and not raw.get("patternProperties")
@@ -153,7 +155,7 @@ def _open_object(raw: dict[str, Any]) -> bool:
     )
 
 
-def _partial_object(raw: dict[str, Any], name: str) -> Any:
+def _partial_object(raw: JsonObject, name: str) -> Any:
     patterns = raw.get("patternProperties")
     if isinstance(patterns, dict):
         for pattern, schema in patterns.items():
@@ -238,9 +240,9 @@ def _added_property(ctx: Context, name: str, schema: Any, o: Node, u: Node, requ
         ctx.add("OPTIONAL_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL")
 
 
-def _dependencies(raw: dict[str, Any]) -> tuple[dict[str, set[str]], dict[str, Any]]:
+def _dependencies(raw: JsonObject) -> tuple[dict[str, set[str]], JsonObject]:
     arrays: dict[str, set[str]] = {}
-    schemas: dict[str, Any] = {}
+    schemas: JsonObject = {}
     for name in ("dependencies", "dependentRequired", "dependentSchemas"):
         found = raw.get(name)
         for key, value in found.items() if isinstance(found, dict) else ():

@@ -15,6 +15,7 @@ from typing import Any
 
 import referencing.exceptions
 
+from strom._util.json_types import JsonObject
 from strom.registry.json_schema import Resolver
 
 COMPATIBLE_CHANGES = frozenset(
@@ -113,7 +114,7 @@ class Node:
     """One schema node as the diff sees it: its kind and raw keywords (``$ref`` already followed)."""
 
     kind: str  # empty, false, object, array, string, number, boolean, null, enum, const, not, combined
-    raw: dict[str, Any]
+    raw: JsonObject
     resolver: Resolver
     criterion: str = ""  # combined: allOf, anyOf or oneOf
     subs: list[Any] = field(default_factory=list)  # combined: raw sub-schemas (loaded on use)
@@ -133,7 +134,7 @@ def load(node: Any, resolver: Resolver) -> Node:
         return Node("empty", {}, resolver)
     if node is False or not isinstance(node, dict):
         return Node("false", {}, resolver)
-    parts: list[dict[str, Any]] = []
+    parts: list[JsonObject] = []
     others = [name for name in (*_COMBINERS, "enum", "const", "not") if name in node]
     # The node itself when it has no other part, so that a $ref cycle meets the same object again.
     base = {k: v for k, v in node.items() if k not in (*others, "$ref")} if others else node
@@ -149,18 +150,20 @@ def load(node: Any, resolver: Resolver) -> Node:
         return Node("combined", node, resolver, "allOf", parts)
     part = parts[0] if parts else node
     for name in _COMBINERS:
-        if isinstance(part.get(name), list):
-            return Node("combined", node, resolver, name, list(part[name]))
+        subs = part.get(name)
+        if isinstance(subs, list):
+            return Node("combined", node, resolver, name, list(subs))
     for name in ("enum", "const", "not"):
         if name in part:
             return Node(name, node, resolver)
-    type_name = part.get("type") if isinstance(part.get("type"), str) else _inferred_type(part)
+    declared = part.get("type")
+    type_name = declared if isinstance(declared, str) else _inferred_type(part)
     if type_name is None:
         return Node("empty", node, resolver)
     return Node(_TYPE_KINDS.get(type_name, type_name), part, resolver, integer=type_name == "integer")
 
 
-def _inferred_type(node: dict[str, Any]) -> str | None:
+def _inferred_type(node: JsonObject) -> str | None:
     for keywords, name in (
         (_OBJECT_KEYWORDS, "object"),
         (_ARRAY_KEYWORDS, "array"),
@@ -215,7 +218,7 @@ class PathScope:
         del self._ctx.path[-len(self._names) :]
 
 
-def bounds(ctx: Context, o: dict[str, Any], u: dict[str, Any], name: str, kind: str) -> None:
+def bounds(ctx: Context, o: JsonObject, u: JsonObject, name: str, kind: str) -> None:
     """``maxLength`` → MAX_LENGTH_ADDED / _REMOVED / _INCREASED / _DECREASED, and so on."""
     before, after = number(o.get(name)), number(u.get(name))
     if before == after:
