@@ -32,7 +32,7 @@ import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from strom._util.json_types import JsonValue
 
@@ -76,7 +76,13 @@ def _line(doc: Mapping[str, JsonValue]) -> bytes:
     return b"%08x %s\n" % (zlib.crc32(text), text)
 
 
-def _parse(line: bytes) -> dict[str, Any] | None:
+# One journal line: the write's zxid, the node images it put and the paths it deleted.
+_JournalEntry = TypedDict(
+    "_JournalEntry", {"z": int, "put": NotRequired[list[list[Any]]], "del": NotRequired[list[str]]}
+)
+
+
+def _parse(line: bytes) -> _JournalEntry | None:
     """A journal line's document, None if the line is torn or corrupt."""
     if not line.endswith(b"\n") or len(line) < 10 or line[8:9] != b" ":
         return None
@@ -87,7 +93,7 @@ def _parse(line: bytes) -> dict[str, Any] | None:
         doc = json.loads(text)
     except ValueError:
         return None
-    return doc if isinstance(doc, dict) else None
+    return cast(_JournalEntry, doc) if isinstance(doc, dict) else None
 
 
 class MetadataJournal:
