@@ -10,6 +10,7 @@ user has). Output of ``describe``: ``User: <name>\\tMechanism: <mechanism>\\tIte
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Future
 from typing import Any, TextIO
 
 # Not in confluent_kafka.admin's __all__ (see console/_admin_api.py).
@@ -40,7 +41,7 @@ def describe_users(options: ClientOptions, users: Sequence[str]) -> dict[str, di
     """user -> mechanism -> iterations (all users when ``users`` is empty)."""
     admin = admin_client(options)
     result = admin.describe_user_scram_credentials(list(users) or None, request_timeout=options.timeout_s)
-    futures: dict[str, Any] = result if isinstance(result, dict) else {"": result}
+    futures: dict[str, Future[Any]] = result if isinstance(result, dict) else {"": result}
     out: dict[str, dict[str, int]] = {}
     for name, future in futures.items():
         found = wait(future, f"describing user {name}" if name else "describing users", options)
