@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import Any, TextIO, TypedDict
 
 from kafka.admin import KafkaAdminClient
 from kafka.structs import TopicPartition
@@ -205,10 +205,23 @@ def _in_flight(
     return {(tp.topic, tp.partition) for tp in listed}
 
 
+class _DescribedPartition(TypedDict):
+    partition_index: int
+    replica_nodes: list[int]
+
+
+class _DescribedTopic(TypedDict):
+    """The fields read from one topic of kafka-python's ``describe_topics`` (a Metadata response topic)."""
+
+    error_code: int
+    name: str
+    partitions: list[_DescribedPartition] | None
+
+
 def _current_assignment(admin: KafkaAdminClient, options: ClientOptions, moves: Sequence[Move]) -> Assignment:
     """Replicas of the plan's partitions as Metadata shows them; an unknown one is an error."""
     topics = sorted({m.topic for m in moves})
-    described: list[dict[str, Any]] = admin_call(
+    described: list[_DescribedTopic] = admin_call(
         options, "describe topics", lambda: admin.describe_topics(topics)
     )
     assignment: Assignment = {}
