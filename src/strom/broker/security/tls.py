@@ -25,7 +25,7 @@ import ssl
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from strom._util.errors import ConfigError
 
@@ -224,7 +224,13 @@ def map_dn(dn: str, rules: list[_Rule]) -> str | None:
     return None
 
 
-def certificate_principal(peercert: dict[str, Any] | None, rules: list[_Rule]) -> str | None:
+class PeerCertificate(TypedDict, total=False):
+    """The part of ``SSLSocket.getpeercert()`` read here (the peer's subject as RDNs of attribute pairs)."""
+
+    subject: tuple[tuple[tuple[str, str], ...], ...]
+
+
+def certificate_principal(peercert: PeerCertificate | None, rules: list[_Rule]) -> str | None:
     """``User:<mapped DN>``, ``User:ANONYMOUS`` without a certificate, None if the rules refuse it."""
     if not peercert or not peercert.get("subject"):
         return "User:ANONYMOUS"
