@@ -12,25 +12,11 @@ store in the first log dir on a single node. The files a single node kept before
 
 from __future__ import annotations
 
-import os
 import uuid
 from pathlib import Path
 
 from strom._util.errors import ConfigError
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+from strom.storage.checkpoint import write_atomically
 
 
 def pin_log_dir(log_dir: str, broker_id: int, cluster_id: str | None) -> str:
@@ -53,5 +39,5 @@ def pin_log_dir(log_dir: str, broker_id: int, cluster_id: str | None) -> str:
             raise ConfigError(f"{path} belongs to cluster {stored_cluster}, not {cluster_id}")
         return stored_cluster
     chosen = cluster_id or uuid.uuid4().hex[:22]
-    atomic_write(path, f"version=1\ncluster.id={chosen}\nnode.id={broker_id}\n".encode())
+    write_atomically(str(path), f"version=1\ncluster.id={chosen}\nnode.id={broker_id}\n")
     return chosen

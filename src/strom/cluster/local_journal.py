@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
 from strom._util.json_types import JsonValue
+from strom.storage.checkpoint import fsync_dir
 
 __all__ = ["COMPACT_FROM_BYTES", "JOURNAL", "SNAPSHOT", "MetadataJournal", "PersistedNode"]
 
@@ -61,14 +62,6 @@ def _from_image(image: list[Any]) -> tuple[str, PersistedNode]:
     path, data, version, cversion, ctime_ms, czxid = image
     node = PersistedNode(base64.b64decode(data), int(version), int(cversion), int(ctime_ms), int(czxid))
     return str(path), node
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _line(doc: Mapping[str, JsonValue]) -> bytes:
@@ -160,7 +153,7 @@ class MetadataJournal:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, self._snapshot)
-        _fsync_dir(self.directory)
+        fsync_dir(str(self.directory))
         os.ftruncate(self._fd, 0)
         os.fsync(self._fd)
         self._snapshot_bytes, self._journal_bytes = len(raw), 0
