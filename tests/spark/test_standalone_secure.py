@@ -76,7 +76,9 @@ def test_typed_formats_over_sasl_ssl_on_a_standalone_cluster_with_lag(
 ) -> None:
     plain, url = secure_broker.bootstrap, secure_broker.http_url
     assert url is not None
-    client = SchemaRegistryClient({"url": url})
+    # SASL listeners turn the HTTP side's logins on: the registry is reached as carol too.
+    registry_login = "carol:carol-secret"
+    client = SchemaRegistryClient({"url": url, "basic.auth.user.info": registry_login})
     topics = {
         fmt: (new_topic(plain, partitions=2), new_topic(plain, partitions=1))
         for fmt in ("avro", "protobuf", "json")
@@ -102,6 +104,7 @@ def test_typed_formats_over_sasl_ssl_on_a_standalone_cluster_with_lag(
         "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
         'username="carol" password="carol-secret";',
         **truststore_options(truststore),
+        "schema.registry.basic.auth.user.info": registry_login,
     }
     jobs = [[fmt, source, sink] for fmt, (source, sink) in topics.items()]
     (tmp_path / "job.py").write_text(JOB)

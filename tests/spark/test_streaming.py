@@ -251,6 +251,11 @@ def test_min_offsets_per_trigger_holds_batches_back(spark: Any, strom_broker: st
         .start()
     )
     try:
+        # Spark's first trigger runs at once and starts maxTriggerDelay's timer: produce only after it,
+        # or the first batch (rightly) takes whatever is there.
+        deadline = time.monotonic() + 60
+        while not str(query.status["message"]).startswith("Waiting") and time.monotonic() < deadline:
+            time.sleep(0.1)
         produce(strom_broker, topic, [(f"k{i}".encode(), b"x") for i in range(60)])
         time.sleep(3)
         assert sum(sizes) == 0, "a batch ran below minOffsetsPerTrigger"
