@@ -325,3 +325,8 @@ def test_an_expired_session_loses_its_ephemerals_and_comes_back_new(backend: Bac
             session.close()
 
     asyncio.run(main())
+
+
+# Every test above, for the modules that run the contract on one store (`from ... import *`): a test
+# added here runs on both stores without being listed twice.
+__all__ = sorted(name for name in dict(globals()) if name.startswith("test_"))  # noqa: PLE0605
