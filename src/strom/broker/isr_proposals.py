@@ -12,9 +12,9 @@ follower fetch or expiry check.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
+from strom._util.tasks import cancel_and_wait
 from strom.broker.partition import Partition
 from strom.broker.ports import IsrStore
 from strom.cluster.election import LeaderAndIsr
@@ -63,9 +63,4 @@ class IsrChangeManager:
             log.warning("%s-%d: ISR change notification failed (%s)", partition.topic, partition.index, exc)
 
     async def stop(self) -> None:
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks)

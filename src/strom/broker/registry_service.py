@@ -31,11 +31,11 @@ Call only from the broker's event loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 
 from strom._util.clock import Clock, sleep_ms
+from strom._util.tasks import cancel_and_wait
 from strom.broker.config import BrokerConfig
 from strom.broker.coordinator_partitions import CoordinatorPartitions
 from strom.broker.log_replay import replay_batches
@@ -130,12 +130,7 @@ class RegistryService:
 
     async def stop(self) -> None:
         await self.runtime.close()
-        tasks = [*self._tasks, *([self._announcing] if self._announcing else [])]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait([*self._tasks, *([self._announcing] if self._announcing else [])])
         self._tasks.clear()
         self._announcing = None
         self._remote.close()

@@ -37,10 +37,10 @@ Call only from the broker's event loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from strom._util.clock import Clock, sleep_ms
+from strom._util.tasks import cancel_and_wait
 from strom.broker.config import BrokerConfig
 from strom.broker.coordinator_partitions import CoordinatorPartitions
 from strom.broker.metadata_cache import ClusterMetadataStore
@@ -184,12 +184,7 @@ class TransactionService:
     # --- life cycle ----------------------------------------------------------------------------
     async def stop(self) -> None:
         await self.runtime.close()
-        tasks = list(self._completing.values())
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._completing.values())
         self._completing.clear()
         self.markers.close()
 

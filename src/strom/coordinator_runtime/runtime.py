@@ -42,12 +42,12 @@ Call only from the event loop; not thread-safe.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Generic, TypeVar
 
 from strom._util.clock import Cancellable, Clock, yield_to_loop
+from strom._util.tasks import cancel_and_wait
 from strom.coordinator_runtime.loader import READ_CHUNK_BYTES, replay_chunk
 from strom.coordinator_runtime.ports import PartitionReader, PartitionWriter
 from strom.coordinator_runtime.shard import (
@@ -407,9 +407,4 @@ class CoordinatorRuntime(Generic[S]):
         for ctx in list(self._contexts.values()):
             self._close(ctx)
         self._contexts.clear()
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks)
