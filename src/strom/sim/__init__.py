@@ -1,0 +1,1 @@
+"""Deterministic simulation: Strom brokers, their controller and clients in one thread on simulated time."""

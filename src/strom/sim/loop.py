@@ -1,0 +1,113 @@
+"""An asyncio event loop on simulated time: time moves only when every task is waiting.
+
+The loop is asyncio's own selector loop with two things swapped. `time()` reads a simulated clock, and
+the selector never sleeps: when the loop has nothing ready it asks the selector to wait until its next
+timer, and the simulated selector moves the simulated clock to that timer instead of sleeping. Every
+`call_later`, `asyncio.sleep`, `asyncio.timeout` and `wait_for` therefore fires at its exact simulated
+moment and at once in real time, so two minutes of a cluster's life take as long as the work in them.
+
+Determinism. One thread runs everything: the default executor runs each job inline (`to_thread`
+returns after the job ran, in the same thread), so no worker thread races the loop. asyncio runs
+ready callbacks in FIFO order and timers in deadline order (equal deadlines in an order its heap
+fixes: not necessarily the scheduling order, but the same every time the same operations are made),
+so the same program with the same inputs makes the same calls in the same order. What remains is the program's
+own randomness, which a simulation draws from one seeded `random.Random`.
+
+The selector still polls the real one (without waiting) for the loop's self-pipe, which
+`call_soon_threadsafe` writes to; simulated programs open no real sockets. A loop whose tasks all wait
+on something that can never happen (no timer, nothing ready) would sleep forever on a real loop: here
+it raises `SimulationStalled`, which names the deadlock instead of hanging.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import selectors
+from collections.abc import Callable, Coroutine, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, ParamSpec, TypeVar
+
+__all__ = ["InlineExecutor", "SimulatedLoop", "SimulationStalled"]
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+#: Where simulated time starts: an arbitrary, fixed moment, so traces of one seed compare equal.
+START_S = 1_000.0
+
+
+class SimulationStalled(RuntimeError):
+    """Every task waits and no timer is pending: the simulated program can never make progress."""
+
+
+class InlineExecutor(ThreadPoolExecutor):
+    """Runs each submitted job at once in the caller's thread: worker threads would break determinism.
+
+    A `ThreadPoolExecutor` only by type (asyncio accepts nothing else as the default executor); it
+    never starts a thread.
+    """
+
+    def submit(self, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> Future[_T]:
+        future: Future[_T] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # the job's failure is the future's result, as a pool's would be
+            future.set_exception(exc)
+        return future
+
+
+class _SimulatedSelector(selectors.BaseSelector):
+    def __init__(self, loop: SimulatedLoop) -> None:
+        self._real = selectors.DefaultSelector()
+        self._loop = loop
+
+    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        return self._real.register(fileobj, events, data)
+
+    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
+        return self._real.unregister(fileobj)
+
+    def modify(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        return self._real.modify(fileobj, events, data)
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        ready = self._real.select(0)
+        if ready or timeout == 0:
+            return ready
+        if timeout is None:
+            raise SimulationStalled("every task is waiting and no timer is pending")
+        self._loop.advance_to(self._loop.time() + timeout)
+        return []
+
+    def close(self) -> None:
+        self._real.close()
+
+    def get_map(self) -> Mapping[Any, selectors.SelectorKey]:
+        return self._real.get_map()
+
+
+class SimulatedLoop(asyncio.SelectorEventLoop):
+    def __init__(self, start_s: float = START_S) -> None:
+        self._now = start_s
+        super().__init__(_SimulatedSelector(self))
+        self.set_default_executor(InlineExecutor())
+
+    def time(self) -> float:
+        return self._now
+
+    def run(self, main: Coroutine[Any, Any, _T]) -> _T:
+        """Run ``main`` to its end, then cancel what it left running and close the loop (as `asyncio.run`)."""
+        try:
+            return self.run_until_complete(main)
+        finally:
+            leftovers = [t for t in asyncio.all_tasks(self) if not t.done()]
+            for task in leftovers:
+                task.cancel()
+            if leftovers:
+                self.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
+            self.run_until_complete(self.shutdown_asyncgens())
+            self.close()
+
+    def advance_to(self, when: float) -> None:
+        # Never backwards: a timer's remaining time is computed from `time()` and may round below zero.
+        self._now = max(self._now, when)

@@ -1,0 +1,88 @@
+"""The simulated loop: timers fire at their simulated moment at once, in a fixed order, in one thread."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from strom.sim.loop import START_S, SimulatedLoop, SimulationStalled
+
+
+def run(coro_fn):  # type: ignore[no-untyped-def]
+    return SimulatedLoop().run(coro_fn())
+
+
+def test_an_hour_of_sleeping_takes_no_real_time() -> None:
+    async def main() -> float:
+        await asyncio.sleep(3600)
+        return asyncio.get_running_loop().time()
+
+    started = time.monotonic()
+    assert run(main) == pytest.approx(START_S + 3600)
+    assert time.monotonic() - started < 5
+
+
+def test_timers_fire_in_deadline_order_ties_the_same_way_every_run() -> None:
+    async def main() -> list[str]:
+        order: list[str] = []
+        loop = asyncio.get_running_loop()
+        loop.call_later(2.0, order.append, "b")
+        for i in range(20):
+            loop.call_later(1.0, order.append, f"a{i}")
+        await asyncio.sleep(3)
+        return order
+
+    first = run(main)
+    assert first[-1] == "b" and sorted(first[:-1]) == sorted(f"a{i}" for i in range(20))
+    assert run(main) == first
+
+
+def test_timeouts_expire_on_simulated_time() -> None:
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(30):
+                await loop.create_future()
+        return loop.time()
+
+    assert run(main) == pytest.approx(START_S + 30)
+
+
+def test_to_thread_runs_inline_in_the_loop_thread() -> None:
+    async def main() -> tuple[str, str]:
+        return threading.current_thread().name, await asyncio.to_thread(
+            lambda: threading.current_thread().name
+        )
+
+    here, there = run(main)
+    assert here == there
+
+
+def test_a_deadlock_is_named_instead_of_hanging() -> None:
+    async def main() -> None:
+        await asyncio.get_running_loop().create_future()
+
+    with pytest.raises(SimulationStalled):
+        run(main)
+
+
+def test_the_same_program_gives_the_same_interleaving_twice() -> None:
+    async def worker(name: str, delays: list[float], trace: list[tuple[float, str]]) -> None:
+        loop = asyncio.get_running_loop()
+        for d in delays:
+            await asyncio.sleep(d)
+            trace.append((loop.time(), name))
+
+    async def main() -> list[tuple[float, str]]:
+        trace: list[tuple[float, str]] = []
+        await asyncio.gather(
+            worker("x", [0.1, 0.2, 0.3], trace),
+            worker("y", [0.3, 0.1, 0.2], trace),
+            worker("z", [0.0] * 3, trace),
+        )
+        return trace
+
+    assert run(main) == run(main)
