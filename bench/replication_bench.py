@@ -40,7 +40,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.broker.broker import Broker, Endpoint
 from strom.broker.config import BrokerConfig
-from strom.broker.server import KafkaServer
+from strom.broker.network.server import KafkaServer
 from strom.protocol.api import ApiKey
 from strom.protocol.codec import decode_response, encode_request
 from strom.protocol.records.builder import build_batch

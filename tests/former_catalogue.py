@@ -1,6 +1,7 @@
 """A single node's first log dir as Strom wrote it before the local metadata store: the topic catalogue
 and its journal, the producer-id file, meta.properties, acls.json and scram-credentials.json, written
-byte for byte as those versions wrote them (the files are described in strom.broker.catalogue_import)."""
+byte for byte as those versions wrote them (the files are described in
+strom.broker.control.catalogue_import)."""
 
 from __future__ import annotations
 

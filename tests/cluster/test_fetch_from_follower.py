@@ -25,7 +25,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from strom.broker.replica_selector import RACK_AWARE_SELECTOR
+from strom.broker.replication.replica_selector import RACK_AWARE_SELECTOR
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.builder import decode_batches

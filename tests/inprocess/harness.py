@@ -22,9 +22,9 @@ from typing import Any
 
 from strom._util.clock import ManualClock
 from strom.broker.broker import Broker
-from strom.broker.cluster_member import ClusterMember
 from strom.broker.config import BrokerConfig
-from strom.broker.server import KafkaServer
+from strom.broker.control.cluster_member import ClusterMember
+from strom.broker.network.server import KafkaServer
 from strom.cluster.zk_paths import PartitionStateDoc, partition_state_path
 from strom.protocol.api import ApiKey
 from strom.protocol.codec import decode_response, encode_request

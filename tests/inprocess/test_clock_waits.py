@@ -12,8 +12,8 @@ import struct
 from pathlib import Path
 
 from strom._util.clock import ManualClock
-from strom.broker.controller_channel import RETRY_BACKOFF_MS, KafkaControllerChannel
-from strom.broker.replica_fetcher import CONNECTION_BACKOFF_MS
+from strom.broker.control.controller_channel import RETRY_BACKOFF_MS, KafkaControllerChannel
+from strom.broker.replication.replica_fetcher import CONNECTION_BACKOFF_MS
 from strom.broker.security.client import ClientSecurity
 from strom.cluster.zk_paths import BrokerRegistration
 from strom.protocol.api import ApiKey

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from strom.broker.group_service import OFFSETS_RETENTION_CHECK_INTERVAL_MS
+from strom.broker.coordinators.group_service import OFFSETS_RETENTION_CHECK_INTERVAL_MS
 from strom.protocol.api import ApiKey
 from tests.inprocess.harness import InProcessBroker, PipelinedClient
 

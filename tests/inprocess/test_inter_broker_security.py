@@ -14,8 +14,8 @@ import pytest
 
 from strom.broker.broker import Broker, Endpoint
 from strom.broker.config import BrokerConfig
+from strom.broker.network.server import KafkaServer
 from strom.broker.security.connection import for_listener
-from strom.broker.server import KafkaServer
 from strom.protocol.api import ApiKey
 from tests.inprocess.harness import PipelinedClient, batch, eventually, leader_and_isr, produce_body
 

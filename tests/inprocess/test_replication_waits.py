@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from strom.broker.replica_selector import RACK_AWARE_SELECTOR
+from strom.broker.replication.replica_selector import RACK_AWARE_SELECTOR
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
 from tests.inprocess.harness import InProcessBroker, batch, eventually, fetch_body, produce_body, settle

@@ -15,8 +15,8 @@ import pytest
 
 from strom.broker.broker import Broker
 from strom.broker.config import BrokerConfig
+from strom.broker.network.server import KafkaServer
 from strom.broker.security.connection import for_listener
-from strom.broker.server import KafkaServer
 from strom.protocol.api import ApiKey
 from strom.protocol.codec import decode_response, encode_request
 from tests.integration.certs import make_pki, name

@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from strom.broker.transaction_service import TXN_TOPIC
+from strom.broker.coordinators.transaction_service import TXN_TOPIC
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.builder import build_batch

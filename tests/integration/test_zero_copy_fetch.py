@@ -1,7 +1,7 @@
 """Zero-copy fetch (issue 8 item 7): stored batches reach real clients byte for byte through sendfile.
 
 The broker answers a fetch with file ranges of its segments, which its network layer sends with
-``os.sendfile`` (storage/file_records.py, broker/response_writer.py). Here every client library reads
+``os.sendfile`` (storage/file_records.py, broker/network/response_writer.py). Here every client library reads
 through that path from a topic with small segments (so one partition's data spans several files and a
 response several slices); raw fetches are compared with the segment files on disk; fetches are
 pipelined on one connection whose reader is slow, so responses far larger than the socket buffers

@@ -18,7 +18,7 @@ from strom.acl.model import (
     ResourcePattern,
     ResourceType,
 )
-from strom.broker.catalogue_import import import_legacy_catalogue
+from strom.broker.control.catalogue_import import import_legacy_catalogue
 from strom.cluster.acl_znodes import AclZnodeStore
 from strom.cluster.kafka_metadata import KafkaMetadataClient
 from strom.cluster.local_store import LocalStore

@@ -1,4 +1,4 @@
-"""The connection's and the SASL exchange's state machines (broker/connection_state.py,
+"""The connection's and the SASL exchange's state machines (broker/network/connection_state.py,
 broker/security/sasl_state.py): every allowed move is taken, every other one refused, and the SASL
 exchange's states drive the connection's."""
 
@@ -10,13 +10,13 @@ from enum import Enum
 import pytest
 
 from strom._util.states import RefusedTransition, check_rule_book, transition
-from strom.broker.connection_state import (
+from strom.broker.network.connection_state import (
     READING,
     ConnectionState,
     after_sasl_step,
     next_connection_state,
 )
-from strom.broker.connection_state import VALID_PREVIOUS as CONNECTION_TABLE
+from strom.broker.network.connection_state import VALID_PREVIOUS as CONNECTION_TABLE
 from strom.broker.security.sasl_state import VALID_PREVIOUS as SASL_TABLE
 from strom.broker.security.sasl_state import SaslState, next_sasl_state
 

@@ -11,9 +11,9 @@ import pytest
 
 import strom.broker
 
-BROKER = Path(strom.broker.__file__).parent
+BROKER = Path(strom.broker.__file__).parent / "coordinators"
 HOSTS = ["group_service.py", "transaction_service.py", "transaction_markers.py", "registry_service.py"]
-FORBIDDEN = {"strom.broker.replica_manager", "strom.broker.partition"}
+FORBIDDEN = {"strom.broker.replication.replica_manager", "strom.broker.replication.partition"}
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -30,9 +30,11 @@ def imported_modules(path: Path) -> set[str]:
 @pytest.mark.parametrize("host", HOSTS)
 def test_a_coordinator_host_does_not_import_the_replica_manager(host: str) -> None:
     imported = imported_modules(BROKER / host)
-    assert "strom.broker.coordinator_partitions" in imported
+    assert "strom.broker.coordinators.coordinator_partitions" in imported
     assert not imported & FORBIDDEN, f"{host} imports {sorted(imported & FORBIDDEN)}"
 
 
 def test_the_adapter_is_the_one_that_does() -> None:
-    assert "strom.broker.replica_manager" in imported_modules(BROKER / "coordinator_partitions.py")
+    assert "strom.broker.replication.replica_manager" in imported_modules(
+        BROKER / "coordinator_partitions.py"
+    )

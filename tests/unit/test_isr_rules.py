@@ -1,11 +1,12 @@
-"""The leader's replication rules as pure functions (strom.broker.isr_rules): examples and properties."""
+"""The leader's replication rules as pure functions (strom.broker.replication.isr_rules): examples and
+properties."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from strom.broker.isr_rules import (
+from strom.broker.replication.isr_rules import (
     FollowerState,
     can_join_isr,
     effective_min_isr,

@@ -1,5 +1,5 @@
-"""Pure parts of strom.broker.leader_watermarks (consumer lag of partitions without a local replica):
-the per-leader batching, the ListOffsets body on the wire, reading the answer, and the background
+"""Pure parts of strom.broker.coordinators.leader_watermarks (consumer lag of partitions without a local
+replica): the per-leader batching, the ListOffsets body on the wire, reading the answer, and the background
 refresh stopping once no one scrapes."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from strom._util.clock import ManualClock
-from strom.broker.leader_watermarks import (
+from strom.broker.coordinators.leader_watermarks import (
     LIST_OFFSETS_VERSION,
     LeaderWatermarks,
     answered_watermarks,

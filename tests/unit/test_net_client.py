@@ -18,7 +18,7 @@ import pytest
 import uvloop
 
 from strom._util.clock import ManualClock, SystemClock
-from strom.broker.net_client import BrokerConnection
+from strom.broker.network.net_client import BrokerConnection
 from strom.broker.security.client import ClientSecurity
 from strom.protocol.api import ApiKey
 from strom.protocol.codec import decode_request, encode_response

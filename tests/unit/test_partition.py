@@ -11,9 +11,9 @@ import pytest
 from test_storage_support import make_batch
 
 from strom._util.clock import ManualClock
-from strom.broker.isr_proposals import IsrChangeManager
-from strom.broker.partition import Partition, PartitionEnv
-from strom.broker.purgatory import DelayedProduces, Purgatory
+from strom.broker.replication.isr_proposals import IsrChangeManager
+from strom.broker.replication.partition import Partition, PartitionEnv
+from strom.broker.replication.purgatory import DelayedProduces, Purgatory
 from strom.cluster.election import LeaderAndIsr
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.config import LogConfig

@@ -1,4 +1,4 @@
-"""KIP-392's choice of the replica a consumer reads from (strom.broker.replica_selector)."""
+"""KIP-392's choice of the replica a consumer reads from (strom.broker.replication.replica_selector)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from strom._util.errors import ConfigError
 from strom.broker.config import BrokerConfig
-from strom.broker.replica_selector import (
+from strom.broker.replication.replica_selector import (
     LEADER_SELECTOR,
     RACK_AWARE_SELECTOR,
     ReplicaView,

@@ -18,7 +18,7 @@ import pytest
 import uvloop
 from test_storage_support import make_batch
 
-from strom.broker.response_writer import ResponseWriter
+from strom.broker.network.response_writer import ResponseWriter
 from strom.protocol.codec import Chunk
 from strom.storage.config import LogConfig
 from strom.storage.file_records import TruncatedFileError

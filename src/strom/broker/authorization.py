@@ -6,7 +6,7 @@ it `Broker.authorizer` is None and handlers skip every check with one attribute 
 
 The bindings live in an `AclStore`: Kafka's ACL znodes in the metadata store (strom.cluster.acl_znodes),
 shared by every broker through change notifications: ZooKeeper in a cluster, the local store on a single
-node (whose former ``acls.json`` is imported once, strom.broker.catalogue_import).
+node (whose former ``acls.json`` is imported once, strom.broker.control.catalogue_import).
 The decision itself is strom.acl.authorizer's, over an in-memory `AclSet` kept up to date from the store.
 
 CreateAcls and DeleteAcls write the store in a worker thread (``asyncio.to_thread``): a ZooKeeper write

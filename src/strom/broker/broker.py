@@ -12,7 +12,7 @@ controller) and `ZkIsrStore` over the metadata store (`strom.cluster.metadata_st
 the only place that chooses the store: with ``zookeeper.connect`` a ZooKeeper session (or a session
 handed in: `strom.testing.inprocess_cluster` runs several brokers over one local store); otherwise a
 `LocalStore` persisted in the first log dir and `SingleNodeMember`, a cluster of one whose controller
-is in-process (`strom.broker.single_node`). Request handlers reach the components through the broker's
+is in-process (`strom.broker.control.single_node`). Request handlers reach the components through the broker's
 attributes and never ask which mode they are in.
 
 Background jobs (retention, flush, checkpoints, producer-id expiration, the log cleaner, ISR expiry,
@@ -29,21 +29,21 @@ from dataclasses import dataclass
 
 from strom._util.clock import Clock, SystemClock, sleep_ms, yield_to_loop
 from strom.broker.authorization import Authorizer
-from strom.broker.cluster_member import ClusterMember, ZkIsrStore, connect_zookeeper
 from strom.broker.config import BrokerConfig
-from strom.broker.coordinator_partitions import CoordinatorPartitions
-from strom.broker.group_service import GroupService
+from strom.broker.control.cluster_member import ClusterMember, ZkIsrStore, connect_zookeeper
+from strom.broker.control.single_node import SingleNodeMember
+from strom.broker.control.topic_admin import TopicAdmin
+from strom.broker.coordinators.coordinator_partitions import CoordinatorPartitions
+from strom.broker.coordinators.group_service import GroupService
+from strom.broker.coordinators.registry_service import RegistryService
+from strom.broker.coordinators.transaction_service import TransactionService
 from strom.broker.ports import ControlPlane
-from strom.broker.purgatory import Purgatory
-from strom.broker.registry_service import RegistryService
-from strom.broker.replica_fetcher import ReplicaFetcherManager
-from strom.broker.replica_manager import ReplicaManager
+from strom.broker.replication.purgatory import Purgatory
+from strom.broker.replication.replica_fetcher import ReplicaFetcherManager
+from strom.broker.replication.replica_manager import ReplicaManager
 from strom.broker.security.client import ClientSecurity, inter_broker_security
 from strom.broker.security.credentials import CredentialStore, ZkCredentialStore
 from strom.broker.security.listeners import ListenerSetup, parse_listener_setup
-from strom.broker.single_node import SingleNodeMember
-from strom.broker.topic_admin import TopicAdmin
-from strom.broker.transaction_service import TransactionService
 from strom.cluster.acl_znodes import AclZnodeStore
 from strom.cluster.local_store import LocalStore
 from strom.cluster.metadata_store import MetadataStore

@@ -15,7 +15,7 @@ from typing import Any
 
 from strom._util.errors import ConfigError
 from strom.broker.authorization import check_authorizer_class
-from strom.broker.replica_selector import check_selector
+from strom.broker.replication.replica_selector import check_selector
 from strom.broker.security.config_defs import (
     LISTENER_PREFIX,
     SECURITY_CONFIGS,

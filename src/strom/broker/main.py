@@ -28,8 +28,8 @@ from typing import Protocol
 from strom._util.errors import ConfigError
 from strom.broker.broker import Broker, Endpoint
 from strom.broker.config import BrokerConfig
+from strom.broker.network.server import KafkaServer
 from strom.broker.security.connection import for_listener as security_for_listener
-from strom.broker.server import KafkaServer
 from strom.protocol.errors import KafkaError
 from strom.storage.open_files import raise_open_files_limit
 

@@ -4,7 +4,7 @@
 controller, and per partition the leader, leader epoch, replicas, ISR and offline replicas. Every broker
 answers Metadata from this cache. In a ZooKeeper cluster the controller's UpdateMetadata requests fill
 it; on a single node its in-process controller hands the same bodies over directly
-(`strom.broker.single_node`), describing a cluster of one.
+(`strom.broker.control.single_node`), describing a cluster of one.
 
 A *full* UpdateMetadata (version 0, or ``type`` 2) carries the whole cluster state (internal_specs.py),
 so applying it replaces the cache. An *incremental* one (``type`` 1) carries every live broker but only

@@ -9,9 +9,10 @@ an embedded single node and a member of a ZooKeeper-coordinated cluster sits beh
 * `ControlPlane`: the cluster's metadata and its controller as this broker reaches them: topic
   administration (assignments, configs, deletion), the controller-only requests (LeaderAndIsr,
   UpdateMetadata, StopReplica, ControlledShutdown), the admin election and reassignment APIs, and
-  the broker's life cycle in the cluster (registration, controlled shutdown). `strom.broker.cluster_member`
-  implements it over the metadata store; `strom.broker.single_node` specialises it for a cluster of one,
-  whose in-process controller feeds the replica manager and the metadata cache directly.
+  the broker's life cycle in the cluster (registration, controlled shutdown).
+  `strom.broker.control.cluster_member` implements it over the metadata store;
+  `strom.broker.control.single_node` specialises it for a cluster of one, whose in-process controller
+  feeds the replica manager and the metadata cache directly.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ class ControlPlane(Protocol):
 
     async def stop(self) -> None: ...
 
-    # topic administration: assignments are decided by the caller (strom.broker.topic_admin)
+    # topic administration: assignments are decided by the caller (strom.broker.control.topic_admin)
     def live_brokers(self) -> dict[int, str | None]: ...
 
     def create_topic(

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from strom._util.clock import SystemClock
-from strom.broker.net_client import BrokerConnection
+from strom.broker.network.net_client import BrokerConnection
 from strom.broker.security.client import ClientSecurity
 from strom.protocol.api import ApiKey
 from strom.protocol.messages import MetadataRequest, MetadataResponse

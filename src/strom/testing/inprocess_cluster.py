@@ -21,9 +21,9 @@ from pathlib import Path
 
 from strom._util.clock import ManualClock
 from strom.broker.broker import Broker, Endpoint
-from strom.broker.cluster_member import ClusterMember
 from strom.broker.config import BrokerConfig
-from strom.broker.server import KafkaServer
+from strom.broker.control.cluster_member import ClusterMember
+from strom.broker.network.server import KafkaServer
 from strom.cluster.local_store import LocalSession, LocalStore
 
 __all__ = ["InProcessCluster", "Member"]

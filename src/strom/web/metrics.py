@@ -23,7 +23,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from strom.broker.broker import Broker
-from strom.broker.leader_watermarks import LeaderWatermarks
+from strom.broker.coordinators.leader_watermarks import LeaderWatermarks
 from strom.metrics.counters import BrokerCounters
 from strom.web.metrics_collector import BrokerCollector
 

@@ -10,7 +10,8 @@ Consumer lag is exported by the broker that coordinates the group, for every par
 committed offsets on: lag = high watermark - committed offset. For a partition it hosts a replica of,
 the high watermark is that replica's (the leader's is what `strom groups describe` shows as the log
 end offset; a follower's trails it by at most one fetch); for any other, the leader's as last learned
-in the background (`strom.broker.leader_watermarks`; a partition appears once its leader answered).
+in the background (`strom.broker.coordinators.leader_watermarks`; a partition appears once its leader
+answered).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from strom.broker.broker import Broker
-from strom.broker.leader_watermarks import LeaderWatermarks
+from strom.broker.coordinators.leader_watermarks import LeaderWatermarks
 from strom.metrics.counters import BrokerCounters, TopicCounters
 from strom.metrics.families import counter, gauge, jmx_name, summary
 from strom.metrics.histogram import LatencyHistogram

@@ -34,7 +34,7 @@ import aiohttp
 from aiohttp import web
 
 from strom._util.json_types import JsonObject
-from strom.broker.registry_service import RegistryService
+from strom.broker.coordinators.registry_service import RegistryService
 from strom.registry import errors
 from strom.registry.errors import RegistryError, parse_version
 from strom.registry.formats import SCHEMA_TYPES

@@ -46,8 +46,8 @@ from time import perf_counter_ns
 from strom.broker.authorization import Authorizer
 from strom.broker.handlers.authz import Op, Res
 from strom.broker.handlers.base import RequestContext, handles
-from strom.broker.partition import follower_fetch_key
-from strom.broker.replica_manager import NO_REDIRECT
+from strom.broker.replication.partition import follower_fetch_key
+from strom.broker.replication.replica_manager import NO_REDIRECT
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.messages import (

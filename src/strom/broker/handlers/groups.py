@@ -11,10 +11,10 @@ Kafka's muted channel does. Until the group service is up, group requests get CO
 
 from __future__ import annotations
 
-from strom.broker.group_service import GroupService
+from strom.broker.coordinators.group_service import GroupService
+from strom.broker.coordinators.transaction_service import TransactionService
 from strom.broker.handlers.authz import Op, Res, allowed, allowed_cluster, authorized_operations, denied
 from strom.broker.handlers.base import RequestContext, handles, until_listed
-from strom.broker.transaction_service import TransactionService
 from strom.coordinator import JoinGroupRequest, SyncGroupRequest
 from strom.protocol import messages as m
 from strom.protocol.api import ApiKey

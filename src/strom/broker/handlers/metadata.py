@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from strom.acl.model import CLUSTER_NAME
 from strom.broker.broker import Broker
+from strom.broker.control.topic_admin import INTERNAL_TOPICS, validate_topic_name
 from strom.broker.handlers.authz import Op, Res, allowed, allowed_cluster, authorized_operations
 from strom.broker.handlers.base import RequestContext, handles, until_listed
 from strom.broker.metadata_cache import ClusterMetadataStore
-from strom.broker.topic_admin import INTERNAL_TOPICS, validate_topic_name
 from strom.broker.topic_info import TopicInfo
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError

@@ -26,10 +26,10 @@ import asyncio
 import logging
 from time import perf_counter_ns
 
+from strom.broker.control.topic_admin import INTERNAL_TOPICS
 from strom.broker.handlers.authz import Op, Res
 from strom.broker.handlers.base import CloseConnection, RequestContext, handles
-from strom.broker.partition import Partition
-from strom.broker.topic_admin import INTERNAL_TOPICS
+from strom.broker.replication.partition import Partition
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.produce_codec import LeanProduceRequest, LeanProduceResponse, PartitionResult

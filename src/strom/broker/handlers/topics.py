@@ -1,7 +1,7 @@
 """Topic administration: CreateTopics (19), DeleteTopics (20), CreatePartitions (37), DeleteRecords (21).
 
 Each topic gets its own error code and message; one bad topic never fails the others. The rules
-(legal names, counts, configs, replica assignments) live in `strom.broker.topic_admin` so that
+(legal names, counts, configs, replica assignments) live in `strom.broker.control.topic_admin` so that
 auto-creation applies the same ones. Creation and deletion answer once this broker's metadata cache shows
 the change (at once on a single node; after the controller's UpdateMetadata in a cluster), or at
 `timeout_ms`.

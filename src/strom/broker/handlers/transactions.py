@@ -2,7 +2,7 @@
 TxnOffsetCommit (28), and WriteTxnMarkers (27) from coordinators and admin tools.
 
 Each handler checks that this broker coordinates the transactional id, translates the negotiated
-version's wire dict and lets the transaction service decide (`strom.broker.transaction_service`),
+version's wire dict and lets the transaction service decide (`strom.broker.coordinators.transaction_service`),
 which answers once the resulting state is durable in ``__transaction_state``. Error mapping as Kafka's
 KafkaApis: PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH below v2
 (docs/transactions.md#what-a-client-sees). AddPartitionsToTxn answers one code for every partition of the
@@ -17,7 +17,7 @@ ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID for every partition).
 
 from __future__ import annotations
 
-from strom.broker.group_service import OFFSETS_TOPIC
+from strom.broker.coordinators.group_service import OFFSETS_TOPIC
 from strom.broker.handlers.authz import Op, Res, allowed_cluster, denied
 from strom.broker.handlers.base import RequestContext, handles
 from strom.coordinator import GroupCoordinator, OffsetAndMetadata, TopicPartition

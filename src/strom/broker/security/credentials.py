@@ -2,7 +2,7 @@
 
 `ZkCredentialStore` keeps them as Kafka keeps them in ZooKeeper, under ``/config/users/<name>`` of the
 metadata store (ZooKeeper in a cluster, the local store on a single node, whose former
-``scram-credentials.json`` is imported once, strom.broker.catalogue_import): the per-mechanism text
+``scram-credentials.json`` is imported once, strom.broker.control.catalogue_import): the per-mechanism text
 ``salt=...,stored_key=...,server_key=...,iterations=4096`` in that znode (read-modify-write: quotas share
 its map), then posts a config change notification (``users/<name>``); every broker caches the credentials
 and reloads a user when notified (cluster_member.py watches the notifications), so a user created through

@@ -28,7 +28,7 @@ each login is.
 Where an exchange stands is one `SaslState` (sasl_state.py: handshake, authenticate, legacy token,
 complete, re-authenticate, failed), moved only along that module's table; `SaslAuthenticator` is its
 driver, and the network layer follows it (a login or re-authentication beginning or ending moves the
-connection's own state, broker/connection_state.py). Failure delays and session ends run on the
+connection's own state, broker/network/connection_state.py). Failure delays and session ends run on the
 broker's clock.
 """
 

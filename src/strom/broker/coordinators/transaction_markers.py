@@ -25,9 +25,9 @@ import logging
 from collections.abc import Callable
 
 from strom._util.clock import Clock
-from strom.broker.coordinator_partitions import CoordinatorPartitions
+from strom.broker.coordinators.coordinator_partitions import CoordinatorPartitions
 from strom.broker.metadata_cache import ClusterMetadataStore
-from strom.broker.net_client import BrokerConnection
+from strom.broker.network.net_client import BrokerConnection
 from strom.broker.security.client import ClientSecurity
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode

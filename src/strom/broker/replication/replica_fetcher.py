@@ -32,8 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from strom._util.clock import Clock, sleep_ms
-from strom.broker.net_client import BrokerConnection
-from strom.broker.partition import Partition, TopicPartition
+from strom.broker.network.net_client import BrokerConnection
+from strom.broker.replication.partition import Partition, TopicPartition
 from strom.broker.security.client import ClientSecurity
 from strom.protocol.api import ApiKey
 from strom.protocol.codec import RecordsRegion

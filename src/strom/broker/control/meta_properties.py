@@ -7,7 +7,7 @@ broker id is refused at start-up rather than silently mixed (`pin_log_dir`).
 The cluster's metadata itself (topics, partition states, configs, ACLs, SCRAM users, producer-id
 blocks) lives in the metadata store (`strom.cluster.metadata_store`): ZooKeeper in a cluster, the local
 store in the first log dir on a single node. The files a single node kept before that
-(``strom-topics.json`` and the rest) are imported once by `strom.broker.catalogue_import`.
+(``strom-topics.json`` and the rest) are imported once by `strom.broker.control.catalogue_import`.
 """
 
 from __future__ import annotations

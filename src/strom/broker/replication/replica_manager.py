@@ -2,7 +2,7 @@
 
 One path for both ways of running Strom: in a ZooKeeper cluster the controller's LeaderAndIsr requests
 arrive over the network; an embedded single node is a cluster of one whose in-process controller
-(`strom.broker.single_node`) hands the same requests over directly, making this broker leader of every
+(`strom.broker.control.single_node`) hands the same requests over directly, making this broker leader of every
 partition with ISR = {itself}. ISR changes go through the `IsrStore` port either way, off the event loop
 (isr_proposals.py).
 
@@ -45,13 +45,13 @@ import logging
 from collections.abc import Callable
 
 from strom._util.clock import Clock, sleep_ms
-from strom.broker.isr_proposals import IsrChangeManager
-from strom.broker.isr_rules import FollowerState
 from strom.broker.metadata_cache import ClusterMetadataStore
-from strom.broker.partition import Partition, PartitionEnv, TopicPartition, follower_fetch_key
 from strom.broker.ports import IsrStore
-from strom.broker.purgatory import DelayedProduces, Purgatory
-from strom.broker.replica_fetcher import ReplicaFetcherManager
+from strom.broker.replication.isr_proposals import IsrChangeManager
+from strom.broker.replication.isr_rules import FollowerState
+from strom.broker.replication.partition import Partition, PartitionEnv, TopicPartition, follower_fetch_key
+from strom.broker.replication.purgatory import DelayedProduces, Purgatory
+from strom.broker.replication.replica_fetcher import ReplicaFetcherManager
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.messages import (
     FetchResponseAbortedTransaction,

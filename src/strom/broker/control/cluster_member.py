@@ -1,7 +1,7 @@
 """The control plane of a ZooKeeper cluster member (`strom.broker.ports.ControlPlane` over ZooKeeper).
 
 `ClusterMember` is the broker's control plane in a cluster (a single node uses its subclass
-`strom.broker.single_node.SingleNodeMember` over the local store; request handlers cannot tell them
+`strom.broker.control.single_node.SingleNodeMember` over the local store; request handlers cannot tell them
 apart). It owns
 
 * the ZooKeeper session (`strom.cluster.zookeeper_store.ZooKeeperStore` under
@@ -13,7 +13,7 @@ apart). It owns
   ``/config/changes`` notifications for topic configs;
 * the `IsrStore` of the replica manager (`ZkIsrStore`): conditional writes of the partition state znode
   plus ISR change notifications;
-* topic administration: create (the assignment, decided by `strom.broker.topic_admin`, written to
+* topic administration: create (the assignment, decided by `strom.broker.control.topic_admin`, written to
   ZooKeeper; the controller does the rest), delete (marked for the controller), add partitions, configs;
 * controlled shutdown: before stopping, ask the controller to move leadership away.
 
@@ -35,14 +35,14 @@ from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
 from strom._util.clock import Clock, Deadline, sleep_ms, yield_to_loop
-from strom.broker.catalogue_import import import_legacy_catalogue
 from strom.broker.config import BrokerConfig
-from strom.broker.controller_channel import KafkaControllerChannel
-from strom.broker.meta_properties import pin_log_dir
+from strom.broker.control.catalogue_import import import_legacy_catalogue
+from strom.broker.control.controller_channel import KafkaControllerChannel
+from strom.broker.control.meta_properties import pin_log_dir
 from strom.broker.metadata_cache import ClusterMetadataStore
-from strom.broker.net_client import BrokerConnection
+from strom.broker.network.net_client import BrokerConnection
 from strom.broker.ports import Outcome, Reassignments, TopicPartition
-from strom.broker.replica_manager import ReplicaManager
+from strom.broker.replication.replica_manager import ReplicaManager
 from strom.broker.security.client import ClientSecurity
 from strom.broker.topic_info import TopicInfo
 from strom.cluster import zk_paths as paths

@@ -37,12 +37,12 @@ from collections.abc import Callable
 from strom._util.clock import Clock, sleep_ms
 from strom._util.tasks import cancel_and_wait
 from strom.broker.config import BrokerConfig
-from strom.broker.coordinator_partitions import CoordinatorPartitions
-from strom.broker.log_replay import replay_batches
+from strom.broker.control.topic_admin import TopicAdmin
+from strom.broker.coordinators.coordinator_partitions import CoordinatorPartitions
+from strom.broker.coordinators.log_replay import replay_batches
+from strom.broker.coordinators.registry_fetch import RemoteLogReader
 from strom.broker.metadata_cache import ClusterMetadataStore
-from strom.broker.registry_fetch import RemoteLogReader
 from strom.broker.security.client import ClientSecurity
-from strom.broker.topic_admin import TopicAdmin
 from strom.coordinator_runtime import CoordinatorError, CoordinatorResult, CoordinatorRuntime, ShardContext
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.registry import errors

@@ -25,7 +25,7 @@ import logging
 from collections.abc import Callable
 from typing import cast
 
-from strom.broker.cluster_member import ClusterMember
+from strom.broker.control.cluster_member import ClusterMember
 from strom.broker.ports import TopicPartition
 from strom.broker.topic_info import TopicInfo
 from strom.cluster.controller import ControllerChannel

@@ -15,7 +15,7 @@ import contextlib
 import logging
 
 from strom._util.clock import Clock, sleep_ms
-from strom.broker.net_client import BrokerConnection
+from strom.broker.network.net_client import BrokerConnection
 from strom.broker.security.client import ClientSecurity
 from strom.cluster.propagation import ControllerBody
 from strom.cluster.zk_paths import BrokerRegistration

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 
 from strom._util.clock import Clock, sleep_ms
 from strom.broker.metadata_cache import ClusterMetadataStore
-from strom.broker.net_client import BrokerConnection
+from strom.broker.network.net_client import BrokerConnection
 from strom.broker.security.client import ClientSecurity
 from strom.protocol.api import ApiKey
 from strom.protocol.messages import ListOffsetsRequest, ListOffsetsResponse

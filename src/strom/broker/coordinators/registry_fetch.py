@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from strom._util.clock import Clock
 from strom.broker.metadata_cache import ClusterMetadataStore
-from strom.broker.net_client import BrokerConnection
+from strom.broker.network.net_client import BrokerConnection
 from strom.broker.security.client import ClientSecurity
 from strom.protocol.api import ApiKey
 from strom.protocol.codec import RecordsRegion

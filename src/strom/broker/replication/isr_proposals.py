@@ -15,8 +15,8 @@ import asyncio
 import logging
 
 from strom._util.tasks import cancel_and_wait
-from strom.broker.partition import Partition
 from strom.broker.ports import IsrStore
+from strom.broker.replication.partition import Partition
 from strom.cluster.election import LeaderAndIsr
 
 log = logging.getLogger(__name__)

@@ -49,9 +49,9 @@ from typing import TypeVar
 
 from strom._util.clock import Clock
 from strom.broker.config import BrokerConfig
-from strom.broker.coordinator_partitions import CoordinatorPartitions
+from strom.broker.control.topic_admin import TopicAdmin
+from strom.broker.coordinators.coordinator_partitions import CoordinatorPartitions
 from strom.broker.metadata_cache import ClusterMetadataStore
-from strom.broker.topic_admin import TopicAdmin
 from strom.coordinator import (
     GroupConfig,
     GroupCoordinator,

@@ -42,11 +42,11 @@ import logging
 from strom._util.clock import Clock, sleep_ms
 from strom._util.tasks import cancel_and_wait
 from strom.broker.config import BrokerConfig
-from strom.broker.coordinator_partitions import CoordinatorPartitions
+from strom.broker.control.topic_admin import TopicAdmin
+from strom.broker.coordinators.coordinator_partitions import CoordinatorPartitions
+from strom.broker.coordinators.transaction_markers import MarkerListener, MarkerWriter
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.security.client import ClientSecurity
-from strom.broker.topic_admin import TopicAdmin
-from strom.broker.transaction_markers import MarkerListener, MarkerWriter
 from strom.coordinator_runtime import (
     CoordinatorError,
     CoordinatorResult,

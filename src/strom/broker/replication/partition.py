@@ -49,7 +49,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from strom._util.clock import Clock
-from strom.broker.isr_rules import (
+from strom.broker.metadata_cache import LiveBroker
+from strom.broker.replication.isr_rules import (
     FollowerState,
     can_join_isr,
     effective_min_isr,
@@ -59,9 +60,12 @@ from strom.broker.isr_rules import (
     replication_outcome,
     under_min_isr,
 )
-from strom.broker.metadata_cache import LiveBroker
-from strom.broker.purgatory import DelayedProduces, Purgatory
-from strom.broker.replica_selector import NO_PREFERRED_REPLICA, ReplicaView, preferred_read_replica
+from strom.broker.replication.purgatory import DelayedProduces, Purgatory
+from strom.broker.replication.replica_selector import (
+    NO_PREFERRED_REPLICA,
+    ReplicaView,
+    preferred_read_replica,
+)
 from strom.cluster.election import LeaderAndIsr
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.control import ControlType

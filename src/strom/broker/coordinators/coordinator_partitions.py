@@ -22,8 +22,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from strom.broker.partition import Partition
-from strom.broker.replica_manager import ReplicaManager
+from strom.broker.replication.partition import Partition
+from strom.broker.replication.replica_manager import ReplicaManager
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.control import ControlType
 

@@ -45,9 +45,14 @@ from typing import NamedTuple, cast
 from strom._util.buffers import receive_buffer
 from strom._util.clock import yield_to_loop
 from strom.broker.broker import Broker
-from strom.broker.connection_state import READING, ConnectionState, after_sasl_step, next_connection_state
-from strom.broker.request_dispatch import Answer, CloseRequested, HandlerCall, RequestDispatcher
-from strom.broker.response_writer import ResponseWriter
+from strom.broker.network.connection_state import (
+    READING,
+    ConnectionState,
+    after_sasl_step,
+    next_connection_state,
+)
+from strom.broker.network.request_dispatch import Answer, CloseRequested, HandlerCall, RequestDispatcher
+from strom.broker.network.response_writer import ResponseWriter
 from strom.broker.security.connection import ListenerSecurity, size_hint
 from strom.broker.security.listeners import ANONYMOUS
 from strom.broker.security.sasl import MAX_UNAUTHENTICATED_BYTES
