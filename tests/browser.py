@@ -58,6 +58,18 @@ def chromium() -> Iterator[object]:
         shutil.rmtree(profile, ignore_errors=True)
 
 
+def click_and_wait(driver: object, element: object, timeout_s: float = 30) -> None:
+    """Click something that loads a new page (a link, a form's button) and wait until the new page is
+    there: the old page's root element goes stale once the browser has replaced it."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    old = driver.find_element(By.TAG_NAME, "html")  # type: ignore[attr-defined]
+    element.click()  # type: ignore[attr-defined]
+    WebDriverWait(driver, timeout_s).until(expected_conditions.staleness_of(old))  # type: ignore[arg-type]
+
+
 def screenshot(driver: object, name: str) -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"

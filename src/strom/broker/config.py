@@ -79,6 +79,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "Strom: serve /metrics without authentication or ACLs (a scraper without credentials).",
         ),
         ConfigDef(
+            "http.console.history.interval.ms",
+            int,
+            "10000",
+            "Strom: the console's charts keep one value per interval for the last 360 intervals (an hour).",
+        ),
+        ConfigDef(
             "metrics.enabled",
             _parse_bool,
             "true",

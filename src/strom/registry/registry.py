@@ -122,6 +122,18 @@ class SchemaRegistry:
             raise errors.schema_not_found(schema_id)
         return stored
 
+    def parsed_schema(self, schema_id: int) -> ParsedSchema | None:
+        """The schema of an id, parsed with its references (a deserializer's view); None if unknown.
+
+        Raises:
+            RegistryError: 42201 when a reference it names is gone.
+        """
+        stored = self.state.schemas.get(schema_id)
+        if stored is None:
+            return None
+        references = self._reference_texts(stored.references, set())
+        return parse(stored.schema_type, stored.schema, references)
+
     def schema_versions(self, schema_id: int, deleted: bool = False) -> list[dict[str, str | int]]:
         self.schema(schema_id)
         return [{"subject": v.subject, "version": v.version} for v in self.state.usages(schema_id, deleted)]

@@ -12,8 +12,7 @@ from collections.abc import Iterable, Sequence
 from urllib.parse import quote
 
 from strom.cluster.broker_table import LEGEND, BrokerTable
-from strom.web.console.browser import BrowsedRecord
-from strom.web.console.views import ClusterView, GroupView, PartitionRow, TopicRow
+from strom.web.console.views import ClusterView, GroupRow, GroupView, PartitionRow, TopicRow
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:0;color:#222}
@@ -24,6 +23,10 @@ th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left;vertical-align:to
 .outofsync{color:#b00020;text-decoration:line-through}.down{color:#b00020}
 .bad{color:#b00020;font-weight:bold}.ok{color:#0a6b2d}.muted{color:#777}
 pre{margin:0;white-space:pre-wrap;max-width:60em}
+.charts{display:flex;flex-wrap:wrap;gap:1em}.chart{margin:0 0 1em;border:1px solid #ddd;padding:.4em}
+.chart figcaption{font-weight:bold;font-size:.9em}.legend{font-size:.85em}
+.add{color:#0a6b2d}.del{color:#b00020}
+footer{padding:.5em 1.5em;color:#777;font-size:.85em;border-top:1px solid #eee}
 """
 
 _LIVE_TABLE_JS = """
@@ -55,7 +58,15 @@ def topic_path(topic: str, partition: int | None = None) -> str:
 def page(title: str, body: str, script: str = "") -> str:
     nav = "".join(
         link(p, t)
-        for p, t in (("/ui/", "Cluster"), ("/ui/topics", "Topics"), ("/ui/groups", "Consumer groups"))
+        for p, t in (
+            ("/ui/", "Cluster"),
+            ("/ui/topics", "Topics"),
+            ("/ui/groups", "Consumer groups"),
+            ("/ui/schemas", "Schemas"),
+            ("/ui/acls", "ACLs"),
+            ("/ui/users", "Users"),
+            ("/ui/transactions", "Transactions"),
+        )
     )
     js = f"<script>{script}</script>" if script else ""
     return (
@@ -63,6 +74,14 @@ def page(title: str, body: str, script: str = "") -> str:
         f"<style>{_STYLE}</style></head><body><nav><b style='color:#fff;margin-right:1.5em'>Strom</b>"
         f"{nav}</nav><main><h1>{esc(title)}</h1>{body}</main>{js}</body></html>"
     )
+
+
+def answered_by(document: str, broker_id: int, principal: str | None) -> str:
+    """The page with a footer naming the broker that answered (any broker serves every page) and who
+    asked."""
+    who = f" to {esc(principal)}" if principal else ""
+    footer = f"<footer id='answered-by'>Answered by broker {esc(broker_id)}{who}.</footer>"
+    return document.replace("</body></html>", footer + "</body></html>", 1)
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[str]], table_id: str = "") -> str:
@@ -81,7 +100,7 @@ def not_found(what: str) -> str:
     return page("Not found", f"<p class='bad'>{esc(what)}</p><p>{link('/ui/', 'Back to the cluster')}</p>")
 
 
-def cluster_page(view: ClusterView) -> str:
+def cluster_page(view: ClusterView, charts: str = "") -> str:
     zk = view.zookeeper or "none (single node)"
     zk_class = "ok" if view.zookeeper in (None, "CONNECTED") else "bad"
     facts = table(
@@ -122,10 +141,11 @@ def cluster_page(view: ClusterView) -> str:
         [[f"<b id='urp'>{len(view.under_replicated)}</b> " + listing(view.under_replicated),
           f"<b id='offline'>{len(view.offline)}</b> " + listing(view.offline)]],
     )  # fmt: skip
-    return page("Cluster", facts + "<h2>Brokers</h2>" + brokers + "<h2>Health</h2>" + health)
+    over_time = "<h2>Over time</h2>" + charts if charts else ""
+    return page("Cluster", facts + "<h2>Brokers</h2>" + brokers + "<h2>Health</h2>" + health + over_time)
 
 
-def topics_page(rows: list[TopicRow]) -> str:
+def topics_page(rows: list[TopicRow], actions: str = "") -> str:
     def rate(r: TopicRow) -> str:
         return "-" if r.rate is None else f"{r.rate:,.1f}/s"
 
@@ -147,7 +167,7 @@ def topics_page(rows: list[TopicRow]) -> str:
         "topics",
     )
     note = "<p class='muted'>Sizes and rates count the replicas and leaders on this broker.</p>"
-    return page("Topics", body + note)
+    return page("Topics", actions + body + note)
 
 
 def broker_table_html(bt: BrokerTable) -> str:
@@ -176,7 +196,13 @@ def broker_table_html(bt: BrokerTable) -> str:
 
 
 def topic_page(
-    topic: str, configs: dict[str, str], bt: BrokerTable, partitions: list[PartitionRow], table_src: str
+    topic: str,
+    configs: dict[str, str],
+    bt: BrokerTable,
+    partitions: list[PartitionRow],
+    table_src: str,
+    charts: str = "",
+    actions: str = "",
 ) -> str:
     legend = (
         "<p class='muted'>Bold green: leads as assigned; orange: a follower leads now; struck red: out of "
@@ -217,7 +243,9 @@ def topic_page(
     if not configs:
         conf = "<p class='muted'>No overrides: broker defaults apply.</p>"
     body = (
-        "<h2>Brokers and replicas</h2>"
+        actions
+        + ("<h2>Throughput</h2>" + charts if charts else "")
+        + "<h2>Brokers and replicas</h2>"
         + live
         + legend
         + "<h2>Partitions</h2>"
@@ -228,80 +256,58 @@ def topic_page(
     return page(f"Topic {topic}", body, _LIVE_TABLE_JS)
 
 
-def partition_page(topic: str, p: PartitionRow, records: list[BrowsedRecord] | None, wanted: int) -> str:
+def partition_page(topic: str, p: PartitionRow, messages: str) -> str:
+    """``messages``: the message browser's form and results (`message_pages`), HTML already."""
     facts = table(
         ["Leader", "Leader epoch", "Replicas", "ISR"],
-        [
-            [
-                esc(p.leader),
-                esc(p.leader_epoch),
-                esc(",".join(map(str, p.replicas))),
-                esc(",".join(map(str, p.isr))),
-            ]
-        ],
-    )
-    if p.local is None:
-        return page(
-            f"Partition {topic}-{p.partition}",
-            facts + "<p class='muted'>This broker holds no replica of this partition: its log and "
-            "records are on the brokers listed as replicas.</p>",
-        )
-    log = p.local
-    offsets = table(
-        ["Role here", "Log start", "Log end", "High watermark", "Last stable", "Size", "Segments"],
-        [[esc(log.role), esc(log.log_start), esc(log.log_end), esc(log.high_watermark), esc(log.last_stable),
-          esc(f"{log.size:,} B"), esc(len(log.segments))]],
-        "offsets",
+        [[esc(p.leader), esc(p.leader_epoch), esc(",".join(map(str, p.replicas))),
+          esc(",".join(map(str, p.isr)))]],
     )  # fmt: skip
-    segments = table(
-        ["Base offset", "Next offset", "Bytes"],
-        [[esc(a), esc(b), esc(f"{c:,}")] for a, b, c in log.segments],
-    )
-    browsed = table(
-        ["Offset", "Timestamp", "Key", "Value", "Headers"],
-        [
-            [
-                esc(r.offset),
-                esc(r.timestamp),
-                f"<pre>{esc(r.key)}</pre>",
-                f"<pre>{esc(r.value)}</pre>",
-                esc(r.headers),
-            ]
-            for r in records or []
-        ],
-        "messages",
-    )
-    form = (
-        f"<form method='get'>Latest <input name='n' value='{wanted}' size='4'> records "
-        "<button>Show</button></form>"
-    )
-    body = (
-        facts
-        + "<h2>Log on this broker</h2>"
-        + offsets
-        + "<h2>Segments</h2>"
-        + segments
-        + "<h2>Messages</h2>"
-        + form
-        + browsed
-    )
-    return page(f"Partition {topic}-{p.partition}", body)
+    body = facts
+    if p.local is None:
+        body += (
+            "<p class='muted'>This broker holds no replica of this partition: the messages below are read "
+            "from its leader.</p>"
+        )
+    else:
+        log = p.local
+        offsets = table(
+            ["Role here", "Log start", "Log end", "High watermark", "Last stable", "Size", "Segments"],
+            [[esc(log.role), esc(log.log_start), esc(log.log_end), esc(log.high_watermark),
+              esc(log.last_stable), esc(f"{log.size:,} B"), esc(len(log.segments))]],
+            "offsets",
+        )  # fmt: skip
+        segments = table(
+            ["Base offset", "Next offset", "Bytes"],
+            [[esc(a), esc(b), esc(f"{c:,}")] for a, b, c in log.segments],
+        )
+        body += "<h2>Log on this broker</h2>" + offsets + "<h2>Segments</h2>" + segments
+    return page(f"Partition {topic}-{p.partition}", body + "<h2>Messages</h2>" + messages)
 
 
-def groups_page(groups: list[tuple[str, str, int]]) -> str:
-    rows = [[link(f"/ui/groups/{quote(g, safe='')}", g), esc(state), esc(n)] for g, state, n in groups]
+def groups_page(groups: list[GroupRow]) -> str:
+    rows = [
+        [link(f"/ui/groups/{quote(g.group_id, safe='')}", g.group_id), esc(g.group_type), esc(g.state),
+         esc(g.members), esc(_or_dash(g.lag))]
+        for g in groups
+    ]  # fmt: skip
     note = (
         "<p class='muted'>Groups coordinated by this broker (a group lives on the leader of its "
-        "__consumer_offsets partition).</p>"
+        "__consumer_offsets partition). Lag: the sum over the group's partitions of the high watermark "
+        "minus the committed offset.</p>"
     )
-    return page("Consumer groups", table(["Group", "State", "Members"], rows, "groups") + note)
+    header = ["Group", "Type", "State", "Members", "Lag"]
+    return page("Consumer groups", table(header, rows, "groups") + note)
 
 
-def group_page(view: GroupView) -> str:
+def group_page(view: GroupView, charts: str = "", actions: str = "") -> str:
     facts = table(
-        ["State", "Protocol type", "Assignor", "Generation"],
-        [[esc(view.state), esc(view.protocol_type or "-"), esc(view.protocol or "-"), esc(view.generation)]],
-    )
+        ["Type", "State", "Protocol type", "Assignor", "Generation", "Members", "Total lag"],
+        [[esc(view.group_type), esc(view.state), esc(view.protocol_type or "-"), esc(view.protocol or "-"),
+          esc(view.generation), esc(len(view.members)),
+          esc(_or_dash(sum(o.lag for o in view.offsets if o.lag is not None) if view.offsets else None))]],
+        "group-facts",
+    )  # fmt: skip
     members = table(
         ["Member", "Client id", "Host", "Assignment"],
         [
@@ -319,9 +325,22 @@ def group_page(view: GroupView) -> str:
         ],
         "lag",
     )  # fmt: skip
-    return page(
-        f"Group {view.group_id}", facts + "<h2>Members</h2>" + members + "<h2>Offsets and lag</h2>" + offsets
+    lag_note = (
+        "<p class='muted'>Log end: the high watermark (of the replica here, else the leader's as last "
+        "learned; '-' until its leader answered).</p>"
     )
+    chart = "<h2>Lag over time</h2>" + charts if charts else ""
+    body = (
+        actions
+        + facts
+        + chart
+        + "<h2>Members</h2>"
+        + members
+        + "<h2>Offsets and lag</h2>"
+        + offsets
+        + lag_note
+    )
+    return page(f"Group {view.group_id}", body)
 
 
 def _assignment(assignment: dict[str, list[int]]) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from strom.broker.broker import Broker
@@ -106,6 +107,7 @@ class GroupOffset:
 @dataclass(frozen=True)
 class GroupView:
     group_id: str
+    group_type: str
     state: str
     protocol_type: str | None
     protocol: str | None
@@ -214,35 +216,70 @@ def local_log(broker: Broker, topic: str, index: int) -> LocalLog | None:
     )
 
 
-def group_ids(broker: Broker) -> list[tuple[str, str, int]]:
-    """(group, state, members) for the groups this broker coordinates."""
-    groups = broker.groups.coordinator.groups
-    return [(g.group_id, g.state.name, len(g.members)) for _, g in sorted(groups.items())]
+Watermarks = Callable[[list[tuple[str, int]]], dict[tuple[str, int], int]]
 
 
-def group_view(broker: Broker, group_id: str) -> GroupView | None:
+@dataclass(frozen=True)
+class GroupRow:
+    group_id: str
+    group_type: str
+    state: str
+    members: int
+    lag: int | None  # summed over the partitions whose high watermark is known
+
+
+def group_type(group: Group) -> str:
+    """The group's type as ListGroups v5 (KIP-848) names it; the coordinator's groups are classic ones
+    (the consumer protocol of KIP-848 and share groups report their own type and state here)."""
+    return "classic"
+
+
+def group_rows(broker: Broker, remote: Watermarks) -> list[GroupRow]:
+    """The groups this broker coordinates, with their total lag."""
+    groups = sorted(broker.groups.coordinator.groups.items())
+    hosted = broker.replica_manager.partitions
+    known = remote([tp for _, g in groups for tp in g.offsets if tp not in hosted])
+    rows = []
+    for _, g in groups:
+        lags = [_lag(broker, known, tp, c.offset) for tp, c in g.offsets.items()]
+        total = sum(lag for lag in lags if lag is not None) if any(lag is not None for lag in lags) else None
+        rows.append(GroupRow(g.group_id, group_type(g), g.state.value, len(g.members), total))
+    return rows
+
+
+def _lag(
+    broker: Broker, known: dict[tuple[str, int], int], tp: tuple[str, int], committed: int
+) -> int | None:
+    part = broker.replica_manager.partitions.get(tp)
+    end = part.log.high_watermark if part is not None else known.get(tp)
+    return None if end is None else max(end - committed, 0)
+
+
+def group_view(broker: Broker, group_id: str, remote: Watermarks) -> GroupView | None:
     group = broker.groups.coordinator.groups.get(group_id)
     if group is None:
         return None
-    return _group_view(broker, group)
+    return _group_view(broker, group, remote)
 
 
-def _group_view(broker: Broker, group: Group) -> GroupView:
+def _group_view(broker: Broker, group: Group, remote: Watermarks) -> GroupView:
     members = [
         MemberView(m.member_id, m.client_id, m.client_host, consumer_assignment(m.assignment))
         for m in group.members.values()
     ]
     owners = {(t, p): m.member_id for m in members for t, ps in m.assignment.items() for p in ps}
     hosted = broker.replica_manager.partitions
+    known = remote([tp for tp in group.offsets if tp not in hosted])
     offsets = []
     for (t, p), committed in sorted(group.offsets.items()):
         part = hosted.get((t, p))
-        end = part.log.high_watermark if part is not None else None
+        end = part.log.high_watermark if part is not None else known.get((t, p))
         lag = max(end - committed.offset, 0) if end is not None else None
         offsets.append(GroupOffset(t, p, committed.offset, end, lag, owners.get((t, p))))
     return GroupView(
         group.group_id,
-        group.state.name,
+        group_type(group),
+        group.state.value,
         group.protocol_type,
         group.protocol_name,
         group.generation_id,
