@@ -124,7 +124,7 @@ async def in_one_process(args: argparse.Namespace, base: Path) -> tuple[list[flo
     for i in range(args.replicas):
         props = {"broker.id": str(i), "log.dirs": str(base / f"broker-{i}"), **_settings(args)}
         broker = Broker(BrokerConfig(props))
-        server = KafkaServer(broker, "127.0.0.1", 0)
+        server = KafkaServer(broker.handler_ports, "127.0.0.1", 0)
         host, port = await server.start()
         broker.advertised = Endpoint(host, port)
         broker.start_background()

@@ -90,7 +90,7 @@ class InProcessBroker:
         props = {"broker.id": "0", "log.dirs": str(log_dir), **overrides}
         self.clock = ManualClock(start_ms=int(time.time() * 1000))
         self.broker = Broker(BrokerConfig(props), clock=self.clock)
-        self.server = KafkaServer(self.broker, "127.0.0.1", 0)
+        self.server = KafkaServer(self.broker.handler_ports, "127.0.0.1", 0)
         self.port = 0
 
     async def __aenter__(self) -> InProcessBroker:

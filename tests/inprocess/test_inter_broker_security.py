@@ -45,7 +45,10 @@ async def _serve(broker: Broker) -> tuple[KafkaServer, KafkaServer]:
     servers = []
     for listener in broker.listener_setup.listeners:
         server = KafkaServer(
-            broker, "127.0.0.1", 0, for_listener(broker.config, listener, lambda: broker.credentials)
+            broker.handler_ports,
+            "127.0.0.1",
+            0,
+            for_listener(broker.config, listener, lambda: broker.credentials),
         )
         host, port = await server.start()
         broker.listener_endpoints[listener.name] = Endpoint(host, port)

@@ -63,7 +63,10 @@ def test_tls_listener_on_the_asyncio_loop(tmp_path: Path, caplog: pytest.LogCapt
         )
         (listener,) = broker.listener_setup.listeners
         server = KafkaServer(
-            broker, "127.0.0.1", 0, for_listener(broker.config, listener, lambda: broker.credentials)
+            broker.handler_ports,
+            "127.0.0.1",
+            0,
+            for_listener(broker.config, listener, lambda: broker.credentials),
         )
         _, port = await server.start()
         try:

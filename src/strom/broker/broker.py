@@ -12,8 +12,9 @@ controller) and `ZkIsrStore` over the metadata store (`strom.cluster.metadata_st
 the only place that chooses the store: with ``zookeeper.connect`` a ZooKeeper session (or a session
 handed in: `strom.testing.inprocess_cluster` runs several brokers over one local store); otherwise a
 `LocalStore` persisted in the first log dir and `SingleNodeMember`, a cluster of one whose controller
-is in-process (`strom.broker.control.single_node`). Request handlers reach the components through the broker's
-attributes and never ask which mode they are in.
+is in-process (`strom.broker.control.single_node`). Request handlers reach the components through
+`handler_ports` (the `HandlerPorts` the listeners are built on, never the broker itself) and never ask
+which mode they are in.
 
 Background jobs (retention, flush, checkpoints, producer-id expiration, the log cleaner, ISR expiry,
 offset expiry, transaction timeouts, following ``_schemas``) run on the broker's clock.
@@ -37,6 +38,7 @@ from strom.broker.coordinators.coordinator_partitions import CoordinatorPartitio
 from strom.broker.coordinators.group_service import GroupService
 from strom.broker.coordinators.registry_service import RegistryService
 from strom.broker.coordinators.transaction_service import TransactionService
+from strom.broker.handlers.base import HandlerPorts
 from strom.broker.ports import ControlPlane
 from strom.broker.replication.purgatory import Purgatory
 from strom.broker.replication.replica_fetcher import ReplicaFetcherManager
@@ -177,6 +179,24 @@ class Broker:
             self.authorizer = Authorizer(
                 acl_store, config.get("super.users"), bool(config.get("allow.everyone.if.no.acl.found"))
             )
+        # What the request handlers reach (handlers/base.py): the listeners get this, not the broker.
+        self.handler_ports = HandlerPorts(
+            node_id=self.node_id,
+            cluster_id=self.cluster_id,
+            config=config,
+            default_log_config=self.default_log_config,
+            clock=self.clock,
+            metadata=self.metadata,
+            replica_manager=self.replica_manager,
+            purgatory=self.purgatory,
+            control=self.control,
+            topics=self.topics,
+            groups=self.groups,
+            transactions=self.transactions,
+            credentials=self.credentials,
+            authorizer=self.authorizer,
+            metrics=self.metrics,
+        )
         self._tasks: list[asyncio.Task[None]] = []
 
     def _log_config_for(self, topic: str) -> LogConfig:

@@ -58,7 +58,7 @@ async def run_broker(
             security = security_for_listener(config, listener, lambda: broker.credentials)
             if broker.metrics is not None and security.sasl_settings is not None:
                 broker.metrics.auth[listener.name] = security.sasl_settings.counters
-            server = KafkaServer(broker, listener.host, listener.port, security)
+            server = KafkaServer(broker.handler_ports, listener.host, listener.port, security)
             bound_host, bound_port = await server.start()
             servers.append(server)
             adv_host, adv_port = setup.advertised[listener.name]

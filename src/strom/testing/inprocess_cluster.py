@@ -86,7 +86,7 @@ class InProcessCluster:
         }
         session = self.store.session(asyncio.get_running_loop())
         broker = Broker(BrokerConfig(props), clock=self.clock, metadata_store=session)
-        server = KafkaServer(broker, "127.0.0.1", 0)
+        server = KafkaServer(broker.handler_ports, "127.0.0.1", 0)
         host, port = await server.start()
         broker.advertised = Endpoint(host, port)
         broker.listener_endpoints = {"PLAINTEXT": broker.advertised}

@@ -93,7 +93,7 @@ def _description(binding: AclBinding) -> DescribeAclsResponseAclDescription:
 
 
 def _gate(ctx: RequestContext, operation: AclOperation) -> tuple[Authorizer | None, ErrorCode, str | None]:
-    auth = ctx.broker.authorizer
+    auth = ctx.ports.authorizer
     if auth is None:
         return None, ErrorCode.SECURITY_DISABLED, "no authorizer is configured on the broker"
     if not auth.allowed(ctx.principal, ctx.client_host, operation, ResourceType.CLUSTER, CLUSTER_NAME):

@@ -1,6 +1,6 @@
 """ACL checks for request handlers, in Kafka's vocabulary (operations, resource types, error codes).
 
-With no authorizer configured `ctx.broker.authorizer` is None and every helper returns at its first
+With no authorizer configured `ctx.ports.authorizer` is None and every helper returns at its first
 test, so handlers on hot paths (produce, fetch) pay one attribute read per request.
 """
 
@@ -16,12 +16,12 @@ __all__ = ["Op", "Res", "allowed", "allowed_cluster", "authorized_operations", "
 
 
 def allowed(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
-    auth = ctx.broker.authorizer
+    auth = ctx.ports.authorizer
     return auth is None or auth.allowed(ctx.principal, ctx.client_host, operation, resource_type, name)
 
 
 def denied(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
-    auth = ctx.broker.authorizer
+    auth = ctx.ports.authorizer
     return auth is not None and not auth.allowed(
         ctx.principal, ctx.client_host, operation, resource_type, name
     )

@@ -5,6 +5,14 @@ and returns the response body, or None when Kafka sends no response (Produce wit
 are typed with the API's ``TypedDict``s of strom.protocol.messages (plain dicts at run time). It raises
 nothing for client mistakes: those become Kafka error codes inside the response. An exception escaping
 a handler is a broker bug; the connection layer logs it and closes that client's connection.
+
+What a handler may reach is what its context's `HandlerPorts` hold, as Kafka's ``KafkaApis`` is given
+its collaborators: the replica manager, the metadata cache, the control plane and topic admin, the
+coordinators' hosts, the credential store, the authorizer, the purgatory, the configuration, the clock
+and the request counters. The composition root (`strom.broker.broker.Broker`) builds one `HandlerPorts`
+and hands it to each listener; no handler imports or receives the `Broker` itself (an import-linter
+contract), so what a handler depends on is written here, and a test can build a context from the parts
+it needs.
 """
 
 from __future__ import annotations
@@ -13,16 +21,48 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from strom._util.clock import sleep_ms
-from strom.broker.broker import Broker
+from strom._util.clock import Clock, sleep_ms
+from strom.broker.authorization import Authorizer
+from strom.broker.config import BrokerConfig
+from strom.broker.control.topic_admin import TopicAdmin
+from strom.broker.coordinators.group_service import GroupService
+from strom.broker.coordinators.transaction_service import TransactionService
+from strom.broker.metadata_cache import ClusterMetadataStore
+from strom.broker.ports import ControlPlane
+from strom.broker.replication.purgatory import Purgatory
+from strom.broker.replication.replica_manager import ReplicaManager
+from strom.broker.security.credentials import CredentialStore
+from strom.metrics.counters import BrokerCounters
 from strom.protocol.api import SUPPORTED, ApiKey
 from strom.protocol.messages import ApiVersionsResponseApiVersion, HandlerRegistry
+from strom.storage.config import LogConfig
 
 LISTED_POLL_MS = 50
 LISTED_WAIT_MS = 60_000  # past any client's request timeout: a request never stays parked for ever
 
 
-async def until_listed(broker: Broker) -> None:
+@dataclass(frozen=True, slots=True)
+class HandlerPorts:
+    """The broker's parts a request handler uses, built once per broker (`Broker.handler_ports`)."""
+
+    node_id: int
+    cluster_id: str
+    config: BrokerConfig
+    default_log_config: LogConfig  # the topic defaults the broker's settings give (DescribeConfigs)
+    clock: Clock
+    metadata: ClusterMetadataStore
+    replica_manager: ReplicaManager
+    purgatory: Purgatory  # consumers' and followers' parked fetches
+    control: ControlPlane
+    topics: TopicAdmin
+    groups: GroupService
+    transactions: TransactionService
+    credentials: CredentialStore
+    authorizer: Authorizer | None  # None without authorizer.class.name: no ACL checks at all
+    metrics: BrokerCounters | None  # None with metrics.enabled=false
+
+
+async def until_listed(ports: HandlerPorts) -> None:
     """Wait until this broker's metadata cache lists the broker itself as live: the controller has
     sent its view since this broker registered. A broker restarts with an empty cache and listens
     before it is registered, for example while ZooKeeper still holds its previous session's node.
@@ -31,15 +71,15 @@ async def until_listed(broker: Broker) -> None:
     re-bootstraps. Kafka does not answer early: a ZooKeeper-mode broker starts processing requests
     only after it has registered, and a KRaft broker only after it has caught up with the metadata
     log. So Metadata and FindCoordinator wait here, and the client's own request timeout bounds the wait."""
-    clock = broker.clock  # the broker's time line, so the core also runs under a manual clock
+    clock = ports.clock  # the broker's time line, so the core also runs under a manual clock
     deadline = clock.monotonic_ms() + LISTED_WAIT_MS
-    while broker.node_id not in broker.metadata.brokers and clock.monotonic_ms() < deadline:
+    while ports.node_id not in ports.metadata.brokers and clock.monotonic_ms() < deadline:
         await sleep_ms(clock, LISTED_POLL_MS)
 
 
 @dataclass(slots=True)
 class RequestContext:
-    broker: Broker
+    ports: HandlerPorts
     api_key: int
     api_version: int
     correlation_id: int

@@ -58,21 +58,21 @@ _CLUSTER_DENIED = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 async def handle_leader_and_isr(ctx: RequestContext, req: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
     if not allowed_cluster(ctx, Op.CLUSTER_ACTION):
         return {"error_code": _CLUSTER_DENIED, "partition_errors": []}
-    return await ctx.broker.control.leader_and_isr(req)
+    return await ctx.ports.control.leader_and_isr(req)
 
 
 @handles(ApiKey.STOP_REPLICA)
 async def handle_stop_replica(ctx: RequestContext, req: StopReplicaRequest) -> StopReplicaResponse:
     if not allowed_cluster(ctx, Op.CLUSTER_ACTION):
         return {"error_code": _CLUSTER_DENIED, "partition_errors": []}
-    return ctx.broker.control.stop_replica(req)
+    return ctx.ports.control.stop_replica(req)
 
 
 @handles(ApiKey.UPDATE_METADATA)
 async def handle_update_metadata(ctx: RequestContext, req: UpdateMetadataRequest) -> UpdateMetadataResponse:
     if not allowed_cluster(ctx, Op.CLUSTER_ACTION):
         return {"error_code": _CLUSTER_DENIED}
-    return {"error_code": int(ctx.broker.control.update_metadata(req))}
+    return {"error_code": int(ctx.ports.control.update_metadata(req))}
 
 
 @handles(ApiKey.CONTROLLED_SHUTDOWN)
@@ -82,7 +82,7 @@ async def handle_controlled_shutdown(
     if not allowed_cluster(ctx, Op.CLUSTER_ACTION):
         return {"error_code": _CLUSTER_DENIED, "remaining_partitions": []}
     try:
-        remaining = await ctx.broker.control.shutdown_broker(int(req["broker_id"]))
+        remaining = await ctx.ports.control.shutdown_broker(int(req["broker_id"]))
     except KafkaError as exc:
         return {"error_code": int(exc.code), "remaining_partitions": []}
     return {
@@ -109,7 +109,7 @@ def _epoch_end(
         # Kafka: DESCRIBE on the topic, or CLUSTER_ACTION (a follower truncating).
         if denied(ctx, Op.DESCRIBE, Res.TOPIC, topic) and not allowed_cluster(ctx, Op.CLUSTER_ACTION):
             raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-        epoch_end = ctx.broker.replica_manager.end_offset_for_epoch(
+        epoch_end = ctx.ports.replica_manager.end_offset_for_epoch(
             topic, index, current, int(p["leader_epoch"])
         )
     except KafkaError as exc:
@@ -153,7 +153,7 @@ async def handle_elect_leaders(ctx: RequestContext, req: ElectLeadersRequest) ->
     election_type = int(req.get("election_type", 0))
     if not allowed_cluster(ctx, Op.ALTER):
         return {"throttle_time_ms": 0, "error_code": _CLUSTER_DENIED, "replica_election_results": []}
-    outcome = await ctx.broker.control.elect_leaders(election_type, partitions)
+    outcome = await ctx.ports.control.elect_leaders(election_type, partitions)
     if partitions is None:  # "all partitions": report only what was elected or failed
         outcome = {tp: r for tp, r in outcome.items() if r[0] != ErrorCode.ELECTION_NOT_NEEDED}
     return {
@@ -177,7 +177,7 @@ async def handle_alter_partition_reassignments(
         for t in req["topics"]
         for p in t["partitions"]
     }
-    control = ctx.broker.control
+    control = ctx.ports.control
     if not allowed_cluster(ctx, Op.ALTER):
         return {"throttle_time_ms": 0, "error_code": _CLUSTER_DENIED, "error_message": None, "responses": []}
     if not control.controller_active:
@@ -205,7 +205,7 @@ async def handle_alter_partition_reassignments(
 async def handle_list_partition_reassignments(
     ctx: RequestContext, req: ListPartitionReassignmentsRequest
 ) -> ListPartitionReassignmentsResponse:
-    control = ctx.broker.control
+    control = ctx.ports.control
     if not allowed_cluster(ctx, Op.DESCRIBE):
         return {"throttle_time_ms": 0, "error_code": _CLUSTER_DENIED, "error_message": None, "topics": []}
     if not control.controller_active:

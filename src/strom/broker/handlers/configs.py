@@ -12,10 +12,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from strom.broker.broker import Broker
 from strom.broker.config import BROKER_CONFIGS
 from strom.broker.handlers.authz import Op, Res, allowed_cluster, denied
-from strom.broker.handlers.base import RequestContext, handles
+from strom.broker.handlers.base import HandlerPorts, RequestContext, handles
 from strom.broker.security.config_defs import is_secret
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -59,14 +58,14 @@ def _config_entry(
 
 
 def _describe_topic(
-    broker: Broker, name: str, keys: list[str] | None
+    ports: HandlerPorts, name: str, keys: list[str] | None
 ) -> list[DescribeConfigsResponseResourceResult]:
-    info = broker.metadata.topics.get(name)
+    info = ports.metadata.topics.get(name)
     if info is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-    effective = LogConfig.from_properties(info.configs, broker.default_log_config).to_properties()
+    effective = LogConfig.from_properties(info.configs, ports.default_log_config).to_properties()
     static_from_broker = {
-        d.topic_name for d in BROKER_CONFIGS.values() if d.topic_name and d.name in broker.config.raw
+        d.topic_name for d in BROKER_CONFIGS.values() if d.topic_name and d.name in ports.config.raw
     }
     entries: list[DescribeConfigsResponseResourceResult] = []
     for key, value in sorted(effective.items()):
@@ -82,12 +81,12 @@ def _describe_topic(
 
 
 def _describe_broker(
-    broker: Broker, name: str, keys: list[str] | None
+    ports: HandlerPorts, name: str, keys: list[str] | None
 ) -> list[DescribeConfigsResponseResourceResult]:
-    if name not in ("", str(broker.node_id)):
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"broker {name} is not this broker ({broker.node_id})")
+    if name not in ("", str(ports.node_id)):
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"broker {name} is not this broker ({ports.node_id})")
     entries: list[DescribeConfigsResponseResourceResult] = []
-    for key, value, is_default in broker.config.describe():
+    for key, value, is_default in ports.config.describe():
         if keys is None or key in keys:
             entry = _config_entry(
                 key, value, SOURCE_DEFAULT if is_default else SOURCE_STATIC_BROKER, is_default
@@ -100,7 +99,7 @@ def _describe_broker(
 
 def _authorize(ctx: RequestContext, rtype: int, name: str, operation: Op) -> None:
     """ACLs: a topic's configs need the operation on the topic (29), a broker's on the cluster (31)."""
-    if ctx.broker.authorizer is None:
+    if ctx.ports.authorizer is None:
         return
     if rtype == TOPIC and denied(ctx, operation, Res.TOPIC, name):
         raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
@@ -126,9 +125,9 @@ async def handle_describe_configs(
         try:
             _authorize(ctx, rtype, name, Op.DESCRIBE_CONFIGS)
             if rtype == TOPIC:
-                out["configs"] = _describe_topic(ctx.broker, name, keys)
+                out["configs"] = _describe_topic(ctx.ports, name, keys)
             elif rtype == BROKER:
-                out["configs"] = _describe_broker(ctx.broker, name, keys)
+                out["configs"] = _describe_broker(ctx.ports, name, keys)
             else:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {rtype}")
         except KafkaError as exc:
@@ -181,10 +180,10 @@ def _alter(
             _authorize(ctx, rtype, name, Op.ALTER_CONFIGS)
             if rtype != TOPIC:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "only topic configs can be altered")
-            info = ctx.broker.metadata.topics.get(name)
+            info = ctx.ports.metadata.topics.get(name)
             if info is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-            ctx.broker.topics.set_topic_configs(name, change(info.configs), validate_only)
+            ctx.ports.topics.set_topic_configs(name, change(info.configs), validate_only)
         except KafkaError as exc:
             out["error_code"], out["error_message"] = int(exc.code), exc.message
         responses.append(out)

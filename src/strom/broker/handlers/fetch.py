@@ -80,7 +80,7 @@ def _read_all(
 ) -> tuple[list[FetchResponseFetchableTopicResponse], int, bool]:
     """One pass over the requested partitions: (responses, bytes read, answer now: an error, a
     preferred read replica, or news of the high watermark for a follower)."""
-    rm = ctx.broker.replica_manager
+    rm = ctx.ports.replica_manager
     replica_id = int(req.get("replica_id", -1))
     read_committed = int(req.get("isolation_level", 0)) == READ_COMMITTED
     client_rack = str(req.get("rack_id") or "") if ctx.api_version >= 11 and replica_id < 0 else None
@@ -167,9 +167,9 @@ def _authorize(
 @handles(ApiKey.FETCH)
 async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
     refused: list[FetchResponseFetchableTopicResponse] = []
-    if (auth := ctx.broker.authorizer) is not None:
+    if (auth := ctx.ports.authorizer) is not None:
         req, refused = _authorize(ctx, auth, req)
-    clock = ctx.broker.clock
+    clock = ctx.ports.clock
     deadline_ms = clock.monotonic_ms() + max(int(req.get("max_wait_ms", 0)), 0)
     min_bytes = int(req.get("min_bytes", 0))
     tps = [(t["topic"], int(p["partition"])) for t in req["topics"] for p in t["partitions"]]
@@ -181,12 +181,12 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
         if total >= min_bytes or errored or not keys:
             break
         parked = perf_counter_ns()
-        woken = await ctx.broker.purgatory.wait(keys, deadline_ms - clock.monotonic_ms())
+        woken = await ctx.ports.purgatory.wait(keys, deadline_ms - clock.monotonic_ms())
         ctx.remote_ns += perf_counter_ns() - parked
         if not woken:
             responses, _, _ = _read_all(ctx, req)
             break
-    if (metrics := ctx.broker.metrics) is not None:
+    if (metrics := ctx.ports.metrics) is not None:
         metrics.fetched(responses, int(req.get("replica_id", -1)) >= 0)
     if refused:
         responses += refused

@@ -25,7 +25,7 @@ COORDINATOR_KEY_TYPE_TRANSACTION = 1
 
 
 def group_service(ctx: RequestContext) -> GroupService:
-    return ctx.broker.groups
+    return ctx.ports.groups
 
 
 def group_refusal(ctx: RequestContext, group_id: str, operation: Op = Op.READ) -> ErrorCode | None:
@@ -47,10 +47,10 @@ async def handle_find_coordinator(
     key_type = int(req.get("key_type", COORDINATOR_KEY_TYPE_GROUP))
     service: GroupService | TransactionService = group_service(ctx)
     if key_type == COORDINATOR_KEY_TYPE_TRANSACTION:
-        service = ctx.broker.transactions
+        service = ctx.ports.transactions
     elif key_type != COORDINATOR_KEY_TYPE_GROUP:
         return _find_error(ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
-    if ctx.broker.authorizer is not None:
+    if ctx.ports.authorizer is not None:
         key = str(req.get("key", ""))
         if key_type == COORDINATOR_KEY_TYPE_GROUP and denied(ctx, Op.DESCRIBE, Res.GROUP, key):
             return _find_error(ErrorCode.GROUP_AUTHORIZATION_FAILED, "")
@@ -58,7 +58,7 @@ async def handle_find_coordinator(
             ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID, key
         ):
             return _find_error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "")
-    await until_listed(ctx.broker)  # the coordinator's topic is known only then (base.py)
+    await until_listed(ctx.ports)  # the coordinator's topic is known only then (base.py)
     try:
         service.ensure_topic()
     except KafkaError as exc:
@@ -69,7 +69,7 @@ async def handle_find_coordinator(
         return _find_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the key's partition has no leader yet")
     node_id, host, port = found
     # The coordinator's address on the listener this client is connected to.
-    live = ctx.broker.metadata.brokers.get(node_id)
+    live = ctx.ports.metadata.brokers.get(node_id)
     endpoint = live.endpoint(ctx.listener) if live is not None else None
     if endpoint is not None:
         host, port = endpoint
@@ -253,7 +253,7 @@ async def handle_describe_groups(
             }
             for member in summary.members
         ]
-        if ctx.broker.authorizer is not None and req.get("include_authorized_operations"):
+        if ctx.ports.authorizer is not None and req.get("include_authorized_operations"):
             described["authorized_operations"] = authorized_operations(ctx, Res.GROUP, group_id)
         groups.append(described)
     return {"throttle_time_ms": 0, "groups": groups}
@@ -278,7 +278,7 @@ async def handle_list_groups(ctx: RequestContext, req: m.ListGroupsRequest) -> m
         {"group_id": g.group_id, "protocol_type": g.protocol_type}  # (group_state from v4, not served)
         for g in service.coordinator.list_groups()
     ]
-    if ctx.broker.authorizer is not None and not allowed_cluster(ctx, Op.DESCRIBE):
+    if ctx.ports.authorizer is not None and not allowed_cluster(ctx, Op.DESCRIBE):
         # Kafka: without DESCRIBE on the cluster, only the groups the sender may DESCRIBE are listed.
         groups = [g for g in groups if allowed(ctx, Op.DESCRIBE, Res.GROUP, g["group_id"])]
     return {"throttle_time_ms": 0, "error_code": 0, "groups": groups}

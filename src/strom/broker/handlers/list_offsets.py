@@ -52,7 +52,7 @@ def _lookup(
         if denied(ctx, Op.DESCRIBE, Res.TOPIC, topic):
             raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         out["timestamp"], out["offset"], out["leader_epoch"] = (
-            ctx.broker.replica_manager.fetch_offset_for_timestamp(
+            ctx.ports.replica_manager.fetch_offset_for_timestamp(
                 topic,
                 index,
                 int(p.get("current_leader_epoch", -1)),

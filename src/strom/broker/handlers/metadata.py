@@ -18,10 +18,9 @@ without brokers makes librdkafka drop every broker it knows.
 from __future__ import annotations
 
 from strom.acl.model import CLUSTER_NAME
-from strom.broker.broker import Broker
 from strom.broker.control.topic_admin import INTERNAL_TOPICS, validate_topic_name
 from strom.broker.handlers.authz import Op, Res, allowed, allowed_cluster, authorized_operations
-from strom.broker.handlers.base import RequestContext, handles, until_listed
+from strom.broker.handlers.base import HandlerPorts, RequestContext, handles, until_listed
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.topic_info import TopicInfo
 from strom.protocol.api import ApiKey
@@ -79,17 +78,17 @@ def _error_entry(name: str, code: ErrorCode) -> MetadataResponseTopic:
     }
 
 
-def _lookup(broker: Broker, name: str, allow_auto_create: bool) -> MetadataResponseTopic:
-    info = broker.metadata.topics.get(name)
+def _lookup(ports: HandlerPorts, name: str, allow_auto_create: bool) -> MetadataResponseTopic:
+    info = ports.metadata.topics.get(name)
     if info is not None:
-        return _topic_entry(broker.metadata, info)
+        return _topic_entry(ports.metadata, info)
     try:
         validate_topic_name(name)
     except KafkaError as exc:
         return _error_entry(name, exc.code)
     if allow_auto_create:
         try:
-            created = broker.topics.maybe_auto_create(name)
+            created = ports.topics.maybe_auto_create(name)
         except KafkaError as exc:
             if exc.code is ErrorCode.TOPIC_ALREADY_EXISTS:
                 # Created by an earlier request (or broker) but not yet in this broker's cache: in a
@@ -98,7 +97,7 @@ def _lookup(broker: Broker, name: str, allow_auto_create: bool) -> MetadataRespo
                 return _error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE)
             return _error_entry(name, exc.code)
         if created is not None:
-            return _topic_entry(broker.metadata, created)
+            return _topic_entry(ports.metadata, created)
     return _error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
@@ -115,31 +114,31 @@ def _brokers(cache: ClusterMetadataStore, listener: str) -> list[MetadataRespons
 
 def _authorized_lookup(ctx: RequestContext, name: str, allow_auto_create: bool) -> MetadataResponseTopic:
     """A named topic: TOPIC_AUTHORIZATION_FAILED without DESCRIBE; auto-creation needs CREATE too."""
-    if ctx.broker.authorizer is None:
-        return _lookup(ctx.broker, name, allow_auto_create)
+    if ctx.ports.authorizer is None:
+        return _lookup(ctx.ports, name, allow_auto_create)
     if not allowed(ctx, Op.DESCRIBE, Res.TOPIC, name):
         return _error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     if (
-        name not in ctx.broker.metadata.topics
+        name not in ctx.ports.metadata.topics
         and allow_auto_create
-        and ctx.broker.config.get("auto.create.topics.enable")
+        and ctx.ports.config.get("auto.create.topics.enable")
     ) and not (allowed_cluster(ctx, Op.CREATE) or allowed(ctx, Op.CREATE, Res.TOPIC, name)):
         return _error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    return _lookup(ctx.broker, name, allow_auto_create)
+    return _lookup(ctx.ports, name, allow_auto_create)
 
 
 @handles(ApiKey.METADATA)
 async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
-    broker = ctx.broker
-    await until_listed(broker)  # never an answer without brokers (base.py)
+    ports = ctx.ports
+    await until_listed(ports)  # never an answer without brokers (base.py)
     requested = req.get("topics")
     all_topics = requested is None or (ctx.api_version == 0 and not requested)
     if all_topics:
         # With ACLs on, topics the sender may not DESCRIBE are silently left out (Kafka's behaviour).
         topics = [
-            _topic_entry(broker.metadata, info)
-            for name, info in sorted(broker.metadata.topics.items())
-            if broker.authorizer is None or allowed(ctx, Op.DESCRIBE, Res.TOPIC, name)
+            _topic_entry(ports.metadata, info)
+            for name, info in sorted(ports.metadata.topics.items())
+            if ports.authorizer is None or allowed(ctx, Op.DESCRIBE, Res.TOPIC, name)
         ]
     else:
         allow = bool(req.get("allow_auto_topic_creation", True)) if ctx.api_version >= 4 else True
@@ -147,7 +146,7 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
             _authorized_lookup(ctx, t["name"], allow) for t in requested or [] if t.get("name") is not None
         ]
     cluster_ops = AUTHORIZED_OPERATIONS_OMITTED
-    if broker.authorizer is not None:
+    if ports.authorizer is not None:
         # v8+: the bitfields of what the sender may do, when asked for (Kafka's KIP-430).
         if req.get("include_topic_authorized_operations"):
             for entry in topics:
@@ -157,11 +156,11 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
                     )
         if req.get("include_cluster_authorized_operations"):
             cluster_ops = authorized_operations(ctx, Res.CLUSTER, CLUSTER_NAME)
-    cache = broker.metadata
+    cache = ports.metadata
     return {
         "throttle_time_ms": 0,
         "brokers": _brokers(cache, ctx.listener),
-        "cluster_id": broker.cluster_id,
+        "cluster_id": ports.cluster_id,
         "controller_id": cache.controller_id,
         "topics": topics,
         "cluster_authorized_operations": cluster_ops,

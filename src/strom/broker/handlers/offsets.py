@@ -43,7 +43,7 @@ NO_LEADER_EPOCH = -1
 
 
 def _partition_exists(ctx: RequestContext, tp: TopicPartition) -> bool:
-    info = ctx.broker.metadata.topics.get(tp.topic)
+    info = ctx.ports.metadata.topics.get(tp.topic)
     return info is not None and 0 <= tp.partition < info.partitions
 
 
@@ -122,11 +122,11 @@ async def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> O
     refused: dict[TopicPartition, OffsetAndMetadata | None] = {}
     # Kafka: named partitions of topics the sender may not DESCRIBE answer TOPIC_AUTHORIZATION_FAILED;
     # for "all topics" they are left out.
-    if ctx.broker.authorizer is not None and requested is not None:
+    if ctx.ports.authorizer is not None and requested is not None:
         refused = dict.fromkeys(tp for tp in requested if denied(ctx, Op.DESCRIBE, Res.TOPIC, tp.topic))
         requested = [tp for tp in requested if tp not in refused]
     committed = service.coordinator.fetch_offsets(group_id, requested)
-    if ctx.broker.authorizer is not None:
+    if ctx.ports.authorizer is not None:
         committed = {
             tp: om for tp, om in committed.items() if not denied(ctx, Op.DESCRIBE, Res.TOPIC, tp.topic)
         }

@@ -88,8 +88,8 @@ def _append_topic(
     The per-request and per-topic facts are looked up once here: this loop runs once per partition of
     the request (a thousand times for a producer spread over a thousand partitions).
     """
-    rm = ctx.broker.replica_manager
-    metrics = ctx.broker.metrics
+    rm = ctx.ports.replica_manager
+    metrics = ctx.ports.metrics
     internal, version = topic in INTERNAL_TOPICS, ctx.api_version
     results: list[PartitionResult] = []
     appended = records_in = bytes_in = 0
@@ -131,7 +131,7 @@ async def handle_produce(ctx: RequestContext, req: LeanProduceRequest) -> LeanPr
     topics = req["topic_data"]
     responses: list[tuple[str, list[PartitionResult]]] = []
     pending: list[_Pending] = []
-    auth = ctx.broker.authorizer  # None without ACLs: no per-topic checks at all
+    auth = ctx.ports.authorizer  # None without ACLs: no per-topic checks at all
     transactional_id = req["transactional_id"]
     txn = transactional_id is not None
     txn_denied = False
@@ -175,7 +175,7 @@ async def handle_produce(ctx: RequestContext, req: LeanProduceRequest) -> LeanPr
 
 async def _wait_for_isr(ctx: RequestContext, pending: list[_Pending], timeout_ms: int) -> None:
     """acks=all: every appended partition waits until its ISR has the batch."""
-    rm = ctx.broker.replica_manager
+    rm = ctx.ports.replica_manager
     if len(pending) == 1:  # the common case: no gather, whose tasks would delay the answer
         _, part, offset = pending[0]
         codes = [await rm.wait_for_replication(part, offset, timeout_ms)]

@@ -29,7 +29,7 @@ PRODUCER_FENCED_FROM_VERSION = 4
 @handles(ApiKey.INIT_PRODUCER_ID)
 async def handle_init_producer_id(ctx: RequestContext, req: InitProducerIdRequest) -> InitProducerIdResponse:
     tid = req.get("transactional_id")
-    if (auth := ctx.broker.authorizer) is not None:
+    if (auth := ctx.ports.authorizer) is not None:
         who, host = ctx.principal, ctx.client_host
         if tid is not None and not auth.allowed(who, host, Op.WRITE, Res.TRANSACTIONAL_ID, tid):
             return _response(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1)
@@ -39,8 +39,8 @@ async def handle_init_producer_id(ctx: RequestContext, req: InitProducerIdReques
         ):
             return _response(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, -1, -1)
     if tid is None:
-        return _response(ErrorCode.NONE, ctx.broker.metadata.next_producer_id(), 0)
-    service = ctx.broker.transactions
+        return _response(ErrorCode.NONE, ctx.ports.metadata.next_producer_id(), 0)
+    service = ctx.ports.transactions
     try:
         service.ensure_topic()
     except KafkaError:

@@ -68,7 +68,7 @@ async def handle_describe_user_scram_credentials(
     if not allowed_cluster(ctx, Op.DESCRIBE):
         code = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         return {"throttle_time_ms": 0, "error_code": code, "error_message": None, "results": []}
-    known = ctx.broker.credentials.describe()
+    known = ctx.ports.credentials.describe()
     requested = [u["name"] for u in req.get("users") or []]
     results: list[DescribeUserScramCredentialsResponseResult] = []
     names = requested or sorted(known)
@@ -120,7 +120,7 @@ async def handle_alter_user_scram_credentials(
             "throttle_time_ms": 0,
             "results": [{"user": n, "error_code": code, "error_message": None} for n in names],
         }
-    store = ctx.broker.credentials
+    store = ctx.ports.credentials
     errors: dict[str, tuple[ErrorCode, str]] = {}
     pairs = [(d["name"], int(d["mechanism"])) for d in req.get("deletions") or []]
     pairs += [(u["name"], int(u["mechanism"])) for u in req.get("upsertions") or []]

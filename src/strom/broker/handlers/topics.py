@@ -44,7 +44,7 @@ def _create_one(
     try:
         if not (allowed_cluster(ctx, Op.CREATE) or allowed(ctx, Op.CREATE, Res.TOPIC, name)):
             raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-        ctx.broker.topics.create_topic(
+        ctx.ports.topics.create_topic(
             name,
             int(topic["num_partitions"]),
             int(topic["replication_factor"]),
@@ -87,7 +87,7 @@ async def _await_cluster(
 ) -> None:
     """Answer once the controller's metadata reached this broker (or timeout_ms passed)."""
     for name in names:
-        await ctx.broker.control.wait_for_topic(name, timeout_ms, deleted=deleted)
+        await ctx.ports.control.wait_for_topic(name, timeout_ms, deleted=deleted)
 
 
 @handles(ApiKey.DELETE_TOPICS)
@@ -98,7 +98,7 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) ->
         try:
             if denied(ctx, Op.DELETE, Res.TOPIC, name):
                 raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            ctx.broker.topics.delete_topic(name)
+            ctx.ports.topics.delete_topic(name)
         except KafkaError as exc:
             out["error_code"] = int(exc.code)  # (no error message before v5)
         results.append(out)
@@ -127,9 +127,9 @@ async def handle_create_partitions(
             if denied(ctx, Op.ALTER, Res.TOPIC, topic["name"]):
                 raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             assignments = [[int(b) for b in a["broker_ids"]] for a in topic.get("assignments") or []]
-            ctx.broker.topics.add_partitions(topic["name"], int(topic["count"]), validate_only, assignments)
+            ctx.ports.topics.add_partitions(topic["name"], int(topic["count"]), validate_only, assignments)
             if not validate_only:
-                await ctx.broker.control.wait_for_partitions(
+                await ctx.ports.control.wait_for_partitions(
                     topic["name"], int(topic["count"]), int(req.get("timeout_ms", 30_000))
                 )
         except KafkaError as exc:
@@ -152,7 +152,7 @@ def _delete_records(
         if denied(ctx, Op.DELETE, Res.TOPIC, topic):
             raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         # Kafka: -1 means "up to the high watermark"; above it, OFFSET_OUT_OF_RANGE
-        out["low_watermark"] = ctx.broker.replica_manager.delete_records(topic, index, int(p["offset"]))
+        out["low_watermark"] = ctx.ports.replica_manager.delete_records(topic, index, int(p["offset"]))
     except KafkaError as exc:
         out["error_code"] = int(exc.code)
     return out

@@ -43,7 +43,7 @@ from strom.transaction.records import topic_partitions
 async def handle_describe_transactions(
     ctx: RequestContext, req: DescribeTransactionsRequest
 ) -> DescribeTransactionsResponse:
-    service = ctx.broker.transactions
+    service = ctx.ports.transactions
     states: list[DescribeTransactionsResponseTransactionState] = []
     for tid in req["transactional_ids"]:
         if denied(ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID, tid):
@@ -86,7 +86,7 @@ def _described(
 async def handle_list_transactions(
     ctx: RequestContext, req: ListTransactionsRequest
 ) -> ListTransactionsResponse:
-    code, listing = ctx.broker.transactions.list_transactions(
+    code, listing = ctx.ports.transactions.list_transactions(
         list(req["state_filters"]),
         [int(pid) for pid in req["producer_id_filters"]],
         int(req.get("duration_filter", NO_DURATION_FILTER)),
@@ -122,11 +122,11 @@ async def handle_describe_producers(
 def _producers(ctx: RequestContext, topic: str, index: int) -> DescribeProducersResponsePartitionResponse:
     if denied(ctx, Op.READ, Res.TOPIC, topic):
         return _partition_error(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    info = ctx.broker.metadata.topics.get(topic)
+    info = ctx.ports.metadata.topics.get(topic)
     if info is None or not 0 <= index < info.partitions:
         return _partition_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     try:
-        producers = ctx.broker.replica_manager.active_producers(topic, index)
+        producers = ctx.ports.replica_manager.active_producers(topic, index)
     except KafkaError as exc:
         return _partition_error(index, exc.code)
     active: list[DescribeProducersResponseProducerState] = [

@@ -52,7 +52,7 @@ def _code(ctx: RequestContext, code: ErrorCode) -> ErrorCode:
 
 def _ensure_topic(ctx: RequestContext) -> ErrorCode | None:
     try:
-        ctx.broker.transactions.ensure_topic()
+        ctx.ports.transactions.ensure_topic()
     except KafkaError:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     return None
@@ -64,7 +64,7 @@ async def handle_add_partitions_to_txn(
 ) -> AddPartitionsToTxnResponse:
     topics = req["v3_and_below_topics"]
     wanted = [(t["name"], int(p)) for t in topics for p in t["partitions"]]
-    known = ctx.broker.metadata.topics
+    known = ctx.ports.metadata.topics
     unknown = {tp for tp in wanted if tp[0] not in known or not 0 <= tp[1] < known[tp[0]].partitions}
     codes: dict[tuple[str, int], ErrorCode]
     refused = _refused_topics(ctx, req["v3_and_below_transactional_id"], wanted)
@@ -78,7 +78,7 @@ async def handle_add_partitions_to_txn(
     else:
         code = _ensure_topic(ctx)
         if code is None:
-            code = await ctx.broker.transactions.add_partitions(
+            code = await ctx.ports.transactions.add_partitions(
                 req["v3_and_below_transactional_id"],
                 int(req["v3_and_below_producer_id"]),
                 int(req["v3_and_below_producer_epoch"]),
@@ -103,7 +103,7 @@ def _refused_topics(
     ctx: RequestContext, txn_id: str, wanted: list[tuple[str, int]]
 ) -> dict[tuple[str, int], ErrorCode] | None:
     """ACLs for AddPartitionsToTxn: WRITE on the transactional id, then on each topic (Kafka's codes)."""
-    if ctx.broker.authorizer is None:
+    if ctx.ports.authorizer is None:
         return None
     if denied(ctx, Op.WRITE, Res.TRANSACTIONAL_ID, txn_id):
         return dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
@@ -122,7 +122,7 @@ async def handle_end_txn(ctx: RequestContext, req: EndTxnRequest) -> EndTxnRespo
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
     code = _ensure_topic(ctx)
     if code is None:
-        code = await ctx.broker.transactions.end_txn(
+        code = await ctx.ports.transactions.end_txn(
             req["transactional_id"],
             int(req["producer_id"]),
             int(req["producer_epoch"]),
@@ -140,7 +140,7 @@ async def handle_add_offsets_to_txn(
     if denied(ctx, Op.READ, Res.GROUP, req["group_id"]):
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)}
     code = _ensure_topic(ctx)
-    groups = ctx.broker.groups
+    groups = ctx.ports.groups
     if code is None:
         try:
             groups.ensure_offsets_topic()
@@ -148,7 +148,7 @@ async def handle_add_offsets_to_txn(
             code = ErrorCode.COORDINATOR_NOT_AVAILABLE
     if code is None:
         partition = groups.coordinator.partition_for(req["group_id"])
-        code = await ctx.broker.transactions.add_partitions(
+        code = await ctx.ports.transactions.add_partitions(
             req["transactional_id"],
             int(req["producer_id"]),
             int(req["producer_epoch"]),
@@ -162,8 +162,8 @@ async def handle_txn_offset_commit(
     ctx: RequestContext, req: TxnOffsetCommitRequest
 ) -> TxnOffsetCommitResponse:
     group_id = req["group_id"]
-    groups = ctx.broker.groups
-    known = ctx.broker.metadata.topics
+    groups = ctx.ports.groups
+    known = ctx.ports.metadata.topics
     order: list[TopicPartition] = []
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
     results: dict[TopicPartition, ErrorCode] = {}
@@ -231,7 +231,7 @@ async def handle_write_txn_markers(
     """A transaction coordinator to a partition leader, or an admin tool aborting a hanging transaction
     there (its coordinator epoch is the one DescribeProducers reports, so the marker passes the
     partition's fencing checks like the coordinator's own)."""
-    service = ctx.broker.transactions
+    service = ctx.ports.transactions
     markers: list[WriteTxnMarkersResponseWritableTxnMarkerResult] = []
     cluster_action = allowed_cluster(ctx, Op.CLUSTER_ACTION)
     for marker in req["markers"]:

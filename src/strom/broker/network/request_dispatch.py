@@ -17,10 +17,9 @@ import logging
 from time import perf_counter_ns
 from typing import NamedTuple
 
-from strom.broker.broker import Broker
 from strom.broker.handlers import HANDLERS, RequestContext
 from strom.broker.handlers.api_versions import api_versions_fallback
-from strom.broker.handlers.base import CloseConnection, Handler
+from strom.broker.handlers.base import CloseConnection, Handler, HandlerPorts
 from strom.broker.security.listeners import ANONYMOUS
 from strom.protocol.api import INTERNAL, SUPPORTED, ApiKey
 from strom.protocol.codec import Chunk, Request, decode_request, encode_response_chunks
@@ -47,8 +46,8 @@ class HandlerCall(NamedTuple):
 class RequestDispatcher:
     """One listener's requests (``listener``: its name, for the handlers' context)."""
 
-    def __init__(self, broker: Broker, listener: str) -> None:
-        self.broker = broker
+    def __init__(self, ports: HandlerPorts, listener: str) -> None:
+        self.ports = ports
         self._listener = listener
         # API key -> served version range, for the keys that have a handler.
         self._versions = {int(k): r for k, r in (INTERNAL | SUPPORTED).items() if int(k) in HANDLERS}
@@ -75,9 +74,7 @@ class RequestDispatcher:
         except CorruptFrame as exc:
             log.warning("closing connection from %s: malformed request (%s)", client_host, exc)
             raise CloseRequested from None
-        ctx = RequestContext(
-            self.broker, key, version, request.correlation_id, request.client_id, client_host
-        )
+        ctx = RequestContext(self.ports, key, version, request.correlation_id, request.client_id, client_host)
         ctx.principal, ctx.listener = principal, self._listener
         return HandlerCall(HANDLERS[key], ctx, request)
 
@@ -95,7 +92,7 @@ class RequestDispatcher:
             if body is None
             else encode_response_chunks(ctx.api_key, ctx.api_version, request.correlation_id, body, lean=True)
         )
-        if (metrics := self.broker.metrics) is not None:
+        if (metrics := self.ports.metrics) is not None:
             stats = metrics.requests.get(ctx.api_key) or metrics.request(ctx.api_key)
             stats.observe(ctx.api_version, received_ns, started_ns, perf_counter_ns(), ctx.remote_ns)
         return answer

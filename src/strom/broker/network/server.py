@@ -44,7 +44,7 @@ from typing import NamedTuple, cast
 
 from strom._util.buffers import receive_buffer
 from strom._util.clock import yield_to_loop
-from strom.broker.broker import Broker
+from strom.broker.handlers.base import HandlerPorts
 from strom.broker.network.connection_state import (
     READING,
     ConnectionState,
@@ -86,17 +86,17 @@ class KafkaServer:
     """One listener; ``security`` names it and says how its connections authenticate (default PLAINTEXT)."""
 
     def __init__(
-        self, broker: Broker, host: str, port: int, security: ListenerSecurity | None = None
+        self, ports: HandlerPorts, host: str, port: int, security: ListenerSecurity | None = None
     ) -> None:
-        self.broker = broker
+        self.ports = ports
         self._host = host
         self._port = port
         self.security = security or ListenerSecurity.plaintext(host, port)
         self.listener = self.security.listener
-        self.max_request_bytes = int(broker.config.get("socket.request.max.bytes"))
+        self.max_request_bytes = int(ports.config.get("socket.request.max.bytes"))
         self._server: asyncio.Server | None = None
         self._connections: set[_Connection] = set()
-        self.dispatcher = RequestDispatcher(broker, self.listener.name)  # request_dispatch.py
+        self.dispatcher = RequestDispatcher(ports, self.listener.name)  # request_dispatch.py
 
     async def start(self) -> tuple[str, int]:
         loop = asyncio.get_running_loop()
@@ -146,7 +146,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._concurrent: set[asyncio.Task[Answer]] = set()  # acks=all produces still running
         self.client_host = "?"
         self.principal = ANONYMOUS  # set once the connection is authenticated (TLS certificate, SASL)
-        self._auth = server.security.authenticator(server.broker.clock)  # SASL listeners
+        self._auth = server.security.authenticator(server.ports.clock)  # SASL listeners
         self.state = ConnectionState.SERVING if self._auth is None else ConnectionState.AUTHENTICATING
         self._reading = True  # state in READING, kept by _move for the per-frame checks (no enum hashing)
         self._transport: asyncio.Transport | None = None
