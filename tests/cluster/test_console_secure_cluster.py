@@ -4,8 +4,9 @@ alice may describe and read topic ``orders`` and nothing else; bob may do nothin
 Every broker answers every page and says which broker answered: alice browses ``orders``' only partition
 (RF 1) from each broker, the two without a replica reading it from its leader over the Kafka protocol;
 she sees only ``orders`` in the topic list, is refused other topics, ACLs, users and actions (403), and
-no one without a login gets anything (401); admin sees the ACLs and SCRAM users and creates a topic
-through a broker that is not the controller, with its confirmation step."""
+no one without a login gets anything (401); admin sees a group from every broker (its coordinator's
+facts and lag, fetched over the Kafka protocol by the others), the ACLs and SCRAM users, and creates a
+topic through a broker that is not the controller, with its confirmation step."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -124,6 +125,9 @@ def test_console_on_a_secure_cluster(brokers: list[BrokerProcess]) -> None:
         producer.produce("orders", f"order-{i}".encode(), key=f"o{i}".encode())
     assert producer.flush(30) == 0
     leader = admin.list_topics("orders", timeout=10).topics["orders"].partitions[0].leader
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "billing", **_client("admin")})
+    consumer.commit(offsets=[TopicPartition("orders", 0, 2)], asynchronous=False)
+    consumer.close()
 
     urls = [str(b.http_url) for b in brokers]
     for url in urls:
@@ -167,6 +171,15 @@ def test_console_on_a_secure_cluster(brokers: list[BrokerProcess]) -> None:
         d.get(_as("admin", urls[2]) + "/ui/users")
         assert "carol SCRAM-SHA-256 (4,096 iterations)" in d.find_element(By.ID, "users").text
         screenshot(d, "secure-users")
+
+        # The group lives on one coordinator; every broker draws it, lag per partition included.
+        for broker_id, url in enumerate(urls):
+            d.get(_as("admin", url) + "/ui/groups")
+            assert "billing classic Empty 0" in d.find_element(By.ID, "groups").text, broker_id
+            d.get(_as("admin", url) + "/ui/groups/billing")
+            assert "orders 0 2 5 3" in d.find_element(By.ID, "lag").text, broker_id
+            assert d.find_element(By.ID, "coordinator").text.startswith("Coordinated by broker")
+        screenshot(d, "secure-group-from-another-broker")
 
         d.get(_as("admin", urls[2]) + "/ui/actions/create-topic")
         d.find_element(By.NAME, "topic").send_keys("made-in-console")

@@ -285,26 +285,33 @@ def partition_page(topic: str, p: PartitionRow, messages: str) -> str:
     return page(f"Partition {topic}-{p.partition}", body + "<h2>Messages</h2>" + messages)
 
 
-def groups_page(groups: list[GroupRow]) -> str:
+def groups_page(groups: list[GroupRow], unanswered: list[int] | None = None) -> str:
     rows = [
         [link(f"/ui/groups/{quote(g.group_id, safe='')}", g.group_id), esc(g.group_type), esc(g.state),
          esc(g.members), esc(_or_dash(g.lag))]
         for g in groups
     ]  # fmt: skip
     note = (
-        "<p class='muted'>Groups coordinated by this broker (a group lives on the leader of its "
-        "__consumer_offsets partition). Lag: the sum over the group's partitions of the high watermark "
-        "minus the committed offset.</p>"
+        "<p class='muted'>Groups of every broker (a group lives on its coordinator, the leader of its "
+        "__consumer_offsets partition; other brokers' groups are listed with ListGroups and DescribeGroups). "
+        "Lag, for the groups this broker coordinates: the sum over the group's partitions of the high "
+        "watermark minus the committed offset; open a group for its lag per partition.</p>"
     )
+    if unanswered:
+        missing = ", ".join(map(str, unanswered))
+        note += (
+            f"<p class='bad' id='unanswered'>Brokers {esc(missing)} did not answer: their groups are "
+            "missing.</p>"
+        )
     header = ["Group", "Type", "State", "Members", "Lag"]
     return page("Consumer groups", table(header, rows, "groups") + note)
 
 
-def group_page(view: GroupView, charts: str = "", actions: str = "") -> str:
+def group_page(view: GroupView, charts: str = "", actions: str = "", coordinator: int | None = None) -> str:
     facts = table(
         ["Type", "State", "Protocol type", "Assignor", "Generation", "Members", "Total lag"],
         [[esc(view.group_type), esc(view.state), esc(view.protocol_type or "-"), esc(view.protocol or "-"),
-          esc(view.generation), esc(len(view.members)),
+          esc(view.generation if view.generation >= 0 else "-"), esc(len(view.members)),
           esc(_or_dash(sum(o.lag for o in view.offsets if o.lag is not None) if view.offsets else None))]],
         "group-facts",
     )  # fmt: skip
@@ -330,6 +337,11 @@ def group_page(view: GroupView, charts: str = "", actions: str = "") -> str:
         "learned; '-' until its leader answered).</p>"
     )
     chart = "<h2>Lag over time</h2>" + charts if charts else ""
+    if coordinator is not None:
+        where = f"<p class='muted' id='coordinator'>Coordinated by broker {esc(coordinator)}"
+        if not charts:
+            where += " (its lag chart is kept there: open this page on that broker)"
+        actions = where + ".</p>" + actions
     body = (
         actions
         + facts

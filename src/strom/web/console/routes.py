@@ -36,6 +36,7 @@ from strom.web.console import (
 )
 from strom.web.console.decode import RecordDecoder
 from strom.web.console.remote import LeaderReads, RemoteReadError, RemoteSource
+from strom.web.console.remote_groups import ClusterGroups
 from strom.web.console.sampler import HistorySampler
 from strom.web.console.scan import LocalSource, PartitionSource, Query, scan
 
@@ -54,6 +55,7 @@ class ConsoleApi:
         self._sampler = sampler
         self._leader_reads = LeaderReads(broker)
         self._runner = actions.ActionRunner(broker, self._leader_reads)
+        self._cluster_groups = ClusterGroups(broker, self._leader_reads)
         self._csrf = actions.CsrfTokens()
 
     def close(self) -> None:
@@ -179,31 +181,38 @@ class ConsoleApi:
         return self._page(request, pages.partition_page(name, rows[0], messages))
 
     async def groups(self, request: web.Request) -> web.Response:
-        groups = views.group_rows(self._broker, self._remote)
+        groups = views.group_rows(self._broker, self._remote) + await self._cluster_groups.rows()
         groups = [
             g for g in groups if self._may(request, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id)
         ]
-        return self._page(request, pages.groups_page(groups))
+        page = pages.groups_page(sorted(groups, key=lambda g: g.group_id), self._cluster_groups.failed)
+        return self._page(request, page)
 
     async def group(self, request: web.Request) -> web.Response:
         group_id = request.match_info["group"]
         if not self._may(request, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
             return self._forbidden(request, f"You may not describe group {group_id!r}.")
+        coordinator = self._broker.node_id
         view = views.group_view(self._broker, group_id, self._remote)
         if view is None:
-            return self._page(
-                request,
-                pages.not_found(
-                    f"Group {group_id!r} does not exist on this broker (it may be coordinated by another "
-                    "broker: see strom groups describe)."
-                ),
-                404,
-            )
-        charts = self._charts(lambda h, now: dashboards.group_charts(h, now, group_id))
+            try:
+                coordinator, host, port = await self._cluster_groups.coordinator(group_id)
+                if coordinator != self._broker.node_id:
+                    view = await self._cluster_groups.view(group_id, coordinator, host, port)
+            except RemoteReadError as exc:
+                failed = f"Could not reach group {group_id!r}'s coordinator: {exc}"
+                return self._page(
+                    request, pages.page("Unavailable", f"<p class='bad'>{pages.esc(failed)}</p>"), 503
+                )
+        if view is None:
+            return self._page(request, pages.not_found(f"Group {group_id!r} does not exist."), 404)
+        charts = ""
+        if coordinator == self._broker.node_id:
+            charts = self._charts(lambda h, now: dashboards.group_charts(h, now, group_id))
         topics = sorted({o.topic for o in view.offsets})
         q = f"group={quote(group_id, safe='')}" + (f"&topic={quote(topics[0], safe='')}" if topics else "")
         links = action_pages.action_links([("reset-offsets", "reset offsets (group must be empty)", q)])
-        return self._page(request, pages.group_page(view, charts, links))
+        return self._page(request, pages.group_page(view, charts, links, coordinator))
 
     async def schemas(self, request: web.Request) -> web.Response:
         registry = self._broker.registry.registry
