@@ -52,6 +52,10 @@ def _kafka_python_classes() -> dict[tuple[int, str], type[Any]]:
 
 
 KP = _kafka_python_classes()
+# kafka-python has no classes for some advertised APIs (KIP-848's consumer-group APIs, described in
+# strom.protocol.consumer_group_specs): those get the round trip here and golden encodings elsewhere.
+ORACLE_CASES = [case for case in CASES if (case[0], "request") in KP]
+ORACLE_IDS = [f"{ApiKey(k).name.lower()}-v{v}" for k, v in ORACLE_CASES]
 
 
 # -- representative messages ---------------------------------------------------------------------
@@ -163,7 +167,7 @@ def fill_uuid_none(value: Any, expected: Any) -> Any:
 # -- tests ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("api_key", "version"), CASES, ids=IDS)
+@pytest.mark.parametrize(("api_key", "version"), ORACLE_CASES, ids=ORACLE_IDS)
 def test_request_kafka_python_to_ours(api_key: int, version: int) -> None:
     body = sample_body(api_key, version, "request")
     message = to_kp(KP[(api_key, "request")], body, version)
@@ -178,7 +182,7 @@ def test_request_kafka_python_to_ours(api_key: int, version: int) -> None:
     assert codec.encode_request(api_key, version, 4242, "oracle-ü", request.body) == bytes(frame)
 
 
-@pytest.mark.parametrize(("api_key", "version"), CASES, ids=IDS)
+@pytest.mark.parametrize(("api_key", "version"), ORACLE_CASES, ids=ORACLE_IDS)
 def test_response_ours_to_kafka_python(api_key: int, version: int) -> None:
     body = sample_body(api_key, version, "response")
     frame = codec.encode_response(api_key, version, 99, body)

@@ -205,6 +205,28 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("group.initial.rebalance.delay.ms", int, "3000", "Delay of a new group's first rebalance."),
         ConfigDef("group.min.session.timeout.ms", int, "6000", "Smallest session timeout."),
         ConfigDef("group.max.session.timeout.ms", int, "1800000", "Largest session timeout."),
+        # KIP-848 consumer groups (group.protocol=consumer), Kafka 4's names and defaults.
+        ConfigDef(
+            "group.consumer.heartbeat.interval.ms", int, "5000", "Consumer groups' heartbeat interval."
+        ),
+        ConfigDef(
+            "group.consumer.min.heartbeat.interval.ms", int, "5000", "Smallest consumer heartbeat interval."
+        ),
+        ConfigDef(
+            "group.consumer.max.heartbeat.interval.ms", int, "15000", "Largest consumer heartbeat interval."
+        ),
+        ConfigDef("group.consumer.session.timeout.ms", int, "45000", "Consumer groups' session timeout."),
+        ConfigDef(
+            "group.consumer.min.session.timeout.ms", int, "45000", "Smallest consumer session timeout."
+        ),
+        ConfigDef("group.consumer.max.session.timeout.ms", int, "60000", "Largest consumer session timeout."),
+        ConfigDef(
+            "group.consumer.assignors",
+            str,
+            "uniform,range",
+            "Consumer groups' server-side assignors (short or class names); the first is the default.",
+        ),
+        ConfigDef("group.consumer.max.size", int, str(2**31 - 1), "Most members of one consumer group."),
         ConfigDef("replica.lag.time.max.ms", int, "10000", "Follower lag before it leaves the ISR."),
         ConfigDef("replica.fetch.max.bytes", int, "1048576", "Follower fetch size per partition."),
         ConfigDef("replica.fetch.wait.max.ms", int, "500", "Follower fetch long-poll."),

@@ -11,7 +11,9 @@ Offset commits follow Kafka's `GroupCoordinator.handleCommitOffsets`:
   (ILLEGAL_GENERATION), not a fenced static incarnation (FENCED_INSTANCE_ID); during CompletingRebalance
   commits get REBALANCE_IN_PROGRESS (the member is about to get a new assignment), during
   PreparingRebalance they are still accepted so that a consumer can commit before it rejoins;
-* metadata longer than `offset.metadata.max.bytes` is OFFSET_METADATA_TOO_LARGE, per partition.
+* metadata longer than `offset.metadata.max.bytes` is OFFSET_METADATA_TOO_LARGE, per partition;
+* a consumer group (KIP-848) decides by member epoch instead (`consumer_commit_check`, set by the
+  broker, which holds those groups).
 
 Transactional commits (TxnOffsetCommit, KIP-447) are checked by `txn_commit_error` as Kafka's
 ``validateOffsetCommit`` does for them: a request without group metadata (generation -1, empty member
@@ -30,7 +32,7 @@ than that. A group with neither members nor offsets left is deleted.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from strom._util.clock import Clock
 from strom.coordinator.group import Group
@@ -70,6 +72,9 @@ class GroupCoordinator:
         self.clock = clock
         self.store = GroupStore(writer, num_partitions)
         self.membership = GroupMembership(config, clock, scheduler, self.store)
+        # Set by the broker: whether a commit to a consumer group (KIP-848) may go ahead, by
+        # (group id, member id, member epoch); None when the group is not one.
+        self.consumer_commit_check: Callable[[str, str, int], ErrorCode | None] | None = None
 
     @property
     def groups(self) -> dict[str, Group]:
@@ -179,6 +184,10 @@ class GroupCoordinator:
     def _commit_error(
         self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
     ) -> ErrorCode:
+        if self.consumer_commit_check is not None:
+            verdict = self.consumer_commit_check(group_id, member_id, generation_id)
+            if verdict is not None:
+                return verdict
         group = self.store.get(group_id)
         if group is None:
             # No group yet: only a standalone commit may create one.

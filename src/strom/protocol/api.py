@@ -70,6 +70,8 @@ class ApiKey(IntEnum):
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
     LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
 
@@ -115,6 +117,9 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
     ApiKey.CREATE_PARTITIONS: (0, 1),
     ApiKey.DELETE_GROUPS: (0, 1),
+    # KIP-848 consumer groups (consumer_group_specs.py: the installed specs lack them).
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),
     # Replication (cluster mode; a single node answers them from its own log / trivially).
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 3),

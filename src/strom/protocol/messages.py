@@ -1751,6 +1751,111 @@ class ListTransactionsResponse(TypedDict):
     transaction_states: list[ListTransactionsResponseTransactionState]
 
 
+class ConsumerGroupHeartbeatRequestTopicPartitions(TypedDict):
+    """ConsumerGroupHeartbeatRequest v0-1: TopicPartitions."""
+
+    topic_id: bytes
+    partitions: list[int]
+
+
+class ConsumerGroupHeartbeatRequest(TypedDict):
+    """ConsumerGroupHeartbeatRequest v0-1."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int
+    subscribed_topic_names: list[str] | None
+    subscribed_topic_regex: NotRequired[str | None]  # v1
+    server_assignor: str | None
+    topic_partitions: list[ConsumerGroupHeartbeatRequestTopicPartitions] | None
+
+
+class ConsumerGroupHeartbeatResponseTopicPartitions(TypedDict):
+    """ConsumerGroupHeartbeatResponse v0-1: TopicPartitions."""
+
+    topic_id: bytes
+    partitions: list[int]
+
+
+class ConsumerGroupHeartbeatResponseAssignment(TypedDict):
+    """ConsumerGroupHeartbeatResponse v0-1: Assignment."""
+
+    topic_partitions: list[ConsumerGroupHeartbeatResponseTopicPartitions]
+
+
+class ConsumerGroupHeartbeatResponse(TypedDict):
+    """ConsumerGroupHeartbeatResponse v0-1."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    member_id: str | None
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: ConsumerGroupHeartbeatResponseAssignment | None
+
+
+class ConsumerGroupDescribeRequest(TypedDict):
+    """ConsumerGroupDescribeRequest v0-1."""
+
+    group_ids: list[str]
+    include_authorized_operations: bool
+
+
+class ConsumerGroupDescribeResponseDescribedTopicPartitions(TypedDict):
+    """ConsumerGroupDescribeResponse v0-1: DescribedTopicPartitions."""
+
+    topic_id: bytes
+    topic_name: str
+    partitions: list[int]
+
+
+class ConsumerGroupDescribeResponseDescribedAssignment(TypedDict):
+    """ConsumerGroupDescribeResponse v0-1: DescribedAssignment."""
+
+    topic_partitions: list[ConsumerGroupDescribeResponseDescribedTopicPartitions]
+
+
+class ConsumerGroupDescribeResponseMember(TypedDict):
+    """ConsumerGroupDescribeResponse v0-1: Member."""
+
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: list[str]
+    subscribed_topic_regex: str | None
+    assignment: ConsumerGroupDescribeResponseDescribedAssignment
+    target_assignment: ConsumerGroupDescribeResponseDescribedAssignment
+    member_type: NotRequired[int]  # v1
+
+
+class ConsumerGroupDescribeResponseDescribedGroup(TypedDict):
+    """ConsumerGroupDescribeResponse v0-1: DescribedGroup."""
+
+    error_code: int
+    error_message: str | None
+    group_id: str
+    group_state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor_name: str
+    members: list[ConsumerGroupDescribeResponseMember]
+    authorized_operations: int
+
+
+class ConsumerGroupDescribeResponse(TypedDict):
+    """ConsumerGroupDescribeResponse v0-1."""
+
+    throttle_time_ms: int
+    groups: list[ConsumerGroupDescribeResponseDescribedGroup]
+
+
 ContextT = TypeVar("ContextT")
 RequestT = TypeVar("RequestT")
 ResponseT = TypeVar("ResponseT")
@@ -1999,6 +2104,16 @@ class HandlerRegistry(Protocol[ContextT]):
     def __call__(
         self, api_key: Literal[ApiKey.LIST_TRANSACTIONS]
     ) -> Registers[ContextT, ListTransactionsRequest, ListTransactionsResponse]: ...
+
+    @overload
+    def __call__(
+        self, api_key: Literal[ApiKey.CONSUMER_GROUP_HEARTBEAT]
+    ) -> Registers[ContextT, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse]: ...
+
+    @overload
+    def __call__(
+        self, api_key: Literal[ApiKey.CONSUMER_GROUP_DESCRIBE]
+    ) -> Registers[ContextT, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse]: ...
 
 
 class RequestSender(Protocol):
@@ -2427,3 +2542,21 @@ class RequestSender(Protocol):
         body: ListTransactionsRequest,
         timeout_ms: int = ...,
     ) -> Awaitable[ListTransactionsResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.CONSUMER_GROUP_HEARTBEAT],
+        api_version: int,
+        body: ConsumerGroupHeartbeatRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[ConsumerGroupHeartbeatResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.CONSUMER_GROUP_DESCRIBE],
+        api_version: int,
+        body: ConsumerGroupDescribeRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[ConsumerGroupDescribeResponse]: ...

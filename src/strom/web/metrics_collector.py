@@ -16,6 +16,7 @@ answered).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator
 
 from prometheus_client.core import Metric
@@ -23,6 +24,8 @@ from prometheus_client.registry import Collector
 
 from strom.broker.broker import Broker
 from strom.broker.coordinators.leader_watermarks import LeaderWatermarks
+from strom.coordinator import GroupState
+from strom.coordinator.consumer.model import ConsumerGroupState
 from strom.metrics.counters import BrokerCounters, TopicCounters
 from strom.metrics.families import counter, gauge, jmx_name, summary
 from strom.metrics.histogram import LatencyHistogram
@@ -89,6 +92,7 @@ class BrokerCollector(Collector):
         yield from self._logs()
         yield from self._misc()
         yield from self._consumer_lag()
+        yield from self._group_counts()
 
     def _topic_meters(self) -> Iterator[Metric]:
         # Counters of topics that no longer exist (deleted, or named by a refused request) are dropped,
@@ -216,6 +220,36 @@ class BrokerCollector(Collector):
         names = ["consumergroup", "topic", "partition"]
         yield gauge("kafka_consumergroup_current_offset", "Committed offset of the group.", names, offsets)
         yield gauge("kafka_consumergroup_lag", "High watermark minus the committed offset.", names, lags)
+
+    def _group_counts(self) -> Iterator[Metric]:
+        """Groups this broker coordinates, by protocol and by state, as Kafka 4's group coordinator
+        metrics count them (``kafka.server:type=group-coordinator-metrics``)."""
+        service = self._broker.groups
+        consumer = service.consumer_groups()
+        consumer_ids = {g.group_id for g in consumer}
+        # A consumer group's committed offsets live in a classic entry of the same id: not a group.
+        classic = [g for gid, g in service.coordinator.groups.items() if gid not in consumer_ids]
+        prefix = "kafka_server_group_coordinator_metrics"
+        yield gauge(
+            f"{prefix}_group_count",
+            "Groups this broker coordinates, per protocol.",
+            ["protocol"],
+            [(["classic"], len(classic)), (["consumer"], len(consumer))],
+        )
+        classic_states = Counter(g.state.kafka_name.lower() for g in classic)
+        yield gauge(
+            f"{prefix}_classic_group_count",
+            "Classic groups this broker coordinates, per state.",
+            ["state"],
+            [([s.kafka_name.lower()], classic_states[s.kafka_name.lower()]) for s in GroupState],
+        )
+        consumer_states = Counter(g.state.value.lower() for g in consumer)
+        yield gauge(
+            f"{prefix}_consumer_group_count",
+            "Consumer groups (KIP-848) this broker coordinates, per state.",
+            ["state"],
+            [([s.value.lower()], consumer_states[s.value.lower()]) for s in ConsumerGroupState],
+        )
 
 
 def _sum(topics: list[tuple[str, TopicCounters]], attr: str) -> int:

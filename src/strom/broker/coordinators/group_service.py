@@ -31,6 +31,13 @@ holds them pending per producer id; the transaction coordinator's marker on that
 transaction's records at its COMMIT marker, never those of an aborted one, and keeps those of open
 ones pending.
 
+Consumer groups (KIP-848) live in the same shards: each `GroupShard` hands the consumer-group records of
+its partition (key versions 3-8) to its `ConsumerGroupShard` (consumer_group_shard.py), which rebuilds
+those groups by replay and keeps their session timers; `consumer_group_config` reads and checks their
+settings (`group.consumer.*`). A commit to such a group is checked by member epoch
+(`GroupCoordinator.consumer_commit_check`), and a JoinGroup for its id is refused
+(INCONSISTENT_GROUP_PROTOCOL) while it has members.
+
 `__consumer_offsets` is created on first use (the first group request or commit) with
 `offsets.topic.num.partitions` partitions, `cleanup.policy=compact` and
 ``min(offsets.topic.replication.factor, live brokers)`` replicas (so 1 on a single node). A group lives in
@@ -48,8 +55,10 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from strom._util.clock import Clock
+from strom._util.errors import ConfigError
 from strom.broker.config import BrokerConfig
 from strom.broker.control.topic_admin import TopicAdmin
+from strom.broker.coordinators.consumer_group_shard import ConsumerGroupShard
 from strom.broker.coordinators.coordinator_partitions import CoordinatorPartitions
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.coordinator import (
@@ -63,6 +72,10 @@ from strom.coordinator import (
     TopicPartition,
     partition_for,
 )
+from strom.coordinator.consumer import assignors
+from strom.coordinator.consumer.heartbeat import ConsumerGroupConfig
+from strom.coordinator.consumer.model import ConsumerGroup, commit_error
+from strom.coordinator.consumer.records import CONSUMER_KEY_VERSIONS, key_version
 from strom.coordinator.ports import Cancellable
 from strom.coordinator.records import (
     OffsetCommitKey,
@@ -143,12 +156,17 @@ class GroupShard:
         self.index = context.partition
         # Producer id -> offset records of that producer's open transaction (TxnOffsetCommit).
         self.pending_txn_offsets: dict[int, list[Record]] = {}
+        # The partition's consumer groups (KIP-848): their records are replayed there.
+        self.consumer = ConsumerGroupShard(context, service.consumer_config, service.topic_partitions)
 
     def replay(
         self, offset: int, producer_id: int, producer_epoch: int, key: bytes | None, value: bytes | None
     ) -> None:
         if producer_id != NO_PRODUCER_ID:
             self.pending_txn_offsets.setdefault(producer_id, []).append((key, value))
+            return
+        if key is not None and key_version(key) in CONSUMER_KEY_VERSIONS:
+            self.consumer.replay(key, value)
             return
         service = self._service
         service.coordinator.store.replay(key, value, service.clock.monotonic_ms())
@@ -162,6 +180,7 @@ class GroupShard:
 
     def on_loaded(self) -> None:
         self._service.coordinator.loaded_partition(self.index)
+        self.consumer.on_loaded()
         self.context.timer.schedule(EXPIRE_TIMER, OFFSETS_RETENTION_CHECK_INTERVAL_MS, self._expire_offsets)
 
     def _expire_offsets(self) -> CoordinatorResult[object]:
@@ -176,6 +195,49 @@ class GroupShard:
     def on_unloaded(self) -> None:
         self._service.coordinator.unload_partition(self.index)
         self.pending_txn_offsets.clear()
+        self.consumer.on_unloaded()
+
+
+def consumer_group_config(config: BrokerConfig) -> ConsumerGroupConfig:
+    """KIP-848 groups' settings; the interval and timeout must lie within their min/max bounds."""
+    get = config.get
+    interval = int(get("group.consumer.heartbeat.interval.ms"))
+    session = int(get("group.consumer.session.timeout.ms"))
+    bounds = {
+        "group.consumer.heartbeat.interval.ms": (
+            interval,
+            "group.consumer.min.heartbeat.interval.ms",
+            "group.consumer.max.heartbeat.interval.ms",
+        ),
+        "group.consumer.session.timeout.ms": (
+            session,
+            "group.consumer.min.session.timeout.ms",
+            "group.consumer.max.session.timeout.ms",
+        ),
+    }
+    for name, (value, low, high) in bounds.items():
+        if not int(get(low)) <= value <= int(get(high)):
+            raise ConfigError(f"{name}={value} must be within [{low}, {high}]")
+    if interval >= session:
+        raise ConfigError(
+            "group.consumer.heartbeat.interval.ms must be below group.consumer.session.timeout.ms"
+        )
+    names: list[str] = []
+    for raw in str(get("group.consumer.assignors")).split(","):
+        if not raw.strip():
+            continue
+        short = assignors.short_name(raw)
+        if short is None:
+            raise ConfigError(f"group.consumer.assignors: unknown assignor {raw.strip()!r}")
+        names.append(short)
+    if not names:
+        raise ConfigError("group.consumer.assignors must name at least one assignor")
+    return ConsumerGroupConfig(
+        heartbeat_interval_ms=interval,
+        session_timeout_ms=session,
+        assignors=tuple(names),
+        max_size=int(get("group.consumer.max.size")),
+    )
 
 
 def group_config(config: BrokerConfig) -> GroupConfig:
@@ -210,11 +272,28 @@ class GroupService:
             self.num_partitions,
         )
         self.commit_timeout_ms = int(config.get("offsets.commit.timeout.ms"))
+        self.consumer_config = consumer_group_config(config)
+        self.coordinator.consumer_commit_check = lambda group_id, member_id, epoch: commit_error(
+            self.consumer_group(group_id), member_id, epoch
+        )
         self._metadata_max_bytes = group_config(config).offset_metadata_max_bytes
         self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
             OFFSETS_TOPIC, clock, partitions, partitions, self._build_shard, self.commit_timeout_ms
         )
         partitions.on_leadership(OFFSETS_TOPIC, self.runtime.on_leadership_change)
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        """The consumer group (KIP-848) of that id, if this broker coordinates it and it exists."""
+        shard = self.runtime.active_shards().get(self.coordinator.partition_for(group_id))
+        return None if shard is None else shard.consumer.groups.get(group_id)
+
+    def consumer_groups(self) -> list[ConsumerGroup]:
+        """Every consumer group this broker coordinates."""
+        return [g for shard in self.runtime.active_shards().values() for g in shard.consumer.groups.values()]
+
+    def topic_partitions(self) -> dict[str, int]:
+        """Every topic this broker knows of and its partition count (what consumer groups subscribe to)."""
+        return {name: info.partitions for name, info in self._metadata.topics.items()}
 
     # --- life cycle ----------------------------------------------------------------------------
     async def stop(self) -> None:
@@ -351,6 +430,10 @@ class GroupService:
                 self.coordinator.store.replay(key, value, now)
 
     async def join_group(self, req: JoinGroupRequest) -> JoinResult:
+        consumer = self.consumer_group(req.group_id)
+        if consumer is not None and consumer.members:
+            # A consumer group (KIP-848) with members owns the id: no classic member may join it.
+            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id)
         fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
         self.coordinator.join_group(req, _resolver(fut))
         return await fut

@@ -7,6 +7,7 @@ from strom.broker.handlers import (  # noqa: F401  (imported for their @handles 
     api_versions,
     cluster,
     configs,
+    consumer_groups,
     fetch,
     groups,
     list_offsets,

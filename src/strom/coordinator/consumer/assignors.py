@@ -1,0 +1,145 @@
+"""The server-side assignors of consumer groups: ``uniform`` and ``range`` (pure).
+
+An assignor maps the members' subscriptions and the subscribed topics' partition counts to a target
+assignment. It runs on the coordinator whenever the group epoch moves past the assignment epoch.
+`group.consumer.assignors` lists the ones a broker offers (Kafka's class names or their short names),
+the first being the default; a member may name one (``ServerAssignor``), and the group uses the one
+most of its members name (ties: the configured order).
+
+* **uniform** (Kafka's ``UniformAssignor``): every member gets as many partitions as the others, give
+  or take one, among those of topics it subscribes to, and partitions stay where they are when they can
+  (sticky): a member joining or leaving moves only the partitions needed to rebalance. First each
+  partition stays with its current target owner if that member still subscribes to its topic; the
+  unassigned ones go, most constrained first, to the eligible member with the fewest; then partitions
+  move one at a time from a member with more to an eligible member with at least two fewer, until no
+  such move is left.
+* **range** (Kafka's ``RangeAssignor``): per topic, the subscribed members in member-id order get
+  contiguous ranges, the first ``partitions % members`` one partition more: co-partitioned topics get
+  the same partition numbers on the same member.
+
+Deterministic: the same inputs give the same assignment (members and partitions are walked in order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+
+from strom.coordinator.consumer.records import Assignment
+
+UNIFORM = "uniform"
+RANGE = "range"
+# Kafka's class names for the same assignors (what `group.consumer.assignors` holds by default there).
+_CLASS_NAMES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": UNIFORM,
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": RANGE,
+}
+
+Subscriptions = Mapping[str, Collection[str]]  # member id -> subscribed topics
+TopicPartitionCounts = Mapping[str, int]
+Assignor = Callable[[Subscriptions, TopicPartitionCounts, Mapping[str, Assignment]], dict[str, Assignment]]
+
+
+def short_name(name: str) -> str | None:
+    """``uniform``/``range`` for either spelling, None for an assignor this broker does not have."""
+    name = name.strip()
+    if name in (UNIFORM, RANGE):
+        return name
+    return _CLASS_NAMES.get(name)
+
+
+def choose(configured: list[str], requested: Collection[str | None]) -> str:
+    """The group's assignor: the one most members name, else the broker's default (first configured)."""
+    counts: dict[str, int] = {}
+    for name in requested:
+        if name is not None:
+            counts[name] = counts.get(name, 0) + 1
+    if not counts:
+        return configured[0]
+    return max(counts, key=lambda n: (counts[n], -configured.index(n) if n in configured else -99))
+
+
+def assign(
+    name: str,
+    subscriptions: Subscriptions,
+    topics: TopicPartitionCounts,
+    current: Mapping[str, Assignment],
+) -> dict[str, Assignment]:
+    return (uniform if name == UNIFORM else range_assign)(subscriptions, topics, current)
+
+
+def _freeze(out: Mapping[str, Mapping[str, set[int]]]) -> dict[str, Assignment]:
+    return {m: {t: frozenset(ps) for t, ps in parts.items() if ps} for m, parts in out.items()}
+
+
+def range_assign(
+    subscriptions: Subscriptions, topics: TopicPartitionCounts, current: Mapping[str, Assignment]
+) -> dict[str, Assignment]:
+    del current  # ranges depend on the members alone
+    out: dict[str, dict[str, set[int]]] = {m: {} for m in subscriptions}
+    for topic in sorted(topics):
+        members = sorted(m for m, subs in subscriptions.items() if topic in subs)
+        if not members:
+            continue
+        count = topics[topic]
+        base, extra = divmod(count, len(members))
+        start = 0
+        for i, member in enumerate(members):
+            size = base + (1 if i < extra else 0)
+            if size:
+                out[member][topic] = set(range(start, start + size))
+            start += size
+    return _freeze(out)
+
+
+def uniform(
+    subscriptions: Subscriptions, topics: TopicPartitionCounts, current: Mapping[str, Assignment]
+) -> dict[str, Assignment]:
+    members = sorted(subscriptions)
+    eligible: dict[str, list[str]] = {
+        topic: [m for m in members if topic in subscriptions[m]] for topic in sorted(topics)
+    }
+    owner: dict[tuple[str, int], str] = {}
+    load = dict.fromkeys(members, 0)
+    # Sticky first: a partition stays with its current owner if that member still wants its topic.
+    for member in members:
+        for topic, ps in sorted(current.get(member, {}).items()):
+            if topic not in topics or topic not in subscriptions[member]:
+                continue
+            for p in sorted(ps):
+                if p < topics[topic] and (topic, p) not in owner:
+                    owner[(topic, p)] = member
+                    load[member] += 1
+    # Then the unassigned partitions, those with the fewest candidates first.
+    free = [
+        (len(eligible[t]), t, p)
+        for t in sorted(topics)
+        for p in range(topics[t])
+        if eligible[t] and (t, p) not in owner
+    ]
+    for _, topic, p in sorted(free):
+        best = min(eligible[topic], key=lambda m: (load[m], m))
+        owner[(topic, p)] = best
+        load[best] += 1
+    _balance(owner, load, eligible)
+    out: dict[str, dict[str, set[int]]] = {m: {} for m in members}
+    for (topic, p), member in owner.items():
+        out[member].setdefault(topic, set()).add(p)
+    return _freeze(out)
+
+
+def _balance(
+    owner: dict[tuple[str, int], str], load: dict[str, int], eligible: Mapping[str, list[str]]
+) -> None:
+    """Move single partitions from the most loaded members to eligible ones with two fewer or more."""
+    moved = True
+    while moved:
+        moved = False
+        for tp in sorted(owner, key=lambda tp: (-load[owner[tp]], tp)):
+            source = owner[tp]
+            target = min(eligible[tp[0]], key=lambda m: (load[m], m))
+            if load[target] + 1 < load[source]:
+                owner[tp] = target
+                load[source] -= 1
+                load[target] += 1
+                moved = True
+                break
