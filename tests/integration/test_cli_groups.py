@@ -9,11 +9,16 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from strom.protocol.api import ApiKey
+
+from .rawclient import RawClient
 
 Strom = Callable[..., subprocess.CompletedProcess[bytes]]
 STROM = [sys.executable, "-m", "strom.cli.main"]
@@ -39,7 +44,7 @@ def strom(strom_broker: str) -> Strom:
 def committed(strom: Strom, group: str) -> dict[int, tuple[str, str, str]]:
     """partition -> (CURRENT-OFFSET, LOG-END-OFFSET, LAG) from `strom groups describe`."""
     lines = strom("groups", "describe", group).stdout.decode().splitlines()
-    assert lines[0].startswith(f"Group {group}: state ")
+    assert lines[0].startswith(f"Group {group}: type classic, state ")
     assert lines[1].split()[:5] == ["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"]
     return {int(cols[1]): (cols[2], cols[3], cols[4]) for cols in (line.split() for line in lines[2:])}
 
@@ -56,6 +61,10 @@ def test_group_consume_describe_reset_delete(strom: Strom) -> None:
     assert sorted(first.stdout.splitlines()) == [b"a", b"b", b"c", b"d", b"e", b"f"]
     assert group in strom("groups", "list").stdout.decode().splitlines()
     assert committed(strom, group) == {0: ("4", "4", "0"), 1: ("2", "2", "0")}
+    typed = strom("groups", "list", "--type", "--state").stdout.decode().splitlines()
+    assert typed[0].split() == ["GROUP", "TYPE", "STATE"] and [group, "CLASSIC", "EMPTY"] in [
+        line.split() for line in typed
+    ]
 
     dry = strom("groups", "reset-offsets", group, "--topic", topic, "--to-earliest").stdout.decode()
     assert "dry run" in dry
@@ -166,3 +175,38 @@ def test_describe_unknown_group_is_one_line(strom: Strom) -> None:
     result = strom("groups", "describe", f"cli-none-{uuid.uuid4().hex[:8]}", check=False)
     assert result.returncode == 1
     assert result.stderr.decode().endswith("does not exist\n")
+
+
+def test_a_consumer_group_is_listed_and_described_with_its_type(strom: Strom, strom_broker: str) -> None:
+    """A KIP-848 member joined over the wire (ConsumerGroupHeartbeat): `groups list --type --state` and
+    `groups describe` name the group's type and its state."""
+    topic, group = f"cli-kip848-{uuid.uuid4().hex[:8]}", f"cli-c-{uuid.uuid4().hex[:8]}"
+    strom("topics", "create", topic, "--partitions", "2")
+    with RawClient(strom_broker) as raw:
+        body = {
+            "group_id": group,
+            "member_id": "member-1",
+            "member_epoch": 0,
+            "instance_id": None,
+            "rack_id": None,
+            "rebalance_timeout_ms": 30_000,
+            "subscribed_topic_names": [topic],
+            "subscribed_topic_regex": None,
+            "server_assignor": None,
+            "topic_partitions": None,
+        }
+        deadline = time.monotonic() + 30
+        while (resp := raw.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, body))["error_code"] != 0:
+            assert time.monotonic() < deadline, resp  # the first group request creates the offsets topic
+            time.sleep(0.1)
+        listed = [
+            line.split() for line in strom("groups", "list", "--type", "--state").stdout.decode().splitlines()
+        ]
+        assert [group, "CONSUMER", "STABLE"] in listed
+        described = strom("groups", "describe", group).stdout.decode().splitlines()
+        assert described[0].startswith(
+            f"Group {group}: type consumer, state STABLE, 1 member(s), assignor uniform"
+        )
+        owners = {line.split()[1]: line.split()[5] for line in described[2:]}
+        assert owners == {"0": "member-1", "1": "member-1"}
+        assert raw.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {**body, "member_epoch": -1})["error_code"] == 0

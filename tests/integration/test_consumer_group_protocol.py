@@ -1,7 +1,8 @@
 """ConsumerGroupHeartbeat (68) v0-v1 and ConsumerGroupDescribe (69) v0-v1 against a live broker over raw
 TCP, version by version (docs/protocol.md#advertise-nothing-untested): joining (a member id generated
 by the broker in v0, the client's own in v1), the assignment by topic id, heartbeats, fencing, the v1
-regular expression, leaving, the describe of each version, and OffsetCommit by member epoch."""
+regular expression, leaving, the describe of each version, OffsetCommit by member epoch, ListGroups and
+the group-coordinator gauges of /metrics."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
 from strom.testing import BrokerProcess
+from strom.testing.metrics import scrape, value
 
 from .rawclient import RawClient
 
@@ -103,6 +105,9 @@ def test_heartbeat_join_beat_fence_leave(raw: RawClient, topic_name: str, versio
     assert stale["topics"][0]["partitions"][0]["error_code"] == ErrorCode.STALE_MEMBER_EPOCH
     good = raw.call(ApiKey.OFFSET_COMMIT, 7, {**commit, "generation_id_or_member_epoch": 1})
     assert good["topics"][0]["partitions"][0]["error_code"] == 0
+    # ListGroups names it once, as a consumer group, though its offsets sit beside the classic groups'.
+    listed = [g for g in raw.call(ApiKey.LIST_GROUPS, 2, {})["groups"] if g["group_id"] == group]
+    assert listed == [{"group_id": group, "protocol_type": "consumer"}]
     left = heartbeat(raw, version, group, member_id, -1)
     assert left["error_code"] == 0 and left["member_epoch"] == -1
     assert describe(raw, 0, group)["group_state"] == "Empty"
@@ -132,7 +137,7 @@ def test_heartbeat_v1_regular_expression(raw: RawClient, topic_name: str) -> Non
 
 
 @pytest.mark.parametrize("version", DESCRIBE_V)
-def test_describe(raw: RawClient, topic_name: str, version: int) -> None:
+def test_describe(raw: RawClient, broker: BrokerProcess, topic_name: str, version: int) -> None:
     assert raw.create_topic(topic_name, 2) == 0
     group = f"g-{topic_name}"
     heartbeat(raw, 1, group, "m1", 0, subscribed_topic_names=[topic_name], rebalance_timeout_ms=1000)
@@ -153,5 +158,13 @@ def test_describe(raw: RawClient, topic_name: str, version: int) -> None:
     assert ("member_type" in member) == (version >= 1)
     if version >= 1:
         assert member["member_type"] == 1  # a consumer-protocol member
+    # /metrics counts it among the coordinator's consumer groups, by state.
+    if version == 0:
+        assert broker.http_url is not None
+        samples = scrape(broker.http_url)
+        prefix = "kafka_server_group_coordinator_metrics"
+        assert value(samples, f"{prefix}_group_count", protocol="consumer") >= 1
+        assert value(samples, f"{prefix}_consumer_group_count", state="stable") >= 1
+        assert f"{prefix}_classic_group_count" in samples
     unknown = describe(raw, version, f"{group}-unknown")
     assert unknown["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND

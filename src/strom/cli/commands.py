@@ -213,7 +213,7 @@ def consume_command(args: argparse.Namespace) -> int:
 
 
 def groups_list(args: argparse.Namespace) -> int:
-    list_groups(client_options(args), sys.stdout)
+    list_groups(client_options(args), sys.stdout, with_state=args.state, with_type=args.type)
     return 0
 
 

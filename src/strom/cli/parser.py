@@ -377,9 +377,12 @@ def _add_groups(commands: argparse._SubParsersAction[OneLineErrorParser], parent
     groups = commands.add_parser("groups", help="list, describe, reset and delete consumer groups")
     actions = groups.add_subparsers(dest="action", metavar="ACTION", required=True)
 
-    actions.add_parser("list", help="list group ids", parents=[parent], allow_abbrev=False).set_defaults(
-        handler="groups_list"
+    listing = actions.add_parser("list", help="list group ids", parents=[parent], allow_abbrev=False)
+    listing.add_argument("--state", action="store_true", help="also print each group's state")
+    listing.add_argument(
+        "--type", action="store_true", help="also print each group's type (classic, consumer)"
     )
+    listing.set_defaults(handler="groups_list")
 
     describe = actions.add_parser(
         "describe", help="members, committed offsets and lag", parents=[parent], allow_abbrev=False

@@ -50,15 +50,40 @@ class ResetRequest:
     execute: bool = False
 
 
-def list_groups(options: ClientOptions, out: TextIO) -> None:
-    """Print every consumer group id the broker knows, sorted, one per line."""
+def list_groups(
+    options: ClientOptions, out: TextIO, with_state: bool = False, with_type: bool = False
+) -> None:
+    """Print every consumer group id the broker knows, sorted, one per line; with ``with_type`` and
+    ``with_state``, a table with each group's type (classic, consumer) and state, as
+    ``kafka-consumer-groups.sh --list --type --state`` prints it. ListGroups names both from v5 (type)
+    and v4 (state); a broker that does not, and a group it lists as UNKNOWN, is asked by describing the
+    group (ConsumerGroupDescribe, or DescribeGroups for a classic group)."""
     admin = admin_client(options)
     future = admin.list_consumer_groups(request_timeout=options.timeout_s)
     result = wait(future, "cannot list groups", options)
     if result.errors:
         raise ConsoleError(f"cannot list groups: {describe_kafka_error(result.errors[0])}")
-    for listing in sorted(result.valid, key=lambda listing: listing.group_id):
-        print(listing.group_id, file=out)
+    listings = sorted(result.valid, key=lambda listing: listing.group_id)
+    if not (with_state or with_type):
+        for listing in listings:
+            print(listing.group_id, file=out)
+        return
+    header = ["GROUP", *(["TYPE"] if with_type else []), *(["STATE"] if with_state else [])]
+    rows = [header]
+    for listing in listings:
+        group_type, state = _name(listing.type), _name(listing.state)
+        if "UNKNOWN" in (group_type, state):
+            described = _describe(admin, options, listing.group_id)
+            group_type, state = _name(described.type), _name(described.state)
+        rows.append(
+            [listing.group_id, *([group_type] if with_type else []), *([state] if with_state else [])]
+        )
+    print_table(rows, out)
+
+
+def _name(value: Any) -> str:
+    """An enum of confluent-kafka's (ConsumerGroupType, ConsumerGroupState) as its name."""
+    return str(getattr(value, "name", value) or "UNKNOWN")
 
 
 def describe_group(options: ClientOptions, group: str, out: TextIO) -> None:
@@ -76,10 +101,9 @@ def describe_group(options: ClientOptions, group: str, out: TextIO) -> None:
     }
     partitions = sorted(set(committed) | set(owners))
     end_offsets = _list_offsets(admin, options, partitions, latest_spec())
-    state = getattr(description.state, "name", str(description.state))
     print(
-        f"Group {group}: state {state}, {len(description.members)} member(s), "
-        f"assignor {description.partition_assignor or '-'}",
+        f"Group {group}: type {_name(description.type).lower()}, state {_name(description.state)}, "
+        f"{len(description.members)} member(s), assignor {description.partition_assignor or '-'}",
         file=out,
     )
     rows = [

@@ -75,6 +75,8 @@ class GroupCoordinator:
         # Set by the broker: whether a commit to a consumer group (KIP-848) may go ahead, by
         # (group id, member id, member epoch); None when the group is not one.
         self.consumer_commit_check: Callable[[str, str, int], ErrorCode | None] | None = None
+        # Set by the broker: the consumer groups (KIP-848) it coordinates, listed with the classic ones.
+        self.consumer_listing: Callable[[], list[ListedGroup]] | None = None
 
     @property
     def groups(self) -> dict[str, Group]:
@@ -286,9 +288,16 @@ class GroupCoordinator:
         return group.summary()
 
     def list_groups(self) -> list[ListedGroup]:
-        return [
-            ListedGroup(g.group_id, g.protocol_type or "", g.state.kafka_name) for g in self.groups.values()
+        """Classic groups, then the consumer groups (whose committed offsets live in a classic entry of
+        the same id, which is not listed as a group of its own)."""
+        consumer = self.consumer_listing() if self.consumer_listing is not None else []
+        ids = {g.group_id for g in consumer}
+        classic = [
+            ListedGroup(g.group_id, g.protocol_type or "", g.state.kafka_name)
+            for g in self.groups.values()
+            if g.group_id not in ids
         ]
+        return classic + consumer
 
     def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
         results: dict[str, ErrorCode] = {}

@@ -112,3 +112,8 @@ class ListedGroup:
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = "classic"  # ListGroups v5's group type (KIP-848): "classic" or "consumer"
+
+    def matches(self, states: frozenset[str], types: frozenset[str]) -> bool:
+        """ListGroups v4/v5 filters: each lists lower-cased states or types, empty for any (as Kafka)."""
+        return (not states or self.state.lower() in states) and (not types or self.group_type in types)

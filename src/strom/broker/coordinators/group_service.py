@@ -76,6 +76,7 @@ from strom.coordinator.consumer import assignors
 from strom.coordinator.consumer.heartbeat import ConsumerGroupConfig
 from strom.coordinator.consumer.model import ConsumerGroup, commit_error
 from strom.coordinator.consumer.records import CONSUMER_KEY_VERSIONS, key_version
+from strom.coordinator.messages import ListedGroup
 from strom.coordinator.ports import Cancellable
 from strom.coordinator.records import (
     OffsetCommitKey,
@@ -101,6 +102,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+CONSUMER_PROTOCOL_TYPE = "consumer"  # what ListGroups says of a consumer group (KIP-848), as Kafka does
+CONSUMER_GROUP_TYPE = "consumer"
 OFFSETS_TOPIC_SEGMENT_BYTES = 100 * 1024 * 1024  # Kafka's offsets.topic.segment.bytes
 OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600_000  # Kafka's offsets.retention.check.interval.ms
 EXPIRE_TIMER = "expire-offsets"
@@ -276,6 +279,10 @@ class GroupService:
         self.coordinator.consumer_commit_check = lambda group_id, member_id, epoch: commit_error(
             self.consumer_group(group_id), member_id, epoch
         )
+        self.coordinator.consumer_listing = lambda: [
+            ListedGroup(g.group_id, CONSUMER_PROTOCOL_TYPE, g.state.value, CONSUMER_GROUP_TYPE)
+            for g in self.consumer_groups()
+        ]
         self._metadata_max_bytes = group_config(config).offset_metadata_max_bytes
         self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
             OFFSETS_TOPIC, clock, partitions, partitions, self._build_shard, self.commit_timeout_ms
