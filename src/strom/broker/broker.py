@@ -17,7 +17,8 @@ is in-process (`strom.broker.control.single_node`). Request handlers reach the c
 which mode they are in.
 
 Background jobs (retention, flush, checkpoints, producer-id expiration, the log cleaner, ISR expiry,
-offset expiry, transaction timeouts, following ``_schemas``) run on the broker's clock.
+offset expiry, transaction timeouts, following ``_schemas``, and with tiered storage the remote log
+manager's copies and expirations) run on the broker's clock.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ from strom.broker.replication.replica_manager import ReplicaManager
 from strom.broker.security.client import ClientSecurity, inter_broker_security
 from strom.broker.security.credentials import CredentialStore, ZkCredentialStore
 from strom.broker.security.listeners import ListenerSetup, parse_listener_setup
+from strom.broker.tiered.remote_log_manager import RemoteLogManager
+from strom.broker.tiered.wiring import build_remote_log_manager
 from strom.cluster.acl_znodes import AclZnodeStore
 from strom.cluster.local_store import LocalStore
 from strom.cluster.metadata_store import MetadataStore
@@ -158,6 +161,7 @@ class Broker:
             int(config.get("default.replication.factor")),
             bool(config.get("auto.create.topics.enable")),
             bool(config.get("delete.topic.enable")),
+            bool(config.get("remote.log.storage.system.enable")),
         )
         # The coordinators' one door to the replica manager (logs and leadership of internal topics).
         self.coordinator_partitions = CoordinatorPartitions(self.replica_manager)
@@ -172,6 +176,20 @@ class Broker:
         self.registry = RegistryService(
             config, self.clock, self.coordinator_partitions, self.metadata, self.topics, security
         )
+        # Tiered storage (KIP-405): None unless remote.log.storage.system.enable, so a broker without it
+        # builds and runs none of it.
+        self.remote_log_manager: RemoteLogManager | None = None
+        if config.get("remote.log.storage.system.enable"):
+            self.remote_log_manager = build_remote_log_manager(
+                config,
+                self.replica_manager,
+                self.coordinator_partitions,
+                self.topics,
+                self.metadata,
+                self._log_config_for,
+                security,
+                self.clock,
+            )
         # None without authorizer.class.name: handlers then skip every ACL check (one attribute test).
         self.authorizer: Authorizer | None = None
         if config.get("authorizer.class.name"):
@@ -196,6 +214,7 @@ class Broker:
             credentials=self.credentials,
             authorizer=self.authorizer,
             metrics=self.metrics,
+            remote_log_manager=self.remote_log_manager,
         )
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -233,6 +252,8 @@ class Broker:
             ),
             asyncio.create_task(self._run_cleaner(int(get("log.cleaner.backoff.ms")))),
         ]
+        if self.remote_log_manager is not None:
+            self._tasks.append(asyncio.create_task(self.remote_log_manager.run()))
 
     async def _periodic(self, name: str, interval_ms: int, job: Callable[[], object]) -> None:
         while True:
@@ -276,6 +297,9 @@ class Broker:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        if self.remote_log_manager is not None:
+            self.remote_log_manager.rlmm.close()
+            await self.remote_log_manager.rsm.store.close()
         await self.control.stop()
         await self.replica_manager.stop()
         self.log_manager.shutdown()

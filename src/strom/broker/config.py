@@ -23,6 +23,7 @@ from strom.broker.security.config_defs import (
     is_listener_override,
     is_secret,
 )
+from strom.broker.tiered.config_defs import SECRET_PLUGIN_SETTINGS, TIERED_CONFIGS, is_plugin_setting
 
 
 def _parse_bool(raw: str) -> bool:
@@ -49,6 +50,7 @@ class ConfigDef:
 
 
 _LONG_MAX = str(2**63 - 1)
+_PARSERS: dict[str, Callable[[str], Any]] = {"bool": _parse_bool, "int": int}
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {
     d.name: d
@@ -241,6 +243,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("leader.imbalance.check.interval.seconds", int, "300", "Preferred-leader check period."),
         ConfigDef("controlled.shutdown.enable", _parse_bool, "true", "Move leaders away before stopping."),
         *(ConfigDef(*row) for row in SECURITY_CONFIGS),
+        *(ConfigDef(name, _PARSERS[kind], default, doc) for name, kind, default, doc in TIERED_CONFIGS),
         ConfigDef(
             "authorizer.class.name",
             check_authorizer_class,
@@ -303,7 +306,11 @@ class BrokerConfig:
                 raise ConfigError(f"invalid value for {name}: {text!r} ({exc})") from None
         # ``listener.name.<listener>.<config>``: Kafka's per-listener overrides of security settings.
         self.listener_overrides = {k: v for k, v in props.items() if is_listener_override(k)}
-        unknown = sorted(set(props) - set(BROKER_CONFIGS) - set(self.listener_overrides))
+        # ``rsm.config.*`` / ``rlmm.config.*``: tiered storage's plugin settings, passed on as they are.
+        self.plugin_settings = {k: v for k, v in props.items() if is_plugin_setting(k)}
+        unknown = sorted(
+            set(props) - set(BROKER_CONFIGS) - set(self.listener_overrides) - set(self.plugin_settings)
+        )
         if unknown:
             raise ConfigError(f"unknown broker config: {', '.join(unknown)}")
 
@@ -363,4 +370,7 @@ class BrokerConfig:
         for name in sorted(self.listener_overrides):
             hidden = is_secret(name)
             rows.append((name, None if hidden else self.listener_overrides[name], False))
+        for name in sorted(self.plugin_settings):
+            hidden = name in SECRET_PLUGIN_SETTINGS
+            rows.append((name, None if hidden else self.plugin_settings[name], False))
         return rows

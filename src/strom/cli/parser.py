@@ -136,6 +136,9 @@ def build_parser() -> OneLineErrorParser:
     from strom.cli.schemas import add_schemas_commands
 
     add_schemas_commands(commands)
+    from strom.cli.s3_server import add_s3_server_command
+
+    add_s3_server_command(commands)
     return parser
 
 

@@ -80,6 +80,11 @@ def _render(lines: list[str]) -> str:
     return "".join(f"{line}\n" for line in [str(VERSION), str(len(lines)), *lines])
 
 
+def render_leader_epochs(entries: Iterable[EpochEntry]) -> str:
+    """The ``leader-epoch-checkpoint`` text of ``entries`` (the format written below)."""
+    return _render([f"{e.epoch} {e.start_offset}" for e in entries])
+
+
 def _parse(path: str) -> list[list[str]] | None:
     """The entry lines split on spaces, or None when the file does not exist."""
     try:
@@ -202,8 +207,7 @@ class LeaderEpochFileCache:
     def write(self, durable: bool = True) -> None:
         """Write the checkpoint; ``durable=False`` only while the log holds no batch (see the loader:
         a missing or unreadable checkpoint is rebuilt from batch headers, which carry the epochs)."""
-        text = _render([f"{e.epoch} {e.start_offset}" for e in self.entries])
-        write_atomically(self.path, text, durable)
+        write_atomically(self.path, render_leader_epochs(self.entries), durable)
         self._written = list(self.entries)
 
     def write_if_changed(self, durable: bool = True) -> bool:

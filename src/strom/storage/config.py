@@ -69,6 +69,12 @@ class LogConfig:
     message_format_version: str = "3.0-IV1"  # deprecated, ignored (always magic 2)
     message_downconversion_enable: bool = True  # a no-op: Fetch v4+ only, never down-converted
     message_timestamp_difference_max_ms: int = LONG_MAX  # deprecated; fallback for before/after
+    # Tiered storage (KIP-405): copy rolled segments to object storage; local retention -2 = as total.
+    remote_storage_enable: bool = False
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
     # Derived: a client's batches are stored as sent (codec kept, CreateTime, no timestamp bounds, no
     # key check): the produce path's fast case (log_append.py). Not a setting.
     stores_as_sent: bool = field(init=False, repr=False, compare=False)
@@ -151,6 +157,25 @@ class LogConfig:
         _require(self.delete_retention_ms >= 0, "delete.retention.ms", "must be non-negative")
         _require(self.min_compaction_lag_ms >= 0, "min.compaction.lag.ms", "must be non-negative")
         _require(self.file_delete_delay_ms >= 0, "file.delete.delay.ms", "must be non-negative")
+        _require(self.local_retention_ms >= -2, "local.retention.ms", "must be -2, -1 or more")
+        _require(self.local_retention_bytes >= -2, "local.retention.bytes", "must be -2, -1 or more")
+        _require(
+            not (self.remote_storage_enable and self.compact_enabled),
+            "remote.storage.enable",
+            "remote log storage is unsupported for compacted topics",
+        )
+        if self.retention_ms >= 0 and self.local_retention_ms >= -1:
+            _require(
+                0 <= self.local_retention_ms <= self.retention_ms,
+                "local.retention.ms",
+                f"must not be more than retention.ms ({self.retention_ms})",
+            )
+        if self.retention_bytes >= 0 and self.local_retention_bytes >= -1:
+            _require(
+                0 <= self.local_retention_bytes <= self.retention_bytes,
+                "local.retention.bytes",
+                f"must not be more than retention.bytes ({self.retention_bytes})",
+            )
 
 
 def _require(ok: bool, name: str, why: str) -> None:
@@ -289,6 +314,24 @@ LOG_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         "message.timestamp.difference.max.ms",
         "LONG",
         "Deprecated since Kafka 3.6: the before/after bounds that are not set themselves.",
+    ),
+    _row("remote.storage.enable", "BOOLEAN", "Copy rolled segments to remote (object) storage.", _parse_bool),
+    _row(
+        "local.retention.ms",
+        "LONG",
+        "With remote storage: how long segments stay on local disk once remote; -2 = retention.ms.",
+    ),
+    _row(
+        "local.retention.bytes",
+        "LONG",
+        "With remote storage: local size kept once segments are remote; -2 = retention.bytes.",
+    ),
+    _row("remote.log.copy.disable", "BOOLEAN", "Stop copying segments to remote storage.", _parse_bool),
+    _row(
+        "remote.log.delete.on.disable",
+        "BOOLEAN",
+        "Delete the remote data when remote.storage.enable is turned off.",
+        _parse_bool,
     ),
 )
 

@@ -110,6 +110,10 @@ class _SparseIndex:
             f.write(b"".join(self._encode(i) for i in range(len(self.keys))))
         self._flushed = len(self.keys)
 
+    def encoded(self) -> bytes:
+        """Every entry in the file's format (what a complete, flushed file holds)."""
+        return b"".join(self._encode(i) for i in range(len(self.keys)))
+
     def delete(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)

@@ -41,6 +41,7 @@ from collections.abc import Callable
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.batch import read_header
 from strom.protocol.records.control import ControlType, EndTxnMarker, build_marker_batch
+from strom.storage import retention
 from strom.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from strom.storage.config import LogConfig
 from strom.storage.file_records import FileRecords
@@ -116,6 +117,8 @@ class PartitionLog:
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset + 1)
         self.producer_state = ProducerStateManager(directory, producer_id_expiration_ms)
         self.replayed_batch_headers = 0  # by the last producer-state load (snapshot + replay)
+        # Tiered storage: set (-1: nothing remote yet) by the broker's remote log manager (retention.py).
+        self.highest_offset_in_remote_storage: int | None = None
         validated = self.log_end_offset if loaded.recovered_segments else None  # recovery re-validated them
         self._load_producer_state(not self.leader_epoch_cache.entries, validated)
 
@@ -393,10 +396,12 @@ class PartitionLog:
         self.producer_state.delete_snapshots_outside(offset, self.log_end_offset)
 
     def _count_deletable(self, now_ms: int, only_log_start: bool = False) -> int:
+        summaries = self.segment_summaries()
+        if self.highest_offset_in_remote_storage is not None and not only_log_start:  # tiered
+            args = (summaries, self.config, now_ms, self.log_start_offset, self._high_watermark)
+            return retention.local_segments_to_delete(*args, self.highest_offset_in_remote_storage)
         policy = RetentionPolicy.of(self.config, only_log_start)
-        return segments_to_delete(
-            self.segment_summaries(), policy, now_ms, self.log_start_offset, self._high_watermark
-        )
+        return segments_to_delete(summaries, policy, now_ms, self.log_start_offset, self._high_watermark)
 
     def apply_retention(self, now_ms: int) -> int:
         """Delete segments past retention.ms / retention.bytes / the log start offset; returns how many."""

@@ -13,6 +13,12 @@ A segment is deletable only if everything in it is below the high watermark (its
 segment's base offset or the log end offset for the last one, is <= the high watermark) and it is not
 the last segment while empty. So the active segment can go, as in Kafka, when all of it has expired;
 the log then rolls a fresh empty segment first. The caller does the I/O.
+
+With tiered storage (``remote.storage.enable``, KIP-405) the local log keeps less than the whole log:
+``local.retention.ms`` / ``local.retention.bytes`` replace ``retention.ms`` / ``retention.bytes``
+(-2: the same value) and a segment is deleted locally only once it is remote, its last offset at or
+below the highest offset in remote storage (`RetentionPolicy.local_of`, `remote_prefix`); the remote
+log's own retention is the remote log manager's.
 """
 
 from __future__ import annotations
@@ -39,6 +45,35 @@ class RetentionPolicy(NamedTuple):
     def of(cls, config: LogConfig, only_log_start: bool = False) -> RetentionPolicy:
         """The topic's policy; ``only_log_start`` keeps just the log-start rule (DeleteRecords)."""
         return cls(config.retention_ms, config.retention_bytes, config.delete_enabled and not only_log_start)
+
+    @classmethod
+    def local_of(cls, config: LogConfig) -> RetentionPolicy:
+        """The local log's policy of a tiered topic (local.retention.*, -2 meaning the total's)."""
+        return cls(
+            local_limit(config.retention_ms, config.local_retention_ms),
+            local_limit(config.retention_bytes, config.local_retention_bytes),
+            config.delete_enabled,
+        )
+
+
+# Kafka's value of local.retention.ms/bytes meaning "as retention.ms/bytes".
+SAME_AS_TOTAL = -2
+
+
+def local_limit(total: int, local: int) -> int:
+    return total if local == SAME_AS_TOTAL else local
+
+
+def remote_prefix(
+    segments: Sequence[SegmentSummary], count: int, highest_offset_in_remote_storage: int
+) -> int:
+    """How many of the first ``count`` segments are wholly remote (may be deleted locally)."""
+    remote = 0
+    for segment in segments[:count]:
+        if segment.next_offset - 1 > highest_offset_in_remote_storage:
+            break
+        remote += 1
+    return remote
 
 
 def _deletable_prefix(
@@ -88,3 +123,18 @@ def segments_to_delete(
         lambda _, nxt: nxt is not None and nxt.base_offset <= log_start_offset,
     )
     return deleted
+
+
+def local_segments_to_delete(
+    segments: Sequence[SegmentSummary],
+    config: LogConfig,
+    now_ms: int,
+    log_start_offset: int,
+    high_watermark: int,
+    highest_offset_in_remote_storage: int,
+) -> int:
+    """A tiered log's local retention: local.retention.*, over the segments already remote only."""
+    count = segments_to_delete(
+        segments, RetentionPolicy.local_of(config), now_ms, log_start_offset, high_watermark
+    )
+    return remote_prefix(segments, count, highest_offset_in_remote_storage)

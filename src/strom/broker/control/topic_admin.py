@@ -91,8 +91,10 @@ class TopicAdmin:
         default_replication_factor: int,
         auto_create: bool,
         delete_enable: bool,
+        remote_storage_system_enable: bool = False,
     ) -> None:
         self._control = control
+        self._remote_storage_system_enable = remote_storage_system_enable
         self._metadata = metadata
         self._log_manager = log_manager
         self.default_log_config = default_log_config
@@ -100,6 +102,15 @@ class TopicAdmin:
         self._default_replication_factor = default_replication_factor
         self._auto_create = auto_create
         self._delete_enable = delete_enable
+
+    def _check_tiering(self, config: LogConfig) -> None:
+        """Kafka's refusal of ``remote.storage.enable`` on a broker without tiered storage."""
+        if config.remote_storage_enable and not self._remote_storage_system_enable:
+            raise KafkaError(
+                ErrorCode.INVALID_CONFIG,
+                "Tiered Storage functionality is disabled in the broker. "
+                "Topic cannot be configured with remote log storage.",
+            )
 
     def log_config_for(self, topic: str) -> LogConfig:
         return LogConfig.from_properties(self._metadata.topic_configs(topic), self.default_log_config)
@@ -129,7 +140,7 @@ class TopicAdmin:
             if replication_factor == -1:
                 replication_factor = self._default_replication_factor
             chosen = assign_replicas(self._control.live_brokers(), partitions, replication_factor)
-        LogConfig.from_properties(configs, self.default_log_config)  # raises INVALID_CONFIG
+        self._check_tiering(LogConfig.from_properties(configs, self.default_log_config))  # INVALID_CONFIG
         if validate_only:
             return None
         info = self._control.create_topic(name, chosen, configs)
@@ -221,6 +232,7 @@ class TopicAdmin:
         if name not in self._metadata.topics:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         config = LogConfig.from_properties(configs, self.default_log_config)
+        self._check_tiering(config)
         if validate_only:
             return
         self._control.set_topic_configs(name, configs)

@@ -32,6 +32,7 @@ from strom.broker.ports import ControlPlane
 from strom.broker.replication.purgatory import Purgatory
 from strom.broker.replication.replica_manager import ReplicaManager
 from strom.broker.security.credentials import CredentialStore
+from strom.broker.tiered.remote_log_manager import RemoteLogManager
 from strom.metrics.counters import BrokerCounters
 from strom.protocol.api import SUPPORTED, ApiKey
 from strom.protocol.messages import ApiVersionsResponseApiVersion, HandlerRegistry
@@ -60,6 +61,8 @@ class HandlerPorts:
     credentials: CredentialStore
     authorizer: Authorizer | None  # None without authorizer.class.name: no ACL checks at all
     metrics: BrokerCounters | None  # None with metrics.enabled=false
+    # None without remote.log.storage.system.enable: fetches and ListOffsets never look at it then.
+    remote_log_manager: RemoteLogManager | None = None
 
 
 async def until_listed(ports: HandlerPorts) -> None:

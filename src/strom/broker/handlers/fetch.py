@@ -48,6 +48,7 @@ from strom.broker.handlers.authz import Op, Res
 from strom.broker.handlers.base import RequestContext, handles
 from strom.broker.replication.partition import follower_fetch_key
 from strom.broker.replication.replica_manager import NO_REDIRECT
+from strom.broker.tiered.remote_fetch import PendingRemoteRead, complete_remote_reads
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.messages import (
@@ -76,10 +77,14 @@ def _empty(
 
 
 def _read_all(
-    ctx: RequestContext, req: FetchRequest, first_pass: bool = False
+    ctx: RequestContext,
+    req: FetchRequest,
+    first_pass: bool = False,
+    remote: list[PendingRemoteRead] | None = None,
 ) -> tuple[list[FetchResponseFetchableTopicResponse], int, bool]:
     """One pass over the requested partitions: (responses, bytes read, answer now: an error, a
-    preferred read replica, or news of the high watermark for a follower)."""
+    preferred read replica, or news of the high watermark for a follower). With tiered storage, a
+    consumer's partition below the local log start is added to ``remote`` (tiered/remote_fetch.py)."""
     rm = ctx.ports.replica_manager
     replica_id = int(req.get("replica_id", -1))
     read_committed = int(req.get("isolation_level", 0)) == READ_COMMITTED
@@ -110,7 +115,12 @@ def _read_all(
                 )
             except KafkaError as exc:
                 errored = True
-                parts.append(_empty(index, exc.code, log_start=rm.log_start_offset_if_hosted(name, index)))
+                entry = _empty(index, exc.code, log_start=rm.log_start_offset_if_hosted(name, index))
+                parts.append(entry)
+                if exc.code is ErrorCode.OFFSET_OUT_OF_RANGE and remote is not None and replica_id < 0:
+                    part = rm.partitions.get((name, index))
+                    if part is not None and int(p["fetch_offset"]) < part.log_start_offset:
+                        remote.append(PendingRemoteRead(entry, part, int(p["fetch_offset"]), max(limit, 0)))
                 continue
             except OSError:  # e.g. out of descriptors reopening a segment: this partition only
                 errored = True
@@ -175,8 +185,12 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
     tps = [(t["topic"], int(p["partition"])) for t in req["topics"] for p in t["partitions"]]
     keys = [follower_fetch_key(tp) for tp in tps] if int(req.get("replica_id", -1)) >= 0 else tps
     first_pass = True
+    rlm = ctx.ports.remote_log_manager
     while True:
-        responses, total, errored = _read_all(ctx, req, first_pass)
+        remote: list[PendingRemoteRead] | None = [] if rlm is not None else None
+        responses, total, errored = _read_all(ctx, req, first_pass, remote)
+        if remote and rlm is not None:
+            await complete_remote_reads(rlm, clock, remote)
         first_pass = False
         if total >= min_bytes or errored or not keys:
             break

@@ -7,7 +7,8 @@ as Kafka answers.
 
 Leader epoch (v4+), as Kafka's ``Partition.fetchOffsetForTimestamp``: latest answers the
 partition's current leader epoch; earliest the epoch of the leader-epoch cache entry covering the log start
-offset; a timestamp lookup the epoch of the batch holding the found offset (the cache entry covering it).
+offset (with tiered storage, earliest is the remote log's start and its epoch, docs/tiered-storage.md);
+a timestamp lookup the epoch of the batch holding the found offset (the cache entry covering it).
 A ``current_leader_epoch`` in the request is checked as for Fetch (FENCED_LEADER_EPOCH when older,
 UNKNOWN_LEADER_EPOCH when newer).
 
@@ -33,6 +34,7 @@ from strom.protocol.messages import (
 )
 
 READ_COMMITTED = 1
+EARLIEST = -2
 CONSUMER = -1  # replica_id of a client's request (-2 is Kafka's debugging id)
 
 
@@ -61,6 +63,11 @@ def _lookup(
                 replica_id == CONSUMER,
             )
         )
+        if target == EARLIEST and (rlm := ctx.ports.remote_log_manager) is not None:
+            # Tiered storage: the log starts in remote storage (below the local log start).
+            remote_start = rlm.remote_log_start(topic, index)
+            if remote_start is not None and remote_start[0] < out["offset"]:
+                out["offset"], out["leader_epoch"] = remote_start
     except KafkaError as exc:
         out["error_code"] = int(exc.code)
     return out

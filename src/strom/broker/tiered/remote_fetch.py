@@ -1,0 +1,68 @@
+"""The fetch handler's remote reads: partitions of a consumer's Fetch whose offset is below the local log
+start, answered from remote storage (Kafka's ``DelayedRemoteFetch``).
+
+`_read_all` in handlers/fetch.py notes such a partition (its local read answered OFFSET_OUT_OF_RANGE and
+the broker has a remote log manager) instead of answering the error; the handler then awaits
+`complete_remote_reads`, which reads every noted partition concurrently, all within
+``remote.fetch.max.wait.ms`` on the broker's clock. Outcomes per partition: the batches read (error
+NONE); OFFSET_OUT_OF_RANGE as before when the remote log does not hold the offset either; KAFKA_STORAGE_ERROR
+(retriable: clients retry) when the object store fails; an empty answer without error when the time is up
+(the consumer fetches again, and the chunks already read are cached). A broker without tiered storage
+never gets here: the note is taken only on the error path, never for a local read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from strom._util.clock import Clock, Deadline
+from strom.broker.replication.partition import Partition
+from strom.broker.tiered.remote_log_manager import RemoteLogManager
+from strom.objectstore.store import ObjectStoreError
+from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.messages import FetchResponsePartitionData
+
+
+@dataclass
+class PendingRemoteRead:
+    entry: FetchResponsePartitionData  # the answer to fill in (holds OFFSET_OUT_OF_RANGE until then)
+    part: Partition
+    fetch_offset: int
+    max_bytes: int
+
+
+async def _complete(rlm: RemoteLogManager, pending: PendingRemoteRead) -> None:
+    part, entry = pending.part, pending.entry
+    try:
+        data = await rlm.read_remote(part, pending.fetch_offset, max(pending.max_bytes, 1))
+    except KafkaError as exc:
+        entry["error_code"] = int(exc.code)
+        return
+    except ObjectStoreError:
+        entry["error_code"] = int(ErrorCode.KAFKA_STORAGE_ERROR)
+        return
+    entry["error_code"] = int(ErrorCode.NONE)
+    entry["records"] = data
+    entry["high_watermark"] = part.high_watermark
+    entry["last_stable_offset"] = part.last_stable_offset
+    remote_start = rlm.remote_log_start_offset(part.topic, part.index)
+    entry["log_start_offset"] = remote_start if remote_start is not None else part.log_start_offset
+
+
+async def complete_remote_reads(
+    rlm: RemoteLogManager, clock: Clock, pending: list[PendingRemoteRead]
+) -> None:
+    tasks = [asyncio.ensure_future(_complete(rlm, p)) for p in pending]
+    try:
+        async with Deadline(clock, rlm.remote_fetch_max_wait_ms):
+            await asyncio.gather(*tasks)
+    except TimeoutError:
+        for task, p in zip(tasks, pending, strict=True):
+            if not task.done():
+                task.cancel()
+                # Time is up: an empty answer, the consumer asks again (its chunks stay cached).
+                p.entry["error_code"] = int(ErrorCode.NONE)
+                p.entry["records"] = b""
+                p.entry["high_watermark"] = p.part.high_watermark
+                p.entry["last_stable_offset"] = p.part.last_stable_offset

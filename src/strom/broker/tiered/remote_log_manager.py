@@ -1,0 +1,319 @@
+"""`RemoteLogManager`: copies the leaders' rolled segments to remote storage, expires remote segments,
+and removes a deleted topic's remote data (Kafka's ``RemoteLogManager`` with its copy and expiration
+tasks).
+
+Theory of operation. Every ``remote.log.manager.task.interval.ms`` on the broker's clock, for each
+partition this broker hosts whose topic has ``remote.storage.enable``:
+
+1. **State.** The first time (and after each leadership change) the partition's remote segments are
+   loaded from ``__remote_log_metadata`` (metadata_topic.py); a new leader thus carries on where the
+   last one stopped. The log learns the highest offset in remote storage, which is all its local
+   retention needs (a follower's local segments are deleted on the same rule as the leader's).
+2. **Clean-up** (leader): segments left in COPY_SEGMENT_STARTED by a copy that did not finish (a
+   crashed or deposed leader), and deletions that did not finish, are deleted: DELETE_SEGMENT_STARTED,
+   the objects, DELETE_SEGMENT_FINISHED. No reader ever used them.
+3. **Copy** (leader, unless ``remote.log.copy.disable``): the segments plan.py chooses, oldest first:
+   COPY_SEGMENT_STARTED, the objects (remote_storage.py), COPY_SEGMENT_FINISHED. The log's highest
+   remote offset moves only after the FINISHED record is committed; a failure (object store down, a
+   metadata write refused) stops this partition's round and the next round starts afresh, after
+   cleaning up. The copy rate is bounded by ``remote.log.manager.copy.max.bytes.per.second``.
+4. **Expiration** (leader): remote segments past ``retention.ms`` / ``retention.bytes`` are deleted the
+   same three steps (DELETE_SEGMENT_STARTED first, so readers stop using a segment before its objects go).
+
+Reads: a consumer's fetch below the local log start comes here (`read_remote`, awaited by the fetch
+handler within ``remote.fetch.max.wait.ms``): the remote segment holding the offset is read through
+strom.tiered.remote_read's reader and its bounded cache; ListOffsets' earliest answers the remote log
+start (`remote_log_start_offset`).
+
+After each await the partition must still be led by this broker at the same leader epoch, else the
+round ends for it: a deposed leader records nothing more. A topic that disappears from the metadata
+cache (deleted) has its remote objects deleted by the brokers that managed it (idempotent).
+Nothing here runs on the produce or fetch path, and a broker with ``remote.log.storage.system.enable``
+off builds none of it.
+
+Call only from the broker's event loop.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from strom._util.clock import Clock, sleep_ms
+from strom.broker.metadata_cache import ClusterMetadataStore
+from strom.broker.replication.partition import Partition
+from strom.broker.tiered.metadata_topic import RemoteLogMetadataManager
+from strom.objectstore.store import ObjectStoreError
+from strom.protocol.errors import ErrorCode, KafkaError
+from strom.storage.config import LogConfig
+from strom.storage.retention import RetentionPolicy
+from strom.tiered.cache import BoundedCache
+from strom.tiered.metadata_cache import RemotePartitionMetadata
+from strom.tiered.plan import remote_segments_to_delete, segments_to_copy
+from strom.tiered.remote_read import RemoteSegmentReader
+from strom.tiered.remote_storage import RemoteStorageManager
+from strom.tiered.segment_data import copy_started_metadata, log_segment_data
+from strom.tiered.segment_metadata import RemoteLogSegmentMetadata, RemoteLogSegmentState
+
+log = logging.getLogger(__name__)
+
+_S = RemoteLogSegmentState
+TopicPartition = tuple[str, int]
+
+
+def topic_id_text(topic_id: bytes) -> str:
+    """Kafka's string form of a topic id (URL-safe base64, no padding)."""
+    return base64.urlsafe_b64encode(topic_id).rstrip(b"=").decode()
+
+
+@dataclass
+class _Managed:
+    topic_id: str
+    leader_epoch: int
+    was_leader: bool
+    state: RemotePartitionMetadata
+    stale: bool = False  # a round failed: reload before the next one (reads keep using it meanwhile)
+
+
+class _Deposed(Exception):
+    """The partition's leadership moved during an await: stop working on it."""
+
+
+@dataclass
+class RemoteLogStats:
+    """Totals since start (metrics and tests read them)."""
+
+    segments_copied: int = 0
+    bytes_copied: int = 0
+    segments_deleted: int = 0
+    copy_errors: int = 0
+    remote_fetch_requests: int = 0
+    remote_fetch_bytes: int = 0
+
+
+class RemoteLogManager:
+    def __init__(
+        self,
+        node_id: int,
+        partitions: Callable[[], list[Partition]],
+        log_config_for: Callable[[str], LogConfig],
+        metadata: ClusterMetadataStore,
+        rlmm: RemoteLogMetadataManager,
+        rsm: RemoteStorageManager,
+        clock: Clock,
+        task_interval_ms: int,
+        copy_max_bytes_per_second: int,
+        cache_max_bytes: int,
+        remote_fetch_max_wait_ms: int,
+    ) -> None:
+        self.node_id = node_id
+        self._partitions = partitions
+        self._log_config_for = log_config_for
+        self._metadata = metadata
+        self.rlmm = rlmm
+        self.rsm = rsm
+        self._clock = clock
+        self.task_interval_ms = task_interval_ms
+        self._copy_rate = copy_max_bytes_per_second
+        self._managed: dict[TopicPartition, _Managed] = {}
+        self.stats = RemoteLogStats()
+        self.reader = RemoteSegmentReader(rsm, BoundedCache(cache_max_bytes))
+        self.remote_fetch_max_wait_ms = remote_fetch_max_wait_ms
+
+    async def run(self) -> None:
+        """The periodic task (cancelled at shutdown)."""
+        while True:
+            await sleep_ms(self._clock, max(self.task_interval_ms, 10))
+            try:
+                await self.run_once()
+            except Exception:
+                log.exception("remote log manager round failed")
+
+    async def run_once(self) -> None:
+        seen: set[TopicPartition] = set()
+        for part in self._partitions():
+            config = self._log_config_for(part.topic)
+            if not config.remote_storage_enable:
+                part.log.highest_offset_in_remote_storage = None  # local retention as without tiering
+                continue
+            seen.add(part.tp)
+            try:
+                await self._manage(part, config)
+            except _Deposed:
+                pass
+            except (ObjectStoreError, KafkaError, ConnectionError, OSError) as exc:
+                self.stats.copy_errors += 1
+                if (managed := self._managed.get(part.tp)) is not None:
+                    managed.stale = True
+                log.warning("%s-%d: remote log round stopped: %s", part.topic, part.index, exc)
+        await self._delete_gone_topics(seen)
+
+    def state_of(self, topic: str, partition: int) -> RemotePartitionMetadata | None:
+        managed = self._managed.get((topic, partition))
+        return managed.state if managed is not None else None
+
+    # --- reads (fetches below the local log start, ListOffsets) ------------------------------------
+    def remote_log_start_offset(self, topic: str, partition: int) -> int | None:
+        """The first offset of the partition's remote log, as far as this broker has loaded it."""
+        state = self.state_of(topic, partition)
+        return state.log_start_offset if state is not None else None
+
+    def remote_log_start(self, topic: str, partition: int) -> tuple[int, int] | None:
+        """(first offset, its leader epoch) of the partition's remote log, if it has one."""
+        state = self.state_of(topic, partition)
+        copied = state.copied_segments() if state is not None else []
+        if not copied:
+            return None
+        epochs = copied[0].segment_leader_epochs
+        return copied[0].start_offset, epochs[0][0] if epochs else -1
+
+    async def read_remote(self, part: Partition, fetch_offset: int, max_bytes: int) -> bytes:
+        """A consumer's read below the local log start, from the remote segment holding the offset.
+
+        Raises:
+            KafkaError: OFFSET_OUT_OF_RANGE when the remote log does not hold it either.
+            ObjectStoreError: the store failed (retriable).
+        """
+        state = self.state_of(part.topic, part.index) or self.rlmm.loaded.get(part.tp)
+        if state is None:
+            info = self._metadata.topics.get(part.topic)
+            if info is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, part.topic)
+            state = await self.rlmm.load(part.topic, topic_id_text(info.topic_id), part.index)
+        start = state.log_start_offset
+        segment = state.segment_for(fetch_offset)
+        if start is None or segment is None or fetch_offset < start:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE, f"{fetch_offset} is in neither the local nor the remote log"
+            )
+        data = await self.reader.read(segment, fetch_offset, max_bytes)
+        self.stats.remote_fetch_bytes += len(data)
+        self.stats.remote_fetch_requests += 1
+        return data
+
+    async def _manage(self, part: Partition, config: LogConfig) -> None:
+        info = self._metadata.topics.get(part.topic)
+        if info is None:
+            return
+        topic_id = topic_id_text(info.topic_id)
+        managed = self._managed.get(part.tp)
+        is_leader = part.is_leader
+        if (
+            managed is None
+            or managed.stale
+            or managed.topic_id != topic_id
+            or managed.leader_epoch != part.leader_epoch
+            or managed.was_leader != is_leader
+            or not is_leader  # a follower re-reads what its leader recorded
+        ):
+            state = await self.rlmm.load(part.topic, topic_id, part.index)
+            managed = self._managed[part.tp] = _Managed(topic_id, part.leader_epoch, is_leader, state)
+        plog = part.log
+        plog.highest_offset_in_remote_storage = managed.state.highest_copied_offset
+        if not is_leader:
+            return
+        epoch = part.leader_epoch
+        await self._clean_up(part, epoch, managed.state)
+        if not config.remote_log_copy_disable:
+            await self._copy(part, epoch, managed, topic_id)
+        await self._expire(part, epoch, managed.state, config)
+
+    def _check_leader(self, part: Partition, epoch: int) -> None:
+        if not part.is_leader or part.leader_epoch != epoch:
+            raise _Deposed
+
+    async def _record(self, part: Partition, epoch: int, metadata: RemoteLogSegmentMetadata) -> None:
+        self._check_leader(part, epoch)
+        await self.rlmm.publish(metadata)
+
+    async def _delete_segment(self, part: Partition, epoch: int, metadata: RemoteLogSegmentMetadata) -> None:
+        now = self._clock.time_ms()
+        if metadata.state is not _S.DELETE_SEGMENT_STARTED:
+            metadata = metadata.moved_to(_S.DELETE_SEGMENT_STARTED, now)
+            await self._record(part, epoch, metadata)
+        await self.rsm.delete_log_segment_data(metadata)
+        await self._record(part, epoch, metadata.moved_to(_S.DELETE_SEGMENT_FINISHED, self._clock.time_ms()))
+        self.stats.segments_deleted += 1
+
+    async def _clean_up(self, part: Partition, epoch: int, state: RemotePartitionMetadata) -> None:
+        for metadata in state.segments_in(_S.COPY_SEGMENT_STARTED, _S.DELETE_SEGMENT_STARTED):
+            log.info(
+                "%s-%d: deleting unfinished remote segment %s (%s)",
+                part.topic,
+                part.index,
+                metadata.segment_id,
+                metadata.state.name,
+            )
+            await self._delete_segment(part, epoch, metadata)
+
+    async def _copy(self, part: Partition, epoch: int, managed: _Managed, topic_id: str) -> None:
+        plog = part.log
+        state = managed.state
+        chosen = segments_to_copy(
+            plog.segment_summaries(), plog.last_stable_offset, state.highest_copied_offset
+        )
+        for summary in chosen:
+            segment = next((s for s in plog.segments if s.base_offset == summary.base_offset), None)
+            if segment is None:
+                return  # deleted meanwhile (DeleteRecords): the next round plans again
+            started = copy_started_metadata(
+                plog,
+                segment,
+                summary.next_offset,
+                topic=part.topic,
+                topic_id=topic_id,
+                partition=part.index,
+                broker_id=self.node_id,
+                now_ms=self._clock.time_ms(),
+            )
+            data = log_segment_data(plog, segment, summary.next_offset)
+            await self._record(part, epoch, started)
+            began_ms = self._clock.monotonic_ms()
+            await self.rsm.copy_log_segment_data(started, data)
+            await self._record(part, epoch, started.moved_to(_S.COPY_SEGMENT_FINISHED, self._clock.time_ms()))
+            plog.highest_offset_in_remote_storage = state.highest_copied_offset
+            self.stats.segments_copied += 1
+            self.stats.bytes_copied += started.segment_size_in_bytes
+            await self._throttle(started.segment_size_in_bytes, began_ms)
+
+    async def _throttle(self, copied_bytes: int, began_ms: int) -> None:
+        """Keep the copy rate under remote.log.manager.copy.max.bytes.per.second."""
+        if self._copy_rate <= 0 or self._copy_rate >= 2**62:
+            return
+        should_take_ms = copied_bytes * 1000 // self._copy_rate
+        took_ms = self._clock.monotonic_ms() - began_ms
+        if should_take_ms > took_ms:
+            await sleep_ms(self._clock, should_take_ms - took_ms)
+
+    async def _expire(
+        self, part: Partition, epoch: int, state: RemotePartitionMetadata, config: LogConfig
+    ) -> None:
+        plog = part.log
+        highest = state.highest_copied_offset
+        local_only = sum(s.size for s in plog.segments if s.base_offset > highest)
+        doomed = remote_segments_to_delete(
+            state.copied_segments(), RetentionPolicy.of(config), self._clock.time_ms(), 0, local_only
+        )
+        for metadata in doomed:
+            await self._delete_segment(part, epoch, metadata)
+
+    async def _delete_gone_topics(self, seen: set[TopicPartition]) -> None:
+        """Remote data of partitions whose topic is gone (deleted, or re-created with a new id)."""
+        for tp, managed in list(self._managed.items()):
+            if tp in seen:
+                continue
+            info = self._metadata.topics.get(tp[0])
+            if info is not None and topic_id_text(info.topic_id) == managed.topic_id:
+                continue  # only no longer hosted here (reassigned), or tiering turned off
+            try:
+                count = await self.rsm.delete_partition(tp[0], managed.topic_id, tp[1])
+            except ObjectStoreError as exc:
+                log.warning(
+                    "%s-%d: deleting the remote data of a deleted topic failed: %s", tp[0], tp[1], exc
+                )
+                continue
+            log.info("%s-%d: topic deleted, %d remote object(s) deleted", tp[0], tp[1], count)
+            del self._managed[tp]
+            self.rlmm.forget(*tp)

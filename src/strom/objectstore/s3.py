@@ -1,0 +1,163 @@
+"""`S3ObjectStore`: objects in one bucket of an S3-compatible server, through botocore.
+
+boto3's low-level client is thread-safe but blocking, so every call runs on a thread pool owned by the
+store (its size is also the client's connection-pool size) and the event loop only awaits. Retries are
+botocore's ``standard`` mode: throttling, 5xx answers and connection failures are retried with
+exponential backoff and jitter up to ``max_attempts`` (first try included); what is left is reported as
+`ObjectStoreUnavailableError`. Each attempt is bounded by the connect and read timeouts.
+
+A put is one PutObject, whose object S3 makes visible whole or not at all (a file is streamed from
+disk, not read into memory). A ranged get is a GetObject with a ``Range`` header; a range starting at
+or past the end answers no bytes (S3's InvalidRange). Deletes go in DeleteObjects requests of up to
+1,000 keys; S3 answers a missing key as deleted. ``path_style`` puts the bucket in the URL's path
+(``http://host:port/bucket/key``), which servers other than AWS usually need.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from strom.objectstore.s3_settings import S3Settings
+from strom.objectstore.store import (
+    ObjectInfo,
+    ObjectNotFoundError,
+    ObjectStoreUnavailableError,
+    check_key,
+)
+
+_T = TypeVar("_T")
+_DELETE_BATCH = 1000
+_NOT_FOUND = frozenset({"NoSuchKey", "404", "NotFound"})
+
+
+class S3ObjectStore:
+    def __init__(self, settings: S3Settings) -> None:
+        self.settings = settings
+        self.bucket = settings.bucket
+        config = Config(
+            region_name=settings.region,
+            connect_timeout=settings.connect_timeout_ms / 1000,
+            read_timeout=settings.read_timeout_ms / 1000,
+            retries={"max_attempts": settings.max_attempts, "mode": "standard"},
+            max_pool_connections=settings.threads,
+            s3={"addressing_style": "path" if settings.path_style else "auto"},
+        )
+        # A session of its own: boto3's default session is shared module state.
+        session = boto3.session.Session(
+            aws_access_key_id=settings.access_key_id,
+            aws_secret_access_key=settings.secret_access_key,
+            region_name=settings.region,
+        )
+        self._client: Any = session.client("s3", endpoint_url=settings.endpoint_url, config=config)
+        self._executor = ThreadPoolExecutor(settings.threads, thread_name_prefix="object-store-s3")
+
+    def _key(self, key: str) -> str:
+        return self.settings.key_prefix + check_key(key)
+
+    async def _run(self, key: str, fn: Callable[[], _T]) -> _T:
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            if code in _NOT_FOUND:
+                raise ObjectNotFoundError(f"s3://{self.bucket}/{key}") from exc
+            raise ObjectStoreUnavailableError(f"s3://{self.bucket}/{key}: {exc}") from exc
+        except (BotoCoreError, OSError) as exc:
+            raise ObjectStoreUnavailableError(f"s3://{self.bucket}/{key}: {exc}") from exc
+
+    async def ensure_bucket(self) -> None:
+        """Create the bucket unless it exists (for development servers; production buckets are made
+        by their owners)."""
+
+        def ensure() -> None:
+            try:
+                self._client.head_bucket(Bucket=self.bucket)
+            except ClientError:
+                self._client.create_bucket(Bucket=self.bucket)
+
+        await self._run("", ensure)
+
+    async def put(self, key: str, data: bytes) -> None:
+        full = self._key(key)
+        await self._run(key, lambda: self._client.put_object(Bucket=self.bucket, Key=full, Body=data))
+
+    async def put_file(self, key: str, path: str) -> None:
+        full = self._key(key)
+        # Opened first, outside _run: a missing source is the caller's FileNotFoundError.
+        source = await asyncio.get_running_loop().run_in_executor(self._executor, open, path, "rb")
+        try:
+            await self._run(key, lambda: self._client.put_object(Bucket=self.bucket, Key=full, Body=source))
+        finally:
+            source.close()
+
+    async def get_range(self, key: str, start: int, end: int) -> bytes:
+        if end <= start:
+            return b""
+        full = self._key(key)
+
+        def get() -> bytes:
+            try:
+                answer = self._client.get_object(
+                    Bucket=self.bucket, Key=full, Range=f"bytes={start}-{end - 1}"
+                )
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") == "InvalidRange":
+                    return b""
+                raise
+            with contextlib.closing(answer["Body"]) as body:
+                return bytes(body.read())
+
+        return await self._run(key, get)
+
+    async def get(self, key: str) -> bytes:
+        full = self._key(key)
+
+        def get() -> bytes:
+            answer = self._client.get_object(Bucket=self.bucket, Key=full)
+            with contextlib.closing(answer["Body"]) as body:
+                return bytes(body.read())
+
+        return await self._run(key, get)
+
+    async def delete(self, keys: Sequence[str]) -> None:
+        full = [self._key(key) for key in keys]
+
+        def delete() -> None:
+            for i in range(0, len(full), _DELETE_BATCH):
+                chunk = [{"Key": key} for key in full[i : i + _DELETE_BATCH]]
+                answer = self._client.delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": chunk, "Quiet": True}
+                )
+                failed = [e for e in answer.get("Errors", []) if e.get("Code") not in _NOT_FOUND]
+                if failed:
+                    raise ObjectStoreUnavailableError(f"s3://{self.bucket}: delete failed: {failed[:3]}")
+
+        await self._run(keys[0] if keys else "", delete)
+
+    async def list(self, prefix: str) -> list[ObjectInfo]:
+        full_prefix = self.settings.key_prefix + prefix
+        strip = len(self.settings.key_prefix)
+
+        def list_all() -> list[ObjectInfo]:
+            found: list[ObjectInfo] = []
+            for page in self._client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=full_prefix
+            ):
+                found.extend(
+                    ObjectInfo(item["Key"][strip:], int(item["Size"])) for item in page.get("Contents", [])
+                )
+            return sorted(found, key=lambda info: info.key)
+
+        return await self._run(prefix, list_all)
+
+    async def close(self) -> None:
+        self._executor.shutdown(wait=True)
+        self._client.close()

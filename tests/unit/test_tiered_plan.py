@@ -1,0 +1,159 @@
+"""Tiered storage's pure parts: remote segment states and records, the per-partition metadata replay,
+and the copy / local-retention / total-retention decisions."""
+
+from __future__ import annotations
+
+import pytest
+
+from strom._util.states import RefusedTransition
+from strom.storage.checkpoint import EpochEntry
+from strom.storage.config import LogConfig
+from strom.storage.retention import (
+    SAME_AS_TOTAL,
+    RetentionPolicy,
+    SegmentSummary,
+    local_limit,
+    remote_prefix,
+    segments_to_delete,
+)
+from strom.tiered.metadata_cache import RemotePartitionMetadata
+from strom.tiered.plan import remote_segments_to_delete, segments_to_copy
+from strom.tiered.segment_data import segment_epochs
+from strom.tiered.segment_metadata import (
+    CorruptMetadataRecordError,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentState,
+    decode,
+)
+
+S = RemoteLogSegmentState
+
+
+def metadata(
+    segment_id: str, start: int, end: int, state: S = S.COPY_SEGMENT_FINISHED, size: int = 100, ts: int = 1000
+) -> RemoteLogSegmentMetadata:
+    return RemoteLogSegmentMetadata(
+        topic_id="tid",
+        topic="orders",
+        partition=3,
+        segment_id=segment_id,
+        start_offset=start,
+        end_offset=end,
+        max_timestamp_ms=ts,
+        broker_id=1,
+        event_timestamp_ms=5,
+        segment_leader_epochs=((0, start), (2, start + 1)),
+        segment_size_in_bytes=size,
+        txn_index_size=0,
+        state=state,
+    )
+
+
+def test_a_record_round_trips_and_is_keyed_by_its_partition() -> None:
+    md = metadata("a" * 32, 10, 19)
+    key, value = md.encode()
+    assert key == b"orders-3"
+    assert decode(value) == md
+
+
+@pytest.mark.parametrize("value", [b"not json", b"{}", b'{"version": 7}', b'{"version": 0, "state": "NOPE"}'])
+def test_foreign_values_are_corrupt_records(value: bytes) -> None:
+    with pytest.raises(CorruptMetadataRecordError):
+        decode(value)
+
+
+def test_states_follow_kafkas_rule_book() -> None:
+    started = metadata("s", 0, 9, S.COPY_SEGMENT_STARTED)
+    finished = started.moved_to(S.COPY_SEGMENT_FINISHED, 7)
+    assert (finished.state, finished.event_timestamp_ms) == (S.COPY_SEGMENT_FINISHED, 7)
+    assert started.moved_to(S.DELETE_SEGMENT_STARTED, 8).state is S.DELETE_SEGMENT_STARTED
+    with pytest.raises(RefusedTransition):
+        started.moved_to(S.DELETE_SEGMENT_FINISHED, 9)
+    with pytest.raises(RefusedTransition):
+        finished.moved_to(S.COPY_SEGMENT_STARTED, 9)
+
+
+def test_only_finished_copies_make_the_remote_log() -> None:
+    cache = RemotePartitionMetadata()
+    assert (cache.highest_copied_offset, cache.log_start_offset) == (-1, None)
+    for md in (metadata("a", 0, 9, S.COPY_SEGMENT_STARTED), metadata("b", 10, 19, S.COPY_SEGMENT_STARTED)):
+        assert cache.apply(md)
+    assert cache.copied_segments() == []
+    assert cache.apply(metadata("a", 0, 9))
+    assert not cache.apply(metadata("a", 0, 9))  # a duplicate changes nothing
+    assert [m.segment_id for m in cache.copied_segments()] == ["a"]
+    assert (cache.highest_copied_offset, cache.log_start_offset, cache.size_bytes) == (9, 0, 100)
+    assert [m.segment_id for m in cache.segments_in(S.COPY_SEGMENT_STARTED)] == ["b"]
+
+
+def test_late_or_refused_records_are_ignored_and_finished_deletes_forget() -> None:
+    cache = RemotePartitionMetadata()
+    cache.apply(metadata("a", 0, 9))  # first seen already finished (older records compacted away)
+    cache.apply(metadata("a", 0, 9, S.DELETE_SEGMENT_STARTED))
+    assert not cache.apply(metadata("a", 0, 9))  # an older record replayed late
+    assert cache.copied_segments() == []
+    assert cache.apply(metadata("a", 0, 9, S.DELETE_SEGMENT_FINISHED))
+    assert cache.segments_in(*S) == []
+    assert not cache.apply(metadata("z", 0, 9, S.DELETE_SEGMENT_FINISHED))
+
+
+def test_segment_for_an_offset_or_the_next_one_after_a_gap() -> None:
+    cache = RemotePartitionMetadata()
+    for md in (metadata("a", 0, 9, ts=100), metadata("b", 20, 29, ts=300)):
+        cache.apply(md)
+    assert [cache.segment_for(o).segment_id for o in (0, 9, 15, 29) if cache.segment_for(o)] == [
+        "a",
+        "a",
+        "b",
+        "b",
+    ]
+    assert cache.segment_for(30) is None
+    found = cache.segment_for_timestamp(150)
+    assert found is not None and found.segment_id == "b"
+    assert cache.segment_for_timestamp(301) is None
+
+
+def seg(base: int, nxt: int, size: int = 100, ts: int = 1000) -> SegmentSummary:
+    return SegmentSummary(base, nxt, size, ts)
+
+
+def test_copy_takes_rolled_segments_below_the_last_stable_offset_not_yet_remote() -> None:
+    local = [seg(0, 10), seg(10, 20), seg(20, 30), seg(30, 35)]  # the last one is active
+    assert segments_to_copy(local, 35, -1) == local[:3]
+    assert segments_to_copy(local, 25, -1) == local[:2]  # an open transaction or the HW at 25
+    assert segments_to_copy(local, 35, 19) == local[2:3]
+    assert segments_to_copy(local[-1:], 35, -1) == []  # never the active segment
+    assert segments_to_copy([seg(0, 0), seg(0, 5)], 5, -1) == []  # nor an empty one
+
+
+def test_local_retention_deletes_only_what_is_remote() -> None:
+    local = [seg(0, 10), seg(10, 20), seg(20, 30), seg(30, 35)]
+    policy = RetentionPolicy.local_of(LogConfig(remote_storage_enable=True, local_retention_bytes=150))
+    count = segments_to_delete(local, policy, 0, 0, 35)
+    assert count == 2  # 400 bytes, 150 kept
+    assert [remote_prefix(local, count, highest) for highest in (-1, 9, 29)] == [0, 1, 2]
+    assert local_limit(1000, SAME_AS_TOTAL) == 1000
+    assert local_limit(1000, 10) == 10
+    assert RetentionPolicy.local_of(LogConfig(retention_ms=500)) == RetentionPolicy(500, -1, True)
+
+
+def test_total_retention_by_time_size_and_log_start() -> None:
+    remote = [metadata("a", 0, 9, ts=100), metadata("b", 10, 19, ts=200), metadata("c", 20, 29, ts=300)]
+
+    def ids(result: list[RemoteLogSegmentMetadata]) -> list[str]:
+        return [m.segment_id for m in result]
+
+    assert ids(remote_segments_to_delete(remote, RetentionPolicy(150, -1, True), 360, 0, 0)) == ["a", "b"]
+    # 300 remote + 100 local-only bytes: 250 allowed lets one segment go, 200 allowed two.
+    assert ids(remote_segments_to_delete(remote, RetentionPolicy(-1, 250, True), 0, 0, 100)) == ["a"]
+    assert ids(remote_segments_to_delete(remote, RetentionPolicy(-1, 200, True), 0, 0, 100)) == ["a", "b"]
+    assert ids(remote_segments_to_delete(remote, RetentionPolicy(-1, -1, False), 10**9, 20, 0)) == ["a", "b"]
+    assert remote_segments_to_delete(remote, RetentionPolicy(-1, -1, True), 10**9, 0, 0) == []
+
+
+def test_segment_epochs_start_with_the_epoch_in_force() -> None:
+    entries = [EpochEntry(0, 0), EpochEntry(3, 15), EpochEntry(5, 40)]
+    assert segment_epochs(entries, 10, 19) == [EpochEntry(0, 10), EpochEntry(3, 15)]
+    assert segment_epochs(entries, 15, 39) == [EpochEntry(3, 15)]
+    assert segment_epochs(entries, 40, 49) == [EpochEntry(5, 40)]
+    assert segment_epochs([], 0, 9) == []

@@ -1,0 +1,77 @@
+"""Reading a remote segment from a fetch offset: the start position from the offset index, whole batches
+up to max_bytes (at least one), the chunk cache's bound; over the filesystem object store and a real
+partition log's segment."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from pathlib import Path
+
+import pytest
+from test_storage_support import make_batch
+
+from strom.objectstore.local import LocalObjectStore
+from strom.protocol.records.batch import iter_headers
+from strom.storage.config import LogConfig
+from strom.storage.log import PartitionLog
+from strom.tiered import remote_read
+from strom.tiered.cache import BoundedCache
+from strom.tiered.remote_read import RemoteSegmentReader, start_position
+from strom.tiered.remote_storage import RemoteStorageManager
+from strom.tiered.segment_data import copy_started_metadata, log_segment_data
+
+
+def test_the_cache_keeps_recent_entries_within_its_bound() -> None:
+    cache = BoundedCache(10)
+    cache.put("a", b"1234")
+    cache.put("b", b"1234")
+    assert cache.get("a") == b"1234"  # now the most recent
+    cache.put("c", b"1234")  # 12 bytes: the least recent ("b") goes
+    assert (cache.get("b"), cache.get("a"), cache.get("c")) == (None, b"1234", b"1234")
+    cache.put("huge", b"x" * 11)  # larger than the bound: not kept, nothing evicted
+    assert (len(cache), cache.size_bytes, cache.get("huge")) == (2, 8, None)
+
+
+def test_start_position_is_the_last_indexed_batch_ending_before_the_offset() -> None:
+    entry = struct.Struct(">ii")
+    index = entry.pack(9, 1000) + entry.pack(19, 2000) + entry.pack(29, 3000)  # base offset 100
+    assert start_position(index, 100, 105) == 0
+    assert start_position(index, 100, 109) == 0
+    assert (
+        start_position(index, 100, 110) == 1000
+    )  # the batch ending at 109 starts there: skipped by the scan
+    assert start_position(index, 100, 125) == 2000
+    assert start_position(index, 100, 500) == 3000
+    assert start_position(b"", 100, 500) == 0
+
+
+def test_reads_whole_batches_from_the_offset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(remote_read, "CHUNK_BYTES", 700)  # small chunks: reads span several
+    log = PartitionLog(str(tmp_path / "t-0"), LogConfig(segment_bytes=8000, index_interval_bytes=300))
+    for _ in range(60):
+        log.append_as_leader(make_batch(count=3, value_size=40), leader_epoch=0)
+    segment, following = log.segments[0], log.segments[1]
+    local = segment.read_bytes(0, segment.size)
+    batches = [(h.base_offset, h.last_offset, pos, h.size) for pos, h in iter_headers(local)]
+
+    async def scenario() -> None:
+        store = LocalObjectStore(str(tmp_path / "remote"))
+        rsm = RemoteStorageManager(store)
+        md = copy_started_metadata(
+            log, segment, following.base_offset, topic="t", topic_id="id", partition=0, broker_id=0, now_ms=0
+        )
+        await rsm.copy_log_segment_data(md, log_segment_data(log, segment, following.base_offset))
+        reader = RemoteSegmentReader(rsm, BoundedCache(1 << 20))
+        try:
+            for base, last, pos, size in batches[::5]:
+                # From any offset of a batch: that batch first, then whole batches within max_bytes.
+                data = await reader.read(md, last, 3 * size)
+                assert data == local[pos : pos + 3 * size]
+                assert await reader.read(md, base, 1) == local[pos : pos + size]  # at least one batch
+            assert await reader.read(md, md.end_offset + 1, 1000) == b""
+            assert reader.cache.hits > 0
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
