@@ -50,8 +50,8 @@ from strom.testing.broker_process import BrokerProcess
 from strom.testing.cluster import LocalCluster, PartitionView, broker_metadata
 
 _TIMING = re.compile(
-    r"^(\S+ \S+) .*controller timing (\S+): total ([\d.]+) s, ZooKeeper reads (\d+) in ([\d.]+) s, "
-    r"writes (\d+) in ([\d.]+) s, requests ([\d.]+) s"
+    r"^(\S+ \S+) .*controller timing (\S+): total ([\d.]+) s, "
+    r"(?:ZooKeeper|local store) reads (\d+) in ([\d.]+) s, writes (\d+) in ([\d.]+) s, requests ([\d.]+) s"
 )
 
 

@@ -120,10 +120,10 @@ class InProcessBroker:
         assert isinstance(control, ClusterMember)
         path = partition_state_path(topic, partition)
         data = PartitionStateDoc(leader, epoch, tuple(isr), 1).encode()
-        if control.zk.store.exists(path) is None:
-            control.zk.store.create(path, data, make_parents=True)
+        if control.metadata_client.store.exists(path) is None:
+            control.metadata_client.store.create(path, data, make_parents=True)
         else:
-            control.zk.store.set(path, data)
+            control.metadata_client.store.set(path, data)
 
     def lead(self, topic: str, partition: int, replicas: list[int], isr: list[int], epoch: int = 0) -> None:
         """Make this broker leader of a partition with the given replicas, as a controller would."""

@@ -7,6 +7,8 @@ deposed controller's writes fenced."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -120,6 +122,39 @@ def test_first_leaders_of_a_new_topic() -> None:
         assert sorted(channel.brokers) == [1, 2, 3]
 
     run(3, scenario)
+
+
+def test_the_timing_line_names_the_store_it_read(caplog: pytest.LogCaptureFixture) -> None:
+    """A cluster of one's controller reads and writes the local store, and its timing line says so
+    (bench/cluster_failover_bench.py parses the same line from a ZooKeeper cluster)."""
+    caplog.set_level(logging.INFO, logger="strom.cluster.controller")
+
+    async def scenario(store: LocalStore, brokers: list[Broker]) -> None:
+        await create_topic(brokers[0].client, {0: [1]})
+
+    run(1, scenario)
+    timings = [r.getMessage() for r in caplog.records if "controller timing" in r.getMessage()]
+    assert timings, "no controller timing line"
+    for line in timings:
+        assert re.search(r"total [\d.]+ s, local store reads \d+ in [\d.]+ s, writes \d+ in", line), line
+    assert any(re.search(r"local store reads [1-9]", line) for line in timings), timings
+
+
+def test_a_topic_znode_without_an_assignment_does_not_stop_later_topics() -> None:
+    """A ``/brokers/topics/<t>`` holding no assignment (made as the parent of a partition-state znode, as
+    the in-process test harness did, or written by a tool) is a topic without partitions. It must not
+    fail the controller's topic event: that event also brings every later topic online, so one such
+    znode used to leave each topic created after it without leaders (KeyError 'partitions')."""
+
+    async def scenario(store: LocalStore, brokers: list[Broker]) -> None:
+        admin = brokers[0].client
+        admin.store.create(paths.partition_state_path("stray", 0), b"{}", make_parents=True)
+        await create_topic(admin, {0: [1]})
+        s = state(admin, "t", 0)
+        assert s is not None and s.leader == 1
+        assert brokers[0].controller.ctx.assignments.get("stray") is not None
+
+    run(1, scenario)
 
 
 def test_leader_fails_over_when_a_registration_disappears() -> None:

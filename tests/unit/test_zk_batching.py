@@ -44,4 +44,8 @@ def test_stats_difference_over_an_event() -> None:
     delta = stats.since(before)
     assert (delta.reads, delta.writes) == (2, 10)
     assert delta.write_s > 0 and delta.read_s == 0
+    assert delta.describe().startswith("ZooKeeper reads 2 in ")
     assert "writes 10" in delta.describe()
+    assert (
+        ZkStats(reads=1, store="local store").since(ZkStats()).describe().startswith("local store reads 1 ")
+    )

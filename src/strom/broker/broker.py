@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from strom._util.clock import Clock, SystemClock, sleep_ms, yield_to_loop
 from strom.broker.authorization import Authorizer
 from strom.broker.config import BrokerConfig
-from strom.broker.control.cluster_member import ClusterMember, ZkIsrStore, connect_zookeeper
+from strom.broker.control.cluster_member import ClusterMember, ZkIsrStore, connect_metadata_store
 from strom.broker.control.single_node import SingleNodeMember
 from strom.broker.control.topic_admin import TopicAdmin
 from strom.broker.coordinators.coordinator_partitions import CoordinatorPartitions
@@ -116,17 +116,17 @@ class Broker:
         # The one place that tells a ZooKeeper cluster member from a cluster of one.
         self._local_store: LocalStore | None = None
         if config.get("zookeeper.connect") or metadata_store is not None:
-            zk, self.metadata = connect_zookeeper(config, metadata_store)
+            metadata_client, self.metadata = connect_metadata_store(config, metadata_store)
         else:
             # A cluster of one: the metadata store in the first log dir, the controller in-process.
             self._local_store = LocalStore(config.log_dirs[0])
-            zk, self.metadata = connect_zookeeper(
+            metadata_client, self.metadata = connect_metadata_store(
                 config, self._local_store.session(asyncio.get_running_loop()), import_legacy=True
             )
-        isr_store = ZkIsrStore(zk)
+        isr_store = ZkIsrStore(metadata_client)
         self.cluster_id = self.metadata.cluster_id
         # SCRAM credentials: /config/users in the metadata store, as Kafka keeps them in ZooKeeper.
-        self.credentials: CredentialStore = ZkCredentialStore(zk)
+        self.credentials: CredentialStore = ZkCredentialStore(metadata_client)
         self.replica_manager = ReplicaManager(
             self.node_id,
             self.log_manager,
@@ -142,7 +142,7 @@ class Broker:
         kind = SingleNodeMember if self._local_store is not None else ClusterMember
         member = kind(
             config,
-            zk,
+            metadata_client,
             self.metadata,
             self.replica_manager,
             self.log_manager,
@@ -193,7 +193,7 @@ class Broker:
         # None without authorizer.class.name: handlers then skip every ACL check (one attribute test).
         self.authorizer: Authorizer | None = None
         if config.get("authorizer.class.name"):
-            acl_store = AclZnodeStore(zk)
+            acl_store = AclZnodeStore(metadata_client)
             self.authorizer = Authorizer(
                 acl_store, config.get("super.users"), bool(config.get("allow.everyone.if.no.acl.found"))
             )

@@ -210,8 +210,9 @@ class Controller:
 
     @contextlib.contextmanager
     def _timed(self, what: str) -> Iterator[None]:
-        """Log where a controller event's time went (ZooKeeper, building requests); the fail-over
-        benchmark (bench/cluster_failover_bench.py) reads these lines."""
+        """Log where a controller event's time went (the metadata store it read and wrote, ZooKeeper or
+        the local store; building requests); the fail-over benchmark (bench/cluster_failover_bench.py)
+        reads these lines."""
         zk_before, built_before, started = self.zk.stats.copy(), self.requests.build_s, time.perf_counter()
         yield
         log.info(

@@ -70,7 +70,7 @@ class LocalSession:
         self._state_callbacks: list[Callable[[str], None]] = []
         self._deferred: list[Watch] = []
         self._expired_unseen = False
-        self.stats = ZkStats()
+        self.stats = ZkStats(store="local store")  # named in the controller's timing lines
 
     # life cycle ------------------------------------------------------------------------------------
     def start(self, timeout_s: float = 15.0) -> None:

@@ -71,13 +71,15 @@ def split_failed(items: Sequence[T], failed_index: int) -> tuple[list[T], T]:
 
 @dataclass(slots=True)
 class ZkStats:
-    """Requests a ZooKeeper client made and the wall time spent waiting for them (the controller logs
-    the difference over each of its events, so a slow fail-over says where its time went)."""
+    """Requests a metadata-store session made and the wall time spent waiting for them (the controller
+    logs the difference over each of its events, so a slow fail-over says where its time went).
+    ``store`` names what they went to: ZooKeeper, or the local store of a cluster of one."""
 
     reads: int = 0
     read_s: float = 0.0
     writes: int = 0
     write_s: float = 0.0
+    store: str = "ZooKeeper"
 
     def add(self, write: bool, started: float, count: int = 1) -> None:
         """Account ``count`` requests that took from ``started`` (`time.perf_counter`) until now."""
@@ -90,7 +92,7 @@ class ZkStats:
             self.read_s += elapsed
 
     def copy(self) -> ZkStats:
-        return ZkStats(self.reads, self.read_s, self.writes, self.write_s)
+        return ZkStats(self.reads, self.read_s, self.writes, self.write_s, self.store)
 
     def since(self, before: ZkStats) -> ZkStats:
         return ZkStats(
@@ -98,10 +100,11 @@ class ZkStats:
             self.read_s - before.read_s,
             self.writes - before.writes,
             self.write_s - before.write_s,
+            self.store,
         )
 
     def describe(self) -> str:
         return (
-            f"ZooKeeper reads {self.reads} in {self.read_s:.3f} s, "
+            f"{self.store} reads {self.reads} in {self.read_s:.3f} s, "
             f"writes {self.writes} in {self.write_s:.3f} s"
         )

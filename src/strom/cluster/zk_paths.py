@@ -96,7 +96,7 @@ class ControllerZnode(TypedDict):
 
 class TopicZnode(TypedDict):
     topic_id: NotRequired[str | None]
-    partitions: dict[str, list[int]]
+    partitions: NotRequired[dict[str, list[int]]]
     adding_replicas: NotRequired[dict[str, list[int]]]
     removing_replicas: NotRequired[dict[str, list[int]]]
 
@@ -228,7 +228,9 @@ class TopicAssignment:
 
         return cls(
             bytes.fromhex(doc.get("topic_id") or "00" * 16),
-            int_keys(doc["partitions"]),
+            # A topic znode without an assignment (the parent of a partition-state znode written
+            # first, or a tool's empty node) is a topic without partitions, not a broken event.
+            int_keys(doc.get("partitions")),
             int_keys(doc.get("adding_replicas")),
             int_keys(doc.get("removing_replicas")),
         )

@@ -91,12 +91,12 @@ def _needs_zookeeper(method: Callable[_P, _R]) -> Callable[_P, _R]:
     return wrapper
 
 
-def connect_zookeeper(
+def connect_metadata_store(
     config: BrokerConfig, store: MetadataStore | None = None, import_legacy: bool = False
 ) -> tuple[KafkaMetadataClient, ClusterMetadataStore]:
     """Open the metadata-store session (ZooKeeper at ``zookeeper.connect``, unless ``store`` is given)
     and the metadata cache it backs (call inside the event loop)."""
-    zk = KafkaMetadataClient(
+    client = KafkaMetadataClient(
         store
         or ZooKeeperStore(
             str(config.get("zookeeper.connect")),
@@ -104,38 +104,38 @@ def connect_zookeeper(
             asyncio.get_running_loop(),
         )
     )
-    zk.start()
+    client.start()
     if import_legacy:
-        import_legacy_catalogue(config.log_dirs[0], config.broker_id, zk)
-    cluster_id = zk.get_or_create_cluster_id(config.get("cluster.id") or uuid.uuid4().hex[:22])
+        import_legacy_catalogue(config.log_dirs[0], config.broker_id, client)
+    cluster_id = client.get_or_create_cluster_id(config.get("cluster.id") or uuid.uuid4().hex[:22])
     # meta.properties still pins the log dir to this broker id and cluster.
     pin_log_dir(config.log_dirs[0], config.broker_id, cluster_id)
 
     def allocate(size: int) -> int:
-        return zk.allocate_producer_id_block(config.broker_id, size)
+        return client.allocate_producer_id_block(config.broker_id, size)
 
-    return zk, ClusterMetadataStore(cluster_id, zk.get_topic_config, allocate)
+    return client, ClusterMetadataStore(cluster_id, client.get_topic_config, allocate)
 
 
 class ZkIsrStore:
     """ISR changes as conditional writes of the partition state znode, then a notification; each
     kazoo call runs in a worker thread, so the event loop never waits for ZooKeeper."""
 
-    def __init__(self, zk: KafkaMetadataClient) -> None:
-        self._zk = zk
+    def __init__(self, client: KafkaMetadataClient) -> None:
+        self._client = client
 
     async def write_isr(self, topic: str, partition: int, state: LeaderAndIsr) -> LeaderAndIsr | None:
-        return await asyncio.to_thread(self._zk.update_partition_state, topic, partition, state)
+        return await asyncio.to_thread(self._client.update_partition_state, topic, partition, state)
 
     async def notify_isr_change(self, partitions: list[TopicPartition]) -> None:
-        await asyncio.to_thread(self._zk.notify_isr_change, partitions)
+        await asyncio.to_thread(self._client.notify_isr_change, partitions)
 
 
 class ClusterMember:
     def __init__(
         self,
         config: BrokerConfig,
-        zk: KafkaMetadataClient,
+        metadata_client: KafkaMetadataClient,
         metadata: ClusterMetadataStore,
         replica_manager: ReplicaManager,
         log_manager: LogManager,
@@ -149,7 +149,7 @@ class ClusterMember:
         self.rack: str | None = config.get("broker.rack")
         self.controlled_shutdown_enable = bool(config.get("controlled.shutdown.enable"))
         self.session_timeout_ms = int(config.get("zookeeper.session.timeout.ms"))
-        self.zk = zk
+        self.metadata_client = metadata_client
         self._metadata = metadata
         self.replica_manager = replica_manager
         self._log_manager = log_manager
@@ -159,7 +159,7 @@ class ClusterMember:
         self._protocols: tuple[tuple[str, str], ...] = ()
         self.channel = KafkaControllerChannel(f"controller-{self.node_id}", security, clock)
         self.controller = Controller(
-            self.zk,
+            self.metadata_client,
             self.node_id,
             self._controller_channel(),
             ControllerConfig(
@@ -189,7 +189,7 @@ class ClusterMember:
 
     @property
     def zookeeper_state(self) -> str | None:
-        return self.zk.session_state
+        return self.metadata_client.session_state
 
     # life cycle ------------------------------------------------------------------------------------
     def start(
@@ -201,7 +201,7 @@ class ClusterMember:
     ) -> None:
         self._host, self._port = host, port
         self._endpoints, self._protocols = endpoints, protocols
-        self.zk.on_state_change(self._on_session_event)
+        self.metadata_client.on_state_change(self._on_session_event)
         self._watch_config_changes()
         self._registration_task = asyncio.create_task(self._register_then_elect())
 
@@ -225,7 +225,7 @@ class ClusterMember:
         delay_ms = 500
         while True:
             try:
-                self.zk.register_broker(self.registration())
+                self.metadata_client.register_broker(self.registration())
                 break
             except MetadataStoreError as exc:
                 if deadline_ms is not None and self._clock.monotonic_ms() > deadline_ms:
@@ -235,7 +235,7 @@ class ClusterMember:
                 await sleep_ms(self._clock, delay_ms)
                 if deadline_ms is None:
                     delay_ms = min(delay_ms * 2, 5000)
-        log.info("registered broker %d in ZooKeeper at %s", self.node_id, self.registration())
+        log.info("registered broker %d in the metadata store at %s", self.node_id, self.registration())
 
     def _on_session_event(self, event: str) -> None:
         if event == "RECONNECTED_NEW_SESSION":
@@ -256,14 +256,14 @@ class ClusterMember:
 
         def on_change() -> None:
             try:
-                children = self.zk.watch_children(paths.CONFIG_CHANGES, on_change)
+                children = self.metadata_client.watch_children(paths.CONFIG_CHANGES, on_change)
             except MetadataStoreError:
                 return
             for child in sorted(set(children) - seen):
                 seen.add(child)
-                topic = self.zk.read_config_change(child)
+                topic = self.metadata_client.read_config_change(child)
                 if topic is None:
-                    user = self.zk.read_user_change(child)
+                    user = self.metadata_client.read_user_change(child)
                     if user is not None and self.on_user_change is not None:
                         self.on_user_change(user)
                     continue
@@ -271,7 +271,7 @@ class ClusterMember:
                 if configs is not None:
                     self._log_manager.update_config(topic, self._log_config_for(topic))
 
-        seen.update(self.zk.watch_children(paths.CONFIG_CHANGES, on_change))
+        seen.update(self.metadata_client.watch_children(paths.CONFIG_CHANGES, on_change))
 
     async def controlled_shutdown(self) -> None:
         """Ask the controller to move leadership off this broker (a few attempts, then give up)."""
@@ -314,37 +314,37 @@ class ClusterMember:
                 task.cancel()
         await self.controller.stop()
         await self.channel.close()
-        self.zk.close()
+        self.metadata_client.close()
 
     # topic administration --------------------------------------------------------------------------
     @_needs_zookeeper
     def live_brokers(self) -> dict[int, str | None]:
         """Registered brokers and their racks, read from ZooKeeper (the cache may lag a new broker)."""
-        return {b.broker_id: b.rack for b in self.zk.get_brokers().values()}
+        return {b.broker_id: b.rack for b in self.metadata_client.get_brokers().values()}
 
     @_needs_zookeeper
     def create_topic(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]) -> TopicInfo:
-        if self.zk.get_topic_assignment(name) is not None:
+        if self.metadata_client.get_topic_assignment(name) is not None:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
         topic_id = uuid.uuid4().bytes
-        self.zk.create_topic(name, TopicAssignment(topic_id, dict(assignment)), configs)
+        self.metadata_client.create_topic(name, TopicAssignment(topic_id, dict(assignment)), configs)
         log.info("created topic %s in ZooKeeper: %s", name, assignment)
         return TopicInfo(name, topic_id, len(assignment), len(assignment[0]), dict(configs))
 
     @_needs_zookeeper
     def topic_assignment(self, name: str) -> dict[int, list[int]] | None:
-        found = self.zk.get_topic_assignment(name)
+        found = self.metadata_client.get_topic_assignment(name)
         return None if found is None else dict(found[0].partitions)
 
     @_needs_zookeeper
     def delete_topic(self, name: str) -> None:
-        if self.zk.get_topic_assignment(name) is None:
+        if self.metadata_client.get_topic_assignment(name) is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-        self.zk.mark_topic_for_deletion(name)
+        self.metadata_client.mark_topic_for_deletion(name)
 
     @_needs_zookeeper
     def add_partitions(self, name: str, added: dict[int, list[int]]) -> None:
-        found = self.zk.get_topic_assignment(name)
+        found = self.metadata_client.get_topic_assignment(name)
         if found is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         assignment, version = found
@@ -353,14 +353,14 @@ class ClusterMember:
                 ErrorCode.REASSIGNMENT_IN_PROGRESS, "topic assignment changed concurrently; retry"
             )
         assignment.partitions.update(added)
-        if self.zk.set_topic_assignment(name, assignment, version) is None:
+        if self.metadata_client.set_topic_assignment(name, assignment, version) is None:
             raise KafkaError(
                 ErrorCode.REASSIGNMENT_IN_PROGRESS, "topic assignment changed concurrently; retry"
             )
 
     @_needs_zookeeper
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        self.zk.set_topic_config(name, configs)
+        self.metadata_client.set_topic_config(name, configs)
         info = self.metadata.topics.get(name)
         if info is not None:
             info.configs = dict(configs)

@@ -96,7 +96,7 @@ class SingleNodeMember(ClusterMember):
         self._host, self._port = host, port
         self._endpoints, self._protocols = endpoints, protocols
         self._watch_config_changes()
-        self.zk.register_broker(self.registration())
+        self.metadata_client.register_broker(self.registration())
         self.controller.start()
         self.controller.run_now(self.controller.elect)
 
@@ -115,7 +115,7 @@ class SingleNodeMember(ClusterMember):
         self.controller.run_now(self.controller.on_topic_change)
         if self._failed:
             failure = self._failed[0]
-            self.zk.mark_topic_for_deletion(name)
+            self.metadata_client.mark_topic_for_deletion(name)
             self.controller.run_now(self.controller.on_delete_topics)
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"topic {name} not created: {failure}")
         return info
