@@ -15,7 +15,7 @@ import concurrent.futures
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TextIO, TypeVar
+from typing import TextIO, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
@@ -23,7 +23,12 @@ from strom.console.errors import ConsoleError
 
 T = TypeVar("T")
 
-#: librdkafka log lines go to this logger; the CLI attaches a stderr handler only with --verbose.
+ConfigValue = str | int | float | bool
+#: librdkafka properties, as every confluent-kafka client takes them (the logger is a keyword apart).
+ClientConfig = dict[str, ConfigValue]
+
+#: librdkafka log lines go to this logger (passed to every client as ``logger=``); the CLI attaches a
+#: stderr handler only with --verbose.
 LIBRDKAFKA_LOGGER = logging.getLogger("strom.console.librdkafka")
 
 # librdkafka error codes (negative = client-side) that mean no connection could be made.
@@ -44,13 +49,13 @@ class ClientOptions:
     command_config: Mapping[str, str] = field(default_factory=dict)
     timeout_s: float = 30.0
 
-    def config(self, **overrides: Any) -> dict[str, Any]:
+    def config(self, **overrides: ConfigValue) -> ClientConfig:
         """Return a librdkafka configuration: defaults, then ``overrides``, then ``--command-config``.
 
         The user's ``--command-config`` wins over everything, so any default chosen by a tool can be
-        changed without a new flag.
+        changed without a new flag. Clients are created with ``logger=LIBRDKAFKA_LOGGER`` beside it.
         """
-        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers, "logger": LIBRDKAFKA_LOGGER}
+        conf: ClientConfig = {"bootstrap.servers": self.bootstrap_servers}
         conf.update(overrides)
         conf.update(self.command_config)
         return conf

@@ -45,7 +45,14 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from strom.console.clients import ClientOptions, describe_kafka_error, fail, kafka_error_text
+from strom.console.clients import (
+    LIBRDKAFKA_LOGGER,
+    ClientOptions,
+    ConfigValue,
+    describe_kafka_error,
+    fail,
+    kafka_error_text,
+)
 from strom.console.errors import ConsoleError
 from strom.console.progress import Progress, progress
 
@@ -233,7 +240,7 @@ class _ConsumeLoop:
 
 
 def _make_consumer(options: ClientOptions, settings: ConsumeSettings) -> Consumer:
-    overrides: dict[str, Any] = {"enable.partition.eof": settings.exit_at_end}
+    overrides: dict[str, ConfigValue] = {"enable.partition.eof": settings.exit_at_end}
     if settings.group is None:
         # librdkafka insists on a group.id even for assign(); a private one that is never
         # committed to keeps the console out of every real group.
@@ -247,7 +254,7 @@ def _make_consumer(options: ClientOptions, settings: ConsumeSettings) -> Consume
     conf = options.config(**overrides)
     conf.update(settings.properties)
     try:
-        return Consumer(conf)
+        return Consumer(conf, logger=LIBRDKAFKA_LOGGER)
     except (KafkaException, ValueError) as exc:
         raise ConsoleError(f"invalid consumer configuration: {exc}") from None
 

@@ -21,13 +21,20 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import BinaryIO, Required, TypedDict
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from strom.console.clients import ClientOptions, describe_kafka_error, fail, kafka_error_text
+from strom.console.clients import (
+    LIBRDKAFKA_LOGGER,
+    ClientConfig,
+    ClientOptions,
+    describe_kafka_error,
+    fail,
+    kafka_error_text,
+)
 from strom.console.errors import ConsoleError
 from strom.console.progress import Progress, progress
 
@@ -81,7 +88,7 @@ class _DeliveryReport:
             self.first_error = f"{kafka_error_text(err)} (partition {msg.partition()})"
 
 
-def producer_config(options: ClientOptions, settings: ProduceSettings) -> dict[str, Any]:
+def producer_config(options: ClientOptions, settings: ProduceSettings) -> ClientConfig:
     """librdkafka producer configuration: Strom's defaults, then flags, then ``--property``."""
     conf = options.config(**PRODUCER_DEFAULTS, **{"message.timeout.ms": int(options.timeout_s * 1000)})
     if settings.acks is not None:
@@ -122,7 +129,7 @@ def produce_lines(options: ClientOptions, settings: ProduceSettings, source: Bin
         ConsoleError: unknown topic or partition, malformed input line, or failed deliveries.
     """
     try:
-        producer = Producer(producer_config(options, settings))
+        producer = Producer(producer_config(options, settings), logger=LIBRDKAFKA_LOGGER)
     except KafkaException as exc:
         raise fail("invalid producer configuration", exc, options) from None
     _check_destination(producer, options, settings)
@@ -156,10 +163,19 @@ def _counted(lines: Iterator[bytes], bar: Progress) -> Iterator[bytes]:
         yield line
 
 
+class _ProduceArgs(TypedDict, total=False):
+    """``Producer.produce`` keyword arguments; headers and partition only when the user gave them."""
+
+    key: Required[bytes | None]
+    on_delivery: Required[Callable[[KafkaError | None, Message], None]]
+    headers: list[tuple[str, str | bytes | None]]
+    partition: int
+
+
 def _send(
     producer: Producer, settings: ProduceSettings, key: bytes | None, value: bytes, report: _DeliveryReport
 ) -> None:
-    kwargs: dict[str, Any] = {"key": key, "on_delivery": report.on_delivery}
+    kwargs: _ProduceArgs = {"key": key, "on_delivery": report.on_delivery}
     if settings.headers:
         kwargs["headers"] = list(settings.headers)
     if settings.partition is not None:

@@ -34,6 +34,7 @@ from strom.console._admin_api import (
     ResourceType,
 )
 from strom.console.clients import (
+    LIBRDKAFKA_LOGGER,
     ClientOptions,
     describe_kafka_error,
     fail,
@@ -54,7 +55,7 @@ def admin_client(options: ClientOptions) -> AdminClient:
     Callers keep it in a local variable until its futures are resolved: a client that is garbage
     collected early fails its pending futures with ``_DESTROY``.
     """
-    return AdminClient(options.config())
+    return AdminClient(options.config(), logger=LIBRDKAFKA_LOGGER)
 
 
 def create_topic(

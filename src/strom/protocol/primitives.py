@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from strom.protocol.spec import FieldSpec
@@ -140,7 +140,7 @@ def unpack_array(code: str, size: int, count: int, buf: memoryview, pos: int) ->
     return list(unpack(buf, pos))
 
 
-def differs_from_defaults(value: dict[str, Any], defaults: tuple[tuple[str, Any], ...]) -> bool:
+def differs_from_defaults(value: Mapping[str, object], defaults: tuple[tuple[str, object], ...]) -> bool:
     """Whether a struct dict holds any non-default field (missing keys count as default).
 
     Empty arrays match a ``[]`` default whatever their sequence type.

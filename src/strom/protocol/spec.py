@@ -30,7 +30,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypeAlias
 
 from strom.protocol.spec_json import FieldJson, SpecJson
 
@@ -115,7 +115,7 @@ class FieldSpec:
     nullable_versions: VersionRange
     tagged_versions: VersionRange
     tag: int | None
-    default: Any
+    default: int | float | bool | str | None
     fields: tuple[FieldSpec, ...] = ()
     struct_name: str = ""
     never_flexible: bool = False
@@ -129,7 +129,7 @@ class FieldSpec:
     def tagged(self, version: int) -> bool:
         return self.tag is not None and version in self.tagged_versions
 
-    def default_for(self, version: int) -> Any:
+    def default_for(self, version: int) -> FieldDefault:
         """The value written when a dict lacks this field (and the value decoded when a tag is absent)."""
         nullable = self.nullable(version)
         if self.is_array:
@@ -145,7 +145,10 @@ class FieldSpec:
         return _parse_default(self.type, self.default)
 
 
-_ZERO: dict[str, Any] = {
+FieldDefault: TypeAlias = int | float | bool | str | bytes | list[object] | None
+"""The value of an absent field: its type's zero or its spec's default, [] for arrays, None if nullable."""
+
+_ZERO: dict[str, FieldDefault] = {
     "int8": 0,
     "int16": 0,
     "uint16": 0,
@@ -160,7 +163,7 @@ _ZERO: dict[str, Any] = {
 }
 
 
-def _parse_default(type_: str, raw: Any) -> Any:
+def _parse_default(type_: str, raw: int | float | bool | str) -> FieldDefault:
     if type_ == "bool":
         return raw if isinstance(raw, bool) else str(raw).lower() == "true"
     if type_ == "float64":

@@ -6,7 +6,7 @@ internal_specs.py writes Strom's own controller specs in this layout.
 
 from __future__ import annotations
 
-from typing import Any, Required, TypedDict
+from typing import Required, TypedDict
 
 __all__ = ["FieldJson", "SpecJson", "StructJson"]
 
@@ -20,7 +20,7 @@ class FieldJson(TypedDict, total=False):
     nullableVersions: str
     taggedVersions: str
     tag: int
-    default: Any  # a number, a bool or a string ("null", "-1", "0x7fffffff"...)
+    default: int | float | bool | str  # a number, a bool or a string ("null", "-1", "0x7fffffff"...)
     flexibleVersions: str
     fields: list[FieldJson]
 

@@ -26,15 +26,16 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeAlias
 
 import avro.errors
 import avro.name
 import avro.schema
 import fastavro
 
-from strom._util.json_types import JsonObject
+from strom._util.json_types import JsonObject, JsonValue
 from strom.registry.errors import RegistryError, invalid_schema
 
 PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
@@ -56,6 +57,8 @@ _KEY_ORDER = (
     "order",
 )
 _FIELD_KEY_ORDER = ("name", "type", "doc", "default", "order", "aliases")
+ParsedSchema: TypeAlias = "str | list[JsonValue] | JsonObject"
+"""A schema as fastavro takes and gives it: a type name, a union, or a type's object."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +66,8 @@ class AvroSchema:
     """A validated schema: its canonical text and fastavro's parsed form (with every named type)."""
 
     canonical: str
-    parsed: Any
-    named: dict[str, Any] = field(default_factory=dict)
+    parsed: ParsedSchema
+    named: dict[str, JsonObject] = field(default_factory=dict)
 
 
 MAX_DEPTH = 100
@@ -80,26 +83,33 @@ def parse(text: str, references: list[str] | tuple[str, ...] = ()) -> AvroSchema
     if depth(text) > MAX_DEPTH:
         raise invalid_schema(f"the schema is nested more than {MAX_DEPTH} levels deep")
     try:
-        document = json.loads(text)
+        document: JsonValue = json.loads(text)
     except (ValueError, TypeError) as exc:
         raise invalid_schema(f"the schema is not valid JSON: {exc}") from None
-    ref_docs = []
+    ref_docs: list[JsonValue] = []
     for ref in references:
         try:
             ref_docs.append(json.loads(ref))
         except ValueError as exc:
             raise invalid_schema(f"a referenced schema is not valid JSON: {exc}") from None
     _check_with_avro(document, ref_docs)
-    named: dict[str, Any] = {}
+    named: dict[str, JsonObject] = {}
     try:
         for ref_doc in ref_docs:
-            fastavro.parse_schema(ref_doc, named_schemas=named)
-        parsed = fastavro.parse_schema(document, named_schemas=named)
+            fastavro.parse_schema(_schema_node(ref_doc), named_schemas=named)
+        parsed = fastavro.parse_schema(_schema_node(document), named_schemas=named)
     except RegistryError:
         raise
     except Exception as exc:  # fastavro raises SchemaParseException, UnknownType, KeyError, ...
         raise invalid_schema(f"{type(exc).__name__}: {exc}") from None
     return AvroSchema(canonical_text(document), parsed, named)
+
+
+def _schema_node(document: JsonValue) -> ParsedSchema:
+    """A document the ``avro`` package accepted, as the name, union or object it then is."""
+    if isinstance(document, str | list | dict):
+        return document
+    raise invalid_schema(f"not an Avro schema: {document!r}")
 
 
 def depth(text: str) -> int:
@@ -124,7 +134,7 @@ def depth(text: str) -> int:
     return deepest
 
 
-def _check_with_avro(document: Any, ref_docs: list[Any]) -> None:
+def _check_with_avro(document: JsonValue, ref_docs: list[JsonValue]) -> None:
     names = avro.name.Names()
     try:
         with warnings.catch_warnings():
@@ -137,15 +147,15 @@ def _check_with_avro(document: Any, ref_docs: list[Any]) -> None:
         raise invalid_schema(str(exc) or type(exc).__name__) from None
 
 
-def canonical_text(document: Any) -> str:
+def canonical_text(document: JsonValue) -> str:
     """The stored text of a schema document (see the module docstring)."""
     return json.dumps(_normalize(document), separators=(",", ":"), ensure_ascii=False)
 
 
-def _normalize(node: Any) -> Any:
+def _normalize(node: JsonValue) -> JsonValue:
     if isinstance(node, list):
         return [_normalize(item) for item in node]
-    if not isinstance(node, dict):
+    if not isinstance(node, Mapping):
         return node
     if set(node) == {"type"} and isinstance(node["type"], str) and node["type"] in PRIMITIVES:
         return node["type"]
@@ -163,8 +173,8 @@ def _normalize(node: Any) -> Any:
     return out
 
 
-def _normalize_field(node: Any) -> Any:
-    if not isinstance(node, dict):
+def _normalize_field(node: JsonValue) -> JsonValue:
+    if not isinstance(node, Mapping):
         return node
     out: JsonObject = {}
     for key in (*_FIELD_KEY_ORDER, *sorted(set(node) - set(_FIELD_KEY_ORDER))):

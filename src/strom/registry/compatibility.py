@@ -33,12 +33,15 @@ instead of only the latest; NONE checks nothing.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar, cast
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar, cast
 
+from strom._util.json_types import JsonValue
 from strom.registry.avro import PRIMITIVES, AvroSchema
 
 S = TypeVar("S")
+Node = Mapping[str, JsonValue]
+"""A record, enum, fixed, array or map as fastavro parses it (names resolved: see ``_resolve``)."""
 
 _PROMOTIONS = {
     "int": frozenset({"long", "float", "double"}),
@@ -109,13 +112,13 @@ def can_read(reader: AvroSchema, writer: AvroSchema) -> list[str]:
 
 
 class _Checker:
-    def __init__(self, reader_names: dict[str, Any], writer_names: dict[str, Any]) -> None:
+    def __init__(self, reader_names: Mapping[str, Node], writer_names: Mapping[str, Node]) -> None:
         self._reader_names = reader_names
         self._writer_names = writer_names
         self._in_progress: set[tuple[str, str]] = set()
         self._checked: dict[tuple[str, str], list[str]] = {}  # record pairs already judged
 
-    def check(self, reader: Any, writer: Any, path: str) -> list[str]:
+    def check(self, reader: JsonValue, writer: JsonValue, path: str) -> list[str]:
         reader = _resolve(reader, self._reader_names)
         writer = _resolve(writer, self._writer_names)
         if isinstance(writer, list):
@@ -135,15 +138,15 @@ class _Checker:
             if w_type in PRIMITIVES and r_type in _PROMOTIONS.get(w_type, ()):
                 return []
             return [f"TYPE_MISMATCH at {path or '/'}: reader type {r_type} cannot read writer type {w_type}"]
-        if r_type in PRIMITIVES:
-            return []
+        if r_type in PRIMITIVES or not isinstance(reader, Mapping) or not isinstance(writer, Mapping):
+            return []  # equal primitives (or one name fastavro left unresolved on both sides)
         if r_type == "array":
             return self.check(reader["items"], writer["items"], f"{path}/items")
         if r_type == "map":
             return self.check(reader["values"], writer["values"], f"{path}/values")
         return self._check_named(reader, writer, r_type, path)
 
-    def _check_named(self, reader: dict[str, Any], writer: dict[str, Any], kind: str, path: str) -> list[str]:
+    def _check_named(self, reader: Node, writer: Node, kind: str, path: str) -> list[str]:
         if not _names_match(reader, writer):
             return [f"NAME_MISMATCH at {path}/name: expected {writer['name']}, found {reader['name']}"]
         if kind == "fixed":
@@ -153,11 +156,12 @@ class _Checker:
                 ]
             return []
         if kind == "enum":
-            missing = [s for s in writer["symbols"] if s not in reader["symbols"]]
-            if missing and reader.get("default") not in reader["symbols"]:
+            symbols = _strings(reader.get("symbols"))
+            missing = [s for s in _strings(writer.get("symbols")) if s not in symbols]
+            if missing and reader.get("default") not in symbols:
                 return [f"MISSING_ENUM_SYMBOLS at {path}/symbols: the reader lacks {', '.join(missing)}"]
             return []
-        pair = (reader["name"], writer["name"])
+        pair = (str(reader["name"]), str(writer["name"]))
         if (known := self._checked.get(pair)) is not None:
             return known[:1]  # in full where the pair was first met; once more keeps lists linear
         if pair in self._in_progress:
@@ -169,12 +173,12 @@ class _Checker:
         finally:
             self._in_progress.discard(pair)
 
-    def _check_fields(self, reader: dict[str, Any], writer: dict[str, Any], path: str) -> list[str]:
-        by_name = {f["name"]: f for f in writer["fields"]}
+    def _check_fields(self, reader: Node, writer: Node, path: str) -> list[str]:
+        by_name = {str(f["name"]): f for f in _fields(writer)}
         found: list[str] = []
-        for i, reader_field in enumerate(reader["fields"]):
-            writer_field = by_name.get(reader_field["name"])
-            for alias in reader_field.get("aliases", ()):
+        for i, reader_field in enumerate(_fields(reader)):
+            writer_field = by_name.get(str(reader_field["name"]))
+            for alias in _strings(reader_field.get("aliases")):
                 if writer_field is None:
                     writer_field = by_name.get(alias)
             where = f"{path}/fields/{i}"
@@ -188,28 +192,44 @@ class _Checker:
         return found
 
 
-def _resolve(node: Any, names: dict[str, Any]) -> Any:
+def _resolve(node: JsonValue, names: Mapping[str, Node]) -> JsonValue:
     """A named type's definition for a reference to it (fastavro writes later uses as the full name)."""
     if isinstance(node, str) and node not in PRIMITIVES:
         return names.get(node, node)
-    if isinstance(node, dict) and isinstance(node.get("type"), str) and node["type"] not in _COMPLEX:
-        # {"type": "int", "logicalType": ...} or {"type": "some.Named"}
-        return _resolve(node["type"], names)
+    if isinstance(node, Mapping):
+        kind = node.get("type")
+        if isinstance(kind, str) and kind not in _COMPLEX:
+            # {"type": "int", "logicalType": ...} or {"type": "some.Named"}
+            return _resolve(kind, names)
     return node
 
 
 _COMPLEX = frozenset({"record", "error", "enum", "fixed", "array", "map"})
 
 
-def _type_of(node: Any) -> str:
+def _fields(record: Node) -> list[Node]:
+    """A record's fields (fastavro's parsed form has a list of objects there)."""
+    return [f for f in _list(record.get("fields")) if isinstance(f, Mapping)]
+
+
+def _strings(value: JsonValue) -> list[str]:
+    """Symbols or aliases: the strings of a JSON array (none when absent)."""
+    return [v for v in _list(value) if isinstance(v, str)]
+
+
+def _list(value: JsonValue) -> Sequence[JsonValue]:
+    return value if isinstance(value, list) else ()
+
+
+def _type_of(node: JsonValue) -> str:
     if isinstance(node, str):
         return node
-    kind = str(node["type"])
+    kind = str(node["type"]) if isinstance(node, Mapping) else repr(node)
     return "record" if kind == "error" else kind
 
 
-def _describe(node: Any) -> str:
-    if isinstance(node, dict) and "name" in node:
+def _describe(node: JsonValue) -> str:
+    if isinstance(node, Mapping) and "name" in node:
         return f"{_type_of(node)} {node['name']}"
     return _type_of(node)
 
@@ -218,12 +238,12 @@ def _short(name: str) -> str:
     return name.rpartition(".")[2]
 
 
-def _names_match(reader: dict[str, Any], writer: dict[str, Any]) -> bool:
+def _names_match(reader: Node, writer: Node) -> bool:
     reader_name, writer_name = str(reader["name"]), str(writer["name"])
     if _short(reader_name) == _short(writer_name):
         return True
     namespace = reader_name.rpartition(".")[0]
-    for alias in reader.get("aliases", ()):
+    for alias in _strings(reader.get("aliases")):
         full = alias if "." in alias or not namespace else f"{namespace}.{alias}"
         if full == writer_name:
             return True

@@ -40,12 +40,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from fastavro import block_reader, parse_schema, schemaless_reader, schemaless_writer
+from fastavro.types import Schema
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import DataType, StructField, StructType
 
 from strom.spark import avro_container, avro_native
 from strom.spark.avro_types import has_map, maps_as_dicts
-from strom.spark.avro_unions import datum_converter, row_converter
+from strom.spark.avro_unions import Converter, datum_converter, row_converter
 
 MAGIC = 0
 _HEADER = struct.Struct(">bi")
@@ -119,15 +120,15 @@ class AvroColumnDecoder:
         self._reader_id = reader_id
         self._data_type = data_type
         self._column = column
-        self._parsed: Any = None
-        self._writers: dict[int, Any] = {}
+        self._parsed: Schema | None = None
+        self._writers: dict[int, Schema] = {}
         self._block_headers: dict[int, bytes] = {}
         self._native: dict[int, avro_native.NativePlan | None] = {}
         self._arrow: pa.DataType | None = None
-        self._unions: Callable[[Any], Any] | None = None
+        self._unions: Converter | None = None
 
-    def __getstate__(self) -> dict[str, Any]:
-        cleared: dict[str, Any] = {
+    def __getstate__(self) -> dict[str, object]:
+        cleared: dict[str, object] = {
             "_parsed": None,
             "_writers": {},
             "_block_headers": {},
@@ -168,7 +169,7 @@ class AvroColumnDecoder:
             found = self._decode_mixed(values.to_pylist(), offsets.to_pylist(), topic, partition, lookup)
         return found
 
-    def _to_arrow(self, rows: list[Any], where: tuple[str, int, Any, Any]) -> pa.Array:
+    def _to_arrow(self, rows: list[Any], where: tuple[str, int, int | None, int | None]) -> pa.Array:
         try:
             if self._unions is not None:
                 rows = [self._unions(row) for row in rows]
@@ -191,7 +192,7 @@ class AvroColumnDecoder:
             return None
 
     def _decode_one_schema(
-        self, values: pa.Array, lookup: Callable[[int], str], where: tuple[str, int, Any, Any]
+        self, values: pa.Array, lookup: Callable[[int], str], where: tuple[str, int, int | None, int | None]
     ) -> pa.Array | None:
         """The common case, without a Python object per payload: no nulls and one schema id. The
         bodies are cut out of the column's data buffer by Arrow. None when the case does not apply or
@@ -295,7 +296,7 @@ class AvroColumnDecoder:
             return parts[0]  # one schema id, no nulls: already in order
         return pa.concat_arrays(parts).take(pa.array(positions, pa.int64()))
 
-    def _read_block(self, schema_id: int, writer: Any, data: bytes | memoryview, count: int) -> list[Any]:
+    def _read_block(self, schema_id: int, writer: Schema, data: bytes | memoryview, count: int) -> list[Any]:
         """Every body at once, as one block of an Avro object container file in memory.
 
         fastavro's per-record `schemaless_reader` re-prepares its schemas on every call; its block reader
@@ -322,7 +323,7 @@ class AvroColumnDecoder:
             raise ValueError(f"{len(rows)} records in a block of {count}")
         return rows
 
-    def _read_one(self, writer: Any, body: bytes, offset: int, where: str) -> Any:
+    def _read_one(self, writer: Schema, body: bytes, offset: int, where: str) -> Any:
         reader = None if writer is self._parsed else self._parsed
         try:
             buffer = io.BytesIO(body)
@@ -339,9 +340,9 @@ class AvroColumnDecoder:
             ) from e
         return row
 
-    def _writer_schema(self, schema_id: int, lookup: Callable[[int], str]) -> Any:
+    def _writer_schema(self, schema_id: int, lookup: Callable[[int], str]) -> Schema:
         reader = json.loads(self._reader_json)
-        if schema_id == self._reader_id:
+        if schema_id == self._reader_id and self._parsed is not None:
             parsed, schema = self._parsed, reader
         else:
             schema = json.loads(lookup(schema_id))
@@ -358,10 +359,10 @@ class AvroColumnEncoder:
         self._schema_json = schema
         self._schema_id = schema_id
         self._data_type = data_type
-        self._parsed: Any = None
-        self._unions: Callable[[Any], Any] | None = None
+        self._parsed: Schema | None = None
+        self._unions: Converter | None = None
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         return {**self.__dict__, "_parsed": None, "_unions": None}
 
     def encode(self, column: pa.Array) -> pa.Array:

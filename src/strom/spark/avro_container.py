@@ -16,9 +16,9 @@ once per writer schema (`header`); `block` frames each batch's data with it.
 from __future__ import annotations
 
 import io
-from typing import Any
 
 from fastavro import writer as fastavro_writer
+from fastavro.types import Schema
 
 SYNC_SIZE = 16  # the sync marker that ends the header and every block
 
@@ -34,7 +34,7 @@ def zigzag(n: int) -> bytes:
     return bytes(out)
 
 
-def header(parsed_schema: Any) -> bytes:
+def header(parsed_schema: Schema) -> bytes:
     """A container file's header for `parsed_schema` (fastavro's parsed form), its sync marker last."""
     out = io.BytesIO()
     fastavro_writer(out, parsed_schema, [])

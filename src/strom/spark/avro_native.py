@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import polars as pl
 import pyarrow as pa
@@ -42,6 +42,7 @@ import pyarrow.compute as pc
 from fastavro import parse_schema
 from polars.exceptions import PanicException
 
+from strom._util.json_types import JsonValue
 from strom.spark import avro_container
 
 _PRIMITIVES = ("boolean", "int", "long", "float", "double", "string", "bytes")
@@ -75,7 +76,7 @@ class _Column:
 
     source: str | None
     writer_kind: str
-    default: Any
+    default: bool | int | float | str | None
 
 
 @dataclass(frozen=True)
@@ -87,9 +88,9 @@ class NativePlan:
     header: bytes  # an object container file's header, its sync marker last
 
 
-def _field_type(schema: Any) -> tuple[str, bool] | None:
+def _field_type(schema: JsonValue) -> tuple[str, bool] | None:
     """(primitive, nullable) of a field's type, or None when not a primitive or null-and-primitive."""
-    if isinstance(schema, dict) and set(schema) <= {"type"}:
+    if isinstance(schema, Mapping) and set(schema) <= {"type"}:
         schema = schema.get("type")
     if isinstance(schema, str):
         return (schema, False) if schema in _PRIMITIVES else None
@@ -100,13 +101,18 @@ def _field_type(schema: Any) -> tuple[str, bool] | None:
     return None
 
 
-def _record_fields(schema: Any) -> tuple[str, list[tuple[dict[str, Any], _Field]]] | None:
-    if not isinstance(schema, dict) or schema.get("type") != "record" or not schema.get("fields"):
+def _record_fields(schema: JsonValue) -> tuple[str, list[tuple[Mapping[str, JsonValue], _Field]]] | None:
+    if not isinstance(schema, Mapping) or schema.get("type") != "record" or not schema.get("fields"):
         return None
     name, namespace = str(schema.get("name", "")), schema.get("namespace")
     full = name if "." in name or not namespace else f"{namespace}.{name}"
-    fields = []
-    for field in schema["fields"]:
+    fields: list[tuple[Mapping[str, JsonValue], _Field]] = []
+    declared = schema["fields"]
+    if not isinstance(declared, list):
+        return None
+    for field in declared:
+        if not isinstance(field, Mapping):
+            return None
         typed = _field_type(field.get("type"))
         if typed is None:
             return None
@@ -114,25 +120,29 @@ def _record_fields(schema: Any) -> tuple[str, list[tuple[dict[str, Any], _Field]
     return full, fields
 
 
-def _default(field: dict[str, Any], kind: str, nullable: bool) -> tuple[bool, Any]:
+def _default(
+    field: Mapping[str, JsonValue], kind: str, nullable: bool
+) -> tuple[bool, bool | int | float | str | None]:
     """(covered, value) of a reader field's default."""
     if "default" not in field:
         return False, None
     value = field["default"]
     if value is None:
         return nullable, None
-    if kind == "boolean":
-        return isinstance(value, bool), value
-    if kind in ("int", "long"):
-        return isinstance(value, int) and not isinstance(value, bool), value
-    if kind in ("float", "double"):
-        return isinstance(value, int | float) and not isinstance(value, bool), float(value)
-    if kind == "string":
-        return isinstance(value, str), value
+    if kind == "boolean" and isinstance(value, bool):
+        return True, value
+    if isinstance(value, bool):
+        return False, None
+    if kind in ("int", "long") and isinstance(value, int):
+        return True, value
+    if kind in ("float", "double") and isinstance(value, int | float):
+        return True, float(value)
+    if kind == "string" and isinstance(value, str):
+        return True, value
     return False, None
 
 
-def plan(writer: Any, reader: Any) -> NativePlan | None:
+def plan(writer: JsonValue, reader: JsonValue) -> NativePlan | None:
     """How to decode records of `writer` into `reader` natively, or None if not covered (parsed JSON)."""
     found_writer, found_reader = _record_fields(writer), _record_fields(reader)
     if found_writer is None or found_reader is None or found_writer[0] != found_reader[0]:
@@ -140,7 +150,8 @@ def plan(writer: Any, reader: Any) -> NativePlan | None:
     writer_fields = {f.name: f for _, f in found_writer[1]}
     columns = []
     for raw, field in found_reader[1]:
-        names = [field.name, *(str(a) for a in raw.get("aliases", []))]
+        aliases = raw.get("aliases", [])
+        names = [field.name, *(str(a) for a in aliases)] if isinstance(aliases, list) else [field.name]
         source = next((writer_fields[n] for n in names if n in writer_fields), None)
         if source is None:
             covered, value = _default(raw, field.kind, field.nullable)

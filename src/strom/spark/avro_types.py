@@ -31,6 +31,7 @@ parent, as Spark's `to_avro` does), a nullable field `["null", T]` with default 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pyspark.sql.types import (
@@ -52,6 +53,8 @@ from pyspark.sql.types import (
     TimestampNTZType,
     TimestampType,
 )
+
+from strom._util.json_types import JsonObject, JsonValue
 
 _PRIMITIVES: dict[str, DataType] = {
     "null": NullType(),
@@ -77,7 +80,7 @@ class AvroTypeError(ValueError):
     """An Avro schema with no faithful Spark type, or a Spark type with no Avro counterpart."""
 
 
-def spark_type(schema: Any) -> DataType:
+def spark_type(schema: JsonValue) -> DataType:
     """The Spark type of a parsed Avro schema (`json.loads` of the schema string)."""
     data_type, _nullable = _convert(schema, {}, "", ())
     return data_type
@@ -87,9 +90,11 @@ def _full_name(name: str, namespace: str) -> str:
     return name if "." in name or not namespace else f"{namespace}.{name}"
 
 
-def _convert(
-    schema: Any, named: dict[str, Any], namespace: str, path: tuple[str, ...]
-) -> tuple[DataType, bool]:
+Named = dict[str, Mapping[str, JsonValue]]
+"""Named types (records, enums, fixed) met so far, by full name."""
+
+
+def _convert(schema: JsonValue, named: Named, namespace: str, path: tuple[str, ...]) -> tuple[DataType, bool]:
     """(Spark type, nullable) of one Avro schema node; `named` maps full names to their definitions."""
     if isinstance(schema, list):
         return _union(schema, named, namespace, path)
@@ -103,7 +108,7 @@ def _convert(
         if full in path or schema in path:
             raise AvroTypeError(f"recursive Avro type {schema!r} has no Spark type")
         return _convert(found, named, namespace, path)
-    if not isinstance(schema, dict) or "type" not in schema:
+    if not isinstance(schema, Mapping) or "type" not in schema:
         raise AvroTypeError(f"not an Avro schema: {schema!r}")
     kind = schema["type"]
     logical = schema.get("logicalType")
@@ -130,41 +135,54 @@ def _convert(
     return _convert(kind, named, namespace, path)
 
 
-def _register(schema: dict[str, Any], named: dict[str, Any], namespace: str) -> str:
+def _register(schema: Mapping[str, JsonValue], named: Named, namespace: str) -> str:
     full = _full_name(str(schema["name"]), str(schema.get("namespace", namespace)))
     named[full] = schema
     return full
 
 
 def _record(
-    schema: dict[str, Any], named: dict[str, Any], namespace: str, path: tuple[str, ...]
+    schema: Mapping[str, JsonValue], named: Named, namespace: str, path: tuple[str, ...]
 ) -> StructType:
     full = _register(schema, named, namespace)
     inner = full.rpartition(".")[0]
     fields = []
-    for field in schema.get("fields", []):
+    declared = schema.get("fields", [])
+    if not isinstance(declared, list):
+        raise AvroTypeError(f"the fields of record {full!r} are not an array")
+    for field in declared:
+        if not isinstance(field, Mapping):
+            raise AvroTypeError(f"a field of record {full!r} is not an object: {field!r}")
         data_type, nullable = _convert(field["type"], named, inner, (*path, full))
         fields.append(StructField(str(field["name"]), data_type, nullable))
     return StructType(fields)
 
 
-def _decimal(schema: dict[str, Any]) -> DecimalType:
-    precision, scale = int(schema["precision"]), int(schema.get("scale", 0))
+def _decimal(schema: Mapping[str, JsonValue]) -> DecimalType:
+    precision, scale = _int(schema["precision"], "precision"), _int(schema.get("scale", 0), "scale")
     if not 0 < precision <= 38:
         raise AvroTypeError(f"decimal precision {precision} does not fit Spark's decimal (at most 38)")
     return DecimalType(precision, scale)
 
 
+def _int(value: JsonValue, what: str) -> int:
+    if isinstance(value, int | float | str):
+        return int(value)
+    raise AvroTypeError(f"decimal {what} {value!r} is not a number")
+
+
 def _union(
-    branches: list[Any], named: dict[str, Any], namespace: str, path: tuple[str, ...]
+    branches: Sequence[JsonValue], named: Named, namespace: str, path: tuple[str, ...]
 ) -> tuple[DataType, bool]:
     others = [b for b in branches if b != "null"]
     nullable = len(others) < len(branches)
     if len(others) == 1:
         data_type, inner_null = _convert(others[0], named, namespace, path)
         return data_type, nullable or inner_null
-    if all(isinstance(b, str) for b in others) and frozenset(others) in _WIDENED:
-        return _WIDENED[frozenset(others)], nullable
+    if all(isinstance(b, str) for b in others):
+        names = frozenset(b for b in others if isinstance(b, str))
+        if names in _WIDENED:
+            return _WIDENED[names], nullable
     # Spark's from_avro: a struct of the members, member0, member1, ... (null is no member).
     members = [
         StructField(f"member{i}", _convert(b, named, namespace, path)[0], True) for i, b in enumerate(others)
@@ -172,9 +190,9 @@ def _union(
     return StructType(members), nullable
 
 
-def avro_schema(data_type: StructType, name: str = "topLevelRecord", namespace: str = "") -> dict[str, Any]:
+def avro_schema(data_type: StructType, name: str = "topLevelRecord", namespace: str = "") -> JsonObject:
     """An Avro record schema for a Spark struct (for `auto.register.schemas=true`)."""
-    fields = []
+    fields: list[JsonObject] = []
     inner = _full_name(name, namespace)
     for field in data_type.fields:
         avro = _to_avro(field.dataType, field.name, inner)
@@ -182,14 +200,14 @@ def avro_schema(data_type: StructType, name: str = "topLevelRecord", namespace: 
             fields.append({"name": field.name, "type": ["null", avro], "default": None})
         else:
             fields.append({"name": field.name, "type": avro})
-    record: dict[str, Any] = {"type": "record", "name": name, "fields": fields}
+    record: JsonObject = {"type": "record", "name": name, "fields": fields}
     if namespace:
         record["namespace"] = namespace
     return record
 
 
-def _to_avro(data_type: DataType, name: str, namespace: str) -> Any:
-    simple: list[tuple[type[DataType], Any]] = [
+def _to_avro(data_type: DataType, name: str, namespace: str) -> JsonValue:
+    simple: list[tuple[type[DataType], JsonValue]] = [
         (BooleanType, "boolean"),
         (IntegerType, "int"),
         (LongType, "long"),

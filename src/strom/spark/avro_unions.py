@@ -18,13 +18,16 @@ Writing: `datum_converter` does the inverse for a schema's unions: the first set
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
+
+from strom._util.json_types import JsonValue
 
 _WIDENED = ({"int", "long"}, {"float", "double"})
 _NAMED = ("record", "enum", "fixed")
 Converter = Callable[[Any], Any]
+"""Rewrites one decoded datum (fastavro's and Arrow's values are untyped Python objects)."""
 
 
 def _full_name(name: str, namespace: str) -> str:
@@ -36,38 +39,40 @@ class _Walker:
 
     def __init__(self, reading: bool) -> None:
         self.reading = reading
-        self.named: dict[str, Any] = {}
+        self.named: dict[str, Mapping[str, JsonValue]] = {}
         self.found_union = False
 
-    def resolve(self, schema: Any, namespace: str) -> tuple[Any, str]:
+    def resolve(self, schema: JsonValue, namespace: str) -> tuple[JsonValue, str]:
         """(the definition of a schema node, its namespace for nested names)."""
         if isinstance(schema, str) and schema not in _PYTHON_TYPES:
             full = _full_name(schema, namespace)
             found = self.named.get(full, self.named.get(schema))
             if found is not None:
                 return found, full.rpartition(".")[0]
-        if isinstance(schema, dict) and schema.get("type") in _NAMED:
+        if isinstance(schema, Mapping) and schema.get("type") in _NAMED:
             full = _full_name(str(schema["name"]), str(schema.get("namespace", namespace)))
             self.named[full] = schema
             return schema, full.rpartition(".")[0]
         return schema, namespace
 
-    def name_of(self, schema: Any, namespace: str) -> str | None:
+    def name_of(self, schema: JsonValue, namespace: str) -> str | None:
         definition, _ = self.resolve(schema, namespace)
-        if isinstance(definition, dict) and definition.get("type") in _NAMED:
+        if isinstance(definition, Mapping) and definition.get("type") in _NAMED:
             return _full_name(str(definition["name"]), str(definition.get("namespace", namespace)))
         return None
 
-    def build(self, schema: Any, namespace: str) -> Converter | None:
+    def build(self, schema: JsonValue, namespace: str) -> Converter | None:
         """The converter of a node (None: values pass unchanged)."""
         schema, namespace = self.resolve(schema, namespace)
         if isinstance(schema, list):
             return self._union(schema, namespace)
-        if not isinstance(schema, dict):
+        if not isinstance(schema, Mapping):
             return None
         kind = schema.get("type")
         if kind == "record":
-            fields = [(str(f["name"]), self.build(f["type"], namespace)) for f in schema.get("fields", [])]
+            fields = [
+                (str(f["name"]), self.build(f["type"], namespace)) for f in _objects(schema.get("fields"))
+            ]
             if all(c is None for _, c in fields):
                 return None
             return lambda v: None if v is None else {n: c(v.get(n)) if c else v.get(n) for n, c in fields}
@@ -81,11 +86,11 @@ class _Walker:
             if self.reading:
                 return lambda v: None if v is None else {k: value(x) for k, x in v.items()}
             return lambda v: None if v is None else {k: value(x) for k, x in _items(v)}
-        if isinstance(kind, list | dict):
+        if isinstance(kind, list | Mapping):
             return self.build(kind, namespace)
         return None
 
-    def _union(self, branches: list[Any], namespace: str) -> Converter | None:
+    def _union(self, branches: Sequence[JsonValue], namespace: str) -> Converter | None:
         others = [b for b in branches if b != "null"]
         if len(others) == 1:
             inner = self.build(others[0], namespace)
@@ -113,7 +118,7 @@ class _Walker:
         def convert(v: Any) -> Any:
             if v is None:
                 return None
-            out: dict[str, Any] = dict.fromkeys(names)
+            out: dict[str, object] = dict.fromkeys(names)
             named = isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str)
             for member, full, matches, inner in members:
                 if (named and full == v[0]) or (not named and matches(v)):
@@ -145,6 +150,15 @@ def _items(value: Any) -> Any:
     return value.items() if isinstance(value, dict) else value
 
 
+def _objects(value: JsonValue) -> list[Mapping[str, JsonValue]]:
+    """A record's fields (a schema fastavro parsed has only objects there)."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
+        raise ValueError(f"not a list of Avro fields: {value!r}")
+    return [v for v in value if isinstance(v, Mapping)]
+
+
 _PYTHON_TYPES: dict[str, tuple[type, ...]] = {
     "boolean": (bool,),
     "int": (int,),
@@ -165,27 +179,28 @@ _LOGICAL_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-def _matcher(schema: Any) -> Callable[[Any], bool]:
+def _matcher(schema: JsonValue) -> Callable[[Any], bool]:
     """Whether a value fastavro gives without a name belongs to a branch."""
-    if isinstance(schema, dict) and schema.get("type") == "record":
+    if isinstance(schema, Mapping) and schema.get("type") == "record":
         # Plain when it is the union's only named type (`return_named_type_override`).
-        names = {str(f["name"]) for f in schema.get("fields", [])}
+        names = {str(f["name"]) for f in _objects(schema.get("fields"))}
         return lambda v: isinstance(v, dict) and set(v) == names
-    if isinstance(schema, dict) and schema.get("type") == "enum":
-        symbols = set(schema.get("symbols", []))
+    if isinstance(schema, Mapping) and schema.get("type") == "enum":
+        declared = schema.get("symbols")
+        symbols = set(declared) if isinstance(declared, list) else set()
         return lambda v: isinstance(v, str) and v in symbols
-    if isinstance(schema, dict) and schema.get("type") == "fixed" and "logicalType" not in schema:
+    if isinstance(schema, Mapping) and schema.get("type") == "fixed" and "logicalType" not in schema:
         size = schema.get("size")
         return lambda v: isinstance(v, bytes) and len(v) == size
     python = _python_type(schema)
     return lambda v: _is_a(v, python)
 
 
-def _python_type(schema: Any) -> tuple[type, ...]:
+def _python_type(schema: JsonValue) -> tuple[type, ...]:
     """The Python types fastavro gives for an unnamed branch."""
     if isinstance(schema, str):
         return _PYTHON_TYPES.get(schema, ())
-    if isinstance(schema, dict):
+    if isinstance(schema, Mapping):
         logical = schema.get("logicalType")
         if isinstance(logical, str) and logical in _LOGICAL_TYPES:
             return _LOGICAL_TYPES[logical]
@@ -207,7 +222,7 @@ def _is_a(value: Any, python: tuple[type, ...]) -> bool:
     return isinstance(value, python)
 
 
-def row_converter(schema: Any) -> Converter | None:
+def row_converter(schema: JsonValue) -> Converter | None:
     """Reading: from a datum decoded with `return_named_type` to the Spark row form (None: no general
     union in the schema, nothing to rewrite and no named-type pairs to ask for)."""
     walker = _Walker(reading=True)
@@ -215,7 +230,7 @@ def row_converter(schema: Any) -> Converter | None:
     return converter if walker.found_union else None
 
 
-def datum_converter(schema: Any) -> Converter | None:
+def datum_converter(schema: JsonValue) -> Converter | None:
     """Writing: from the Spark row form to a datum fastavro writes (None: no general union)."""
     walker = _Walker(reading=False)
     converter = walker.build(schema, "")

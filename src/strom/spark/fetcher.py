@@ -68,7 +68,7 @@ class RangeFetcher:
         self._schema = arrow_schema(include_headers)
         self._topic = pa.scalar(offset_range.topic, pa.string())
         self._partition = pa.scalar(offset_range.partition, pa.int32())
-        self._config: dict[str, Any] = {
+        self._config: dict[str, str | int | bool] = {
             "fetch.max.bytes": 52_428_800,
             # A task waits for its first fetch before it has anything to convert: 10 MiB (about 85,000
             # records of 100 B) took ~90 ms to arrive, 1 MiB ~50 ms, and later fetches overlap with
@@ -107,7 +107,7 @@ class RangeFetcher:
         finally:
             consumer.close()
 
-    def _next_batch(self, consumer: Any, next_offset: int) -> tuple[pa.RecordBatch | None, int]:
+    def _next_batch(self, consumer: Consumer, next_offset: int) -> tuple[pa.RecordBatch | None, int]:
         """(the next chunk of the range as a batch, or None if it held no record; the next offset).
 
         The cyclic garbage collector is paused meanwhile: every `Message` is a GC-tracked object, so a
@@ -126,7 +126,7 @@ class RangeFetcher:
             if paused:
                 gc.enable()
 
-    def _consume_chunk(self, consumer: Any, next_offset: int) -> tuple[list[Any], list[int], int]:
+    def _consume_chunk(self, consumer: Consumer, next_offset: int) -> tuple[list[Message], list[int], int]:
         """(messages inside the range, their offsets, the next offset to read).
 
         Per-message work is done with `map` over C method descriptors, not a Python loop: at several
@@ -159,26 +159,29 @@ class RangeFetcher:
                 return [], [], self._on_timeout(consumer, next_offset)
 
     def _chunk_with_error(
-        self, consumer: Any, polled: list[Any], next_offset: int
-    ) -> tuple[list[Any], list[int], int]:
+        self, consumer: Consumer, polled: list[Message], next_offset: int
+    ) -> tuple[list[Message], list[int], int]:
         r = self._range
-        kept: list[Any] = []
+        kept: list[Message] = []
+        offsets: list[int] = []
         for m in polled:
             error = m.error()
             if error is not None:
-                after = kept[-1].offset() + 1 if kept else next_offset
-                return kept, [k.offset() for k in kept], self._on_error(consumer, error, after)
-            if next_offset <= m.offset() < r.until_offset:
+                after = offsets[-1] + 1 if offsets else next_offset
+                return kept, offsets, self._on_error(consumer, error, after)
+            offset: int = _OFFSET(m)
+            if next_offset <= offset < r.until_offset:
                 kept.append(m)
-        following = kept[-1].offset() + 1 if kept else next_offset
-        return kept, [k.offset() for k in kept], following
+                offsets.append(offset)
+        following = offsets[-1] + 1 if offsets else next_offset
+        return kept, offsets, following
 
-    def _on_error(self, consumer: Any, error: Any, next_offset: int) -> int:
+    def _on_error(self, consumer: Consumer, error: KafkaError, next_offset: int) -> int:
         if error.code() == KafkaError._AUTO_OFFSET_RESET:
             return self._skip_to_log_start(consumer, next_offset, str(error))
         raise KafkaException(error)
 
-    def _on_timeout(self, consumer: Any, next_offset: int) -> int:
+    def _on_timeout(self, consumer: Consumer, next_offset: int) -> int:
         r = self._range
         low, _high = consumer.get_watermark_offsets(TopicPartition(r.topic, r.partition), timeout=10)
         if low > next_offset:
@@ -188,7 +191,7 @@ class RangeFetcher:
             f"{self._poll_timeout_ms} milliseconds (kafkaConsumer.pollTimeoutMs)"
         )
 
-    def _skip_to_log_start(self, consumer: Any, next_offset: int, reason: str) -> int:
+    def _skip_to_log_start(self, consumer: Consumer, next_offset: int, reason: str) -> int:
         r = self._range
         detail = f"Cannot fetch offset {next_offset} of {r.topic}-{r.partition} ({reason})"
         if self._fail_on_data_loss:
@@ -200,7 +203,7 @@ class RangeFetcher:
         consumer.assign([TopicPartition(r.topic, r.partition, target)])
         return target
 
-    def _to_batch(self, messages: list[Any], offsets: list[int]) -> pa.RecordBatch:
+    def _to_batch(self, messages: list[Message], offsets: list[int]) -> pa.RecordBatch:
         n = len(messages)
         # librdkafka: (type, ms) with type 0 not available, 1 create time, 2 log append time;
         # Spark's timestampType: -1, 0, 1. The (type, ms) tuples convert in one pass as a struct.

@@ -132,7 +132,7 @@ class JsonColumnDecoder:
         self._column = column
         self._state: Any = None
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         return {**self.__dict__, "_state": None}
 
     @property
@@ -240,7 +240,7 @@ class JsonColumnEncoder:
         self._data_type = data_type
         self._validator: Any = None
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         return {**self.__dict__, "_validator": None}
 
     def _validate(self) -> Any:

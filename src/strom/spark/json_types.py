@@ -26,7 +26,7 @@ objects with `additionalProperties`.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from pyspark.sql.types import (
     ArrayType,
@@ -49,6 +49,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from strom._util.json_types import JsonObject, JsonValue
+
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"
 
 
@@ -59,11 +61,11 @@ class JsonTypeError(ValueError):
 class _Resolver:
     """`$ref` resolution within a document and into the registry's referenced documents (by name)."""
 
-    def __init__(self, root: Any, references: dict[str, Any]) -> None:
+    def __init__(self, root: JsonValue, references: Mapping[str, JsonValue]) -> None:
         self.root = root
         self.references = references
 
-    def resolve(self, ref: str, root: Any) -> tuple[Any, Any]:
+    def resolve(self, ref: str, root: JsonValue) -> tuple[JsonValue, JsonValue]:
         """(the schema `ref` points at, the document it belongs to)."""
         name, _, pointer = ref.partition("#")
         if name:
@@ -74,13 +76,18 @@ class _Resolver:
         for escaped in [p for p in pointer.split("/") if p]:
             part = escaped.replace("~1", "/").replace("~0", "~")
             try:
-                node = node[int(part)] if isinstance(node, list) else node[part]
+                if isinstance(node, list):
+                    node = node[int(part)]
+                elif isinstance(node, Mapping):
+                    node = node[part]
+                else:
+                    raise TypeError(f"{type(node).__name__} has no members")
             except (KeyError, IndexError, ValueError, TypeError) as e:
                 raise JsonTypeError(f"$ref {ref!r} points at nothing") from e
         return node, root
 
 
-def spark_type(schema: Any, references: dict[str, Any] | None = None) -> DataType:
+def spark_type(schema: JsonValue, references: Mapping[str, JsonValue] | None = None) -> DataType:
     """The Spark type of a JSON Schema document (`json.loads` of the schema string).
 
     Raises:
@@ -91,9 +98,11 @@ def spark_type(schema: Any, references: dict[str, Any] | None = None) -> DataTyp
     return data_type
 
 
-def _convert(schema: Any, root: Any, resolver: _Resolver, refs: tuple[str, ...]) -> tuple[DataType, bool]:
+def _convert(
+    schema: JsonValue, root: JsonValue, resolver: _Resolver, refs: tuple[str, ...]
+) -> tuple[DataType, bool]:
     """(Spark type, nullable) of a schema."""
-    if not isinstance(schema, dict):
+    if not isinstance(schema, Mapping):
         return StringType(), True  # `true` or `false`: anything
     if "$ref" in schema:
         ref = str(schema["$ref"])
@@ -103,16 +112,18 @@ def _convert(schema: Any, root: Any, resolver: _Resolver, refs: tuple[str, ...])
         target, target_root = resolver.resolve(ref, root)
         return _convert(target, target_root, resolver, (*refs, key))
     for combinator in ("anyOf", "oneOf"):
-        if combinator in schema and isinstance(schema[combinator], list):
-            members = [m for m in schema[combinator] if not (isinstance(m, dict) and m.get("type") == "null")]
-            nullable = len(members) < len(schema[combinator])
+        alternatives = schema.get(combinator)
+        if isinstance(alternatives, list):
+            members = [m for m in alternatives if not (isinstance(m, Mapping) and m.get("type") == "null")]
+            nullable = len(members) < len(alternatives)
             if len(members) == 1:
                 data_type, inner = _convert(members[0], root, resolver, refs)
                 return data_type, nullable or inner
             return StringType(), True
-    if "allOf" in schema and isinstance(schema["allOf"], list):
+    all_of = schema.get("allOf")
+    if isinstance(all_of, list):
         fields: list[StructField] = []
-        for member in schema["allOf"]:
+        for member in all_of:
             data_type, _ = _convert(member, root, resolver, refs)
             if not isinstance(data_type, StructType):
                 return StringType(), True
@@ -121,6 +132,8 @@ def _convert(schema: Any, root: Any, resolver: _Resolver, refs: tuple[str, ...])
     for key in ("enum", "const"):
         if key in schema:
             values = schema[key] if key == "enum" else [schema[key]]
+            if not isinstance(values, list):
+                values = [values]
             if all(isinstance(v, str) for v in values):
                 return StringType(), True
             if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
@@ -135,28 +148,31 @@ def _convert(schema: Any, root: Any, resolver: _Resolver, refs: tuple[str, ...])
             others = ["object"]
         else:
             return StringType(), True
-    return _typed(others[0], schema, root, resolver, refs), nullable
+    kind = others[0]
+    if not isinstance(kind, str):
+        return StringType(), True
+    return _typed(kind, schema, root, resolver, refs), nullable
 
 
 def _typed(
-    kind: str, schema: dict[str, Any], root: Any, resolver: _Resolver, refs: tuple[str, ...]
+    kind: str, schema: Mapping[str, JsonValue], root: JsonValue, resolver: _Resolver, refs: tuple[str, ...]
 ) -> DataType:
     if kind == "object":
         properties = schema.get("properties")
-        if isinstance(properties, dict) and properties:
+        if isinstance(properties, Mapping) and properties:
             fields = []
             for name, sub in properties.items():
                 data_type, _ = _convert(sub, root, resolver, refs)
                 fields.append(StructField(str(name), data_type, True))
             return StructType(fields)
         extra = schema.get("additionalProperties")
-        if isinstance(extra, dict) and extra:
+        if isinstance(extra, Mapping) and extra:
             value, _ = _convert(extra, root, resolver, refs)
             return MapType(StringType(), value, True)
         return StringType()
     if kind == "array":
         items = schema.get("items")
-        element = _convert(items, root, resolver, refs)[0] if isinstance(items, dict) else StringType()
+        element = _convert(items, root, resolver, refs)[0] if isinstance(items, Mapping) else StringType()
         return ArrayType(element, True)
     if kind == "string":
         return {"date-time": TimestampType(), "date": DateType()}.get(str(schema.get("format")), StringType())
@@ -164,7 +180,7 @@ def _typed(
     return simple.get(kind, StringType())
 
 
-def json_schema(data_type: StructType, record_name: str | None = None) -> dict[str, Any]:
+def json_schema(data_type: StructType, record_name: str | None = None) -> JsonObject:
     """A draft-07 JSON Schema for a Spark struct (for `auto.register.schemas=true`).
 
     Raises:
@@ -174,24 +190,25 @@ def json_schema(data_type: StructType, record_name: str | None = None) -> dict[s
     return {"$schema": DRAFT_07, "title": record_name or "TopLevelRecord", **schema}
 
 
-def _object(data_type: StructType) -> dict[str, Any]:
+def _object(data_type: StructType) -> JsonObject:
     properties = {f.name: _nullable(_to_json(f.dataType, f.name), f.nullable) for f in data_type.fields}
     required = [f.name for f in data_type.fields if not f.nullable]
-    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    schema: JsonObject = {"type": "object", "properties": properties}
     if required:
         schema["required"] = required
     return schema
 
 
-def _nullable(schema: dict[str, Any], nullable: bool) -> dict[str, Any]:
+def _nullable(schema: JsonObject, nullable: bool) -> JsonObject:
     if not nullable:
         return schema
-    if isinstance(schema.get("type"), str) and schema["type"] not in ("object", "array"):
-        return {**schema, "type": ["null", schema["type"]]}
+    kind = schema.get("type")
+    if isinstance(kind, str) and kind not in ("object", "array"):
+        return {**schema, "type": ["null", kind]}
     return {"oneOf": [{"type": "null"}, schema]}
 
 
-def _to_json(data_type: DataType, name: str) -> dict[str, Any]:
+def _to_json(data_type: DataType, name: str) -> JsonObject:
     if isinstance(data_type, StructType):
         return _object(data_type)
     if isinstance(data_type, ArrayType):

@@ -21,10 +21,10 @@ first use and dropped when the owner is pickled (`__getstate__`), so no socket e
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
-from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from strom.spark.errors import KafkaOptionError
@@ -39,25 +39,28 @@ from strom.spark.options import (
 
 _INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _REQUEST_TIMEOUT_S = 30.0
+T = TypeVar("T")
 
 
 class KafkaMetadata:
     """Partition discovery and offset lookups through a lazily opened AdminClient."""
 
     def __init__(self, client_config: dict[str, str], num_retries: int = 3, retry_interval_ms: int = 1000):
-        self._config: dict[str, Any] = dict(client_config)
+        self._config = dict(client_config)
         self._num_retries = num_retries
         self._retry_interval_ms = retry_interval_ms
-        self._admin: Any = None
+        self._admin: AdminClient | None = None
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         state = dict(self.__dict__)
         state["_admin"] = None
         return state
 
-    def _client(self) -> Any:
+    def _client(self) -> AdminClient:
         if self._admin is None:
-            admin_config = {k: v for k, v in self._config.items() if k != "isolation.level"}
+            admin_config: dict[str, str | int | float | bool] = {
+                k: v for k, v in self._config.items() if k != "isolation.level"
+            }
             self._admin = AdminClient(admin_config)
         return self._admin
 
@@ -144,14 +147,13 @@ class KafkaMetadata:
         result.update(self.latest([tp for tp, o in offsets.items() if o == LATEST]))
         return result
 
-    def _list_offsets(self, partitions: Iterable[tuple[str, int]], spec: Any) -> TopicPartitionOffsets:
+    def _list_offsets(self, partitions: Iterable[tuple[str, int]], spec: OffsetSpec) -> TopicPartitionOffsets:
         wanted = sorted(set(partitions))
         if not wanted:
             return {}
-        result: TopicPartitionOffsets = self._retry(lambda: self._list_offsets_once(wanted, spec))
-        return result
+        return self._retry(lambda: self._list_offsets_once(wanted, spec))
 
-    def _list_offsets_once(self, wanted: list[tuple[str, int]], spec: Any) -> TopicPartitionOffsets:
+    def _list_offsets_once(self, wanted: list[tuple[str, int]], spec: OffsetSpec) -> TopicPartitionOffsets:
         isolation = (
             IsolationLevel.READ_COMMITTED
             if self._config.get("isolation.level", "read_uncommitted") == "read_committed"
@@ -171,7 +173,7 @@ class KafkaMetadata:
                 raise
         return result
 
-    def _retry(self, call: Any) -> Any:
+    def _retry(self, call: Callable[[], T]) -> T:
         attempt = 0
         while True:
             try:
@@ -184,8 +186,8 @@ class KafkaMetadata:
 
 
 def _is_unknown_partition(e: KafkaException) -> bool:
-    error: Any = e.args[0] if e.args else None
-    name = error.name() if error is not None and hasattr(error, "name") else ""
+    error = e.args[0] if e.args else None
+    name = error.name() if isinstance(error, KafkaError) else ""
     return name in ("UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_PARTITION", "_UNKNOWN_TOPIC")
 
 

@@ -38,7 +38,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
 
 from strom.spark.errors import KafkaOptionError
 from strom.spark.java_options import translate
@@ -49,6 +48,10 @@ EARLIEST = -2
 LATEST = -1
 
 TopicPartitionOffsets = dict[tuple[str, int], int]
+LibrdkafkaConfig = dict[str, str | int | bool]
+"""A confluent-kafka client configuration: the connector's typed defaults under the `kafka.*` options."""
+OffsetsJson = dict[str, dict[str, int]]
+"""A stream offset as Spark stores it in the checkpoint: `{"topic": {"partition": offset}}`."""
 
 _EXAMPLE_OFFSETS = '{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'
 _EXAMPLE_ASSIGN = '{"topicA":[0,1],"topicB":[2,4]}'
@@ -251,15 +254,15 @@ def parse_partition_offsets(text: str) -> TopicPartitionOffsets:
     return result
 
 
-def offsets_to_json(offsets: TopicPartitionOffsets) -> dict[str, dict[str, int]]:
+def offsets_to_json(offsets: TopicPartitionOffsets) -> OffsetsJson:
     """The checkpoint form of offsets: topics and partitions sorted, partitions as string keys."""
-    result: dict[str, dict[str, int]] = {}
+    result: OffsetsJson = {}
     for (topic, partition), offset in sorted(offsets.items()):
         result.setdefault(topic, {})[str(partition)] = int(offset)
     return result
 
 
-def offsets_from_json(data: Mapping[str, Any]) -> TopicPartitionOffsets:
+def offsets_from_json(data: Mapping[str, Mapping[str, int]]) -> TopicPartitionOffsets:
     """Inverse of `offsets_to_json` (what Spark hands back from the checkpoint)."""
     return {
         (str(topic), int(partition)): int(offset)

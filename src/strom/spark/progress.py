@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TypeVar
 
 from strom.spark.errors import KafkaOptionError
 
 DEFAULT_PREFIX = "strom-spark"
 _LOG = logging.getLogger("strom.spark")
+T = TypeVar("T")
 
 
 def progress_group(
@@ -75,7 +76,9 @@ def commit_offset(config: Mapping[str, str], group: str, topic: str, partition: 
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    admin_config: dict[str, Any] = {k: v for k, v in config.items() if k != "isolation.level"}
+    admin_config: dict[str, str | int | float | bool] = {
+        k: v for k, v in config.items() if k != "isolation.level"
+    }
     try:
         admin = AdminClient(admin_config)
         request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, partition, offset)])
@@ -88,13 +91,13 @@ def commit_offset(config: Mapping[str, str], group: str, topic: str, partition: 
 
 
 def then_publish(
-    batches: Iterator[Any],
+    batches: Iterator[T],
     config: Mapping[str, str],
     group: str | None,
     topic: str,
     partition: int,
     offset: int,
-) -> Iterator[Any]:
+) -> Iterator[T]:
     """Yield every batch, then (once all were read) commit `offset` to `group`."""
     yield from batches
     if group is not None:

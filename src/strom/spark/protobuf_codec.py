@@ -205,7 +205,7 @@ def _field_reader(fd: FieldDescriptor, emit_defaults: bool) -> Callable[[Any], A
     return read
 
 
-def _reader(descriptor: Descriptor, emit_defaults: bool) -> Callable[[Any], dict[str, Any]]:
+def _reader(descriptor: Descriptor, emit_defaults: bool) -> Callable[[Any], dict[str, object]]:
     """A function from a parsed message to a row (a dict with one entry per field)."""
     fields = [(fd.name, _field_reader(fd, emit_defaults)) for fd in descriptor.fields]
     return lambda m: {name: read(m) for name, read in fields}
@@ -225,7 +225,7 @@ class ProtobufColumnDecoder:
         self._state: Any = None
         self._writer_names: dict[tuple[int, tuple[int, ...]], str] = {}
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         return {**self.__dict__, "_state": None, "_writer_names": {}}
 
     @property
@@ -349,7 +349,7 @@ class ProtobufColumnEncoder:
         self._message = message
         self._state: Any = None
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         return {**self.__dict__, "_state": None}
 
     def encode(self, column: pa.Array) -> pa.Array:

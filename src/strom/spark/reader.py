@@ -34,8 +34,8 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -48,6 +48,7 @@ from pyspark.sql.streaming.datasource import (
 from strom.spark.fetcher import RangeFetcher
 from strom.spark.metadata import KafkaMetadata
 from strom.spark.options import (
+    OffsetsJson,
     SourceOptions,
     TopicPartitionOffsets,
     offsets_from_json,
@@ -82,7 +83,9 @@ def _metadata(options: SourceOptions) -> KafkaMetadata:
     )
 
 
-def _read_range(options: SourceOptions, partition: InputPartition, typed: TypedRead | None) -> Iterator[Any]:
+def _read_range(
+    options: SourceOptions, partition: InputPartition, typed: TypedRead | None
+) -> Iterator[pa.RecordBatch]:
     assert isinstance(partition, RangePartition)
     fetcher = RangeFetcher(
         options.client_config,
@@ -132,7 +135,7 @@ class StromBatchReader(DataSourceReader):
         self._metadata.close()
         return list(_tasks(o, ranges)) or [RangePartition(OffsetRange("", 0, 0, 0))]
 
-    def read(self, partition: InputPartition) -> Iterator[Any]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read_range(self._options, partition, self._typed)
 
 
@@ -148,7 +151,7 @@ class StromStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # None until the first micro-batch: Spark's first trigger does not wait for maxTriggerDelay.
         self._last_batch_ms: float | None = None
 
-    def initialOffset(self) -> dict[str, Any]:
+    def initialOffset(self) -> OffsetsJson:
         o = self._options
         tps = self._metadata.topic_partitions(o.subscription)
         start = self._metadata.resolve_bound(
@@ -167,7 +170,7 @@ class StromStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         tps = self._metadata.topic_partitions(self._options.subscription)
         self._available_now_target = self._metadata.latest(tps)
 
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+    def latestOffset(self, start: OffsetsJson, limit: ReadLimit) -> OffsetsJson:
         begin = offsets_from_json(start)
         effective_start, latest = self._current_offsets(begin)
         self._last_latest = latest
@@ -177,19 +180,19 @@ class StromStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_batch_ms = time.monotonic() * 1000
         return offsets_to_json(end)
 
-    def reportLatestOffset(self) -> dict[str, Any] | None:
+    def reportLatestOffset(self) -> OffsetsJson | None:
         return offsets_to_json(self._last_latest) if self._last_latest else None
 
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+    def partitions(self, start: OffsetsJson, end: OffsetsJson) -> list[InputPartition]:
         begin, finish = offsets_from_json(start), offsets_from_json(end)
         earliest = self._metadata.earliest(finish)
         ranges = reconcile_start(begin, finish, earliest, fail_on_data_loss=self._options.fail_on_data_loss)
         return list(_tasks(self._options, ranges))
 
-    def read(self, partition: InputPartition) -> Iterator[Any]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read_range(self._options, partition, self._typed)
 
-    def commit(self, end: dict[str, Any]) -> None:
+    def commit(self, end: OffsetsJson) -> None:
         """Nothing to do: Kafka keeps the records, Spark's checkpoint keeps the offsets."""
 
     def _current_offsets(

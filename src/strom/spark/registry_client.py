@@ -47,7 +47,7 @@ class Registry:
         self._config = dict(config)
         self._client: Any = None
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         return {"_config": self._config, "_client": None}
 
     @property

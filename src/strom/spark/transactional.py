@@ -57,9 +57,9 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 import pyarrow as pa
 from confluent_kafka import (
@@ -72,12 +72,13 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 from pyspark import TaskContext
 
-from strom.spark.options import SinkOptions
+from strom.spark.options import LibrdkafkaConfig, SinkOptions
 
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 _TXN_TIMEOUT_S = 120.0
 _LOOKUP_TIMEOUT_S = 30.0
+V = TypeVar("V")
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,11 +193,11 @@ _SHARED_PREFIXES = ("ssl.", "sasl.", "socket.", "broker.", "client.", "security.
 _SHARED_KEYS = frozenset({"bootstrap.servers", "metadata.max.age.ms", "request.timeout.ms"})
 
 
-def _shared_config(config: dict[str, Any]) -> dict[str, Any]:
+def _shared_config(config: Mapping[str, V]) -> dict[str, V]:
     return {k: v for k, v in config.items() if k in _SHARED_KEYS or k.startswith(_SHARED_PREFIXES)}
 
 
-def _committed(config: dict[str, Any], group: str) -> list[tuple[int, str]]:
+def _committed(config: LibrdkafkaConfig, group: str) -> list[tuple[int, str]]:
     """The group's committed (offset, metadata) pairs."""
     # log_level 5: no "purging unserved events" notice when the short-lived client is dropped.
     admin = AdminClient({**_shared_config(config), "log_level": 5})
@@ -205,7 +206,8 @@ def _committed(config: dict[str, Any], group: str) -> list[tuple[int, str]]:
     return [(int(tp.offset), tp.metadata or "") for tp in result.topic_partitions or [] if tp.error is None]
 
 
-def _group_metadata(config: dict[str, Any], group: str) -> Any:
+def _group_metadata(config: LibrdkafkaConfig, group: str) -> object:
+    """The group's metadata handle for `send_offsets_to_transaction` (opaque to Python)."""
     consumer = Consumer({**_shared_config(config), "group.id": group, "enable.auto.commit": False})
     try:
         return consumer.consumer_group_metadata()
@@ -216,8 +218,8 @@ def _group_metadata(config: dict[str, Any], group: str) -> Any:
 def write_exactly_once(
     options: SinkOptions,
     batches: Iterator[pa.RecordBatch],
-    config: dict[str, Any],
-    produce_rows: Callable[[Any, Iterable[pa.RecordBatch]], int],
+    config: LibrdkafkaConfig,
+    produce_rows: Callable[[Producer, Iterable[pa.RecordBatch]], int],
     task: SinkTask | None = None,
 ) -> TaskOutcome:
     """Write the rows of one task not yet committed by an earlier attempt, in one transaction.
@@ -270,7 +272,7 @@ def write_exactly_once(
     return TaskOutcome(written, replayed=rows.skipped > 0)
 
 
-def _abort_quietly(producer: Any) -> None:
+def _abort_quietly(producer: Producer) -> None:
     """Abort after a failure; a fenced producer cannot, and the next attempt's fence aborts instead."""
     with contextlib.suppress(KafkaException):
         producer.abort_transaction(_TXN_TIMEOUT_S)

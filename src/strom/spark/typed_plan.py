@@ -31,13 +31,14 @@ column of each Arrow batch into wire-format bytes before the ordinary sink produ
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 from pyspark.sql.types import BinaryType, DataType, StringType, StructField, StructType
 
+from strom._util.json_types import JsonValue
 from strom.registry.errors import RegistryError
 from strom.spark import protobuf_codec
 from strom.spark.avro_codec import AvroColumnDecoder, AvroColumnEncoder, arrow_type
@@ -50,6 +51,9 @@ from strom.spark.json_types import spark_type as json_spark_type
 from strom.spark.protobuf_types import ProtobufTypeError, check_fields, proto_schema
 from strom.spark.registry_client import Registry, SchemaText
 from strom.spark.typed_options import ColumnFormat, TypedOptions
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError, Message, Producer
 
 _SCHEMA_TYPES = {"avro": "AVRO", "protobuf": "PROTOBUF", "json": "JSON"}
 CORRUPT_TYPE = StructType([StructField("bytes", BinaryType()), StructField("reason", StringType())])
@@ -191,8 +195,8 @@ class _DeadLetters:
     def __init__(self, topic: str, config: dict[str, str]) -> None:
         self._topic = topic
         self._config = config
-        self._producer: Any = None
-        self._errors: list[Any] = []
+        self._producer: Producer | None = None
+        self._errors: list[KafkaError] = []
 
     def send(self, batch: pa.RecordBatch, rows: dict[int, str], topic: str, partition: int) -> None:
         from confluent_kafka import Producer
@@ -221,7 +225,7 @@ class _DeadLetters:
                 on_delivery=self._on_delivery,
             )
 
-    def _on_delivery(self, err: Any, _msg: Any) -> None:
+    def _on_delivery(self, err: KafkaError | None, _msg: Message) -> None:
         if err is not None:
             self._errors.append(err)
 
@@ -362,11 +366,14 @@ def plan_write(options: TypedOptions, schema: StructType) -> TypedWrite | None:
     return TypedWrite(encoders)
 
 
-def _check_fields(data_type: StructType, schema: Any, subject: str) -> None:
-    if not isinstance(schema, dict) or schema.get("type") != "record":
+def _check_fields(data_type: StructType, schema: JsonValue, subject: str) -> None:
+    if not isinstance(schema, Mapping) or schema.get("type") != "record":
         raise KafkaOptionError(f"subject {subject!r}: the latest schema is not a record")
+    declared = schema.get("fields", [])
+    if not isinstance(declared, list):
+        raise KafkaOptionError(f"subject {subject!r}: the latest schema's fields are not a list")
     names = {f.name for f in data_type.fields}
-    avro_fields = {str(f["name"]): f for f in schema.get("fields", [])}
+    avro_fields = {str(f["name"]): f for f in declared if isinstance(f, Mapping)}
     extra = sorted(names - set(avro_fields))
     missing = sorted(n for n, f in avro_fields.items() if n not in names and "default" not in f)
     if extra or missing:

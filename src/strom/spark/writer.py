@@ -32,12 +32,12 @@ commit message carrying the number of records written (Spark requires an object,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import pyarrow as pa
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -46,17 +46,19 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
+    DataType,
     IntegerType,
     StringType,
     StructType,
 )
 
 from strom.spark.errors import KafkaOptionError
-from strom.spark.options import DeliveryGuarantee, SinkOptions
+from strom.spark.options import DeliveryGuarantee, LibrdkafkaConfig, SinkOptions
 from strom.spark.transactional import write_exactly_once
 
 _FLUSH_TIMEOUT_S = 300.0
 _POLL_EVERY = 10_000
+DeliveryCallback = Callable[[KafkaError | None, Message], None]
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,7 @@ def validate_sink_schema(schema: StructType, options: SinkOptions) -> None:
         raise KafkaOptionError("headers attribute type must be an array<struct<key:string,value:binary>>")
 
 
-def _is_headers_type(data_type: Any) -> bool:
+def _is_headers_type(data_type: DataType) -> bool:
     if not isinstance(data_type, ArrayType) or not isinstance(data_type.elementType, StructType):
         return False
     inner = {f.name: f.dataType for f in data_type.elementType.fields}
@@ -102,7 +104,7 @@ def _is_headers_type(data_type: Any) -> bool:
     )
 
 
-def producer_config(options: SinkOptions) -> dict[str, Any]:
+def producer_config(options: SinkOptions) -> LibrdkafkaConfig:
     """The sink producer's librdkafka configuration: defaults, then the `kafka.*` options."""
     return {
         "enable.idempotence": True,
@@ -123,7 +125,7 @@ class DeliveryTracker:
     def __init__(self) -> None:
         self.errors: list[KafkaError] = []
 
-    def on_delivery(self, err: KafkaError | None, _msg: Any) -> None:
+    def on_delivery(self, err: KafkaError | None, _msg: Message) -> None:
         if err is not None and not self.errors:
             self.errors.append(err)
 
@@ -133,7 +135,7 @@ class DeliveryTracker:
             raise KafkaException(self.errors[0])
 
 
-def produce_rows(producer: Any, options: SinkOptions, batches: Iterable[pa.RecordBatch]) -> int:
+def produce_rows(producer: Producer, options: SinkOptions, batches: Iterable[pa.RecordBatch]) -> int:
     """Produce every row of `batches` and wait until all are acknowledged; the number of rows.
 
     Raises:
@@ -166,8 +168,19 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
     return list(batch.column(names.index(name)).to_pylist())
 
 
+class _ProduceExtras(TypedDict, total=False):
+    """`Producer.produce` arguments given only when a row has them (the hot path passes neither)."""
+
+    partition: int
+    headers: list[tuple[str, str | bytes | None]]
+
+
 def _produce_batch(
-    producer: Any, options: SinkOptions, batch: pa.RecordBatch, on_delivery: Any, errors: list[KafkaError]
+    producer: Producer,
+    options: SinkOptions,
+    batch: pa.RecordBatch,
+    on_delivery: DeliveryCallback,
+    errors: list[KafkaError],
 ) -> int:
     n = int(batch.num_rows)
     values = _column(batch, "value") or [None] * n
@@ -191,7 +204,7 @@ def _produce_batch(
                 continue
             except BufferError:
                 pass
-        extra: dict[str, Any] = {}
+        extra: _ProduceExtras = {}
         if partitions is not None and partitions[i] is not None:
             extra["partition"] = partitions[i]
         if headers is not None and headers[i]:
@@ -201,7 +214,12 @@ def _produce_batch(
 
 
 def _produce_one(
-    producer: Any, topic: str, value: Any, key: Any, on_delivery: Any, extra: dict[str, Any]
+    producer: Producer,
+    topic: str,
+    value: str | bytes | None,
+    key: str | bytes | None,
+    on_delivery: DeliveryCallback,
+    extra: _ProduceExtras,
 ) -> None:
     while True:
         try:
@@ -232,7 +250,7 @@ class StromStreamWriter(DataSourceStreamArrowWriter):
         if options.delivery_guarantee is DeliveryGuarantee.AT_LEAST_ONCE:
             return produce_batches(options, iterator)
 
-        def produce(producer: Any, batches: Iterable[pa.RecordBatch]) -> int:
+        def produce(producer: Producer, batches: Iterable[pa.RecordBatch]) -> int:
             return produce_rows(producer, options, batches)
 
         outcome = write_exactly_once(options, iterator, producer_config(options), produce)

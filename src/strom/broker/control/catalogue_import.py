@@ -30,7 +30,7 @@ import functools
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Required, TypedDict
 
 from strom.acl.model import (
     AccessControlEntry,
@@ -57,7 +57,16 @@ JOURNAL = "strom-topics.journal"
 PRODUCER_ID = "strom-producer-id"
 ACLS = "acls.json"
 CREDENTIALS = "scram-credentials.json"
-LegacyTopic = dict[str, Any]
+
+
+class LegacyTopic(TypedDict, total=False):
+    """One topic of the former catalogue, as it was written (the JSON is trusted: strom wrote it)."""
+
+    topic_id: Required[str]  # hex
+    partitions: Required[int]
+    replication_factor: int
+    configs: dict[str, str]
+    leader_epoch: int
 
 
 def read_legacy_topics(log_dir: Path) -> dict[str, LegacyTopic]:
