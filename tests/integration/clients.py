@@ -51,7 +51,8 @@ class Client(Protocol):
 class ConfluentClient:
     bootstrap: str
     name: str = "confluent-kafka"
-    _extra: dict[str, Any] = field(default_factory=dict)
+    #: Further producer settings, in the library's own spelling (``make_client(..., producer=...)``).
+    producer_settings: dict[str, Any] = field(default_factory=dict)
 
     def _admin(self) -> Any:
         from confluent_kafka.admin import AdminClient
@@ -76,7 +77,7 @@ class ConfluentClient:
                 "compression.type": compression,
                 "linger.ms": 5,
                 "partitioner": "murmur2_random",
-                **self._extra,
+                **self.producer_settings,
             }
         )
         results: list[Produced | None] = [None] * len(records)
@@ -160,6 +161,7 @@ class ConfluentClient:
 class KafkaPythonClient:
     bootstrap: str
     name: str = "kafka-python"
+    producer_settings: dict[str, Any] = field(default_factory=dict)
 
     def create_topic(self, topic: str, partitions: int, configs: dict[str, str] | None = None) -> None:
         from kafka.admin import KafkaAdminClient, NewTopic
@@ -177,6 +179,7 @@ class KafkaPythonClient:
             bootstrap_servers=self.bootstrap,
             compression_type=None if compression == "none" else compression,
             linger_ms=5,
+            **self.producer_settings,
         )
         try:
             futures = [
@@ -251,6 +254,7 @@ class KafkaPythonClient:
 class AioKafkaClient:
     bootstrap: str
     name: str = "aiokafka"
+    producer_settings: dict[str, Any] = field(default_factory=dict)
 
     def create_topic(self, topic: str, partitions: int, configs: dict[str, str] | None = None) -> None:
         from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -273,6 +277,7 @@ class AioKafkaClient:
                 bootstrap_servers=self.bootstrap,
                 compression_type=None if compression == "none" else compression,
                 linger_ms=5,
+                **self.producer_settings,
             )
             await producer.start()
             try:
@@ -360,5 +365,6 @@ class AioKafkaClient:
 CLIENTS = {"confluent-kafka": ConfluentClient, "kafka-python": KafkaPythonClient, "aiokafka": AioKafkaClient}
 
 
-def make_client(name: str, bootstrap: str) -> Any:
-    return CLIENTS[name](bootstrap)
+def make_client(name: str, bootstrap: str, producer: dict[str, Any] | None = None) -> Any:
+    """The adapter of library ``name``; ``producer`` adds settings to every producer it makes."""
+    return CLIENTS[name](bootstrap, producer_settings=dict(producer or {}))
