@@ -181,6 +181,18 @@ def test_console_on_a_secure_cluster(brokers: list[BrokerProcess]) -> None:
             assert d.find_element(By.ID, "coordinator").text.startswith("Coordinated by broker")
         screenshot(d, "secure-group-from-another-broker")
 
+        # An ongoing transaction, listed by every broker with its coordinator.
+        txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": "tx-billing", **_client("admin")})
+        txn.init_transactions(30)
+        txn.begin_transaction()
+        txn.produce("orders", b"pending")
+        txn.flush(30)
+        for url in urls:
+            d.get(_as("admin", url) + "/ui/transactions")
+            assert "tx-billing Ongoing" in d.find_element(By.ID, "transactions").text
+        screenshot(d, "secure-transactions")
+        txn.abort_transaction(30)
+
         d.get(_as("admin", urls[2]) + "/ui/actions/create-topic")
         d.find_element(By.NAME, "topic").send_keys("made-in-console")
         partitions = d.find_element(By.NAME, "partitions")

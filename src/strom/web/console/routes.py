@@ -37,6 +37,7 @@ from strom.web.console import (
 from strom.web.console.decode import RecordDecoder
 from strom.web.console.remote import LeaderReads, RemoteReadError, RemoteSource
 from strom.web.console.remote_groups import ClusterGroups
+from strom.web.console.remote_txns import ClusterTransactions, local_row
 from strom.web.console.sampler import HistorySampler
 from strom.web.console.scan import LocalSource, PartitionSource, Query, scan
 
@@ -56,6 +57,7 @@ class ConsoleApi:
         self._leader_reads = LeaderReads(broker)
         self._runner = actions.ActionRunner(broker, self._leader_reads)
         self._cluster_groups = ClusterGroups(broker, self._leader_reads)
+        self._cluster_txns = ClusterTransactions(broker, self._leader_reads)
         self._csrf = actions.CsrfTokens()
 
     def close(self) -> None:
@@ -259,13 +261,16 @@ class ConsoleApi:
         return self._page(request, security_pages.users_page(self._broker.credentials.describe()))
 
     async def transactions(self, request: web.Request) -> web.Response:
+        node = self._broker.node_id
+        txns = [local_row(t, node) for t in self._broker.transactions.coordinator.txns.values()]
+        txns += await self._cluster_txns.rows()
         txns = [
             t
-            for t in self._broker.transactions.coordinator.txns.values()
+            for t in txns
             if self._may(request, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactional_id)
         ]
-        page = security_pages.transactions_page(txns, self._broker.clock.time_ms(), self._broker.node_id)
-        return self._page(request, page)
+        now = self._broker.clock.time_ms()
+        return self._page(request, security_pages.transactions_page(txns, now, self._cluster_txns.failed))
 
     def _principal(self, request: web.Request) -> str:
         return str(request.get(PRINCIPAL, "User:ANONYMOUS"))

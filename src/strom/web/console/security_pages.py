@@ -5,10 +5,10 @@
   cluster, as DescribeAcls does.
 * ``/ui/users``: SCRAM users with their mechanisms and iteration counts (never a salt or a key), as
   DescribeUserScramCredentials answers; needs DESCRIBE on the cluster.
-* ``/ui/transactions``: the transactional ids this broker's transaction coordinator holds (a
-  ``__transaction_state`` partition's leader; the page says which broker answered) with state,
-  producer id and epoch, timeout, age and the partitions of the ongoing transaction; each id needs
-  DESCRIBE on it (resource type TransactionalId), as ListTransactions filters.
+* ``/ui/transactions``: the transactional ids of every broker's transaction coordinator (`remote_txns`)
+  with state, producer id and epoch, timeout, age, the partitions of the ongoing transaction and the
+  coordinator; each id needs DESCRIBE on it (resource type TransactionalId), as ListTransactions
+  filters.
 
 Producer state (DescribeProducers: each producer's epoch, last sequence, last timestamp and ongoing
 transaction's first offset) is on the partition page, from the partition's replica here.
@@ -20,9 +20,9 @@ from collections.abc import Iterable
 
 from strom.acl.model import AclBinding, pascal
 from strom.storage.producer_state import ProducerStateEntry
-from strom.transaction.coordinator import TxnMetadata
 from strom.web.console.message_pages import format_time
 from strom.web.console.pages import esc, link, page, table, topic_path
+from strom.web.console.remote_txns import TxnRow
 
 
 def acls_page(bindings: Iterable[AclBinding] | None) -> str:
@@ -54,20 +54,32 @@ def users_page(users: dict[str, dict[str, int]]) -> str:
     return page("SCRAM users", table(["User", "Mechanisms"], rows, "users") + note)
 
 
-def transactions_page(txns: Iterable[TxnMetadata], now_ms: int, broker_id: int) -> str:
+def transactions_page(txns: Iterable[TxnRow], now_ms: int, unanswered: list[int]) -> str:
     rows = []
     for t in sorted(txns, key=lambda t: t.transactional_id):
         age = f"{(now_ms - t.start_ms) / 1000:,.1f} s" if t.start_ms >= 0 else "-"
-        parts = ", ".join(f"{topic}-{p}" for topic, p in sorted(t.partitions)) or "-"
+        parts = ", ".join(f"{topic}-{p}" for topic, p in t.partitions) or "-"
         rows.append(
-            [esc(t.transactional_id), esc(t.state.kafka_name), esc(t.producer_id), esc(t.producer_epoch),
-             esc(f"{t.timeout_ms:,} ms"), esc(age), esc(parts)]
+            [esc(t.transactional_id), esc(t.state), esc(t.producer_id), esc(t.producer_epoch),
+             esc(f"{t.timeout_ms:,} ms"), esc(age), esc(parts), esc(t.coordinator)]
         )  # fmt: skip
-    header = ["Transactional id", "State", "Producer id", "Epoch", "Timeout", "Age", "Partitions"]
+    header = [
+        "Transactional id",
+        "State",
+        "Producer id",
+        "Epoch",
+        "Timeout",
+        "Age",
+        "Partitions",
+        "Coordinator",
+    ]
     note = (
-        f"<p class='muted'>Transactional ids coordinated by broker {broker_id} (the leader of their "
-        "__transaction_state partition).</p>"
+        "<p class='muted'>Transactional ids of every broker's transaction coordinator (the leader of their "
+        "__transaction_state partition; other brokers' through ListTransactions and DescribeTransactions). "
+        "Partitions: those of the ongoing transaction still without their marker.</p>"
     )
+    if unanswered:
+        note += f"<p class='bad'>Brokers {esc(', '.join(map(str, unanswered)))} did not answer.</p>"
     return page("Transactions", table(header, rows, "transactions") + note)
 
 
