@@ -56,7 +56,7 @@ def _register(url: str, subject: str, schema: dict[str, Any]) -> None:
 
 
 def _act(d: Any, base: str, action: str, query: str, fields: dict[str, str]) -> str:
-    """Fill an action's form, review, confirm; the result's text."""
+    """Fill an action's form, review, confirm; the result's text (screenshots of each step)."""
     d.get(f"{base}/ui/actions/{action}?{query}")
     for name, value in fields.items():
         element = d.find_element(By.NAME, name)
@@ -65,8 +65,10 @@ def _act(d: Any, base: str, action: str, query: str, fields: dict[str, str]) -> 
         else:
             element.clear()
             element.send_keys(value)
+    screenshot(d, f"action-{action}-form")
     click_and_wait(d, d.find_element(By.CSS_SELECTOR, "#action-form button"))
     assert d.find_elements(By.ID, "confirm-what"), d.find_element(By.TAG_NAME, "body").text
+    screenshot(d, f"action-{action}-confirm")
     click_and_wait(d, d.find_element(By.ID, "confirm"))
     assert d.find_elements(By.ID, "action-result"), d.find_element(By.TAG_NAME, "body").text
     return str(d.find_element(By.ID, "action-result").text)
@@ -117,10 +119,13 @@ def test_registry_security_pages_and_actions(broker: BrokerProcess) -> None:
         screenshot(d, "transactions")
         d.get(f"{base}/ui/topics/{topic}/0")
         assert d.find_elements(By.CSS_SELECTOR, "#producers tbody tr")
+        screenshot(d, "partition-producers")
         d.get(f"{base}/ui/users")
         assert "erin SCRAM-SHA-512 (8,192 iterations)" in d.find_element(By.ID, "users").text
+        screenshot(d, "users")
         d.get(f"{base}/ui/acls")
         assert d.find_element(By.ID, "no-authorizer")
+        screenshot(d, "acls-without-authorizer")
         producer.commit_transaction(30)
 
         assert "now has 3 partitions" in _act(d, base, "add-partitions", f"topic={topic}", {"count": "3"})
