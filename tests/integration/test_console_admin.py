@@ -174,3 +174,47 @@ def test_a_post_without_the_forms_token_is_refused(broker: BrokerProcess) -> Non
     assert refused.value.code == 403
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     assert "evil" not in admin.list_topics(timeout=10).topics
+
+
+def test_a_kip848_consumer_group_shows_its_own_type_and_state(broker: BrokerProcess) -> None:
+    """A consumer group (KIP-848, joined by ConsumerGroupHeartbeat) is listed and drawn as the coordinator
+    reports it: type consumer, its state, its member's assignment, its epoch, its lag."""
+    from strom.protocol.api import ApiKey
+    from tests.integration.rawclient import RawClient
+    from tests.integration.test_consumer_group_protocol import heartbeat, topic_ids
+
+    tag = uuid.uuid4().hex[:6]
+    topic, group = f"kip848-{tag}", f"kip848-g-{tag}"
+    with RawClient(broker.bootstrap) as raw:
+        assert raw.create_topic(topic, 2) == 0
+        joined = heartbeat(raw, 0, group, "", 0, subscribed_topic_names=[topic], rebalance_timeout_ms=30_000)
+        assert joined["error_code"] == 0, joined
+        member_id = joined["member_id"]
+        owned = [{"topic_id": topic_ids(raw, group)[topic], "partitions": [0, 1]}]
+        assert heartbeat(raw, 0, group, member_id, 1, topic_partitions=owned)["error_code"] == 0
+        commit = {
+            "group_id": group,
+            "generation_id_or_member_epoch": 1,
+            "member_id": member_id,
+            "group_instance_id": None,
+            "retention_time_ms": -1,
+            "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 0}]}],
+        }
+        assert raw.call(ApiKey.OFFSET_COMMIT, 7, commit)["topics"][0]["partitions"][0]["error_code"] == 0
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        for i in range(4):
+            producer.produce(topic, f"r{i}".encode(), partition=0)
+        assert producer.flush(30) == 0
+
+        with chromium() as driver:
+            d: Any = driver
+            d.get(f"{broker.http_url}/ui/groups")
+            assert f"{group} consumer Stable 1 4" in d.find_element(By.ID, "groups").text
+            d.get(f"{broker.http_url}/ui/groups/{group}")
+            facts = d.find_element(By.ID, "group-facts").text
+            assert "consumer Stable consumer" in facts, facts
+            assert f"{member_id}" in d.find_element(By.ID, "members").text
+            assert f"{topic}: 0,1" in d.find_element(By.ID, "members").text
+            assert f"{topic} 0 0 4 4" in d.find_element(By.ID, "lag").text
+            screenshot(d, "group-kip848")
+        heartbeat(raw, 0, group, member_id, -1)

@@ -5,11 +5,12 @@ console of another broker draws it from what Kafka's own tools ask, with this br
 login (the HTTP side has already checked the person's DESCRIBE on the group):
 
 * the list: ListGroups v2 to every other live broker (each answers the groups it coordinates), then
-  DescribeGroups v4 there for their states and member counts;
-* one group: FindCoordinator v2, then at the coordinator DescribeGroups v4 (state, protocol, assignor,
-  members with their assignments) and OffsetFetch v5 (committed offsets), and ListOffsets latest at each
-  partition's leader, one request per leader (the high watermark, for the lag; a partition with a
-  replica here uses it).
+  DescribeGroups v4 and ConsumerGroupDescribe v0 there for their types, states and member counts;
+* one group: FindCoordinator v2, then at the coordinator ConsumerGroupDescribe v0 (a KIP-848 consumer
+  group: state, epoch, assignor, members with their assignments) or else DescribeGroups v4 (a classic
+  one: state, protocol, assignor, members), OffsetFetch v5 (committed offsets), and ListOffsets latest
+  at each partition's leader, one request per leader (the high watermark, for the lag; a partition
+  with a replica here uses it).
 
 A broker that does not answer is left out of the list and named on the page (`ClusterGroups.failed`).
 The lag chart is kept by the coordinator's own history, so a group drawn from elsewhere has none.
@@ -22,6 +23,8 @@ from strom.broker.coordinators.leader_watermarks import answered_watermarks, by_
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
 from strom.protocol.messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponseDescribedGroup,
     DescribeGroupsRequest,
     DescribeGroupsResponseDescribedGroup,
     FindCoordinatorRequest,
@@ -48,6 +51,15 @@ class ClusterGroups:
         answer = await conn.send(ApiKey.DESCRIBE_GROUPS, 4, body, timeout_ms=TIMEOUT_MS)
         return list(answer["groups"])
 
+    async def _describe_consumer(
+        self, node_id: int, host: str, port: int, ids: list[str]
+    ) -> dict[str, ConsumerGroupDescribeResponseDescribedGroup]:
+        """The KIP-848 consumer groups among ``ids`` (a classic group is answered with an error)."""
+        conn = self._reads.broker_connection(node_id, host, port)
+        body: ConsumerGroupDescribeRequest = {"group_ids": ids, "include_authorized_operations": False}
+        answer = await conn.send(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, body, timeout_ms=TIMEOUT_MS)
+        return {g["group_id"]: g for g in answer["groups"] if not g["error_code"]}
+
     async def rows(self) -> list[GroupRow]:
         """The groups every other live broker coordinates (without lag: it is the coordinator's)."""
         rows: list[GroupRow] = []
@@ -61,11 +73,17 @@ class ClusterGroups:
                 listed = await conn.send(ApiKey.LIST_GROUPS, 2, listed_body, timeout_ms=TIMEOUT_MS)
                 ids = sorted(g["group_id"] for g in listed["groups"])
                 described = await self._describe(b.node_id, b.host, b.port, ids) if ids else []
+                consumer = await self._describe_consumer(b.node_id, b.host, b.port, ids) if ids else {}
             except ConnectionError:
                 self.failed.append(b.node_id)
                 continue
             for g in described:
-                if not g["error_code"]:
+                found = consumer.get(g["group_id"])
+                if found is not None:
+                    rows.append(
+                        GroupRow(g["group_id"], "consumer", found["group_state"], len(found["members"]), None)
+                    )
+                elif not g["error_code"]:
                     rows.append(GroupRow(g["group_id"], "classic", g["group_state"], len(g["members"]), None))
         return rows
 
@@ -90,6 +108,7 @@ class ClusterGroups:
         """The group as its coordinator ``node_id`` describes it; None when it does not exist there."""
         try:
             described = (await self._describe(node_id, host, port, [group_id]))[0]
+            consumer = (await self._describe_consumer(node_id, host, port, [group_id])).get(group_id)
             conn = self._reads.broker_connection(node_id, host, port)
             fetch_body: OffsetFetchRequest = {"group_id": group_id, "topics": None}
             fetched = await conn.send(ApiKey.OFFSET_FETCH, 5, fetch_body, timeout_ms=TIMEOUT_MS)
@@ -101,14 +120,31 @@ class ClusterGroups:
             for p in t["partitions"]
             if not p["error_code"] and p["committed_offset"] >= 0
         }
-        if described["error_code"] or (described["group_state"] == "Dead" and not committed):
+        head: tuple[str, str, str | None, str | None, int]  # type, state, protocol type, assignor, generation
+        if consumer is not None:
+            members = [
+                MemberView(
+                    m["member_id"], m["client_id"], m["client_host"],
+                    {t["topic_name"]: sorted(t["partitions"]) for t in m["assignment"]["topic_partitions"]},
+                )
+                for m in consumer["members"]
+            ]  # fmt: skip
+            assignor = consumer["assignor_name"] or None
+            head = ("consumer", consumer["group_state"], "consumer", assignor, consumer["group_epoch"])
+        elif described["error_code"] or (described["group_state"] == "Dead" and not committed):
             return None
-        members = [
-            MemberView(
-                m["member_id"], m["client_id"], m["client_host"], consumer_assignment(m["member_assignment"])
-            )
-            for m in described["members"]
-        ]
+        else:
+            members = [
+                MemberView(
+                    m["member_id"],
+                    m["client_id"],
+                    m["client_host"],
+                    consumer_assignment(m["member_assignment"]),
+                )
+                for m in described["members"]
+            ]
+            head = ("classic", described["group_state"], described["protocol_type"] or None,
+                    described["protocol_data"] or None, -1)  # fmt: skip
         owners = {(t, p): m.member_id for m in members for t, ps in m.assignment.items() for p in ps}
         ends = await self._high_watermarks(list(committed))
         offsets = []
@@ -116,10 +152,7 @@ class ClusterGroups:
             end = ends.get((topic, index))
             lag = None if end is None else max(end - offset, 0)
             offsets.append(GroupOffset(topic, index, offset, end, lag, owners.get((topic, index))))
-        return GroupView(
-            group_id, "classic", described["group_state"], described["protocol_type"] or None,
-            described["protocol_data"] or None, -1, members, offsets,
-        )  # fmt: skip
+        return GroupView(group_id, *head, members, offsets)
 
     async def _high_watermarks(self, wanted: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         hosted = self._broker.replica_manager.partitions

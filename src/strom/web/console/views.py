@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 
 from strom.broker.broker import Broker
 from strom.cluster.broker_table import BrokerTable, PartitionState, broker_table
-from strom.coordinator.group import Group
 
 
 @dataclass
@@ -228,22 +227,26 @@ class GroupRow:
     lag: int | None  # summed over the partitions whose high watermark is known
 
 
-def group_type(group: Group) -> str:
-    """The group's type as ListGroups v5 (KIP-848) names it; the coordinator's groups are classic ones
-    (the consumer protocol of KIP-848 and share groups report their own type and state here)."""
-    return "classic"
-
-
 def group_rows(broker: Broker, remote: Watermarks) -> list[GroupRow]:
-    """The groups this broker coordinates, with their total lag."""
-    groups = sorted(broker.groups.coordinator.groups.items())
+    """The groups this broker coordinates, classic and consumer (KIP-848) ones, with their total lag.
+
+    A consumer group's committed offsets are kept in a classic entry of the same id, which is not a
+    group of its own (as Kafka's group coordinator counts them)."""
+    classic = broker.groups.coordinator.groups
+    consumer = {g.group_id: g for g in broker.groups.consumer_groups()}
     hosted = broker.replica_manager.partitions
-    known = remote([tp for _, g in groups for tp in g.offsets if tp not in hosted])
+    known = remote([tp for g in classic.values() for tp in g.offsets if tp not in hosted])
     rows = []
-    for _, g in groups:
-        lags = [_lag(broker, known, tp, c.offset) for tp, c in g.offsets.items()]
+    for group_id in sorted(set(classic) | set(consumer)):
+        offsets = classic[group_id].offsets if group_id in classic else {}
+        lags = [_lag(broker, known, tp, c.offset) for tp, c in offsets.items()]
         total = sum(lag for lag in lags if lag is not None) if any(lag is not None for lag in lags) else None
-        rows.append(GroupRow(g.group_id, group_type(g), g.state.value, len(g.members), total))
+        if group_id in consumer:
+            group = consumer[group_id]
+            rows.append(GroupRow(group_id, "consumer", group.state.value, len(group.members), total))
+        else:
+            g = classic[group_id]
+            rows.append(GroupRow(group_id, "classic", g.state.kafka_name, len(g.members), total))
     return rows
 
 
@@ -256,36 +259,47 @@ def _lag(
 
 
 def group_view(broker: Broker, group_id: str, remote: Watermarks) -> GroupView | None:
-    group = broker.groups.coordinator.groups.get(group_id)
-    if group is None:
+    """A group this broker coordinates as its coordinator reports it: a consumer group (KIP-848) with
+    its group epoch as the generation and the members' current assignments, else a classic one."""
+    classic = broker.groups.coordinator.groups.get(group_id)
+    consumer = broker.groups.consumer_group(group_id)
+    head: tuple[str, str, str | None, str | None, int]  # type, state, protocol type, assignor, generation
+    if consumer is not None:
+        members = [
+            MemberView(
+                m.member_id, m.client_id, m.client_host, {t: sorted(ps) for t, ps in m.assigned.items()}
+            )
+            for m in consumer.members.values()
+        ]
+        assignors = sorted({m.server_assignor for m in consumer.members.values() if m.server_assignor})
+        head = (
+            "consumer",
+            consumer.state.value,
+            "consumer",
+            ", ".join(assignors) or None,
+            consumer.group_epoch,
+        )
+    elif classic is not None:
+        members = [
+            MemberView(m.member_id, m.client_id, m.client_host, consumer_assignment(m.assignment))
+            for m in classic.members.values()
+        ]
+        head = ("classic", classic.state.kafka_name, classic.protocol_type, classic.protocol_name,
+                classic.generation_id)  # fmt: skip
+    else:
         return None
-    return _group_view(broker, group, remote)
-
-
-def _group_view(broker: Broker, group: Group, remote: Watermarks) -> GroupView:
-    members = [
-        MemberView(m.member_id, m.client_id, m.client_host, consumer_assignment(m.assignment))
-        for m in group.members.values()
-    ]
     owners = {(t, p): m.member_id for m in members for t, ps in m.assignment.items() for p in ps}
+    committed = classic.offsets if classic is not None else {}
     hosted = broker.replica_manager.partitions
-    known = remote([tp for tp in group.offsets if tp not in hosted])
+    known = remote([tp for tp in committed if tp not in hosted])
     offsets = []
-    for (t, p), committed in sorted(group.offsets.items()):
+    for (t, p), offset in sorted(committed.items()):
         part = hosted.get((t, p))
         end = part.log.high_watermark if part is not None else known.get((t, p))
-        lag = max(end - committed.offset, 0) if end is not None else None
-        offsets.append(GroupOffset(t, p, committed.offset, end, lag, owners.get((t, p))))
-    return GroupView(
-        group.group_id,
-        group_type(group),
-        group.state.value,
-        group.protocol_type,
-        group.protocol_name,
-        group.generation_id,
-        members,
-        offsets,
-    )
+        lag = max(end - offset.offset, 0) if end is not None else None
+        offsets.append(GroupOffset(t, p, offset.offset, end, lag, owners.get((t, p))))
+    group_type, state, protocol_type, protocol, generation = head
+    return GroupView(group_id, group_type, state, protocol_type, protocol, generation, members, offsets)
 
 
 def consumer_assignment(data: bytes) -> dict[str, list[int]]:
