@@ -13,6 +13,12 @@ fixes: not necessarily the scheduling order, but the same every time the same op
 so the same program with the same inputs makes the same calls in the same order. What remains is the program's
 own randomness, which a simulation draws from one seeded `random.Random`.
 
+Network. With a `SimNetwork` attached, the loop's own `create_connection` and `create_server` (which
+asyncio's streams and every Strom component call) go to the simulated network instead of sockets, so the
+production code opens its connections unchanged; a connection comes from the simulated machine whose
+code opens it (`strom.sim.network.CURRENT_HOST`), and the loop remembers which machine created each
+task, so a simulated crash can end exactly that machine's tasks.
+
 The selector still polls the real one (without waiting) for the loop's self-pipe, which
 `call_soon_threadsafe` writes to; simulated programs open no real sockets. A loop whose tasks all wait
 on something that can never happen (no timer, nothing ready) would sleep forever on a real loop: here
@@ -25,7 +31,11 @@ import asyncio
 import selectors
 from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from weakref import WeakSet
+
+if TYPE_CHECKING:
+    from strom.sim.network import SimNetwork
 
 __all__ = ["InlineExecutor", "SimulatedLoop", "SimulationStalled"]
 
@@ -88,9 +98,50 @@ class _SimulatedSelector(selectors.BaseSelector):
 
 class SimulatedLoop(asyncio.SelectorEventLoop):
     def __init__(self, start_s: float = START_S) -> None:
-        self._now = start_s
+        self._now = self.start_s = start_s
         super().__init__(_SimulatedSelector(self))
         self.set_default_executor(InlineExecutor())
+        self.network: SimNetwork | None = None
+        self._tasks_by_host: dict[str, WeakSet[asyncio.Task[Any]]] = {}
+        self.set_task_factory(self._make_task)
+
+    def _make_task(self, loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        from strom.sim.network import CURRENT_HOST
+
+        task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, **kwargs)
+        context = kwargs.get("context")
+        host = context.get(CURRENT_HOST) if context is not None else CURRENT_HOST.get()
+        self._tasks_by_host.setdefault(host, WeakSet()).add(task)
+        return task
+
+    def tasks_of(self, host: str) -> list[asyncio.Task[Any]]:
+        """The unfinished tasks created by ``host``'s code, in creation order of their names."""
+        tasks = [t for t in self._tasks_by_host.get(host, ()) if not t.done()]
+        return sorted(tasks, key=lambda t: t.get_name())
+
+    async def create_connection(  # type: ignore[override]
+        self,
+        protocol_factory: Callable[[], Any],
+        host: str | None = None,
+        port: int | None = None,
+        **kwargs: Any,
+    ) -> tuple[asyncio.Transport, Any]:
+        from strom.sim.network import CURRENT_HOST
+
+        if self.network is None or host is None or port is None:
+            raise RuntimeError("a simulated loop opens connections only on its simulated network")
+        if kwargs.get("ssl") is not None:
+            raise ValueError("the simulated network carries PLAINTEXT only")
+        return await self.network.connect(CURRENT_HOST.get(), protocol_factory, host, port)
+
+    async def create_server(  # type: ignore[override]
+        self, protocol_factory: Callable[[], Any], host: Any = None, port: int | None = None, **kwargs: Any
+    ) -> Any:
+        if self.network is None or not isinstance(host, str):
+            raise RuntimeError("a simulated loop listens only on its simulated network")
+        if kwargs.get("ssl") is not None:
+            raise ValueError("the simulated network carries PLAINTEXT only")
+        return await self.network.listen(host, port or 0, protocol_factory)
 
     def time(self) -> float:
         return self._now

@@ -25,6 +25,7 @@ TLS is not simulated: simulated clusters use PLAINTEXT listeners.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 import random
 from collections import deque
@@ -32,7 +33,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-__all__ = ["HostNetwork", "LinkSettings", "SimNetwork", "SimServer"]
+__all__ = ["CURRENT_HOST", "HostNetwork", "LinkSettings", "SimNetwork", "SimServer"]
+
+#: The simulated machine the running code belongs to: connections it opens come from this address, and
+#: the simulation knows whose tasks to end when the machine crashes. Every protocol callback runs in the
+#: context of the machine that owns the transport.
+CURRENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("strom_sim_host", default="client")
 
 _P = TypeVar("_P", bound=asyncio.BaseProtocol)
 Address = tuple[str, int]
@@ -53,6 +59,8 @@ class SimServer:
         self._network = network
         self.address = address
         self.factory = factory
+        self.context = contextvars.copy_context()
+        self.sockets = [_SimSocket(address)]
         self._closed = asyncio.get_running_loop().create_future()
 
     def close(self) -> None:
@@ -62,6 +70,16 @@ class SimServer:
 
     async def wait_closed(self) -> None:
         await self._closed
+
+
+class _SimSocket:
+    """What `asyncio.Server.sockets` callers read: the listening address."""
+
+    def __init__(self, address: Address) -> None:
+        self._address = address
+
+    def getsockname(self) -> Address:
+        return self._address
 
 
 @dataclass(eq=False)
@@ -76,8 +94,16 @@ class _Stream:
 
 
 class _SimTransport(asyncio.Transport):
-    def __init__(self, network: SimNetwork, protocol: asyncio.BaseProtocol, local: Address, remote: Address):
+    def __init__(
+        self,
+        network: SimNetwork,
+        protocol: asyncio.BaseProtocol,
+        local: Address,
+        remote: Address,
+        context: contextvars.Context,
+    ):
         super().__init__()
+        self.context = context
         self._network = network
         self._loop = network.loop
         self._protocol = protocol
@@ -112,7 +138,7 @@ class _SimTransport(asyncio.Transport):
     def resume_reading(self) -> None:
         if self._paused:
             self._paused = False
-            self._loop.call_soon(self._drain_inbox)
+            self._loop.call_soon(self._drain_inbox, context=self.context)
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if self._closing or not data:
@@ -130,7 +156,7 @@ class _SimTransport(asyncio.Transport):
             return
         self._closing = True
         self._network._send(self, b"")  # the FIN, ordered after the data already written
-        self._loop.call_soon(self._connection_lost, None)
+        self._loop.call_soon(self._connection_lost, None, context=self.context)
 
     def abort(self) -> None:
         self._reset(ConnectionResetError("connection aborted"))
@@ -142,14 +168,15 @@ class _SimTransport(asyncio.Transport):
         self._inbox.clear()
         self.outbound.held.clear()
         self.outbound.in_flight.clear()
-        self._loop.call_soon(self._connection_lost, exc)
+        self._loop.call_soon(self._connection_lost, exc, context=self.context)
         if peer is not None and peer.peer is self:
             peer.peer = None
             peer._closing = True
             peer._inbox.clear()
             peer.outbound.held.clear()
             peer.outbound.in_flight.clear()
-            self._loop.call_soon(peer._connection_lost, ConnectionResetError("connection reset by peer"))
+            reset = ConnectionResetError("connection reset by peer")
+            self._loop.call_soon(peer._connection_lost, reset, context=peer.context)
 
     def _arrive(self, data: bytes) -> None:
         if self._lost:
@@ -195,6 +222,8 @@ class _SimTransport(asyncio.Transport):
 class SimNetwork:
     def __init__(self, loop: asyncio.AbstractEventLoop, rng: random.Random, link: LinkSettings | None = None):
         self.loop = loop
+        if hasattr(loop, "network"):
+            loop.network = self  # the simulated loop's create_connection / create_server come here
         self._rng = rng
         self.link = link or LinkSettings()
         self._listeners: dict[Address, SimServer] = {}
@@ -239,6 +268,12 @@ class SimNetwork:
             t._reset(ConnectionResetError("connection reset"))
         return len(doomed)
 
+    def crash_host(self, host: str) -> None:
+        """The machine's process is gone: its listeners close and every connection of it resets."""
+        for address in [a for a in self._listeners if a[0] == host]:
+            self._listeners[address].close()
+        self.reset(host)
+
     def connections(self) -> int:
         return len(self._transports)
 
@@ -263,7 +298,7 @@ class SimNetwork:
         stream.last_arrival = arrival
         stream.in_flight.append((arrival, data))
         if len(stream.in_flight) == 1:
-            self.loop.call_at(arrival, self._land, sender)
+            self.loop.call_at(arrival, self._land, sender, context=peer.context)
 
     def _land(self, sender: _SimTransport) -> None:
         # One timer per stream at a time: asyncio orders equal deadlines by its heap, not by scheduling,
@@ -277,13 +312,13 @@ class SimNetwork:
                 stream.in_flight.clear()
                 return
             peer._arrive(data)
-        if stream.in_flight:
-            self.loop.call_at(stream.in_flight[0][0], self._land, sender)
+        if stream.in_flight and sender.peer is not None:
+            self.loop.call_at(stream.in_flight[0][0], self._land, sender, context=sender.peer.context)
 
     def _forget(self, transport: _SimTransport) -> None:
         self._transports.discard(transport)
 
-    async def _connect(
+    async def connect(
         self, source: str, factory: Callable[[], _P], host: str, port: int
     ) -> tuple[asyncio.Transport, _P]:
         while (source, host) in self._blocked or (host, source) in self._blocked:
@@ -296,16 +331,16 @@ class SimNetwork:
             raise ConnectionRefusedError(f"nothing listens on {host}:{port}")
         local = (source, next(self._ports))
         client_protocol = factory()
-        server_protocol = server.factory()
-        client = _SimTransport(self, client_protocol, local, (host, port))
-        accepted = _SimTransport(self, server_protocol, (host, port), local)
+        server_protocol = server.context.run(server.factory)
+        client = _SimTransport(self, client_protocol, local, (host, port), contextvars.copy_context())
+        accepted = _SimTransport(self, server_protocol, (host, port), local, server.context)
         client.peer, accepted.peer = accepted, client
         self._transports.update((client, accepted))
-        server_protocol.connection_made(accepted)
+        server.context.run(server_protocol.connection_made, accepted)
         client_protocol.connection_made(client)
         return client, client_protocol
 
-    async def _listen(self, host: str, port: int, factory: Callable[[], asyncio.BaseProtocol]) -> SimServer:
+    async def listen(self, host: str, port: int, factory: Callable[[], asyncio.BaseProtocol]) -> SimServer:
         if port == 0:
             port = next(self._ports)
         address = (host, port)
@@ -332,11 +367,11 @@ class HostNetwork:
     ) -> tuple[asyncio.Transport, _P]:
         if tls.get("ssl") is not None:
             raise ValueError("the simulated network carries PLAINTEXT only")
-        return await self.network._connect(self.address, protocol_factory, host, port)
+        return await self.network.connect(self.address, protocol_factory, host, port)
 
     async def create_server(
         self, protocol_factory: Callable[[], asyncio.BaseProtocol], host: str, port: int
     ) -> SimServer:
-        return await self.network._listen(
+        return await self.network.listen(
             self.address if host in ("", "0.0.0.0") else host, port, protocol_factory
         )

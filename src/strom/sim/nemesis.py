@@ -1,0 +1,61 @@
+"""The nemesis: a schedule of faults drawn from the run's seed, and the schedule's execution.
+
+`schedule` is pure: from a `random.Random` and the run's length it draws a list of faults, each with
+its simulated start time and length, never more than one fault at a time on one broker and never more
+than one broker down at once (a crash, a pause or an isolation; with RF 3 and min.insync.replicas=2 the
+promise covers the loss of any one machine). The kinds:
+
+* ``crash``: the broker's process dies (its tasks end where they wait, its connections reset, its
+  metadata-store session times out); it restarts after the fault's length on the same log dirs.
+* ``isolate``: the broker is cut off from every other machine, both ways, then healed.
+* ``one_way``: the broker's messages to one other broker are held (it still hears from it).
+* ``expire``: the metadata store expires the broker's session (it reconnects with a new one).
+* ``clock_jump``: the broker's wall clock steps forwards or backwards by up to a minute.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+__all__ = ["KINDS", "Fault", "schedule"]
+
+KINDS = ("crash", "isolate", "one_way", "expire", "clock_jump")
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    kind: str
+    at_s: float
+    length_s: float
+    broker: int
+    other: int = -1
+    delta_ms: int = 0
+
+    def describe(self) -> str:
+        extra = f" to {self.other}" if self.other >= 0 else ""
+        extra += f" by {self.delta_ms} ms" if self.delta_ms else ""
+        return f"{self.kind} broker {self.broker}{extra} at {self.at_s:.2f}s for {self.length_s:.2f}s"
+
+
+def schedule(
+    rng: random.Random, brokers: int, start_s: float, end_s: float, kinds: tuple[str, ...] = KINDS
+) -> list[Fault]:
+    faults: list[Fault] = []
+    t = start_s + rng.uniform(0.5, 3.0)
+    while t < end_s:
+        kind = rng.choice(kinds)
+        broker = rng.randrange(brokers)
+        length = rng.uniform(1.0, 15.0)
+        other = -1
+        delta = 0
+        if kind == "one_way":
+            other = rng.choice([b for b in range(brokers) if b != broker])
+        elif kind == "clock_jump":
+            delta = rng.choice([-1, 1]) * rng.randrange(1_000, 60_000)
+            length = 0.0
+        elif kind == "expire":
+            length = 0.0
+        faults.append(Fault(kind, t, min(length, max(end_s - t, 0.0)), broker, other, delta))
+        t += length + rng.uniform(0.5, 5.0)  # one fault at a time, with a quiet gap between them
+    return faults

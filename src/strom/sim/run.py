@@ -1,0 +1,211 @@
+"""One simulated run: a seed in, a verdict and a trace out.
+
+A run builds a `SimulatedLoop`, a `SimNetwork` and a `SimWorld` of three brokers, creates a topic
+(3 partitions, RF 3, min.insync.replicas=2), and for ``duration_s`` of simulated time runs one
+idempotent acks=all producer per partition, an observer reading what consumers would read, and the
+nemesis's schedule of faults. Then every fault heals (crashed brokers restart, links heal, sessions
+resume), the run waits for every partition to be led again (the liveness bound), reads every
+partition back and hands everything to the checker.
+
+Every source of choice is drawn from the seed: the fault schedule, the network's latency and jitter,
+the clients' choice of broker, the module-level `random` and `uuid.uuid4` (patched for the run's
+length, so topic ids and member ids come from the seed). One seed in one process gives one trace;
+across processes, string hashing must be fixed too (``PYTHONHASHSEED``), which the `strom.sim` command
+sees to. The trace is every fault, every client error and every warning the brokers logged, each
+stamped with its simulated time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from strom.sim.checker import Findings, check
+from strom.sim.clock import SimClock
+from strom.sim.loop import SimulatedLoop
+from strom.sim.nemesis import KINDS, Fault, schedule
+from strom.sim.network import SimNetwork
+from strom.sim.workload import IdempotentProducer, Observer, SequenceLost, Topology, read_partition
+from strom.sim.world import SimWorld, host_of
+
+__all__ = ["RunResult", "run_seed"]
+
+PARTITIONS = 3
+LIVENESS_BOUND_S = 90.0
+CLIENTS = [f"10.0.1.{i + 1}" for i in range(PARTITIONS)] + ["10.0.2.1", "10.0.3.1"]
+
+
+@dataclass
+class RunResult:
+    seed: int
+    findings: Findings
+    faults: list[Fault]
+    trace: list[str]
+    simulated_s: float
+    wall_s: float
+    errors: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.findings.ok
+
+
+class _TraceHandler(logging.Handler):
+    def __init__(self, loop: SimulatedLoop, trace: list[str]) -> None:
+        super().__init__(logging.WARNING)
+        self._loop = loop
+        self._trace = trace
+
+    def emit(self, record: logging.LogRecord) -> None:
+        when = self._loop.time() - self._loop.start_s
+        self._trace.append(f"{when:10.3f} log {record.name}: {record.getMessage()}")
+
+
+@contextmanager
+def _seeded_process(seed: int) -> Iterator[None]:
+    """Module-level randomness drawn from the seed for the run's length."""
+    rng = random.Random(seed ^ 0x5EED)
+    state = random.getstate()
+    real_uuid4 = uuid.uuid4
+    random.seed(seed)
+    uuid.uuid4 = lambda: uuid.UUID(int=rng.getrandbits(128), version=4)
+    try:
+        yield
+    finally:
+        uuid.uuid4 = real_uuid4
+        random.setstate(state)
+
+
+def run_seed(
+    seed: int, duration_s: float = 120.0, kinds: tuple[str, ...] = KINDS, batch_records: int = 5
+) -> RunResult:
+    trace: list[str] = []
+    loop = SimulatedLoop()
+    handler = _TraceHandler(loop, trace)
+    root = logging.getLogger("strom")
+    root.addHandler(handler)
+    previous_level = root.level
+    root.setLevel(logging.WARNING)
+    started = time.monotonic()
+    try:
+        with _seeded_process(seed), tempfile.TemporaryDirectory(prefix=f"strom-sim-{seed}-") as base:
+            rng = random.Random(seed)
+            network = SimNetwork(loop, random.Random(rng.getrandbits(64)))
+            world = SimWorld(loop, network, Path(base))
+            faults = schedule(
+                random.Random(rng.getrandbits(64)), len(world.broker_ids), 5.0, duration_s, kinds
+            )
+            client_rng = random.Random(rng.getrandbits(64))
+            result = loop.run(_main(loop, world, faults, duration_s, client_rng, trace, batch_records))
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(previous_level)
+    findings, errors, simulated = result
+    return RunResult(seed, findings, faults, trace, simulated, time.monotonic() - started, errors)
+
+
+async def _main(
+    loop: SimulatedLoop,
+    world: SimWorld,
+    faults: list[Fault],
+    duration_s: float,
+    rng: random.Random,
+    trace: list[str],
+    batch_records: int,
+) -> tuple[Findings, dict[str, int], float]:
+    t0 = loop.time()
+
+    def note(what: str) -> None:
+        trace.append(f"{loop.time() - t0:10.3f} {what}")
+
+    await world.start()
+    note("brokers started")
+    clock = SimClock(loop)
+    admin = Topology(world.bootstrap, clock, rng)
+    await world.as_host("10.0.3.1", admin.create_topic(PARTITIONS, 3, 2))
+    end_s = t0 + duration_s
+    producers = [
+        IdempotentProducer(
+            Topology(world.bootstrap, clock, random.Random(rng.getrandbits(64))), p, batch_records
+        )
+        for p in range(PARTITIONS)
+    ]
+    observer = Observer(Topology(world.bootstrap, clock, random.Random(rng.getrandbits(64))), PARTITIONS)
+    work = [world.as_host(CLIENTS[p], producer.run(end_s)) for p, producer in enumerate(producers)]
+    work.append(world.as_host("10.0.2.1", observer.run(end_s)))
+    nemesis = world.as_host("nemesis", _nemesis(world, faults, t0, note))
+    outcomes = await asyncio.gather(*work, return_exceptions=True)
+    await nemesis
+    for outcome in outcomes:
+        if isinstance(outcome, SequenceLost):
+            note(f"producer lost its sequence: {outcome}")
+        elif isinstance(outcome, BaseException):
+            raise outcome
+    await _heal_everything(world, note)
+    final: dict[int, list[tuple[int, bytes]] | None] = {}
+    reader = Topology(world.bootstrap, clock, random.Random(rng.getrandbits(64)))
+    deadline = loop.time() + LIVENESS_BOUND_S
+    for p in range(PARTITIONS):
+        final[p] = await world.as_host("10.0.3.1", read_partition(reader, p, deadline))
+    note("read back: " + ", ".join(f"p{p}={len(r) if r is not None else None}" for p, r in final.items()))
+    acked = [a for producer in producers for a in producer.acked]
+    findings = check(acked, final, observer.seen, observer.leaders_by_epoch)
+    errors: dict[str, int] = {}
+    for producer in producers:
+        for what, n in producer.errors.items():
+            errors[what] = errors.get(what, 0) + n
+    simulated = loop.time() - t0
+    for t in (admin, reader, observer.topology, *(p.topology for p in producers)):
+        t.close()
+    await world.stop()
+    return findings, errors, simulated
+
+
+async def _nemesis(world: SimWorld, faults: list[Fault], t0: float, note: object) -> None:
+    loop = world.loop
+    assert callable(note)
+    for fault in faults:
+        await asyncio.sleep(max(0.0, t0 + fault.at_s - loop.time()))
+        note(fault.describe())
+        host = host_of(fault.broker)
+        if fault.kind == "crash":
+            if fault.broker in world.brokers:
+                await world.crash(fault.broker)
+                await asyncio.sleep(fault.length_s)
+                await world.restart(fault.broker)
+                note(f"broker {fault.broker} restarted")
+        elif fault.kind == "isolate":
+            others = [host_of(b) for b in world.broker_ids] + CLIENTS
+            world.network.isolate(host, others)
+            world.suspend_session(fault.broker)
+            await asyncio.sleep(fault.length_s)
+            world.network.heal()
+            world.resume_session(fault.broker)
+            note(f"broker {fault.broker} healed")
+        elif fault.kind == "one_way":
+            world.network.partition(host, host_of(fault.other), both_ways=False)
+            await asyncio.sleep(fault.length_s)
+            world.network.heal()
+            note("links healed")
+        elif fault.kind == "expire":
+            world.expire_session(fault.broker)
+        elif fault.kind == "clock_jump":
+            world.jump_clock(fault.broker, fault.delta_ms)
+
+
+async def _heal_everything(world: SimWorld, note: object) -> None:
+    assert callable(note)
+    world.network.heal()
+    for broker_id in world.broker_ids:
+        world.resume_session(broker_id)
+        if broker_id not in world.brokers:
+            await world.restart(broker_id)
+    note("every fault healed")

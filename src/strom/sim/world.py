@@ -1,0 +1,212 @@
+"""A simulated Strom cluster: brokers, their controller and the metadata store on one simulated loop.
+
+Each broker is a real `Broker` with its `KafkaServer`, built as the in-process cluster harness builds
+it, but on a `SimulatedLoop` and a `SimNetwork`: it listens on its own simulated address
+(``10.0.0.<id+1>:9092``), its clock is a `SimClock` on the loop's time, and its metadata-store session
+is a session of the world's one `LocalStore` whose watches run in the broker's own context. Its code
+runs with `CURRENT_HOST` set to its address, so its connections come from that address and the loop
+knows its tasks. Log directories are real directories under the world's base directory (the page
+cache is the disk: a process crash keeps every write).
+
+Faults the world can inflict (the nemesis picks them):
+
+* `crash` / `restart`: a process crash ends the broker's tasks where they wait and resets its
+  connections; its session is not closed, so it expires only after the session timeout, as a killed
+  ZooKeeper client's does. A restart opens the same log directories with a new session.
+* `partition` / `heal`: between brokers (and clients), through the network.
+* `expire_session`: the metadata store ends a broker's session (it reconnects with a new one).
+* `jump_clock`: one broker's wall clock steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from strom.broker.broker import Broker, Endpoint
+from strom.broker.config import BrokerConfig
+from strom.broker.server import KafkaServer
+from strom.cluster.local_store import LocalSession, LocalStore
+from strom.sim.clock import SimClock
+from strom.sim.loop import SimulatedLoop
+from strom.sim.network import CURRENT_HOST, SimNetwork
+
+__all__ = ["SimBroker", "SimWorld", "host_of"]
+
+log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+
+PORT = 9092
+
+#: Settings that keep a simulated cluster small and its timeouts short (overridable).
+DEFAULTS = {
+    "offsets.topic.num.partitions": "3",
+    "transaction.state.log.num.partitions": "3",
+    "group.initial.rebalance.delay.ms": "0",
+    "auto.leader.rebalance.enable": "false",
+    "zookeeper.session.timeout.ms": "6000",
+    "replica.lag.time.max.ms": "10000",
+}
+
+
+def host_of(broker_id: int) -> str:
+    return f"10.0.0.{broker_id + 1}"
+
+
+class _OwnedSession(LocalSession):
+    """A local-store session whose watches and state events run in its broker's context."""
+
+    def __init__(self, store: LocalStore, loop: asyncio.AbstractEventLoop, session_id: int) -> None:
+        super().__init__(store, loop, session_id)
+        self._context = contextvars.copy_context()
+        self.muted = False  # the owning process crashed: nothing of it may run any more
+
+    def _post(self, callback: Callable[..., None], *args: object) -> None:
+        if not self._loop.is_closed() and not self.muted:
+            self._loop.call_soon(callback, *args, context=self._context)
+
+
+@dataclass(slots=True)
+class SimBroker:
+    broker_id: int
+    broker: Broker
+    server: KafkaServer
+    session: _OwnedSession
+    clock: SimClock
+
+    @property
+    def host(self) -> str:
+        return host_of(self.broker_id)
+
+
+class SimWorld:
+    def __init__(
+        self,
+        loop: SimulatedLoop,
+        network: SimNetwork,
+        base_dir: Path,
+        brokers: int = 3,
+        settings: dict[str, str] | None = None,
+    ) -> None:
+        self.loop = loop
+        self.network = network
+        self.base_dir = base_dir
+        self.broker_ids = list(range(brokers))
+        self.settings = {**DEFAULTS, **(settings or {})}
+        self.store = LocalStore()
+        self.brokers: dict[int, SimBroker] = {}
+        self.clock_offsets = dict.fromkeys(self.broker_ids, 0)
+        self.session_timeout_s = int(self.settings["zookeeper.session.timeout.ms"]) / 1000
+        self._expiries: dict[int, asyncio.TimerHandle] = {}
+
+    # running code as a machine -----------------------------------------------------------------------
+    def as_host(self, host: str, coro: Coroutine[Any, Any, _T]) -> asyncio.Task[_T]:
+        """Run ``coro`` as code of machine ``host`` (its connections and tasks are that machine's)."""
+        context = contextvars.copy_context()
+        context.run(CURRENT_HOST.set, host)
+        return self.loop.create_task(coro, context=context)
+
+    # brokers -----------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        for broker_id in self.broker_ids:
+            await self.start_broker(broker_id)
+
+    async def start_broker(self, broker_id: int) -> SimBroker:
+        return await self.as_host(host_of(broker_id), self._start_broker(broker_id))
+
+    async def _start_broker(self, broker_id: int) -> SimBroker:
+        host = host_of(broker_id)
+        props = {
+            **self.settings,
+            "broker.id": str(broker_id),
+            "log.dirs": str(self.base_dir / f"broker-{broker_id}"),
+            "listeners": f"PLAINTEXT://{host}:{PORT}",
+            "advertised.listeners": f"PLAINTEXT://{host}:{PORT}",
+        }
+        with self.store.lock:
+            session = _OwnedSession(self.store, self.loop, self.store.new_session_id())
+            self.store.register(session)
+        clock = SimClock(self.loop, self.clock_offsets[broker_id])
+        broker = Broker(BrokerConfig(props), clock=clock, metadata_store=session)
+        server = KafkaServer(broker, host, PORT)
+        await server.start()
+        broker.advertised = Endpoint(host, PORT)
+        broker.listener_endpoints = {"PLAINTEXT": broker.advertised}
+        broker.listener_protocols = {"PLAINTEXT": "PLAINTEXT"}
+        broker.start_background()
+        member = SimBroker(broker_id, broker, server, session, clock)
+        self.brokers[broker_id] = member
+        return member
+
+    async def crash(self, broker_id: int) -> None:
+        """A process crash: the broker's tasks end where they wait, its connections reset."""
+        member = self.brokers.pop(broker_id)
+        host = member.host
+        self.network.crash_host(host)
+        member.clock.stop()
+        member.session.muted = True
+        for _ in range(10):  # a cancelled task's clean-up may start another: end those too
+            tasks = self.loop.tasks_of(host)
+            if not tasks:
+                break
+            for task in tasks:
+                task.cancel()
+            await asyncio.wait(tasks, timeout=1.0)
+        # Its registration and other ephemerals go when the session times out, as with ZooKeeper.
+        self.loop.call_later(self.session_timeout_s, member.session.close)
+
+    async def restart(self, broker_id: int) -> SimBroker:
+        return await self.start_broker(broker_id)
+
+    def jump_clock(self, broker_id: int, delta_ms: int) -> None:
+        self.clock_offsets[broker_id] += delta_ms
+        member = self.brokers.get(broker_id)
+        if member is not None:
+            member.clock.jump(delta_ms)
+
+    def suspend_session(self, broker_id: int) -> None:
+        """The broker loses its connection to the metadata store; past the session timeout, the store
+        expires the session (the broker learns it when the connection comes back)."""
+        member = self.brokers.get(broker_id)
+        if member is None:
+            return
+        member.session.suspend()
+        self._expiries[broker_id] = self.loop.call_later(self.session_timeout_s, member.session.expire)
+
+    def resume_session(self, broker_id: int) -> None:
+        timer = self._expiries.pop(broker_id, None)
+        if timer is not None:
+            timer.cancel()
+        member = self.brokers.get(broker_id)
+        if member is not None and member.session.session_state == "SUSPENDED":
+            member.session.resume()
+
+    def expire_session(self, broker_id: int) -> None:
+        member = self.brokers.get(broker_id)
+        if member is not None:
+            member.session.expire()
+
+    def registered(self) -> list[int]:
+        with self.store.lock:
+            node = self.store.lookup("/brokers/ids")
+            return sorted(int(c) for c in node.children) if node is not None else []
+
+    def controller(self) -> int | None:
+        for broker_id, member in self.brokers.items():
+            if member.broker.control.controller_active:
+                return broker_id
+        return None
+
+    @property
+    def bootstrap(self) -> list[tuple[str, int]]:
+        return [(host_of(b), PORT) for b in sorted(self.brokers)]
+
+    async def stop(self) -> None:
+        for broker_id in sorted(self.brokers):
+            await self.crash(broker_id)
+        self.store.close()
