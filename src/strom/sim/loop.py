@@ -119,7 +119,7 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
         tasks = [t for t in self._tasks_by_host.get(host, ()) if not t.done()]
         return sorted(tasks, key=lambda t: t.get_name())
 
-    async def create_connection(  # type: ignore[override]
+    async def create_connection(
         self,
         protocol_factory: Callable[[], Any],
         host: str | None = None,
@@ -134,7 +134,7 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
             raise ValueError("the simulated network carries PLAINTEXT only")
         return await self.network.connect(CURRENT_HOST.get(), protocol_factory, host, port)
 
-    async def create_server(  # type: ignore[override]
+    async def create_server(
         self, protocol_factory: Callable[[], Any], host: Any = None, port: int | None = None, **kwargs: Any
     ) -> Any:
         if self.network is None or not isinstance(host, str):

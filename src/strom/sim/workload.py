@@ -22,18 +22,19 @@ import asyncio
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from strom._util.clock import Clock
 from strom.broker.net_client import BrokerConnection
 from strom.broker.security.client import ClientSecurity
+from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
+from strom.protocol.messages import CreateTopicsRequestCreatableTopic, FetchRequest, ProduceRequest, Records
+from strom.protocol.primitives import RecordsRegion
 from strom.protocol.records.builder import build_batch, decode_batches
 
 __all__ = ["Acked", "IdempotentProducer", "Observer", "Topology", "read_partition"]
 
 TOPIC = "events"
-_API_PRODUCE, _API_FETCH, _API_METADATA, _API_INIT_PID, _API_CREATE = 0, 1, 3, 22, 19
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,23 +62,22 @@ class Topology:
             self._connections[address] = conn
         return conn
 
-    async def request(
-        self, address: tuple[str, int], api_key: int, version: int, body: Any, timeout_ms: int
-    ) -> Any:
-        return await self.connection(address).request(api_key, version, body, timeout_ms=timeout_ms)
-
     async def refresh(self) -> bool:
         addresses = list(self._bootstrap) + [a for a in self.brokers.values() if a not in self._bootstrap]
         self._rng.shuffle(addresses)
-        body = {
-            "topics": [{"name": TOPIC}],
-            "allow_auto_topic_creation": False,
-            "include_cluster_authorized_operations": False,
-            "include_topic_authorized_operations": False,
-        }
         for address in addresses:
             try:
-                answer = await self.request(address, _API_METADATA, 8, body, 2000)
+                answer = await self.connection(address).send(
+                    ApiKey.METADATA,
+                    8,
+                    {
+                        "topics": [{"name": TOPIC}],
+                        "allow_auto_topic_creation": False,
+                        "include_cluster_authorized_operations": False,
+                        "include_topic_authorized_operations": False,
+                    },
+                    2000,
+                )
             except ConnectionError:
                 continue
             self.brokers = {b["node_id"]: (b["host"], b["port"]) for b in answer["brokers"]}
@@ -95,23 +95,22 @@ class Topology:
         return None if leader is None else self.brokers.get(leader[0])
 
     async def create_topic(self, partitions: int, replication_factor: int, min_isr: int) -> None:
-        body = {
-            "topics": [
-                {
-                    "name": TOPIC,
-                    "num_partitions": partitions,
-                    "replication_factor": replication_factor,
-                    "assignments": [],
-                    "configs": [{"name": "min.insync.replicas", "value": str(min_isr)}],
-                }
-            ],
-            "timeout_ms": 30000,
-            "validate_only": False,
+        topic: CreateTopicsRequestCreatableTopic = {
+            "name": TOPIC,
+            "num_partitions": partitions,
+            "replication_factor": replication_factor,
+            "assignments": [],
+            "configs": [{"name": "min.insync.replicas", "value": str(min_isr)}],
         }
         while True:
             for address in self._bootstrap:
                 try:
-                    answer = await self.request(address, _API_CREATE, 4, body, 30_000)
+                    answer = await self.connection(address).send(
+                        ApiKey.CREATE_TOPICS,
+                        4,
+                        {"topics": [topic], "timeout_ms": 30000, "validate_only": False},
+                        30_000,
+                    )
                 except ConnectionError:
                     continue
                 code = answer["topics"][0]["error_code"]
@@ -143,9 +142,8 @@ class IdempotentProducer:
                 continue
             for address in list(self.topology.brokers.values()):
                 try:
-                    answer = await self.topology.request(
-                        address,
-                        _API_INIT_PID,
+                    answer = await self.topology.connection(address).send(
+                        ApiKey.INIT_PRODUCER_ID,
                         1,
                         {"transactional_id": None, "transaction_timeout_ms": 60000},
                         5000,
@@ -185,7 +183,7 @@ class IdempotentProducer:
                 producer_epoch=self.producer_epoch,
                 base_sequence=seq,
             )
-            body = {
+            body: ProduceRequest = {
                 "transactional_id": None,
                 "acks": -1,
                 "timeout_ms": 5000,
@@ -194,7 +192,7 @@ class IdempotentProducer:
                 ],
             }
             try:
-                answer = await self.topology.request(address, _API_PRODUCE, 8, body, 8000)
+                answer = await self.topology.connection(address).send(ApiKey.PRODUCE, 8, body, 8000)
             except ConnectionError:
                 self._count("connection")
                 await asyncio.sleep(0.1)  # librdkafka's reconnect back-off
@@ -232,7 +230,9 @@ async def read_partition(topology: Topology, partition: int, end_s: float) -> li
             await asyncio.sleep(0.2)
             continue
         try:
-            answer = await topology.request(address, _API_FETCH, 11, _fetch_body(partition, offset), 5000)
+            answer = await topology.connection(address).send(
+                ApiKey.FETCH, 11, _fetch_body(partition, offset), 5000
+            )
         except ConnectionError:
             await topology.refresh()
             continue
@@ -250,7 +250,7 @@ async def read_partition(topology: Topology, partition: int, end_s: float) -> li
     return None
 
 
-def _fetch_body(partition: int, offset: int) -> dict[str, Any]:
+def _fetch_body(partition: int, offset: int) -> FetchRequest:
     return {
         "replica_id": -1,
         "max_wait_ms": 0,
@@ -278,10 +278,12 @@ def _fetch_body(partition: int, offset: int) -> dict[str, Any]:
     }
 
 
-def _records(buf: Any) -> Iterable[tuple[int, bytes]]:
+def _records(buf: Records | None) -> Iterable[tuple[int, bytes]]:
     if not buf:
         return
-    for batch in decode_batches(bytes(buf)):
+    if isinstance(buf, RecordsRegion):  # only a broker's own responses, before they are sent, hold one
+        raise TypeError("a decoded response holds its records' bytes")
+    for batch in decode_batches(buf):
         if batch.is_control:
             continue
         for record in batch.records:
@@ -308,9 +310,8 @@ class Observer:
                 if address is None:
                     continue
                 try:
-                    answer = await self.topology.request(
-                        address, _API_FETCH, 11, _fetch_body(partition, next_offset[partition]), 2000
-                    )
+                    body = _fetch_body(partition, next_offset[partition])
+                    answer = await self.topology.connection(address).send(ApiKey.FETCH, 11, body, 2000)
                 except ConnectionError:
                     continue
                 data = answer["responses"][0]["partitions"][0]
