@@ -33,7 +33,7 @@ from strom.sim.clock import SimClock
 from strom.sim.loop import SimulatedLoop
 from strom.sim.nemesis import KINDS, Fault, schedule
 from strom.sim.network import SimNetwork
-from strom.sim.workload import IdempotentProducer, Observer, SequenceLost, Topology, read_partition
+from strom.sim.workload import IdempotentProducer, Observer, SequenceLost, Topology, read_partition, settle
 from strom.sim.world import SimWorld, host_of
 
 __all__ = ["RunResult", "run_seed"]
@@ -85,7 +85,11 @@ def _seeded_process(seed: int) -> Iterator[None]:
 
 
 def run_seed(
-    seed: int, duration_s: float = 120.0, kinds: tuple[str, ...] = KINDS, batch_records: int = 5
+    seed: int,
+    duration_s: float = 120.0,
+    kinds: tuple[str, ...] = KINDS,
+    batch_records: int = 5,
+    acks: int = -1,
 ) -> RunResult:
     trace: list[str] = []
     loop = SimulatedLoop()
@@ -104,7 +108,7 @@ def run_seed(
                 random.Random(rng.getrandbits(64)), len(world.broker_ids), 5.0, duration_s, kinds
             )
             client_rng = random.Random(rng.getrandbits(64))
-            result = loop.run(_main(loop, world, faults, duration_s, client_rng, trace, batch_records))
+            result = loop.run(_main(loop, world, faults, duration_s, client_rng, trace, batch_records, acks))
     finally:
         root.removeHandler(handler)
         root.setLevel(previous_level)
@@ -120,6 +124,7 @@ async def _main(
     rng: random.Random,
     trace: list[str],
     batch_records: int,
+    acks: int,
 ) -> tuple[Findings, dict[str, int], float]:
     t0 = loop.time()
 
@@ -134,7 +139,7 @@ async def _main(
     end_s = t0 + duration_s
     producers = [
         IdempotentProducer(
-            Topology(world.bootstrap, clock, random.Random(rng.getrandbits(64))), p, batch_records
+            Topology(world.bootstrap, clock, random.Random(rng.getrandbits(64))), p, batch_records, acks
         )
         for p in range(PARTITIONS)
     ]
@@ -153,6 +158,12 @@ async def _main(
     final: dict[int, list[tuple[int, bytes]] | None] = {}
     reader = Topology(world.bootstrap, clock, random.Random(rng.getrandbits(64)))
     deadline = loop.time() + LIVENESS_BOUND_S
+    # A broker restarted before its old session expired registers only once the store expires that
+    # session (as with ZooKeeper); until then the ISR may still name the dead incarnation.
+    while world.registered_live() != world.broker_ids and loop.time() < deadline:
+        await asyncio.sleep(0.5)
+    settled = await world.as_host("10.0.3.1", settle(reader, PARTITIONS, deadline))
+    note("every partition led, every replica in sync" if settled else "not settled within the bound")
     for p in range(PARTITIONS):
         final[p] = await world.as_host("10.0.3.1", read_partition(reader, p, deadline))
     note("read back: " + ", ".join(f"p{p}={len(r) if r is not None else None}" for p, r in final.items()))

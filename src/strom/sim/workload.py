@@ -32,7 +32,7 @@ from strom.protocol.messages import CreateTopicsRequestCreatableTopic, FetchRequ
 from strom.protocol.primitives import RecordsRegion
 from strom.protocol.records.builder import build_batch, decode_batches
 
-__all__ = ["Acked", "IdempotentProducer", "Observer", "Topology", "read_partition"]
+__all__ = ["Acked", "IdempotentProducer", "Observer", "Topology", "read_partition", "settle"]
 
 TOPIC = "events"
 
@@ -54,6 +54,7 @@ class Topology:
         self._connections: dict[tuple[str, int], BrokerConnection] = {}
         self.brokers: dict[int, tuple[str, int]] = {}
         self.leaders: dict[int, tuple[int, int]] = {}  # partition -> (leader id, leader epoch)
+        self.in_sync: dict[int, bool] = {}  # partition -> every replica in the ISR
 
     def connection(self, address: tuple[str, int]) -> BrokerConnection:
         conn = self._connections.get(address)
@@ -83,6 +84,7 @@ class Topology:
             self.brokers = {b["node_id"]: (b["host"], b["port"]) for b in answer["brokers"]}
             for topic in answer["topics"]:
                 for p in topic["partitions"]:
+                    self.in_sync[p["partition_index"]] = set(p["isr_nodes"]) == set(p["replica_nodes"])
                     if p["error_code"] == 0 and p["leader_id"] >= 0:
                         self.leaders[p["partition_index"]] = (p["leader_id"], p["leader_epoch"])
                     else:
@@ -128,6 +130,7 @@ class IdempotentProducer:
     topology: Topology
     partition: int
     batch_records: int
+    acks: int = -1
     interval_s: float = 0.05  # between batches: a steady load, not a flood the simulation must step through
     acked: list[Acked] = field(default_factory=list)
     sent: int = 0  # records handed to a Produce request at least once
@@ -185,7 +188,7 @@ class IdempotentProducer:
             )
             body: ProduceRequest = {
                 "transactional_id": None,
-                "acks": -1,
+                "acks": self.acks,
                 "timeout_ms": 5000,
                 "topic_data": [
                     {"name": TOPIC, "partition_data": [{"index": self.partition, "records": batch}]}
@@ -215,6 +218,18 @@ class IdempotentProducer:
 
 class SequenceLost(Exception):
     """The broker no longer knows the producer's sequence: acknowledged state of the producer was lost."""
+
+
+async def settle(topology: Topology, partitions: int, end_s: float) -> bool:
+    """Until every partition has a leader and all its replicas in sync (then its high watermark is its
+    leader's log end: everything written is readable); False if ``end_s`` came first."""
+    loop = asyncio.get_running_loop()
+    while loop.time() < end_s:
+        await topology.refresh()
+        if all(p in topology.leaders and topology.in_sync.get(p) for p in range(partitions)):
+            return True
+        await asyncio.sleep(0.5)
+    return False
 
 
 async def read_partition(topology: Topology, partition: int, end_s: float) -> list[tuple[int, bytes]] | None:

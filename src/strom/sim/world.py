@@ -196,6 +196,16 @@ class SimWorld:
             node = self.store.lookup("/brokers/ids")
             return sorted(int(c) for c in node.children) if node is not None else []
 
+    def registered_live(self) -> list[int]:
+        """The brokers registered by their running incarnation (not by a crashed one's old session)."""
+        live = []
+        with self.store.lock:
+            for broker_id, member in sorted(self.brokers.items()):
+                node = self.store.lookup(f"/brokers/ids/{broker_id}")
+                if node is not None and node.owner == member.session.session_id:
+                    live.append(broker_id)
+        return live
+
     def controller(self) -> int | None:
         for broker_id, member in self.brokers.items():
             if member.broker.control.controller_active:

@@ -1,0 +1,137 @@
+"""``python -m strom.sim``: run seeds of the deterministic simulation and print a table per fault class.
+
+    python -m strom.sim --seeds 200 [--start 0] [--duration 120] [--jobs 2] [--trace-dir DIR]
+    python -m strom.sim --replay SEED --class crash [--duration 120]      # one seed, its trace printed
+
+Seeds are spread over the fault classes round-robin (seed ``s`` runs class ``CLASSES[s % 6]``: each
+fault kind alone, then all of them mixed) and over ``--jobs`` worker processes. A failing seed prints
+the one-line command that replays it and, with ``--trace-dir``, leaves its trace there. String hashing
+must be the same in every process for a seed to replay exactly, so the command re-executes itself with
+``PYTHONHASHSEED=0`` when it is not set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["CLASSES", "main"]
+
+CLASSES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("crash", ("crash",)),
+    ("isolate", ("isolate",)),
+    ("one_way", ("one_way",)),
+    ("expire", ("expire",)),
+    ("clock_jump", ("clock_jump",)),
+    ("mixed", ("crash", "isolate", "one_way", "expire", "clock_jump")),
+)
+KINDS_OF = dict(CLASSES)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    seed: int
+    fault_class: str
+    acked: int
+    counts: dict[str, int]
+    examples: list[str]
+    trace: list[str]
+    simulated_s: float
+    wall_s: float
+
+
+def class_of(seed: int) -> str:
+    return CLASSES[seed % len(CLASSES)][0]
+
+
+def run_one(seed: int, fault_class: str, duration_s: float) -> Outcome:
+    from strom.sim.run import run_seed
+
+    result = run_seed(seed, duration_s, KINDS_OF[fault_class])
+    return Outcome(
+        seed,
+        fault_class,
+        result.findings.acked,
+        result.findings.counts(),
+        result.findings.examples(),
+        result.trace,
+        result.simulated_s,
+        result.wall_s,
+    )
+
+
+def replay_command(seed: int, fault_class: str, duration_s: float) -> str:
+    return f"python -m strom.sim --replay {seed} --class {fault_class} --duration {duration_s:g}"
+
+
+def table(outcomes: list[Outcome]) -> str:
+    rows = [
+        "| fault class | runs | acknowledged | lost | moved | duplicated | reordered | unseen "
+        "| split brain | unavailable | median wall s per run |",
+        "|---|" + "---|" * 10,
+    ]
+    for name, _ in CLASSES:
+        mine = [o for o in outcomes if o.fault_class == name]
+        if not mine:
+            continue
+        total = {k: sum(o.counts[k] for o in mine) for k in mine[0].counts}
+        rows.append(
+            f"| {name} | {len(mine)} | {sum(o.acked for o in mine):,} | {total['lost']} | {total['moved']} | "
+            f"{total['duplicated']} | {total['reordered']} | {total['unseen']} | {total['split_brain']} | "
+            f"{total['unavailable']} | {statistics.median(o.wall_s for o in mine):.2f} |"
+        )
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m strom.sim")
+    parser.add_argument("--seeds", type=int, default=60)
+    parser.add_argument("--start", type=int, default=0)
+    parser.add_argument("--duration", type=float, default=120.0, help="simulated seconds of faults per seed")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--trace-dir", type=Path, default=None)
+    parser.add_argument("--replay", type=int, default=None, metavar="SEED")
+    parser.add_argument("--class", dest="fault_class", choices=[c for c, _ in CLASSES], default=None)
+    args = parser.parse_args(argv)
+    if os.environ.get("PYTHONHASHSEED") != "0":
+        os.environ["PYTHONHASHSEED"] = "0"
+        os.execv(
+            sys.executable, [sys.executable, "-m", "strom.sim", *(argv if argv is not None else sys.argv[1:])]
+        )
+    if args.replay is not None:
+        fault_class = args.fault_class or class_of(args.replay)
+        outcome = run_one(args.replay, fault_class, args.duration)
+        print("\n".join(outcome.trace))
+        print(f"seed {outcome.seed} ({fault_class}): {outcome.counts} acked={outcome.acked}")
+        for line in outcome.examples:
+            print("  " + line)
+        return 0 if not any(outcome.counts.values()) else 1
+    seeds = range(args.start, args.start + args.seeds)
+    with ProcessPoolExecutor(max_workers=max(args.jobs, 1)) as pool:
+        futures = [pool.submit(run_one, s, args.fault_class or class_of(s), args.duration) for s in seeds]
+        outcomes = [f.result() for f in futures]
+    failed = [o for o in outcomes if any(o.counts.values())]
+    for o in failed:
+        print(f"FAILED seed {o.seed} ({o.fault_class}): " + "; ".join(o.examples[:3]))
+        print("  replay: " + replay_command(o.seed, o.fault_class, args.duration))
+        if args.trace_dir is not None:
+            args.trace_dir.mkdir(parents=True, exist_ok=True)
+            path = args.trace_dir / f"seed-{o.seed}.trace"
+            path.write_text("\n".join(o.trace) + "\n")
+            print(f"  trace: {path}")
+    speedups = sorted(o.simulated_s / o.wall_s for o in outcomes if o.wall_s > 0)
+    print(table(outcomes))
+    print(
+        f"{len(outcomes)} seeds, {len(failed)} failed; median {statistics.median(speedups):.1f}x real time "
+        f"({statistics.median(o.wall_s for o in outcomes):.2f} s wall for {args.duration:g} s simulated)"
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
