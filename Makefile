@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 DATA ?= ./data
 
-.PHONY: install install-test run test lint typecheck layers unit chaos eos-long spark-eos-kill bench demo clean
+.PHONY: install install-test run test lint typecheck layers unit chaos sim eos-long spark-eos-kill bench demo clean
 
 install:
 	@scripts/install.sh run
@@ -36,6 +36,16 @@ RUNS ?= 20
 CHAOS_SEED ?= 8
 chaos: install-test
 	RUNS=$(RUNS) CHAOS_SEED=$(CHAOS_SEED) $(PY) -m pytest -m faults tests/faults -q
+
+# The deterministic simulation's long form: SEEDS seeded runs of a simulated 3-broker cluster under
+# faults, SIM_SECONDS of simulated time each, spread over both cores; a table per fault class
+# (docs/faults.md). `make test` runs the short form (200 seeds of 20 s).
+SEEDS ?= 1000
+SIM_SECONDS ?= 120
+SIM_START ?= 0
+sim: install-test
+	PYTHONHASHSEED=0 $(PY) -m strom.sim --seeds $(SEEDS) --start $(SIM_START) --duration $(SIM_SECONDS) \
+		--trace-dir sim-traces
 
 # Issue 13's exactly-once check, long form: a consume-transform-produce loop on a 3-broker cluster while
 # the broker coordinating its transactions is killed with SIGKILL and restarted TXN_KILLS times

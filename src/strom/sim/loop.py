@@ -28,11 +28,12 @@ it raises `SimulationStalled`, which names the deadlock instead of hanging.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import selectors
 from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
-from weakref import WeakSet
+from weakref import WeakKeyDictionary
 
 if TYPE_CHECKING:
     from strom.sim.network import SimNetwork
@@ -102,7 +103,8 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
         super().__init__(_SimulatedSelector(self))
         self.set_default_executor(InlineExecutor())
         self.network: SimNetwork | None = None
-        self._tasks_by_host: dict[str, WeakSet[asyncio.Task[Any]]] = {}
+        self._tasks_by_host: dict[str, WeakKeyDictionary[asyncio.Task[Any], int]] = {}
+        self._task_seq = itertools.count()
         self.set_task_factory(self._make_task)
 
     def _make_task(self, loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
@@ -111,13 +113,14 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
         task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, **kwargs)
         context = kwargs.get("context")
         host = context.get(CURRENT_HOST) if context is not None else CURRENT_HOST.get()
-        self._tasks_by_host.setdefault(host, WeakSet()).add(task)
+        self._tasks_by_host.setdefault(host, WeakKeyDictionary())[task] = next(self._task_seq)
         return task
 
     def tasks_of(self, host: str) -> list[asyncio.Task[Any]]:
-        """The unfinished tasks created by ``host``'s code, in creation order of their names."""
-        tasks = [t for t in self._tasks_by_host.get(host, ()) if not t.done()]
-        return sorted(tasks, key=lambda t: t.get_name())
+        """The unfinished tasks created by ``host``'s code, in creation order (task names come from a
+        process-wide counter, so they differ between two runs of one seed in one process)."""
+        tasks = self._tasks_by_host.get(host, WeakKeyDictionary())
+        return sorted((t for t in tasks if not t.done()), key=lambda t: tasks[t])
 
     async def create_connection(
         self,

@@ -18,6 +18,7 @@ stamped with its simulated time.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import random
 import tempfile
@@ -32,7 +33,7 @@ from strom.sim.checker import Findings, check
 from strom.sim.clock import SimClock
 from strom.sim.loop import SimulatedLoop
 from strom.sim.nemesis import KINDS, Fault, schedule
-from strom.sim.network import SimNetwork
+from strom.sim.network import CURRENT_HOST, SimNetwork
 from strom.sim.workload import IdempotentProducer, Observer, SequenceLost, Topology, read_partition, settle
 from strom.sim.world import SimWorld, host_of
 
@@ -59,22 +60,40 @@ class RunResult:
 
 
 class _TraceHandler(logging.Handler):
+    """Every log line of the simulated machines, stamped with simulated time and the machine's address;
+    the run's temporary directory reads ``<data>``, and the controller's timing lines (real elapsed
+    time, which no simulation fixes) are left out, so traces of one seed compare equal."""
+
     def __init__(self, loop: SimulatedLoop, trace: list[str]) -> None:
-        super().__init__(logging.WARNING)
+        super().__init__(logging.INFO)
         self._loop = loop
         self._trace = trace
+        self.base_dir = "<data>"
 
     def emit(self, record: logging.LogRecord) -> None:
         when = self._loop.time() - self._loop.start_s
-        self._trace.append(f"{when:10.3f} log {record.name}: {record.getMessage()}")
+        message = record.getMessage()
+        if message.startswith("controller timing"):
+            return
+        message = message.replace(self.base_dir, "<data>")
+        self._trace.append(f"{when:10.3f} {CURRENT_HOST.get():>9} {record.name}: {message}")
 
 
 @contextmanager
 def _seeded_process(seed: int) -> Iterator[None]:
-    """Module-level randomness drawn from the seed for the run's length."""
+    """Module-level randomness drawn from the seed, and no cyclic garbage collection, for the run's length.
+
+    The collector runs when allocation counts say so, which differs between two runs of a seed, and a
+    collected object's finaliser (an asyncio transport's or stream's) schedules callbacks on the loop:
+    with the collector on, one seed interleaves differently from run to run. Reference counting still
+    frees almost everything at once; the cycles wait for the end of the run.
+    """
     rng = random.Random(seed ^ 0x5EED)
     state = random.getstate()
     real_uuid4 = uuid.uuid4
+    collecting = gc.isenabled()
+    gc.collect()
+    gc.disable()
     random.seed(seed)
     uuid.uuid4 = lambda: uuid.UUID(int=rng.getrandbits(128), version=4)
     try:
@@ -82,6 +101,9 @@ def _seeded_process(seed: int) -> Iterator[None]:
     finally:
         uuid.uuid4 = real_uuid4
         random.setstate(state)
+        if collecting:
+            gc.enable()
+        gc.collect()
 
 
 def run_seed(
@@ -97,10 +119,11 @@ def run_seed(
     root = logging.getLogger("strom")
     root.addHandler(handler)
     previous_level = root.level
-    root.setLevel(logging.WARNING)
+    root.setLevel(logging.INFO)
     started = time.monotonic()
     try:
         with _seeded_process(seed), tempfile.TemporaryDirectory(prefix=f"strom-sim-{seed}-") as base:
+            handler.base_dir = base
             rng = random.Random(seed)
             network = SimNetwork(loop, random.Random(rng.getrandbits(64)))
             world = SimWorld(loop, network, Path(base))
@@ -129,7 +152,7 @@ async def _main(
     t0 = loop.time()
 
     def note(what: str) -> None:
-        trace.append(f"{loop.time() - t0:10.3f} {what}")
+        trace.append(f"{loop.time() - t0:10.3f} {'sim':>9} {what}")
 
     await world.start()
     note("brokers started")

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from strom.broker.broker import Broker, Endpoint
 from strom.broker.config import BrokerConfig
-from strom.broker.server import KafkaServer
+from strom.broker.network.server import KafkaServer
 from strom.cluster.local_store import LocalSession, LocalStore
 from strom.sim.clock import SimClock
 from strom.sim.loop import SimulatedLoop

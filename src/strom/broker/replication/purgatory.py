@@ -59,7 +59,9 @@ def _wake(fut: asyncio.Future[bool]) -> None:
 class Purgatory:
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
-        self._watchers: dict[Hashable, set[asyncio.Future[bool]]] = {}
+        # Per key, the waiters in arrival order (a dict as an ordered set): a notify wakes them first
+        # come, first served, and in the same order every run (a set would iterate by memory address).
+        self._watchers: dict[Hashable, dict[asyncio.Future[bool], None]] = {}
 
     async def wait(self, keys: Iterable[Hashable], timeout_ms: int) -> bool:
         """Park until any key is notified (True) or `timeout_ms` passes on the clock (False)."""
@@ -68,13 +70,13 @@ class Purgatory:
         fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         watched = list(keys)
         for key in watched:
-            self._watchers.setdefault(key, set()).add(fut)
+            self._watchers.setdefault(key, {})[fut] = None
 
         def release() -> None:
             for key in watched:
                 waiters = self._watchers.get(key)
                 if waiters is not None:
-                    waiters.discard(fut)
+                    waiters.pop(fut, None)
                     if not waiters:
                         del self._watchers[key]
 
