@@ -133,7 +133,7 @@ class SimWorld:
             self.store.register(session)
         clock = SimClock(self.loop, self.clock_offsets[broker_id])
         broker = Broker(BrokerConfig(props), clock=clock, metadata_store=session)
-        server = KafkaServer(broker, host, PORT)
+        server = KafkaServer(broker.handler_ports, host, PORT)
         await server.start()
         broker.advertised = Endpoint(host, PORT)
         broker.listener_endpoints = {"PLAINTEXT": broker.advertised}
