@@ -1,8 +1,8 @@
 """ConsumerGroupHeartbeat (68) v0-v1 and ConsumerGroupDescribe (69) v0-v1 against a live broker over raw
 TCP, version by version (docs/protocol.md#advertise-nothing-untested): joining (a member id generated
 by the broker in v0, the client's own in v1), the assignment by topic id, heartbeats, fencing, the v1
-regular expression, leaving, the describe of each version, OffsetCommit by member epoch, ListGroups and
-the group-coordinator gauges of /metrics."""
+regular expression, leaving, the describe of each version, OffsetCommit by member epoch, ListGroups,
+DeleteGroups and the group-coordinator gauges of /metrics."""
 
 from __future__ import annotations
 
@@ -111,6 +111,11 @@ def test_heartbeat_join_beat_fence_leave(raw: RawClient, topic_name: str, versio
     left = heartbeat(raw, version, group, member_id, -1)
     assert left["error_code"] == 0 and left["member_epoch"] == -1
     assert describe(raw, 0, group)["group_state"] == "Empty"
+    # DeleteGroups: the empty consumer group goes, with its committed offsets.
+    deleted = raw.call(ApiKey.DELETE_GROUPS, 1, {"groups_names": [group]})["results"]
+    assert deleted == [{"group_id": group, "error_code": 0}]
+    assert describe(raw, 0, group)["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
+    assert all(g["group_id"] != group for g in raw.call(ApiKey.LIST_GROUPS, 2, {})["groups"])
 
 
 def test_heartbeat_v1_regular_expression(raw: RawClient, topic_name: str) -> None:
@@ -166,5 +171,7 @@ def test_describe(raw: RawClient, broker: BrokerProcess, topic_name: str, versio
         assert value(samples, f"{prefix}_group_count", protocol="consumer") >= 1
         assert value(samples, f"{prefix}_consumer_group_count", state="stable") >= 1
         assert f"{prefix}_classic_group_count" in samples
+    busy = raw.call(ApiKey.DELETE_GROUPS, 1, {"groups_names": [group]})["results"]
+    assert busy == [{"group_id": group, "error_code": ErrorCode.NON_EMPTY_GROUP}]
     unknown = describe(raw, version, f"{group}-unknown")
     assert unknown["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND

@@ -77,6 +77,8 @@ class GroupCoordinator:
         self.consumer_commit_check: Callable[[str, str, int], ErrorCode | None] | None = None
         # Set by the broker: the consumer groups (KIP-848) it coordinates, listed with the classic ones.
         self.consumer_listing: Callable[[], list[ListedGroup]] | None = None
+        # Set by the broker: DeleteGroups of a consumer group (None: there is no such consumer group).
+        self.consumer_delete: Callable[[str], ErrorCode | None] | None = None
 
     @property
     def groups(self) -> dict[str, Group]:
@@ -303,7 +305,11 @@ class GroupCoordinator:
         results: dict[str, ErrorCode] = {}
         for group_id in group_ids:
             group = self.store.get(group_id)
-            if not group_id:
+            consumer = self.consumer_delete(group_id) if self.consumer_delete and group_id else None
+            if consumer is not None and (consumer is not ErrorCode.NONE or group is None):
+                # A consumer group: refused while it has members, else gone (and its offsets below).
+                results[group_id] = consumer
+            elif not group_id:
                 results[group_id] = ErrorCode.INVALID_GROUP_ID
             elif group is None:
                 results[group_id] = ErrorCode.GROUP_ID_NOT_FOUND

@@ -73,7 +73,7 @@ from strom.coordinator import (
     partition_for,
 )
 from strom.coordinator.consumer import assignors
-from strom.coordinator.consumer.heartbeat import ConsumerGroupConfig
+from strom.coordinator.consumer.heartbeat import ConsumerGroupConfig, group_tombstones
 from strom.coordinator.consumer.model import ConsumerGroup, commit_error
 from strom.coordinator.consumer.records import CONSUMER_KEY_VERSIONS, key_version
 from strom.coordinator.messages import ListedGroup
@@ -279,6 +279,7 @@ class GroupService:
         self.coordinator.consumer_commit_check = lambda group_id, member_id, epoch: commit_error(
             self.consumer_group(group_id), member_id, epoch
         )
+        self.coordinator.consumer_delete = self._delete_consumer_group
         self.coordinator.consumer_listing = lambda: [
             ListedGroup(g.group_id, CONSUMER_PROTOCOL_TYPE, g.state.value, CONSUMER_GROUP_TYPE)
             for g in self.consumer_groups()
@@ -293,6 +294,27 @@ class GroupService:
         """The consumer group (KIP-848) of that id, if this broker coordinates it and it exists."""
         shard = self.runtime.active_shards().get(self.coordinator.partition_for(group_id))
         return None if shard is None else shard.consumer.groups.get(group_id)
+
+    def _delete_consumer_group(self, group_id: str) -> ErrorCode | None:
+        """DeleteGroups of a consumer group: NON_EMPTY_GROUP while it has members; else its group-level
+        records get tombstones (written inline, as the classic coordinator writes, and replayed into the
+        shard at once). None when no consumer group has that id here."""
+        index = self.coordinator.partition_for(group_id)
+        shard = self.runtime.active_shards().get(index)
+        group = None if shard is None else shard.consumer.groups.get(group_id)
+        if shard is None or group is None:
+            return None
+        if group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        records = group_tombstones(group_id)
+        try:
+            self.runtime.append(index, records)
+        except CoordinatorError as exc:
+            return _COORDINATOR_ERRORS.get(exc.code, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        for key, value in records:
+            shard.consumer.replay(key, value)
+        log.info("consumer group %s deleted", group_id)
+        return ErrorCode.NONE
 
     def consumer_groups(self) -> list[ConsumerGroup]:
         """Every consumer group this broker coordinates."""
