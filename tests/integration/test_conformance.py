@@ -74,6 +74,7 @@ COVERED_ELSEWHERE.update(dict.fromkeys((27, 61, 65, 66), "test_transaction_admin
 COVERED_ELSEWHERE.update(dict.fromkeys((29, 30, 31), "test_acls.py"))
 COVERED_ELSEWHERE.update(dict.fromkeys((17, 36, 50, 51), "test_sasl.py"))
 COVERED_ELSEWHERE.update(dict.fromkeys((68, 69), "test_consumer_group_protocol.py"))
+COVERED_ELSEWHERE.update(dict.fromkeys((48, 49), "test_client_quotas.py"))
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4

@@ -27,6 +27,10 @@ CONNECTION_MOVES = {
     (C.AUTHENTICATING, C.DRAINING),
     (C.AUTHENTICATING, C.CLOSED),
     (C.SERVING, C.REAUTHENTICATING),
+    (C.SERVING, C.THROTTLED),
+    (C.THROTTLED, C.SERVING),
+    (C.THROTTLED, C.DRAINING),
+    (C.THROTTLED, C.CLOSED),
     (C.SERVING, C.DRAINING),
     (C.SERVING, C.CLOSED),
     (C.REAUTHENTICATING, C.SERVING),
@@ -78,7 +82,7 @@ def test_every_other_sasl_move_is_refused(current: SaslState, target: SaslState)
 def test_the_tables_are_the_documented_ones() -> None:
     assert {(p, t) for t, ps in CONNECTION_TABLE.items() for p in ps} == CONNECTION_MOVES
     assert {(p, t) for t, ps in SASL_TABLE.items() for p in ps} == SASL_MOVES
-    assert frozenset({C.AUTHENTICATING, C.SERVING, C.REAUTHENTICATING}) == READING
+    assert frozenset({C.AUTHENTICATING, C.SERVING, C.THROTTLED, C.REAUTHENTICATING}) == READING
 
 
 @pytest.mark.parametrize(

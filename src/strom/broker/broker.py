@@ -32,7 +32,9 @@ from dataclasses import dataclass
 from strom._util.clock import Clock, SystemClock, sleep_ms, yield_to_loop
 from strom.broker.authorization import Authorizer
 from strom.broker.config import BrokerConfig
+from strom.broker.config_entities import ConfigEntities
 from strom.broker.control.cluster_member import ClusterMember, ZkIsrStore, connect_metadata_store
+from strom.broker.control.dynamic_config import DEFAULT_BROKER_ENTITY, DynamicBrokerConfig
 from strom.broker.control.single_node import SingleNodeMember
 from strom.broker.control.topic_admin import TopicAdmin
 from strom.broker.coordinators.coordinator_partitions import CoordinatorPartitions
@@ -40,6 +42,7 @@ from strom.broker.coordinators.group_service import GroupService
 from strom.broker.coordinators.registry_service import RegistryService
 from strom.broker.coordinators.transaction_service import TransactionService
 from strom.broker.handlers.base import HandlerPorts
+from strom.broker.network.client_quotas import ClientQuotas
 from strom.broker.ports import ControlPlane
 from strom.broker.replication.purgatory import Purgatory
 from strom.broker.replication.replica_fetcher import ReplicaFetcherManager
@@ -50,8 +53,10 @@ from strom.broker.security.listeners import ListenerSetup, parse_listener_setup
 from strom.broker.tiered.remote_log_manager import RemoteLogManager
 from strom.broker.tiered.wiring import build_remote_log_manager
 from strom.cluster.acl_znodes import AclZnodeStore
+from strom.cluster.broker_config_znodes import BrokerConfigZnodes
 from strom.cluster.local_store import LocalStore
 from strom.cluster.metadata_store import MetadataStore
+from strom.cluster.quota_znodes import QuotaZnodeStore
 from strom.metrics.counters import BrokerCounters
 from strom.storage.cleaner import LogCleaner
 from strom.storage.config import LogConfig
@@ -151,6 +156,16 @@ class Broker:
             self.clock,
         )
         member.on_user_change = self.credentials.reload  # /config/users change notifications
+        # Client quotas: /config/users and /config/clients, re-read on their change notifications.
+        self.quotas = ClientQuotas(
+            int(config.get("quota.window.num")), 1000 * int(config.get("quota.window.size.seconds"))
+        )
+        self.quota_store = QuotaZnodeStore(metadata_client)
+        self.reload_quotas()
+        # Dynamic broker configs (KIP-226): /config/brokers/<id> and /config/brokers/<default>.
+        self.dynamic_config = DynamicBrokerConfig(config)
+        self.broker_config_store = BrokerConfigZnodes(metadata_client)
+        member.on_entity_change += [self.reload_quotas, self.reload_broker_config]
         self.control: ControlPlane = member
         self.topics = TopicAdmin(
             self.control,
@@ -163,6 +178,7 @@ class Broker:
             bool(config.get("delete.topic.enable")),
             bool(config.get("remote.log.storage.system.enable")),
         )
+        self.reload_broker_config()  # before the coordinators read topic defaults
         # The coordinators' one door to the replica manager (logs and leadership of internal topics).
         self.coordinator_partitions = CoordinatorPartitions(self.replica_manager)
         self.groups = GroupService(
@@ -202,7 +218,6 @@ class Broker:
             node_id=self.node_id,
             cluster_id=self.cluster_id,
             config=config,
-            default_log_config=self.default_log_config,
             clock=self.clock,
             metadata=self.metadata,
             replica_manager=self.replica_manager,
@@ -214,9 +229,36 @@ class Broker:
             credentials=self.credentials,
             authorizer=self.authorizer,
             metrics=self.metrics,
+            quotas=self.quotas,
+            config_entities=ConfigEntities(
+                self.quota_store,
+                self.broker_config_store,
+                self.dynamic_config,
+                self.reload_quotas,
+                self.reload_broker_config,
+            ),
             remote_log_manager=self.remote_log_manager,
         )
         self._tasks: list[asyncio.Task[None]] = []
+
+    def reload_quotas(self) -> None:
+        self.quotas.replace(self.quota_store.load_all())
+
+    def reload_broker_config(self) -> None:
+        """Re-read the dynamic broker configs; a changed topic default applies to every hosted log."""
+        store = self.broker_config_store
+        if not self.dynamic_config.replace(store.read(str(self.node_id)), store.read(DEFAULT_BROKER_ENTITY)):
+            return
+        self.default_log_config = self.dynamic_config.log_config()
+        self.log_manager.default_config = self.default_log_config
+        self.topics.default_log_config = self.default_log_config
+        for topic in sorted({tp.topic for tp in self.log_manager.all_logs()}):
+            self.log_manager.update_config(topic, self.topics.log_config_for(topic))
+        log.info(
+            "dynamic broker configs now %s (cluster default %s)",
+            self.dynamic_config.per_broker,
+            self.dynamic_config.cluster_default,
+        )
 
     def _log_config_for(self, topic: str) -> LogConfig:
         return self.topics.log_config_for(topic)

@@ -260,6 +260,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "false",
             "With ACLs on: allow a resource that has no ACL at all.",
         ),
+        ConfigDef("quota.window.num", int, "11", "Samples a client quota's rate is measured over."),
+        ConfigDef("quota.window.size.seconds", int, "1", "Time span of each client quota sample."),
         ConfigDef("num.io.threads", int, "8", "Accepted for compatibility; Strom uses one event loop."),
         ConfigDef("num.network.threads", int, "3", "Accepted for compatibility; Strom uses one event loop."),
     )

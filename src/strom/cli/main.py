@@ -37,12 +37,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from strom.cli.acls import ACLS_HANDLERS
         from strom.cli.cluster import CLUSTER_HANDLERS
+        from strom.cli.quotas import QUOTAS_HANDLERS
         from strom.cli.s3_server import S3_SERVER_HANDLERS
         from strom.cli.schemas import SCHEMAS_HANDLERS
         from strom.cli.users import USERS_HANDLERS
 
         handlers = {**HANDLERS, **CLUSTER_HANDLERS, **SCHEMAS_HANDLERS, **ACLS_HANDLERS, **USERS_HANDLERS}
         handlers.update(S3_SERVER_HANDLERS)
+        handlers.update(QUOTAS_HANDLERS)
         return handlers[args.handler](args)
     except ConsoleError as exc:
         print(f"strom: error: {exc.message}", file=sys.stderr)

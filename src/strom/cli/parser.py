@@ -133,6 +133,9 @@ def build_parser() -> OneLineErrorParser:
     from strom.cli.users import add_users_commands
 
     add_users_commands(commands, _connection_parent())
+    from strom.cli.quotas import add_quotas_commands
+
+    add_quotas_commands(commands, _connection_parent())
     from strom.cli.schemas import add_schemas_commands
 
     add_schemas_commands(commands)

@@ -15,7 +15,11 @@ The layout follows Kafka's ZooKeeper mode (2.x/3.x) so its documentation maps on
 | ``/brokers/topics/<t>/partitions/<p>/state`` | persistent | ``{"version": 1, "leader",
   "leader_epoch", "isr", "controller_epoch"}`` |
 | ``/config/topics/<topic>`` | persistent | ``{"version": 1, "config": {name: value}}`` |
-| ``/config/users/<user>`` | persistent | ``{"version": 1, "config": {"SCRAM-SHA-256": "salt=..."}}`` |
+| ``/config/users/<user>`` | persistent | ``{"version": 1, "config": {"SCRAM-SHA-256": "salt=..."}}``
+  (and the user's quotas) |
+| ``/config/users/<user>/clients/<client>``, ``/config/clients/<client>`` | persistent | ``{"version": 1,
+  "config": {"producer_byte_rate": "1024"}}``: client quotas (cluster/quota_znodes.py; ``<default>``
+  names a default entity) |
 | ``/config/changes/config_change_<seq>`` | persistent sequential | ``{"version": 2, "entity_path":
   "topics/<t>"}``: every broker reloads that topic's configs |
 | ``/admin/delete_topics/<topic>`` | persistent | empty: deletion requested, the controller carries it out |
@@ -286,6 +290,11 @@ def user_config_path(user: str) -> str:
 
 def encode_user_change(user: str) -> bytes:
     return _dumps({"version": 2, "entity_path": f"users/{urllib.parse.quote(user, safe='')}"})
+
+
+def encode_entity_change(entity_path: str) -> bytes:
+    """A change notification for any config entity below ``/config`` (``clients/<c>``, ...)."""
+    return _dumps({"version": 2, "entity_path": entity_path})
 
 
 def decode_user_change(data: bytes) -> str | None:

@@ -131,6 +131,9 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    # Client quotas (KIP-546; handlers/client_quotas.py): v1 is v0 flexible.
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
 }
 
 # Broker-to-broker APIs (Strom's own layouts, internal_specs.py): served, never advertised.

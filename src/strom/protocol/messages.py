@@ -1570,6 +1570,102 @@ class OffsetDeleteResponse(TypedDict):
     topics: list[OffsetDeleteResponseTopic]
 
 
+class DescribeClientQuotasRequestComponentData(TypedDict):
+    """DescribeClientQuotasRequest v0-1: ComponentData."""
+
+    entity_type: str
+    match_type: int
+    match: str | None
+
+
+class DescribeClientQuotasRequest(TypedDict):
+    """DescribeClientQuotasRequest v0-1."""
+
+    components: list[DescribeClientQuotasRequestComponentData]
+    strict: bool
+
+
+class DescribeClientQuotasResponseEntityData(TypedDict):
+    """DescribeClientQuotasResponse v0-1: EntityData."""
+
+    entity_type: str
+    entity_name: str | None
+
+
+class DescribeClientQuotasResponseValueData(TypedDict):
+    """DescribeClientQuotasResponse v0-1: ValueData."""
+
+    key: str
+    value: float
+
+
+class DescribeClientQuotasResponseEntryData(TypedDict):
+    """DescribeClientQuotasResponse v0-1: EntryData."""
+
+    entity: list[DescribeClientQuotasResponseEntityData]
+    values: list[DescribeClientQuotasResponseValueData]
+
+
+class DescribeClientQuotasResponse(TypedDict):
+    """DescribeClientQuotasResponse v0-1."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    entries: list[DescribeClientQuotasResponseEntryData] | None
+
+
+class AlterClientQuotasRequestEntityData(TypedDict):
+    """AlterClientQuotasRequest v0-1: EntityData."""
+
+    entity_type: str
+    entity_name: str | None
+
+
+class AlterClientQuotasRequestOpData(TypedDict):
+    """AlterClientQuotasRequest v0-1: OpData."""
+
+    key: str
+    value: float
+    remove: bool
+
+
+class AlterClientQuotasRequestEntryData(TypedDict):
+    """AlterClientQuotasRequest v0-1: EntryData."""
+
+    entity: list[AlterClientQuotasRequestEntityData]
+    ops: list[AlterClientQuotasRequestOpData]
+
+
+class AlterClientQuotasRequest(TypedDict):
+    """AlterClientQuotasRequest v0-1."""
+
+    entries: list[AlterClientQuotasRequestEntryData]
+    validate_only: bool
+
+
+class AlterClientQuotasResponseEntityData(TypedDict):
+    """AlterClientQuotasResponse v0-1: EntityData."""
+
+    entity_type: str
+    entity_name: str | None
+
+
+class AlterClientQuotasResponseEntryData(TypedDict):
+    """AlterClientQuotasResponse v0-1: EntryData."""
+
+    error_code: int
+    error_message: str | None
+    entity: list[AlterClientQuotasResponseEntityData]
+
+
+class AlterClientQuotasResponse(TypedDict):
+    """AlterClientQuotasResponse v0-1."""
+
+    throttle_time_ms: int
+    entries: list[AlterClientQuotasResponseEntryData]
+
+
 class DescribeUserScramCredentialsRequestUserName(TypedDict):
     """DescribeUserScramCredentialsRequest v0: UserName."""
 
@@ -2082,6 +2178,16 @@ class HandlerRegistry(Protocol[ContextT]):
 
     @overload
     def __call__(
+        self, api_key: Literal[ApiKey.DESCRIBE_CLIENT_QUOTAS]
+    ) -> Registers[ContextT, DescribeClientQuotasRequest, DescribeClientQuotasResponse]: ...
+
+    @overload
+    def __call__(
+        self, api_key: Literal[ApiKey.ALTER_CLIENT_QUOTAS]
+    ) -> Registers[ContextT, AlterClientQuotasRequest, AlterClientQuotasResponse]: ...
+
+    @overload
+    def __call__(
         self, api_key: Literal[ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS]
     ) -> Registers[ContextT, DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse]: ...
 
@@ -2497,6 +2603,24 @@ class RequestSender(Protocol):
         body: OffsetDeleteRequest,
         timeout_ms: int = ...,
     ) -> Awaitable[OffsetDeleteResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.DESCRIBE_CLIENT_QUOTAS],
+        api_version: int,
+        body: DescribeClientQuotasRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[DescribeClientQuotasResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.ALTER_CLIENT_QUOTAS],
+        api_version: int,
+        body: AlterClientQuotasRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[AlterClientQuotasResponse]: ...
 
     @overload
     def __call__(

@@ -30,6 +30,12 @@ from strom.metrics.counters import BrokerCounters, TopicCounters
 from strom.metrics.families import counter, gauge, jmx_name, summary
 from strom.metrics.histogram import LatencyHistogram
 from strom.protocol.api import ApiKey
+from strom.quota.entity import (
+    CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+)
 
 _TOPIC_METERS: tuple[tuple[str, str, str], ...] = (
     ("MessagesInPerSec", "messages_in", "Records appended as leader (client produce)."),
@@ -63,6 +69,16 @@ _AUTH_COUNTS = (
 )
 
 
+# Client quota sensors as Kafka's MBeans name them: kafka.server:type=<T>,user=U,client-id=C, attributes
+# throttle-time and the rate (the JMX exporter lower-cases and joins them: kafka_server_produce_byte_rate).
+_QUOTA_MBEANS = {
+    PRODUCER_BYTE_RATE: ("Produce", "byte_rate", "Bytes produced per second"),
+    CONSUMER_BYTE_RATE: ("Fetch", "byte_rate", "Bytes fetched per second"),
+    REQUEST_PERCENTAGE: ("Request", "request_time", "Handler time as a percentage of one thread"),
+    CONTROLLER_MUTATION_RATE: ("ControllerMutation", "mutation_rate", "Partition mutations per second"),
+}
+
+
 def request_name(api_key: int) -> str:
     """Kafka's request name for an API key (``LIST_OFFSETS`` → ``ListOffsets``)."""
     try:
@@ -93,6 +109,29 @@ class BrokerCollector(Collector):
         yield from self._misc()
         yield from self._consumer_lag()
         yield from self._group_counts()
+        yield from self._client_quotas()
+
+    def _client_quotas(self) -> Iterator[Metric]:
+        """Per quota sensor (quota type, user, client id): its rate and its average throttle time."""
+        now_ms = self._broker.clock.monotonic_ms()
+        rows: dict[str, tuple[list[tuple[list[str], float]], list[tuple[list[str], float]]]] = {
+            key: ([], []) for key in _QUOTA_MBEANS
+        }
+        for key, user, client_id, sensor in self._broker.quotas.sensors():
+            rates, throttles = rows[key]
+            rates.append(([user, client_id], sensor.rate.rate(now_ms)))
+            throttles.append(([user, client_id], sensor.throttle_time_avg(now_ms)))
+        for key, (mbean, rate_name, doc) in _QUOTA_MBEANS.items():
+            rates, throttles = rows[key]
+            prefix = jmx_name("kafka.server", mbean, "")
+            labels = ["user", "client_id"]
+            yield gauge(f"{prefix}{rate_name}", f"{doc}, per quota user and client id.", labels, rates)
+            yield gauge(
+                f"{prefix}throttle_time",
+                "Average client-quota throttle time (ms) of the window.",
+                labels,
+                throttles,
+            )
 
     def _topic_meters(self) -> Iterator[Metric]:
         # Counters of topics that no longer exist (deleted, or named by a refused request) are dropped,

@@ -10,7 +10,9 @@ apart). It owns
   for a previous incarnation's znode to expire, as a restarted Kafka broker does);
 * the controller elector/controller (`strom.cluster.controller.Controller`) and its channel;
 * the metadata cache (`ClusterMetadataStore`) the handlers read, kept up to date by UpdateMetadata and by
-  ``/config/changes`` notifications for topic configs;
+  ``/config/changes`` notifications for topic configs (those for users and clients go to the SCRAM
+  credentials, and every notification about a user, client or broker to `on_entity_change`: the client
+  quotas and the dynamic broker configs);
 * the `IsrStore` of the replica manager (`ZkIsrStore`): conditional writes of the partition state znode
   plus ISR change notifications;
 * topic administration: create (the assignment, decided by `strom.broker.control.topic_admin`, written to
@@ -172,6 +174,9 @@ class ClusterMember:
             clock,
         )
         self.on_user_change: Callable[[str], None] | None = None  # SCRAM credentials changed
+        # users/..., clients/..., brokers/... notifications: the client quotas and the dynamic broker
+        # configs re-read theirs (each a few znodes; a notification does not say which kind changed).
+        self.on_entity_change: list[Callable[[], None]] = []
         self._registration_task: asyncio.Task[None] | None = None
         self._reregistration_task: asyncio.Task[None] | None = None
 
@@ -266,6 +271,8 @@ class ClusterMember:
                     user = self.metadata_client.read_user_change(child)
                     if user is not None and self.on_user_change is not None:
                         self.on_user_change(user)
+                    for reload in self.on_entity_change:
+                        reload()
                     continue
                 configs = self.metadata.reload_configs(topic)
                 if configs is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from strom.broker.handlers import (  # noqa: F401  (imported for their @handles registrations)
     acls,
     api_versions,
+    client_quotas,
     cluster,
     configs,
     consumer_groups,

@@ -24,10 +24,12 @@ from typing import Any, TypeVar
 from strom._util.clock import Clock, sleep_ms
 from strom.broker.authorization import Authorizer
 from strom.broker.config import BrokerConfig
+from strom.broker.config_entities import ConfigEntities
 from strom.broker.control.topic_admin import TopicAdmin
 from strom.broker.coordinators.group_service import GroupService
 from strom.broker.coordinators.transaction_service import TransactionService
 from strom.broker.metadata_cache import ClusterMetadataStore
+from strom.broker.network.client_quotas import ClientQuotas
 from strom.broker.ports import ControlPlane
 from strom.broker.replication.purgatory import Purgatory
 from strom.broker.replication.replica_manager import ReplicaManager
@@ -36,7 +38,6 @@ from strom.broker.tiered.remote_log_manager import RemoteLogManager
 from strom.metrics.counters import BrokerCounters
 from strom.protocol.api import SUPPORTED, ApiKey
 from strom.protocol.messages import ApiVersionsResponseApiVersion, HandlerRegistry
-from strom.storage.config import LogConfig
 
 LISTED_POLL_MS = 50
 LISTED_WAIT_MS = 60_000  # past any client's request timeout: a request never stays parked for ever
@@ -49,7 +50,6 @@ class HandlerPorts:
     node_id: int
     cluster_id: str
     config: BrokerConfig
-    default_log_config: LogConfig  # the topic defaults the broker's settings give (DescribeConfigs)
     clock: Clock
     metadata: ClusterMetadataStore
     replica_manager: ReplicaManager
@@ -61,6 +61,8 @@ class HandlerPorts:
     credentials: CredentialStore
     authorizer: Authorizer | None  # None without authorizer.class.name: no ACL checks at all
     metrics: BrokerCounters | None  # None with metrics.enabled=false
+    quotas: ClientQuotas  # client quotas in force on this broker (the request path records on them)
+    config_entities: ConfigEntities  # quotas and dynamic broker configs in the metadata store
     # None without remote.log.storage.system.enable: fetches and ListOffsets never look at it then.
     remote_log_manager: RemoteLogManager | None = None
 
@@ -94,6 +96,7 @@ class RequestContext:
     # connection by server.py once it is authenticated; ACLs are decided on it.
     principal: str = "User:ANONYMOUS"
     listener: str = "PLAINTEXT"  # the name of the listener the request arrived on
+    throttle_ms: int = 0  # client quotas: how long the connection stops reading after the response
 
 
 # An entry of the handler table, whatever its API: the table is one dict, so the bodies' types are

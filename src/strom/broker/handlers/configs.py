@@ -1,10 +1,12 @@
-"""DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44) for topics (and broker reads).
+"""DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44) for topics, brokers, loggers.
 
 A topic's config is its overrides on top of the broker's defaults. DescribeConfigs reports every topic
 config with its effective value and where it comes from: DYNAMIC_TOPIC_CONFIG for an override,
-STATIC_BROKER_CONFIG when the broker's own setting supplies it, DEFAULT_CONFIG otherwise. AlterConfigs
-replaces the whole override set (Kafka's legacy semantics); IncrementalAlterConfigs edits it
-(SET, DELETE, APPEND, SUBTRACT). Invalid names or values fail that resource with INVALID_CONFIG.
+DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG / STATIC_BROKER_CONFIG when a broker-level
+default supplies it, DEFAULT_CONFIG otherwise. AlterConfigs replaces the whole override set (Kafka's
+legacy semantics); IncrementalAlterConfigs edits it (SET, DELETE, APPEND, SUBTRACT). Invalid names or
+values fail that resource with INVALID_CONFIG. The BROKER (dynamic broker configs, KIP-226) and
+BROKER_LOGGER (log levels) resources are broker_configs.py's.
 """
 
 from __future__ import annotations
@@ -12,10 +14,16 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from strom.broker.config import BROKER_CONFIGS
 from strom.broker.handlers.authz import Op, Res, allowed_cluster, denied
 from strom.broker.handlers.base import HandlerPorts, RequestContext, handles
-from strom.broker.security.config_defs import is_secret
+from strom.broker.handlers.broker_configs import (
+    BROKER,
+    BROKER_LOGGER,
+    alter_broker,
+    alter_broker_loggers,
+    describe_broker,
+    describe_broker_loggers,
+)
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.messages import (
@@ -34,9 +42,7 @@ from strom.protocol.messages import (
 from strom.storage.config import LogConfig
 
 TOPIC = 2
-BROKER = 4
 SOURCE_DYNAMIC_TOPIC = 1
-SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
@@ -63,37 +69,17 @@ def _describe_topic(
     info = ports.metadata.topics.get(name)
     if info is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-    effective = LogConfig.from_properties(info.configs, ports.default_log_config).to_properties()
-    static_from_broker = {
-        d.topic_name for d in BROKER_CONFIGS.values() if d.topic_name and d.name in ports.config.raw
-    }
+    effective = LogConfig.from_properties(info.configs, ports.topics.default_log_config).to_properties()
     entries: list[DescribeConfigsResponseResourceResult] = []
     for key, value in sorted(effective.items()):
         if keys is not None and key not in keys:
             continue
         if key in info.configs:
             entries.append(_config_entry(key, value, SOURCE_DYNAMIC_TOPIC, False))
-        elif key in static_from_broker:
-            entries.append(_config_entry(key, value, SOURCE_STATIC_BROKER, False))
+        elif (source := ports.config_entities.dynamic.source_of_topic_default(key)) is not None:
+            entries.append(_config_entry(key, value, source, False))
         else:
             entries.append(_config_entry(key, value, SOURCE_DEFAULT, True))
-    return entries
-
-
-def _describe_broker(
-    ports: HandlerPorts, name: str, keys: list[str] | None
-) -> list[DescribeConfigsResponseResourceResult]:
-    if name not in ("", str(ports.node_id)):
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"broker {name} is not this broker ({ports.node_id})")
-    entries: list[DescribeConfigsResponseResourceResult] = []
-    for key, value, is_default in ports.config.describe():
-        if keys is None or key in keys:
-            entry = _config_entry(
-                key, value, SOURCE_DEFAULT if is_default else SOURCE_STATIC_BROKER, is_default
-            )
-            # Passwords, private keys and JAAS configs: set but never shown (Kafka's sensitive configs).
-            entry["is_sensitive"] = value is None and not is_default and is_secret(key)
-            entries.append(entry)
     return entries
 
 
@@ -103,7 +89,7 @@ def _authorize(ctx: RequestContext, rtype: int, name: str, operation: Op) -> Non
         return
     if rtype == TOPIC and denied(ctx, operation, Res.TOPIC, name):
         raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    if rtype == BROKER and not allowed_cluster(ctx, operation):
+    if rtype in (BROKER, BROKER_LOGGER) and not allowed_cluster(ctx, operation):
         raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 
 
@@ -127,7 +113,10 @@ async def handle_describe_configs(
             if rtype == TOPIC:
                 out["configs"] = _describe_topic(ctx.ports, name, keys)
             elif rtype == BROKER:
-                out["configs"] = _describe_broker(ctx.ports, name, keys)
+                synonyms, docs = bool(req.get("include_synonyms")), bool(req.get("include_documentation"))
+                out["configs"] = describe_broker(ctx.ports, name, keys, synonyms, docs)
+            elif rtype == BROKER_LOGGER:
+                out["configs"] = describe_broker_loggers(ctx.ports, name, keys)
             else:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {rtype}")
         except KafkaError as exc:
@@ -165,8 +154,8 @@ def _apply_incremental(
 _Change = tuple[int, str, Callable[[dict[str, str]], dict[str, str]]]
 
 
-def _alter(
-    ctx: RequestContext, changes: list[_Change], validate_only: bool
+async def _alter(
+    ctx: RequestContext, changes: list[_Change], validate_only: bool, incremental: bool
 ) -> list[AlterConfigsResponseResourceResponse]:
     responses: list[AlterConfigsResponseResourceResponse] = []
     for rtype, name, change in changes:
@@ -178,12 +167,21 @@ def _alter(
         }
         try:
             _authorize(ctx, rtype, name, Op.ALTER_CONFIGS)
-            if rtype != TOPIC:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, "only topic configs can be altered")
-            info = ctx.ports.metadata.topics.get(name)
-            if info is None:
-                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-            ctx.ports.topics.set_topic_configs(name, change(info.configs), validate_only)
+            if rtype == BROKER:
+                await alter_broker(ctx.ports, name, change, validate_only)
+            elif rtype == BROKER_LOGGER:
+                if not incremental:
+                    raise KafkaError(
+                        ErrorCode.INVALID_REQUEST, "loggers are altered with IncrementalAlterConfigs"
+                    )
+                alter_broker_loggers(ctx.ports, name, change, validate_only)
+            elif rtype == TOPIC:
+                info = ctx.ports.metadata.topics.get(name)
+                if info is None:
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+                ctx.ports.topics.set_topic_configs(name, change(info.configs), validate_only)
+            else:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {rtype}")
         except KafkaError as exc:
             out["error_code"], out["error_message"] = int(exc.code), exc.message
         responses.append(out)
@@ -191,7 +189,7 @@ def _alter(
 
 
 def _replace(configs: list[AlterConfigsRequestAlterableConfig]) -> Callable[[dict[str, str]], dict[str, str]]:
-    """AlterConfigs: the given configs replace the topic's (a null value is left out)."""
+    """AlterConfigs: the given configs replace the resource's (a null value is left out)."""
     new = {c["name"]: c["value"] for c in configs if c["value"] is not None}
     return lambda _current: new
 
@@ -201,7 +199,8 @@ async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) ->
     changes = [
         (int(r["resource_type"]), r["resource_name"], _replace(r["configs"])) for r in req["resources"]
     ]
-    return {"throttle_time_ms": 0, "responses": _alter(ctx, changes, bool(req.get("validate_only", False)))}
+    validate_only = bool(req.get("validate_only", False))
+    return {"throttle_time_ms": 0, "responses": await _alter(ctx, changes, validate_only, incremental=False)}
 
 
 @handles(ApiKey.INCREMENTAL_ALTER_CONFIGS)
@@ -212,5 +211,5 @@ async def handle_incremental_alter_configs(
         (int(r["resource_type"]), r["resource_name"], functools.partial(_apply_incremental, ops=r["configs"]))
         for r in req["resources"]
     ]
-    responses = _alter(ctx, changes, bool(req.get("validate_only", False)))
+    responses = await _alter(ctx, changes, bool(req.get("validate_only", False)), incremental=True)
     return {"throttle_time_ms": 0, "responses": responses}

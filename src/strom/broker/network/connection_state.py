@@ -6,6 +6,9 @@ Theory of operation. One enum member per state, with what the network layer does
   connection starts): frames go to the SASL exchange (security/sasl.py, which lets ApiVersions through
   to its handler), at most 512 KiB each.
 * ``SERVING`` -- requests go to the handlers (where every other connection starts).
+* ``THROTTLED`` -- a response earned a client-quota throttle time (KIP-219): the broker stops reading
+  the connection (its transport is paused and the next request waits) until that time has passed,
+  then it serves again. Frames already received are kept for then.
 * ``REAUTHENTICATING`` -- KIP-368: an authenticated client started a new SASL exchange; only
   SaslAuthenticate may come until it completes (back to ``SERVING``) or fails.
 * ``DRAINING`` -- no more requests are read (the client's EOF, a frame outside the size limits, a
@@ -19,15 +22,18 @@ Allowed moves (``VALID_PREVIOUS[target]``):
 | target | from |
 |---|---|
 | AUTHENTICATING | (start only) |
-| SERVING | AUTHENTICATING, REAUTHENTICATING (or the start) |
+| SERVING | AUTHENTICATING, REAUTHENTICATING, THROTTLED (or the start) |
+| THROTTLED | SERVING |
 | REAUTHENTICATING | SERVING |
-| DRAINING | AUTHENTICATING, SERVING, REAUTHENTICATING |
-| CLOSED | AUTHENTICATING, SERVING, REAUTHENTICATING, DRAINING |
+| DRAINING | AUTHENTICATING, SERVING, THROTTLED, REAUTHENTICATING |
+| CLOSED | AUTHENTICATING, SERVING, THROTTLED, REAUTHENTICATING, DRAINING |
 
 Where a SASL step leaves the connection is `after_sasl_step`, a function of the two states.
-Throttling (client quotas, to come) is not a state of this machine: a connection is throttled while it
-serves or re-authenticates alike, so it will be a condition beside the state, as the read-ahead bound
-(paused reading) is today. Pure data and functions; the driver is server.py's ``_Connection``.
+Only a serving connection is throttled (requests that earn a throttle are served ones; a
+re-authentication carries none). A throttled connection still counts as reading (``READING``): its
+end of input moves it to DRAINING as from SERVING. The read-ahead bound (paused reading while too much
+is unanswered) is not a state but a condition beside it. Pure data and functions; the driver is
+server.py's ``_Connection``.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ __all__ = ["READING", "VALID_PREVIOUS", "ConnectionState", "after_sasl_step", "n
 class ConnectionState(Enum):
     AUTHENTICATING = "authenticating"
     SERVING = "serving"
+    THROTTLED = "throttled"
     REAUTHENTICATING = "re-authenticating"
     DRAINING = "draining"
     CLOSED = "closed"
@@ -50,12 +57,20 @@ class ConnectionState(Enum):
 
 #: States in which the connection reads requests.
 READING = frozenset(
-    {ConnectionState.AUTHENTICATING, ConnectionState.SERVING, ConnectionState.REAUTHENTICATING}
+    {
+        ConnectionState.AUTHENTICATING,
+        ConnectionState.SERVING,
+        ConnectionState.THROTTLED,
+        ConnectionState.REAUTHENTICATING,
+    }
 )
 
 VALID_PREVIOUS: dict[ConnectionState, frozenset[ConnectionState]] = {
     ConnectionState.AUTHENTICATING: frozenset(),
-    ConnectionState.SERVING: frozenset({ConnectionState.AUTHENTICATING, ConnectionState.REAUTHENTICATING}),
+    ConnectionState.SERVING: frozenset(
+        {ConnectionState.AUTHENTICATING, ConnectionState.REAUTHENTICATING, ConnectionState.THROTTLED}
+    ),
+    ConnectionState.THROTTLED: frozenset({ConnectionState.SERVING}),
     ConnectionState.REAUTHENTICATING: frozenset({ConnectionState.SERVING}),
     ConnectionState.DRAINING: READING,
     ConnectionState.CLOSED: READING | {ConnectionState.DRAINING},

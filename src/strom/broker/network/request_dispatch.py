@@ -6,7 +6,10 @@ whatever its body holds: an API or version without a handler closes the connecti
 unsupported ApiVersions version, which gets UNSUPPORTED_VERSION with a v0 body so the client can retry
 at a version we speak (KIP-511); a frame that does not parse closes it too. Otherwise the result is
 the handler call with its `RequestContext`. `RequestDispatcher.call` runs the handler, encodes its
-response (None when Kafka sends none, acks=0) and records the request's metrics. Where Kafka closes
+response (None when Kafka sends none, acks=0) and records the request's metrics. While some client quota
+is configured, it also records the request on its quotas (request_quotas.py) and writes the throttle
+time earned into the response and into the context (``ctx.throttle_ms``), where the connection reads how
+long to stop reading; with none configured that costs one attribute test. Where Kafka closes
 the connection both raise `CloseRequested`, after a log line; the connection (server.py) then closes
 at that place in its response order.
 """
@@ -20,6 +23,7 @@ from typing import NamedTuple
 from strom.broker.handlers import HANDLERS, RequestContext
 from strom.broker.handlers.api_versions import api_versions_fallback
 from strom.broker.handlers.base import CloseConnection, Handler, HandlerPorts
+from strom.broker.network.request_quotas import QuotaRecorder
 from strom.broker.security.listeners import ANONYMOUS
 from strom.protocol.api import INTERNAL, SUPPORTED, ApiKey
 from strom.protocol.codec import Chunk, Request, decode_request, encode_response_chunks
@@ -41,6 +45,7 @@ class HandlerCall(NamedTuple):
     handler: Handler
     ctx: RequestContext
     request: Request
+    size: int = 0  # the request frame's size in bytes (the produce quota counts it)
 
 
 class RequestDispatcher:
@@ -51,6 +56,8 @@ class RequestDispatcher:
         self._listener = listener
         # API key -> served version range, for the keys that have a handler.
         self._versions = {int(k): r for k, r in (INTERNAL | SUPPORTED).items() if int(k) in HANDLERS}
+        self._quotas = ports.quotas
+        self._recorder = QuotaRecorder(ports.quotas, ports.clock, int(ports.config.get("num.partitions")))
 
     def decode(
         self, payload: bytearray, prefix: RequestPrefix, client_host: str, principal: str = ANONYMOUS
@@ -76,22 +83,39 @@ class RequestDispatcher:
             raise CloseRequested from None
         ctx = RequestContext(self.ports, key, version, request.correlation_id, request.client_id, client_host)
         ctx.principal, ctx.listener = principal, self._listener
-        return HandlerCall(HANDLERS[key], ctx, request)
+        return HandlerCall(HANDLERS[key], ctx, request, len(payload))
 
     async def call(self, call: HandlerCall, received_ns: int) -> Answer:
         """Run a handler and encode its response; raises CloseRequested where Kafka closes."""
-        handler, ctx, request = call
+        handler, ctx, request, size = call
+        quotas_active = self._quotas.active  # the fast path: nothing more without a quota
+        mutations = self._recorder.before(ctx, request.body) if quotas_active else None
         started_ns = perf_counter_ns()
         try:
             body = await handler(ctx, request.body)
         except CloseConnection as exc:
             log.info("closing connection from %s: %s", ctx.client_host, exc)
             raise CloseRequested from None
+        if quotas_active:
+            handler_ns = perf_counter_ns() - started_ns - ctx.remote_ns
+            throttle = self._recorder.after(ctx, request.body, size, body, handler_ns, mutations)
+            if throttle and body is not None and "throttle_time_ms" in body:
+                body["throttle_time_ms"] = throttle  # type: ignore[index]  # every such body has it
+            ctx.throttle_ms = throttle
         answer = (
             None
             if body is None
             else encode_response_chunks(ctx.api_key, ctx.api_version, request.correlation_id, body, lean=True)
         )
+        if quotas_active and ctx.api_key == ApiKey.FETCH and answer is not None and body is not None:
+            fetch_throttle = self._recorder.fetched(ctx, request.body, sum(len(c) for c in answer))
+            if fetch_throttle > ctx.throttle_ms:
+                # The response already encoded carries the smaller throttle: encode it again (throttled only).
+                ctx.throttle_ms = fetch_throttle
+                body["throttle_time_ms"] = fetch_throttle  # type: ignore[index]
+                answer = encode_response_chunks(
+                    ctx.api_key, ctx.api_version, request.correlation_id, body, lean=True
+                )
         if (metrics := self.ports.metrics) is not None:
             stats = metrics.requests.get(ctx.api_key) or metrics.request(ctx.api_key)
             stats.observe(ctx.api_version, received_ns, started_ns, perf_counter_ns(), ctx.remote_ns)

@@ -18,6 +18,10 @@ the connection's `ResponseWriter`, which sends stored batches with ``sendfile``
 (response_writer.py). Read-ahead is bounded: reading pauses while ``_MAX_IN_FLIGHT`` requests are
 queued or unanswered, or while more than ``_WRITE_HIGH_WATER`` bytes of responses wait for the socket.
 
+Client quotas (KIP-219): a response that earned a throttle time (request_dispatch.py) goes out at once,
+then the connection is THROTTLED for that time (Kafka's muted channel): reading is paused and the worker
+takes no next request until it has passed.
+
 Bad input never reaches a handler: a size outside 8..`socket.request.max.bytes` (8..512 KiB on a SASL
 listener before authentication), a frame that does not parse, or an API/version we do not serve closes
 that connection with a log line (Kafka's behaviour), except an unsupported ApiVersions version, which
@@ -43,7 +47,7 @@ from time import perf_counter_ns
 from typing import NamedTuple, cast
 
 from strom._util.buffers import receive_buffer
-from strom._util.clock import yield_to_loop
+from strom._util.clock import sleep_ms, yield_to_loop
 from strom.broker.handlers.base import HandlerPorts
 from strom.broker.network.connection_state import (
     READING,
@@ -141,6 +145,9 @@ class _Connection(asyncio.BufferedProtocol):
         self._arrived: deque[int] = deque()  # when each inbox frame was complete (request queue time)
         self._wakeup: asyncio.Future[None] | None = None
         self._paused = False
+        self._muted = False  # THROTTLED: reading paused for a client quota
+        # Client quotas: the connection is muted until then (monotonic ms of the broker's clock; 0: not).
+        self._muted_until_ms = 0
         self._close_on_drain = False
         self._slots: deque[_Slot] = deque()  # responses not yet written, in request order
         self._concurrent: set[asyncio.Task[Answer]] = set()  # acks=all produces still running
@@ -272,10 +279,12 @@ class _Connection(asyncio.BufferedProtocol):
 
     # -- flow control -----------------------------------------------------------------------------
     def _throttle(self) -> None:
-        """Pause reading while too much is queued or unanswered; resume once it has gone down."""
+        """Pause reading while throttled or while too much is queued or unanswered; resume after."""
         assert self._transport is not None and self._writer is not None
         busy = (
-            len(self._inbox) + len(self._slots) >= _MAX_IN_FLIGHT or self._writer.buffered > _WRITE_HIGH_WATER
+            self._muted
+            or len(self._inbox) + len(self._slots) >= _MAX_IN_FLIGHT
+            or self._writer.buffered > _WRITE_HIGH_WATER
         )
         if busy and not self._paused and self._reading:
             self._paused = True
@@ -300,6 +309,9 @@ class _Connection(asyncio.BufferedProtocol):
         try:
             last_was_produce = False
             while True:
+                if self._muted_until_ms:
+                    await self._throttled()
+                    continue  # the inbox and the state may have changed meanwhile
                 if not self._inbox:
                     if not self._reading:
                         break
@@ -348,10 +360,14 @@ class _Connection(asyncio.BufferedProtocol):
                 task = self._loop.create_task(self._server.dispatcher.call(decoded, received_ns))
                 self._concurrent.add(task)
                 task.add_done_callback(self._on_concurrent_done)
+                ctx = decoded.ctx
+                task.add_done_callback(lambda _task: self._owe_throttle(ctx.throttle_ms))
                 self._slots.append(task)
                 await yield_to_loop()  # the task appends now, before the next request starts
                 return True
             self._answer(await self._server.dispatcher.call(decoded, received_ns))
+            if decoded.ctx.throttle_ms:
+                self._owe_throttle(decoded.ctx.throttle_ms)
             return True
         except CloseRequested:
             self._queue_slot(_Close("close requested"))
@@ -361,6 +377,35 @@ class _Connection(asyncio.BufferedProtocol):
             log.exception("request handling from %s failed; closing the connection", self.client_host)
             self._queue_slot(_Close("handler failed"))
             return False
+
+    def _owe_throttle(self, throttle_ms: int) -> None:
+        """Mute for ``throttle_ms`` from now (the response's time): concurrent produces' mutes overlap."""
+        until = self._server.ports.clock.monotonic_ms() + throttle_ms
+        if until > self._muted_until_ms:
+            self._muted_until_ms = until
+            wakeup = self._wakeup  # an idle worker throttles now, not once the next frame is in
+            if wakeup is not None and not wakeup.done():
+                wakeup.set_result(None)
+
+    async def _throttled(self) -> None:
+        """THROTTLED until the mute ends: no reading, no next request; then serve again."""
+        if self.state is not ConnectionState.SERVING:
+            self._muted_until_ms = 0
+            return  # draining or closing: nothing more will be read anyway
+        self._move(ConnectionState.THROTTLED)
+        self._muted = True
+        self._throttle()
+        clock = self._server.ports.clock
+        try:
+            while (left_ms := self._muted_until_ms - clock.monotonic_ms()) > 0:
+                await sleep_ms(clock, left_ms)  # a response finishing meanwhile may extend it
+        finally:
+            self._muted_until_ms = 0
+            self._muted = False
+            now: ConnectionState = self.state  # the sleep may have ended it (end of input, close)
+            if now is ConnectionState.THROTTLED:
+                self._move(ConnectionState.SERVING)
+                self._throttle()
 
     async def _quiesce(self) -> None:
         """Wait until every concurrently running produce has finished."""

@@ -1,0 +1,125 @@
+"""Dynamic broker configuration (KIP-226): broker configs changed at run time, per broker or cluster-wide.
+
+A broker config has up to four sources, strongest first: DYNAMIC_BROKER_CONFIG (set for this broker id
+with AlterConfigs or IncrementalAlterConfigs on the BROKER resource named by the id),
+DYNAMIC_DEFAULT_BROKER_CONFIG (set for every broker: the BROKER resource with the empty name),
+STATIC_BROKER_CONFIG (the broker's properties file and ``--set``) and DEFAULT_CONFIG. DescribeConfigs
+reports the strongest as the value and, when asked (``include_synonyms``), every source in that order,
+as Kafka does. The dynamic values live in the metadata store (Kafka's ``/config/brokers/<id>`` and
+``/config/brokers/<default>``, cluster/broker_config_znodes.py) with a change notification, so every
+broker re-reads them when one changes, and after a restart.
+
+Which configs are dynamic here (`DYNAMIC_CONFIGS`): those Kafka marks dynamic cluster-wide that Strom
+has, the broker-level defaults of topic configs (``log.retention.ms``, ``log.segment.bytes``,
+``message.max.bytes``, ``log.cleanup.policy``, ``min.insync.replicas``, ...). A change of them applies
+at once to every topic without an override of its own (broker.py: the broker's default `LogConfig` is
+rebuilt and every hosted log takes its new effective config). Any other config is refused with
+INVALID_REQUEST, naming it, as Kafka refuses a config it cannot update without a restart.
+Pure: `DynamicBrokerConfig` holds the three layers and answers what the handlers and the broker ask.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from strom.broker.config import BROKER_CONFIGS, BrokerConfig
+from strom.broker.security.config_defs import is_secret
+from strom.protocol.errors import ErrorCode, KafkaError
+from strom.storage.config import LogConfig
+
+__all__ = [
+    "DEFAULT_BROKER_ENTITY",
+    "DYNAMIC_CONFIGS",
+    "SOURCE_DEFAULT",
+    "SOURCE_DYNAMIC_BROKER",
+    "SOURCE_DYNAMIC_DEFAULT",
+    "SOURCE_STATIC",
+    "DynamicBrokerConfig",
+    "Synonym",
+    "check_dynamic",
+]
+
+#: Kafka's ConfigSource codes (DescribeConfigs v1+).
+SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT, SOURCE_STATIC, SOURCE_DEFAULT = 2, 3, 4, 5
+#: The znode name of the cluster-wide default (the BROKER resource with the empty name).
+DEFAULT_BROKER_ENTITY = "<default>"
+DYNAMIC_CONFIGS: frozenset[str] = frozenset(name for name, d in BROKER_CONFIGS.items() if d.topic_name)
+
+# (name, value, source): one synonym.
+Synonym = tuple[str, str | None, int]
+
+
+def _normalized(name: str, text: str) -> str:
+    value = BROKER_CONFIGS[name].parse(text)
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def check_dynamic(configs: Mapping[str, str]) -> None:
+    """KafkaError unless every config may be set dynamically to its value (INVALID_REQUEST for a config
+    that needs a restart or is unknown, INVALID_CONFIG for a bad value)."""
+    static_only = sorted(name for name in configs if name not in DYNAMIC_CONFIGS)
+    if static_only:
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST,
+            f"Cannot update these configs dynamically: {static_only} (set them in the broker's properties)",
+        )
+    topic_form: dict[str, str] = {}
+    for name, text in configs.items():
+        try:
+            topic_form[str(BROKER_CONFIGS[name].topic_name)] = _normalized(name, text)
+        except ValueError as exc:
+            raise KafkaError(
+                ErrorCode.INVALID_CONFIG, f"invalid value for {name}: {text!r} ({exc})"
+            ) from None
+    LogConfig.from_properties(topic_form, LogConfig())  # the topic-level checks: INVALID_CONFIG
+
+
+class DynamicBrokerConfig:
+    """The static config with this broker's and the cluster's dynamic values on top."""
+
+    def __init__(self, static: BrokerConfig) -> None:
+        self.static = static
+        self.per_broker: dict[str, str] = {}
+        self.cluster_default: dict[str, str] = {}
+
+    def replace(self, per_broker: Mapping[str, str], cluster_default: Mapping[str, str]) -> bool:
+        """Take the stored dynamic values (unknown or static-only keys ignored); whether any changed."""
+        mine = {k: v for k, v in per_broker.items() if k in DYNAMIC_CONFIGS}
+        default = {k: v for k, v in cluster_default.items() if k in DYNAMIC_CONFIGS}
+        changed = (mine, default) != (self.per_broker, self.cluster_default)
+        self.per_broker, self.cluster_default = mine, default
+        return changed
+
+    def synonyms(self, name: str) -> list[Synonym]:
+        """Every source that sets ``name``, strongest first (a secret's value hidden as None)."""
+        out: list[Synonym] = []
+        if name in self.per_broker:
+            out.append((name, self.per_broker[name], SOURCE_DYNAMIC_BROKER))
+        if name in self.cluster_default:
+            out.append((name, self.cluster_default[name], SOURCE_DYNAMIC_DEFAULT))
+        if name in self.static.raw:
+            out.append((name, None if is_secret(name) else self.static.raw[name], SOURCE_STATIC))
+        definition = BROKER_CONFIGS.get(name)
+        if definition is not None and definition.default is not None:
+            out.append((name, definition.default, SOURCE_DEFAULT))
+        return out
+
+    def source_of_topic_default(self, topic_name: str) -> int | None:
+        """Where the broker-level default of a topic config comes from (None: Kafka's own default)."""
+        for name, definition in BROKER_CONFIGS.items():
+            if definition.topic_name == topic_name:
+                synonyms = self.synonyms(name)
+                return synonyms[0][2] if synonyms and synonyms[0][2] != SOURCE_DEFAULT else None
+        return None
+
+    def topic_defaults(self) -> dict[str, str]:
+        """The broker-level defaults of topic configs, in topic config names, dynamic values included."""
+        out = self.static.topic_defaults()
+        for name in DYNAMIC_CONFIGS:
+            text = self.per_broker.get(name, self.cluster_default.get(name))
+            if text is not None:
+                out[str(BROKER_CONFIGS[name].topic_name)] = _normalized(name, text)
+        return out
+
+    def log_config(self) -> LogConfig:
+        return LogConfig.from_properties(self.topic_defaults(), LogConfig())
