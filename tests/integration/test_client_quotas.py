@@ -9,8 +9,11 @@ oldest window leaves the span), and the test would take minutes on a loaded mach
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +25,9 @@ from strom.testing import BrokerProcess
 from strom.testing.metrics import scrape, value
 from tests.integration.quota_clients import consume_flat_out, produce_flat_out, strom_quotas
 from tests.integration.rawclient import RawClient
+from tests.integration.secure_clients import Security, librdkafka_settings
 
+STROM = [sys.executable, "-m", "strom.cli.main"]
 RATE = 256_000  # bytes per second
 WARM_UP_S, MEASURE_S = 2.0, 20.0
 
@@ -256,3 +261,89 @@ def test_a_consumer_is_held_to_its_byte_rate(quota_broker: BrokerProcess) -> Non
     assert measured == pytest.approx(RATE, rel=0.10), f"{measured:.0f} B/s against a quota of {RATE}"
     assert run.throttle_ms.get(0, 0) > 0
     assert value(seen, "kafka_server_fetch_throttle_time", user="", client_id="quota-consumer") > 0
+
+
+def test_a_user_quota_follows_the_sasl_principal(tmp_path: Path) -> None:
+    """Precedence by principal: alice's own quota throttles her over SASL; the default user's quota
+    applies to ANONYMOUS on the plaintext listener (same client id) and to bob, whose own entity sets
+    only consumer_byte_rate (each key resolves on its own); once the default goes, bob is free."""
+    overrides = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+    }
+    with BrokerProcess(tmp_path / "b", overrides) as broker:
+        plain, sasl = broker.bootstrap, broker.listeners["SASL_PLAINTEXT"]
+        for user in ("alice", "bob"):
+            created = subprocess.run(
+                [
+                    *STROM,
+                    "--bootstrap-server",
+                    plain,
+                    "users",
+                    "create",
+                    user,
+                    "--mechanism",
+                    "SCRAM-SHA-256",
+                ],
+                input=f"{user}-secret\n",
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            assert created.returncode == 0, created.stderr
+        _ok(
+            plain,
+            "alter",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "alice",
+            "--add-config",
+            "producer_byte_rate=20000",
+        )
+        _ok(
+            plain,
+            "alter",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "bob",
+            "--add-config",
+            "consumer_byte_rate=1000",
+        )
+        _ok(
+            plain,
+            "alter",
+            "--entity-type",
+            "users",
+            "--entity-default",
+            "--add-config",
+            "producer_byte_rate=30000",
+        )
+        topic = _topic(plain)
+
+        def login(user: str) -> dict[str, str]:
+            sec = Security(
+                "SASL_PLAINTEXT", mechanism="SCRAM-SHA-256", username=user, password=f"{user}-secret"
+            )
+            return librdkafka_settings(sec)
+
+        alice = produce_flat_out(sasl, topic, "app", 5.0, **login("alice"))
+        anonymous = produce_flat_out(plain, topic, "app", 5.0)
+        assert alice.throttle_ms.get(0, 0) > 0 and anonymous.throttle_ms.get(0, 0) > 0
+        # bob has a quota of his own, but not for producing: the default user's 30 kB/s applies to him.
+        bob = produce_flat_out(sasl, topic, "app", 5.0, **login("bob"))
+        assert bob.throttle_ms.get(0, 0) > 0
+        _ok(
+            plain,
+            "alter",
+            "--entity-type",
+            "users",
+            "--entity-default",
+            "--delete-config",
+            "producer_byte_rate",
+        )
+        free = produce_flat_out(sasl, topic, "app", 3.0, **login("bob"))
+        assert not free.throttle_ms.get(0, 0), free.throttle_ms
+        assert free.rate(0.0, 3.0) > 100_000
