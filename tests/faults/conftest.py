@@ -4,7 +4,8 @@
   the case's name and the run index, and is printed with every failure, so one run can be repeated alone:
   ``CHAOS_SEED=S RUNS=N pytest -m faults tests/faults -k '<case> and run<i>'``.
 * ``RUNS`` (default 1: the short form in CI): how many seeded runs of each case. ``make chaos RUNS=20``.
-* At the end a table per fault class: runs, acknowledged records, lost, duplicated, moved, reordered.
+* At the end a table per fault class: runs, acknowledged records, lost, duplicated, moved, reordered
+  (tests/faults/table.py, printed by tests/conftest.py, so that it also covers runs on xdist workers).
   With ``CHAOS_RESULTS=<file>`` every run is also appended to that file as one JSON line as it ends.
 """
 
@@ -19,12 +20,11 @@ from pathlib import Path
 import pytest
 
 from strom.testing.fault_checker import Report
-from tests.faults.harness import CaseResult, FaultCluster
+from tests.faults.harness import FaultCluster
 from tests.faults.netlab import NetLab, require_netlab
+from tests.faults.table import FIELDS, PROPERTY, base_seed
 from tests.faults.workload import Writer
 from tests.prerequisites import require_zookeeper
-
-RESULTS: list[CaseResult] = []
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -35,10 +35,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "chaos_run" in metafunc.fixturenames:
         runs = int(os.environ.get("RUNS", "1"))
         metafunc.parametrize("chaos_run", range(runs), ids=[f"run{i}" for i in range(runs)])
-
-
-def base_seed(config: pytest.Config) -> str:
-    return str(config.getoption("--chaos-seed") or os.environ.get("CHAOS_SEED") or "8")
 
 
 @pytest.fixture
@@ -77,39 +73,17 @@ def fault_cluster(lab: NetLab, tmp_path: Path) -> Iterator[FaultCluster]:
 
 
 @pytest.fixture
-def outcome(chaos_seed: str) -> Callable[..., None]:
+def outcome(request: pytest.FixtureRequest, chaos_seed: str) -> Callable[..., None]:
     """``outcome(fault_class, report, writer)``: add the run to the table, then fail on any anomaly."""
 
     def record(fault: str, report: Report, writer: Writer) -> None:
-        RESULTS.append(CaseResult(fault, chaos_seed, report, dict(writer.errors)))
+        row = {"fault": fault, "seed": chaos_seed, **{k: getattr(report, k) for k in FIELDS}}
+        request.node.user_properties.append((PROPERTY, row))
         if os.environ.get("CHAOS_RESULTS"):
             with open(os.environ["CHAOS_RESULTS"], "a") as out:
-                fields = ("acknowledged", "lost", "duplicated", "moved", "reordered", "unknown_offset")
-                row = {"fault": fault, "seed": chaos_seed, **{k: getattr(report, k) for k in fields}}
                 out.write(json.dumps(row) + "\n")
         assert report.ok, (
             f"{fault} (seed {chaos_seed!r}): {report.summary()}; producer errors {dict(writer.errors)}"
         )
 
     return record
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if not RESULTS:
-        return
-    tr = terminalreporter
-    tr.section(f"fault suite (base seed {base_seed(tr.config)})")
-    tr.write_line(
-        f"{'fault class':<36}{'runs':>6}{'acknowledged':>14}{'lost':>7}{'duplicated':>12}{'moved':>7}"
-        f"{'reordered':>11}"
-    )
-    classes: dict[str, list[CaseResult]] = {}
-    for result in RESULTS:
-        classes.setdefault(result.fault, []).append(result)
-    for fault, results in classes.items():
-        reports = [r.report for r in results]
-        tr.write_line(
-            f"{fault:<36}{len(results):>6}{sum(r.acknowledged for r in reports):>14}"
-            f"{sum(r.lost for r in reports):>7}{sum(r.duplicated for r in reports):>12}"
-            f"{sum(r.moved for r in reports):>7}{sum(r.reordered for r in reports):>11}"
-        )

@@ -14,7 +14,6 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -179,14 +178,6 @@ def wait_for(condition: Callable[[], object], timeout_s: float, what: str) -> No
             pass
         time.sleep(0.2)
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-
-
-@dataclass
-class CaseResult:
-    fault: str
-    seed: str
-    report: Report
-    errors: dict[str, int]
 
 
 # fault(cluster, rng, topic, writer): break something at random moments, then heal it.
