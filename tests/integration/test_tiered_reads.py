@@ -19,6 +19,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.testing import BrokerProcess
+from strom.testing.metrics import scrape, value
 from strom.testing.seaweedfs_process import SeaweedS3Process
 from tests.integration.clients import make_client
 from tests.object_stores import new_bucket, seaweedfs
@@ -106,3 +107,20 @@ def test_strom_consume_from_beginning_sees_one_continuous_log(
         timeout=120,
     )  # fmt: skip
     assert out.stdout.splitlines() == values
+
+
+def test_remote_storage_metrics_under_kafkas_names(tiered: tuple[BrokerProcess, list[bytes]]) -> None:
+    broker, values = tiered
+    got = make_client("confluent-kafka", broker.bootstrap).consume(TOPIC, 0, 0, 10, timeout_s=60)
+    assert [r.value for r in got] == values[:10]  # a remote read, whatever ran before
+    assert broker.http_url is not None
+    samples = scrape(broker.http_url)
+    prefix = "kafka_server_brokertopicmetrics_"
+    copied = value(samples, f"{prefix}remotecopybytes_total", topic=TOPIC)
+    assert copied > 0 and value(samples, f"{prefix}remotecopyrequests_total", topic=TOPIC) > 0
+    assert value(samples, f"{prefix}remotefetchbytes_total", topic=TOPIC) > 0
+    assert value(samples, f"{prefix}remotefetchrequests_total", topic=TOPIC) > 0
+    assert value(samples, f"{prefix}remotecopybytes_total") == copied  # the broker-wide meter
+    assert value(samples, f"{prefix}remotelogsizebytes", topic=TOPIC) == copied  # nothing expired
+    assert value(samples, f"{prefix}remotecopylagsegments", topic=TOPIC) == 0  # all rolled segments remote
+    assert value(samples, f"{prefix}remotecopyerrors_total", topic=TOPIC) == 0

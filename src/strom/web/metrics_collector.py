@@ -36,6 +36,7 @@ from strom.quota.entity import (
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
 )
+from strom.web.tiered_metrics import remote_storage_families
 
 _TOPIC_METERS: tuple[tuple[str, str, str], ...] = (
     ("MessagesInPerSec", "messages_in", "Records appended as leader (client produce)."),
@@ -110,6 +111,8 @@ class BrokerCollector(Collector):
         yield from self._consumer_lag()
         yield from self._group_counts()
         yield from self._client_quotas()
+        if (rlm := self._broker.remote_log_manager) is not None:
+            yield from remote_storage_families(rlm, list(self._broker.replica_manager.partitions.values()))
 
     def _client_quotas(self) -> Iterator[Metric]:
         """Per quota sensor (quota type, user, client id): its rate and its average throttle time."""

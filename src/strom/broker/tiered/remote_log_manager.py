@@ -83,14 +83,16 @@ class _Deposed(Exception):
 
 @dataclass
 class RemoteLogStats:
-    """Totals since start (metrics and tests read them)."""
+    """One topic's totals since start, exported under Kafka's BrokerTopicMetrics names (/metrics)."""
 
-    segments_copied: int = 0
-    bytes_copied: int = 0
-    segments_deleted: int = 0
+    copy_requests: int = 0  # segments copied
+    copy_bytes: int = 0
     copy_errors: int = 0
-    remote_fetch_requests: int = 0
-    remote_fetch_bytes: int = 0
+    fetch_requests: int = 0
+    fetch_bytes: int = 0
+    fetch_errors: int = 0
+    delete_requests: int = 0  # remote segments deleted
+    delete_errors: int = 0
 
 
 class RemoteLogManager:
@@ -118,7 +120,7 @@ class RemoteLogManager:
         self.task_interval_ms = task_interval_ms
         self._copy_rate = copy_max_bytes_per_second
         self._managed: dict[TopicPartition, _Managed] = {}
-        self.stats = RemoteLogStats()
+        self.stats: dict[str, RemoteLogStats] = {}
         self.reader = RemoteSegmentReader(rsm, BoundedCache(cache_max_bytes))
         self.remote_fetch_max_wait_ms = remote_fetch_max_wait_ms
 
@@ -144,11 +146,25 @@ class RemoteLogManager:
             except _Deposed:
                 pass
             except (ObjectStoreError, KafkaError, ConnectionError, OSError) as exc:
-                self.stats.copy_errors += 1
+                self.topic_stats(part.topic).copy_errors += 1
                 if (managed := self._managed.get(part.tp)) is not None:
                     managed.stale = True
                 log.warning("%s-%d: remote log round stopped: %s", part.topic, part.index, exc)
         await self._delete_gone_topics(seen)
+
+    def topic_stats(self, topic: str) -> RemoteLogStats:
+        stats = self.stats.get(topic)
+        if stats is None:
+            stats = self.stats[topic] = RemoteLogStats()
+        return stats
+
+    def copy_lag(self, part: Partition) -> tuple[int, int]:
+        """(segments, bytes) of the leader's local log that should be remote and are not yet (KIP-963)."""
+        state = self.state_of(part.topic, part.index)
+        plog = part.log
+        highest = state.highest_copied_offset if state is not None else -1
+        due = segments_to_copy(plog.segment_summaries(), plog.last_stable_offset, highest)
+        return len(due), sum(s.size_bytes for s in due)
 
     def state_of(self, topic: str, partition: int) -> RemotePartitionMetadata | None:
         managed = self._managed.get((topic, partition))
@@ -188,9 +204,14 @@ class RemoteLogManager:
             raise KafkaError(
                 ErrorCode.OFFSET_OUT_OF_RANGE, f"{fetch_offset} is in neither the local nor the remote log"
             )
-        data = await self.reader.read(segment, fetch_offset, max_bytes)
-        self.stats.remote_fetch_bytes += len(data)
-        self.stats.remote_fetch_requests += 1
+        stats = self.topic_stats(part.topic)
+        stats.fetch_requests += 1
+        try:
+            data = await self.reader.read(segment, fetch_offset, max_bytes)
+        except ObjectStoreError:
+            stats.fetch_errors += 1
+            raise
+        stats.fetch_bytes += len(data)
         return data
 
     async def _manage(self, part: Partition, config: LogConfig) -> None:
@@ -233,9 +254,14 @@ class RemoteLogManager:
         if metadata.state is not _S.DELETE_SEGMENT_STARTED:
             metadata = metadata.moved_to(_S.DELETE_SEGMENT_STARTED, now)
             await self._record(part, epoch, metadata)
-        await self.rsm.delete_log_segment_data(metadata)
+        stats = self.topic_stats(part.topic)
+        try:
+            await self.rsm.delete_log_segment_data(metadata)
+        except ObjectStoreError:
+            stats.delete_errors += 1
+            raise
         await self._record(part, epoch, metadata.moved_to(_S.DELETE_SEGMENT_FINISHED, self._clock.time_ms()))
-        self.stats.segments_deleted += 1
+        stats.delete_requests += 1
 
     async def _clean_up(self, part: Partition, epoch: int, state: RemotePartitionMetadata) -> None:
         for metadata in state.segments_in(_S.COPY_SEGMENT_STARTED, _S.DELETE_SEGMENT_STARTED):
@@ -274,8 +300,9 @@ class RemoteLogManager:
             await self.rsm.copy_log_segment_data(started, data)
             await self._record(part, epoch, started.moved_to(_S.COPY_SEGMENT_FINISHED, self._clock.time_ms()))
             plog.highest_offset_in_remote_storage = state.highest_copied_offset
-            self.stats.segments_copied += 1
-            self.stats.bytes_copied += started.segment_size_in_bytes
+            stats = self.topic_stats(part.topic)
+            stats.copy_requests += 1
+            stats.copy_bytes += started.segment_size_in_bytes
             await self._throttle(started.segment_size_in_bytes, began_ms)
 
     async def _throttle(self, copied_bytes: int, began_ms: int) -> None:
@@ -316,4 +343,5 @@ class RemoteLogManager:
                 continue
             log.info("%s-%d: topic deleted, %d remote object(s) deleted", tp[0], tp[1], count)
             del self._managed[tp]
+            self.stats.pop(tp[0], None)
             self.rlmm.forget(*tp)
