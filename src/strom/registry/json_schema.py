@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeAlias
 from urllib.parse import urljoin
 
 import jsonschema.exceptions
@@ -31,10 +31,11 @@ import referencing.jsonschema
 from referencing import Registry, Resource
 from referencing._core import Resolver as _Resolver  # the type of Registry.resolver(), not re-exported
 
+from strom._util.json_types import JsonValue
 from strom.registry.avro import MAX_DEPTH, depth
 from strom.registry.errors import invalid_schema
 
-Resolver = _Resolver[Any]
+Resolver: TypeAlias = _Resolver[JsonValue]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,20 +43,21 @@ class JsonSchema:
     """A validated JSON Schema: its stored text, its document, and the resolver of its ``$ref``."""
 
     canonical: str
-    document: Any
+    document: JsonValue
     resolver: Resolver
 
 
-def _load(text: str, what: str) -> Any:
+def _load(text: str, what: str) -> JsonValue:
     if depth(text) > MAX_DEPTH:
         raise invalid_schema(f"{what} is nested more than {MAX_DEPTH} levels deep")
     try:
-        return json.loads(text)
+        document: JsonValue = json.loads(text)
+        return document
     except (ValueError, TypeError) as exc:
         raise invalid_schema(f"{what} is not valid JSON: {exc}") from None
 
 
-def _resource(document: Any) -> Resource[Any]:
+def _resource(document: JsonValue) -> Resource[JsonValue]:
     return Resource.from_contents(document, default_specification=referencing.jsonschema.DRAFT7)
 
 
@@ -71,7 +73,7 @@ def parse(text: str, references: Sequence[tuple[str, str]] = (), normalize: bool
         raise invalid_schema("a JSON schema is an object or a boolean")
     _check_schema(document)
     base = str(document.get("$id", "")) if isinstance(document, dict) else ""
-    registry: Registry[Any] = Registry()
+    registry: Registry[JsonValue] = Registry()
     for name, ref_text in references:
         ref_doc = _load(ref_text, f"the referenced schema {name!r}")
         resource = _resource(ref_doc)
@@ -92,7 +94,7 @@ def parse(text: str, references: Sequence[tuple[str, str]] = (), normalize: bool
     return JsonSchema(canonical, document, resolver)
 
 
-def _check_schema(document: Any) -> None:
+def _check_schema(document: JsonValue) -> None:
     validator = jsonschema.validators.validator_for(document, default=jsonschema.Draft7Validator)
     try:
         validator.check_schema(document)
@@ -103,7 +105,7 @@ def _check_schema(document: Any) -> None:
         raise invalid_schema("the schema is nested too deeply") from None
 
 
-def _refs(node: Any, resolver: Resolver) -> Iterator[tuple[str, Resolver]]:
+def _refs(node: JsonValue, resolver: Resolver) -> Iterator[tuple[str, Resolver]]:
     """Every ``$ref`` in ``node`` with the resolver of its scope (a nested ``$id`` opens a new one)."""
     if isinstance(node, list):
         for item in node:
@@ -119,7 +121,7 @@ def _refs(node: Any, resolver: Resolver) -> Iterator[tuple[str, Resolver]]:
                 yield from _refs(value, resolver)
 
 
-def _sorted(node: Any) -> Any:
+def _sorted(node: JsonValue) -> JsonValue:
     if isinstance(node, dict):
         return {key: _sorted(node[key]) for key in sorted(node)}
     if isinstance(node, list):

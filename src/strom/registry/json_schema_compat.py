@@ -35,10 +35,9 @@ comparison is taken as compatible, the fixpoint the recursion would reach.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
-from strom._util.json_types import JsonObject, JsonValue
+from strom._util.json_types import JsonValue
 from strom.registry.json_schema import JsonSchema, Resolver
 from strom.registry.json_schema_content import compare_array, compare_object
 from strom.registry.json_schema_nodes import COMPATIBLE_CHANGES, Context, Node, bounds, load, number
@@ -60,7 +59,7 @@ def can_read(reader: JsonSchema, writer: JsonSchema) -> list[str]:
     ]
 
 
-def _compare(ctx: Context, original: Any, o_res: Resolver, update: Any, u_res: Resolver) -> None:
+def _compare(ctx: Context, original: JsonValue, o_res: Resolver, update: JsonValue, u_res: Resolver) -> None:
     if original is None and update is None:
         return
     if original is None:
@@ -80,7 +79,7 @@ def _compare(ctx: Context, original: Any, o_res: Resolver, update: Any, u_res: R
         ctx.in_progress.pop(key, None)
 
 
-def _source(node: Node) -> Any:
+def _source(node: Node) -> JsonValue:
     """The raw schema a loaded node came from (``false`` and ``true`` as themselves)."""
     if node.kind == "false":
         return False
@@ -149,7 +148,7 @@ def _compare_number(ctx: Context, o: Node, u: Node) -> None:
         ctx.add("TYPE_EXTENDED" if o.integer else "TYPE_NARROWED")
 
 
-def _canonical(value: Any) -> str:
+def _canonical(value: JsonValue) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
@@ -217,14 +216,14 @@ def _compare_combined(ctx: Context, o: Node, u: Node) -> None:
         ctx.add("COMBINED_TYPE_SUBSCHEMAS_CHANGED")
 
 
-def _distinct(subs: list[Any]) -> list[Any]:
-    seen: JsonObject = {}
+def _distinct(subs: Sequence[JsonValue]) -> list[JsonValue]:
+    seen: dict[str, JsonValue] = {}
     for sub in subs:
         seen.setdefault(_canonical(sub), sub)
     return list(seen.values())
 
 
-def _maximum_matching(edges: dict[int, dict[int, Any]]) -> dict[int, int]:
+def _maximum_matching(edges: Mapping[int, Mapping[int, object]]) -> dict[int, int]:
     """A maximum matching of left to right indexes (augmenting paths; a handful of branches)."""
     owner: dict[int, int] = {}  # right → left
 

@@ -6,9 +6,9 @@ properties) and arrays (items, item tuples, additional and unevaluated items), a
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Mapping
 
-from strom._util.json_types import JsonObject
+from strom._util.json_types import JsonObject, JsonValue
 from strom.registry.json_schema import Resolver
 from strom.registry.json_schema_nodes import Context, Node, bounds, load
 
@@ -37,7 +37,7 @@ def compare_array(ctx: Context, o: Node, u: Node) -> None:
     bounds(ctx, o.raw, u.raw, "minContains", "MIN_CONTAINS")
 
 
-def _item_schemas(raw: JsonObject) -> list[Any]:
+def _item_schemas(raw: JsonObject) -> list[JsonValue]:
     for name in ("prefixItems", "items"):
         items = raw.get(name)
         if isinstance(items, list):
@@ -45,7 +45,7 @@ def _item_schemas(raw: JsonObject) -> list[Any]:
     return []
 
 
-def _all_items(raw: JsonObject) -> Any:
+def _all_items(raw: JsonObject) -> JsonValue:
     items = raw.get("items")
     return None if isinstance(items, list) else items
 
@@ -55,7 +55,7 @@ def _open_items(raw: JsonObject) -> bool:
     return additional is True and raw.get("unevaluatedItems", True) in (True, {})
 
 
-def _partial_items(raw: JsonObject) -> Any:
+def _partial_items(raw: JsonObject) -> JsonValue:
     additional = raw.get("additionalItems", True)
     if isinstance(additional, dict):
         return additional
@@ -65,7 +65,7 @@ def _partial_items(raw: JsonObject) -> Any:
     return None
 
 
-def _removed_item(ctx: Context, item: Any, o: Node, u: Node) -> None:
+def _removed_item(ctx: Context, item: JsonValue, o: Node, u: Node) -> None:
     if _open_items(u.raw):
         ctx.add("ITEM_REMOVED_FROM_OPEN_CONTENT_MODEL")
         return
@@ -82,7 +82,7 @@ def _removed_item(ctx: Context, item: Any, o: Node, u: Node) -> None:
         ctx.add("ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL")
 
 
-def _added_item(ctx: Context, item: Any, o: Node, u: Node) -> None:
+def _added_item(ctx: Context, item: JsonValue, o: Node, u: Node) -> None:
     if _open_items(o.raw):
         empty = item is True or item == {}
         ctx.add(f"ITEM_{'WITH_EMPTY_SCHEMA_' if empty else ''}ADDED_TO_OPEN_CONTENT_MODEL")
@@ -143,7 +143,7 @@ def _required(raw: JsonObject) -> set[str]:
     return {r for r in required if isinstance(r, str)} if isinstance(required, list) else set()
 
 
-def _has_default(node: Any, resolver: Resolver) -> bool:
+def _has_default(node: JsonValue, resolver: Resolver) -> bool:
     return "default" in load(node, resolver).raw
 
 
@@ -155,9 +155,9 @@ def _open_object(raw: JsonObject) -> bool:
     )
 
 
-def _partial_object(raw: JsonObject, name: str) -> Any:
+def _partial_object(raw: JsonObject, name: str) -> JsonValue:
     patterns = raw.get("patternProperties")
-    if isinstance(patterns, dict):
+    if isinstance(patterns, Mapping):
         for pattern, schema in patterns.items():
             try:
                 if re.search(pattern, name):
@@ -200,7 +200,7 @@ def compare_object(ctx: Context, o: Node, u: Node) -> None:
     bounds(ctx, o.raw, u.raw, "minProperties", "MIN_PROPERTIES")
 
 
-def _removed_property(ctx: Context, name: str, schema: Any, o: Node, u: Node) -> None:
+def _removed_property(ctx: Context, name: str, schema: JsonValue, o: Node, u: Node) -> None:
     if _open_object(u.raw):
         ctx.add("PROPERTY_REMOVED_FROM_OPEN_CONTENT_MODEL")
         return
@@ -217,7 +217,7 @@ def _removed_property(ctx: Context, name: str, schema: Any, o: Node, u: Node) ->
         ctx.add("PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL")
 
 
-def _added_property(ctx: Context, name: str, schema: Any, o: Node, u: Node, required: bool) -> None:
+def _added_property(ctx: Context, name: str, schema: JsonValue, o: Node, u: Node, required: bool) -> None:
     with_default = required and _has_default(schema, u.resolver)
     if _open_object(o.raw):
         if load(schema, u.resolver).kind == "empty":  # {} or true, whatever its annotations

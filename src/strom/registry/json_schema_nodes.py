@@ -9,13 +9,12 @@ judges them against `COMPATIBLE_CHANGES`, the kinds that do not break a reader (
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import referencing.exceptions
 
-from strom._util.json_types import JsonObject
+from strom._util.json_types import JsonObject, JsonValue
 from strom.registry.json_schema import Resolver
 
 COMPATIBLE_CHANGES = frozenset(
@@ -117,11 +116,11 @@ class Node:
     raw: JsonObject
     resolver: Resolver
     criterion: str = ""  # combined: allOf, anyOf or oneOf
-    subs: list[Any] = field(default_factory=list)  # combined: raw sub-schemas (loaded on use)
+    subs: Sequence[JsonValue] = ()  # combined: raw sub-schemas (loaded on use)
     integer: bool = False  # number: only integers
 
 
-def load(node: Any, resolver: Resolver) -> Node:
+def load(node: JsonValue, resolver: Resolver) -> Node:
     for _ in range(_MAX_REF_HOPS):
         if not isinstance(node, dict) or not isinstance(node.get("$ref"), str):
             break
@@ -175,12 +174,14 @@ def _inferred_type(node: JsonObject) -> str | None:
     return None
 
 
-CompareFn = Callable[["Context", Any, Resolver, Any, Resolver], None]
+CompareFn = Callable[["Context", JsonValue, Resolver, JsonValue, Resolver], None]
 
 
 class Context:
     def __init__(
-        self, compare: CompareFn, in_progress: dict[tuple[int, int], tuple[Any, Any]] | None = None
+        self,
+        compare: CompareFn,
+        in_progress: dict[tuple[int, int], tuple[JsonObject, JsonObject]] | None = None,
     ) -> None:
         self.compare = compare  # the recursive comparison (strom.registry.json_schema_compat)
         self.differences: list[tuple[str, str]] = []
@@ -233,5 +234,5 @@ def bounds(ctx: Context, o: JsonObject, u: JsonObject, name: str, kind: str) -> 
         ctx.add(f"{kind}_DECREASED", name)
 
 
-def number(value: Any) -> float | None:
+def number(value: JsonValue) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
