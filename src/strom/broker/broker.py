@@ -33,8 +33,9 @@ from strom._util.clock import Clock, SystemClock, sleep_ms, yield_to_loop
 from strom.broker.authorization import Authorizer
 from strom.broker.config import BrokerConfig
 from strom.broker.config_entities import ConfigEntities
-from strom.broker.control.cluster_member import ClusterMember, ZkIsrStore, connect_metadata_store
+from strom.broker.control.cluster_member import ClusterMember
 from strom.broker.control.dynamic_config import DEFAULT_BROKER_ENTITY, DynamicBrokerConfig
+from strom.broker.control.metadata_session import ZkIsrStore, connect_metadata_store
 from strom.broker.control.single_node import SingleNodeMember
 from strom.broker.control.topic_admin import TopicAdmin
 from strom.broker.coordinators.coordinator_partitions import CoordinatorPartitions

@@ -4,17 +4,16 @@
 `strom.broker.control.single_node.SingleNodeMember` over the local store; request handlers cannot tell them
 apart). It owns
 
-* the ZooKeeper session (`strom.cluster.zookeeper_store.ZooKeeperStore` under
-  `strom.cluster.kafka_metadata.KafkaMetadataClient`; strom.cluster is the only door to kazoo) and the
-  broker's ephemeral registration ``/brokers/ids/<id>`` (re-created after a session expiry; at start it waits
-  for a previous incarnation's znode to expire, as a restarted Kafka broker does);
+* the metadata-store session (`strom.cluster.kafka_metadata.KafkaMetadataClient` over ZooKeeper or the
+  local store, opened by `strom.broker.control.metadata_session`; strom.cluster is the only door to
+  kazoo) and the broker's ephemeral registration ``/brokers/ids/<id>`` (re-created after a session
+  expiry; at start it waits for a previous incarnation's znode to expire, as a restarted Kafka broker
+  does);
 * the controller elector/controller (`strom.cluster.controller.Controller`) and its channel;
 * the metadata cache (`ClusterMetadataStore`) the handlers read, kept up to date by UpdateMetadata and by
   ``/config/changes`` notifications for topic configs (those for users and clients go to the SCRAM
   credentials, and every notification about a user, client or broker to `on_entity_change`: the client
   quotas and the dynamic broker configs);
-* the `IsrStore` of the replica manager (`ZkIsrStore`): conditional writes of the partition state znode
-  plus ISR change notifications;
 * topic administration: create (the assignment, decided by `strom.broker.control.topic_admin`, written to
   ZooKeeper; the controller does the rest), delete (marked for the controller), add partitions, configs;
 * controlled shutdown: before stopping, ask the controller to move leadership away.
@@ -38,9 +37,7 @@ from typing import ParamSpec, TypeVar
 
 from strom._util.clock import Clock, Deadline, sleep_ms, yield_to_loop
 from strom.broker.config import BrokerConfig
-from strom.broker.control.catalogue_import import import_legacy_catalogue
 from strom.broker.control.controller_channel import KafkaControllerChannel
-from strom.broker.control.meta_properties import pin_log_dir
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.network.net_client import BrokerConnection
 from strom.broker.ports import Outcome, Reassignments, TopicPartition
@@ -49,11 +46,9 @@ from strom.broker.security.client import ClientSecurity
 from strom.broker.topic_info import TopicInfo
 from strom.cluster import zk_paths as paths
 from strom.cluster.controller import Controller, ControllerChannel, ControllerConfig
-from strom.cluster.election import LeaderAndIsr
 from strom.cluster.kafka_metadata import KafkaMetadataClient
-from strom.cluster.metadata_store import MetadataStore, MetadataStoreError
+from strom.cluster.metadata_store import MetadataStoreError
 from strom.cluster.zk_paths import BrokerRegistration, TopicAssignment
-from strom.cluster.zookeeper_store import ZooKeeperStore
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.messages import (
@@ -91,46 +86,6 @@ def _needs_zookeeper(method: Callable[_P, _R]) -> Callable[_P, _R]:
             raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"ZooKeeper unavailable: {exc}") from exc
 
     return wrapper
-
-
-def connect_metadata_store(
-    config: BrokerConfig, store: MetadataStore | None = None, import_legacy: bool = False
-) -> tuple[KafkaMetadataClient, ClusterMetadataStore]:
-    """Open the metadata-store session (ZooKeeper at ``zookeeper.connect``, unless ``store`` is given)
-    and the metadata cache it backs (call inside the event loop)."""
-    client = KafkaMetadataClient(
-        store
-        or ZooKeeperStore(
-            str(config.get("zookeeper.connect")),
-            int(config.get("zookeeper.session.timeout.ms")),
-            asyncio.get_running_loop(),
-        )
-    )
-    client.start()
-    if import_legacy:
-        import_legacy_catalogue(config.log_dirs[0], config.broker_id, client)
-    cluster_id = client.get_or_create_cluster_id(config.get("cluster.id") or uuid.uuid4().hex[:22])
-    # meta.properties still pins the log dir to this broker id and cluster.
-    pin_log_dir(config.log_dirs[0], config.broker_id, cluster_id)
-
-    def allocate(size: int) -> int:
-        return client.allocate_producer_id_block(config.broker_id, size)
-
-    return client, ClusterMetadataStore(cluster_id, client.get_topic_config, allocate)
-
-
-class ZkIsrStore:
-    """ISR changes as conditional writes of the partition state znode, then a notification; each
-    kazoo call runs in a worker thread, so the event loop never waits for ZooKeeper."""
-
-    def __init__(self, client: KafkaMetadataClient) -> None:
-        self._client = client
-
-    async def write_isr(self, topic: str, partition: int, state: LeaderAndIsr) -> LeaderAndIsr | None:
-        return await asyncio.to_thread(self._client.update_partition_state, topic, partition, state)
-
-    async def notify_isr_change(self, partitions: list[TopicPartition]) -> None:
-        await asyncio.to_thread(self._client.notify_isr_change, partitions)
 
 
 class ClusterMember:
