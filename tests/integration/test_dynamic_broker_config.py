@@ -5,6 +5,8 @@ restart; log levels changed at run time."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -187,3 +189,51 @@ def test_log_levels_change_at_run_time(tmp_path: Path) -> None:
             assert levels()["strom.broker"] == before["root"]
         finally:
             admin.close()
+
+
+def _strom_configs(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "strom.cli.main", "--bootstrap-server", bootstrap, "configs", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_strom_configs_in_kafka_configs_words(tmp_path: Path) -> None:
+    with BrokerProcess(tmp_path / "b", {}) as broker:
+        b = broker.bootstrap
+        brokers = ("--entity-type", "brokers")
+        done = _strom_configs(
+            b, "alter", *brokers, "--entity-default", "--add-config", "log.retention.ms=7200000"
+        )
+        assert done.stdout == "Completed updating default config for brokers in the cluster.\n", done.stderr
+        done = _strom_configs(
+            b, "alter", *brokers, "--entity-name", "0", "--add-config", "log.segment.bytes=2097152"
+        )
+        assert done.returncode == 0, done.stderr
+        described = _strom_configs(b, "describe", *brokers, "--entity-name", "0")
+        assert described.stdout.splitlines() == [
+            "Dynamic configs for broker 0 are:",
+            "  log.retention.ms=7200000 sensitive=false synonyms={"
+            "DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=7200000, "
+            "DEFAULT_CONFIG:log.retention.ms=604800000}",
+            "  log.segment.bytes=2097152 sensitive=false synonyms={"
+            "DYNAMIC_BROKER_CONFIG:log.segment.bytes=2097152, DEFAULT_CONFIG:log.segment.bytes=1073741824}",
+        ]
+        default = _strom_configs(b, "describe", *brokers, "--entity-default")
+        assert default.stdout.splitlines() == [
+            "Default configs for brokers in the cluster are:",
+            "  log.retention.ms=7200000 sensitive=false synonyms={"
+            "DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=7200000}",
+        ]
+        refused = _strom_configs(b, "alter", *brokers, "--entity-name", "0", "--add-config", "log.dirs=/x")
+        assert (
+            refused.returncode == 1
+            and "Cannot update these configs dynamically: ['log.dirs']" in refused.stderr
+        )
+        loggers = ("--entity-type", "broker-loggers", "--entity-name", "0")
+        assert _strom_configs(b, "alter", *loggers, "--add-config", "strom.broker=DEBUG").returncode == 0
+        levels = _strom_configs(b, "describe", *loggers).stdout
+        assert "  strom.broker=DEBUG sensitive=false synonyms={}" in levels.splitlines()

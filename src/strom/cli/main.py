@@ -37,6 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from strom.cli.acls import ACLS_HANDLERS
         from strom.cli.cluster import CLUSTER_HANDLERS
+        from strom.cli.configs import CONFIGS_HANDLERS
         from strom.cli.quotas import QUOTAS_HANDLERS
         from strom.cli.s3_server import S3_SERVER_HANDLERS
         from strom.cli.schemas import SCHEMAS_HANDLERS
@@ -45,6 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         handlers = {**HANDLERS, **CLUSTER_HANDLERS, **SCHEMAS_HANDLERS, **ACLS_HANDLERS, **USERS_HANDLERS}
         handlers.update(S3_SERVER_HANDLERS)
         handlers.update(QUOTAS_HANDLERS)
+        handlers.update(CONFIGS_HANDLERS)
         return handlers[args.handler](args)
     except ConsoleError as exc:
         print(f"strom: error: {exc.message}", file=sys.stderr)

@@ -133,6 +133,9 @@ def build_parser() -> OneLineErrorParser:
     from strom.cli.users import add_users_commands
 
     add_users_commands(commands, _connection_parent())
+    from strom.cli.configs import add_configs_commands
+
+    add_configs_commands(commands, _connection_parent())
     from strom.cli.quotas import add_quotas_commands
 
     add_quotas_commands(commands, _connection_parent())
