@@ -218,3 +218,23 @@ def test_a_kip848_consumer_group_shows_its_own_type_and_state(broker: BrokerProc
             assert f"{topic} 0 0 4 4" in d.find_element(By.ID, "lag").text
             screenshot(d, "group-kip848")
         heartbeat(raw, 0, group, member_id, -1)
+
+
+def test_quotas_page_lists_the_client_quotas(broker: BrokerProcess) -> None:
+    from tests.integration.quota_clients import strom_quotas
+
+    user = f"q-{uuid.uuid4().hex[:6]}"
+    args = ("--entity-type", "users", "--entity-name", user, "--add-config", "producer_byte_rate=1024")
+    done = strom_quotas(broker.bootstrap, "alter", *args)
+    assert done.returncode == 0, done.stderr
+    with chromium() as driver:
+        d: Any = driver
+        deadline = time.monotonic() + 30
+        while True:  # the broker re-reads quotas on the store's change notification
+            d.get(f"{broker.http_url}/ui/quotas")
+            if d.find_elements(By.ID, "quotas") and user in d.find_element(By.ID, "quotas").text:
+                break
+            assert time.monotonic() < deadline, d.find_element(By.TAG_NAME, "main").text
+            time.sleep(0.3)
+        assert f"user-principal '{user}' producer_byte_rate=1024" in d.find_element(By.ID, "quotas").text
+        screenshot(d, "quotas")

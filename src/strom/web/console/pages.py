@@ -66,6 +66,7 @@ def page(title: str, body: str, script: str = "") -> str:
             ("/ui/acls", "ACLs"),
             ("/ui/users", "Users"),
             ("/ui/transactions", "Transactions"),
+            ("/ui/quotas", "Quotas"),
         )
     )
     js = f"<script>{script}</script>" if script else ""

@@ -101,6 +101,7 @@ class ConsoleApi:
             web.get("/ui/acls", self.acls),
             web.get("/ui/users", self.users),
             web.get("/ui/transactions", self.transactions),
+            web.get("/ui/quotas", self.quotas),
             web.get("/ui/actions/{action}", self.action_form),
             web.post("/ui/actions/{action}", self.action),
             web.get("/ui/{tail:.*}", self.unknown),
@@ -271,6 +272,14 @@ class ConsoleApi:
         ]
         now = self._broker.clock.time_ms()
         return self._page(request, security_pages.transactions_page(txns, now, self._cluster_txns.failed))
+
+    async def quotas(self, request: web.Request) -> web.Response:
+        if not self._may(request, AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME):
+            return self._forbidden(request, "Client quotas need DescribeConfigs on the cluster.")
+        quotas = self._broker.quotas
+        now = self._broker.clock.time_ms()
+        throttles = [(k, u, c, s.throttle_time_avg(now)) for k, u, c, s in quotas.sensors()]
+        return self._page(request, security_pages.quotas_page(quotas.quotas, throttles))
 
     def _principal(self, request: web.Request) -> str:
         return str(request.get(PRINCIPAL, "User:ANONYMOUS"))

@@ -10,15 +10,19 @@
   coordinator; each id needs DESCRIBE on it (resource type TransactionalId), as ListTransactions
   filters.
 
+* ``/ui/quotas``: client quotas by entity (user, client id, both, defaults), as DescribeClientQuotas
+  lists them, and the throttling this broker applies now; needs DESCRIBE_CONFIGS on the cluster.
+
 Producer state (DescribeProducers: each producer's epoch, last sequence, last timestamp and ongoing
 transaction's first offset) is on the partition page, from the partition's replica here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from strom.acl.model import AclBinding, pascal
+from strom.quota.entity import QuotaEntity
 from strom.storage.producer_state import ProducerStateEntry
 from strom.web.console.message_pages import format_time
 from strom.web.console.pages import esc, link, page, table, topic_path
@@ -95,3 +99,24 @@ def producers_html(topic: str, index: int, producers: list[ProducerStateEntry]) 
     return f"<p class='muted'>Idempotent and transactional producers of {back}.</p>" + table(
         header, rows, "producers"
     )
+
+
+def quotas_page(
+    quotas: Mapping[QuotaEntity, Mapping[str, float]], throttles: list[tuple[str, str, str, float]]
+) -> str:
+    """Client quotas (every broker holds them all, from the metadata store) and the throttling this
+    broker applies now: (quota key, user, client id, mean throttle ms) of its quota sensors."""
+    rows = [
+        [esc(entity.describe()), esc(", ".join(f"{k}={v:g}" for k, v in sorted(values.items())))]
+        for entity, values in sorted(quotas.items(), key=lambda kv: kv[0].describe())
+    ]
+    listed = table(["Entity", "Quotas"], rows, "quotas")
+    if not rows:
+        listed = "<p id='no-quotas'>No client quotas are set.</p>"
+    sensed = table(
+        ["Quota", "User", "Client id", "Mean throttle (ms)"],
+        [[esc(k), esc(u or "-"), esc(c or "-"), esc(f"{t:,.1f}")] for k, u, c, t in sorted(throttles)],
+        "throttles",
+    )
+    note = "<p class='muted'>Set them with strom quotas (kafka-configs' names: producer_byte_rate, ...).</p>"
+    return page("Client quotas", listed + note + "<h2>Throttling on this broker</h2>" + sensed)
