@@ -113,6 +113,23 @@ def test_segment_for_an_offset_or_the_next_one_after_a_gap() -> None:
     assert cache.segment_for_timestamp(301) is None
 
 
+def test_overlapping_segments_of_two_leaders_leave_no_hole() -> None:
+    """The old leader copied [980, 1119]; the new one's local segment [880, 1159] overlaps it."""
+    cache = RemotePartitionMetadata()
+    for md in (metadata("old", 840, 979), metadata("old2", 980, 1119), metadata("new", 880, 1159)):
+        cache.apply(md)
+    cache.apply(metadata("next", 1160, 1299))
+    found = {o: cache.segment_for(o) for o in (900, 1000, 1119, 1120, 1159, 1160)}
+    assert {o: m.segment_id for o, m in found.items() if m} == {
+        900: "new",
+        1000: "new",
+        1119: "new",
+        1120: "new",
+        1159: "new",
+        1160: "next",
+    }
+
+
 def seg(base: int, nxt: int, size: int = 100, ts: int = 1000) -> SegmentSummary:
     return SegmentSummary(base, nxt, size, ts)
 

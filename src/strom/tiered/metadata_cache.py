@@ -74,12 +74,18 @@ class RemotePartitionMetadata:
         return sum(m.segment_size_in_bytes for m in self.copied_segments())
 
     def segment_for(self, offset: int) -> RemoteLogSegmentMetadata | None:
-        """The copied segment holding ``offset`` (or the first one after it, if it falls in a gap)."""
+        """A copied segment holding ``offset`` (or the first one after it, if it falls in a gap).
+
+        Segments may overlap: a new leader's local segments are cut at other offsets than its
+        predecessor's, so its first copy can start below the highest offset already remote. Every
+        segment starting at or before the offset is a candidate, not only the last one.
+        """
         copied = self.copied_segments()
-        i = bisect_right([m.start_offset for m in copied], offset) - 1
-        if i >= 0 and copied[i].end_offset >= offset:
-            return copied[i]
-        return copied[i + 1] if i + 1 < len(copied) else None
+        i = bisect_right([m.start_offset for m in copied], offset)
+        holding = [m for m in copied[:i] if m.end_offset >= offset]
+        if holding:
+            return max(holding, key=lambda m: m.end_offset)
+        return copied[i] if i < len(copied) else None
 
     def segment_for_timestamp(self, timestamp_ms: int) -> RemoteLogSegmentMetadata | None:
         """The first copied segment whose largest timestamp is at or after ``timestamp_ms``."""
