@@ -161,7 +161,7 @@ CLOSING_FRAMES = {
     "unknown-api-key": frame(header(9999, 0) + b"\x00" * 8),
     "negative-api-key": frame(header(-5, 0) + b"\x00" * 8),
     "not-served-api": frame(header(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0) + b"\x00" * 16),
-    "unsupported-version": frame(header(ApiKey.METADATA, 9) + b"\x01\x00\x00\x00"),
+    "unsupported-version": frame(header(ApiKey.LIST_OFFSETS, 0) + b"\x00" * 16),  # below the minimum (1)
     "version-above-specs": frame(header(ApiKey.PRODUCE, 999) + b"\x00" * 16),
     "negative-version": frame(header(ApiKey.FETCH, -1) + b"\x00" * 16),
     "truncated-body": frame(header(ApiKey.METADATA, 1) + b"\x00\x00\x00\x05\x00\x10ab"),
@@ -176,7 +176,7 @@ LOG_PATTERNS = {
     "oversized": rf"request size {REQUEST_MAX_BYTES + 1} outside",
     "unknown-api-key": r"API key 9999 v0 is not served",
     "not-served-api": r"API key 48 v0 is not served",
-    "unsupported-version": r"API key 3 v9 is not served",
+    "unsupported-version": r"API key 2 v0 is not served",
 }
 
 
@@ -546,7 +546,7 @@ def odd_request(draw: st.DrawFn, topic: str) -> bytes:
         if draw(st.booleans()):
             struct.pack_into(">I", records, 17, crc32c.crc32c(bytes(records[21:])))
         body = produce_body(name, draw(INT32), bytes(records), acks=draw(st.sampled_from([0, 1, -1, 2, -7])))
-        return encode_request(ApiKey.PRODUCE, draw(st.integers(0, 8)), 1, "fz", body)
+        return encode_request(ApiKey.PRODUCE, draw(st.integers(0, 13)), 1, "fz", body)
     if kind == "fetch":
         parts = [(name, draw(INT32), draw(INT64), draw(INT32)) for _ in range(draw(st.integers(0, 3)))]
         body = fetch_body(
@@ -557,7 +557,7 @@ def odd_request(draw: st.DrawFn, topic: str) -> bytes:
             isolation_level=draw(st.integers(-2, 3)),
         )
         body["session_id"], body["session_epoch"] = draw(INT32), draw(INT32)
-        return encode_request(ApiKey.FETCH, draw(st.integers(4, 11)), 1, "fz", body)
+        return encode_request(ApiKey.FETCH, draw(st.integers(4, 18)), 1, "fz", body)
     if kind == "list_offsets":
         body = {
             "replica_id": draw(INT32),
@@ -575,9 +575,9 @@ def odd_request(draw: st.DrawFn, topic: str) -> bytes:
                 }
             ],
         }
-        return encode_request(ApiKey.LIST_OFFSETS, draw(st.integers(1, 5)), 1, "fz", body)
+        return encode_request(ApiKey.LIST_OFFSETS, draw(st.integers(1, 11)), 1, "fz", body)
     body = {"topics": [{"name": name}], "allow_auto_topic_creation": draw(st.booleans())}
-    return encode_request(ApiKey.METADATA, draw(st.integers(1, 8)), 1, "fz", body)
+    return encode_request(ApiKey.METADATA, draw(st.integers(1, 13)), 1, "fz", body)
 
 
 def _random_frame() -> st.SearchStrategy[bytes]:

@@ -36,19 +36,19 @@ with warnings.catch_warnings():
 
 # The versions this module tests, written out (not read from strom.protocol.api) so that widening the
 # advertised table without adding a test fails `test_advertised_set_is_exactly_what_is_tested`.
-PRODUCE_V = range(9)
-FETCH_V = range(4, 12)
-LIST_OFFSETS_V = range(1, 6)
-METADATA_V = range(9)
+PRODUCE_V = range(14)
+FETCH_V = range(4, 19)
+LIST_OFFSETS_V = range(1, 12)
+METADATA_V = range(14)
 API_VERSIONS_V = range(5)
-CREATE_TOPICS_V = range(5)
-DELETE_TOPICS_V = range(4)
-DELETE_RECORDS_V = range(2)
-INIT_PRODUCER_ID_V = range(5)
-DESCRIBE_CONFIGS_V = range(4)
-ALTER_CONFIGS_V = range(2)
-INCREMENTAL_ALTER_CONFIGS_V = range(1)
-CREATE_PARTITIONS_V = range(2)
+CREATE_TOPICS_V = range(8)
+DELETE_TOPICS_V = range(7)
+DELETE_RECORDS_V = range(3)
+INIT_PRODUCER_ID_V = range(6)
+DESCRIBE_CONFIGS_V = range(5)
+ALTER_CONFIGS_V = range(3)
+INCREMENTAL_ALTER_CONFIGS_V = range(2)
+CREATE_PARTITIONS_V = range(4)
 
 TESTED_HERE: dict[int, range] = {
     ApiKey.PRODUCE: PRODUCE_V,
@@ -75,6 +75,7 @@ COVERED_ELSEWHERE.update(dict.fromkeys((29, 30, 31), "test_acls.py"))
 COVERED_ELSEWHERE.update(dict.fromkeys((17, 36, 50, 51), "test_sasl.py"))
 COVERED_ELSEWHERE.update(dict.fromkeys((68, 69), "test_consumer_group_protocol.py"))
 COVERED_ELSEWHERE.update(dict.fromkeys((48, 49), "test_client_quotas.py"))
+COVERED_ELSEWHERE.update(dict.fromkeys((35, 60, 75), "test_admin_apis.py"))
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
@@ -130,6 +131,19 @@ def values_at(raw: RawClient, topic: str, partition: int, offset: int = 0) -> li
     return [(r.offset, r.value) for b in decode_batches(part["records"]) for r in b.records]
 
 
+def topic_id(raw: RawClient, name: str) -> bytes:
+    """The topic's id (KIP-516), from Metadata v12."""
+    (topic,) = call(raw, ApiKey.METADATA, 12, {"topics": [{"name": name}]})["topics"]
+    assert topic["error_code"] == 0 and topic["topic_id"] != bytes(16)
+    return bytes(topic["topic_id"])
+
+
+def with_topic_ids(body: dict[str, Any], key: str, ids: dict[str, bytes]) -> dict[str, Any]:
+    """``body`` with each topic's id beside its name (versions naming topics by id read only the id)."""
+    name_key = "name" if key == "topic_data" else "topic"
+    return {**body, key: [{**t, "topic_id": ids.get(t[name_key], bytes(16))} for t in body[key]]}
+
+
 def metadata_topics(raw: RawClient, names: list[str] | None, version: int = 8, auto: bool = False) -> Any:
     topics = None if names is None else [{"name": n} for n in names]
     resp = call(raw, ApiKey.METADATA, version, {"topics": topics, "allow_auto_topic_creation": auto})
@@ -143,10 +157,21 @@ def metadata_topics(raw: RawClient, names: list[str] | None, version: int = 8, a
 def test_produce(raw: RawClient, topic_name: str, version: int) -> None:
     assert raw.create_topic(topic_name, 2) == 0
     raw.produce(topic_name, 1, batch([b"first"]))
-    resp = call(raw, ApiKey.PRODUCE, version, produce_body(topic_name, 1, batch([b"a", b"b", b"c"])))
+    ids = {topic_name: topic_id(raw, topic_name)}
+    body = with_topic_ids(produce_body(topic_name, 1, batch([b"a", b"b", b"c"])), "topic_data", ids)
+    resp = call(raw, ApiKey.PRODUCE, version, body)
     assert version < 1 or resp["throttle_time_ms"] == 0
     (topic,) = resp["responses"]
-    assert topic["name"] == topic_name
+    if version >= 13:  # topics by id (KIP-516)
+        assert topic["topic_id"] == ids[topic_name]
+        unknown = with_topic_ids(
+            produce_body("nameless", 0, batch([b"x"])), "topic_data", {"nameless": b"u" * 16}
+        )
+        (gone,) = call(raw, ApiKey.PRODUCE, version, unknown)["responses"]
+        assert gone["topic_id"] == b"u" * 16
+        assert gone["partition_responses"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_ID
+    else:
+        assert topic["name"] == topic_name
     (part,) = topic["partition_responses"]
     assert part["index"] == 1
     if version < 3:
@@ -176,16 +201,20 @@ def test_fetch(raw: RawClient, topic_name: str, version: int) -> None:
     assert raw.create_topic(topic_name, 2) == 0
     assert raw.produce(topic_name, 0, batch([b"a", b"b"]))["base_offset"] == 0
     assert raw.produce(topic_name, 0, batch([b"c"]))["base_offset"] == 2
+    ids = {topic_name: topic_id(raw, topic_name)}
     for isolation in (0, 1):
         body = fetch_body(
             [(topic_name, 0, 0, 1 << 20), (topic_name, 1, 0, 1 << 20)], isolation_level=isolation
         )
-        resp = call(raw, ApiKey.FETCH, version, body)
+        resp = call(raw, ApiKey.FETCH, version, with_topic_ids(body, "topics", ids))
         if version >= 7:
             assert resp["error_code"] == 0
             assert resp["session_id"] == 0  # sessions declined (docs/protocol.md#fetch-responses)
         (topic,) = resp["responses"]
-        assert topic["topic"] == topic_name
+        if version >= 13:  # topics by id (KIP-516)
+            assert topic["topic_id"] == ids[topic_name]
+        else:
+            assert topic["topic"] == topic_name
         p0, p1 = topic["partitions"]
         assert (p0["partition_index"], p1["partition_index"]) == (0, 1)
         assert p0["error_code"] == p1["error_code"] == 0
@@ -201,7 +230,14 @@ def test_fetch(raw: RawClient, topic_name: str, version: int) -> None:
         if isolation == 1:
             assert not p0["aborted_transactions"]
     # a fetch from the middle of the log starts at the batch holding that offset
-    assert raw.fetch(topic_name, 0, 2, version=version)["records"][:8] == struct.pack(">q", 2)
+    middle = with_topic_ids(fetch_body([(topic_name, 0, 2, 1 << 20)]), "topics", ids)
+    (part,) = call(raw, ApiKey.FETCH, version, middle)["responses"][0]["partitions"]
+    assert part["records"][:8] == struct.pack(">q", 2)
+    if version >= 13:
+        unknown = with_topic_ids(fetch_body([("nameless", 0, 0, 1 << 20)]), "topics", {"nameless": b"u" * 16})
+        (gone,) = call(raw, ApiKey.FETCH, version, unknown)["responses"]
+        assert gone["topic_id"] == b"u" * 16
+        assert gone["partitions"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_ID
 
 
 # -- ListOffsets ------------------------------------------------------------------------------------
@@ -246,6 +282,16 @@ def test_list_offsets(raw: RawClient, topic_name: str, version: int) -> None:
     assert (found["offset"], found["timestamp"]) == (1, t0 + 1)
     found = lookup(t0 + 10_000)
     assert (found["offset"], found["timestamp"]) == (-1, -1)
+    if version >= 7:  # KIP-734: the first record with the largest timestamp
+        raw.produce(topic_name, 0, batch([b"e"], timestamp_ms=t0 + 5))  # older than d
+        found = lookup(-3)
+        assert (found["offset"], found["timestamp"]) == (3, t0 + 1001)
+    if version >= 8:  # KIP-405's local log start: the log start offset without tiered storage
+        assert lookup(-4)["offset"] == 0
+    if version >= 9:  # KIP-1005's last tiered offset: nothing is tiered
+        assert (lookup(-5)["offset"], lookup(-5)["leader_epoch"]) == (-1, -1)
+    if version >= 11:  # KIP-1023's earliest pending upload: nothing is pending
+        assert lookup(-6)["offset"] == -1
     unknown = raw.call(
         ApiKey.LIST_OFFSETS,
         version,
@@ -276,10 +322,23 @@ def test_metadata(raw: RawClient, broker: BrokerProcess, topic_name: str, versio
         assert broker_entry["rack"] is None
     if version >= 2:
         assert isinstance(resp["cluster_id"], str) and resp["cluster_id"]
-    if version >= 8:
+    if 8 <= version <= 10:  # (v11+ asks DescribeCluster instead, KIP-700)
         assert resp["cluster_authorized_operations"] == AUTHORIZED_OPERATIONS_OMITTED  # P3
     (topic,) = resp["topics"]
     assert (topic["error_code"], topic["name"]) == (0, topic_name)
+    if version >= 10:  # topic ids (KIP-516)
+        assert len(topic["topic_id"]) == 16 and topic["topic_id"] != bytes(16)
+    if version >= 12:  # a topic named by its id alone
+        by_id = call(
+            raw, ApiKey.METADATA, version, {"topics": [{"name": None, "topic_id": topic["topic_id"]}]}
+        )
+        assert [(t["name"], t["error_code"]) for t in by_id["topics"]] == [(topic_name, 0)]
+        unknown = call(raw, ApiKey.METADATA, version, {"topics": [{"name": None, "topic_id": b"u" * 16}]})
+        assert [(t["name"], t["topic_id"], t["error_code"]) for t in unknown["topics"]] == [
+            (None, b"u" * 16, ErrorCode.UNKNOWN_TOPIC_ID)
+        ]
+    if version >= 13:
+        assert resp["error_code"] == 0
     if version >= 1:
         assert topic["is_internal"] is False
     if version >= 8:
@@ -322,7 +381,7 @@ def test_api_versions(raw: RawClient, version: int) -> None:
     ranges = {e["api_key"]: (e["min_version"], e["max_version"]) for e in resp["api_keys"]}
     assert [e["api_key"] for e in resp["api_keys"]] == sorted(ranges)
     assert ranges[ApiKey.API_VERSIONS] == (0, 4)
-    assert ranges[ApiKey.PRODUCE] == (0, 8)  # min 0 so old librdkafka keeps compressing
+    assert ranges[ApiKey.PRODUCE] == (0, 13)  # min 0 so old librdkafka keeps compressing
     if version >= 1:
         assert resp["throttle_time_ms"] == 0
     if version >= 3:
@@ -384,7 +443,7 @@ def test_advertised_set_is_exactly_what_is_tested(raw: RawClient) -> None:
         assert f"ApiKey.{ApiKey(key).name}" in module.read_text(), (
             f"{module.name} does not test {ApiKey(key)!r}"
         )
-    for key in (71, 75, 60):  # never advertise what is not implemented
+    for key in (71,):  # never advertise what is not implemented
         assert all(k != key for k, _ in advertised)
 
 
@@ -440,6 +499,19 @@ def test_create_topics(raw: RawClient, topic_name: str, version: int) -> None:
     if version >= 1:
         assert out[topic_name]["error_message"] is None
         assert out[bad_cfg]["error_message"]  # a reason for the user
+    if version >= 5:  # what was created, with its configs (KIP-525)
+        created = out[topic_name]
+        assert (created["num_partitions"], created["replication_factor"]) == (3, 1)
+        configs = {c["name"]: c for c in created["configs"]}
+        assert (configs["retention.ms"]["value"], configs["retention.ms"]["config_source"]) == (
+            "3600000",
+            SOURCE_DYNAMIC_TOPIC,
+        )
+        assert configs["cleanup.policy"]["config_source"] == SOURCE_DEFAULT
+        assert out[bad_cfg]["num_partitions"] == -1
+    if version >= 7:  # the new topic's id (KIP-516), the one Metadata reports
+        assert out[topic_name]["topic_id"] == topic_id(raw, topic_name)
+        assert out[bad_cfg]["topic_id"] == bytes(16)
     again = _create(raw, version, [{"name": topic_name}])
     assert again[topic_name]["error_code"] == ErrorCode.TOPIC_ALREADY_EXISTS
     meta = metadata_topics(raw, None)
@@ -470,16 +542,38 @@ def test_delete_topics(raw: RawClient, topic_name: str, version: int) -> None:
     assert raw.create_topic(topic_name, 2) == 0
     raw.produce(topic_name, 0, batch([b"x"]))
     missing = f"{topic_name}-missing"
-    resp = call(
-        raw, ApiKey.DELETE_TOPICS, version, {"topic_names": [topic_name, missing], "timeout_ms": 5000}
-    )
+    names = [topic_name, missing]
+    body = {
+        "topic_names": names,
+        "topics": [{"name": name, "topic_id": bytes(16)} for name in names],
+        "timeout_ms": 5000,
+    }
+    old_id = topic_id(raw, topic_name)
+    resp = call(raw, ApiKey.DELETE_TOPICS, version, body)
     codes = {r["name"]: r["error_code"] for r in resp["responses"]}
     assert codes == {topic_name: 0, missing: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    if version >= 6:  # topic ids (KIP-516): answered with the id, and a topic can be named by its id
+        assert resp["responses"][0]["topic_id"] == old_id
+        assert raw.create_topic(f"{topic_name}-by-id", 1) == 0
+        by_id = {
+            "topics": [{"name": None, "topic_id": topic_id(raw, f"{topic_name}-by-id")}],
+            "timeout_ms": 5000,
+        }
+        (gone,) = call(raw, ApiKey.DELETE_TOPICS, version, by_id)["responses"]
+        assert (gone["name"], gone["error_code"]) == (f"{topic_name}-by-id", 0)
+        assert f"{topic_name}-by-id" not in metadata_topics(raw, None)
+        (again,) = call(raw, ApiKey.DELETE_TOPICS, version, by_id)["responses"]
+        assert (again["name"], again["error_code"]) == (None, ErrorCode.UNKNOWN_TOPIC_ID)
+        both = {"topics": [{"name": missing, "topic_id": old_id}], "timeout_ms": 5000}
+        assert call(raw, ApiKey.DELETE_TOPICS, version, both)["responses"][0]["error_code"] == (
+            ErrorCode.INVALID_REQUEST
+        )
     assert topic_name not in metadata_topics(raw, None)
     assert raw.fetch(topic_name, 0, 0)["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    # the name can be reused, and the new topic starts empty
+    # the name can be reused, and the new topic starts empty, with a new id
     assert raw.create_topic(topic_name, 1) == 0
     assert raw.list_offset(topic_name, 0, -1)["offset"] == 0
+    assert topic_id(raw, topic_name) != old_id
 
 
 # -- DeleteRecords ----------------------------------------------------------------------------------
@@ -679,6 +773,13 @@ def test_incremental_alter_configs(raw: RawClient, topic_name: str, version: int
     assert alter(topic_name, [("cleanup.policy", 0, "shred")]) == ErrorCode.INVALID_CONFIG
     assert alter(topic_name, [("cleanup.policy", 0, "compact")], validate_only=True) == 0
     assert _describe(raw, 1, topic_name)["cleanup.policy"]["value"] == "delete"
+    # APPEND then SUBTRACT every policy: an empty list is accepted, as Kafka accepts it
+    assert alter(topic_name, [("cleanup.policy", 2, "compact")]) == 0
+    assert _describe(raw, 1, topic_name)["cleanup.policy"]["value"] == "compact,delete"
+    assert alter(topic_name, [("cleanup.policy", 3, "delete,compact")]) == 0
+    assert _describe(raw, 1, topic_name)["cleanup.policy"]["value"] == ""
+    assert alter(topic_name, [("message.format.version", 0, "0.10.0.0")]) == 0  # read as 0.10.0
+    assert _describe(raw, 1, topic_name)["message.format.version"]["value"] == "0.10.0.0"
     assert alter(f"{topic_name}-missing", [("segment.ms", 0, "1")]) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 

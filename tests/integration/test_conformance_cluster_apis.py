@@ -2,7 +2,7 @@
 
 docs/protocol.md#advertise-nothing-untested: every advertised version has its test.
 
-ApiKey.OFFSET_FOR_LEADER_EPOCH (v2..3), ApiKey.ELECT_LEADERS (v0..1),
+ApiKey.OFFSET_FOR_LEADER_EPOCH (v2..4), ApiKey.ELECT_LEADERS (v0..2),
 ApiKey.ALTER_PARTITION_REASSIGNMENTS (v0) and ApiKey.LIST_PARTITION_REASSIGNMENTS (v0, both
 flexible-only) are exercised over raw TCP at exactly each advertised version, every response frame
 also decoded by kafka-python's own protocol classes (``call`` of test_conformance.py):
@@ -37,8 +37,8 @@ from tests.prerequisites import require_zookeeper
 from .rawclient import RawClient, batch
 from .test_conformance import call
 
-OFFSET_FOR_LEADER_EPOCH_V = range(2, 4)
-ELECT_LEADERS_V = range(2)
+OFFSET_FOR_LEADER_EPOCH_V = range(2, 5)
+ELECT_LEADERS_V = range(3)
 ALTER_PARTITION_REASSIGNMENTS_V = range(1)
 LIST_PARTITION_REASSIGNMENTS_V = range(1)
 

@@ -37,6 +37,10 @@ def test_create_and_alter_with_deprecated_names(broker: BrokerProcess) -> None:
     assert described["message.format.version"] == ("2.8", False)
     assert described["message.downconversion.enable"] == ("false", False)
 
+    old = f"deprecated-{next(_names)}"  # a 0.x release in four parts, read by its first three as Kafka does
+    admin.create_topics([NewTopic(old, 1, 1, config={"message.format.version": "0.10.0.0"})])[old].result(20)
+    assert describe(admin, old)["message.format.version"] == ("0.10.0.0", False)
+
     legacy = ConfigResource(ConfigResource.Type.TOPIC, topic, set_config={"message.format.version": "0.10.2"})
     with pytest.warns(DeprecationWarning):  # the client's legacy API (AlterConfigs), still in use
         futures = admin.alter_configs([legacy])

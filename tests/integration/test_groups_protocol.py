@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -86,6 +86,19 @@ def produce(bootstrap: str, topic: str, count: int, partitions: int = 3) -> None
 
 @pytest.mark.parametrize("version", versions(ApiKey.FIND_COORDINATOR))
 def test_find_coordinator(raw: RawClient, broker: BrokerProcess, version: int) -> None:
+    if version >= 4:  # KIP-699: several keys per request, one answer each
+        for key_type, keys in ((0, ["some-group", "other-group"]), (1, ["some-txn"])):
+            body = {"key_type": key_type, "coordinator_keys": keys}
+            found = raw.call(ApiKey.FIND_COORDINATOR, version, body)["coordinators"]
+            assert [(c["key"], c["error_code"], c["node_id"], c["port"]) for c in found] == [
+                (key, 0, 0, broker.port) for key in keys
+            ]
+        if version >= 6:  # KIP-932's share coordinator: share groups are not served
+            (share,) = raw.call(
+                ApiKey.FIND_COORDINATOR, version, {"key_type": 2, "coordinator_keys": ["g:t:0"]}
+            )["coordinators"]
+            assert share["error_code"] == ErrorCode.INVALID_REQUEST
+        return
     resp = raw.call(ApiKey.FIND_COORDINATOR, version, {"key": "some-group", "key_type": 0})
     assert resp["error_code"] == 0
     assert (resp["node_id"], resp["port"]) == (0, broker.port)
@@ -107,6 +120,7 @@ def _join(raw: RawClient, version: int, group: str, member_id: str = "") -> dict
             "group_instance_id": None,
             "protocol_type": "consumer",
             "protocols": [{"name": "range", "metadata": b"\x00\x00\x00\x00\x00\x00"}],
+            "reason": "raw test",  # v8+ (KIP-800)
         },
     )
 
@@ -126,6 +140,10 @@ def test_membership_round_trip(raw: RawClient, version: int) -> None:
     member_id = joined["member_id"]
     assert joined["generation_id"] == 1 and joined["leader"] == member_id
     assert joined["protocol_name"] == "range"
+    if version >= 7:
+        assert joined["protocol_type"] == "consumer"
+    if version >= 9:
+        assert joined["skip_assignment"] is False
     assert [m["member_id"] for m in joined["members"]] == [member_id]
     assert bytes(joined["members"][0]["metadata"]) == b"\x00\x00\x00\x00\x00\x00"
 
@@ -137,10 +155,25 @@ def test_membership_round_trip(raw: RawClient, version: int) -> None:
             "generation_id": 1,
             "member_id": member_id,
             "group_instance_id": None,
+            "protocol_type": "consumer",
+            "protocol_name": "range",
             "assignments": [{"member_id": member_id, "assignment": b"my-assignment"}],
         },
     )
     assert synced["error_code"] == 0 and bytes(synced["assignment"]) == b"my-assignment"
+    if sync_v >= 5:  # the group's protocol, checked against the request's
+        assert (synced["protocol_type"], synced["protocol_name"]) == ("consumer", "range")
+        other = {
+            "group_id": group,
+            "generation_id": 1,
+            "member_id": member_id,
+            "group_instance_id": None,
+            "protocol_type": "consumer",
+            "protocol_name": "roundrobin",
+            "assignments": [],
+        }
+        mismatch = raw.call(ApiKey.SYNC_GROUP, sync_v, other)
+        assert mismatch["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
     hb = {"group_id": group, "generation_id": 1, "member_id": member_id, "group_instance_id": None}
     assert raw.call(ApiKey.HEARTBEAT, hb_v, hb)["error_code"] == 0
     assert (
@@ -156,7 +189,10 @@ def test_membership_round_trip(raw: RawClient, version: int) -> None:
         left = raw.call(
             ApiKey.LEAVE_GROUP,
             leave_v,
-            {"group_id": group, "members": [{"member_id": member_id}, {"member_id": "ghost"}]},
+            {
+                "group_id": group,
+                "members": [{"member_id": member_id, "reason": "done"}, {"member_id": "ghost"}],
+            },
         )
         assert left["error_code"] == 0
         assert [m["error_code"] for m in left["members"]] == [0, ErrorCode.UNKNOWN_MEMBER_ID]
@@ -255,12 +291,25 @@ def test_admin_apis_every_version(raw: RawClient, broker: BrokerProcess, topic_n
         )
         assert [m["member_id"] for m in described["members"]] == [member_id]
         assert bytes(described["members"][0]["member_assignment"]) == b"a"
-        assert (unknown["error_code"], unknown["group_state"]) == (0, "Dead")
+        if v >= 6:  # KIP-1043: an unknown group is an error, no longer a Dead one
+            assert (unknown["error_code"], unknown["error_message"]) == (
+                ErrorCode.GROUP_ID_NOT_FOUND,
+                "Group raw-unknown not found.",
+            )
+        else:
+            assert (unknown["error_code"], unknown["group_state"]) == (0, "Dead")
     for v in versions(ApiKey.LIST_GROUPS):
         listed = raw.call(ApiKey.LIST_GROUPS, v, {})
-        assert {"group_id": group, "protocol_type": "consumer"}.items() <= next(
-            g for g in listed["groups"] if g["group_id"] == group
-        ).items()
+        entry = next(g for g in listed["groups"] if g["group_id"] == group)
+        assert {"group_id": group, "protocol_type": "consumer"}.items() <= entry.items()
+        if v >= 4:
+            assert entry["group_state"] == "Stable"
+            assert _listed(raw, v, {"states_filter": ["stable", "Empty"]}) >= {group}
+            assert group not in _listed(raw, v, {"states_filter": ["Empty"]})
+        if v >= 5:
+            assert entry["group_type"] == "classic"
+            assert _listed(raw, v, {"types_filter": ["Classic"], "states_filter": ["Stable"]}) >= {group}
+            assert _listed(raw, v, {"types_filter": ["consumer"]}) == set()
     commit = {
         "group_id": group,
         "generation_id_or_member_epoch": 1,
@@ -281,6 +330,13 @@ def test_admin_apis_every_version(raw: RawClient, broker: BrokerProcess, topic_n
     raw.call(ApiKey.LEAVE_GROUP, 1, {"group_id": group, "member_id": member_id})
     gone = raw.call(ApiKey.DELETE_GROUPS, 1, {"groups_names": [group, "raw-never"]})
     assert [r["error_code"] for r in gone["results"]] == [0, ErrorCode.GROUP_ID_NOT_FOUND]
+
+
+def _listed(raw: RawClient, version: int, filters: dict[str, list[str]]) -> set[str]:
+    """ListGroups with state/type filters (v4/v5): the group ids answered."""
+    resp = raw.call(ApiKey.LIST_GROUPS, version, filters)
+    assert resp["error_code"] == 0
+    return {g["group_id"] for g in resp["groups"]}
 
 
 # --- clients ------------------------------------------------------------------------------------
@@ -377,6 +433,15 @@ def test_admin_client_lists_describes_and_deletes_groups(broker: BrokerProcess, 
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     listed = admin.list_consumer_groups().result(15)
     assert group in {g.group_id for g in listed.valid}
+    # librdkafka sends the state and type filters in ListGroups v5; only matching groups come back
+    stable = admin.list_consumer_groups(states={ConsumerGroupState.STABLE}).result(15).valid
+    assert group in {g.group_id for g in stable}
+    assert {str(g.state) for g in stable} == {str(ConsumerGroupState.STABLE)}
+    empty = admin.list_consumer_groups(states={ConsumerGroupState.EMPTY}).result(15).valid
+    assert group not in {g.group_id for g in empty}
+    classic = admin.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result(15).valid
+    assert group in {g.group_id for g in classic}
+    assert admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(15).valid == []
     described = admin.describe_consumer_groups([group])[group].result(15)
     assert str(described.state).endswith("STABLE") and len(described.members) == 1
     assert {tp.partition for tp in described.members[0].assignment.topic_partitions} == {0, 1, 2}

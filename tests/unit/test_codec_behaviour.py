@@ -159,6 +159,18 @@ def test_trailing_bytes_are_corrupt() -> None:
         codec.decode_request(payload + b"\x00")
 
 
+def test_a_flexible_request_may_end_with_one_more_tagged_section() -> None:
+    """librdkafka 2.16's Metadata v13 for all topics ends with ``01 00 00`` after the body (seen on the
+    wire); Kafka ignores it, so Strom accepts exactly one trailing tagged-field section."""
+    body = {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+    payload = frame_payload(codec.encode_request(3, 13, 1, "rdkafka", body))
+    assert codec.decode_request(payload + b"\x01\x00\x00").body["topics"] is None
+    assert codec.decode_request(payload + b"\x00").body["topics"] is None
+    for trailer in (b"\x01\x00", b"\x01\x00\x05ab", b"\x00\x00"):
+        with pytest.raises(CorruptFrame, match="left over"):
+            codec.decode_request(payload + trailer)
+
+
 @pytest.mark.parametrize(("api_key", "version"), [(0, 8), (3, 12), (18, 3)])
 def test_every_truncation_is_corrupt(api_key: int, version: int) -> None:
     body = PRODUCE_V8 if api_key == 0 else {"topics": [{"name": "abc"}]}

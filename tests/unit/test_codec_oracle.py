@@ -189,8 +189,14 @@ def test_response_ours_to_kafka_python(api_key: int, version: int) -> None:
     assert int.from_bytes(frame[:4], "big") == len(frame) - 4
     decoded = KP[(api_key, "response")].decode(frame, version=version, header=True, framed=True)
     assert decoded.header.correlation_id == 99
-    # kafka-python turns Metadata/DescribeGroups authorized operations into a set "authorized_operations"
-    quirky = api_key in (ApiKey.METADATA, ApiKey.DESCRIBE_GROUPS)
+    # kafka-python turns authorized operations (Metadata, DescribeGroups, DescribeCluster,
+    # DescribeTopicPartitions) into a set "authorized_operations"
+    quirky = api_key in (
+        ApiKey.METADATA,
+        ApiKey.DESCRIBE_GROUPS,
+        ApiKey.DESCRIBE_CLUSTER,
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS,
+    )
     drop = "authorized_operations" if quirky else "\0"
     expected = normalize(body, drop)
     assert fill_uuid_none(normalize(decoded.to_dict(json=False), drop), expected) == expected

@@ -7,6 +7,7 @@ deposed controller's writes fenced."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -24,6 +25,7 @@ from strom.cluster.local_store import LocalSession, LocalStore
 from strom.cluster.metadata_store import ControllerMovedError
 from strom.cluster.zk_paths import BrokerRegistration, TopicAssignment
 from strom.protocol.api import ApiKey
+from strom.protocol.uuid_text import uuid_text
 
 TOPIC_ID = bytes(range(16))
 
@@ -317,5 +319,31 @@ def test_controller_fail_over_fences_the_deposed_controller() -> None:
         assert {body["controller_epoch"] for body in second.channel.of(ApiKey.UPDATE_METADATA)} == {
             old_epoch + 1
         }
+
+    run(2, scenario)
+
+
+def test_a_topic_written_before_topic_ids_gets_one() -> None:
+    """KIP-516 upgrade: a topic znode without an id (Kafka before 2.8, or older Strom) gets a fresh id
+    in Kafka's text form when the controller loads it, before any broker is told about the topic."""
+
+    async def scenario(store: LocalStore, brokers: list[Broker]) -> None:
+        admin = brokers[1].client
+        old_format = b'{"version":2,"partitions":{"0":[1,2]},"adding_replicas":{},"removing_replicas":{}}'
+        admin.store.create(paths.topic_path("old"), old_format, make_parents=True)
+        await until_state(admin, "old", 0, lambda s: s.leader == 1)
+        found = admin.get_topic_assignment("old")
+        assert found is not None
+        topic_id = found[0].topic_id
+        assert topic_id != bytes(16)
+        text = json.loads(admin.store.get(paths.topic_path("old"))[0])["topic_id"]
+        assert text == uuid_text(topic_id) and len(text) == 22
+        told = {
+            bytes(e["topic_id"])
+            for body in brokers[0].channel.of(ApiKey.LEADER_AND_ISR)
+            for e in body["partition_states"]
+            if e["topic_name"] == "old"
+        }
+        assert told == {topic_id}
 
     run(2, scenario)

@@ -108,7 +108,9 @@ def test_every_benchmark_is_described_in_the_benchmarks_page() -> None:
 def test_the_protocol_page_lists_exactly_the_advertised_versions() -> None:
     text = (ROOT / "docs" / "protocol.md").read_text()
     section = text.split("### The table\n", 1)[1].split("\n#", 1)[0]
-    rows = re.findall(r"^\| \w+ \| (\d+) \| (\d+)\.\.(\d+) \| (\d+|none) \|$", section, re.MULTILINE)
+    rows = re.findall(
+        r"^\| \w+ \| (\d+) \| (\d+)\.\.(\d+) \| (\d+|none) \| `[\w/.]+` \|$", section, re.MULTILINE
+    )
     documented = {int(key): (int(lo), int(hi), flex) for key, lo, hi, flex in rows}
     expected: dict[int, tuple[int, int, str]] = {}
     for key, (lo, hi) in SUPPORTED.items():

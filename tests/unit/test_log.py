@@ -12,6 +12,7 @@ from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.batch import crc_ok, iter_headers, read_header
 from strom.storage.config import LogConfig
 from strom.storage.log import PartitionLog
+from strom.storage.time_lookup import max_timestamp_offset
 
 
 class Clock:
@@ -139,6 +140,21 @@ def test_offset_for_timestamp(tmp_path: Path) -> None:
     assert log.offset_for_timestamp(1006) == (2, 1010)
     assert log.offset_for_timestamp(1295) == (59, 1295)
     assert log.offset_for_timestamp(1296) is None
+
+
+def test_offset_for_max_timestamp(tmp_path: Path) -> None:
+    """KIP-734: the first record carrying the largest timestamp, inside its batch, across segments."""
+    log = open_log(tmp_path, segment_bytes=400, index_interval_bytes=50)
+    assert max_timestamp_offset(log.segments, log.log_start_offset) is None
+    for i in range(30):
+        stamps = [5000, 4000] if i == 7 else [1000 + i, 1000 + i]
+        log.append_as_leader(make_batch(count=2, timestamps=stamps), 0)
+    log.append_as_leader(make_batch(count=3, timestamps=[10, 5000, 5000]), 0)  # a tie, later: not it
+    assert len(log.segments) > 2
+    assert max_timestamp_offset(log.segments, log.log_start_offset) == (14, 5000)
+    log.high_watermark = log.log_end_offset
+    log.delete_records_before(15)  # the record with it is gone: the tie's first record is next
+    assert max_timestamp_offset(log.segments, log.log_start_offset) == (61, 5000)
 
 
 def test_log_append_time(tmp_path: Path) -> None:

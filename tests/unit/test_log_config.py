@@ -50,9 +50,19 @@ def test_deprecated_kafka_names_are_accepted() -> None:
     assert (config.message_format_version, config.message_downconversion_enable) == ("2.8", False)
     assert config.to_properties()["message.format.version"] == "2.8"
     assert LogConfig.from_properties({"message.format.version": "0.10.2-IV0"}).message_format_version
-    with pytest.raises(KafkaError) as info:
-        LogConfig.from_properties({"message.format.version": "latest"})
-    assert info.value.code == ErrorCode.INVALID_CONFIG
+    # a 0.x release is read by its first three parts, as Kafka reads it; other releases by two
+    for good in ("0.10.0.0", "0.8.2.1", "2.8.1", "3.0-IV1"):
+        assert LogConfig.from_properties({"message.format.version": good}).message_format_version == good
+    for bad in ("latest", "0.x.1.0", "2", ""):
+        with pytest.raises(KafkaError) as info:
+            LogConfig.from_properties({"message.format.version": bad})
+        assert info.value.code == ErrorCode.INVALID_CONFIG
+
+
+def test_empty_cleanup_policy_keeps_the_log_whole() -> None:
+    config = LogConfig.from_properties({"cleanup.policy": ""})
+    assert (config.delete_enabled, config.compact_enabled) == (False, False)
+    assert config.to_properties()["cleanup.policy"] == ""
 
 
 def test_timestamp_difference_max_ms_stands_in_for_unset_bounds() -> None:

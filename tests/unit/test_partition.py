@@ -269,9 +269,13 @@ def test_list_offsets_and_delete_records_as_leader(tmp_path: Path) -> None:
     assert part.fetch_offset_for_timestamp(-2, read_committed=False, from_consumer=True) == (-1, 0, 0)
     assert part.fetch_offset_for_timestamp(6_000, read_committed=False, from_consumer=True) == (9_000, 2, 0)
     assert part.fetch_offset_for_timestamp(10_000, read_committed=False, from_consumer=True) == (-1, -1, -1)
-    with pytest.raises(KafkaError) as unsupported:
-        part.fetch_offset_for_timestamp(-3, read_committed=False, from_consumer=True)
-    assert unsupported.value.code == ErrorCode.UNSUPPORTED_VERSION
+    # the specials of ListOffsets v7+: max timestamp (KIP-734), local log start (KIP-405), nothing tiered
+    assert part.fetch_offset_for_timestamp(-3, read_committed=False, from_consumer=True) == (9_000, 2, 0)
+    assert part.fetch_offset_for_timestamp(-4, read_committed=False, from_consumer=True) == (-1, 0, 0)
+    assert part.fetch_offset_for_timestamp(-5, read_committed=False, from_consumer=True) == (-1, -1, -1)
+    with pytest.raises(KafkaError) as unknown:
+        part.fetch_offset_for_timestamp(-9, read_committed=False, from_consumer=True)
+    assert unknown.value.code == ErrorCode.INVALID_REQUEST
     assert part.delete_records_before(2) == 2
     assert part.delete_records_before(-1) == 4  # -1: up to the high watermark
     with pytest.raises(KafkaError) as beyond:

@@ -15,8 +15,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from strom.protocol import codec
+from strom.protocol.api import max_spec_version
 from strom.protocol.codec import CorruptFrame
-from strom.protocol.produce_codec import LEAN_FORM_VERSIONS, LEAN_VERSIONS
+from strom.protocol.produce_codec import (
+    FLEXIBLE_LEAN_VERSIONS,
+    LEAN_FORM_VERSIONS,
+    LEAN_VERSIONS,
+    NEW_LEADER_VERSION,
+    TOPIC_ID_VERSION,
+)
 
 PRODUCE = 0
 EXAMPLES = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -26,7 +33,7 @@ names = st.text(min_size=0, max_size=12)
 int16 = st.integers(-(1 << 15), (1 << 15) - 1)
 int32 = st.integers(-(1 << 31), (1 << 31) - 1)
 int64 = st.integers(-(1 << 63), (1 << 63) - 1)
-records = st.one_of(st.none(), st.binary(max_size=80))
+records = st.one_of(st.none(), st.binary(max_size=80), st.binary(min_size=120, max_size=20_000))
 partitions = st.lists(st.fixed_dictionaries({"index": int32, "records": records}), max_size=5)
 request_bodies = st.fixed_dictionaries(
     {
@@ -39,18 +46,39 @@ request_bodies = st.fixed_dictionaries(
     }
 )
 record_errors = st.lists(st.tuples(int32, st.one_of(st.none(), names)), max_size=3)
+leader_hints = st.fixed_dictionaries({"leader_id": int32, "leader_epoch": int32})
 partition_results = st.lists(
-    st.tuples(int32, int16, int64, int64, int64, st.one_of(st.none(), names), record_errors), max_size=5
+    st.one_of(
+        st.tuples(int32, int16, int64, int64, int64, st.one_of(st.none(), names), record_errors),
+        st.tuples(
+            int32, int16, int64, int64, int64, st.one_of(st.none(), names), record_errors, leader_hints
+        ),
+    ),
+    max_size=5,
 )
-response_bodies = st.fixed_dictionaries(
-    {"responses": st.lists(st.tuples(names, partition_results), max_size=4), "throttle_time_ms": int32}
+node_endpoints = st.lists(
+    st.fixed_dictionaries(
+        {"node_id": int32, "host": names, "port": int32, "rack": st.one_of(st.none(), names)}
+    ),
+    max_size=3,
 )
+
+
+@st.composite
+def response_bodies(draw: st.DrawFn) -> dict[str, Any]:
+    responses = draw(st.lists(st.tuples(names, partition_results), max_size=4))
+    body: dict[str, Any] = {"responses": responses, "throttle_time_ms": draw(int32)}
+    if draw(st.booleans()):  # v13: the topics' ids; v10+: the new leaders' addresses (KIP-951)
+        body["topic_ids"] = [draw(st.binary(min_size=16, max_size=16)) for _ in responses]
+        body["node_endpoints"] = draw(node_endpoints)
+    return body
 
 
 def generic_as_lean(body: dict[str, Any], version: int) -> dict[str, Any]:
+    by_id = version >= TOPIC_ID_VERSION  # v13: topics named by id, the names left empty
     topics = [
         (
-            t["name"],
+            "" if by_id else t["name"],
             [
                 (p["index"], None if p["records"] is None else bytes(p["records"]))
                 for p in t["partition_data"]
@@ -60,7 +88,10 @@ def generic_as_lean(body: dict[str, Any], version: int) -> dict[str, Any]:
     ]
     # no transactional id before v3: the lean form says None
     transactional_id = body.get("transactional_id") if version >= 3 else None
-    return {**body, "transactional_id": transactional_id, "topic_data": topics}
+    lean = {**body, "transactional_id": transactional_id, "topic_data": topics}
+    if by_id and topics:
+        lean["topic_ids"] = [bytes(t.get("topic_id", bytes(16))) for t in body["topic_data"]]
+    return lean
 
 
 def lean_bytes(body: dict[str, Any]) -> dict[str, Any]:
@@ -73,24 +104,30 @@ def lean_bytes(body: dict[str, Any]) -> dict[str, Any]:
 
 def lean_as_generic(body: dict[str, Any]) -> dict[str, Any]:
     fields = ("index", "error_code", "base_offset", "log_append_time_ms", "log_start_offset", "error_message")
-    return {
+    ids = body.get("topic_ids") or [bytes(16)] * len(body["responses"])
+    generic = {
         "responses": [
             {
                 "name": name,
+                "topic_id": topic_id,
                 "partition_responses": [
                     {
                         **dict(zip(fields, part, strict=False)),
                         "record_errors": [
                             {"batch_index": i, "batch_index_error_message": m} for i, m in part[6]
                         ],
+                        **({"current_leader": part[7]} if len(part) > 7 else {}),
                     }
                     for part in parts
                 ],
             }
-            for name, parts in body["responses"]
+            for (name, parts), topic_id in zip(body["responses"], ids, strict=True)
         ],
         "throttle_time_ms": body["throttle_time_ms"],
     }
+    if body.get("node_endpoints"):
+        generic["node_endpoints"] = body["node_endpoints"]
+    return generic
 
 
 def decode_both(frame: bytes, version: int) -> tuple[Any, Any]:
@@ -136,26 +173,49 @@ def test_corrupted_requests_fail_alike(version: int, body: dict[str, Any], data:
 
 
 @EXAMPLES
-@given(versions, response_bodies)
+@given(versions, response_bodies())
 def test_lean_response_bytes_equal_the_generic(version: int, body: dict[str, Any]) -> None:
+    if version < NEW_LEADER_VERSION:  # the handler adds leader hints from v10 only (KIP-951)
+        body = {
+            **body,
+            "responses": [(name, [part[:7] for part in parts]) for name, parts in body["responses"]],
+        }
     lean = codec.encode_response_chunks(PRODUCE, version, 9, body, lean=True)
     generic = codec.encode_response(PRODUCE, version, 9, lean_as_generic(body))
     assert b"".join(bytes(c) for c in lean) == generic  # type: ignore[arg-type]
 
 
-def test_the_fast_path_covers_v3_to_v8_and_the_lean_form_v0_to_v8() -> None:
+def test_the_fast_path_covers_v3_to_v13_and_the_lean_form_every_version() -> None:
     assert set(LEAN_VERSIONS) == {3, 4, 5, 6, 7, 8}
-    assert set(LEAN_FORM_VERSIONS) == set(range(9))
+    assert set(FLEXIBLE_LEAN_VERSIONS) == {9, 10, 11, 12, 13}
+    assert set(LEAN_FORM_VERSIONS) == set(range(max_spec_version(PRODUCE) + 1))
 
 
-def test_versions_the_broker_does_not_serve_keep_the_generic_form() -> None:
+def test_flexible_versions_convert_topic_ids_and_leader_hints() -> None:
     body = {
         "transactional_id": None,
         "acks": 1,
         "timeout_ms": 5,
-        "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": b"x"}]}],
+        "topic_data": [
+            {"name": "t", "topic_id": b"i" * 16, "partition_data": [{"index": 0, "records": b"x"}]}
+        ],
     }
     frame = codec.encode_request(PRODUCE, 9, 7, "client", body)[4:]
-    assert codec.decode_request(frame, lean=True).body["topic_data"][0]["name"] == "t"
-    frame = codec.encode_request(PRODUCE, 2, 7, "client", body)[4:]
     assert codec.decode_request(frame, lean=True).body["topic_data"][0][0] == "t"
+    frame = codec.encode_request(PRODUCE, 13, 7, "client", body)[4:]
+    lean = codec.decode_request(frame, lean=True).body
+    assert (lean["topic_data"][0][0], lean["topic_ids"]) == ("", [b"i" * 16])
+    hint = {"leader_id": 2, "leader_epoch": 7}
+    endpoints = [{"node_id": 2, "host": "h", "port": 9, "rack": None}]
+    response = {
+        "responses": [("", [[0, 6, -1, -1, -1, None, (), hint]])],
+        "throttle_time_ms": 0,
+        "topic_ids": [b"i" * 16],
+        "node_endpoints": endpoints,
+    }
+    frame = b"".join(bytes(c) for c in codec.encode_response_chunks(PRODUCE, 13, 9, response, lean=True))  # type: ignore[arg-type]
+    _, decoded = codec.decode_response(PRODUCE, 13, frame[4:])
+    (topic,) = decoded["responses"]
+    assert topic["topic_id"] == b"i" * 16
+    assert topic["partition_responses"][0]["current_leader"] == hint
+    assert decoded["node_endpoints"] == endpoints

@@ -176,15 +176,31 @@ def test_parse_spec_strips_comments_and_parses_defaults() -> None:
 
 
 # Flexible (KIP-482) versions the broker advertises, each added deliberately with per-version tests by
-# real clients or raw requests: ApiVersions 3-4; OffsetFetch 6-7 (require_stable, KIP-447); the
-# transactional APIs' newer versions (KIP-360, KIP-447) and the describe APIs of KIP-664, which exist
-# only as flexible versions; WriteTxnMarkers 1 for admin tools; the reassignment APIs (KIP-455,
-# flexible-only); SaslAuthenticate 2 and KIP-554's SCRAM credential APIs. Any other advertised version
-# must be pre-flexible.
+# real clients or raw requests (docs/protocol.md#the-table names the module of each): the data-path,
+# topic, config and classic group APIs up to the newest version of the specs (topic ids, KIP-516; new
+# leaders, KIP-951), the describe APIs of newer admin clients, ApiVersions 3-4, OffsetFetch 6-7, the
+# transactional APIs' v3 (KIP-360, KIP-447), the flexible-only APIs of KIP-664, KIP-455 and KIP-554,
+# WriteTxnMarkers 1, SaslAuthenticate 2, KIP-848's consumer-group APIs and the client-quota APIs. Any
+# other advertised version must be pre-flexible.
 FLEXIBLE_ADVERTISED = {
-    ApiKey.API_VERSIONS: [3, 4],
+    ApiKey.PRODUCE: [9, 10, 11, 12, 13],
+    ApiKey.FETCH: [12, 13, 14, 15, 16, 17, 18],
+    ApiKey.LIST_OFFSETS: [6, 7, 8, 9, 10, 11],
+    ApiKey.METADATA: [9, 10, 11, 12, 13],
+    ApiKey.OFFSET_COMMIT: [8],
     ApiKey.OFFSET_FETCH: [6, 7],
-    ApiKey.INIT_PRODUCER_ID: [2, 3, 4],
+    ApiKey.FIND_COORDINATOR: [3, 4, 5, 6],
+    ApiKey.JOIN_GROUP: [6, 7, 8, 9],
+    ApiKey.HEARTBEAT: [4],
+    ApiKey.LEAVE_GROUP: [4, 5],
+    ApiKey.SYNC_GROUP: [4, 5],
+    ApiKey.DESCRIBE_GROUPS: [5, 6],
+    ApiKey.LIST_GROUPS: [3, 4, 5],
+    ApiKey.API_VERSIONS: [3, 4],
+    ApiKey.CREATE_TOPICS: [5, 6, 7],
+    ApiKey.DELETE_TOPICS: [4, 5, 6],
+    ApiKey.DELETE_RECORDS: [2],
+    ApiKey.INIT_PRODUCER_ID: [2, 3, 4, 5],
     ApiKey.ADD_PARTITIONS_TO_TXN: [3],
     ApiKey.ADD_OFFSETS_TO_TXN: [3],
     ApiKey.END_TXN: [3],
@@ -196,13 +212,23 @@ FLEXIBLE_ADVERTISED = {
     ApiKey.DESCRIBE_ACLS: [2, 3],
     ApiKey.CREATE_ACLS: [2, 3],
     ApiKey.DELETE_ACLS: [2, 3],
+    ApiKey.DESCRIBE_CONFIGS: [4],
+    ApiKey.ALTER_CONFIGS: [2],
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: [1],
+    ApiKey.CREATE_PARTITIONS: [2, 3],
+    ApiKey.DELETE_GROUPS: [2],
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: [0, 1],
+    ApiKey.CONSUMER_GROUP_DESCRIBE: [0, 1],
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: [4],
+    ApiKey.ELECT_LEADERS: [2],
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: [0],
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: [0],
+    ApiKey.DESCRIBE_CLUSTER: [0, 1, 2],
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: [0],
+    ApiKey.DESCRIBE_LOG_DIRS: [2, 3, 4, 5],
     ApiKey.SASL_AUTHENTICATE: [2],
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: [0],
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: [0],
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: [0],
-    ApiKey.LIST_PARTITION_REASSIGNMENTS: [0],
-    ApiKey.CONSUMER_GROUP_HEARTBEAT: [0, 1],
-    ApiKey.CONSUMER_GROUP_DESCRIBE: [0, 1],
     ApiKey.DESCRIBE_CLIENT_QUOTAS: [1],
     ApiKey.ALTER_CLIENT_QUOTAS: [1],
 }

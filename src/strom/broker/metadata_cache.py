@@ -89,6 +89,8 @@ class ClusterMetadataStore:
         # topic, not per partition, when a restarted broker is told to lead thousands at once.
         self._unlisted_configs: dict[str, dict[str, str]] = {}
         self._allocate_producer_ids = allocate_producer_ids
+        # Topic id -> name (KIP-516 lookups), rebuilt on the first lookup after an UpdateMetadata.
+        self._names_by_id: dict[bytes, str] | None = None
         self._next_pid = 0
         self._pid_block_end = 0
 
@@ -113,6 +115,7 @@ class ClusterMetadataStore:
         self.controller_epoch = epoch
         self.controller_id = int(body["controller_id"])
         self._unlisted_configs.clear()
+        self._names_by_id = None
         self._apply_brokers(body)
         if int(body.get("type", FULL)) == INCREMENTAL:
             self._merge(body["topics"], body.get("deleted_topics") or [])
@@ -176,6 +179,12 @@ class ClusterMetadataStore:
         configs = old.configs if old is not None else self._load_configs(name)
         rf = len(states[0]["replicas"]) if states else 0
         topics[name] = TopicInfo(name, bytes(topic["topic_id"]), len(states), rf, configs)
+
+    def topic_name(self, topic_id: bytes) -> str | None:
+        """The name of the topic with this id (KIP-516), None if no listed topic has it."""
+        if self._names_by_id is None:
+            self._names_by_id = {info.topic_id: name for name, info in self.topics.items()}
+        return self._names_by_id.get(topic_id)
 
     def partition_leader(self, topic: str, partition: int) -> LiveBroker | None:
         """The live broker leading a partition, if the cache knows one."""

@@ -68,6 +68,7 @@ from strom.cluster.replica_state import ReplicaState
 from strom.cluster.topic_deletion import TopicDeletion
 from strom.cluster.zk_paths import TopicAssignment
 from strom.protocol.errors import ErrorCode
+from strom.protocol.uuid_text import ZERO_UUID, new_uuid, uuid_text
 
 log = logging.getLogger(__name__)
 
@@ -276,6 +277,7 @@ class Controller:
         if found is None:
             return None
         self.ctx.assignments[topic], self.ctx.assignment_versions[topic] = found
+        self._assign_topic_ids([topic])
         return found[0]
 
     def _load_topics(self, topics: list[str]) -> None:
@@ -287,6 +289,24 @@ class Controller:
         for topic, found in self.zk.get_topic_assignments(topics, on_change).items():
             if found is not None:
                 self.ctx.assignments[topic], self.ctx.assignment_versions[topic] = found
+        self._assign_topic_ids(topics)
+
+    def _assign_topic_ids(self, topics: list[str]) -> None:
+        """KIP-516 upgrade: a topic whose znode has no id (written before topic ids) gets one, as
+        Kafka's controller gives one when it loads such a topic, before any broker hears of it.
+        A write that loses to another writer keeps the zero id; the watch on the znode reloads it."""
+        ctx = self.ctx
+        for topic in topics:
+            assignment = ctx.assignments.get(topic)
+            if assignment is None or assignment.topic_id != ZERO_UUID:
+                continue
+            assignment.topic_id = new_uuid()
+            version = self.zk.set_topic_assignment(topic, assignment, ctx.assignment_versions[topic])
+            if version is None:
+                assignment.topic_id = ZERO_UUID
+            else:
+                ctx.assignment_versions[topic] = version
+                log.info("topic %s had no topic id; it is %s now", topic, uuid_text(assignment.topic_id))
 
     # watch events ----------------------------------------------------------------------------------
     def _on_broker_change(self) -> None:

@@ -11,7 +11,7 @@ The layout follows Kafka's ZooKeeper mode (2.x/3.x) so its documentation maps on
 | ``/controller_epoch`` | persistent | the controller epoch as a decimal string; +1 at every election |
 | ``/brokers/topics/<topic>`` | persistent | ``{"version": 3, "topic_id", "partitions": {"<p>": [replicas]},
   "adding_replicas": {...}, "removing_replicas": {...}}``: the assignment; reassignments in flight are
-  the two extra maps (KIP-455) |
+  the two extra maps (KIP-455); the topic id (KIP-516) in Kafka's text form (strom.protocol.uuid_text) |
 | ``/brokers/topics/<t>/partitions/<p>/state`` | persistent | ``{"version": 1, "leader",
   "leader_epoch", "isr", "controller_epoch"}`` |
 | ``/config/topics/<topic>`` | persistent | ``{"version": 1, "config": {name: value}}`` |
@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import NotRequired, TypedDict, TypeVar, cast
 
 from strom._util.json_types import JsonValue
+from strom.protocol.uuid_text import ZERO_UUID, parse_uuid, uuid_text
 
 CLUSTER_ID = "/cluster/id"
 BROKER_IDS = "/brokers/ids"
@@ -200,6 +201,12 @@ def decode_controller(data: bytes) -> int:
     return int(_loads(data, ControllerZnode)["brokerid"])
 
 
+def _topic_id(text: str | None) -> bytes:
+    """A topic znode's id: Kafka's text form (older Strom wrote hex); none (a topic made before topic
+    ids) is the zero id, which the controller replaces (``Controller._assign_topic_ids``)."""
+    return ZERO_UUID if not text else parse_uuid(text)
+
+
 @dataclass(slots=True)
 class TopicAssignment:
     """``/brokers/topics/<t>``: replicas per partition, plus reassignments in flight (KIP-455)."""
@@ -216,7 +223,7 @@ class TopicAssignment:
         return _dumps(
             {
                 "version": 3,
-                "topic_id": self.topic_id.hex(),
+                "topic_id": uuid_text(self.topic_id),
                 "partitions": text_keys(self.partitions),
                 "adding_replicas": text_keys(self.adding_replicas),
                 "removing_replicas": text_keys(self.removing_replicas),
@@ -231,7 +238,7 @@ class TopicAssignment:
             return {int(p): [int(b) for b in r] for p, r in (m or {}).items()}
 
         return cls(
-            bytes.fromhex(doc.get("topic_id") or "00" * 16),
+            _topic_id(doc.get("topic_id")),
             # A topic znode without an assignment (the parent of a partition-state znode written
             # first, or a tool's empty node) is a topic without partitions, not a broken event.
             int_keys(doc.get("partitions")),

@@ -77,24 +77,24 @@ class ApiKey(IntEnum):
 
 
 SUPPORTED: dict[ApiKey, tuple[int, int]] = {
-    ApiKey.PRODUCE: (0, 8),
-    ApiKey.FETCH: (4, 11),
-    ApiKey.LIST_OFFSETS: (1, 5),
-    ApiKey.METADATA: (0, 8),
-    ApiKey.OFFSET_COMMIT: (2, 7),
+    ApiKey.PRODUCE: (0, 13),  # v10: new leaders (KIP-951), v13: topics by id (KIP-516)
+    ApiKey.FETCH: (4, 18),  # v13+: topics by id (KIP-516), v16: new leaders (KIP-951)
+    ApiKey.LIST_OFFSETS: (1, 11),  # v7: max timestamp (KIP-734); v8-v11: tiered-storage specials
+    ApiKey.METADATA: (0, 13),  # v10+: topic ids (KIP-516), v12: topics named by id
+    ApiKey.OFFSET_COMMIT: (2, 8),  # (v9+: KIP-848 member epochs)
     ApiKey.OFFSET_FETCH: (1, 7),  # v7: require_stable (KIP-447)
-    ApiKey.FIND_COORDINATOR: (0, 2),
-    ApiKey.JOIN_GROUP: (0, 5),
-    ApiKey.HEARTBEAT: (0, 3),
-    ApiKey.LEAVE_GROUP: (0, 3),
-    ApiKey.SYNC_GROUP: (0, 3),
-    ApiKey.DESCRIBE_GROUPS: (0, 4),
-    ApiKey.LIST_GROUPS: (0, 2),
+    ApiKey.FIND_COORDINATOR: (0, 6),  # v4+: batched keys (KIP-699)
+    ApiKey.JOIN_GROUP: (0, 9),
+    ApiKey.HEARTBEAT: (0, 4),
+    ApiKey.LEAVE_GROUP: (0, 5),
+    ApiKey.SYNC_GROUP: (0, 5),  # v5: protocol type and name checked
+    ApiKey.DESCRIBE_GROUPS: (0, 6),
+    ApiKey.LIST_GROUPS: (0, 5),  # v4: states filter (KIP-518), v5: types filter (KIP-848)
     ApiKey.API_VERSIONS: (0, 4),
-    ApiKey.CREATE_TOPICS: (0, 4),
-    ApiKey.DELETE_TOPICS: (0, 3),
-    ApiKey.DELETE_RECORDS: (0, 1),
-    ApiKey.INIT_PRODUCER_ID: (0, 4),  # v3+: KIP-360 epoch bumps
+    ApiKey.CREATE_TOPICS: (0, 7),  # v5+: configs (KIP-525), v7: topic id
+    ApiKey.DELETE_TOPICS: (0, 6),  # v6: topics by id (KIP-516)
+    ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.INIT_PRODUCER_ID: (0, 5),  # v3+: KIP-360 epoch bumps; v5: KIP-890's error code
     # Transactions (docs/transactions.md#what-a-client-sees): v3 is the first flexible version
     # (AddPartitionsToTxn v4+ is the broker-to-broker batch of KIP-890, not served).
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
@@ -112,21 +112,26 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_ACLS: (0, 3),  # v2+ flexible; v3 adds the USER resource type
     ApiKey.CREATE_ACLS: (0, 3),
     ApiKey.DELETE_ACLS: (0, 3),
-    ApiKey.DESCRIBE_CONFIGS: (0, 3),
-    ApiKey.ALTER_CONFIGS: (0, 1),
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
-    ApiKey.CREATE_PARTITIONS: (0, 1),
-    ApiKey.DELETE_GROUPS: (0, 1),
+    ApiKey.DESCRIBE_CONFIGS: (0, 4),
+    ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.DELETE_GROUPS: (0, 2),
     # KIP-848 consumer groups (consumer_group_specs.py: the installed specs lack them).
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),
     # Replication (cluster mode; a single node answers them from its own log / trivially).
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 3),
-    ApiKey.ELECT_LEADERS: (0, 1),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     # SASL (security/sasl.py): Handshake 0..1 only (KAFKA-9577); SCRAM credentials (KIP-554) flexible-only.
+    # Cluster description without Metadata (cluster_describe.py): DescribeCluster (KIP-700),
+    # DescribeTopicPartitions (KIP-966, paged), DescribeLogDirs (v0 is v1: the minimum stays low).
+    ApiKey.DESCRIBE_CLUSTER: (0, 2),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
+    ApiKey.DESCRIBE_LOG_DIRS: (0, 5),
     ApiKey.SASL_HANDSHAKE: (0, 1),
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),

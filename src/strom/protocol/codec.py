@@ -10,7 +10,7 @@ At run time there is no per-field interpretation. Three things concern the calle
   :func:`encode_response_chunks` then returns the response as chunks, the encoded bytes around each
   region and the region itself, and the I/O driver sends the region's bytes (``sendfile``); this module
   never sees them;
-* ``lean=True`` (the broker's server): Produce v3-v8 requests decode to, and their responses encode
+* ``lean=True`` (the broker's server): Produce v3-v13 requests decode to, and their responses encode
   from, the tuples of produce_codec.py instead of dicts (the same bytes; a dict per partition entry is
   a measurable cost when a request carries a thousand partitions); v0-2, which only the generic codec
   reads, are converted to and from that form, so the broker sees one form of Produce bodies.
@@ -42,9 +42,13 @@ from strom.protocol.codegen import Decoder, Encoder, compile_decoder, compile_en
 from strom.protocol.errors import CorruptFrame, UnsupportedVersion
 from strom.protocol.primitives import RecordsRegion
 from strom.protocol.produce_codec import (
+    FLEXIBLE_LEAN_VERSIONS,
     LEAN_FORM_VERSIONS,
     LEAN_VERSIONS,
+    TOPIC_ID_VERSION,
+    decode_flexible_request,
     decode_produce_request,
+    encode_flexible_response,
     encode_produce_response,
     generic_response,
     lean_request,
@@ -158,6 +162,8 @@ def decode_request(payload: bytes | bytearray | memoryview, lean: bool = False) 
         if lean and api_key == PRODUCE_KEY and version in LEAN_FORM_VERSIONS:
             if version in LEAN_VERSIONS:
                 body, pos = decode_produce_request(buf, pos)
+            elif version in FLEXIBLE_LEAN_VERSIONS:
+                body, pos = decode_flexible_request(buf, pos, version >= TOPIC_ID_VERSION)
             else:
                 generic, pos = decoder(buf, pos)
                 body = lean_request(generic)
@@ -165,15 +171,23 @@ def decode_request(payload: bytes | bytearray | memoryview, lean: bool = False) 
             body, pos = decoder(buf, pos)
     except _CORRUPT as exc:
         raise CorruptFrame(f"api_key={api_key} v{version}: {exc}") from exc
-    if pos != len(buf) and not _known_trailer(api_key, buf, pos):
+    if pos != len(buf) and not (flexible and _tagged_trailer(buf, pos)):
         raise CorruptFrame(f"api_key={api_key} v{version}: {len(buf) - pos} bytes left over")
     return Request(api_key, version, correlation_id, client_id, body)
 
 
-def _known_trailer(api_key: int, buf: memoryview, pos: int) -> bool:
-    """librdkafka (2.16 seen) ends AlterUserScramCredentials with one extra empty tag buffer, a single
-    zero byte; Kafka's parser ignores bytes after the message, so this one is accepted."""
-    return api_key == 51 and len(buf) - pos == 1 and buf[pos] == 0
+def _tagged_trailer(buf: memoryview, pos: int) -> bool:
+    """Whether the bytes after a flexible request's body are exactly one more tagged-field section.
+
+    librdkafka 2.16 sends such a trailer: AlterUserScramCredentials ends with an extra empty section
+    (one zero byte), and Metadata v13 for all topics with a section holding one empty tag
+    (``01 00 00``). Kafka's parser ignores bytes after the message, so these are accepted; any other
+    trailer is still a corrupt frame.
+    """
+    try:
+        return skip_tagged_fields(buf, pos) == len(buf)
+    except (ValueError, IndexError):
+        return False
 
 
 def _encode_response_into(
@@ -191,6 +205,8 @@ def _encode_response_into(
         if lean and api_key == PRODUCE_KEY and api_version in LEAN_FORM_VERSIONS:
             if api_version in LEAN_VERSIONS:
                 encode_produce_response(body, out, api_version)
+            elif api_version in FLEXIBLE_LEAN_VERSIONS:
+                encode_flexible_response(body, out, api_version)
             else:
                 encoder(generic_response(body), out)
         else:

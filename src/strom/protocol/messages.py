@@ -21,238 +21,311 @@ Records: TypeAlias = bytes | bytearray | memoryview | RecordsRegion
 
 
 class ProduceRequestPartitionProduceData(TypedDict):
-    """ProduceRequest v0-8: PartitionProduceData."""
+    """ProduceRequest v0-13: PartitionProduceData."""
 
     index: int
     records: Records | None
 
 
 class ProduceRequestTopicProduceData(TypedDict):
-    """ProduceRequest v0-8: TopicProduceData."""
+    """ProduceRequest v0-13: TopicProduceData."""
 
-    name: str
+    name: NotRequired[str]  # v0-12
+    topic_id: NotRequired[bytes]  # v13
     partition_data: list[ProduceRequestPartitionProduceData]
 
 
 class ProduceRequest(TypedDict):
-    """ProduceRequest v0-8."""
+    """ProduceRequest v0-13."""
 
-    transactional_id: NotRequired[str | None]  # v3-8
+    transactional_id: NotRequired[str | None]  # v3-13
     acks: int
     timeout_ms: int
     topic_data: list[ProduceRequestTopicProduceData]
 
 
 class ProduceResponseBatchIndexAndErrorMessage(TypedDict):
-    """ProduceResponse v8: BatchIndexAndErrorMessage."""
+    """ProduceResponse v8-13: BatchIndexAndErrorMessage."""
 
     batch_index: int
     batch_index_error_message: str | None
 
 
+class ProduceResponseLeaderIdAndEpoch(TypedDict):
+    """ProduceResponse v10-13: LeaderIdAndEpoch."""
+
+    leader_id: int
+    leader_epoch: int
+
+
 class ProduceResponsePartitionProduceResponse(TypedDict):
-    """ProduceResponse v0-8: PartitionProduceResponse."""
+    """ProduceResponse v0-13: PartitionProduceResponse."""
 
     index: int
     error_code: int
     base_offset: int
-    log_append_time_ms: NotRequired[int]  # v2-8
-    log_start_offset: NotRequired[int]  # v5-8
-    record_errors: NotRequired[list[ProduceResponseBatchIndexAndErrorMessage]]  # v8
-    error_message: NotRequired[str | None]  # v8
+    log_append_time_ms: NotRequired[int]  # v2-13
+    log_start_offset: NotRequired[int]  # v5-13
+    record_errors: NotRequired[list[ProduceResponseBatchIndexAndErrorMessage]]  # v8-13
+    error_message: NotRequired[str | None]  # v8-13
+    current_leader: NotRequired[ProduceResponseLeaderIdAndEpoch]  # v10-13
 
 
 class ProduceResponseTopicProduceResponse(TypedDict):
-    """ProduceResponse v0-8: TopicProduceResponse."""
+    """ProduceResponse v0-13: TopicProduceResponse."""
 
-    name: str
+    name: NotRequired[str]  # v0-12
+    topic_id: NotRequired[bytes]  # v13
     partition_responses: list[ProduceResponsePartitionProduceResponse]
 
 
+class ProduceResponseNodeEndpoint(TypedDict):
+    """ProduceResponse v10-13: NodeEndpoint."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
 class ProduceResponse(TypedDict):
-    """ProduceResponse v0-8."""
+    """ProduceResponse v0-13."""
 
     responses: list[ProduceResponseTopicProduceResponse]
-    throttle_time_ms: NotRequired[int]  # v1-8
+    throttle_time_ms: NotRequired[int]  # v1-13
+    node_endpoints: NotRequired[list[ProduceResponseNodeEndpoint]]  # v10-13
+
+
+class FetchRequestReplicaState(TypedDict):
+    """FetchRequest v15-18: ReplicaState."""
+
+    replica_id: int
+    replica_epoch: int
 
 
 class FetchRequestPartition(TypedDict):
-    """FetchRequest v4-11: Partition."""
+    """FetchRequest v4-18: Partition."""
 
     partition: int
-    current_leader_epoch: NotRequired[int]  # v9-11
+    current_leader_epoch: NotRequired[int]  # v9-18
     fetch_offset: int
-    log_start_offset: NotRequired[int]  # v5-11
+    last_fetched_epoch: NotRequired[int]  # v12-18
+    log_start_offset: NotRequired[int]  # v5-18
     partition_max_bytes: int
+    replica_directory_id: NotRequired[bytes]  # v17-18
+    high_watermark: NotRequired[int]  # v18
 
 
 class FetchRequestTopic(TypedDict):
-    """FetchRequest v4-11: Topic."""
+    """FetchRequest v4-18: Topic."""
 
-    topic: str
+    topic: NotRequired[str]  # v4-12
+    topic_id: NotRequired[bytes]  # v13-18
     partitions: list[FetchRequestPartition]
 
 
 class FetchRequestForgottenTopic(TypedDict):
-    """FetchRequest v7-11: ForgottenTopic."""
+    """FetchRequest v7-18: ForgottenTopic."""
 
-    topic: str
+    topic: NotRequired[str]  # v7-12
+    topic_id: NotRequired[bytes]  # v13-18
     partitions: list[int]
 
 
 class FetchRequest(TypedDict):
-    """FetchRequest v4-11."""
+    """FetchRequest v4-18."""
 
-    replica_id: int
+    cluster_id: NotRequired[str | None]  # v12-18
+    replica_id: NotRequired[int]  # v4-14
+    replica_state: NotRequired[FetchRequestReplicaState]  # v15-18
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
     isolation_level: int
-    session_id: NotRequired[int]  # v7-11
-    session_epoch: NotRequired[int]  # v7-11
+    session_id: NotRequired[int]  # v7-18
+    session_epoch: NotRequired[int]  # v7-18
     topics: list[FetchRequestTopic]
-    forgotten_topics_data: NotRequired[list[FetchRequestForgottenTopic]]  # v7-11
-    rack_id: NotRequired[str]  # v11
+    forgotten_topics_data: NotRequired[list[FetchRequestForgottenTopic]]  # v7-18
+    rack_id: NotRequired[str]  # v11-18
+
+
+class FetchResponseEpochEndOffset(TypedDict):
+    """FetchResponse v12-18: EpochEndOffset."""
+
+    epoch: int
+    end_offset: int
+
+
+class FetchResponseLeaderIdAndEpoch(TypedDict):
+    """FetchResponse v12-18: LeaderIdAndEpoch."""
+
+    leader_id: int
+    leader_epoch: int
+
+
+class FetchResponseSnapshotId(TypedDict):
+    """FetchResponse v12-18: SnapshotId."""
+
+    end_offset: int
+    epoch: int
 
 
 class FetchResponseAbortedTransaction(TypedDict):
-    """FetchResponse v4-11: AbortedTransaction."""
+    """FetchResponse v4-18: AbortedTransaction."""
 
     producer_id: int
     first_offset: int
 
 
 class FetchResponsePartitionData(TypedDict):
-    """FetchResponse v4-11: PartitionData."""
+    """FetchResponse v4-18: PartitionData."""
 
     partition_index: int
     error_code: int
     high_watermark: int
     last_stable_offset: int
-    log_start_offset: NotRequired[int]  # v5-11
+    log_start_offset: NotRequired[int]  # v5-18
+    diverging_epoch: NotRequired[FetchResponseEpochEndOffset]  # v12-18
+    current_leader: NotRequired[FetchResponseLeaderIdAndEpoch]  # v12-18
+    snapshot_id: NotRequired[FetchResponseSnapshotId]  # v12-18
     aborted_transactions: list[FetchResponseAbortedTransaction] | None
-    preferred_read_replica: NotRequired[int]  # v11
+    preferred_read_replica: NotRequired[int]  # v11-18
     records: Records | None
 
 
 class FetchResponseFetchableTopicResponse(TypedDict):
-    """FetchResponse v4-11: FetchableTopicResponse."""
+    """FetchResponse v4-18: FetchableTopicResponse."""
 
-    topic: str
+    topic: NotRequired[str]  # v4-12
+    topic_id: NotRequired[bytes]  # v13-18
     partitions: list[FetchResponsePartitionData]
 
 
+class FetchResponseNodeEndpoint(TypedDict):
+    """FetchResponse v16-18: NodeEndpoint."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
 class FetchResponse(TypedDict):
-    """FetchResponse v4-11."""
+    """FetchResponse v4-18."""
 
     throttle_time_ms: int
-    error_code: NotRequired[int]  # v7-11
-    session_id: NotRequired[int]  # v7-11
+    error_code: NotRequired[int]  # v7-18
+    session_id: NotRequired[int]  # v7-18
     responses: list[FetchResponseFetchableTopicResponse]
+    node_endpoints: NotRequired[list[FetchResponseNodeEndpoint]]  # v16-18
 
 
 class ListOffsetsRequestPartition(TypedDict):
-    """ListOffsetsRequest v1-5: Partition."""
+    """ListOffsetsRequest v1-11: Partition."""
 
     partition_index: int
-    current_leader_epoch: NotRequired[int]  # v4-5
+    current_leader_epoch: NotRequired[int]  # v4-11
     timestamp: int
 
 
 class ListOffsetsRequestTopic(TypedDict):
-    """ListOffsetsRequest v1-5: Topic."""
+    """ListOffsetsRequest v1-11: Topic."""
 
     name: str
     partitions: list[ListOffsetsRequestPartition]
 
 
 class ListOffsetsRequest(TypedDict):
-    """ListOffsetsRequest v1-5."""
+    """ListOffsetsRequest v1-11."""
 
     replica_id: int
-    isolation_level: NotRequired[int]  # v2-5
+    isolation_level: NotRequired[int]  # v2-11
     topics: list[ListOffsetsRequestTopic]
+    timeout_ms: NotRequired[int]  # v10-11
 
 
 class ListOffsetsResponsePartitionResponse(TypedDict):
-    """ListOffsetsResponse v1-5: PartitionResponse."""
+    """ListOffsetsResponse v1-11: PartitionResponse."""
 
     partition_index: int
     error_code: int
     timestamp: int
     offset: int
-    leader_epoch: NotRequired[int]  # v4-5
+    leader_epoch: NotRequired[int]  # v4-11
 
 
 class ListOffsetsResponseTopicResponse(TypedDict):
-    """ListOffsetsResponse v1-5: TopicResponse."""
+    """ListOffsetsResponse v1-11: TopicResponse."""
 
     name: str
     partitions: list[ListOffsetsResponsePartitionResponse]
 
 
 class ListOffsetsResponse(TypedDict):
-    """ListOffsetsResponse v1-5."""
+    """ListOffsetsResponse v1-11."""
 
-    throttle_time_ms: NotRequired[int]  # v2-5
+    throttle_time_ms: NotRequired[int]  # v2-11
     topics: list[ListOffsetsResponseTopicResponse]
 
 
 class MetadataRequestTopic(TypedDict):
-    """MetadataRequest v0-8: Topic."""
+    """MetadataRequest v0-13: Topic."""
 
-    name: str
+    topic_id: NotRequired[bytes]  # v10-13
+    name: str | None
 
 
 class MetadataRequest(TypedDict):
-    """MetadataRequest v0-8."""
+    """MetadataRequest v0-13."""
 
     topics: list[MetadataRequestTopic] | None
-    allow_auto_topic_creation: NotRequired[bool]  # v4-8
-    include_cluster_authorized_operations: NotRequired[bool]  # v8
-    include_topic_authorized_operations: NotRequired[bool]  # v8
+    allow_auto_topic_creation: NotRequired[bool]  # v4-13
+    include_cluster_authorized_operations: NotRequired[bool]  # v8-10
+    include_topic_authorized_operations: NotRequired[bool]  # v8-13
 
 
 class MetadataResponseBroker(TypedDict):
-    """MetadataResponse v0-8: Broker."""
+    """MetadataResponse v0-13: Broker."""
 
     node_id: int
     host: str
     port: int
-    rack: NotRequired[str | None]  # v1-8
+    rack: NotRequired[str | None]  # v1-13
 
 
 class MetadataResponsePartition(TypedDict):
-    """MetadataResponse v0-8: Partition."""
+    """MetadataResponse v0-13: Partition."""
 
     error_code: int
     partition_index: int
     leader_id: int
-    leader_epoch: NotRequired[int]  # v7-8
+    leader_epoch: NotRequired[int]  # v7-13
     replica_nodes: list[int]
     isr_nodes: list[int]
-    offline_replicas: NotRequired[list[int]]  # v5-8
+    offline_replicas: NotRequired[list[int]]  # v5-13
 
 
 class MetadataResponseTopic(TypedDict):
-    """MetadataResponse v0-8: Topic."""
+    """MetadataResponse v0-13: Topic."""
 
     error_code: int
-    name: str
-    is_internal: NotRequired[bool]  # v1-8
+    name: str | None
+    topic_id: NotRequired[bytes]  # v10-13
+    is_internal: NotRequired[bool]  # v1-13
     partitions: list[MetadataResponsePartition]
-    topic_authorized_operations: NotRequired[int]  # v8
+    topic_authorized_operations: NotRequired[int]  # v8-13
 
 
 class MetadataResponse(TypedDict):
-    """MetadataResponse v0-8."""
+    """MetadataResponse v0-13."""
 
-    throttle_time_ms: NotRequired[int]  # v3-8
+    throttle_time_ms: NotRequired[int]  # v3-13
     brokers: list[MetadataResponseBroker]
-    cluster_id: NotRequired[str | None]  # v2-8
-    controller_id: NotRequired[int]  # v1-8
+    cluster_id: NotRequired[str | None]  # v2-13
+    controller_id: NotRequired[int]  # v1-13
     topics: list[MetadataResponseTopic]
-    cluster_authorized_operations: NotRequired[int]  # v8
+    cluster_authorized_operations: NotRequired[int]  # v8-10
+    error_code: NotRequired[int]  # v13
 
 
 class LeaderAndIsrRequestPartitionState(TypedDict):
@@ -413,50 +486,50 @@ class ControlledShutdownResponse(TypedDict):
 
 
 class OffsetCommitRequestPartition(TypedDict):
-    """OffsetCommitRequest v2-7: Partition."""
+    """OffsetCommitRequest v2-8: Partition."""
 
     partition_index: int
     committed_offset: int
-    committed_leader_epoch: NotRequired[int]  # v6-7
+    committed_leader_epoch: NotRequired[int]  # v6-8
     committed_metadata: str | None
 
 
 class OffsetCommitRequestTopic(TypedDict):
-    """OffsetCommitRequest v2-7: Topic."""
+    """OffsetCommitRequest v2-8: Topic."""
 
     name: str
     partitions: list[OffsetCommitRequestPartition]
 
 
 class OffsetCommitRequest(TypedDict):
-    """OffsetCommitRequest v2-7."""
+    """OffsetCommitRequest v2-8."""
 
     group_id: str
     generation_id_or_member_epoch: int
     member_id: str
-    group_instance_id: NotRequired[str | None]  # v7
+    group_instance_id: NotRequired[str | None]  # v7-8
     retention_time_ms: NotRequired[int]  # v2-4
     topics: list[OffsetCommitRequestTopic]
 
 
 class OffsetCommitResponsePartition(TypedDict):
-    """OffsetCommitResponse v2-7: Partition."""
+    """OffsetCommitResponse v2-8: Partition."""
 
     partition_index: int
     error_code: int
 
 
 class OffsetCommitResponseTopic(TypedDict):
-    """OffsetCommitResponse v2-7: Topic."""
+    """OffsetCommitResponse v2-8: Topic."""
 
     name: str
     partitions: list[OffsetCommitResponsePartition]
 
 
 class OffsetCommitResponse(TypedDict):
-    """OffsetCommitResponse v2-7."""
+    """OffsetCommitResponse v2-8."""
 
-    throttle_time_ms: NotRequired[int]  # v3-7
+    throttle_time_ms: NotRequired[int]  # v3-8
     topics: list[OffsetCommitResponseTopic]
 
 
@@ -501,95 +574,112 @@ class OffsetFetchResponse(TypedDict):
 
 
 class FindCoordinatorRequest(TypedDict):
-    """FindCoordinatorRequest v0-2."""
+    """FindCoordinatorRequest v0-6."""
+
+    key: NotRequired[str]  # v0-3
+    key_type: NotRequired[int]  # v1-6
+    coordinator_keys: NotRequired[list[str]]  # v4-6
+
+
+class FindCoordinatorResponseCoordinator(TypedDict):
+    """FindCoordinatorResponse v4-6: Coordinator."""
 
     key: str
-    key_type: NotRequired[int]  # v1-2
-
-
-class FindCoordinatorResponse(TypedDict):
-    """FindCoordinatorResponse v0-2."""
-
-    throttle_time_ms: NotRequired[int]  # v1-2
-    error_code: int
-    error_message: NotRequired[str | None]  # v1-2
     node_id: int
     host: str
     port: int
+    error_code: int
+    error_message: str | None
+
+
+class FindCoordinatorResponse(TypedDict):
+    """FindCoordinatorResponse v0-6."""
+
+    throttle_time_ms: NotRequired[int]  # v1-6
+    error_code: NotRequired[int]  # v0-3
+    error_message: NotRequired[str | None]  # v1-3
+    node_id: NotRequired[int]  # v0-3
+    host: NotRequired[str]  # v0-3
+    port: NotRequired[int]  # v0-3
+    coordinators: NotRequired[list[FindCoordinatorResponseCoordinator]]  # v4-6
 
 
 class JoinGroupRequestProtocol(TypedDict):
-    """JoinGroupRequest v0-5: Protocol."""
+    """JoinGroupRequest v0-9: Protocol."""
 
     name: str
     metadata: bytes
 
 
 class JoinGroupRequest(TypedDict):
-    """JoinGroupRequest v0-5."""
+    """JoinGroupRequest v0-9."""
 
     group_id: str
     session_timeout_ms: int
-    rebalance_timeout_ms: NotRequired[int]  # v1-5
+    rebalance_timeout_ms: NotRequired[int]  # v1-9
     member_id: str
-    group_instance_id: NotRequired[str | None]  # v5
+    group_instance_id: NotRequired[str | None]  # v5-9
     protocol_type: str
     protocols: list[JoinGroupRequestProtocol]
+    reason: NotRequired[str | None]  # v8-9
 
 
 class JoinGroupResponseMember(TypedDict):
-    """JoinGroupResponse v0-5: Member."""
+    """JoinGroupResponse v0-9: Member."""
 
     member_id: str
-    group_instance_id: NotRequired[str | None]  # v5
+    group_instance_id: NotRequired[str | None]  # v5-9
     metadata: bytes
 
 
 class JoinGroupResponse(TypedDict):
-    """JoinGroupResponse v0-5."""
+    """JoinGroupResponse v0-9."""
 
-    throttle_time_ms: NotRequired[int]  # v2-5
+    throttle_time_ms: NotRequired[int]  # v2-9
     error_code: int
     generation_id: int
-    protocol_name: str
+    protocol_type: NotRequired[str | None]  # v7-9
+    protocol_name: str | None
     leader: str
+    skip_assignment: NotRequired[bool]  # v9
     member_id: str
     members: list[JoinGroupResponseMember]
 
 
 class HeartbeatRequest(TypedDict):
-    """HeartbeatRequest v0-3."""
+    """HeartbeatRequest v0-4."""
 
     group_id: str
     generation_id: int
     member_id: str
-    group_instance_id: NotRequired[str | None]  # v3
+    group_instance_id: NotRequired[str | None]  # v3-4
 
 
 class HeartbeatResponse(TypedDict):
-    """HeartbeatResponse v0-3."""
+    """HeartbeatResponse v0-4."""
 
-    throttle_time_ms: NotRequired[int]  # v1-3
+    throttle_time_ms: NotRequired[int]  # v1-4
     error_code: int
 
 
 class LeaveGroupRequestMemberIdentity(TypedDict):
-    """LeaveGroupRequest v3: MemberIdentity."""
+    """LeaveGroupRequest v3-5: MemberIdentity."""
 
     member_id: str
     group_instance_id: str | None
+    reason: NotRequired[str | None]  # v5
 
 
 class LeaveGroupRequest(TypedDict):
-    """LeaveGroupRequest v0-3."""
+    """LeaveGroupRequest v0-5."""
 
     group_id: str
     member_id: NotRequired[str]  # v0-2
-    members: NotRequired[list[LeaveGroupRequestMemberIdentity]]  # v3
+    members: NotRequired[list[LeaveGroupRequestMemberIdentity]]  # v3-5
 
 
 class LeaveGroupResponseMemberResponse(TypedDict):
-    """LeaveGroupResponse v3: MemberResponse."""
+    """LeaveGroupResponse v3-5: MemberResponse."""
 
     member_id: str
     group_instance_id: str | None
@@ -597,50 +687,54 @@ class LeaveGroupResponseMemberResponse(TypedDict):
 
 
 class LeaveGroupResponse(TypedDict):
-    """LeaveGroupResponse v0-3."""
+    """LeaveGroupResponse v0-5."""
 
-    throttle_time_ms: NotRequired[int]  # v1-3
+    throttle_time_ms: NotRequired[int]  # v1-5
     error_code: int
-    members: NotRequired[list[LeaveGroupResponseMemberResponse]]  # v3
+    members: NotRequired[list[LeaveGroupResponseMemberResponse]]  # v3-5
 
 
 class SyncGroupRequestAssignment(TypedDict):
-    """SyncGroupRequest v0-3: Assignment."""
+    """SyncGroupRequest v0-5: Assignment."""
 
     member_id: str
     assignment: bytes
 
 
 class SyncGroupRequest(TypedDict):
-    """SyncGroupRequest v0-3."""
+    """SyncGroupRequest v0-5."""
 
     group_id: str
     generation_id: int
     member_id: str
-    group_instance_id: NotRequired[str | None]  # v3
+    group_instance_id: NotRequired[str | None]  # v3-5
+    protocol_type: NotRequired[str | None]  # v5
+    protocol_name: NotRequired[str | None]  # v5
     assignments: list[SyncGroupRequestAssignment]
 
 
 class SyncGroupResponse(TypedDict):
-    """SyncGroupResponse v0-3."""
+    """SyncGroupResponse v0-5."""
 
-    throttle_time_ms: NotRequired[int]  # v1-3
+    throttle_time_ms: NotRequired[int]  # v1-5
     error_code: int
+    protocol_type: NotRequired[str | None]  # v5
+    protocol_name: NotRequired[str | None]  # v5
     assignment: bytes
 
 
 class DescribeGroupsRequest(TypedDict):
-    """DescribeGroupsRequest v0-4."""
+    """DescribeGroupsRequest v0-6."""
 
     groups: list[str]
-    include_authorized_operations: NotRequired[bool]  # v3-4
+    include_authorized_operations: NotRequired[bool]  # v3-6
 
 
 class DescribeGroupsResponseDescribedGroupMember(TypedDict):
-    """DescribeGroupsResponse v0-4: DescribedGroupMember."""
+    """DescribeGroupsResponse v0-6: DescribedGroupMember."""
 
     member_id: str
-    group_instance_id: NotRequired[str | None]  # v4
+    group_instance_id: NotRequired[str | None]  # v4-6
     client_id: str
     client_host: str
     member_metadata: bytes
@@ -648,39 +742,45 @@ class DescribeGroupsResponseDescribedGroupMember(TypedDict):
 
 
 class DescribeGroupsResponseDescribedGroup(TypedDict):
-    """DescribeGroupsResponse v0-4: DescribedGroup."""
+    """DescribeGroupsResponse v0-6: DescribedGroup."""
 
     error_code: int
+    error_message: NotRequired[str | None]  # v6
     group_id: str
     group_state: str
     protocol_type: str
     protocol_data: str
     members: list[DescribeGroupsResponseDescribedGroupMember]
-    authorized_operations: NotRequired[int]  # v3-4
+    authorized_operations: NotRequired[int]  # v3-6
 
 
 class DescribeGroupsResponse(TypedDict):
-    """DescribeGroupsResponse v0-4."""
+    """DescribeGroupsResponse v0-6."""
 
-    throttle_time_ms: NotRequired[int]  # v1-4
+    throttle_time_ms: NotRequired[int]  # v1-6
     groups: list[DescribeGroupsResponseDescribedGroup]
 
 
 class ListGroupsRequest(TypedDict):
-    """ListGroupsRequest v0-2."""
+    """ListGroupsRequest v0-5."""
+
+    states_filter: NotRequired[list[str]]  # v4-5
+    types_filter: NotRequired[list[str]]  # v5
 
 
 class ListGroupsResponseListedGroup(TypedDict):
-    """ListGroupsResponse v0-2: ListedGroup."""
+    """ListGroupsResponse v0-5: ListedGroup."""
 
     group_id: str
     protocol_type: str
+    group_state: NotRequired[str]  # v4-5
+    group_type: NotRequired[str]  # v5
 
 
 class ListGroupsResponse(TypedDict):
-    """ListGroupsResponse v0-2."""
+    """ListGroupsResponse v0-5."""
 
-    throttle_time_ms: NotRequired[int]  # v1-2
+    throttle_time_ms: NotRequired[int]  # v1-5
     error_code: int
     groups: list[ListGroupsResponseListedGroup]
 
@@ -742,21 +842,21 @@ class ApiVersionsResponse(TypedDict):
 
 
 class CreateTopicsRequestCreatableReplicaAssignment(TypedDict):
-    """CreateTopicsRequest v0-4: CreatableReplicaAssignment."""
+    """CreateTopicsRequest v0-7: CreatableReplicaAssignment."""
 
     partition_index: int
     broker_ids: list[int]
 
 
 class CreateTopicsRequestCreatableTopicConfig(TypedDict):
-    """CreateTopicsRequest v0-4: CreatableTopicConfig."""
+    """CreateTopicsRequest v0-7: CreatableTopicConfig."""
 
     name: str
     value: str | None
 
 
 class CreateTopicsRequestCreatableTopic(TypedDict):
-    """CreateTopicsRequest v0-4: CreatableTopic."""
+    """CreateTopicsRequest v0-7: CreatableTopic."""
 
     name: str
     num_partitions: int
@@ -766,72 +866,97 @@ class CreateTopicsRequestCreatableTopic(TypedDict):
 
 
 class CreateTopicsRequest(TypedDict):
-    """CreateTopicsRequest v0-4."""
+    """CreateTopicsRequest v0-7."""
 
     topics: list[CreateTopicsRequestCreatableTopic]
     timeout_ms: int
-    validate_only: NotRequired[bool]  # v1-4
+    validate_only: NotRequired[bool]  # v1-7
+
+
+class CreateTopicsResponseCreatableTopicConfigs(TypedDict):
+    """CreateTopicsResponse v5-7: CreatableTopicConfigs."""
+
+    name: str
+    value: str | None
+    read_only: bool
+    config_source: int
+    is_sensitive: bool
 
 
 class CreateTopicsResponseCreatableTopicResult(TypedDict):
-    """CreateTopicsResponse v0-4: CreatableTopicResult."""
+    """CreateTopicsResponse v0-7: CreatableTopicResult."""
 
     name: str
+    topic_id: NotRequired[bytes]  # v7
     error_code: int
-    error_message: NotRequired[str | None]  # v1-4
+    error_message: NotRequired[str | None]  # v1-7
+    topic_config_error_code: NotRequired[int]  # v5-7
+    num_partitions: NotRequired[int]  # v5-7
+    replication_factor: NotRequired[int]  # v5-7
+    configs: NotRequired[list[CreateTopicsResponseCreatableTopicConfigs] | None]  # v5-7
 
 
 class CreateTopicsResponse(TypedDict):
-    """CreateTopicsResponse v0-4."""
+    """CreateTopicsResponse v0-7."""
 
-    throttle_time_ms: NotRequired[int]  # v2-4
+    throttle_time_ms: NotRequired[int]  # v2-7
     topics: list[CreateTopicsResponseCreatableTopicResult]
 
 
-class DeleteTopicsRequest(TypedDict):
-    """DeleteTopicsRequest v0-3."""
+class DeleteTopicsRequestDeleteTopicState(TypedDict):
+    """DeleteTopicsRequest v6: DeleteTopicState."""
 
-    topic_names: list[str]
+    name: str | None
+    topic_id: bytes
+
+
+class DeleteTopicsRequest(TypedDict):
+    """DeleteTopicsRequest v0-6."""
+
+    topics: NotRequired[list[DeleteTopicsRequestDeleteTopicState]]  # v6
+    topic_names: NotRequired[list[str]]  # v0-5
     timeout_ms: int
 
 
 class DeleteTopicsResponseDeletableTopicResult(TypedDict):
-    """DeleteTopicsResponse v0-3: DeletableTopicResult."""
+    """DeleteTopicsResponse v0-6: DeletableTopicResult."""
 
-    name: str
+    name: str | None
+    topic_id: NotRequired[bytes]  # v6
     error_code: int
+    error_message: NotRequired[str | None]  # v5-6
 
 
 class DeleteTopicsResponse(TypedDict):
-    """DeleteTopicsResponse v0-3."""
+    """DeleteTopicsResponse v0-6."""
 
-    throttle_time_ms: NotRequired[int]  # v1-3
+    throttle_time_ms: NotRequired[int]  # v1-6
     responses: list[DeleteTopicsResponseDeletableTopicResult]
 
 
 class DeleteRecordsRequestPartition(TypedDict):
-    """DeleteRecordsRequest v0-1: Partition."""
+    """DeleteRecordsRequest v0-2: Partition."""
 
     partition_index: int
     offset: int
 
 
 class DeleteRecordsRequestTopic(TypedDict):
-    """DeleteRecordsRequest v0-1: Topic."""
+    """DeleteRecordsRequest v0-2: Topic."""
 
     name: str
     partitions: list[DeleteRecordsRequestPartition]
 
 
 class DeleteRecordsRequest(TypedDict):
-    """DeleteRecordsRequest v0-1."""
+    """DeleteRecordsRequest v0-2."""
 
     topics: list[DeleteRecordsRequestTopic]
     timeout_ms: int
 
 
 class DeleteRecordsResponsePartitionResult(TypedDict):
-    """DeleteRecordsResponse v0-1: PartitionResult."""
+    """DeleteRecordsResponse v0-2: PartitionResult."""
 
     partition_index: int
     low_watermark: int
@@ -839,30 +964,30 @@ class DeleteRecordsResponsePartitionResult(TypedDict):
 
 
 class DeleteRecordsResponseTopicResult(TypedDict):
-    """DeleteRecordsResponse v0-1: TopicResult."""
+    """DeleteRecordsResponse v0-2: TopicResult."""
 
     name: str
     partitions: list[DeleteRecordsResponsePartitionResult]
 
 
 class DeleteRecordsResponse(TypedDict):
-    """DeleteRecordsResponse v0-1."""
+    """DeleteRecordsResponse v0-2."""
 
     throttle_time_ms: int
     topics: list[DeleteRecordsResponseTopicResult]
 
 
 class InitProducerIdRequest(TypedDict):
-    """InitProducerIdRequest v0-4."""
+    """InitProducerIdRequest v0-5."""
 
     transactional_id: str | None
     transaction_timeout_ms: int
-    producer_id: NotRequired[int]  # v3-4
-    producer_epoch: NotRequired[int]  # v3-4
+    producer_id: NotRequired[int]  # v3-5
+    producer_epoch: NotRequired[int]  # v3-5
 
 
 class InitProducerIdResponse(TypedDict):
-    """InitProducerIdResponse v0-4."""
+    """InitProducerIdResponse v0-5."""
 
     throttle_time_ms: int
     error_code: int
@@ -871,7 +996,7 @@ class InitProducerIdResponse(TypedDict):
 
 
 class OffsetForLeaderEpochRequestOffsetForLeaderPartition(TypedDict):
-    """OffsetForLeaderEpochRequest v2-3: OffsetForLeaderPartition."""
+    """OffsetForLeaderEpochRequest v2-4: OffsetForLeaderPartition."""
 
     partition: int
     current_leader_epoch: int
@@ -879,21 +1004,21 @@ class OffsetForLeaderEpochRequestOffsetForLeaderPartition(TypedDict):
 
 
 class OffsetForLeaderEpochRequestOffsetForLeaderTopic(TypedDict):
-    """OffsetForLeaderEpochRequest v2-3: OffsetForLeaderTopic."""
+    """OffsetForLeaderEpochRequest v2-4: OffsetForLeaderTopic."""
 
     topic: str
     partitions: list[OffsetForLeaderEpochRequestOffsetForLeaderPartition]
 
 
 class OffsetForLeaderEpochRequest(TypedDict):
-    """OffsetForLeaderEpochRequest v2-3."""
+    """OffsetForLeaderEpochRequest v2-4."""
 
-    replica_id: NotRequired[int]  # v3
+    replica_id: NotRequired[int]  # v3-4
     topics: list[OffsetForLeaderEpochRequestOffsetForLeaderTopic]
 
 
 class OffsetForLeaderEpochResponseEpochEndOffset(TypedDict):
-    """OffsetForLeaderEpochResponse v2-3: EpochEndOffset."""
+    """OffsetForLeaderEpochResponse v2-4: EpochEndOffset."""
 
     error_code: int
     partition: int
@@ -902,14 +1027,14 @@ class OffsetForLeaderEpochResponseEpochEndOffset(TypedDict):
 
 
 class OffsetForLeaderEpochResponseOffsetForLeaderTopicResult(TypedDict):
-    """OffsetForLeaderEpochResponse v2-3: OffsetForLeaderTopicResult."""
+    """OffsetForLeaderEpochResponse v2-4: OffsetForLeaderTopicResult."""
 
     topic: str
     partitions: list[OffsetForLeaderEpochResponseEpochEndOffset]
 
 
 class OffsetForLeaderEpochResponse(TypedDict):
-    """OffsetForLeaderEpochResponse v2-3."""
+    """OffsetForLeaderEpochResponse v2-4."""
 
     throttle_time_ms: int
     topics: list[OffsetForLeaderEpochResponseOffsetForLeaderTopicResult]
@@ -1203,7 +1328,7 @@ class DeleteAclsResponse(TypedDict):
 
 
 class DescribeConfigsRequestResource(TypedDict):
-    """DescribeConfigsRequest v0-3: Resource."""
+    """DescribeConfigsRequest v0-4: Resource."""
 
     resource_type: int
     resource_name: str
@@ -1211,15 +1336,15 @@ class DescribeConfigsRequestResource(TypedDict):
 
 
 class DescribeConfigsRequest(TypedDict):
-    """DescribeConfigsRequest v0-3."""
+    """DescribeConfigsRequest v0-4."""
 
     resources: list[DescribeConfigsRequestResource]
-    include_synonyms: NotRequired[bool]  # v1-3
-    include_documentation: NotRequired[bool]  # v3
+    include_synonyms: NotRequired[bool]  # v1-4
+    include_documentation: NotRequired[bool]  # v3-4
 
 
 class DescribeConfigsResponseSynonym(TypedDict):
-    """DescribeConfigsResponse v1-3: Synonym."""
+    """DescribeConfigsResponse v1-4: Synonym."""
 
     name: str
     value: str | None
@@ -1227,21 +1352,21 @@ class DescribeConfigsResponseSynonym(TypedDict):
 
 
 class DescribeConfigsResponseResourceResult(TypedDict):
-    """DescribeConfigsResponse v0-3: ResourceResult."""
+    """DescribeConfigsResponse v0-4: ResourceResult."""
 
     name: str
     value: str | None
     read_only: bool
-    config_source: NotRequired[int]  # v1-3
+    config_source: NotRequired[int]  # v1-4
     is_default: NotRequired[bool]  # v0
     is_sensitive: bool
-    synonyms: NotRequired[list[DescribeConfigsResponseSynonym]]  # v1-3
-    config_type: NotRequired[int]  # v3
-    documentation: NotRequired[str | None]  # v3
+    synonyms: NotRequired[list[DescribeConfigsResponseSynonym]]  # v1-4
+    config_type: NotRequired[int]  # v3-4
+    documentation: NotRequired[str | None]  # v3-4
 
 
 class DescribeConfigsResponseResult(TypedDict):
-    """DescribeConfigsResponse v0-3: Result."""
+    """DescribeConfigsResponse v0-4: Result."""
 
     error_code: int
     error_message: str | None
@@ -1251,21 +1376,21 @@ class DescribeConfigsResponseResult(TypedDict):
 
 
 class DescribeConfigsResponse(TypedDict):
-    """DescribeConfigsResponse v0-3."""
+    """DescribeConfigsResponse v0-4."""
 
     throttle_time_ms: int
     results: list[DescribeConfigsResponseResult]
 
 
 class AlterConfigsRequestAlterableConfig(TypedDict):
-    """AlterConfigsRequest v0-1: AlterableConfig."""
+    """AlterConfigsRequest v0-2: AlterableConfig."""
 
     name: str
     value: str | None
 
 
 class AlterConfigsRequestResource(TypedDict):
-    """AlterConfigsRequest v0-1: Resource."""
+    """AlterConfigsRequest v0-2: Resource."""
 
     resource_type: int
     resource_name: str
@@ -1273,14 +1398,14 @@ class AlterConfigsRequestResource(TypedDict):
 
 
 class AlterConfigsRequest(TypedDict):
-    """AlterConfigsRequest v0-1."""
+    """AlterConfigsRequest v0-2."""
 
     resources: list[AlterConfigsRequestResource]
     validate_only: bool
 
 
 class AlterConfigsResponseResourceResponse(TypedDict):
-    """AlterConfigsResponse v0-1: ResourceResponse."""
+    """AlterConfigsResponse v0-2: ResourceResponse."""
 
     error_code: int
     error_message: str | None
@@ -1289,10 +1414,58 @@ class AlterConfigsResponseResourceResponse(TypedDict):
 
 
 class AlterConfigsResponse(TypedDict):
-    """AlterConfigsResponse v0-1."""
+    """AlterConfigsResponse v0-2."""
 
     throttle_time_ms: int
     responses: list[AlterConfigsResponseResourceResponse]
+
+
+class DescribeLogDirsRequestDescribableLogDirTopic(TypedDict):
+    """DescribeLogDirsRequest v0-5: DescribableLogDirTopic."""
+
+    topic: str
+    partitions: list[int]
+
+
+class DescribeLogDirsRequest(TypedDict):
+    """DescribeLogDirsRequest v0-5."""
+
+    topics: list[DescribeLogDirsRequestDescribableLogDirTopic] | None
+
+
+class DescribeLogDirsResponsePartition(TypedDict):
+    """DescribeLogDirsResponse v0-5: Partition."""
+
+    partition_index: int
+    partition_size: int
+    offset_lag: int
+    is_future_key: bool
+
+
+class DescribeLogDirsResponseTopic(TypedDict):
+    """DescribeLogDirsResponse v0-5: Topic."""
+
+    name: str
+    partitions: list[DescribeLogDirsResponsePartition]
+
+
+class DescribeLogDirsResponseResult(TypedDict):
+    """DescribeLogDirsResponse v0-5: Result."""
+
+    error_code: int
+    log_dir: str
+    topics: list[DescribeLogDirsResponseTopic]
+    total_bytes: NotRequired[int]  # v4-5
+    usable_bytes: NotRequired[int]  # v4-5
+    is_cordoned: NotRequired[bool]  # v5
+
+
+class DescribeLogDirsResponse(TypedDict):
+    """DescribeLogDirsResponse v0-5."""
+
+    throttle_time_ms: int
+    error_code: NotRequired[int]  # v3-5
+    results: list[DescribeLogDirsResponseResult]
 
 
 class SaslAuthenticateRequest(TypedDict):
@@ -1311,13 +1484,13 @@ class SaslAuthenticateResponse(TypedDict):
 
 
 class CreatePartitionsRequestAssignment(TypedDict):
-    """CreatePartitionsRequest v0-1: Assignment."""
+    """CreatePartitionsRequest v0-3: Assignment."""
 
     broker_ids: list[int]
 
 
 class CreatePartitionsRequestTopic(TypedDict):
-    """CreatePartitionsRequest v0-1: Topic."""
+    """CreatePartitionsRequest v0-3: Topic."""
 
     name: str
     count: int
@@ -1325,7 +1498,7 @@ class CreatePartitionsRequestTopic(TypedDict):
 
 
 class CreatePartitionsRequest(TypedDict):
-    """CreatePartitionsRequest v0-1."""
+    """CreatePartitionsRequest v0-3."""
 
     topics: list[CreatePartitionsRequestTopic]
     timeout_ms: int
@@ -1333,7 +1506,7 @@ class CreatePartitionsRequest(TypedDict):
 
 
 class CreatePartitionsResponseTopicResult(TypedDict):
-    """CreatePartitionsResponse v0-1: TopicResult."""
+    """CreatePartitionsResponse v0-3: TopicResult."""
 
     name: str
     error_code: int
@@ -1341,49 +1514,49 @@ class CreatePartitionsResponseTopicResult(TypedDict):
 
 
 class CreatePartitionsResponse(TypedDict):
-    """CreatePartitionsResponse v0-1."""
+    """CreatePartitionsResponse v0-3."""
 
     throttle_time_ms: int
     results: list[CreatePartitionsResponseTopicResult]
 
 
 class DeleteGroupsRequest(TypedDict):
-    """DeleteGroupsRequest v0-1."""
+    """DeleteGroupsRequest v0-2."""
 
     groups_names: list[str]
 
 
 class DeleteGroupsResponseDeletableGroupResult(TypedDict):
-    """DeleteGroupsResponse v0-1: DeletableGroupResult."""
+    """DeleteGroupsResponse v0-2: DeletableGroupResult."""
 
     group_id: str
     error_code: int
 
 
 class DeleteGroupsResponse(TypedDict):
-    """DeleteGroupsResponse v0-1."""
+    """DeleteGroupsResponse v0-2."""
 
     throttle_time_ms: int
     results: list[DeleteGroupsResponseDeletableGroupResult]
 
 
 class ElectLeadersRequestTopicPartitions(TypedDict):
-    """ElectLeadersRequest v0-1: TopicPartitions."""
+    """ElectLeadersRequest v0-2: TopicPartitions."""
 
     topic: str
     partitions: list[int]
 
 
 class ElectLeadersRequest(TypedDict):
-    """ElectLeadersRequest v0-1."""
+    """ElectLeadersRequest v0-2."""
 
-    election_type: NotRequired[int]  # v1
+    election_type: NotRequired[int]  # v1-2
     topic_partitions: list[ElectLeadersRequestTopicPartitions] | None
     timeout_ms: int
 
 
 class ElectLeadersResponsePartitionResult(TypedDict):
-    """ElectLeadersResponse v0-1: PartitionResult."""
+    """ElectLeadersResponse v0-2: PartitionResult."""
 
     partition_id: int
     error_code: int
@@ -1391,22 +1564,22 @@ class ElectLeadersResponsePartitionResult(TypedDict):
 
 
 class ElectLeadersResponseReplicaElectionResult(TypedDict):
-    """ElectLeadersResponse v0-1: ReplicaElectionResult."""
+    """ElectLeadersResponse v0-2: ReplicaElectionResult."""
 
     topic: str
     partition_result: list[ElectLeadersResponsePartitionResult]
 
 
 class ElectLeadersResponse(TypedDict):
-    """ElectLeadersResponse v0-1."""
+    """ElectLeadersResponse v0-2."""
 
     throttle_time_ms: int
-    error_code: NotRequired[int]  # v1
+    error_code: NotRequired[int]  # v1-2
     replica_election_results: list[ElectLeadersResponseReplicaElectionResult]
 
 
 class IncrementalAlterConfigsRequestAlterableConfig(TypedDict):
-    """IncrementalAlterConfigsRequest v0: AlterableConfig."""
+    """IncrementalAlterConfigsRequest v0-1: AlterableConfig."""
 
     name: str
     config_operation: int
@@ -1414,7 +1587,7 @@ class IncrementalAlterConfigsRequestAlterableConfig(TypedDict):
 
 
 class IncrementalAlterConfigsRequestAlterConfigsResource(TypedDict):
-    """IncrementalAlterConfigsRequest v0: AlterConfigsResource."""
+    """IncrementalAlterConfigsRequest v0-1: AlterConfigsResource."""
 
     resource_type: int
     resource_name: str
@@ -1422,14 +1595,14 @@ class IncrementalAlterConfigsRequestAlterConfigsResource(TypedDict):
 
 
 class IncrementalAlterConfigsRequest(TypedDict):
-    """IncrementalAlterConfigsRequest v0."""
+    """IncrementalAlterConfigsRequest v0-1."""
 
     resources: list[IncrementalAlterConfigsRequestAlterConfigsResource]
     validate_only: bool
 
 
 class IncrementalAlterConfigsResponseAlterConfigsResourceResponse(TypedDict):
-    """IncrementalAlterConfigsResponse v0: AlterConfigsResourceResponse."""
+    """IncrementalAlterConfigsResponse v0-1: AlterConfigsResourceResponse."""
 
     error_code: int
     error_message: str | None
@@ -1438,7 +1611,7 @@ class IncrementalAlterConfigsResponseAlterConfigsResourceResponse(TypedDict):
 
 
 class IncrementalAlterConfigsResponse(TypedDict):
-    """IncrementalAlterConfigsResponse v0."""
+    """IncrementalAlterConfigsResponse v0-1."""
 
     throttle_time_ms: int
     responses: list[IncrementalAlterConfigsResponseAlterConfigsResourceResponse]
@@ -1742,6 +1915,37 @@ class AlterUserScramCredentialsResponse(TypedDict):
     results: list[AlterUserScramCredentialsResponseResult]
 
 
+class DescribeClusterRequest(TypedDict):
+    """DescribeClusterRequest v0-2."""
+
+    include_cluster_authorized_operations: bool
+    endpoint_type: NotRequired[int]  # v1-2
+    include_fenced_brokers: NotRequired[bool]  # v2
+
+
+class DescribeClusterResponseBroker(TypedDict):
+    """DescribeClusterResponse v0-2: Broker."""
+
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None
+    is_fenced: NotRequired[bool]  # v2
+
+
+class DescribeClusterResponse(TypedDict):
+    """DescribeClusterResponse v0-2."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    endpoint_type: NotRequired[int]  # v1-2
+    cluster_id: str
+    controller_id: int
+    brokers: list[DescribeClusterResponseBroker]
+    cluster_authorized_operations: int
+
+
 class DescribeProducersRequestTopicRequest(TypedDict):
     """DescribeProducersRequest v0: TopicRequest."""
 
@@ -1952,6 +2156,67 @@ class ConsumerGroupDescribeResponse(TypedDict):
     groups: list[ConsumerGroupDescribeResponseDescribedGroup]
 
 
+class DescribeTopicPartitionsRequestTopicRequest(TypedDict):
+    """DescribeTopicPartitionsRequest v0: TopicRequest."""
+
+    name: str
+
+
+class DescribeTopicPartitionsRequestCursor(TypedDict):
+    """DescribeTopicPartitionsRequest v0: Cursor."""
+
+    topic_name: str
+    partition_index: int
+
+
+class DescribeTopicPartitionsRequest(TypedDict):
+    """DescribeTopicPartitionsRequest v0."""
+
+    topics: list[DescribeTopicPartitionsRequestTopicRequest]
+    response_partition_limit: int
+    cursor: DescribeTopicPartitionsRequestCursor | None
+
+
+class DescribeTopicPartitionsResponsePartition(TypedDict):
+    """DescribeTopicPartitionsResponse v0: Partition."""
+
+    error_code: int
+    partition_index: int
+    leader_id: int
+    leader_epoch: int
+    replica_nodes: list[int]
+    isr_nodes: list[int]
+    eligible_leader_replicas: list[int] | None
+    last_known_elr: list[int] | None
+    offline_replicas: list[int]
+
+
+class DescribeTopicPartitionsResponseTopic(TypedDict):
+    """DescribeTopicPartitionsResponse v0: Topic."""
+
+    error_code: int
+    name: str | None
+    topic_id: bytes
+    is_internal: bool
+    partitions: list[DescribeTopicPartitionsResponsePartition]
+    topic_authorized_operations: int
+
+
+class DescribeTopicPartitionsResponseCursor(TypedDict):
+    """DescribeTopicPartitionsResponse v0: Cursor."""
+
+    topic_name: str
+    partition_index: int
+
+
+class DescribeTopicPartitionsResponse(TypedDict):
+    """DescribeTopicPartitionsResponse v0."""
+
+    throttle_time_ms: int
+    topics: list[DescribeTopicPartitionsResponseTopic]
+    next_cursor: DescribeTopicPartitionsResponseCursor | None
+
+
 ContextT = TypeVar("ContextT")
 RequestT = TypeVar("RequestT")
 ResponseT = TypeVar("ResponseT")
@@ -2138,6 +2403,11 @@ class HandlerRegistry(Protocol[ContextT]):
 
     @overload
     def __call__(
+        self, api_key: Literal[ApiKey.DESCRIBE_LOG_DIRS]
+    ) -> Registers[ContextT, DescribeLogDirsRequest, DescribeLogDirsResponse]: ...
+
+    @overload
+    def __call__(
         self, api_key: Literal[ApiKey.SASL_AUTHENTICATE]
     ) -> Registers[ContextT, SaslAuthenticateRequest, SaslAuthenticateResponse]: ...
 
@@ -2198,6 +2468,11 @@ class HandlerRegistry(Protocol[ContextT]):
 
     @overload
     def __call__(
+        self, api_key: Literal[ApiKey.DESCRIBE_CLUSTER]
+    ) -> Registers[ContextT, DescribeClusterRequest, DescribeClusterResponse]: ...
+
+    @overload
+    def __call__(
         self, api_key: Literal[ApiKey.DESCRIBE_PRODUCERS]
     ) -> Registers[ContextT, DescribeProducersRequest, DescribeProducersResponse]: ...
 
@@ -2220,6 +2495,11 @@ class HandlerRegistry(Protocol[ContextT]):
     def __call__(
         self, api_key: Literal[ApiKey.CONSUMER_GROUP_DESCRIBE]
     ) -> Registers[ContextT, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse]: ...
+
+    @overload
+    def __call__(
+        self, api_key: Literal[ApiKey.DESCRIBE_TOPIC_PARTITIONS]
+    ) -> Registers[ContextT, DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse]: ...
 
 
 class RequestSender(Protocol):
@@ -2535,6 +2815,15 @@ class RequestSender(Protocol):
     @overload
     def __call__(
         self,
+        api_key: Literal[ApiKey.DESCRIBE_LOG_DIRS],
+        api_version: int,
+        body: DescribeLogDirsRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[DescribeLogDirsResponse]: ...
+
+    @overload
+    def __call__(
+        self,
         api_key: Literal[ApiKey.SASL_AUTHENTICATE],
         api_version: int,
         body: SaslAuthenticateRequest,
@@ -2643,6 +2932,15 @@ class RequestSender(Protocol):
     @overload
     def __call__(
         self,
+        api_key: Literal[ApiKey.DESCRIBE_CLUSTER],
+        api_version: int,
+        body: DescribeClusterRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[DescribeClusterResponse]: ...
+
+    @overload
+    def __call__(
+        self,
         api_key: Literal[ApiKey.DESCRIBE_PRODUCERS],
         api_version: int,
         body: DescribeProducersRequest,
@@ -2684,3 +2982,12 @@ class RequestSender(Protocol):
         body: ConsumerGroupDescribeRequest,
         timeout_ms: int = ...,
     ) -> Awaitable[ConsumerGroupDescribeResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.DESCRIBE_TOPIC_PARTITIONS],
+        api_version: int,
+        body: DescribeTopicPartitionsRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[DescribeTopicPartitionsResponse]: ...

@@ -29,7 +29,9 @@ INT_MAX = (1 << 31) - 1
 DAY_MS = 24 * 60 * 60 * 1000
 
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
-CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
+# The empty list is Kafka's too (its ValidList allows it): neither deletion nor compaction, so the log
+# is kept whole; an IncrementalAlterConfigs SUBTRACT of the last policy leaves it.
+CLEANUP_POLICIES = ("delete", "compact", "compact,delete", "")
 # "producer" stores batches as the producer compressed them (no decoding); any other value makes the
 # leader recompress batches of another codec on append (log_validator.py), as Kafka does.
 CODEC_BY_COMPRESSION_TYPE = {
@@ -217,9 +219,15 @@ _VERSION = re.compile(r"^\d+\.\d+(\.\d+)?(-IV\d+)?$")
 
 
 def _parse_version(name: str, raw: str) -> str:
-    """A Kafka release version such as 0.10.0, 2.8 or 3.0-IV1 (what Kafka's validator accepts)."""
+    """A Kafka release version such as 0.10.0, 0.10.0.0, 2.8 or 3.0-IV1 (what Kafka's validator accepts).
+
+    Kafka reads a version starting "0." by its first three dot-separated parts and any other by its
+    first two, ignoring the rest: 0.10.0.0 is 0.10.0, 2.8.1 is 2.8. The value is kept as given.
+    """
     value = raw.strip()
-    if not _VERSION.match(value):
+    parts = value.split(".")
+    key = ".".join(parts[: 3 if value.startswith("0.") else 2])
+    if not _VERSION.match(key):
         raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {raw!r} for {name}: not a Kafka version")
     return value
 
@@ -275,7 +283,12 @@ LOG_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     _row("message.timestamp.type", "STRING", "CreateTime or LogAppendTime.", _choice(TIMESTAMP_TYPES)),
     _row("message.timestamp.before.max.ms", "LONG", "Largest allowed age of a CreateTime timestamp."),
     _row("message.timestamp.after.max.ms", "LONG", "Largest allowed future skew of a CreateTime timestamp."),
-    _row("cleanup.policy", "LIST", "delete, compact or both.", _choice(CLEANUP_POLICIES)),
+    _row(
+        "cleanup.policy",
+        "LIST",
+        "delete, compact, both, or empty (the log is kept whole).",
+        _choice(CLEANUP_POLICIES),
+    ),
     _row("min.insync.replicas", "INT", "Replicas that must acknowledge an acks=all produce."),
     _row("delete.retention.ms", "LONG", "How long tombstones survive compaction."),
     _row(

@@ -33,6 +33,7 @@ import os
 import re
 import shutil
 import uuid
+from dataclasses import dataclass
 
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.checkpoint import (
@@ -52,6 +53,19 @@ from strom.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from strom.storage.shutdown import close_logs
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class LogDirUsage:
+    """One log dir as DescribeLogDirs reports it: its volume's total and usable bytes, and per partition
+    replica in it ``(topic-partition, size in bytes, offset lag)``."""
+
+    path: str
+    total_bytes: int
+    usable_bytes: int
+    replicas: list[tuple[TopicPartition, int, int]]
+    failed: bool = False
+
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
@@ -182,6 +196,21 @@ class LogManager:
 
     def all_logs(self) -> dict[TopicPartition, PartitionLog]:
         return dict(self._logs)
+
+    def describe_dirs(self) -> list[LogDirUsage]:
+        """DescribeLogDirs: each log dir's volume and the partition replicas in it, with their size and
+        offset lag (the high watermark minus the log end offset, floored at 0: Kafka's measure)."""
+        out: dict[str, LogDirUsage] = {}
+        for log_dir in self.log_dirs:
+            try:
+                fs = os.statvfs(log_dir)
+                out[log_dir] = LogDirUsage(log_dir, fs.f_blocks * fs.f_frsize, fs.f_bavail * fs.f_frsize, [])
+            except OSError:
+                out[log_dir] = LogDirUsage(log_dir, -1, -1, [], failed=True)
+        for tp, partition_log in sorted(self._logs.items()):
+            lag = max(partition_log.high_watermark - partition_log.log_end_offset, 0)
+            out[self._log_dir_of[tp]].replicas.append((tp, partition_log.size_bytes, lag))
+        return list(out.values())
 
     def get_or_create_log(
         self, topic: str, partition: int, config: LogConfig | None = None, sync_dir: bool = True

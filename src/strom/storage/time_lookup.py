@@ -33,6 +33,26 @@ def offset_for_timestamp(
     return None
 
 
+def max_timestamp_offset(segments: Sequence[LogSegment], log_start_offset: int) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record carrying the log's largest timestamp (KIP-734).
+
+    The first segment holding that timestamp is searched for its first record at or after it, which is
+    a record with exactly that timestamp. None for a log without records, or when every record with it
+    lies below the log start (a segment's max timestamp counts records DeleteRecords left behind).
+    """
+    candidates = [s for s in segments if s.max_timestamp >= 0 and s.size > 0]
+    if not candidates:
+        return None
+    newest = max(s.max_timestamp for s in candidates)
+    for segment in candidates:
+        if segment.max_timestamp == newest:
+            # (None when the record with it lies below the log start: a later tie may remain)
+            found = segment_offset_for_timestamp(segment, newest, log_start_offset)
+            if found is not None:
+                return found
+    return None
+
+
 def segment_offset_for_timestamp(
     segment: LogSegment, timestamp: int, min_offset: int = 0
 ) -> tuple[int, int] | None:

@@ -46,9 +46,9 @@ def broker_metadata(bootstrap: str, timeout_s: float = 60.0) -> tuple[int, Parti
 
     answer = asyncio.run(ask())
     view = {
-        (t["name"], p["partition_index"]): (p["leader_id"], tuple(p["isr_nodes"]), tuple(p["replica_nodes"]))
+        (name, p["partition_index"]): (p["leader_id"], tuple(p["isr_nodes"]), tuple(p["replica_nodes"]))
         for t in answer["topics"]
-        if not t["name"].startswith("__")
+        if (name := t["name"]) is not None and not name.startswith("__")  # (v8 always names topics)
         for p in t["partitions"]
     }
     return int(answer["controller_id"]), view

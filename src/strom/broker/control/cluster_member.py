@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import uuid
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
@@ -59,6 +58,7 @@ from strom.protocol.messages import (
     StopReplicaResponse,
     UpdateMetadataRequest,
 )
+from strom.protocol.uuid_text import new_uuid
 from strom.storage.config import LogConfig
 from strom.storage.log_manager import LogManager
 
@@ -288,7 +288,7 @@ class ClusterMember:
     def create_topic(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]) -> TopicInfo:
         if self.metadata_client.get_topic_assignment(name) is not None:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
-        topic_id = uuid.uuid4().bytes
+        topic_id = new_uuid()
         self.metadata_client.create_topic(name, TopicAssignment(topic_id, dict(assignment)), configs)
         log.info("created topic %s in ZooKeeper: %s", name, assignment)
         return TopicInfo(name, topic_id, len(assignment), len(assignment[0]), dict(configs))

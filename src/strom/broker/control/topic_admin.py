@@ -115,6 +115,18 @@ class TopicAdmin:
     def log_config_for(self, topic: str) -> LogConfig:
         return LogConfig.from_properties(self._metadata.topic_configs(topic), self.default_log_config)
 
+    def resolved_counts(
+        self, partitions: int, replication_factor: int, assignment: Mapping[int, Sequence[int]] | None
+    ) -> tuple[int, int]:
+        """The partition count and replication factor a CreateTopics entry asks for, -1 read as the
+        broker's default (KIP-464), as CreateTopics v5+ reports them."""
+        if assignment:
+            return len(assignment), len(next(iter(assignment.values())))
+        return (
+            self._default_partitions if partitions == -1 else partitions,
+            self._default_replication_factor if replication_factor == -1 else replication_factor,
+        )
+
     def create_topic(
         self,
         name: str,

@@ -7,6 +7,7 @@ from strom.broker.handlers import (  # noqa: F401  (imported for their @handles 
     api_versions,
     client_quotas,
     cluster,
+    cluster_describe,
     configs,
     consumer_groups,
     fetch,

@@ -69,12 +69,20 @@ def _describe_topic(
     info = ports.metadata.topics.get(name)
     if info is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-    effective = LogConfig.from_properties(info.configs, ports.topics.default_log_config).to_properties()
+    return topic_config_entries(ports, info.configs, keys)
+
+
+def topic_config_entries(
+    ports: HandlerPorts, overrides: dict[str, str], keys: list[str] | None = None
+) -> list[DescribeConfigsResponseResourceResult]:
+    """Every topic config with its effective value and source, for a topic with these overrides
+    (DescribeConfigs, and CreateTopics v5+ for the topic it creates)."""
+    effective = LogConfig.from_properties(overrides, ports.topics.default_log_config).to_properties()
     entries: list[DescribeConfigsResponseResourceResult] = []
     for key, value in sorted(effective.items()):
         if keys is not None and key not in keys:
             continue
-        if key in info.configs:
+        if key in overrides:
             entries.append(_config_entry(key, value, SOURCE_DYNAMIC_TOPIC, False))
         elif (source := ports.config_entities.dynamic.source_of_topic_default(key)) is not None:
             entries.append(_config_entry(key, value, source, False))
@@ -126,7 +134,7 @@ async def handle_describe_configs(
 
 
 def _apply_incremental(
-    current: dict[str, str], ops: list[IncrementalAlterConfigsRequestAlterableConfig]
+    current: dict[str, str], ops: list[IncrementalAlterConfigsRequestAlterableConfig], defaults: LogConfig
 ) -> dict[str, str]:
     updated = dict(current)
     for op in ops:
@@ -138,7 +146,10 @@ def _apply_incremental(
         elif kind == OP_DELETE:
             updated.pop(key, None)
         elif kind in (OP_APPEND, OP_SUBTRACT):
-            items = [v for v in updated.get(key, "").split(",") if v]
+            # A list without an override starts from its default, as in Kafka (APPEND compact to the
+            # default cleanup.policy is delete,compact).
+            start = updated[key] if key in updated else defaults.to_properties().get(key, "")
+            items = [v for v in start.split(",") if v]
             given = [v for v in (value or "").split(",") if v]
             if kind == OP_APPEND:
                 items += [v for v in given if v not in items]
@@ -208,7 +219,13 @@ async def handle_incremental_alter_configs(
     ctx: RequestContext, req: IncrementalAlterConfigsRequest
 ) -> IncrementalAlterConfigsResponse:
     changes: list[_Change] = [
-        (int(r["resource_type"]), r["resource_name"], functools.partial(_apply_incremental, ops=r["configs"]))
+        (
+            int(r["resource_type"]),
+            r["resource_name"],
+            functools.partial(
+                _apply_incremental, ops=r["configs"], defaults=ctx.ports.topics.default_log_config
+            ),
+        )
         for r in req["resources"]
     ]
     responses = await _alter(ctx, changes, bool(req.get("validate_only", False)), incremental=True)

@@ -33,6 +33,13 @@ Rules (docs/protocol.md#fetch-responses):
   once instead of reading a stalled replica until its lease ends). ListOffsets and offset commits stay
   with the leader and the group coordinator.
 
+Newer versions (topic_ids.py): from v13 topics are named by id (resolved through the metadata cache;
+UNKNOWN_TOPIC_ID for an unknown one), from v15 the follower's id is in ``replica_state``, and from v16
+a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names its current leader, whose
+address the response's ``node_endpoints`` gives (KIP-951). v12's diverging epoch and snapshot id are
+for KRaft followers and stay unset; so are v17's directory id and v18's high watermark, which only
+followers send.
+
 With ACLs on, a consumer needs READ on each topic and a follower CLUSTER_ACTION on the cluster; other
 topics answer TOPIC_AUTHORIZATION_FAILED and the rest of the request is served as usual.
 
@@ -46,6 +53,7 @@ from time import perf_counter_ns
 from strom.broker.authorization import Authorizer
 from strom.broker.handlers.authz import Op, Res
 from strom.broker.handlers.base import RequestContext, handles
+from strom.broker.handlers.topic_ids import LEADER_MOVED, leader_hint, node_endpoints
 from strom.broker.replication.partition import follower_fetch_key
 from strom.broker.replication.replica_manager import NO_REDIRECT
 from strom.broker.tiered.remote_fetch import PendingRemoteRead, complete_remote_reads
@@ -53,12 +61,16 @@ from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.messages import (
     FetchRequest,
+    FetchRequestTopic,
     FetchResponse,
     FetchResponseFetchableTopicResponse,
     FetchResponsePartitionData,
 )
+from strom.protocol.uuid_text import ZERO_UUID
 
 READ_COMMITTED = 1
+TOPIC_ID_VERSION = 13  # topics named by id (KIP-516)
+NEW_LEADER_VERSION = 16  # current_leader and node_endpoints (KIP-951)
 
 
 def _empty(
@@ -86,7 +98,7 @@ def _read_all(
     preferred read replica, or news of the high watermark for a follower). With tiered storage, a
     consumer's partition below the local log start is added to ``remote`` (tiered/remote_fetch.py)."""
     rm = ctx.ports.replica_manager
-    replica_id = int(req.get("replica_id", -1))
+    replica_id = _replica_id(req)
     read_committed = int(req.get("isolation_level", 0)) == READ_COMMITTED
     client_rack = str(req.get("rack_id") or "") if ctx.api_version >= 11 and replica_id < 0 else None
     remaining = max(int(req.get("max_bytes", 0x7FFFFFFF)), 0)
@@ -121,6 +133,10 @@ def _read_all(
                     part = rm.partitions.get((name, index))
                     if part is not None and int(p["fetch_offset"]) < part.log_start_offset:
                         remote.append(PendingRemoteRead(entry, part, int(p["fetch_offset"]), max(limit, 0)))
+                if ctx.api_version >= NEW_LEADER_VERSION and exc.code in LEADER_MOVED:
+                    hint = leader_hint(ctx.ports.metadata, name, index)
+                    if hint is not None:
+                        entry["current_leader"] = hint
                 continue
             except OSError:  # e.g. out of descriptors reopening a segment: this partition only
                 errored = True
@@ -136,8 +152,40 @@ def _read_all(
                 if note >= 0:
                     entry["preferred_read_replica"] = note
             parts.append(entry)
-        responses.append({"topic": name, "partitions": parts})
+        responses.append({"topic": name, "topic_id": topic.get("topic_id", ZERO_UUID), "partitions": parts})
     return responses, total, errored
+
+
+def _replica_id(req: FetchRequest) -> int:
+    """Who fetches: a follower's broker id, or -1 for a consumer (in ``replica_state`` from v15)."""
+    state = req.get("replica_state")
+    return int(state["replica_id"]) if state else int(req.get("replica_id", -1))
+
+
+def _resolve_topic_ids(
+    ctx: RequestContext, req: FetchRequest
+) -> tuple[FetchRequest, list[FetchResponseFetchableTopicResponse]]:
+    """v13+: the request with each topic's name filled in from its id, and the answers for ids that no
+    topic has (UNKNOWN_TOPIC_ID for each partition)."""
+    cache = ctx.ports.metadata
+    known: list[FetchRequestTopic] = []
+    unknown: list[FetchResponseFetchableTopicResponse] = []
+    for t in req["topics"]:
+        name = cache.topic_name(bytes(t["topic_id"]))
+        if name is None:
+            unknown.append(
+                {
+                    "topic_id": t["topic_id"],
+                    "partitions": [
+                        _empty(int(p["partition"]), ErrorCode.UNKNOWN_TOPIC_ID) for p in t["partitions"]
+                    ],
+                }
+            )
+        else:
+            known.append({**t, "topic": name})
+    named = req.copy()  # the caller's body stays as decoded
+    named["topics"] = known
+    return named, unknown
 
 
 def _authorize(
@@ -150,7 +198,7 @@ def _authorize(
     """
     who, host = ctx.principal, ctx.client_host
     topics = req["topics"]
-    if int(req.get("replica_id", -1)) >= 0:
+    if _replica_id(req) >= 0:
         ok = auth.allowed(who, host, Op.CLUSTER_ACTION, Res.CLUSTER, "kafka-cluster")
         verdicts = [ok] * len(topics)
     else:
@@ -162,6 +210,7 @@ def _authorize(
     refused: list[FetchResponseFetchableTopicResponse] = [
         {
             "topic": t["topic"],
+            "topic_id": t.get("topic_id", ZERO_UUID),
             "partitions": [
                 _empty(int(p["partition"]), ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in t["partitions"]
             ],
@@ -177,13 +226,17 @@ def _authorize(
 @handles(ApiKey.FETCH)
 async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
     refused: list[FetchResponseFetchableTopicResponse] = []
+    if ctx.api_version >= TOPIC_ID_VERSION:
+        req, refused = _resolve_topic_ids(ctx, req)
     if (auth := ctx.ports.authorizer) is not None:
-        req, refused = _authorize(ctx, auth, req)
+        req, denied = _authorize(ctx, auth, req)
+        refused += denied
     clock = ctx.ports.clock
     deadline_ms = clock.monotonic_ms() + max(int(req.get("max_wait_ms", 0)), 0)
     min_bytes = int(req.get("min_bytes", 0))
+    replica_id = _replica_id(req)
     tps = [(t["topic"], int(p["partition"])) for t in req["topics"] for p in t["partitions"]]
-    keys = [follower_fetch_key(tp) for tp in tps] if int(req.get("replica_id", -1)) >= 0 else tps
+    keys = [follower_fetch_key(tp) for tp in tps] if replica_id >= 0 else tps
     first_pass = True
     rlm = ctx.ports.remote_log_manager
     while True:
@@ -201,7 +254,14 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
             responses, _, _ = _read_all(ctx, req)
             break
     if (metrics := ctx.ports.metrics) is not None:
-        metrics.fetched(responses, int(req.get("replica_id", -1)) >= 0)
+        metrics.fetched(responses, replica_id >= 0)
     if refused:
         responses += refused
-    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+    answer: FetchResponse = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+    if ctx.api_version >= NEW_LEADER_VERSION:
+        leaders = [
+            hint["leader_id"] for t in responses for p in t["partitions"] if (hint := p.get("current_leader"))
+        ]
+        if leaders:
+            answer["node_endpoints"] = node_endpoints(ctx.ports.metadata, leaders, ctx.listener)
+    return answer

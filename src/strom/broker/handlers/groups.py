@@ -22,6 +22,8 @@ from strom.protocol.errors import ErrorCode, KafkaError
 
 COORDINATOR_KEY_TYPE_GROUP = 0
 COORDINATOR_KEY_TYPE_TRANSACTION = 1
+BATCHED_FIND_VERSION = 4  # FindCoordinator v4+: coordinator_keys (KIP-699)
+GROUP_NOT_FOUND_VERSION = 6  # DescribeGroups v6+: GROUP_ID_NOT_FOUND for an unknown group (KIP-1043)
 
 
 def group_service(ctx: RequestContext) -> GroupService:
@@ -45,28 +47,45 @@ async def handle_find_coordinator(
     ctx: RequestContext, req: m.FindCoordinatorRequest
 ) -> m.FindCoordinatorResponse:
     key_type = int(req.get("key_type", COORDINATOR_KEY_TYPE_GROUP))
+    if ctx.api_version < BATCHED_FIND_VERSION:
+        one = await _find_one(ctx, key_type, str(req.get("key", "")))
+        return {
+            "throttle_time_ms": 0,
+            "error_code": one["error_code"],
+            "error_message": one["error_message"],
+            "node_id": one["node_id"],
+            "host": one["host"],
+            "port": one["port"],
+        }
+    # v4+ (KIP-699): several keys of one type in one request, one answer each
+    keys = [str(key) for key in req.get("coordinator_keys", ())]
+    return {"throttle_time_ms": 0, "coordinators": [await _find_one(ctx, key_type, key) for key in keys]}
+
+
+async def _find_one(ctx: RequestContext, key_type: int, key: str) -> m.FindCoordinatorResponseCoordinator:
     service: GroupService | TransactionService = group_service(ctx)
     if key_type == COORDINATOR_KEY_TYPE_TRANSACTION:
         service = ctx.ports.transactions
     elif key_type != COORDINATOR_KEY_TYPE_GROUP:
-        return _find_error(ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
+        # (key type 2, v6's share coordinator of KIP-932, included: share groups are not served)
+        return _find_error(key, ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
     if ctx.ports.authorizer is not None:
-        key = str(req.get("key", ""))
         if key_type == COORDINATOR_KEY_TYPE_GROUP and denied(ctx, Op.DESCRIBE, Res.GROUP, key):
-            return _find_error(ErrorCode.GROUP_AUTHORIZATION_FAILED, "")
+            return _find_error(key, ErrorCode.GROUP_AUTHORIZATION_FAILED, "")
         if key_type == COORDINATOR_KEY_TYPE_TRANSACTION and denied(
             ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID, key
         ):
-            return _find_error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "")
+            return _find_error(key, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "")
     await until_listed(ctx.ports)  # the coordinator's topic is known only then (base.py)
     try:
         service.ensure_topic()
     except KafkaError as exc:
-        return _find_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot create the coordinator topic: {exc}")
+        message = f"cannot create the coordinator topic: {exc}"
+        return _find_error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, message)
     # The coordinator is the leader of the key's __consumer_offsets / __transaction_state partition.
-    found = service.coordinator_endpoint(str(req.get("key", "")))
+    found = service.coordinator_endpoint(key)
     if found is None:
-        return _find_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the key's partition has no leader yet")
+        return _find_error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "the key's partition has no leader yet")
     node_id, host, port = found
     # The coordinator's address on the listener this client is connected to.
     live = ctx.ports.metadata.brokers.get(node_id)
@@ -74,7 +93,7 @@ async def handle_find_coordinator(
     if endpoint is not None:
         host, port = endpoint
     return {
-        "throttle_time_ms": 0,
+        "key": key,
         "error_code": 0,
         "error_message": None,
         "node_id": node_id,
@@ -83,9 +102,9 @@ async def handle_find_coordinator(
     }
 
 
-def _find_error(code: ErrorCode, message: str) -> m.FindCoordinatorResponse:
+def _find_error(key: str, code: ErrorCode, message: str) -> m.FindCoordinatorResponseCoordinator:
     return {
-        "throttle_time_ms": 0,
+        "key": key,
         "error_code": int(code),
         "error_message": message,
         "node_id": -1,
@@ -125,6 +144,7 @@ async def handle_join_group(ctx: RequestContext, req: m.JoinGroupRequest) -> m.J
     body = _join_response(result.error, result.member_id)
     if result.error is ErrorCode.NONE:
         body["generation_id"] = result.generation_id
+        body["protocol_type"] = result.protocol_type or req["protocol_type"]  # v7+
         body["protocol_name"] = result.protocol_name or ""
         body["leader"] = result.leader
         body["members"] = [
@@ -143,8 +163,10 @@ def _join_response(code: ErrorCode, member_id: str) -> m.JoinGroupResponse:
         "throttle_time_ms": 0,
         "error_code": int(code),
         "generation_id": -1,
+        "protocol_type": None,
         "protocol_name": "",
         "leader": "",
+        "skip_assignment": False,
         "member_id": member_id,
         "members": [],
     }
@@ -166,8 +188,8 @@ async def handle_sync_group(ctx: RequestContext, req: m.SyncGroupRequest) -> m.S
         generation_id=int(req["generation_id"]),
         member_id=req["member_id"] or "",
         group_instance_id=req.get("group_instance_id") if ctx.api_version >= 3 else None,
-        protocol_type=None,  # v5+, not served
-        protocol_name=None,
+        protocol_type=req.get("protocol_type"),  # v5+: checked against the group's
+        protocol_name=req.get("protocol_name"),
         assignments=tuple((a["member_id"], bytes(a["assignment"])) for a in req["assignments"]),
     )
     result = await service.sync_group(request)
@@ -176,7 +198,13 @@ async def handle_sync_group(ctx: RequestContext, req: m.SyncGroupRequest) -> m.S
         replicated = await service.wait_for_replication(group_id)
         if replicated is not ErrorCode.NONE:
             return {"throttle_time_ms": 0, "error_code": int(replicated), "assignment": b""}
-    return {"throttle_time_ms": 0, "error_code": int(result.error), "assignment": result.assignment}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": int(result.error),
+        "protocol_type": result.protocol_type,  # v5+
+        "protocol_name": result.protocol_name,
+        "assignment": result.assignment,
+    }
 
 
 # --- Heartbeat / LeaveGroup ----------------------------------------------------------------------
@@ -239,6 +267,15 @@ async def handle_describe_groups(
             continue
         summary = service.coordinator.describe_group(group_id)
         described = _described(group_id, summary.error)
+        if (
+            ctx.api_version >= GROUP_NOT_FOUND_VERSION
+            and summary.error is ErrorCode.NONE
+            and summary.state == "Dead"
+        ):
+            described["error_code"] = int(ErrorCode.GROUP_ID_NOT_FOUND)  # KIP-1043 (earlier: Dead, no error)
+            described["error_message"] = f"Group {group_id} not found."
+            groups.append(described)
+            continue
         described["group_state"] = summary.state
         described["protocol_type"] = summary.protocol_type
         described["protocol_data"] = summary.protocol_name
@@ -262,6 +299,7 @@ async def handle_describe_groups(
 def _described(group_id: str, code: ErrorCode) -> m.DescribeGroupsResponseDescribedGroup:
     return {
         "error_code": int(code),
+        "error_message": None,
         "group_id": group_id,
         "group_state": "",
         "protocol_type": "",
@@ -272,11 +310,19 @@ def _described(group_id: str, code: ErrorCode) -> m.DescribeGroupsResponseDescri
 
 @handles(ApiKey.LIST_GROUPS)
 async def handle_list_groups(ctx: RequestContext, req: m.ListGroupsRequest) -> m.ListGroupsResponse:
-    del req
     service = group_service(ctx)
+    # v4 filters by state, v5 by group type; both compared lower-cased, as Kafka does.
+    states = frozenset(s.lower() for s in req.get("states_filter", ()))
+    types = frozenset(t.lower() for t in req.get("types_filter", ()))
     groups: list[m.ListGroupsResponseListedGroup] = [
-        {"group_id": g.group_id, "protocol_type": g.protocol_type}  # (group_state from v4, not served)
+        {
+            "group_id": g.group_id,
+            "protocol_type": g.protocol_type,
+            "group_state": g.state,
+            "group_type": g.group_type,
+        }
         for g in service.coordinator.list_groups()
+        if g.matches(states, types)
     ]
     if ctx.ports.authorizer is not None and not allowed_cluster(ctx, Op.DESCRIBE):
         # Kafka: without DESCRIBE on the cluster, only the groups the sender may DESCRIBE are listed.

@@ -1,5 +1,10 @@
 """ListOffsets (key 2): earliest (-2), latest (-1) or the first offset at a timestamp.
 
+From v7 the record with the largest timestamp (-3, KIP-734), from v8 the local log start (-4, KIP-405),
+from v9 the last offset in remote storage (-5, KIP-1005; -1 without tiered storage or before a copy),
+from v11 the earliest offset pending upload (-6, KIP-1023; answered -1: Strom does not track which
+segments await their upload).
+
 Latest is the high watermark for read_uncommitted and the last stable offset for read_committed (equal
 without transactions, docs/protocol.md#fetch-responses). A timestamp lookup goes through the time index and
 answers the first batch whose max timestamp is at or after the target; none means offset -1 and timestamp -1,
@@ -35,6 +40,7 @@ from strom.protocol.messages import (
 
 READ_COMMITTED = 1
 EARLIEST = -2
+LATEST_TIERED = -5  # KIP-1005
 CONSUMER = -1  # replica_id of a client's request (-2 is Kafka's debugging id)
 
 
@@ -68,6 +74,13 @@ def _lookup(
             remote_start = rlm.remote_log_start(topic, index)
             if remote_start is not None and remote_start[0] < out["offset"]:
                 out["offset"], out["leader_epoch"] = remote_start
+        elif target == LATEST_TIERED and (rlm := ctx.ports.remote_log_manager) is not None:
+            # KIP-1005 (v9+): the last offset copied to remote storage (-1 while nothing is)
+            state = rlm.state_of(topic, index)
+            copied = state.copied_segments() if state is not None else []
+            if copied:
+                epochs = copied[-1].segment_leader_epochs
+                out["offset"], out["leader_epoch"] = copied[-1].end_offset, epochs[-1][0] if epochs else -1
     except KafkaError as exc:
         out["error_code"] = int(exc.code)
     return out

@@ -4,8 +4,12 @@ Topic list semantics: v0 treats an empty list as "all topics"; from v1 null mean
 means none. Unknown topics are auto-created when both the request (v4+ `allow_auto_topic_creation`) and
 `auto.create.topics.enable` allow it. With ACLs on, listing all topics leaves out those the sender may
 not DESCRIBE; a named one answers TOPIC_AUTHORIZATION_FAILED, also when auto-creating it needs CREATE
-(on the cluster or the topic) that the sender lacks. Authorized operations are Kafka's "not requested"
-value (docs/protocol.md#authorized-operations-sentinel).
+(on the cluster or the topic) that the sender lacks. Authorized operations are the sender's (every
+operation without an authorizer) when asked for, else Kafka's "not requested" value
+(docs/protocol.md#authorized-operations-sentinel).
+
+Topic ids (KIP-516): every topic entry carries its id from v10; from v12 a requested topic may be
+named by its id alone (UNKNOWN_TOPIC_ID for an id no topic has).
 
 Everything comes from the metadata cache (the controller's last UpdateMetadata, or the local control
 plane's for a cluster of one): live brokers, controller, and per partition the leader, its leader epoch
@@ -32,6 +36,7 @@ from strom.protocol.messages import (
     MetadataResponsePartition,
     MetadataResponseTopic,
 )
+from strom.protocol.uuid_text import ZERO_UUID
 
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
@@ -63,16 +68,18 @@ def _topic_entry(cache: ClusterMetadataStore, info: TopicInfo) -> MetadataRespon
     return {
         "error_code": 0,
         "name": info.name,
+        "topic_id": info.topic_id,
         "is_internal": info.name in INTERNAL_TOPICS,
         "partitions": [_cluster_partition(cache, info.name, p) for p in range(info.partitions)],
         "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
     }
 
 
-def _error_entry(name: str, code: ErrorCode) -> MetadataResponseTopic:
+def _error_entry(name: str | None, code: ErrorCode, topic_id: bytes = ZERO_UUID) -> MetadataResponseTopic:
     return {
         "error_code": int(code),
         "name": name,
+        "topic_id": topic_id,
         "partitions": [],
         "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
     }
@@ -127,6 +134,15 @@ def _authorized_lookup(ctx: RequestContext, name: str, allow_auto_create: bool) 
     return _lookup(ctx.ports, name, allow_auto_create)
 
 
+def _lookup_by_id(ctx: RequestContext, topic_id: bytes) -> MetadataResponseTopic:
+    """v12+: a topic named by its id (KIP-516), never auto-created; an unknown id (or one the sender
+    may not DESCRIBE) is UNKNOWN_TOPIC_ID without a name, as Kafka answers."""
+    name = ctx.ports.metadata.topic_name(topic_id)
+    if name is None or (ctx.ports.authorizer is not None and not allowed(ctx, Op.DESCRIBE, Res.TOPIC, name)):
+        return _error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id)
+    return _topic_entry(ctx.ports.metadata, ctx.ports.metadata.topics[name])
+
+
 @handles(ApiKey.METADATA)
 async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     ports = ctx.ports
@@ -142,20 +158,22 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
         ]
     else:
         allow = bool(req.get("allow_auto_topic_creation", True)) if ctx.api_version >= 4 else True
-        topics = [
-            _authorized_lookup(ctx, t["name"], allow) for t in requested or [] if t.get("name") is not None
-        ]
+        topics = []
+        for t in requested or []:
+            name, topic_id = t.get("name"), bytes(t.get("topic_id", ZERO_UUID))
+            if name is not None:
+                topics.append(_authorized_lookup(ctx, name, allow))
+            elif topic_id != ZERO_UUID:
+                topics.append(_lookup_by_id(ctx, topic_id))
     cluster_ops = AUTHORIZED_OPERATIONS_OMITTED
-    if ports.authorizer is not None:
-        # v8+: the bitfields of what the sender may do, when asked for (Kafka's KIP-430).
-        if req.get("include_topic_authorized_operations"):
-            for entry in topics:
-                if entry["error_code"] == 0:
-                    entry["topic_authorized_operations"] = authorized_operations(
-                        ctx, Res.TOPIC, entry["name"]
-                    )
-        if req.get("include_cluster_authorized_operations"):
-            cluster_ops = authorized_operations(ctx, Res.CLUSTER, CLUSTER_NAME)
+    # v8+: the bitfields of what the sender may do, when asked for (Kafka's KIP-430; without an
+    # authorizer every operation, as Kafka answers). librdkafka's describe_cluster asks Metadata v10.
+    if req.get("include_topic_authorized_operations"):
+        for entry in topics:
+            if entry["error_code"] == 0 and (name := entry["name"]) is not None:
+                entry["topic_authorized_operations"] = authorized_operations(ctx, Res.TOPIC, name)
+    if req.get("include_cluster_authorized_operations"):
+        cluster_ops = authorized_operations(ctx, Res.CLUSTER, CLUSTER_NAME)
     cache = ports.metadata
     return {
         "throttle_time_ms": 0,

@@ -17,7 +17,8 @@ closes the connection, since no response can carry the error. With ACLs on, a tr
 WRITE on its transactional id (else every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and each
 topic WRITE (else TOPIC_AUTHORIZATION_FAILED, checked before the topic's existence). The partition checks a
 transactional batch's epoch and refuses a plain batch inside its producer's open transaction
-(INVALID_TXN_STATE).
+(INVALID_TXN_STATE). From v10 a partition refused because its leader moved names the new leader, and
+from v13 topics are named by id (UNKNOWN_TOPIC_ID for an unknown one): topic_ids.py.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from time import perf_counter_ns
 from strom.broker.control.topic_admin import INTERNAL_TOPICS
 from strom.broker.handlers.authz import Op, Res
 from strom.broker.handlers.base import CloseConnection, RequestContext, handles
+from strom.broker.handlers.topic_ids import LEADER_MOVED, leader_hint, node_endpoints
 from strom.broker.replication.partition import Partition
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -41,6 +43,7 @@ _Pending = tuple[PartitionResult, Partition, int]
 
 ZSTD = 4
 MIN_ZSTD_VERSION = 7
+NEW_LEADER_VERSION = 10  # current_leader and node_endpoints (KIP-951)
 # PartitionResult positions (produce_codec.py)
 _ERROR_CODE, _BASE_OFFSET = 1, 2
 
@@ -139,7 +142,14 @@ async def handle_produce(ctx: RequestContext, req: LeanProduceRequest) -> LeanPr
         txn_denied = not auth.allowed(
             ctx.principal, ctx.client_host, Op.WRITE, Res.TRANSACTIONAL_ID, transactional_id
         )
-    for name, parts in topics:
+    topic_ids = req.get("topic_ids")
+    names: list[str | None] = _names_of(ctx, topic_ids) if topic_ids is not None else [n for n, _ in topics]
+    for name, (_, parts) in zip(names, topics, strict=True):
+        if name is None:
+            responses.append(
+                ("", [_partition_result(index, ErrorCode.UNKNOWN_TOPIC_ID) for index, _ in parts])
+            )
+            continue
         if auth is not None and (
             txn_denied or not auth.allowed(ctx.principal, ctx.client_host, Op.WRITE, Res.TOPIC, name)
         ):
@@ -170,7 +180,33 @@ async def handle_produce(ctx: RequestContext, req: LeanProduceRequest) -> LeanPr
         parked = perf_counter_ns()
         await _wait_for_isr(ctx, pending, int(req.get("timeout_ms", 30_000)))
         ctx.remote_ns += perf_counter_ns() - parked
-    return {"responses": responses, "throttle_time_ms": 0}
+    answer: LeanProduceResponse = {"responses": responses, "throttle_time_ms": 0}
+    if topic_ids is not None:
+        answer["topic_ids"] = topic_ids
+    if ctx.api_version >= NEW_LEADER_VERSION:
+        _add_leader_hints(ctx, answer, names)
+    return answer
+
+
+def _names_of(ctx: RequestContext, topic_ids: list[bytes]) -> list[str | None]:
+    """v13: each topic's name from its id (None for an id no topic has: UNKNOWN_TOPIC_ID)."""
+    return [ctx.ports.metadata.topic_name(bytes(topic_id)) for topic_id in topic_ids]
+
+
+def _add_leader_hints(ctx: RequestContext, answer: LeanProduceResponse, names: list[str | None]) -> None:
+    """KIP-951 (v10+): partitions refused because the leader moved name the current leader, whose
+    address goes in ``node_endpoints`` (topic_ids.py)."""
+    cache = ctx.ports.metadata
+    leaders: list[int] = []
+    for name, (_, results) in zip(names, answer["responses"], strict=True):
+        for result in results:
+            if name is not None and result[_ERROR_CODE] in LEADER_MOVED:
+                hint = leader_hint(cache, name, result[0])
+                if hint is not None:
+                    result.append(hint)
+                    leaders.append(hint["leader_id"])
+    if leaders:
+        answer["node_endpoints"] = [dict(e) for e in node_endpoints(cache, leaders, ctx.listener)]
 
 
 async def _wait_for_isr(ctx: RequestContext, pending: list[_Pending], timeout_ms: int) -> None:

@@ -1,6 +1,9 @@
 """Topic administration: CreateTopics (19), DeleteTopics (20), CreatePartitions (37), DeleteRecords (21).
 
-Each topic gets its own error code and message; one bad topic never fails the others. The rules
+Each topic gets its own error code and message; one bad topic never fails the others. Topic ids
+(KIP-516): CreateTopics v7 answers the new topic's id, and DeleteTopics v6 takes a topic by name or by
+id (UNKNOWN_TOPIC_ID for an id no topic has); CreateTopics v5+ also answers the partition count,
+replication factor and configs the topic got (KIP-525). The rules
 (legal names, counts, configs, replica assignments) live in `strom.broker.control.topic_admin` so that
 auto-creation applies the same ones. Creation and deletion answer once this broker's metadata cache shows
 the change (at once on a single node; after the controller's UpdateMetadata in a cluster), or at
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 from strom.broker.handlers.authz import Op, Res, allowed, allowed_cluster, denied
 from strom.broker.handlers.base import RequestContext, handles
+from strom.broker.handlers.configs import topic_config_entries
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.messages import (
@@ -30,31 +34,56 @@ from strom.protocol.messages import (
     DeleteTopicsResponse,
     DeleteTopicsResponseDeletableTopicResult,
 )
+from strom.protocol.uuid_text import ZERO_UUID
 
 
 def _create_one(
     ctx: RequestContext, topic: CreateTopicsRequestCreatableTopic, validate_only: bool
 ) -> CreateTopicsResponseCreatableTopicResult:
     name = topic["name"]
-    out: CreateTopicsResponseCreatableTopicResult = {"name": name, "error_code": 0, "error_message": None}
+    out: CreateTopicsResponseCreatableTopicResult = {
+        "name": name,
+        "error_code": 0,
+        "error_message": None,
+        "topic_id": ZERO_UUID,
+        "num_partitions": -1,
+        "replication_factor": -1,
+        "configs": None,
+    }
     configs = {c["name"]: c["value"] for c in topic.get("configs", []) if c["value"] is not None}
     assignment = {
         int(a["partition_index"]): [int(b) for b in a["broker_ids"]] for a in topic.get("assignments") or []
     }
+    partitions, replication_factor = int(topic["num_partitions"]), int(topic["replication_factor"])
     try:
         if not (allowed_cluster(ctx, Op.CREATE) or allowed(ctx, Op.CREATE, Res.TOPIC, name)):
             raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-        ctx.ports.topics.create_topic(
-            name,
-            int(topic["num_partitions"]),
-            int(topic["replication_factor"]),
-            configs,
-            validate_only,
-            assignment or None,
+        created = ctx.ports.topics.create_topic(
+            name, partitions, replication_factor, configs, validate_only, assignment or None
         )
     except KafkaError as exc:
         out["error_code"] = int(exc.code)
         out["error_message"] = exc.message
+        return out
+    # v5+ (KIP-525): what was created, with its configs; v7: its topic id (KIP-516)
+    if created is not None:
+        out["topic_id"] = created.topic_id
+    out["num_partitions"], out["replication_factor"] = ctx.ports.topics.resolved_counts(
+        partitions, replication_factor, assignment or None
+    )
+    if denied(ctx, Op.DESCRIBE_CONFIGS, Res.TOPIC, name):
+        out["topic_config_error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    else:
+        out["configs"] = [
+            {
+                "name": entry["name"],
+                "value": entry["value"],
+                "read_only": entry["read_only"],
+                "config_source": entry["config_source"],
+                "is_sensitive": entry["is_sensitive"],
+            }
+            for entry in topic_config_entries(ctx.ports, configs)
+        ]
     return out
 
 
@@ -90,21 +119,42 @@ async def _await_cluster(
         await ctx.ports.control.wait_for_topic(name, timeout_ms, deleted=deleted)
 
 
+def _delete_one(
+    ctx: RequestContext, name: str | None, topic_id: bytes
+) -> DeleteTopicsResponseDeletableTopicResult:
+    """One topic named by name (v0-5) or, from v6, by name or topic id (KIP-516; not both)."""
+    out: DeleteTopicsResponseDeletableTopicResult = {
+        "name": name,
+        "topic_id": topic_id,
+        "error_code": 0,
+        "error_message": None,
+    }
+    try:
+        if name is not None and topic_id != ZERO_UUID:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "a topic name and a topic id were both given")
+        if name is None:
+            out["name"] = name = ctx.ports.metadata.topic_name(topic_id)
+            if name is None or denied(ctx, Op.DESCRIBE, Res.TOPIC, name):
+                out["name"] = None
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
+        elif (info := ctx.ports.metadata.topics.get(name)) is not None:
+            out["topic_id"] = info.topic_id
+        if denied(ctx, Op.DELETE, Res.TOPIC, name):
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        ctx.ports.topics.delete_topic(name)
+    except KafkaError as exc:
+        out["error_code"], out["error_message"] = int(exc.code), exc.message
+    return out
+
+
 @handles(ApiKey.DELETE_TOPICS)
 async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse:
-    results: list[DeleteTopicsResponseDeletableTopicResult] = []
-    for name in req["topic_names"]:
-        out: DeleteTopicsResponseDeletableTopicResult = {"name": name, "error_code": 0}
-        try:
-            if denied(ctx, Op.DELETE, Res.TOPIC, name):
-                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            ctx.ports.topics.delete_topic(name)
-        except KafkaError as exc:
-            out["error_code"] = int(exc.code)  # (no error message before v5)
-        results.append(out)
+    named: list[tuple[str | None, bytes]] = [(name, ZERO_UUID) for name in req.get("topic_names", ())]
+    named += [(t["name"], bytes(t["topic_id"])) for t in req.get("topics", ())]
+    results = [_delete_one(ctx, name, topic_id) for name, topic_id in named]
     await _await_cluster(
         ctx,
-        [r["name"] for r in results if not r["error_code"]],
+        [name for r in results if not r["error_code"] and (name := r["name"]) is not None],
         int(req.get("timeout_ms", 30_000)),
         deleted=True,
     )

@@ -73,6 +73,7 @@ from strom.storage.file_records import FileRecords
 from strom.storage.log import PartitionLog
 from strom.storage.log_append import AppendInfo
 from strom.storage.producer_state import ProducerStateEntry
+from strom.storage.time_lookup import max_timestamp_offset
 from strom.storage.transaction_index import AbortedTxn
 
 log = logging.getLogger(__name__)
@@ -87,7 +88,11 @@ __all__ = [
 ]
 
 TopicPartition = tuple[str, int]
-LATEST, EARLIEST = -1, -2  # ListOffsets' special timestamps
+# ListOffsets' special timestamps: -3 from v7 (KIP-734), -4 from v8 (KIP-405), -5 from v9 (KIP-1005),
+# -6 from v11 (KIP-1023). Without tiered storage the local log start is the log start, and nothing is
+# tiered or waiting for upload (Kafka answers offset -1 for those two when remote storage is off).
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -4, -5, -6
 
 
 def follower_fetch_key(tp: TopicPartition) -> tuple[str, int, str]:
@@ -458,13 +463,17 @@ class Partition:
             if lagging:
                 raise KafkaError(ErrorCode.OFFSET_NOT_AVAILABLE)
             return -1, plog.last_stable_offset if read_committed else plog.high_watermark, self.leader_epoch
-        if timestamp == EARLIEST:
+        if timestamp in (EARLIEST, EARLIEST_LOCAL):
             start = plog.log_start_offset
             return -1, start, plog.leader_epoch_cache.epoch_for_offset(start)
-        if timestamp < 0:
-            # -3 (max timestamp) and other negative specials arrive only from v7, which is not advertised.
-            raise KafkaError(ErrorCode.UNSUPPORTED_VERSION)
-        found = plog.offset_for_timestamp(timestamp)
+        if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+            return -1, -1, -1
+        if timestamp == MAX_TIMESTAMP:
+            found = max_timestamp_offset(plog.segments, plog.log_start_offset)
+        elif timestamp < 0:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown special timestamp {timestamp}")
+        else:
+            found = plog.offset_for_timestamp(timestamp)
         if found is not None and found[0] < plog.high_watermark:
             return found[1], found[0], plog.leader_epoch_cache.epoch_for_offset(found[0])
         if lagging:

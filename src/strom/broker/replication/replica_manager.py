@@ -64,10 +64,12 @@ from strom.protocol.messages import (
     StopReplicaResponsePartitionError,
 )
 from strom.protocol.records.control import ControlType
+from strom.protocol.uuid_text import ZERO_UUID, uuid_text
 from strom.storage.config import LogConfig
 from strom.storage.file_records import FileRecords
 from strom.storage.log_append import AppendInfo
-from strom.storage.log_manager import LogManager
+from strom.storage.log_manager import LogDirUsage, LogManager
+from strom.storage.partition_metadata import read_topic_id, write_topic_id
 from strom.storage.producer_state import ProducerStateEntry
 
 log = logging.getLogger(__name__)
@@ -281,6 +283,10 @@ class ReplicaManager:
         """DeleteRecords, as leader: the new log start offset (the low watermark)."""
         return self.leader_partition(topic, index).delete_records_before(offset)
 
+    def describe_log_dirs(self) -> list[LogDirUsage]:
+        """DescribeLogDirs: this broker's log dirs, each with its partition replicas' sizes and lags."""
+        return self._log_manager.describe_dirs()
+
     def active_producers(self, topic: str, index: int) -> list[ProducerStateEntry]:
         """DescribeProducers: the producers any replica this broker hosts tracks (NOT_LEADER_OR_FOLLOWER
         if it hosts none)."""
@@ -331,6 +337,7 @@ class ReplicaManager:
             plog = self._log_manager.get_or_create_log(
                 tp[0], tp[1], self._log_config_for(tp[0]), sync_dir=False
             )
+            _check_or_set_topic_id(plog.dir, bytes(state.get("topic_id", ZERO_UUID)))
             part = Partition(tp[0], tp[1], plog, self._env)
             self.partitions[tp] = part
         replicas = [int(b) for b in state["replicas"]]
@@ -447,3 +454,19 @@ class ReplicaManager:
 
 def _nothing(part: Partition, note: int) -> FetchRead:
     return FileRecords([]), part.high_watermark, part.log_start_offset, part.last_stable_offset, None, note
+
+
+def _check_or_set_topic_id(partition_dir: str, topic_id: bytes) -> None:
+    """KIP-516: a partition directory records its topic's id (``partition.metadata``) the first time a
+    LeaderAndIsr names it; one recording another id is a deleted namesake's: INCONSISTENT_TOPIC_ID, as
+    Kafka answers, and the directory is left alone. Not fsynced: a lost file is written again."""
+    if topic_id == ZERO_UUID:
+        return
+    recorded = read_topic_id(partition_dir)
+    if recorded is None:
+        write_topic_id(partition_dir, topic_id, durable=False)
+    elif recorded != topic_id:
+        raise KafkaError(
+            ErrorCode.INCONSISTENT_TOPIC_ID,
+            f"{partition_dir} belongs to topic id {uuid_text(recorded)}, not {uuid_text(topic_id)}",
+        )
