@@ -160,7 +160,7 @@ CLOSING_FRAMES = {
     "huge-size": struct.pack(">i", (1 << 31) - 1) + b"\x00" * 64,
     "unknown-api-key": frame(header(9999, 0) + b"\x00" * 8),
     "negative-api-key": frame(header(-5, 0) + b"\x00" * 8),
-    "not-served-api": frame(header(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0) + b"\x00" * 16),
+    "not-served-api": frame(header(ApiKey.DESCRIBE_QUORUM, 0) + b"\x00" * 16),  # KRaft only
     "unsupported-version": frame(header(ApiKey.LIST_OFFSETS, 0) + b"\x00" * 16),  # below the minimum (1)
     "version-above-specs": frame(header(ApiKey.PRODUCE, 999) + b"\x00" * 16),
     "negative-version": frame(header(ApiKey.FETCH, -1) + b"\x00" * 16),
@@ -175,7 +175,7 @@ LOG_PATTERNS = {
     "negative-size": r"request size -1 outside",
     "oversized": rf"request size {REQUEST_MAX_BYTES + 1} outside",
     "unknown-api-key": r"API key 9999 v0 is not served",
-    "not-served-api": r"API key 48 v0 is not served",
+    "not-served-api": r"API key 55 v0 is not served",
     "unsupported-version": r"API key 2 v0 is not served",
 }
 
