@@ -92,7 +92,9 @@ def test_the_store_down_then_back(tiered: BrokerProcess, seaweedfs: SeaweedS3Pro
         assert answer["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR
         assert not answer["records"]
         time.sleep(2)  # several copy rounds fail meanwhile
-        assert _local_bases(tiered)[0] == local_start  # nothing deleted that is not remote
+        # Segments copied before the store went down may leave the disk as the new records push them
+        # out of local retention (they are remote); the rest must stay: the log grows locally, and
+        # the read from offset 0 below, once the store is back, finds every record.
         assert len(_local_bases(tiered)) > 3
     finally:
         seaweedfs.start()
