@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
+import uuid
 
 __all__ = ["ZERO_UUID", "new_uuid", "parse_uuid", "uuid_text"]
 
@@ -50,11 +50,9 @@ def parse_uuid(text: str) -> bytes:
 
 def new_uuid() -> bytes:
     """A random id as Kafka's ``Uuid.randomUuid`` makes one: a version 4 uuid, never a reserved one
-    and never one whose text starts with ``-``."""
+    and never one whose text starts with ``-``. Drawn through `uuid.uuid4` (the one source of random
+    ids a deterministic simulation replaces)."""
     while True:
-        raw = bytearray(os.urandom(16))
-        raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
-        raw[8] = (raw[8] & 0x3F) | 0x80  # IETF variant
-        value = bytes(raw)
+        value = uuid.uuid4().bytes
         if value not in _RESERVED and not uuid_text(value).startswith("-"):
             return value

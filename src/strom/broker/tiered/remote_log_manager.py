@@ -36,7 +36,6 @@ Call only from the broker's event loop.
 
 from __future__ import annotations
 
-import base64
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,6 +46,7 @@ from strom.broker.replication.partition import Partition
 from strom.broker.tiered.metadata_topic import RemoteLogMetadataManager
 from strom.objectstore.store import ObjectStoreError
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.uuid_text import uuid_text
 from strom.storage.config import LogConfig
 from strom.storage.retention import RetentionPolicy
 from strom.tiered.cache import BoundedCache
@@ -61,11 +61,6 @@ log = logging.getLogger(__name__)
 
 _S = RemoteLogSegmentState
 TopicPartition = tuple[str, int]
-
-
-def topic_id_text(topic_id: bytes) -> str:
-    """Kafka's string form of a topic id (URL-safe base64, no padding)."""
-    return base64.urlsafe_b64encode(topic_id).rstrip(b"=").decode()
 
 
 @dataclass
@@ -197,7 +192,7 @@ class RemoteLogManager:
             info = self._metadata.topics.get(part.topic)
             if info is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, part.topic)
-            state = await self.rlmm.load(part.topic, topic_id_text(info.topic_id), part.index)
+            state = await self.rlmm.load(part.topic, uuid_text(info.topic_id), part.index)
         start = state.log_start_offset
         segment = state.segment_for(fetch_offset)
         if start is None or segment is None or fetch_offset < start:
@@ -218,7 +213,7 @@ class RemoteLogManager:
         info = self._metadata.topics.get(part.topic)
         if info is None:
             return
-        topic_id = topic_id_text(info.topic_id)
+        topic_id = uuid_text(info.topic_id)
         managed = self._managed.get(part.tp)
         is_leader = part.is_leader
         if (
@@ -332,7 +327,7 @@ class RemoteLogManager:
             if tp in seen:
                 continue
             info = self._metadata.topics.get(tp[0])
-            if info is not None and topic_id_text(info.topic_id) == managed.topic_id:
+            if info is not None and uuid_text(info.topic_id) == managed.topic_id:
                 continue  # only no longer hosted here (reassigned), or tiering turned off
             try:
                 count = await self.rsm.delete_partition(tp[0], managed.topic_id, tp[1])
