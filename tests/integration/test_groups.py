@@ -115,6 +115,7 @@ class Worker:
 
     def __init__(self, log_dir: Path, name: str, cfg: dict[str, Any]) -> None:
         self.name = name
+        self.log_dir = log_dir
         self.events: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._stderr = open(log_dir / f"{name}.stderr", "w")  # noqa: SIM115  (closed in reap)
@@ -220,6 +221,16 @@ def make_topic(bootstrap: str, topic: str, partitions: int = 6, messages: int = 
         for i in range(messages):
             producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % partitions)
         assert producer.flush(15) == 0
+
+
+def story(workers: list[Worker]) -> str:
+    """What each worker reported and wrote to stderr: the message of a failed wait."""
+    lines = []
+    for w in workers:
+        events = [e for e in w.snapshot() if e["ev"] != "msg"]
+        stderr = (w.log_dir / f"{w.name}.stderr").read_text(errors="replace")[-2000:]
+        lines.append(f"{w.name} (exit {w.proc.poll()}): {events}\n{stderr}")
+    return "\n".join(lines)
 
 
 def assignments(workers: list[Worker]) -> list[set[int]]:
@@ -355,14 +366,16 @@ def test_static_member_restart_keeps_partitions_without_rebalance(
         )
 
     workers = [static("a"), static("b"), static("c")]
-    assert wait_until(lambda: balanced(workers) and all(len(x) == 2 for x in assignments(workers)), 40)
+    assert wait_until(lambda: balanced(workers) and all(len(x) == 2 for x in assignments(workers)), 40), (
+        story(workers)
+    )
     time.sleep(1.5)  # let the last rebalance settle before counting callbacks
     others = [workers[0], workers[2]]
     callbacks_before = [w.count("assign") + w.count("revoke") for w in others]
     b_partitions = workers[1].assignment
     workers[1].kill()
     restarted = static("b")  # well within the session timeout
-    assert wait_until(lambda: restarted.assignment is not None, 30)
+    assert wait_until(lambda: restarted.assignment is not None, 30), story([*others, restarted])
     assert restarted.assignment == b_partitions
     time.sleep(1.5)
     # No rebalance: the other members saw no revoke or assign at all.
