@@ -1,4 +1,5 @@
-"""Pure parts of strom.web.auth: the Basic header, PLAIN and SCRAM password checks, the default method."""
+"""Pure parts of strom.web.auth: the Basic header, PLAIN and SCRAM password checks, the default method;
+and of strom.web.forwarded: who may name the principal a forwarded request is for."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from strom.broker.broker import listener_setup
 from strom.broker.config import BrokerConfig
 from strom.broker.security.scram import make_credential
 from strom.web.auth import authentication_method, parse_basic, plain_matches, scram_matches
+from strom.web.forwarded import broker_principals, decode_principal, encode_principal, speaks_for_others
 
 
 def _basic(text: str) -> str:
@@ -54,3 +56,20 @@ def test_default_method_follows_the_kafka_listeners() -> None:
     assert _method(**{"http.authentication.method": "BASIC"}) == "BASIC"
     with pytest.raises(ConfigError, match=r"http\.authentication\.method"):
         _method(**{"http.authentication.method": "KERBEROS"})
+
+
+def test_only_a_brokers_login_may_name_the_principal_it_forwards_for() -> None:
+    brokers = broker_principals(frozenset({"User:admin"}), "broker")
+    assert brokers == {"User:admin", "User:broker"}
+    assert speaks_for_others("User:broker", brokers) and speaks_for_others("User:admin", brokers)
+    assert not speaks_for_others("User:CN=carol,O=Acme", brokers)
+    assert broker_principals(frozenset(), "") == frozenset()  # no SASL inter-broker login, no super users
+
+
+def test_forwarded_principals_round_trip_as_latin1_header_values() -> None:
+    for principal in ("User:CN=carol,O=Acme\\, Inc.,C=US", "User:CN=Zoë Ünal,O=Straße", "User:alice"):
+        value = encode_principal(principal)
+        value.encode("latin-1")  # a header value
+        assert decode_principal(value) == principal
+    for bad in ("", "alice", ":alice", "User:"):
+        assert decode_principal(encode_principal(bad)) is None, bad

@@ -24,7 +24,8 @@ listener. An ``Authorization: Basic`` header wins over the certificate.
 A request without credentials, or with wrong ones (after ``connection.failed.authentication.delay.ms``),
 is answered 401 with ``WWW-Authenticate: Basic realm="Strom"``. With authentication off, a request is
 ``User:ANONYMOUS`` (or its certificate's principal), as on a PLAINTEXT Kafka listener. The principal is
-left on the request (`PRINCIPAL`) for the ACL checks (`web.authz`).
+left on the request (`PRINCIPAL`) for the ACL checks (`web.authz`). A request that logged in as a
+broker may name the user it forwards for (`strom.web.forwarded`); then that user is the principal.
 """
 
 from __future__ import annotations
@@ -43,18 +44,27 @@ from typing import Any
 from aiohttp import web
 
 from strom._util.errors import ConfigError
+from strom.acl.authorizer import parse_super_users
 from strom.broker.config import BrokerConfig
 from strom.broker.security.credentials import CredentialStore
 from strom.broker.security.jaas import parse_jaas
 from strom.broker.security.listeners import ANONYMOUS, ListenerSetup
 from strom.broker.security.scram import HASHES, ScramCredential, credential_from_salted, salted_password
 from strom.broker.security.tls import certificate_principal, parse_mapping_rules
+from strom.web.forwarded import (
+    CLIENT_HOST_HEADER,
+    PRINCIPAL_HEADER,
+    broker_principals,
+    decode_principal,
+    speaks_for_others,
+)
 
 log = logging.getLogger(__name__)
 
 METHODS = ("NONE", "BASIC")
 REALM = 'Basic realm="Strom", charset="UTF-8"'
 PRINCIPAL = "strom.principal"  # the request key holding the authenticated principal
+CLIENT_HOST = "strom.client_host"  # the request key of a forwarded request's client address
 _CACHE_LIMIT = 4096
 
 
@@ -109,13 +119,19 @@ class HttpAuthenticator:
     credentials: Callable[[], CredentialStore]
     mapping_rules: list[Any]
     failure_delay_ms: int
+    brokers: frozenset[str] = frozenset()  # logins that may name the principal they forward for
     _key: bytes = field(default_factory=lambda: secrets.token_bytes(32))
     _verified: dict[tuple[str, str], tuple[str, bytes]] = field(default_factory=dict)
 
     @classmethod
     def from_config(
-        cls, config: BrokerConfig, setup: ListenerSetup, credentials: Callable[[], CredentialStore]
+        cls,
+        config: BrokerConfig,
+        setup: ListenerSetup,
+        credentials: Callable[[], CredentialStore],
+        inter_broker_user: str = "",
     ) -> HttpAuthenticator:
+        """``inter_broker_user``: the broker's own SASL login on the inter-broker listener ("" without)."""
         plain: dict[str, set[str]] = {}
         mechanisms: list[str] = []
         for listener in setup.listeners:
@@ -138,6 +154,7 @@ class HttpAuthenticator:
             credentials,
             parse_mapping_rules(str(config.for_listener("HTTP", "ssl.principal.mapping.rules"))),
             int(config.get("connection.failed.authentication.delay.ms")),
+            broker_principals(parse_super_users(config.get("super.users")), inter_broker_user),
         )
 
     @property
@@ -199,8 +216,17 @@ def unauthorized() -> web.Response:
     )
 
 
+def forbidden(message: str) -> web.Response:
+    return web.json_response(
+        {"error_code": 403, "message": message},
+        status=403,
+        content_type="application/vnd.schemaregistry.v1+json",
+    )
+
+
 def authentication_middleware(auth: HttpAuthenticator, public_paths: frozenset[str]) -> Any:
-    """Every request gets a principal (`PRINCIPAL`) or a 401; ``public_paths`` are served to anyone."""
+    """Every request gets a principal (`PRINCIPAL`) or a 401; ``public_paths`` are served to anyone.
+    A broker's forward is the principal it names (`strom.web.forwarded`); anyone else naming one, 403."""
 
     @web.middleware
     async def authenticate(request: web.Request, handler: Any) -> web.StreamResponse:
@@ -210,6 +236,21 @@ def authentication_middleware(auth: HttpAuthenticator, public_paths: frozenset[s
             principal = await auth.authenticate(request)
             if principal is None:
                 return unauthorized()
+            claimed = request.headers.get(PRINCIPAL_HEADER)
+            if claimed is not None:
+                named = decode_principal(claimed)
+                if not speaks_for_others(principal, auth.brokers) or named is None:
+                    log.warning(
+                        "HTTP request from %s as %s names principal %r: refused (only brokers may)",
+                        request.remote,
+                        principal,
+                        claimed,
+                    )
+                    return forbidden(f"{PRINCIPAL_HEADER} is accepted from brokers only")
+                principal = named
+                host = request.headers.get(CLIENT_HOST_HEADER, "").strip()
+                if host:
+                    request[CLIENT_HOST] = host
             request[PRINCIPAL] = principal
         response: web.StreamResponse = await handler(request)
         return response

@@ -1,6 +1,7 @@
 """What each HTTP request may do, by the broker's ACLs (with ``authorizer.class.name`` set).
 
-The principal is the one `web.auth` left on the request; the host is the client's IP address; the
+The principal is the one `web.auth` left on the request; the host is the client's IP address (the one
+a broker forwarding the request names, `strom.web.forwarded`); the
 decision is the Kafka listeners' own (`strom.broker.authorization.Authorizer`: super users, DENY beats
 ALLOW, implied DESCRIBE, prefixes, ``allow.everyone.if.no.acl.found``). Without an authorizer every
 request is allowed, as on the Kafka listeners.
@@ -31,7 +32,7 @@ from aiohttp import web
 
 from strom.acl.model import CLUSTER_NAME, AclOperation, ResourceType, pascal
 from strom.broker.authorization import Authorizer
-from strom.web.auth import PRINCIPAL
+from strom.web.auth import CLIENT_HOST, PRINCIPAL
 
 Read, Write, Delete = AclOperation.READ, AclOperation.WRITE, AclOperation.DELETE
 DescribeConfigs, AlterConfigs = AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS
@@ -120,9 +121,8 @@ class HttpAuthorizer:
         if authorizer is None:
             return True
         principal = str(request.get(PRINCIPAL, "User:ANONYMOUS"))
-        return authorizer.allowed(
-            principal, request.remote or "", need.operation, need.resource_type, need.name
-        )
+        host = str(request.get(CLIENT_HOST) or request.remote or "")
+        return authorizer.allowed(principal, host, need.operation, need.resource_type, need.name)
 
     def visible(self, request: web.Request, resource_type: ResourceType) -> Callable[[str], bool]:
         """Whether the principal may DESCRIBE a resource of this type, by name."""

@@ -13,7 +13,9 @@ forwarded to the writer's URL, with its method, path, query and body, and the wr
 relayed (every broker answers reads from its own copy of the state). A forwarded request carries
 ``X-Strom-Forwarded`` so that it is never forwarded twice (50003 instead). To an ``https://`` writer
 the forward checks the certificate against the HTTP listener's trust store (``ssl.truststore.*``,
-overridable as ``listener.name.http.ssl.*``) and presents its key store if it has one.
+overridable as ``listener.name.http.ssl.*``) and presents its key store if it has one. The forward is
+the user's: the same Basic credentials, or, for a user who logged in with a client certificate, the
+broker's own login naming that user (`strom.web.forwarded`), so the writer authorizes the same principal.
 
 Read-your-writes through any broker: the writer's answer to a write carries ``X-Strom-Schemas-Offset``
 (its high watermark once the write is committed); the broker that forwarded it waits (briefly, bounded)
@@ -24,6 +26,7 @@ follower learns of committed records a fetch round later than the writer.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import ssl
@@ -35,12 +38,15 @@ from aiohttp import web
 
 from strom._util.json_types import JsonObject
 from strom.broker.coordinators.registry_service import RegistryService
+from strom.broker.security.listeners import ANONYMOUS
 from strom.registry import errors
 from strom.registry.errors import RegistryError, parse_version
 from strom.registry.formats import SCHEMA_TYPES
 from strom.registry.records import Reference, SchemaValue
 from strom.registry.registry import SchemaRegistry, SchemaRequest, Write
+from strom.web.auth import PRINCIPAL
 from strom.web.authz import HttpAuthorizer
+from strom.web.forwarded import CLIENT_HOST_HEADER, PRINCIPAL_HEADER, encode_principal
 from strom.web.server import JSON_CONTENT_TYPE, json_response
 
 log = logging.getLogger(__name__)
@@ -120,14 +126,18 @@ class RegistryApi:
         service: RegistryService,
         forward_tls: ssl.SSLContext | None = None,
         authz: HttpAuthorizer | None = None,
+        forward_login: tuple[str, str] | None = None,
     ) -> None:
         """``forward_tls``: how this broker checks (and, with a key store, authenticates to) the
         writer's ``https://`` listener when it forwards a write: the HTTP listener's trust store,
         not the system's CAs (a cluster's private CA would fail every forward). ``authz``: the ACL
-        checks (`strom.web.authz`), made here before a write is forwarded."""
+        checks (`strom.web.authz`), made here before a write is forwarded. ``forward_login``: the
+        broker's inter-broker SASL user and password, its login when it forwards for a user who has no
+        password (a client certificate); None: its key store's certificate is its login."""
         self.service = service
         self._forward_tls = forward_tls
         self._authz = authz
+        self._forward_login = forward_login
         self._session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
@@ -236,9 +246,7 @@ class RegistryApi:
                 connector=aiohttp.TCPConnector(ssl=self._forward_tls if self._forward_tls else True),
             )
         body = await request.read() if request.body_exists else None  # cached once a handler read it
-        headers = {FORWARDED_HEADER: "1", "Accept": JSON_CONTENT_TYPE}
-        if "Authorization" in request.headers:  # the writer authenticates and authorizes the same user
-            headers["Authorization"] = request.headers["Authorization"]
+        headers = {FORWARDED_HEADER: "1", "Accept": JSON_CONTENT_TYPE, **self._identity(request)}
         if body is not None:
             headers["Content-Type"] = request.headers.get("Content-Type", JSON_CONTENT_TYPE)
         try:
@@ -253,6 +261,25 @@ class RegistryApi:
             return web.Response(status=answer.status, body=payload, content_type=JSON_CONTENT_TYPE)
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise errors.forwarding_error(f"{base_url}: {exc or type(exc).__name__}") from None
+
+    def _identity(self, request: web.Request) -> dict[str, str]:
+        """The headers that make the writer authorize the same principal as this broker did."""
+        if "Authorization" in request.headers:  # the writer checks the same user's password
+            return {"Authorization": request.headers["Authorization"]}
+        principal = str(request.get(PRINCIPAL, ANONYMOUS))
+        if principal == ANONYMOUS:
+            return {}
+        # A certificate's user: the broker logs in as itself (its inter-broker login, else its key
+        # store's certificate) and, with ACLs on, names the user.
+        headers: dict[str, str] = {}
+        if self._forward_login is not None:
+            user, password = self._forward_login
+            token = base64.b64encode(f"{user}:{password}".encode()).decode()
+            headers["Authorization"] = f"Basic {token}"
+        if self._authz is not None and self._authz.enabled:
+            headers[PRINCIPAL_HEADER] = encode_principal(principal)
+            headers[CLIENT_HOST_HEADER] = request.remote or ""
+        return headers
 
     @property
     def _registry(self) -> SchemaRegistry:

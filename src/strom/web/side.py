@@ -56,7 +56,10 @@ async def start_http_side(
     """The HTTP listener with the registry's routes, the console and, unless ``metrics.enabled=false``,
     ``/metrics``."""
     authz = HttpAuthorizer(lambda: broker.authorizer)
-    auth = HttpAuthenticator.from_config(config, broker.listener_setup, lambda: broker.credentials)
+    login = broker.inter_broker_security
+    auth = HttpAuthenticator.from_config(
+        config, broker.listener_setup, lambda: broker.credentials, login.username
+    )
     public = frozenset({"/metrics"}) if config.get("http.metrics.public") else frozenset()
     http = HttpServer(
         config.get("http.listeners"),
@@ -66,7 +69,9 @@ async def start_http_side(
     )
     # Forwarded writes reach the writer's https:// listener with the HTTP listener's trust store (and
     # key store, should the writer ask for a client certificate).
-    registry_api = RegistryApi(broker.registry, client_context(config, "HTTP"), authz)
+    # A user with a certificate but no password is forwarded under the broker's inter-broker login.
+    forward_login = (login.username, login.password) if login.mechanism is not None else None
+    registry_api = RegistryApi(broker.registry, client_context(config, "HTTP"), authz, forward_login)
     http.mount(registry_api.routes())
     sampler = None
     if broker.metrics is not None:  # the charts draw the counters metrics.enabled keeps
