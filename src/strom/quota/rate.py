@@ -11,13 +11,19 @@ least ``samples - 1`` full windows: a fresh sensor does not report a huge rate f
 A quota is checked after recording (Kafka records, then compares): when the measured rate exceeds the
 bound, the client is throttled for ``(rate - bound) / bound * window`` ms, the time after which the same
 bytes over the longer window would be within the bound. The request-time quota (``request_percentage``)
-caps its throttle at one window (Kafka's bound for it); the byte rates and the mutation rate do not.
+caps its throttle at one window (Kafka's bound for it); the byte rates do not.
+
+The controller mutation rate (KIP-599) is judged by a `TokenBucket` instead, so that a burst of topic
+creations is allowed and then paid back: the bucket holds at most ``(samples - 1) * window`` seconds'
+worth of the quota, starts full, refills at the quota's rate, and each mutation takes its partition count
+from it (it may go below zero). A client is over its quota while the bucket is below zero, and the
+throttle time is how long the refill takes to bring it back to zero: ``-tokens / quota`` seconds.
 Pure: times are passed in, in milliseconds.
 """
 
 from __future__ import annotations
 
-__all__ = ["SampledRate", "throttle_time_ms"]
+__all__ = ["SampledRate", "TokenBucket", "throttle_time_ms"]
 
 
 class SampledRate:
@@ -81,3 +87,43 @@ def throttle_time_ms(rate: SampledRate, bound: float, now_ms: int, bounded: bool
     window = rate.window_size_ms(now_ms)
     throttle = round((value - bound) / bound * window)
     return min(throttle, rate.window_ms) if bounded else throttle
+
+
+class TokenBucket:
+    """Kafka's ``TokenBucket`` stat for the controller mutation quota; see the module docstring."""
+
+    __slots__ = ("_updated_ms", "burst", "quota", "tokens")
+
+    def __init__(self, quota: float, samples: int, window_ms: int, now_ms: int) -> None:
+        if quota <= 0 or samples < 1 or window_ms <= 0:
+            raise ValueError("a token bucket needs a positive quota and window")
+        self.quota = quota  # tokens per second
+        self.burst = (samples - 1) * window_ms / 1000.0 * quota
+        self.tokens = self.burst
+        self._updated_ms = now_ms
+
+    def _refill(self, now_ms: int) -> None:
+        elapsed = max(0, now_ms - self._updated_ms)
+        self.tokens = min(self.burst, self.tokens + self.quota * elapsed / 1000.0)
+        self._updated_ms = max(self._updated_ms, now_ms)
+
+    def set_quota(self, quota: float, samples: int, window_ms: int, now_ms: int) -> None:
+        """A changed quota (from the metadata store): refill at the old rate, then use the new one."""
+        self._refill(now_ms)
+        self.quota = quota
+        self.burst = (samples - 1) * window_ms / 1000.0 * quota
+        self.tokens = min(self.tokens, self.burst)
+
+    def measure(self, now_ms: int) -> float:
+        """The tokens left (negative: owed)."""
+        self._refill(now_ms)
+        return self.tokens
+
+    def record(self, value: float, now_ms: int) -> None:
+        self._refill(now_ms)
+        self.tokens = min(self.burst, self.tokens - value)
+
+    def throttle_ms(self, now_ms: int) -> int:
+        """How long until the bucket is back at zero (0 when it is not below zero)."""
+        tokens = self.measure(now_ms)
+        return 0 if tokens >= 0 else round(-tokens / self.quota * 1000.0)

@@ -38,6 +38,7 @@ from strom.broker.tiered.remote_log_manager import RemoteLogManager
 from strom.metrics.counters import BrokerCounters
 from strom.protocol.api import SUPPORTED, ApiKey
 from strom.protocol.messages import ApiVersionsResponseApiVersion, HandlerRegistry
+from strom.quota.mutation import MutationQuota
 
 LISTED_POLL_MS = 50
 LISTED_WAIT_MS = 60_000  # past any client's request timeout: a request never stays parked for ever
@@ -97,6 +98,9 @@ class RequestContext:
     principal: str = "User:ANONYMOUS"
     listener: str = "PLAINTEXT"  # the name of the listener the request arrived on
     throttle_ms: int = 0  # client quotas: how long the connection stops reading after the response
+    # CreateTopics, CreatePartitions, DeleteTopics from a client with a controller_mutation_rate (KIP-599):
+    # the handler admits each topic through it; None: no such quota, every topic is admitted.
+    mutation_quota: MutationQuota | None = None
 
 
 # An entry of the handler table, whatever its API: the table is one dict, so the bodies' types are

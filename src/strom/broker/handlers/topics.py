@@ -3,7 +3,10 @@
 Each topic gets its own error code and message; one bad topic never fails the others. Topic ids
 (KIP-516): CreateTopics v7 answers the new topic's id, and DeleteTopics v6 takes a topic by name or by
 id (UNKNOWN_TOPIC_ID for an id no topic has); CreateTopics v5+ also answers the partition count,
-replication factor and configs the topic got (KIP-525). The rules
+replication factor and configs the topic got (KIP-525). Under a ``controller_mutation_rate`` quota
+(KIP-599) each topic is admitted by the request's `MutationQuota` once it passed its own checks and
+before it is changed: from CreateTopics v6, DeleteTopics v5 and CreatePartitions v3 a topic arriving while
+the client is over its quota is refused with THROTTLING_QUOTA_EXCEEDED (`_admit`). The rules
 (legal names, counts, configs, replica assignments) live in `strom.broker.control.topic_admin` so that
 auto-creation applies the same ones. Creation and deletion answer once this broker's metadata cache shows
 the change (at once on a single node; after the controller's UpdateMetadata in a cluster), or at
@@ -36,6 +39,15 @@ from strom.protocol.messages import (
 )
 from strom.protocol.uuid_text import ZERO_UUID
 
+_THROTTLED = "The throttling quota has been exceeded."  # Kafka's message for THROTTLING_QUOTA_EXCEEDED
+
+
+def _admit(ctx: RequestContext, partitions: int) -> None:
+    """Count a topic's created or deleted partitions against the mutation quota; raises when refused."""
+    quota = ctx.mutation_quota
+    if quota is not None and not quota.admit(partitions):
+        raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, _THROTTLED)
+
 
 def _create_one(
     ctx: RequestContext, topic: CreateTopicsRequestCreatableTopic, validate_only: bool
@@ -58,9 +70,12 @@ def _create_one(
     try:
         if not (allowed_cluster(ctx, Op.CREATE) or allowed(ctx, Op.CREATE, Res.TOPIC, name)):
             raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-        created = ctx.ports.topics.create_topic(
-            name, partitions, replication_factor, configs, validate_only, assignment or None
-        )
+        topics, asked = ctx.ports.topics, assignment or None
+        if ctx.mutation_quota is not None and not validate_only:
+            # Kafka validates a topic before it counts against the quota: a refused one costs nothing.
+            topics.create_topic(name, partitions, replication_factor, configs, True, asked)
+            _admit(ctx, topics.resolved_counts(partitions, replication_factor, asked)[0])
+        created = topics.create_topic(name, partitions, replication_factor, configs, validate_only, asked)
     except KafkaError as exc:
         out["error_code"] = int(exc.code)
         out["error_message"] = exc.message
@@ -141,6 +156,8 @@ def _delete_one(
             out["topic_id"] = info.topic_id
         if denied(ctx, Op.DELETE, Res.TOPIC, name):
             raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        if ctx.mutation_quota is not None and (info := ctx.ports.metadata.topics.get(name)) is not None:
+            _admit(ctx, info.partitions)
         ctx.ports.topics.delete_topic(name)
     except KafkaError as exc:
         out["error_code"], out["error_message"] = int(exc.code), exc.message
@@ -177,6 +194,10 @@ async def handle_create_partitions(
             if denied(ctx, Op.ALTER, Res.TOPIC, topic["name"]):
                 raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             assignments = [[int(b) for b in a["broker_ids"]] for a in topic.get("assignments") or []]
+            if ctx.mutation_quota is not None and not validate_only:
+                ctx.ports.topics.add_partitions(topic["name"], int(topic["count"]), True, assignments)
+                info = ctx.ports.metadata.topics.get(topic["name"])
+                _admit(ctx, int(topic["count"]) - (info.partitions if info is not None else 0))
             ctx.ports.topics.add_partitions(topic["name"], int(topic["count"]), validate_only, assignments)
             if not validate_only:
                 await ctx.ports.control.wait_for_partitions(

@@ -18,9 +18,11 @@ type it is subject to:
 then compares the sensor's rate (strom.quota.rate: Kafka's sampled windows, ``quota.window.num`` x
 ``quota.window.size.seconds``) with the bound. Above it, the request earns a throttle time, which its
 response carries in ``throttle_time_ms`` and for which the connection stops reading (server.py: the
-THROTTLED state of connection_state.py). At the versions Strom serves, Kafka throttles the controller
-mutation rate this way too (THROTTLING_QUOTA_EXCEEDED answers start at CreateTopics v6, DeleteTopics v5
-and CreatePartitions v3, which KIP-599 made strict).
+THROTTLED state of connection_state.py). The controller mutation rate is the exception (KIP-599): its
+sensor also keeps a token bucket, and the mutation requests' handlers ask it topic by topic through the
+`MutationQuota` that `ClientQuotas.mutation_quota` hands the request (strom.quota.mutation: from
+CreateTopics v6, DeleteTopics v5 and CreatePartitions v3 a topic over the quota is refused with
+THROTTLING_QUOTA_EXCEEDED instead of made).
 
 With no quota configured, `ClientQuotas.active` is False and the request path tests only that (the
 fast path: no lookup, no clock read, no sensor).
@@ -28,11 +30,12 @@ fast path: no lookup, no clock read, no sensor).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from strom.quota.entity import REQUEST_PERCENTAGE, QuotaEntity, metric_tags, resolve
-from strom.quota.rate import SampledRate, throttle_time_ms
+from strom.quota.entity import CONTROLLER_MUTATION_RATE, REQUEST_PERCENTAGE, QuotaEntity, metric_tags, resolve
+from strom.quota.mutation import MutationQuota
+from strom.quota.rate import SampledRate, TokenBucket, throttle_time_ms
 
 __all__ = ["ClientQuotas", "QuotaSensor", "quota_user"]
 
@@ -51,6 +54,12 @@ class QuotaSensor:
     throttle_count: SampledRate
     bound: float = 0.0
     throttled_ms_total: int = field(default=0)
+    tokens: TokenBucket | None = None  # the controller mutation quota's bucket (KIP-599)
+
+    def note_throttle(self, throttle: int, now_ms: int) -> None:
+        self.throttle_total.record(throttle, now_ms)
+        self.throttle_count.record(1, now_ms)
+        self.throttled_ms_total += throttle
 
     def throttle_time_avg(self, now_ms: int) -> float:
         """Kafka's ``throttle-time`` metric: the average throttle over the sampled windows."""
@@ -86,10 +95,10 @@ class ClientQuotas:
         """Whether any entity sets a quota of this type (so its requests need recording)."""
         return key in self._keys
 
-    def record(self, key: str, user: str, client_id: str, value: float, now_ms: int) -> int:
-        """Record ``value`` for the request's sensor of quota ``key``; the throttle time it earns (ms)."""
+    def _sensor(self, key: str, user: str, client_id: str, now_ms: int) -> QuotaSensor | None:
+        """The sensor of quota ``key`` this client records on, its bound set; None: no such quota."""
         if key not in self._keys:
-            return 0
+            return None
         cache_key = (key, user, client_id)
         try:
             found = self._resolved[cache_key]
@@ -98,7 +107,7 @@ class ClientQuotas:
             found = None if match is None else (metric_tags(match[0], user, client_id), match[1])
             self._resolved[cache_key] = found
         if found is None:
-            return 0
+            return None
         tags, bound = found
         sensor_key = (key, *tags)
         sensor = self._sensors.get(sensor_key)
@@ -110,12 +119,38 @@ class ClientQuotas:
             )
             self._sensors[sensor_key] = sensor
         sensor.bound = bound
+        return sensor
+
+    def record(self, key: str, user: str, client_id: str, value: float, now_ms: int) -> int:
+        """Record ``value`` for the request's sensor of quota ``key``; the throttle time it earns (ms)."""
+        sensor = self._sensor(key, user, client_id, now_ms)
+        if sensor is None:
+            return 0
         sensor.rate.record(value, now_ms)
-        throttle = throttle_time_ms(sensor.rate, bound, now_ms, bounded=key == REQUEST_PERCENTAGE)
-        sensor.throttle_total.record(throttle, now_ms)
-        sensor.throttle_count.record(1, now_ms)
-        sensor.throttled_ms_total += throttle
+        throttle = throttle_time_ms(sensor.rate, sensor.bound, now_ms, bounded=key == REQUEST_PERCENTAGE)
+        sensor.note_throttle(throttle, now_ms)
         return throttle
+
+    def mutation_quota(
+        self, user: str, client_id: str, strict: bool, clock: Callable[[], int]
+    ) -> MutationQuota | None:
+        """The controller mutation quota of one request from this client; None when none applies."""
+        now_ms = clock()
+        sensor = self._sensor(CONTROLLER_MUTATION_RATE, user, client_id, now_ms)
+        if sensor is None:
+            return None
+        bucket = sensor.tokens
+        if bucket is None:
+            bucket = sensor.tokens = TokenBucket(sensor.bound, self.samples, self.window_ms, now_ms)
+        elif bucket.quota != sensor.bound:
+            bucket.set_quota(sensor.bound, self.samples, self.window_ms, now_ms)
+        return MutationQuota(bucket, sensor.rate, strict, clock)
+
+    def mutation_done(self, quota: MutationQuota, user: str, client_id: str, now_ms: int) -> None:
+        """Note the throttle time a mutation request earned on its sensor (the throttle-time metric)."""
+        sensor = self._sensor(CONTROLLER_MUTATION_RATE, user, client_id, now_ms)
+        if sensor is not None:
+            sensor.note_throttle(quota.throttle_ms, now_ms)
 
     def sensors(self) -> Iterator[tuple[str, str, str, QuotaSensor]]:
         """(quota key, user tag, client-id tag, sensor) of every sensor, for /metrics."""

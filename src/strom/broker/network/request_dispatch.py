@@ -57,7 +57,7 @@ class RequestDispatcher:
         # API key -> served version range, for the keys that have a handler.
         self._versions = {int(k): r for k, r in (INTERNAL | SUPPORTED).items() if int(k) in HANDLERS}
         self._quotas = ports.quotas
-        self._recorder = QuotaRecorder(ports.quotas, ports.clock, int(ports.config.get("num.partitions")))
+        self._recorder = QuotaRecorder(ports.quotas, ports.clock)
 
     def decode(
         self, payload: bytearray, prefix: RequestPrefix, client_host: str, principal: str = ANONYMOUS
@@ -89,7 +89,8 @@ class RequestDispatcher:
         """Run a handler and encode its response; raises CloseRequested where Kafka closes."""
         handler, ctx, request, size = call
         quotas_active = self._quotas.active  # the fast path: nothing more without a quota
-        mutations = self._recorder.before(ctx, request.body) if quotas_active else None
+        if quotas_active:
+            self._recorder.before(ctx)
         started_ns = perf_counter_ns()
         try:
             body = await handler(ctx, request.body)
@@ -98,7 +99,7 @@ class RequestDispatcher:
             raise CloseRequested from None
         if quotas_active:
             handler_ns = perf_counter_ns() - started_ns - ctx.remote_ns
-            throttle = self._recorder.after(ctx, request.body, size, body, handler_ns, mutations)
+            throttle = self._recorder.after(ctx, request.body, size, body, handler_ns)
             if throttle and body is not None and "throttle_time_ms" in body:
                 body["throttle_time_ms"] = throttle  # type: ignore[index]  # every such body has it
             ctx.throttle_ms = throttle

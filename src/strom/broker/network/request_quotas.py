@@ -1,9 +1,9 @@
 """What each request counts against the client quotas, and its throttle (client_quotas.py's table).
 
 `QuotaRecorder` is called by request_dispatch.py only while some quota is configured: `before` (ahead of
-the handler: the partitions a topic mutation would create or delete, which the handler changes) and
-`after` (with the handler's response body, before it is encoded: Produce bytes, handler time, controller
-mutations that succeeded), then `fetched` with the encoded Fetch response's size. Each returns the
+the handler: a topic mutation's `MutationQuota`, strom.quota.mutation, which the handler consults topic by
+topic) and `after` (with the handler's response body, before it is encoded: Produce bytes, handler time,
+the mutation quota's throttle), then `fetched` with the encoded Fetch response's size. Each returns the
 throttle time earned, which the dispatcher writes into the response's ``throttle_time_ms`` (the largest
 of the quotas a request violates, as Kafka reports it) and hands to the connection.
 """
@@ -23,6 +23,7 @@ from strom.quota.entity import (
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
 )
+from strom.quota.mutation import strict_mutation_quota
 
 __all__ = ["QuotaRecorder"]
 
@@ -38,36 +39,20 @@ _MUTATIONS = frozenset({ApiKey.CREATE_TOPICS, ApiKey.CREATE_PARTITIONS, ApiKey.D
 
 
 class QuotaRecorder:
-    def __init__(self, quotas: ClientQuotas, clock: Clock, default_partitions: int) -> None:
+    def __init__(self, quotas: ClientQuotas, clock: Clock) -> None:
         self._quotas = quotas
         self._clock = clock
-        self._default_partitions = default_partitions
 
-    def before(self, ctx: RequestContext, request: Mapping[str, Any]) -> dict[str, int] | None:
-        """Partitions each topic of a mutation request would create or delete; None for other APIs."""
+    def before(self, ctx: RequestContext) -> None:
+        """Hand a topic mutation request its controller mutation quota (none if none applies)."""
         if ctx.api_key not in _MUTATIONS or not self._quotas.applies(CONTROLLER_MUTATION_RATE):
-            return None
-        topics = ctx.ports.metadata.topics
-        if ctx.api_key == ApiKey.CREATE_TOPICS:
-            if request.get("validate_only"):
-                return {}
-            return {
-                t["name"]: (
-                    t["num_partitions"]
-                    if t["num_partitions"] > 0
-                    else len(t["assignments"]) or self._default_partitions
-                )
-                for t in request["topics"]
-            }
-        if ctx.api_key == ApiKey.CREATE_PARTITIONS:
-            if request.get("validate_only"):
-                return {}
-            return {
-                t["name"]: max(0, t["count"] - info.partitions)
-                for t in request["topics"]
-                if (info := topics.get(t["name"])) is not None
-            }
-        return {name: info.partitions for name in request["topic_names"] if (info := topics.get(name))}
+            return
+        ctx.mutation_quota = self._quotas.mutation_quota(
+            quota_user(ctx.principal),
+            ctx.client_id or "",
+            strict_mutation_quota(ctx.api_key, ctx.api_version),
+            self._clock.monotonic_ms,
+        )
 
     def after(
         self,
@@ -76,7 +61,6 @@ class QuotaRecorder:
         request_size: int,
         response: Mapping[str, Any] | None,
         handler_ns: int,
-        mutations: dict[str, int] | None,
     ) -> int:
         """Record the request on its quotas (but the Fetch bytes); the throttle time earned (ms)."""
         quotas = self._quotas
@@ -89,12 +73,9 @@ class QuotaRecorder:
         if key not in _EXEMPT and not (key == ApiKey.FETCH and request.get("replica_id", -1) >= 0):
             percent = handler_ns * _NANOS_TO_PERCENT
             throttle = max(throttle, quotas.record(REQUEST_PERCENTAGE, user, client_id, percent, now_ms))
-        if mutations and response is not None:
-            results = response.get("topics") or response.get("responses") or response.get("results") or []
-            done = sum(mutations.get(r["name"], 0) for r in results if r["error_code"] == 0)
-            if done:
-                mutation = quotas.record(CONTROLLER_MUTATION_RATE, user, client_id, done, now_ms)
-                throttle = max(throttle, mutation)
+        if (mutation := ctx.mutation_quota) is not None:
+            quotas.mutation_done(mutation, user, client_id, now_ms)
+            throttle = max(throttle, mutation.throttle_ms)
         return throttle
 
     def fetched(self, ctx: RequestContext, request: Mapping[str, Any], response_size: int) -> int:
