@@ -97,3 +97,18 @@ def make_pki(directory: Path, tag: str = "") -> Pki:
     combined = directory / "broker.pem"
     combined.write_bytes(_pkcs8(key) + cert.public_bytes(serialization.Encoding.PEM))
     return Pki(ca, combined, broker_key, broker_cert, directory)
+
+
+def new_broker_keystore(pki: Pki, path: Path) -> bytes:
+    """Another key and certificate for localhost/127.0.0.1 from the same CA, written to ``path`` as one
+    PEM key store (key, then chain); its certificate in DER, as a TLS peer presents it."""
+    ca_key = serialization.load_pem_private_key((pki.directory / "ca.key").read_bytes(), None)
+    ca_cert = x509.load_pem_x509_certificate(pki.ca.read_bytes())
+    key = ec.generate_private_key(ec.SECP256R1())
+    sans: list[x509.GeneralName] = [
+        x509.DNSName("localhost"),
+        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+    ]
+    cert = _sign(name("localhost"), key, ca_cert.subject, ca_key, ca=False, sans=sans)  # type: ignore[arg-type]
+    path.write_bytes(_pkcs8(key) + cert.public_bytes(serialization.Encoding.PEM))
+    return cert.public_bytes(serialization.Encoding.DER)

@@ -111,6 +111,9 @@ class Broker:
         # Every listener's advertised address by listener name (main.py sets them once bound).
         self.listener_endpoints: dict[str, Endpoint] = {}
         self.listener_protocols: dict[str, str] = {}  # listener name -> security protocol
+        # Run after every dynamic config notification: the TLS listeners' reloads (main.py), which
+        # rebuild a context whose key store or trust store changed (in the config or on disk).
+        self.on_broker_config: list[Callable[[], object]] = []
         security = self.inter_broker_security
         fetchers = ReplicaFetcherManager(
             self.node_id,
@@ -248,7 +251,11 @@ class Broker:
     def reload_broker_config(self) -> None:
         """Re-read the dynamic broker configs; a changed topic default applies to every hosted log."""
         store = self.broker_config_store
-        if not self.dynamic_config.replace(store.read(str(self.node_id)), store.read(DEFAULT_BROKER_ENTITY)):
+        mine, default = store.read(str(self.node_id)), store.read(DEFAULT_BROKER_ENTITY)
+        changed = self.dynamic_config.replace(mine, default)
+        for reload in self.on_broker_config:
+            reload()  # also without a changed value: a key store file rewritten in place
+        if not changed:
             return
         self.default_log_config = self.dynamic_config.log_config()
         self.log_manager.default_config = self.default_log_config

@@ -23,6 +23,7 @@ import logging
 import signal
 import sys
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Protocol
 
 from strom._util.errors import ConfigError
@@ -55,7 +56,11 @@ async def run_broker(
     endpoints: dict[str, Endpoint] = {}
     try:
         for listener in setup.listeners:
-            security = security_for_listener(config, listener, lambda: broker.credentials)
+            # Read through the dynamic config: a listener's key store set for this broker at run time
+            # (KIP-226) applies from the start, and is reloaded when it changes.
+            security = security_for_listener(broker.dynamic_config, listener, lambda: broker.credentials)
+            if security.tls is not None:
+                broker.on_broker_config.append(partial(security.reload_tls, broker.dynamic_config))
             if broker.metrics is not None and security.sasl_settings is not None:
                 broker.metrics.auth[listener.name] = security.sasl_settings.counters
             server = KafkaServer(broker.handler_ports, listener.host, listener.port, security)

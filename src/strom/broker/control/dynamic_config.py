@@ -15,15 +15,26 @@ has, the broker-level defaults of topic configs (``log.retention.ms``, ``log.seg
 at once to every topic without an override of its own (broker.py: the broker's default `LogConfig` is
 rebuilt and every hosted log takes its new effective config). Any other config is refused with
 INVALID_REQUEST, naming it, as Kafka refuses a config it cannot update without a restart.
+
+A listener's key store and trust store (``listener.name.<listener>.ssl.keystore.location`` and the other
+settings of `strom.broker.security.config_defs.DYNAMIC_LISTENER_TLS`) are dynamic per broker only, as in
+Kafka: set on the cluster default they are refused ("broker id must be specified"). `for_listener` and
+`listener_raw` read a listener's settings with this broker's dynamic values over the static ones, so the
+listener's TLS context is built from them at start and rebuilt when they change, or when the files
+they name change on disk (Kafka's reload: altering a key store location to the same path re-reads a
+modified file; strom.broker.security.connection). DescribeConfigs lists such a setting's synonyms as
+Kafka does: the listener-prefixed name's dynamic and static values, then the broker-wide name's.
 Pure: `DynamicBrokerConfig` holds the three layers and answers what the handlers and the broker ask.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
+from strom._util.errors import ConfigError
 from strom.broker.config import BROKER_CONFIGS, BrokerConfig
-from strom.broker.security.config_defs import is_secret
+from strom.broker.security.config_defs import LISTENER_PREFIX, dynamic_listener_setting, is_secret
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.config import LogConfig
 
@@ -37,6 +48,7 @@ __all__ = [
     "DynamicBrokerConfig",
     "Synonym",
     "check_dynamic",
+    "is_dynamic",
 ]
 
 #: Kafka's ConfigSource codes (DescribeConfigs v1+).
@@ -54,17 +66,40 @@ def _normalized(name: str, text: str) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def check_dynamic(configs: Mapping[str, str]) -> None:
+def is_dynamic(name: str) -> bool:
+    """Whether a broker config may be set at run time (for some broker, or cluster-wide)."""
+    return name in DYNAMIC_CONFIGS or dynamic_listener_setting(name) is not None
+
+
+def check_dynamic(configs: Mapping[str, str], per_broker: bool = True) -> None:
     """KafkaError unless every config may be set dynamically to its value (INVALID_REQUEST for a config
-    that needs a restart or is unknown, INVALID_CONFIG for a bad value)."""
-    static_only = sorted(name for name in configs if name not in DYNAMIC_CONFIGS)
+    that needs a restart or is unknown, or a listener's TLS setting on the cluster default;
+    INVALID_CONFIG for a bad value)."""
+    static_only = sorted(name for name in configs if not is_dynamic(name))
     if static_only:
         raise KafkaError(
             ErrorCode.INVALID_REQUEST,
             f"Cannot update these configs dynamically: {static_only} (set them in the broker's properties)",
         )
+    listener_tls = sorted(name for name in configs if dynamic_listener_setting(name) is not None)
+    if listener_tls and not per_broker:
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST,
+            "Cannot update these configs at default cluster level, broker id must be specified: "
+            f"{listener_tls}",
+        )
     topic_form: dict[str, str] = {}
     for name, text in configs.items():
+        if (listener := dynamic_listener_setting(name)) is not None:
+            definition = BROKER_CONFIGS.get(listener[1])
+            try:
+                if definition is not None:
+                    definition.parse(text)
+            except ValueError as exc:
+                raise KafkaError(
+                    ErrorCode.INVALID_CONFIG, f"invalid value for {name}: {text!r} ({exc})"
+                ) from None
+            continue
         try:
             topic_form[str(BROKER_CONFIGS[name].topic_name)] = _normalized(name, text)
         except ValueError as exc:
@@ -84,11 +119,56 @@ class DynamicBrokerConfig:
 
     def replace(self, per_broker: Mapping[str, str], cluster_default: Mapping[str, str]) -> bool:
         """Take the stored dynamic values (unknown or static-only keys ignored); whether any changed."""
-        mine = {k: v for k, v in per_broker.items() if k in DYNAMIC_CONFIGS}
+        mine = {k: v for k, v in per_broker.items() if is_dynamic(k)}
         default = {k: v for k, v in cluster_default.items() if k in DYNAMIC_CONFIGS}
         changed = (mine, default) != (self.per_broker, self.cluster_default)
         self.per_broker, self.cluster_default = mine, default
         return changed
+
+    def overlay(self, per_broker: Mapping[str, str]) -> DynamicBrokerConfig:
+        """The same broker with other dynamic values of its own (to check them before they are stored)."""
+        other = DynamicBrokerConfig(self.static)
+        other.per_broker = {k: v for k, v in per_broker.items() if is_dynamic(k)}
+        other.cluster_default = dict(self.cluster_default)
+        return other
+
+    def listener_raw(self, listener: str, name: str) -> str | None:
+        """``listener.name.<listener>.<name>``, unparsed: this broker's dynamic value, else the static one."""
+        key = f"{LISTENER_PREFIX}{listener.lower()}.{name}"
+        dynamic = self.per_broker.get(key)
+        return dynamic if dynamic is not None else self.static.listener_raw(listener, name)
+
+    def for_listener(self, listener: str, name: str) -> Any:
+        """A setting as ``listener`` sees it (parsed): its dynamic per-listener value over the static
+        config's per-listener value, else the broker-wide one."""
+        raw = self.per_broker.get(f"{LISTENER_PREFIX}{listener.lower()}.{name}")
+        if raw is None:
+            return self.static.for_listener(listener, name)
+        definition = BROKER_CONFIGS.get(name)
+        try:
+            return definition.parse(raw) if definition is not None else raw
+        except ValueError as exc:
+            raise ConfigError(f"invalid value for listener {listener} {name}: {raw!r} ({exc})") from None
+
+    def listener_keys(self) -> list[str]:
+        """Every ``listener.name.<l>.<setting>`` set, statically or dynamically for this broker."""
+        found = set(self.static.listener_overrides)
+        found.update(k for k in self.per_broker if k.startswith(LISTENER_PREFIX))
+        return sorted(found)
+
+    def listener_synonyms(self, key: str) -> list[Synonym]:
+        """A per-listener setting's sources, strongest first: the prefixed name set dynamically for this
+        broker, then statically, then the broker-wide name's sources (secrets hidden as None)."""
+        out: list[Synonym] = []
+        hidden = is_secret(key)
+        if key in self.per_broker:
+            out.append((key, None if hidden else self.per_broker[key], SOURCE_DYNAMIC_BROKER))
+        if key in self.static.listener_overrides:
+            out.append((key, None if hidden else self.static.listener_overrides[key], SOURCE_STATIC))
+        parsed = dynamic_listener_setting(key)
+        if parsed is not None:
+            out.extend((n, None if is_secret(n) else v, src) for n, v, src in self.synonyms(parsed[1]))
+        return out
 
     def synonyms(self, name: str) -> list[Synonym]:
         """Every source that sets ``name``, strongest first (a secret's value hidden as None)."""

@@ -8,7 +8,11 @@ STATIC_BROKER_CONFIG, DEFAULT_CONFIG; strom.broker.control.dynamic_config) and, 
 default: described, it lists the dynamic defaults only (as Kafka does). Altered (either name), the
 dynamic values are written to the metadata store, from which every broker applies them (its change
 notification); this broker applies them at once. A broker id other than this broker's may be altered
-(Kafka's ZooKeeper mode allows it) but is described by that broker only.
+(Kafka's ZooKeeper mode allows it) but is described by that broker only. A listener's key store and
+trust store (``listener.name.<l>.ssl.keystore.location`` ...) may be altered per broker only; on this
+broker the new stores are loaded first and refused with INVALID_CONFIG if they do not load, and an
+alteration naming a key store file that did not change in the config still re-reads it (the file
+rewritten in place: Kafka's reload).
 
 BROKER_LOGGER (8), KIP-412: this broker's loggers and their levels in log4j's names (TRACE, DEBUG,
 INFO, WARN, ERROR, FATAL), the root logger as ``root``. IncrementalAlterConfigs SET changes a level at
@@ -21,18 +25,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from strom._util.errors import ConfigError
 from strom.broker.config import BROKER_CONFIGS
 from strom.broker.control.dynamic_config import (
     DEFAULT_BROKER_ENTITY,
     DYNAMIC_CONFIGS,
     SOURCE_DEFAULT,
     SOURCE_DYNAMIC_DEFAULT,
-    SOURCE_STATIC,
     Synonym,
     check_dynamic,
 )
 from strom.broker.handlers.base import HandlerPorts
-from strom.broker.security.config_defs import is_secret
+from strom.broker.security.config_defs import dynamic_listener_setting, is_secret
+from strom.broker.security.tls import server_context
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.messages import DescribeConfigsResponseResourceResult
 
@@ -114,11 +119,20 @@ def describe_broker(
                 documentation=definition.doc if documentation else None,
             )
         )
-    for key, raw in sorted(ports.config.listener_overrides.items()):  # listener.name.<l>.<config>
+    for key in dynamic.listener_keys():  # listener.name.<l>.<config>
         if keys is None or key in keys:
+            found = dynamic.listener_synonyms(key)
+            _, value, source = found[0]
             secret = is_secret(key)
             entries.append(
-                _entry(key, None if secret else raw, SOURCE_STATIC, read_only=True, sensitive=secret)
+                _entry(
+                    key,
+                    None if secret else value,
+                    source,
+                    read_only=dynamic_listener_setting(key) is None,
+                    sensitive=secret,
+                    synonyms=found if synonyms else None,
+                )
             )
     return entries
 
@@ -142,11 +156,29 @@ async def alter_broker(
     entities = ports.config_entities
     current = await entities.read_broker_configs(entity)
     wanted = change(dict(current))
-    check_dynamic({k: v for k, v in wanted.items() if current.get(k) != v})
-    if validate_only or wanted == current:
+    changed = {k: v for k, v in wanted.items() if current.get(k) != v}
+    check_dynamic(changed, per_broker=entity != DEFAULT_BROKER_ENTITY)
+    stores = {k for k in set(wanted) | set(current) if dynamic_listener_setting(k) is not None}
+    if name == str(ports.node_id):
+        _check_stores(ports, wanted, {k for k in stores if wanted.get(k) != current.get(k)})
+    # Unchanged key store settings are written anyway: the notification makes the broker re-read files
+    # that changed on disk under the same name.
+    if validate_only or (wanted == current and not stores):
         return
     await entities.write_broker_configs(entity, wanted)
     log.info("dynamic configs of broker %s set to %s", name or "<default>", wanted)
+
+
+def _check_stores(ports: HandlerPorts, wanted: dict[str, str], changed: set[str]) -> None:
+    """Load the key store and trust store of each listener whose settings change (INVALID_CONFIG if one
+    does not load), before they are stored."""
+    listeners = sorted({parsed[0] for key in changed if (parsed := dynamic_listener_setting(key))})
+    trial = ports.config_entities.dynamic.overlay(wanted)
+    for listener in listeners:
+        try:
+            server_context(trial, listener)
+        except ConfigError as exc:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
 
 
 def _loggers() -> dict[str, logging.Logger]:

@@ -169,6 +169,32 @@ def is_listener_override(key: str) -> bool:
     return tail in ("sasl.jaas.config", "connections.max.reauth.ms") and mechanism.upper() in MECHANISMS
 
 
+# The listener settings KIP-226 lets an operator change per broker at run time (Kafka's reconfigurable SSL
+# configs that Strom has): a listener's key store and trust store, for certificate rotation.
+DYNAMIC_LISTENER_TLS = frozenset(
+    {
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.key",
+        "ssl.keystore.certificate.chain",
+        "ssl.key.password",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.certificates",
+    }
+)
+_LISTENER_SETTING = re.compile(r"^listener\.name\.([a-z0-9_\-]+)\.(.+)$")
+
+
+def dynamic_listener_setting(key: str) -> tuple[str, str] | None:
+    """(listener, setting) of ``listener.name.<listener>.<setting>`` when the setting may change at run
+    time (`DYNAMIC_LISTENER_TLS`); None for any other key."""
+    match = _LISTENER_SETTING.match(key)
+    if match is None or match.group(2) not in DYNAMIC_LISTENER_TLS:
+        return None
+    return match.group(1), match.group(2)
+
+
 def check_override(key: str) -> None:
     if key.startswith(LISTENER_PREFIX) and not is_listener_override(key):
         raise ConfigError(f"unknown per-listener config {key}")

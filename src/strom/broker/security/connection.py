@@ -3,6 +3,12 @@ client certificate (SSL) or from SASL (SASL_PLAINTEXT, SASL_SSL).
 
 `ListenerSecurity` is built once per listener at start-up (`for_listener`); the network layer asks it
 for a connection's principal once, when the connection is made, never per request.
+
+Rotation (KIP-226): the settings are read through the broker's dynamic config, and
+`ListenerSecurity.reload_tls` (called after every dynamic config change) rebuilds a TLS listener's
+context when its key store or trust store settings changed or the files they name changed on disk. The
+new context serves new connections only; the ones already open keep the session they negotiated, as in
+Kafka. A store that fails to load is logged and the old context kept.
 """
 
 from __future__ import annotations
@@ -21,7 +27,13 @@ from strom.broker.security.credentials import CredentialStore
 from strom.broker.security.jaas import parse_jaas
 from strom.broker.security.listeners import ANONYMOUS, Listener, SecurityProtocol
 from strom.broker.security.sasl import SaslAuthenticator, SaslSettings
-from strom.broker.security.tls import Settings, certificate_principal, parse_mapping_rules, server_context
+from strom.broker.security.tls import (
+    Settings,
+    certificate_principal,
+    parse_mapping_rules,
+    server_context,
+    stores_version,
+)
 from strom.broker.security.tls_accept import TlsAcceptor
 
 log = logging.getLogger(__name__)
@@ -36,6 +48,26 @@ class ListenerSecurity:
     mapping_rules: list[Any] = field(default_factory=list)
     sasl_settings: SaslSettings | None = None
     _acceptor: TlsAcceptor | None = None
+    _stores: tuple[object, ...] = ()  # the key store and trust store the context was built from
+
+    def reload_tls(self, settings: Settings) -> bool:
+        """Rebuild the TLS context if its stores changed (settings or files); whether it did."""
+        if self.tls is None:
+            return False
+        stores = stores_version(settings, self.listener.name)
+        if stores == self._stores:
+            return False
+        try:
+            tls = listener_tls(settings, self.listener)
+        except ConfigError as exc:
+            log.error("listener %s keeps its TLS key store and trust store: %s", self.listener.name, exc)
+            return False
+        assert tls is not None
+        self.tls, self._stores = tls, stores
+        if self._acceptor is not None:
+            self._acceptor.context = tls  # read by each new connection's handshake
+        log.info("listener %s: TLS key store and trust store reloaded", self.listener.name)
+        return True
 
     def authenticator(self, clock: Clock) -> SaslAuthenticator | None:
         """A new connection's SASL state, its session ends and failure delays on the broker's
@@ -85,16 +117,25 @@ def for_listener(
     settings: Settings, listener: Listener, credentials: Callable[[], CredentialStore]
 ) -> ListenerSecurity:
     """The security of one listener from the broker's settings (raises ConfigError)."""
-    tls = server_context(settings, listener.name) if listener.protocol.uses_tls else None
-    if tls is not None and listener.protocol.uses_sasl:
+    stores = stores_version(settings, listener.name) if listener.protocol.uses_tls else ()
+    tls = listener_tls(settings, listener)
+    rules = parse_mapping_rules(str(settings.for_listener(listener.name, "ssl.principal.mapping.rules")))
+    sasl = _sasl_settings(settings, listener, credentials) if listener.protocol.uses_sasl else None
+    return ListenerSecurity(listener, tls, rules, sasl, _stores=stores)
+
+
+def listener_tls(settings: Settings, listener: Listener) -> ssl.SSLContext | None:
+    """A listener's TLS context (None: not a TLS listener); raises ConfigError."""
+    if not listener.protocol.uses_tls:
+        return None
+    tls = server_context(settings, listener.name)
+    if listener.protocol.uses_sasl:
         # Kafka: on SASL_SSL only a listener-prefixed ssl.client.auth applies.
         raw = settings.listener_raw(listener.name, "ssl.client.auth")
         tls.verify_mode = {"requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}.get(
             str(raw).lower(), ssl.CERT_NONE
         )
-    rules = parse_mapping_rules(str(settings.for_listener(listener.name, "ssl.principal.mapping.rules")))
-    sasl = _sasl_settings(settings, listener, credentials) if listener.protocol.uses_sasl else None
-    return ListenerSecurity(listener, tls, rules, sasl)
+    return tls
 
 
 def _sasl_settings(

@@ -108,6 +108,36 @@ def _versions(ctx: ssl.SSLContext, settings: Settings, listener: str) -> None:
     ctx.minimum_version, ctx.maximum_version = versions[0], versions[-1]
 
 
+def _file_version(path: object) -> tuple[int, int, int] | None:
+    try:
+        found = os.stat(str(path))
+    except OSError:
+        return None
+    return found.st_ino, found.st_mtime_ns, found.st_size
+
+
+def stores_version(settings: Settings, listener: str) -> tuple[object, ...]:
+    """What a listener's key store and trust store are now: their settings and the files they name (inode,
+    modification time, size), so a context is rebuilt when either changes (KIP-226's reload)."""
+    out: list[object] = []
+    for name in _STORE_SETTINGS:
+        value = settings.for_listener(listener, name)
+        out.append(value)
+        if name.endswith(".location") and value:
+            out.append(_file_version(value))
+    return tuple(out)
+
+
+_STORE_SETTINGS = (
+    "ssl.keystore.location",
+    "ssl.keystore.key",
+    "ssl.keystore.certificate.chain",
+    "ssl.key.password",
+    "ssl.truststore.location",
+    "ssl.truststore.certificates",
+)
+
+
 def server_context(settings: Settings, listener: str) -> ssl.SSLContext:
     """The SSLContext of a TLS listener (raises ConfigError on missing or unreadable PEM)."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

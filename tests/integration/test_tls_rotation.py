@@ -1,0 +1,140 @@
+"""A TLS listener's certificate rotated without a restart (KIP-226) on a real broker: confluent-kafka's
+AdminClient sets ``listener.name.ssl.ssl.keystore.location`` on the broker, and the next TLS connection
+is served the new certificate while clients keep working; the same file rewritten in place is re-read
+when the setting is altered to the same path (Kafka's reload); DescribeConfigs shows the value's source
+and synonyms; a key store on the cluster default, or one that does not load, is refused and the served
+certificate stays."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import ssl
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
+from kafka.admin import ConfigResource as KpConfigResource
+from kafka.admin import ConfigResourceType, KafkaAdminClient
+from kafka.protocol.admin import IncrementalAlterConfigsRequest
+
+from strom.protocol.errors import ErrorCode
+from strom.testing import BrokerProcess
+from tests.integration.certs import Pki, make_pki, new_broker_keystore
+from tests.integration.secure_clients import Security, roundtrip
+from tests.integration.test_dynamic_broker_config import _kafka_python, _set
+
+KEY = "listener.name.ssl.ssl.keystore.location"
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def broker(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    keystore = pki.directory / "served.pem"
+    shutil.copy(pki.broker, keystore)
+    overrides = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
+        "ssl.keystore.location": str(keystore),  # broker-wide, static: the listener's synonym
+        "ssl.truststore.location": str(pki.ca),
+    }
+    with BrokerProcess(tmp_path_factory.mktemp("rotation") / "data", overrides) as proc:
+        yield proc
+
+
+def served_certificate(address: str, ca: Path) -> bytes:
+    """The certificate (DER) a new TLS connection to ``address`` is served."""
+    host, port = address.rsplit(":", 1)
+    context = ssl.create_default_context(cafile=str(ca))
+    with (
+        socket.create_connection((host, int(port)), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname="localhost") as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return der
+
+
+def _der(pem_file: Path) -> bytes:
+    return ssl.PEM_cert_to_DER_cert(pem_file.read_text().split("-----END PRIVATE KEY-----")[1].strip())
+
+
+def _alter_keystore(admin: AdminClient, path: Path) -> None:
+    _set(admin, "0", listener_name_ssl_ssl_keystore_location=str(path))
+
+
+def test_a_rotated_keystore_serves_new_connections(broker: BrokerProcess, pki: Pki) -> None:
+    address = broker.listeners["SSL"]
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    first = served_certificate(address, pki.ca)
+    assert first == _der(pki.broker)
+
+    rotated = pki.directory / "rotated.pem"
+    second = new_broker_keystore(pki, rotated)
+    assert second != first
+    _alter_keystore(admin, rotated)
+    assert served_certificate(address, pki.ca) == second
+    roundtrip("confluent-kafka", address, Security("SSL", ca=pki.ca))  # clients trust it (same CA)
+
+    # The same file rewritten, then the same location set again: Kafka re-reads a modified key store.
+    third = new_broker_keystore(pki, rotated)
+    assert served_certificate(address, pki.ca) == second  # nothing re-read until it is altered
+    _alter_keystore(admin, rotated)
+    assert served_certificate(address, pki.ca) == third
+
+    resource = ConfigResource(ResourceType.BROKER, "0")
+    entry = admin.describe_configs([resource])[resource].result(30)[KEY]
+    assert (entry.value, entry.source, entry.is_read_only) == (
+        str(rotated),
+        ConfigSource.DYNAMIC_BROKER_CONFIG.value,
+        False,
+    )
+    kp = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        found = kp.describe_configs(
+            [KpConfigResource(ConfigResourceType.BROKER, "0", {KEY: None})],
+            include_synonyms=True,
+            config_filter="all",
+        )["broker"]["0"][KEY]
+    finally:
+        kp.close()
+    assert [(s["name"], s["value"], s["source"]) for s in found["synonyms"]] == [
+        (KEY, str(rotated), "DYNAMIC_BROKER_CONFIG"),
+        ("ssl.keystore.location", str(pki.directory / "served.pem"), "STATIC_BROKER_CONFIG"),
+    ]
+
+
+def test_a_keystore_that_does_not_load_or_is_cluster_wide_is_refused(broker: BrokerProcess, pki: Pki) -> None:
+    address = broker.listeners["SSL"]
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    before = served_certificate(address, pki.ca)
+    broken = pki.directory / "broken.pem"
+    broken.write_text("-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n")
+    with pytest.raises(KafkaException) as refused:
+        _alter_keystore(admin, broken)
+    assert refused.value.args[0].code() == int(ErrorCode.INVALID_CONFIG)
+    assert "cannot load the key store" in refused.value.args[0].str()
+
+    other = pki.directory / "cluster-wide.pem"
+    new_broker_keystore(pki, other)
+    resource = IncrementalAlterConfigsRequest.AlterConfigsResource
+    request = IncrementalAlterConfigsRequest(
+        resources=[
+            resource(
+                resource_type=int(ConfigResourceType.BROKER),
+                resource_name="",
+                configs=[resource.AlterableConfig(name=KEY, config_operation=0, value=str(other))],
+            )
+        ],
+        validate_only=False,
+    )
+    [result] = _kafka_python(broker.bootstrap, request).responses
+    assert result.error_code == int(ErrorCode.INVALID_REQUEST)
+    assert "broker id must be specified" in result.error_message
+    assert served_certificate(address, pki.ca) == before
