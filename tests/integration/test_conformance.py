@@ -76,6 +76,7 @@ COVERED_ELSEWHERE.update(dict.fromkeys((17, 36, 50, 51), "test_sasl.py"))
 COVERED_ELSEWHERE.update(dict.fromkeys((68, 69), "test_consumer_group_protocol.py"))
 COVERED_ELSEWHERE.update(dict.fromkeys((48, 49), "test_client_quotas.py"))
 COVERED_ELSEWHERE.update(dict.fromkeys((35, 60, 75), "test_admin_apis.py"))
+COVERED_ELSEWHERE[34] = "test_log_dir_moves.py"
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4

@@ -6,8 +6,9 @@ by its ``--generate``) work unchanged::
     {"version": 1,
      "partitions": [{"topic": "orders", "partition": 0, "replicas": [1, 2], "log_dirs": ["any", "any"]}]}
 
-``replicas`` is the target replica list, preferred leader first. ``log_dirs`` is optional; Strom has no
-AlterReplicaLogDirs, so only ``"any"`` is accepted there. Each (topic, partition) appears once.
+``replicas`` is the target replica list, preferred leader first. ``log_dirs`` is optional; only ``"any"``
+is accepted there (a move between a broker's log dirs is AlterReplicaLogDirs' job, not this plan's).
+Each (topic, partition) appears once.
 
 A move is *completed* when the controller lists no reassignment for the partition and Metadata shows
 exactly the target replicas (in order: the first is the preferred leader); *in progress* while it is

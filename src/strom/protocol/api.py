@@ -132,6 +132,7 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
     ApiKey.DESCRIBE_LOG_DIRS: (0, 5),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 2),  # KIP-113 (log_dirs.py); the specs start at v1
     ApiKey.SASL_HANDSHAKE: (0, 1),
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),

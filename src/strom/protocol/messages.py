@@ -1420,6 +1420,47 @@ class AlterConfigsResponse(TypedDict):
     responses: list[AlterConfigsResponseResourceResponse]
 
 
+class AlterReplicaLogDirsRequestAlterReplicaLogDirTopic(TypedDict):
+    """AlterReplicaLogDirsRequest v1-2: AlterReplicaLogDirTopic."""
+
+    name: str
+    partitions: list[int]
+
+
+class AlterReplicaLogDirsRequestAlterReplicaLogDir(TypedDict):
+    """AlterReplicaLogDirsRequest v1-2: AlterReplicaLogDir."""
+
+    path: str
+    topics: list[AlterReplicaLogDirsRequestAlterReplicaLogDirTopic]
+
+
+class AlterReplicaLogDirsRequest(TypedDict):
+    """AlterReplicaLogDirsRequest v1-2."""
+
+    dirs: list[AlterReplicaLogDirsRequestAlterReplicaLogDir]
+
+
+class AlterReplicaLogDirsResponseAlterReplicaLogDirPartitionResult(TypedDict):
+    """AlterReplicaLogDirsResponse v1-2: AlterReplicaLogDirPartitionResult."""
+
+    partition_index: int
+    error_code: int
+
+
+class AlterReplicaLogDirsResponseAlterReplicaLogDirTopicResult(TypedDict):
+    """AlterReplicaLogDirsResponse v1-2: AlterReplicaLogDirTopicResult."""
+
+    topic_name: str
+    partitions: list[AlterReplicaLogDirsResponseAlterReplicaLogDirPartitionResult]
+
+
+class AlterReplicaLogDirsResponse(TypedDict):
+    """AlterReplicaLogDirsResponse v1-2."""
+
+    throttle_time_ms: int
+    results: list[AlterReplicaLogDirsResponseAlterReplicaLogDirTopicResult]
+
+
 class DescribeLogDirsRequestDescribableLogDirTopic(TypedDict):
     """DescribeLogDirsRequest v0-5: DescribableLogDirTopic."""
 
@@ -2403,6 +2444,11 @@ class HandlerRegistry(Protocol[ContextT]):
 
     @overload
     def __call__(
+        self, api_key: Literal[ApiKey.ALTER_REPLICA_LOG_DIRS]
+    ) -> Registers[ContextT, AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse]: ...
+
+    @overload
+    def __call__(
         self, api_key: Literal[ApiKey.DESCRIBE_LOG_DIRS]
     ) -> Registers[ContextT, DescribeLogDirsRequest, DescribeLogDirsResponse]: ...
 
@@ -2811,6 +2857,15 @@ class RequestSender(Protocol):
         body: AlterConfigsRequest,
         timeout_ms: int = ...,
     ) -> Awaitable[AlterConfigsResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.ALTER_REPLICA_LOG_DIRS],
+        api_version: int,
+        body: AlterReplicaLogDirsRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[AlterReplicaLogDirsResponse]: ...
 
     @overload
     def __call__(

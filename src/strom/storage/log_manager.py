@@ -14,7 +14,9 @@ Layout of each log directory::
 Start-up loads every ``<topic>-<partition>`` directory, passing each its checkpointed recovery point,
 log start offset and high watermark. If the clean-shutdown marker exists, no segment is re-validated;
 the marker is removed right after loading so that a crash from then on triggers recovery. New
-partitions go to the log directory holding the fewest partitions.
+partitions go to the log directory holding the fewest partitions, or to the one AlterReplicaLogDirs
+named for them before they existed (`preferred_dirs`, as Kafka does). A replica moves between log
+dirs through log_move.py (`finish_move` is its swap); `settle_moves` runs before anything is loaded.
 
 Before anything is loaded, each log directory's ``.lock`` file is locked (as Kafka does): a second broker
 started on the same directories (``make run`` twice) would otherwise recover, truncate and append to
@@ -33,7 +35,7 @@ import os
 import re
 import shutil
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.checkpoint import (
@@ -48,6 +50,7 @@ from strom.storage.checkpoint import (
 )
 from strom.storage.config import LONG_MAX, LogConfig
 from strom.storage.log import PartitionLog, TimeFn, system_time_ms
+from strom.storage.log_move import Identity, copy_changed, mark_complete, settle_moves
 from strom.storage.open_files import OpenFiles, default_max_open_files
 from strom.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from strom.storage.shutdown import close_logs
@@ -65,6 +68,8 @@ class LogDirUsage:
     usable_bytes: int
     replicas: list[tuple[TopicPartition, int, int]]
     failed: bool = False
+    # Replicas being moved into this dir (AlterReplicaLogDirs): (topic-partition, bytes copied, lag).
+    futures: list[tuple[TopicPartition, int, int]] = field(default_factory=list)
 
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
@@ -141,6 +146,8 @@ class LogManager:
         self._timed_flush: dict[TopicPartition, PartitionLog] = {}  # logs with a finite flush.ms
         self.topic_configs: dict[str, LogConfig] = {}
         self._lock_fds: list[int] = []
+        # AlterReplicaLogDirs for a partition not hosted yet: the dir it is created in (Kafka's rule).
+        self.preferred_dirs: dict[TopicPartition, str] = {}
         try:
             for log_dir in self.log_dirs:
                 os.makedirs(log_dir, exist_ok=True)
@@ -148,6 +155,7 @@ class LogManager:
         except OSError:
             self._unlock()
             raise
+        settle_moves(self.log_dirs)
         for log_dir in self.log_dirs:
             self._load_dir(log_dir)
 
@@ -238,7 +246,7 @@ class LogManager:
             )
         if config is not None:
             self.topic_configs[topic] = config
-        log_dir = self._least_loaded_dir()
+        log_dir = self.preferred_dirs.pop(tp, None) or self._least_loaded_dir()
         path = os.path.join(log_dir, f"{topic}-{partition}")
         created = None
         try:
@@ -272,6 +280,65 @@ class LogManager:
             log_dir = next(iter(self._unsynced_dirs))
             fsync_dir(log_dir)  # a failure leaves it (and the rest) to the next call
             self._unsynced_dirs.discard(log_dir)
+
+    def log_dir_of(self, tp: TopicPartition) -> str | None:
+        return self._log_dir_of.get(tp)
+
+    def finish_move(
+        self, tp: TopicPartition, future: str, copied: dict[str, Identity]
+    ) -> tuple[PartitionLog, OSError | None]:
+        """Steps 2 and 3 of a replica's move (log_move.py) into the log dir holding ``future``: the log
+        closed, the rest copied, the copy swapped in and opened. Returns the partition's log now (the
+        moved one; on a failure before the swap the source reopened, with the error)."""
+        old = self._logs[tp]
+        source_dir = self._log_dir_of[tp]
+        dest_dir = os.path.dirname(future)
+        name = os.path.basename(old.dir)
+
+        def reopen(path: str, closed: bool = True) -> PartitionLog:
+            opened = PartitionLog(
+                path,
+                self.topic_configs.get(tp.topic, self.default_config),
+                self._time_ms,
+                recovery_point=old.log_end_offset if closed else old.recovery_point,
+                log_start_offset=old.log_start_offset,
+                high_watermark=old.high_watermark,
+                clean_shutdown=closed,  # closed just now: nothing to recover
+                producer_id_expiration_ms=self.producer_id_expiration_ms,
+                open_files=self.open_files,
+            )
+            opened.highest_offset_in_remote_storage = old.highest_offset_in_remote_storage
+            return opened
+
+        active = os.path.basename(old.active_segment.prefix) + ".log"
+        try:
+            old.close()  # flushed, its producer snapshot and leader epochs written, its files released
+        except OSError as exc:
+            shutil.rmtree(future, ignore_errors=True)
+            back = self._logs[tp] = reopen(old.dir, closed=False)  # recovered from its recovery point
+            return back, exc
+        try:
+            copy_changed(old.dir, future, copied, frozenset({active}), final=True)
+            moved = mark_complete(future)
+        except OSError as exc:
+            shutil.rmtree(future, ignore_errors=True)
+            back = self._logs[tp] = reopen(old.dir)
+            return back, exc
+        doomed = os.path.join(source_dir, f"{name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+        os.rename(old.dir, doomed)
+        fsync_dir(source_dir)
+        path = os.path.join(dest_dir, name)
+        os.rename(moved, path)
+        fsync_dir(dest_dir)
+        new = self._logs[tp] = reopen(path)
+        self._log_dir_of[tp] = dest_dir
+        self._dir_counts[source_dir] -= 1
+        self._dir_counts[dest_dir] += 1
+        self._note_flush_policy(tp, new)
+        shutil.rmtree(doomed, ignore_errors=True)
+        self.checkpoint_all()
+        log.info("moved %s from %s to %s", name, source_dir, dest_dir)
+        return new, None
 
     def _least_loaded_dir(self) -> str:
         counts = self._dir_counts  # kept up to date: counting per creation would be quadratic

@@ -13,6 +13,7 @@ from strom.broker.handlers import (  # noqa: F401  (imported for their @handles 
     fetch,
     groups,
     list_offsets,
+    log_dirs,
     metadata,
     offsets,
     produce,

@@ -200,6 +200,13 @@ async def handle_describe_log_dirs(
             entry["partitions"].append(
                 {"partition_index": index, "partition_size": size, "offset_lag": lag, "is_future_key": False}
             )
+        for (topic, index), size, lag in usage.futures:  # replicas being moved here (log_dirs.py)
+            if wanted is not None and (topic, index) not in wanted:
+                continue
+            entry = topics.setdefault(topic, {"name": topic, "partitions": []})
+            entry["partitions"].append(
+                {"partition_index": index, "partition_size": size, "offset_lag": lag, "is_future_key": True}
+            )
         results.append(
             {
                 "error_code": int(ErrorCode.KAFKA_STORAGE_ERROR if usage.failed else ErrorCode.NONE),

@@ -49,6 +49,7 @@ from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.ports import IsrStore
 from strom.broker.replication.isr_proposals import IsrChangeManager
 from strom.broker.replication.isr_rules import FollowerState
+from strom.broker.replication.log_dir_moves import LogDirMoves
 from strom.broker.replication.partition import Partition, PartitionEnv, TopicPartition, follower_fetch_key
 from strom.broker.replication.purgatory import DelayedProduces, Purgatory
 from strom.broker.replication.replica_fetcher import ReplicaFetcherManager
@@ -118,6 +119,7 @@ class ReplicaManager:
             node_id, clock, purgatory, self.delayed_produces, self.isr_changes, replica_selector
         )
         self._task: asyncio.Task[None] | None = None
+        self.log_dir_moves = LogDirMoves(log_manager, self.partitions)  # AlterReplicaLogDirs
 
     @property
     def isr_shrinks(self) -> int:
@@ -138,6 +140,7 @@ class ReplicaManager:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        await self.log_dir_moves.stop()
         await self.isr_changes.stop()
         await self.fetchers.stop()
 
@@ -284,8 +287,15 @@ class ReplicaManager:
         return self.leader_partition(topic, index).delete_records_before(offset)
 
     def describe_log_dirs(self) -> list[LogDirUsage]:
-        """DescribeLogDirs: this broker's log dirs, each with its partition replicas' sizes and lags."""
-        return self._log_manager.describe_dirs()
+        """DescribeLogDirs: this broker's log dirs, each with its partition replicas' sizes and lags,
+        and the replicas being moved into it (log_dir_moves.py)."""
+        usages = self._log_manager.describe_dirs()
+        by_path = {usage.path: usage for usage in usages}
+        for dest, tp, copied in self.log_dir_moves.futures():
+            part = self.partitions.get(tp)
+            lag = 0 if part is None else part.log.log_end_offset  # Kafka: the future log's lag behind
+            by_path[dest].futures.append((tp, copied, lag))
+        return usages
 
     def active_producers(self, topic: str, index: int) -> list[ProducerStateEntry]:
         """DescribeProducers: the producers any replica this broker hosts tracks (NOT_LEADER_OR_FOLLOWER
