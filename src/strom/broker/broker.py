@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from strom._util.clock import Clock, SystemClock, sleep_ms, yield_to_loop
 from strom.broker.authorization import Authorizer
+from strom.broker.client_telemetry import ClientTelemetry
 from strom.broker.config import BrokerConfig
 from strom.broker.config_entities import ConfigEntities
 from strom.broker.control.cluster_member import ClusterMember
@@ -55,6 +56,7 @@ from strom.broker.tiered.remote_log_manager import RemoteLogManager
 from strom.broker.tiered.wiring import build_remote_log_manager
 from strom.cluster.acl_znodes import AclZnodeStore
 from strom.cluster.broker_config_znodes import BrokerConfigZnodes
+from strom.cluster.client_metrics_znodes import ClientMetricsZnodes
 from strom.cluster.local_store import LocalStore
 from strom.cluster.metadata_store import MetadataStore
 from strom.cluster.quota_znodes import QuotaZnodeStore
@@ -169,7 +171,13 @@ class Broker:
         # Dynamic broker configs (KIP-226): /config/brokers/<id> and /config/brokers/<default>.
         self.dynamic_config = DynamicBrokerConfig(config)
         self.broker_config_store = BrokerConfigZnodes(metadata_client)
+        # Client-metrics subscriptions (KIP-714): /config/client-metrics/<name>, on the same notifications.
+        self.client_telemetry = ClientTelemetry(
+            ClientMetricsZnodes(metadata_client), self.clock, int(config.get("telemetry.max.bytes"))
+        )
+        self.client_telemetry.reload()
         member.on_entity_change += [self.reload_quotas, self.reload_broker_config]
+        member.on_entity_change.append(self.client_telemetry.reload)
         self.control: ControlPlane = member
         self.topics = TopicAdmin(
             self.control,
@@ -242,6 +250,7 @@ class Broker:
                 self.reload_broker_config,
             ),
             remote_log_manager=self.remote_log_manager,
+            client_telemetry=self.client_telemetry,
         )
         self._tasks: list[asyncio.Task[None]] = []
 

@@ -106,6 +106,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("delete.topic.enable", _parse_bool, "true", "Allow DeleteTopics."),
         ConfigDef("message.max.bytes", int, "1048588", "Largest record batch.", "max.message.bytes"),
         ConfigDef("socket.request.max.bytes", int, "104857600", "Largest request frame accepted."),
+        ConfigDef(
+            "telemetry.max.bytes", int, "1048576", "Largest client metrics push (KIP-714), decompressed."
+        ),
         ConfigDef("log.segment.bytes", int, "1073741824", "Segment size before a roll.", "segment.bytes"),
         ConfigDef("log.roll.ms", int, "604800000", "Segment age before a roll.", "segment.ms"),
         ConfigDef("log.retention.ms", int, "604800000", "Time retention (-1: forever).", "retention.ms"),

@@ -72,6 +72,8 @@ class ApiKey(IntEnum):
     LIST_TRANSACTIONS = 66
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
+    GET_TELEMETRY_SUBSCRIPTIONS = 71
+    PUSH_TELEMETRY = 72
     LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
 
@@ -137,6 +139,9 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    # Client telemetry (KIP-714; telemetry_specs.py: the installed specs lack them).
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: (0, 0),
+    ApiKey.PUSH_TELEMETRY: (0, 0),
     # Client quotas (KIP-546; handlers/client_quotas.py): v1 is v0 flexible.
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
     ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),

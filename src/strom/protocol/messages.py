@@ -2197,6 +2197,43 @@ class ConsumerGroupDescribeResponse(TypedDict):
     groups: list[ConsumerGroupDescribeResponseDescribedGroup]
 
 
+class GetTelemetrySubscriptionsRequest(TypedDict):
+    """GetTelemetrySubscriptionsRequest v0."""
+
+    client_instance_id: bytes
+
+
+class GetTelemetrySubscriptionsResponse(TypedDict):
+    """GetTelemetrySubscriptionsResponse v0."""
+
+    throttle_time_ms: int
+    error_code: int
+    client_instance_id: bytes
+    subscription_id: int
+    accepted_compression_types: list[int]
+    push_interval_ms: int
+    telemetry_max_bytes: int
+    delta_temporality: bool
+    requested_metrics: list[str]
+
+
+class PushTelemetryRequest(TypedDict):
+    """PushTelemetryRequest v0."""
+
+    client_instance_id: bytes
+    subscription_id: int
+    terminating: bool
+    compression_type: int
+    metrics: bytes
+
+
+class PushTelemetryResponse(TypedDict):
+    """PushTelemetryResponse v0."""
+
+    throttle_time_ms: int
+    error_code: int
+
+
 class DescribeTopicPartitionsRequestTopicRequest(TypedDict):
     """DescribeTopicPartitionsRequest v0: TopicRequest."""
 
@@ -2541,6 +2578,16 @@ class HandlerRegistry(Protocol[ContextT]):
     def __call__(
         self, api_key: Literal[ApiKey.CONSUMER_GROUP_DESCRIBE]
     ) -> Registers[ContextT, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse]: ...
+
+    @overload
+    def __call__(
+        self, api_key: Literal[ApiKey.GET_TELEMETRY_SUBSCRIPTIONS]
+    ) -> Registers[ContextT, GetTelemetrySubscriptionsRequest, GetTelemetrySubscriptionsResponse]: ...
+
+    @overload
+    def __call__(
+        self, api_key: Literal[ApiKey.PUSH_TELEMETRY]
+    ) -> Registers[ContextT, PushTelemetryRequest, PushTelemetryResponse]: ...
 
     @overload
     def __call__(
@@ -3037,6 +3084,24 @@ class RequestSender(Protocol):
         body: ConsumerGroupDescribeRequest,
         timeout_ms: int = ...,
     ) -> Awaitable[ConsumerGroupDescribeResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.GET_TELEMETRY_SUBSCRIPTIONS],
+        api_version: int,
+        body: GetTelemetrySubscriptionsRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[GetTelemetrySubscriptionsResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.PUSH_TELEMETRY],
+        api_version: int,
+        body: PushTelemetryRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[PushTelemetryResponse]: ...
 
     @overload
     def __call__(

@@ -36,6 +36,7 @@ from strom.quota.entity import (
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
 )
+from strom.web.telemetry_metrics import client_telemetry_families
 from strom.web.tiered_metrics import remote_storage_families
 
 _TOPIC_METERS: tuple[tuple[str, str, str], ...] = (
@@ -113,6 +114,7 @@ class BrokerCollector(Collector):
         yield from self._client_quotas()
         if (rlm := self._broker.remote_log_manager) is not None:
             yield from remote_storage_families(rlm, list(self._broker.replica_manager.partitions.values()))
+        yield from client_telemetry_families(self._broker.client_telemetry)
 
     def _client_quotas(self) -> Iterator[Metric]:
         """Per quota sensor (quota type, user, client id): its rate and its average throttle time."""

@@ -19,6 +19,7 @@ from strom.broker.handlers import (  # noqa: F401  (imported for their @handles 
     produce,
     producer_ids,
     sasl,
+    telemetry,
     topics,
     transaction_admin,
     transactions,

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from strom._util.clock import Clock, sleep_ms
 from strom.broker.authorization import Authorizer
+from strom.broker.client_telemetry import ClientTelemetry
 from strom.broker.config import BrokerConfig
 from strom.broker.config_entities import ConfigEntities
 from strom.broker.control.topic_admin import TopicAdmin
@@ -66,6 +67,7 @@ class HandlerPorts:
     config_entities: ConfigEntities  # quotas and dynamic broker configs in the metadata store
     # None without remote.log.storage.system.enable: fetches and ListOffsets never look at it then.
     remote_log_manager: RemoteLogManager | None = None
+    client_telemetry: ClientTelemetry | None = None  # KIP-714 subscriptions and pushed client metrics
 
 
 async def until_listed(ports: HandlerPorts) -> None:

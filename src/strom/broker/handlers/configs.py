@@ -6,7 +6,8 @@ DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG / STATIC_BROKER_CONFIG whe
 default supplies it, DEFAULT_CONFIG otherwise. AlterConfigs replaces the whole override set (Kafka's
 legacy semantics); IncrementalAlterConfigs edits it (SET, DELETE, APPEND, SUBTRACT). Invalid names or
 values fail that resource with INVALID_CONFIG. The BROKER (dynamic broker configs, KIP-226) and
-BROKER_LOGGER (log levels) resources are broker_configs.py's.
+BROKER_LOGGER (log levels) resources are broker_configs.py's, CLIENT_METRICS (KIP-714 subscriptions)
+telemetry.py's.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from strom.broker.handlers.broker_configs import (
     describe_broker,
     describe_broker_loggers,
 )
+from strom.broker.handlers.telemetry import CLIENT_METRICS, alter_client_metrics, describe_client_metrics
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.messages import (
@@ -97,7 +99,7 @@ def _authorize(ctx: RequestContext, rtype: int, name: str, operation: Op) -> Non
         return
     if rtype == TOPIC and denied(ctx, operation, Res.TOPIC, name):
         raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    if rtype in (BROKER, BROKER_LOGGER) and not allowed_cluster(ctx, operation):
+    if rtype in (BROKER, BROKER_LOGGER, CLIENT_METRICS) and not allowed_cluster(ctx, operation):
         raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 
 
@@ -125,6 +127,8 @@ async def handle_describe_configs(
                 out["configs"] = describe_broker(ctx.ports, name, keys, synonyms, docs)
             elif rtype == BROKER_LOGGER:
                 out["configs"] = describe_broker_loggers(ctx.ports, name, keys)
+            elif rtype == CLIENT_METRICS:
+                out["configs"] = await describe_client_metrics(ctx, name, keys)
             else:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {rtype}")
         except KafkaError as exc:
@@ -186,6 +190,8 @@ async def _alter(
                         ErrorCode.INVALID_REQUEST, "loggers are altered with IncrementalAlterConfigs"
                     )
                 alter_broker_loggers(ctx.ports, name, change, validate_only)
+            elif rtype == CLIENT_METRICS:
+                await alter_client_metrics(ctx, name, change, validate_only)
             elif rtype == TOPIC:
                 info = ctx.ports.metadata.topics.get(name)
                 if info is None:
