@@ -14,7 +14,11 @@ consumer group's id.
 
 A classic group with members and a consumer group cannot share an id: a heartbeat for a live classic
 group gets GROUP_ID_NOT_FOUND, and a JoinGroup for a consumer group with members
-INCONSISTENT_GROUP_PROTOCOL (Kafka's answers with `group.consumer.migration.policy=disabled`).
+INCONSISTENT_GROUP_PROTOCOL (Kafka's answers with `group.consumer.migration.policy=disabled`; the online
+conversions of the other policies are not implemented). An empty group converts offline, as Kafka
+converts it whatever the policy: a heartbeat for an empty classic group makes the consumer group of
+that id (the classic entry keeps only its committed offsets, which the consumer group goes on from),
+and a JoinGroup for an empty consumer group deletes it (group_service.py) and makes the classic group.
 """
 
 from __future__ import annotations

@@ -36,7 +36,9 @@ its partition (key versions 3-8) to its `ConsumerGroupShard` (consumer_group_sha
 those groups by replay and keeps their session timers; `consumer_group_config` reads and checks their
 settings (`group.consumer.*`). A commit to such a group is checked by member epoch
 (`GroupCoordinator.consumer_commit_check`), and a JoinGroup for its id is refused
-(INCONSISTENT_GROUP_PROTOCOL) while it has members.
+(INCONSISTENT_GROUP_PROTOCOL) while it has members; once it is empty, a JoinGroup converts it to a
+classic group (its group records get tombstones, its committed offsets stay), the offline downgrade
+of KIP-848.
 
 `__consumer_offsets` is created on first use (the first group request or commit) with
 `offsets.topic.num.partitions` partitions, `cleanup.policy=compact` and
@@ -463,6 +465,14 @@ class GroupService:
         if consumer is not None and consumer.members:
             # A consumer group (KIP-848) with members owns the id: no classic member may join it.
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id)
+        if consumer is not None:
+            # Offline downgrade (KIP-848, as Kafka converts whatever group.consumer.migration.policy
+            # says): an empty consumer group gives way to the classic group; its committed offsets,
+            # kept in the classic entry of the same id, stay.
+            deleted = self._delete_consumer_group(req.group_id)
+            if deleted not in (None, ErrorCode.NONE):
+                return JoinResult(deleted, req.member_id)
+            log.info("consumer group %s converted to a classic group (it was empty)", req.group_id)
         fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
         self.coordinator.join_group(req, _resolver(fut))
         return await fut
