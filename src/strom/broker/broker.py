@@ -44,6 +44,7 @@ from strom.broker.coordinators.group_service import GroupService
 from strom.broker.coordinators.registry_service import RegistryService
 from strom.broker.coordinators.transaction_service import TransactionService
 from strom.broker.handlers.base import HandlerPorts
+from strom.broker.lake.wiring import LakeHost
 from strom.broker.network.client_quotas import ClientQuotas
 from strom.broker.ports import ControlPlane
 from strom.broker.replication.purgatory import Purgatory
@@ -218,6 +219,14 @@ class Broker:
                 security,
                 self.clock,
             )
+        # Iceberg topics: the translator is built (and pyiceberg imported) once a led topic needs it.
+        self.lake = LakeHost(
+            config,
+            lambda: list(self.replica_manager.partitions.values()),
+            self._log_config_for,
+            self._schema_of,
+            self.clock,
+        )
         # None without authorizer.class.name: handlers then skip every ACL check (one attribute test).
         self.authorizer: Authorizer | None = None
         if config.get("authorizer.class.name"):
@@ -280,6 +289,12 @@ class Broker:
     def _log_config_for(self, topic: str) -> LogConfig:
         return self.topics.log_config_for(topic)
 
+    def _schema_of(self, schema_id: int) -> tuple[str, str] | None:
+        """A registry schema's (type, text), for the Iceberg translator's worker threads: one dict read
+        of an immutable entry, which the registry's replay only ever adds."""
+        stored = self.registry.registry.state.schemas.get(schema_id)
+        return (stored.schema_type, stored.schema) if stored is not None else None
+
     # life cycle --------------------------------------------------------------------------------
     def start_background(self) -> None:
         """Join the cluster (or lead everything, alone) at the advertised endpoint, then the jobs."""
@@ -313,6 +328,7 @@ class Broker:
         ]
         if self.remote_log_manager is not None:
             self._tasks.append(asyncio.create_task(self.remote_log_manager.run()))
+        self._tasks.append(asyncio.create_task(self.lake.run()))
 
     async def _periodic(self, name: str, interval_ms: int, job: Callable[[], object]) -> None:
         while True:

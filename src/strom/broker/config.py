@@ -24,6 +24,7 @@ from strom.broker.security.config_defs import (
     is_secret,
 )
 from strom.broker.tiered.config_defs import SECRET_PLUGIN_SETTINGS, TIERED_CONFIGS, is_plugin_setting
+from strom.lake.config_defs import LAKE_CONFIGS, is_lake_property, is_secret_lake_property
 
 
 def _parse_bool(raw: str) -> bool:
@@ -50,7 +51,7 @@ class ConfigDef:
 
 
 _LONG_MAX = str(2**63 - 1)
-_PARSERS: dict[str, Callable[[str], Any]] = {"bool": _parse_bool, "int": int}
+_PARSERS: dict[str, Callable[[str], Any]] = {"bool": _parse_bool, "int": int, "str": str}
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {
     d.name: d
@@ -247,6 +248,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("controlled.shutdown.enable", _parse_bool, "true", "Move leaders away before stopping."),
         *(ConfigDef(*row) for row in SECURITY_CONFIGS),
         *(ConfigDef(name, _PARSERS[kind], default, doc) for name, kind, default, doc in TIERED_CONFIGS),
+        *(ConfigDef(name, _PARSERS[kind], default, doc) for name, kind, default, doc in LAKE_CONFIGS),
         ConfigDef(
             "authorizer.class.name",
             check_authorizer_class,
@@ -312,7 +314,8 @@ class BrokerConfig:
         # ``listener.name.<listener>.<config>``: Kafka's per-listener overrides of security settings.
         self.listener_overrides = {k: v for k, v in props.items() if is_listener_override(k)}
         # ``rsm.config.*`` / ``rlmm.config.*``: tiered storage's plugin settings, passed on as they are.
-        self.plugin_settings = {k: v for k, v in props.items() if is_plugin_setting(k)}
+        # ``strom.iceberg.catalog.property.*``: pyiceberg catalog properties, passed on as they are.
+        self.plugin_settings = {k: v for k, v in props.items() if is_plugin_setting(k) or is_lake_property(k)}
         unknown = sorted(
             set(props) - set(BROKER_CONFIGS) - set(self.listener_overrides) - set(self.plugin_settings)
         )
@@ -376,6 +379,6 @@ class BrokerConfig:
             hidden = is_secret(name)
             rows.append((name, None if hidden else self.listener_overrides[name], False))
         for name in sorted(self.plugin_settings):
-            hidden = name in SECRET_PLUGIN_SETTINGS
+            hidden = name in SECRET_PLUGIN_SETTINGS or is_secret_lake_property(name)
             rows.append((name, None if hidden else self.plugin_settings[name], False))
         return rows

@@ -42,6 +42,8 @@ CODEC_BY_COMPRESSION_TYPE = {
     "zstd": CompressionType.ZSTD,
 }
 COMPRESSION_TYPES = ("producer", *CODEC_BY_COMPRESSION_TYPE)
+# Iceberg topics' modes (strom.lake.modes says what each writes); disabled: no table.
+ICEBERG_MODES = ("disabled", "key_value", "value_schema_id_prefix")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +79,9 @@ class LogConfig:
     local_retention_bytes: int = -2
     remote_log_copy_disable: bool = False
     remote_log_delete_on_disable: bool = False
+    # Iceberg topics (strom.lake): the table a topic's committed records are translated into.
+    strom_iceberg_mode: str = "disabled"
+    strom_iceberg_target_lag_ms: int = 60_000
     # Derived: a client's batches are stored as sent (codec kept, CreateTime, no timestamp bounds, no
     # key check): the produce path's fast case (log_append.py). Not a setting.
     stores_as_sent: bool = field(init=False, repr=False, compare=False)
@@ -159,6 +164,7 @@ class LogConfig:
         _require(self.delete_retention_ms >= 0, "delete.retention.ms", "must be non-negative")
         _require(self.min_compaction_lag_ms >= 0, "min.compaction.lag.ms", "must be non-negative")
         _require(self.file_delete_delay_ms >= 0, "file.delete.delay.ms", "must be non-negative")
+        _require(self.strom_iceberg_target_lag_ms >= 1, "strom.iceberg.target.lag.ms", "must be at least 1")
         _require(self.local_retention_ms >= -2, "local.retention.ms", "must be -2, -1 or more")
         _require(self.local_retention_bytes >= -2, "local.retention.bytes", "must be -2, -1 or more")
         _require(
@@ -345,6 +351,16 @@ LOG_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         "BOOLEAN",
         "Delete the remote data when remote.storage.enable is turned off.",
         _parse_bool,
+    ),
+    _row(
+        "strom.iceberg.mode",
+        "STRING",
+        "Iceberg topic: disabled, key_value (key and value as bytes) or value_schema_id_prefix (values "
+        "decoded with their registry schema into columns).",
+        _choice(ICEBERG_MODES),
+    ),
+    _row(
+        "strom.iceberg.target.lag.ms", "LONG", "Iceberg topic: longest time between two commits to its table."
     ),
 )
 

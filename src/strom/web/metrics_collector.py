@@ -36,6 +36,7 @@ from strom.quota.entity import (
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
 )
+from strom.web.lake_metrics import iceberg_families
 from strom.web.telemetry_metrics import client_telemetry_families
 from strom.web.tiered_metrics import remote_storage_families
 
@@ -115,6 +116,8 @@ class BrokerCollector(Collector):
         if (rlm := self._broker.remote_log_manager) is not None:
             yield from remote_storage_families(rlm, list(self._broker.replica_manager.partitions.values()))
         yield from client_telemetry_families(self._broker.client_telemetry)
+        if (translator := self._broker.lake.translator) is not None:
+            yield from iceberg_families(translator, self._broker.clock.time_ms())
 
     def _client_quotas(self) -> Iterator[Metric]:
         """Per quota sensor (quota type, user, client id): its rate and its average throttle time."""

@@ -1,0 +1,246 @@
+"""The catalog and its tables through pyiceberg: creation, schema evolution, the exactly-once append.
+
+Blocking throughout (catalog calls, Parquet writes): the broker calls it from worker threads. Each
+thread opens its own catalog client (`LakeTables.catalog`).
+
+**Exactly once.** `append` re-reads the table, takes the partition's recorded next offset from the
+current snapshot's summary (offsets.py), keeps only the rows at or after it, and appends them with a
+summary recording ``end`` for the partition (the other partitions' offsets carried over). pyiceberg
+commits with the requirement that the table's current snapshot is still the one read, and the catalog
+checks it atomically (SQL: a conditional update of the metadata location; REST: the server's check):
+if a broker leading another partition, or a deposed leader of this one, committed meanwhile, the
+append fails and is tried again from the re-read. Rows never land twice, and the summary never
+claims rows that are not in the table. A failed attempt may leave data files no snapshot names
+(orphans, for a maintenance job's orphan-file removal).
+
+**Schema evolution.** A value schema's columns are merged into the table's schema by name
+(``union_by_name``: new columns added, int to long and float to double widened); a schema whose
+columns cannot be merged (a type changed otherwise) is reported back, and its records become dead letters.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyiceberg.catalog import Catalog, load_catalog
+from pyiceberg.exceptions import (
+    CommitFailedException,
+    NoSuchTableError,
+    ResolveError,
+    TableAlreadyExistsError,
+    ValidationError,
+)
+from pyiceberg.table import Table
+from pyiceberg.transforms import HourTransform
+
+from strom.lake import offsets
+from strom.lake.columns import DLQ_SCHEMA, KEY_VALUE_SCHEMA, META_FIELDS, PARTITION_NAME, PARTITION_SOURCE
+from strom.lake.config_defs import CATALOG_NAME, NAMESPACE, CatalogSettings
+from strom.lake.translate import KEY_VALUE
+
+DLQ_SUFFIX = "~dlq"
+SQLITE_FILE = "sqlite:///"
+# pyiceberg retries a conflicting append by re-applying it on the newer snapshot, keeping its summary:
+# that would carry over another partition's stale next offset. Off: a conflict comes back to `append`,
+# which re-reads the offsets first.
+NUM_RETRIES = "commit.retry.num-retries"
+COMMIT_ATTEMPTS = 20
+
+
+class SchemaRefused(ValueError):
+    """A value schema's columns cannot be merged into the table's schema."""
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """One table of a topic: the topic's own or its dead-letter table."""
+
+    topic: str
+    mode: str
+    dlq: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.topic + DLQ_SUFFIX if self.dlq else self.topic
+
+    @property
+    def identifier(self) -> tuple[str, str]:
+        return (NAMESPACE, self.name)
+
+    def initial_schema(self) -> pa.Schema:
+        if self.dlq:
+            return DLQ_SCHEMA
+        return KEY_VALUE_SCHEMA if self.mode == KEY_VALUE else pa.schema(list(META_FIELDS))
+
+
+class LakeTables:
+    def __init__(self, settings: CatalogSettings) -> None:
+        self.settings = settings
+        self._local = threading.local()
+        self._namespace_made = False
+
+    def catalog(self) -> Catalog:
+        catalog: Catalog | None = getattr(self._local, "catalog", None)
+        if catalog is None:
+            uri = self.settings.properties.get("uri", "")
+            if self.settings.kind == "sql" and uri.startswith(SQLITE_FILE):
+                os.makedirs(os.path.dirname(uri[len(SQLITE_FILE) :]) or ".", exist_ok=True)
+            catalog = self._local.catalog = load_catalog(CATALOG_NAME, **self.settings.properties)
+        if not self._namespace_made:
+            catalog.create_namespace_if_not_exists(NAMESPACE)
+            self._namespace_made = True
+        return catalog
+
+    def table(self, ref: TableRef) -> Table:
+        """The table, created (partitioned by the hour of the record timestamp) if it does not exist."""
+        catalog = self.catalog()
+        try:
+            table = catalog.load_table(ref.identifier)
+        except NoSuchTableError:
+            pass
+        else:
+            if table.metadata.properties.get(NUM_RETRIES) == "0":
+                return table
+            with table.transaction() as txn:  # a table made elsewhere: no retry that keeps a stale summary
+                txn.set_properties({NUM_RETRIES: "0"})
+            return catalog.load_table(ref.identifier)
+        try:
+            with (
+                catalog.create_table_transaction(
+                    ref.identifier, ref.initial_schema(), properties={NUM_RETRIES: "0"}
+                ) as txn,
+                txn.update_spec() as spec,
+            ):
+                spec.add_field(PARTITION_SOURCE, HourTransform(), PARTITION_NAME)
+        except (TableAlreadyExistsError, CommitFailedException):
+            pass  # another broker (or thread) made it first
+        return catalog.load_table(ref.identifier)
+
+    def next_offsets(self, ref: TableRef) -> dict[int, int]:
+        """Each partition's next offset as the table records it ({} for a table without any)."""
+        return _recorded(self.table(ref))
+
+    def evolve(self, ref: TableRef, fields: Sequence[pa.Field]) -> None:
+        """Merge ``fields`` into the table's schema, unless it has them already.
+
+        Raises:
+            SchemaRefused: the fields cannot be merged (a column's type changed otherwise than widened).
+            CommitFailedException: still conflicting after `COMMIT_ATTEMPTS` attempts.
+        """
+        for attempt in range(COMMIT_ATTEMPTS):
+            table = self.table(ref)
+            current = table.schema().as_arrow()
+            if all(_contains(current, f) for f in fields):
+                return
+            try:
+                with table.update_schema() as update:
+                    update.union_by_name(pa.schema(list(fields)))
+                return
+            except CommitFailedException:
+                if attempt == COMMIT_ATTEMPTS - 1:
+                    raise
+                time.sleep(min(0.05 * (attempt + 1), 0.5))
+            except (ValidationError, ResolveError, ValueError, TypeError) as exc:
+                raise SchemaRefused(str(exc)) from exc
+
+    def arrow_schema(self, ref: TableRef) -> pa.Schema:
+        return self.table(ref).schema().as_arrow()
+
+    def append(self, ref: TableRef, partition: int, end: int, rows: pa.Table) -> int:
+        """Append the rows not yet in the table and record ``end`` as the partition's next offset;
+        returns the partition's next offset as the table then records it.
+
+        Raises:
+            CommitFailedException: still conflicting after `COMMIT_ATTEMPTS` attempts.
+        """
+        for attempt in range(COMMIT_ATTEMPTS):
+            table = self.table(ref)
+            current = _recorded(table)
+            recorded = current.get(partition)
+            if recorded is not None and recorded >= end:
+                return recorded  # another leader got here first
+            keep = rows if recorded is None else rows.filter(pc.greater_equal(rows["offset"], recorded))
+            if keep.num_rows == 0:
+                return recorded if recorded is not None else -1
+            keep = keep.cast(_aligned(keep.schema, table.schema().as_arrow()))
+            try:
+                table.append(
+                    keep,
+                    snapshot_properties={
+                        offsets.SUMMARY_KEY: offsets.render(offsets.merged(current, partition, end))
+                    },
+                )
+                return end
+            except CommitFailedException:
+                if attempt == COMMIT_ATTEMPTS - 1:
+                    raise
+                time.sleep(min(0.05 * (attempt + 1), 0.5))
+        raise AssertionError("unreachable")
+
+
+def _recorded(table: Table) -> dict[int, int]:
+    metadata = table.metadata
+    snapshot = table.current_snapshot()
+    summaries = []
+    while snapshot is not None:
+        summaries.append(snapshot.summary.additional_properties if snapshot.summary is not None else {})
+        parent = snapshot.parent_snapshot_id
+        snapshot = metadata.snapshot_by_id(parent) if parent is not None else None
+    return offsets.parse(summaries)
+
+
+def _contains(schema: pa.Schema, wanted: pa.Field) -> bool:
+    index = schema.get_field_index(wanted.name)
+    return index >= 0 and _covers(schema.field(index).type, wanted.type)
+
+
+_WIDER = {pa.int32(): pa.int64(), pa.float32(): pa.float64()}
+
+
+def _covers(have: pa.DataType, want: pa.DataType) -> bool:
+    """Whether a column of type ``have`` takes values of type ``want`` as they are: the same type up to
+    large/small strings and lists (pyiceberg reads its schema as the large forms), or a wider one (a
+    record of an earlier schema version after the column was widened), struct fields by name."""
+    have, want = _normal(have), _normal(want)
+    if have == want or _WIDER.get(want) == have:
+        return True
+    if pa.types.is_struct(want) and pa.types.is_struct(have):
+        names = {have.field(i).name: have.field(i).type for i in range(have.num_fields)}
+        return all(
+            want.field(i).name in names and _covers(names[want.field(i).name], want.field(i).type)
+            for i in range(want.num_fields)
+        )
+    if pa.types.is_list(want) and pa.types.is_list(have):
+        return _covers(have.value_type, want.value_type)
+    if pa.types.is_map(want) and pa.types.is_map(have):
+        return _covers(have.key_type, want.key_type) and _covers(have.item_type, want.item_type)
+    return False
+
+
+def _normal(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_large_string(t):
+        return pa.string()
+    if pa.types.is_large_binary(t):
+        return pa.binary()
+    if pa.types.is_large_list(t) or pa.types.is_list(t):
+        return pa.list_(_normal(t.value_type))
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(t.field(i).name, _normal(t.field(i).type)) for i in range(t.num_fields)])
+    if pa.types.is_map(t):
+        return pa.map_(_normal(t.key_type), _normal(t.item_type))
+    return t
+
+
+def _aligned(have: pa.Schema, table: pa.Schema) -> pa.Schema:
+    """``have`` with each column's type as the table has it (the rows were built before a widening)."""
+    fields = []
+    for f in have:
+        index = table.get_field_index(f.name)
+        fields.append(pa.field(f.name, table.field(index).type) if index >= 0 else f)
+    return pa.schema(fields)

@@ -1,0 +1,153 @@
+"""Records to rows, per mode, with the dead letters and their reasons. Pure (the schema lookup is
+passed in).
+
+``key_value``: every record is a row; nothing goes to the dead-letter table.
+
+``value_schema_id_prefix``: the value is Confluent's wire format, a zero byte, the schema id (4 bytes,
+big-endian) and the Avro binary encoding; it is decoded with the writer's schema from the registry and
+its fields become the row's columns (avro_arrow.py). A record goes to the dead-letter table, with its
+raw value and the reason, when it has no value or no prefix, its schema is not Avro or has no table
+mapping, or its bytes do not decode. A schema id the registry does not know (yet: this broker may
+replay ``_schemas`` a moment after the record arrived) stops the translation just before that record
+(`Translation.waiting_for`) until the translator's patience runs out; then the record is a dead letter
+too, so the topic is never blocked.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from fastavro import parse_schema, schemaless_reader
+
+from strom.lake.avro_arrow import UnsupportedSchema, arrow_value, value_fields
+from strom.lake.columns import Row, meta_row
+from strom.protocol.records.record import Record
+
+KEY_VALUE = "key_value"
+VALUE_SCHEMA_ID_PREFIX = "value_schema_id_prefix"
+MODES = (KEY_VALUE, VALUE_SCHEMA_ID_PREFIX)
+
+_PREFIX = struct.Struct(">bI")
+
+# (schema type, schema text) of a registry id, or None while the registry does not know it.
+SchemaLookup = Callable[[int], tuple[str, str] | None]
+
+
+@dataclass
+class ValueSchema:
+    """One registry schema, parsed once: its columns, or why it has none."""
+
+    schema_id: int
+    fields: list[pa.Field] = field(default_factory=list)
+    parsed: Any = None
+    error: str | None = None
+
+
+@dataclass
+class Translation:
+    """The rows of a range of records, for the table and for the dead-letter table."""
+
+    rows: list[Row] = field(default_factory=list)
+    dead: list[Row] = field(default_factory=list)
+    row_schema_ids: list[int] = field(default_factory=list)  # the schema each row was decoded with
+    next_offset: int | None = None  # set when it stopped early (see waiting_for)
+    waiting_for: int | None = None  # the unknown schema id it stopped at
+
+
+class SchemaCache:
+    """Registry schemas by id, parsed for decoding and mapped to columns (kept for the broker's life:
+    a registry id never changes its schema)."""
+
+    def __init__(self, lookup: SchemaLookup) -> None:
+        self._lookup = lookup
+        self._schemas: dict[int, ValueSchema] = {}
+
+    def get(self, schema_id: int) -> ValueSchema | None:
+        cached = self._schemas.get(schema_id)
+        if cached is not None:
+            return cached
+        found = self._lookup(schema_id)
+        if found is None:
+            return None
+        self._schemas[schema_id] = schema = _parse(schema_id, *found)
+        return schema
+
+
+def _parse(schema_id: int, schema_type: str, text: str) -> ValueSchema:
+    if schema_type.upper() != "AVRO":
+        return ValueSchema(schema_id, error=f"schema {schema_id} is {schema_type}: only Avro is decoded")
+    try:
+        document = json.loads(text)
+        return ValueSchema(schema_id, value_fields(document), parse_schema(document))
+    except UnsupportedSchema as exc:
+        return ValueSchema(schema_id, error=f"schema {schema_id}: {exc}")
+    except Exception as exc:
+        return ValueSchema(schema_id, error=f"schema {schema_id} does not parse: {exc}")
+
+
+def dead_row(partition: int, record: Record, reason: str) -> Row:
+    row = meta_row(partition, record)
+    row["value"] = record.value
+    row["reason"] = reason
+    return row
+
+
+def translate(
+    mode: str,
+    partition: int,
+    records: Sequence[Record],
+    schemas: SchemaCache | None = None,
+    give_up_waiting: bool = False,
+) -> Translation:
+    """The rows of ``records`` under ``mode``; ``give_up_waiting`` turns unknown schema ids into dead
+    letters instead of a stop."""
+    out = Translation()
+    if mode == KEY_VALUE:
+        for record in records:
+            row = meta_row(partition, record)
+            row["value"] = record.value
+            out.rows.append(row)
+        return out
+    if schemas is None:
+        raise ValueError(f"mode {mode} needs the registry's schemas")
+    for record in records:
+        value = record.value
+        if value is None or len(value) < _PREFIX.size or value[0] != 0:
+            out.dead.append(dead_row(partition, record, "the value has no schema id prefix"))
+            continue
+        _, schema_id = _PREFIX.unpack_from(value)
+        schema = schemas.get(schema_id)
+        if schema is None:
+            if not give_up_waiting:
+                out.next_offset, out.waiting_for = record.offset, schema_id
+                return out
+            out.dead.append(dead_row(partition, record, f"schema id {schema_id} is not in the registry"))
+            continue
+        if schema.error is not None:
+            out.dead.append(dead_row(partition, record, schema.error))
+            continue
+        body = io.BytesIO(value[_PREFIX.size :])
+        try:
+            decoded = schemaless_reader(body, schema.parsed, None)
+        except Exception as exc:
+            reason = f"the value does not decode with schema {schema_id}: {exc!r}"
+            out.dead.append(dead_row(partition, record, reason))
+            continue
+        if body.tell() != len(value) - _PREFIX.size:
+            reason = f"the value has bytes left over after decoding with schema {schema_id}"
+            out.dead.append(dead_row(partition, record, reason))
+            continue
+        if not isinstance(decoded, dict):
+            out.dead.append(dead_row(partition, record, "the decoded value is not a record"))
+            continue
+        row = meta_row(partition, record)
+        row.update((name, arrow_value(v)) for name, v in decoded.items())
+        out.rows.append(row)
+        out.row_schema_ids.append(schema_id)
+    return out

@@ -1,0 +1,49 @@
+"""Iceberg topics' metrics for ``/metrics`` (once the broker's translator runs), per partition this
+broker translates: ``strom_iceberg_translation_lag_records`` (committed records not yet in the table),
+``strom_iceberg_translation_lag_seconds`` (time since the last commit while records wait; 0 when none
+wait), and the counters ``strom_iceberg_translated_rows`` and ``strom_iceberg_dead_letters`` (since
+the partition's translation task started)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import Metric
+
+from strom.metrics.families import counter, gauge
+
+if TYPE_CHECKING:  # imported only once a topic needs it (strom.broker.lake.wiring): pyiceberg is heavy
+    from strom.broker.lake.translator import IcebergTranslator
+
+LABELS = ["topic", "partition"]
+
+
+def iceberg_families(translator: IcebergTranslator, now_ms: int) -> Iterator[Metric]:
+    lags = sorted(translator.lag.items())
+    records = [([t, str(p)], float(lag.records)) for (t, p), lag in lags]
+    seconds = [
+        ([t, str(p)], max(now_ms - lag.last_commit_ms, 0) / 1000 if lag.records else 0.0)
+        for (t, p), lag in lags
+    ]
+    yield gauge(
+        "strom_iceberg_translation_lag_records", "Committed records not yet in the table.", LABELS, records
+    )
+    yield gauge(
+        "strom_iceberg_translation_lag_seconds",
+        "Seconds since the last commit while records wait.",
+        LABELS,
+        seconds,
+    )
+    yield counter(
+        "strom_iceberg_translated_rows",
+        "Rows appended to the table.",
+        LABELS,
+        [([t, str(p)], lag.rows) for (t, p), lag in lags],
+    )
+    yield counter(
+        "strom_iceberg_dead_letters",
+        "Rows appended to the dead-letter table.",
+        LABELS,
+        [([t, str(p)], lag.dead) for (t, p), lag in lags],
+    )

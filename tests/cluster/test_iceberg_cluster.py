@@ -1,0 +1,145 @@
+"""An Iceberg topic on a 3-broker cluster (ZooKeeper, three broker processes, one SQL catalog they
+share): Avro records under three compatible schema versions from confluent-kafka's AvroSerializer; the
+leader of a partition is killed with SIGKILL twice during the run, and the new leaders resume from the
+table's offsets. The table holds every committed record exactly once with typed columns, DuckDB,
+pyiceberg and polars read the same rows, and the undecodable record is in the dead-letter table."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+from pyiceberg.catalog import load_catalog
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.table import Table
+
+from strom.testing.cluster import LocalCluster
+from tests.cluster.conftest import partitions_of, wait_until
+from tests.integration.iceberg_readers import with_duckdb, with_polars, with_pyiceberg
+from tests.integration.test_iceberg_topics import V1, V2, V3
+
+TOPIC = "orders"
+
+
+def _table(catalog_dir: Path, name: str) -> Table | None:
+    catalog = load_catalog(
+        "strom",
+        type="sql",
+        uri=f"sqlite:///{catalog_dir}/catalog.db",
+        warehouse=f"file://{catalog_dir}/warehouse",
+    )
+    try:
+        return catalog.load_table(("strom", name))
+    except NoSuchTableError:
+        return None
+
+
+def _rows(catalog_dir: Path, name: str, columns: list[str]) -> list[tuple[Any, ...]]:
+    table = _table(catalog_dir, name)
+    return [] if table is None else with_pyiceberg(table, columns)
+
+
+def _produce(cluster: LocalCluster, schema: dict[str, Any], values: list[dict[str, Any]]) -> None:
+    live = next(b for b in cluster.brokers.values() if b.proc is not None)
+    assert live.http_url is not None
+    serializer = AvroSerializer(SchemaRegistryClient({"url": live.http_url}), json.dumps(schema))
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True})
+    for value in values:
+        producer.produce(TOPIC, serializer(value, SerializationContext(TOPIC, MessageField.VALUE)))
+    assert producer.flush(60) == 0
+
+
+def _kill_leader_of(cluster: LocalCluster, partition: int) -> int:
+    leader = partitions_of(cluster.bootstrap, TOPIC)[partition][0]
+    cluster.brokers[leader].kill()
+    wait_until(
+        lambda: partitions_of(cluster.bootstrap, TOPIC)[partition][0] not in (-1, leader), 60, "a new leader"
+    )
+    return leader
+
+
+def _consumed(bootstrap: str, count: int) -> list[tuple[int, int]]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "iceberg-check",
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
+    consumer.subscribe([TOPIC])
+    seen: list[tuple[int, int]] = []
+    deadline = time.monotonic() + 90
+    try:
+        while len(seen) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                seen.append((msg.partition(), msg.offset()))
+    finally:
+        consumer.close()
+    return sorted(seen)
+
+
+def test_leader_killed_twice_changes_nothing_in_the_table(
+    make_cluster: Callable[..., Any], tmp_path: Path
+) -> None:
+    catalog_dir = tmp_path / "shared-catalog"
+    catalog_dir.mkdir()
+    cluster: LocalCluster = make_cluster(
+        3,
+        **{
+            "strom.iceberg.catalog.uri": f"sqlite:///{catalog_dir}/catalog.db",
+            "strom.iceberg.warehouse": str(catalog_dir / "warehouse"),
+            "strom.iceberg.translation.interval.ms": "100",
+        },
+    )
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    configs = {
+        "strom.iceberg.mode": "value_schema_id_prefix",
+        "strom.iceberg.target.lag.ms": "300",
+        "min.insync.replicas": "2",
+    }
+    for future in admin.create_topics([NewTopic(TOPIC, 3, 3, config=configs)]).values():
+        future.result(30)
+
+    _produce(cluster, V1, [{"id": i, "item": f"a{i}"} for i in range(100)])
+    wait_until(lambda: len(_rows(catalog_dir, TOPIC, [])) > 0, 60, "the first commit")
+    first = _kill_leader_of(cluster, 0)
+    _produce(cluster, V2, [{"id": i, "item": f"b{i}", "qty": 2} for i in range(100, 200)])
+    cluster.brokers[first].start()
+    cluster.wait_for_brokers(3)
+    wait_until(lambda: len(_rows(catalog_dir, TOPIC, [])) >= 150, 90, "rows after the first kill")
+    _kill_leader_of(cluster, 1)
+    _produce(cluster, V3, [{"id": 2**40 + i, "item": f"c{i}", "qty": 3, "note": "n"} for i in range(100)])
+    bad = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    bad.produce(TOPIC, b"\x00\x00\x00\x7f\xffnot a registered schema", partition=2)
+    assert bad.flush(60) == 0
+
+    expected = 300
+    wait_until(lambda: len(_rows(catalog_dir, TOPIC, [])) >= expected, 120, "every record in the table")
+    wait_until(lambda: len(_rows(catalog_dir, TOPIC + "~dlq", [])) >= 1, 90, "the dead letter")
+    time.sleep(1.5)  # a few more commit intervals: nothing may arrive twice
+
+    columns = ["id", "item", "qty", "note"]
+    rows = _rows(catalog_dir, TOPIC, columns)
+    table = _table(catalog_dir, TOPIC)
+    assert table is not None
+    assert with_duckdb(table, columns) == rows
+    assert with_polars(table, columns) == rows
+    positions = [(p, o) for p, o, *_ in rows]
+    assert len(set(positions)) == len(positions) == expected
+    dead = _rows(catalog_dir, TOPIC + "~dlq", ["reason"])
+    assert len(dead) == 1 and "not in the registry" in dead[0][2]
+    assert sorted(positions + [(p, o) for p, o, *_ in dead]) == _consumed(cluster.bootstrap, expected + 1)
+    by_id = {r[2]: r[3:] for r in rows}
+    assert by_id[7] == ("a7", None, None)
+    assert by_id[150] == ("b150", 2, None)
+    assert by_id[2**40 + 9] == ("c9", 3, "n")
