@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from strom.testing.processes import process_cpu_times, stop_process
+from strom.testing.processes import popen_tied, process_cpu_times, stop_process
 
 _READY = re.compile(r"Strom broker (\d+) listening on ([^:\s]+):(\d+)")
 _LISTENER = re.compile(r"Strom broker \d+ listener (\S+) \((\S+)\) on ([^:\s]+):(\d+)")
@@ -77,9 +77,7 @@ class BrokerProcess:
         for key, value in settings.items():
             cmd += ["--set", f"{key}={value}"]
         self._log = open(self.log_path, "a")  # noqa: SIM115  (closed in _reap)
-        self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=self._log, text=True, start_new_session=True
-        )
+        self.proc = popen_tied(cmd, stdout=subprocess.PIPE, stderr=self._log, text=True)
         assert self.proc.stdout is not None
         deadline = time.monotonic() + self.start_timeout_s
         line = ""

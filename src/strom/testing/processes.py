@@ -1,13 +1,40 @@
-"""Stopping a process that tests and benchmarks started: SIGTERM first (a broker's clean shutdown, a JVM's
-shutdown hooks), then SIGKILL if it has not exited in time, and always reaped. And the CPU time such a
-process has used, from Linux's /proc."""
+"""Starting and stopping a process that tests and benchmarks run.
+
+Started (`popen_tied`) in a session of its own, so that a signal meant for the test run (Ctrl-C) does
+not reach it, and tied to the test run's life: Linux's parent-death signal, set by util-linux's
+``setpriv --pdeathsig KILL`` before it executes the command (the signal survives the exec), kills it if
+the process that started it dies first, so a test run killed outright (a CI timeout, SIGKILL) leaves no
+broker, ZooKeeper or S3 server behind. The kernel ties the child to the *thread* that forked it, so the
+tie is made only from the main thread (a process started from a short-lived worker thread would die
+with the thread); elsewhere, or without ``setpriv``, the process is untied and stopped by PID as always.
+
+Stopped (`stop_process`): SIGTERM first (a broker's clean shutdown, a JVM's shutdown hooks), then
+SIGKILL if it has not exited in time, and always reaped. And the CPU time such a process has used, from
+Linux's /proc.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import threading
+from collections.abc import Sequence
 from typing import Any
+
+
+def _tie_to_parent() -> list[str]:
+    """The command prefix that sets SIGKILL as the parent-death signal; empty where it cannot be tied."""
+    if threading.current_thread() is not threading.main_thread():
+        return []
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL"] if setpriv else []
+
+
+def popen_tied(args: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
+    """`subprocess.Popen` in a new session, killed if this process dies before stopping it."""
+    return subprocess.Popen([*_tie_to_parent(), *args], start_new_session=True, **kwargs)
 
 
 def stop_process(proc: subprocess.Popen[Any], timeout_s: float = 20.0, kill_wait_s: float = 10.0) -> int:

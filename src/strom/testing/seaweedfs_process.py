@@ -24,7 +24,7 @@ import urllib.request
 from pathlib import Path
 from typing import IO
 
-from strom.testing.processes import stop_process
+from strom.testing.processes import popen_tied, stop_process
 
 ACCESS_KEY = "strom-dev"
 SECRET_KEY = "strom-dev-secret"
@@ -127,9 +127,7 @@ class SeaweedS3Process:
             )
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self._log = open(self.base_dir / "seaweedfs.log", "ab")  # noqa: SIM115  (closed in stop)
-        self.proc = subprocess.Popen(
-            self.command(weed), stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        self.proc = popen_tied(self.command(weed), stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from strom.testing.processes import stop_process
+from strom.testing.processes import popen_tied, stop_process
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")
@@ -92,9 +92,7 @@ class ZooKeeperProcess:
     def start(self, timeout_s: float = 30.0) -> str:
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self._log = open(self.base_dir / "zookeeper.log", "ab")  # noqa: SIM115  (closed in stop)
-        self.proc = subprocess.Popen(
-            self.command(), stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        self.proc = popen_tied(self.command(), stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
