@@ -7,6 +7,7 @@ The transactions under inspection are made by confluent-kafka's transactional pr
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,7 +27,9 @@ from .test_transactions import BROKER_CONFIG, consume_all, create_topic, txn_pro
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path_factory.mktemp("txadmin") / "data", BROKER_CONFIG)
+    # ghost_transaction makes hanging transactions, which KIP-890's verification (on by default) refuses
+    config = {**BROKER_CONFIG, "transaction.partition.verification.enable": "false"}
+    proc = BrokerProcess(tmp_path_factory.mktemp("txadmin") / "data", config)
     proc.start()
     try:
         yield proc
@@ -87,9 +90,10 @@ def test_describe_transactions_v0(broker: BrokerProcess) -> None:
         assert _describe(raw) == []  # no ids, no results
 
 
-@pytest.mark.parametrize("version", [0, 1])
+@pytest.mark.parametrize("version", [0, 1, 2])
 def test_list_transactions_versions(broker: BrokerProcess, version: int) -> None:
-    """State filters (unknown names echoed back), producer id filters and, from v1, the duration filter."""
+    """State filters (unknown names echoed back), producer id filters, from v1 the duration filter and
+    from v2 the transactional id pattern (a regular expression matching the whole id, KIP-1152)."""
     topic = create_topic(broker.bootstrap)
     open_tid, open_producer = _open_transaction(broker.bootstrap, topic)
     done_tid, done_producer = _open_transaction(broker.bootstrap, topic)
@@ -116,6 +120,17 @@ def test_list_transactions_versions(broker: BrokerProcess, version: int) -> None
             running = _listed(_list(raw, version, duration_filter=200))
             assert open_tid in running and done_tid not in running
             assert open_tid not in _listed(_list(raw, version, duration_filter=600_000))
+        if version >= 2:
+            assert set(_listed(_list(raw, version, transactional_id_pattern=re.escape(done_tid)))) == {
+                done_tid
+            }
+            prefix = re.escape(open_tid[: len(open_tid) // 2])
+            assert open_tid in _listed(_list(raw, version, transactional_id_pattern=prefix + ".*"))
+            assert open_tid not in _listed(_list(raw, version, transactional_id_pattern=prefix))  # whole id
+            assert open_tid in _listed(_list(raw, version, transactional_id_pattern=None))
+            assert _list(raw, version, transactional_id_pattern="(")["error_code"] == (
+                ErrorCode.INVALID_REGULAR_EXPRESSION
+            )
     open_producer.abort_transaction(30)
 
 
@@ -246,8 +261,9 @@ def test_idle_transactional_ids_expire(strom_broker_factory: Any) -> None:
 
 def ghost_transaction(bootstrap: str, topic: str, partition: int = 0) -> tuple[int, int]:
     """A transactional batch no coordinator knows of, written with an idempotent producer id (as only a
-    broken coordinator or a lost ``__transaction_state`` would leave one): a hanging transaction that
-    pins the partition's last stable offset. Returns the producer id and epoch."""
+    broken coordinator, a lost ``__transaction_state`` or a late batch without KIP-890's verification
+    would leave one): a hanging transaction that pins the partition's last stable offset. The broker
+    needs ``transaction.partition.verification.enable=false``. Returns the producer id and epoch."""
     with RawClient(bootstrap) as raw:
         pid, epoch = raw.init_producer_id()
         batch = build_batch(
@@ -283,7 +299,7 @@ def _abort(
     return int(p["error_code"])
 
 
-@pytest.mark.parametrize("version", [0, 1])
+@pytest.mark.parametrize("version", [0, 1, 2])
 def test_write_txn_markers_aborts_a_hanging_transaction(broker: BrokerProcess, version: int) -> None:
     """WriteTxnMarkers as an admin tool sends it to the partition leader (kafka-transactions.sh abort):
     the ABORT marker ends a transaction no coordinator would ever end, so the last stable offset moves

@@ -207,28 +207,104 @@ def _end(raw: RawClient, version: int, tid: str, pid: int, epoch: int, commit: b
     return int(raw.call(ApiKey.END_TXN, version, body)["error_code"])
 
 
-@pytest.mark.parametrize("version", [0, 1, 2, 3])
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
 def test_add_partitions_and_end_txn_versions(broker: BrokerProcess, version: int) -> None:
-    """AddPartitionsToTxn and EndTxn at each advertised version, with Kafka's errors for requests out of
-    order: unknown producer, stale epoch (INVALID_PRODUCER_EPOCH below v2, PRODUCER_FENCED from v2),
-    EndTxn without a transaction, a retried EndTxn, an unknown topic."""
+    """AddPartitionsToTxn (a client's, v0-3) and EndTxn at each advertised version, with Kafka's errors
+    for requests out of order: unknown producer, stale epoch (INVALID_PRODUCER_EPOCH below v2,
+    PRODUCER_FENCED from v2), EndTxn without a transaction, a retried EndTxn, an unknown topic.
+    AddPartitionsToTxn v4+ is the brokers' batch: test_add_partitions_broker_batch_versions."""
     topic = create_topic(broker.bootstrap)
     tid = f"raw-{version}-{uuid.uuid4().hex[:6]}"
     fenced = ErrorCode.PRODUCER_FENCED if version >= 2 else ErrorCode.INVALID_PRODUCER_EPOCH
+    add_v = min(version, 3)
     with RawClient(broker.bootstrap) as raw:
         pid, epoch = _raw_txn_setup(raw, tid)
-        assert _add(raw, version, tid, pid + 1000, epoch, topic) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        assert _add(raw, add_v, tid, pid + 1000, epoch, topic) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
         assert _end(raw, version, tid, pid, epoch, True) == ErrorCode.INVALID_TXN_STATE
-        assert _add(raw, version, tid, pid, epoch, topic) == ErrorCode.NONE
-        assert _add(raw, version, tid, pid, epoch, topic) == ErrorCode.NONE  # already in: no change
-        assert _add(raw, version, tid, pid, epoch - 1, topic) == fenced
-        assert _add(raw, version, tid, pid, epoch, "no-such-topic") == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert _add(raw, add_v, tid, pid, epoch, topic) == ErrorCode.NONE
+        assert _add(raw, add_v, tid, pid, epoch, topic) == ErrorCode.NONE  # already in: no change
+        assert _add(raw, add_v, tid, pid, epoch - 1, topic) == fenced
+        assert _add(raw, add_v, tid, pid, epoch, "no-such-topic") == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         assert _end(raw, version, tid, pid, epoch - 1, True) == fenced
         assert _end(raw, version, tid, pid, epoch, False) == ErrorCode.NONE
         assert _end(raw, version, tid, pid, epoch, False) == ErrorCode.NONE  # a retry of the finished abort
         assert _end(raw, version, tid, pid, epoch, True) == ErrorCode.INVALID_TXN_STATE
     # The abort marker was written: the partition holds exactly it, and nothing is unstable.
     assert committed_end(broker.bootstrap, topic) == (1, 1)
+
+
+def _batch_add(raw: RawClient, version: int, transactions: list[dict[str, Any]]) -> dict[str, Any]:
+    """AddPartitionsToTxn v4+: {transactional id: {(topic, partition): code}} (the top-level code too)."""
+    resp = raw.call(ApiKey.ADD_PARTITIONS_TO_TXN, version, {"transactions": transactions})
+    out: dict[str, Any] = {"": resp["error_code"]}
+    for result in resp["results_by_transaction"]:
+        out[result["transactional_id"]] = {
+            (t["name"], p["partition_index"]): p["partition_error_code"]
+            for t in result["topic_results"]
+            for p in t["results_by_partition"]
+        }
+    return out
+
+
+@pytest.mark.parametrize("version", [4, 5])
+def test_add_partitions_broker_batch_versions(broker: BrokerProcess, version: int) -> None:
+    """AddPartitionsToTxn v4+, the partition leaders' batch of KIP-890: several transactions per request,
+    each added (verify_only false) or checked (verify_only true: NONE for a partition of the ongoing
+    transaction, INVALID_TXN_STATE for another, nothing written); unknown or stale producers get the
+    coordinator's errors; unknown topics fail their transaction's set; once the transaction ended, no
+    partition is in it."""
+    topic = create_topic(broker.bootstrap, partitions=2)
+    tid_a, tid_b = (f"batch-{version}-{n}-{uuid.uuid4().hex[:6]}" for n in "ab")
+
+    def txn(
+        tid: str, pid: int, epoch: int, verify_only: bool, *parts: int, name: str = topic
+    ) -> dict[str, Any]:
+        return {
+            "transactional_id": tid,
+            "producer_id": pid,
+            "producer_epoch": epoch,
+            "verify_only": verify_only,
+            "topics": [{"name": name, "partitions": list(parts)}],
+        }
+
+    with RawClient(broker.bootstrap) as raw:
+        pid_a, epoch_a = _raw_txn_setup(raw, tid_a)
+        pid_b, epoch_b = _raw_txn_setup(raw, tid_b)
+        added = _batch_add(
+            raw, version, [txn(tid_a, pid_a, epoch_a, False, 0), txn(tid_b, pid_b, epoch_b, False, 1)]
+        )
+        assert added == {"": 0, tid_a: {(topic, 0): 0}, tid_b: {(topic, 1): 0}}
+        checked = _batch_add(
+            raw,
+            version,
+            [
+                txn(tid_a, pid_a, epoch_a, True, 0, 1),
+                txn(tid_b, pid_b, epoch_b - 1, True, 1),
+                txn(f"unknown-{uuid.uuid4().hex[:6]}", 1, 0, True, 0),
+            ],
+        )
+        unknown_tid = next(t for t in checked if t.startswith("unknown-"))
+        assert checked == {
+            "": 0,
+            tid_a: {(topic, 0): ErrorCode.NONE, (topic, 1): ErrorCode.INVALID_TXN_STATE},
+            tid_b: {(topic, 1): ErrorCode.PRODUCER_FENCED},
+            unknown_tid: {(topic, 0): ErrorCode.INVALID_PRODUCER_ID_MAPPING},
+        }
+        missing = _batch_add(raw, version, [txn(tid_a, pid_a, epoch_a, True, 0, name="no-such-topic")])
+        assert missing[tid_a] == {("no-such-topic", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        # verify_only wrote nothing: the transaction still holds partition 0 alone
+        assert _batch_add(raw, version, [txn(tid_a, pid_a, epoch_a, True, 1)])[tid_a] == {
+            (topic, 1): ErrorCode.INVALID_TXN_STATE
+        }
+        assert _end(raw, 3, tid_a, pid_a, epoch_a, False) == ErrorCode.NONE
+        assert _end(raw, 3, tid_b, pid_b, epoch_b, False) == ErrorCode.NONE
+        deadline = time.monotonic() + 10
+        while True:  # the abort completes after the answer: Prepare* first (CONCURRENT_TRANSACTIONS)
+            after = _batch_add(raw, version, [txn(tid_a, pid_a, epoch_a, True, 0)])[tid_a][(topic, 0)]
+            if after != ErrorCode.CONCURRENT_TRANSACTIONS or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert after == ErrorCode.INVALID_TXN_STATE
 
 
 def _txn_offset_commit(
@@ -257,7 +333,7 @@ def _group_offset(raw: RawClient, group: str, topic: str) -> int:
     return int(t["partitions"][0]["committed_offset"])
 
 
-@pytest.mark.parametrize("version", [0, 1, 2, 3])
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
 def test_add_offsets_and_txn_offset_commit_versions(broker: BrokerProcess, version: int) -> None:
     """AddOffsetsToTxn and TxnOffsetCommit at each advertised version: offsets stay invisible until the
     transaction commits, an aborted transaction's offsets are dropped, a stale epoch is refused."""

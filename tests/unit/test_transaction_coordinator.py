@@ -157,6 +157,29 @@ def test_commit_flow() -> None:
     assert h.end(1000, 0, False).error is ErrorCode.INVALID_TXN_STATE
 
 
+def test_verify_partitions_answers_for_the_ongoing_transaction_only() -> None:
+    """KIP-890's verify_only: NONE for a partition of the ongoing transaction, INVALID_TXN_STATE for any
+    other (before it starts, after it ended), the identity errors, CONCURRENT_TRANSACTIONS while
+    Prepare*; nothing is ever written."""
+    h = Host()
+    h.init()
+    invalid = ErrorCode.INVALID_TXN_STATE
+    verify = h.coordinator.verify_partitions
+    assert verify("t", 1000, 0, [("a", 0)]) == {("a", 0): invalid}  # Empty: no transaction yet
+    assert verify("other", 1000, 0, [("a", 0)]) == {("a", 0): ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+    h.add(1000, 0, ("a", 0))
+    before = len(h.log)
+    assert verify("t", 1000, 0, [("a", 0), ("a", 1)]) == {("a", 0): NONE, ("a", 1): invalid}
+    assert verify("t", 1001, 0, [("a", 0)]) == {("a", 0): ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+    assert verify("t", 1000, 1, [("a", 0)]) == {("a", 0): FENCED}
+    decision = h.coordinator.end_txn("t", 1000, 0, True, h.now)
+    h.write(decision)
+    assert verify("t", 1000, 0, [("a", 0)]) == {("a", 0): CONCURRENT}  # PrepareCommit
+    h.write(h.coordinator.markers_written("t", h.now))
+    assert verify("t", 1000, 0, [("a", 0)]) == {("a", 0): invalid}  # CompleteCommit: a late batch
+    assert len(h.log) == before + 2  # the end's two records; verification wrote none
+
+
 def test_bad_input_errors() -> None:
     h = Host()
     assert h.init(timeout=0).error is ErrorCode.INVALID_TRANSACTION_TIMEOUT

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from strom.transaction.coordinator import TxnMetadata
-from strom.transaction.describe import STATE_BY_NAME, list_transactions, running_longer_than
+from strom.transaction.describe import STATE_BY_NAME, compile_pattern, list_transactions, running_longer_than
 from strom.transaction.state import TxnState
 
 S = TxnState
@@ -54,6 +55,17 @@ def test_duration_filter_keeps_open_transactions_older_than_it() -> None:
     assert ids(list_transactions(TXNS, [], [], NOW, duration_filter_ms=1_000).transactions) == ["a", "d"]
     assert ids(list_transactions(TXNS, [], [], NOW, duration_filter_ms=10_000).transactions) == ["d"]
     assert ids(list_transactions(TXNS, [], [], NOW, duration_filter_ms=20_000).transactions) == []
+
+
+def test_transactional_id_pattern_matches_whole_ids() -> None:
+    assert ids(list_transactions(TXNS, [], [], NOW, pattern=compile_pattern("[ab]")).transactions) == [
+        "a",
+        "b",
+    ]
+    assert ids(list_transactions(TXNS, [], [], NOW, pattern=compile_pattern("a.+")).transactions) == []
+    assert compile_pattern(None) is None and compile_pattern("") is None
+    with pytest.raises(ValueError):
+        compile_pattern("(")
 
 
 @given(st.sampled_from(list(TxnState)), st.integers(-1, NOW), st.integers(0, 2 * NOW))

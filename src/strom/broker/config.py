@@ -185,6 +185,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("transaction.state.log.min.isr", int, "2", "min.insync.replicas of __transaction_state."),
         ConfigDef("transaction.max.timeout.ms", int, "900000", "Largest transaction timeout allowed."),
         ConfigDef(
+            "transaction.partition.verification.enable",
+            _parse_bool,
+            "true",
+            "KIP-890: a partition leader asks the transaction coordinator before it appends a transaction's "
+            "first batch (dynamic).",
+        ),
+        ConfigDef(
             "transaction.abort.timed.out.transaction.cleanup.interval.ms",
             int,
             "10000",

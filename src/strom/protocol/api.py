@@ -97,20 +97,22 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_TOPICS: (0, 6),  # v6: topics by id (KIP-516)
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.INIT_PRODUCER_ID: (0, 5),  # v3+: KIP-360 epoch bumps; v5: KIP-890's error code
-    # Transactions (docs/transactions.md#what-a-client-sees): v3 is the first flexible version
-    # (AddPartitionsToTxn v4+ is the broker-to-broker batch of KIP-890, not served).
-    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
-    ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
-    ApiKey.END_TXN: (0, 3),
-    ApiKey.TXN_OFFSET_COMMIT: (0, 3),  # v3: group metadata (KIP-447)
+    # Transactions (docs/transactions.md#what-a-client-sees): v3 is the first flexible version;
+    # AddPartitionsToTxn v4+ is the broker-to-broker batch of KIP-890 (verify_only); v4 of the others
+    # (v5 of AddPartitionsToTxn) may answer TRANSACTION_ABORTABLE. EndTxn v5 and TxnOffsetCommit v5
+    # are transaction version 2 (KIP-890 part 2): not served, as no transaction.version is advertised.
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
+    ApiKey.END_TXN: (0, 4),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 4),  # v3: group metadata (KIP-447)
     # Transaction admin (KIP-664): flexible-only APIs of admin tools.
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
-    ApiKey.LIST_TRANSACTIONS: (0, 1),
+    ApiKey.LIST_TRANSACTIONS: (0, 2),  # v1: duration filter, v2: transactional id pattern (KIP-1152)
     # A transaction coordinator to partition leaders (Strom's coordinators send v0), and admin tools
     # aborting a hanging transaction at a partition's leader (kafka-transactions.sh abort; v1 is v0
-    # flexible, the first version Kafka 4 accepts; v2's TransactionVersion is KIP-890's).
-    ApiKey.WRITE_TXN_MARKERS: (0, 1),
+    # flexible, the first version Kafka 4 accepts; v2 adds the marker's transaction version).
+    ApiKey.WRITE_TXN_MARKERS: (0, 2),
     ApiKey.DESCRIBE_ACLS: (0, 3),  # v2+ flexible; v3 adds the USER resource type
     ApiKey.CREATE_ACLS: (0, 3),
     ApiKey.DELETE_ACLS: (0, 3),

@@ -1041,44 +1041,64 @@ class OffsetForLeaderEpochResponse(TypedDict):
 
 
 class AddPartitionsToTxnRequestTopic(TypedDict):
-    """AddPartitionsToTxnRequest v0-3: Topic."""
+    """AddPartitionsToTxnRequest v0-5: Topic."""
 
     name: str
     partitions: list[int]
 
 
-class AddPartitionsToTxnRequest(TypedDict):
-    """AddPartitionsToTxnRequest v0-3."""
+class AddPartitionsToTxnRequestTransaction(TypedDict):
+    """AddPartitionsToTxnRequest v4-5: Transaction."""
 
-    v3_and_below_transactional_id: str
-    v3_and_below_producer_id: int
-    v3_and_below_producer_epoch: int
-    v3_and_below_topics: list[AddPartitionsToTxnRequestTopic]
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    verify_only: bool
+    topics: list[AddPartitionsToTxnRequestTopic]
+
+
+class AddPartitionsToTxnRequest(TypedDict):
+    """AddPartitionsToTxnRequest v0-5."""
+
+    transactions: NotRequired[list[AddPartitionsToTxnRequestTransaction]]  # v4-5
+    v3_and_below_transactional_id: NotRequired[str]  # v0-3
+    v3_and_below_producer_id: NotRequired[int]  # v0-3
+    v3_and_below_producer_epoch: NotRequired[int]  # v0-3
+    v3_and_below_topics: NotRequired[list[AddPartitionsToTxnRequestTopic]]  # v0-3
 
 
 class AddPartitionsToTxnResponsePartitionResult(TypedDict):
-    """AddPartitionsToTxnResponse v0-3: PartitionResult."""
+    """AddPartitionsToTxnResponse v0-5: PartitionResult."""
 
     partition_index: int
     partition_error_code: int
 
 
 class AddPartitionsToTxnResponseTopicResult(TypedDict):
-    """AddPartitionsToTxnResponse v0-3: TopicResult."""
+    """AddPartitionsToTxnResponse v0-5: TopicResult."""
 
     name: str
     results_by_partition: list[AddPartitionsToTxnResponsePartitionResult]
 
 
+class AddPartitionsToTxnResponseResult(TypedDict):
+    """AddPartitionsToTxnResponse v4-5: Result."""
+
+    transactional_id: str
+    topic_results: list[AddPartitionsToTxnResponseTopicResult]
+
+
 class AddPartitionsToTxnResponse(TypedDict):
-    """AddPartitionsToTxnResponse v0-3."""
+    """AddPartitionsToTxnResponse v0-5."""
 
     throttle_time_ms: int
-    results_by_topic_v3_and_below: list[AddPartitionsToTxnResponseTopicResult]
+    error_code: NotRequired[int]  # v4-5
+    results_by_transaction: NotRequired[list[AddPartitionsToTxnResponseResult]]  # v4-5
+    results_by_topic_v3_and_below: NotRequired[list[AddPartitionsToTxnResponseTopicResult]]  # v0-3
 
 
 class AddOffsetsToTxnRequest(TypedDict):
-    """AddOffsetsToTxnRequest v0-3."""
+    """AddOffsetsToTxnRequest v0-4."""
 
     transactional_id: str
     producer_id: int
@@ -1087,14 +1107,14 @@ class AddOffsetsToTxnRequest(TypedDict):
 
 
 class AddOffsetsToTxnResponse(TypedDict):
-    """AddOffsetsToTxnResponse v0-3."""
+    """AddOffsetsToTxnResponse v0-4."""
 
     throttle_time_ms: int
     error_code: int
 
 
 class EndTxnRequest(TypedDict):
-    """EndTxnRequest v0-3."""
+    """EndTxnRequest v0-4."""
 
     transactional_id: str
     producer_id: int
@@ -1103,107 +1123,108 @@ class EndTxnRequest(TypedDict):
 
 
 class EndTxnResponse(TypedDict):
-    """EndTxnResponse v0-3."""
+    """EndTxnResponse v0-4."""
 
     throttle_time_ms: int
     error_code: int
 
 
 class WriteTxnMarkersRequestWritableTxnMarkerTopic(TypedDict):
-    """WriteTxnMarkersRequest v0-1: WritableTxnMarkerTopic."""
+    """WriteTxnMarkersRequest v0-2: WritableTxnMarkerTopic."""
 
     name: str
     partition_indexes: list[int]
 
 
 class WriteTxnMarkersRequestWritableTxnMarker(TypedDict):
-    """WriteTxnMarkersRequest v0-1: WritableTxnMarker."""
+    """WriteTxnMarkersRequest v0-2: WritableTxnMarker."""
 
     producer_id: int
     producer_epoch: int
     transaction_result: bool
     topics: list[WriteTxnMarkersRequestWritableTxnMarkerTopic]
     coordinator_epoch: int
+    transaction_version: NotRequired[int]  # v2
 
 
 class WriteTxnMarkersRequest(TypedDict):
-    """WriteTxnMarkersRequest v0-1."""
+    """WriteTxnMarkersRequest v0-2."""
 
     markers: list[WriteTxnMarkersRequestWritableTxnMarker]
 
 
 class WriteTxnMarkersResponseWritableTxnMarkerPartitionResult(TypedDict):
-    """WriteTxnMarkersResponse v0-1: WritableTxnMarkerPartitionResult."""
+    """WriteTxnMarkersResponse v0-2: WritableTxnMarkerPartitionResult."""
 
     partition_index: int
     error_code: int
 
 
 class WriteTxnMarkersResponseWritableTxnMarkerTopicResult(TypedDict):
-    """WriteTxnMarkersResponse v0-1: WritableTxnMarkerTopicResult."""
+    """WriteTxnMarkersResponse v0-2: WritableTxnMarkerTopicResult."""
 
     name: str
     partitions: list[WriteTxnMarkersResponseWritableTxnMarkerPartitionResult]
 
 
 class WriteTxnMarkersResponseWritableTxnMarkerResult(TypedDict):
-    """WriteTxnMarkersResponse v0-1: WritableTxnMarkerResult."""
+    """WriteTxnMarkersResponse v0-2: WritableTxnMarkerResult."""
 
     producer_id: int
     topics: list[WriteTxnMarkersResponseWritableTxnMarkerTopicResult]
 
 
 class WriteTxnMarkersResponse(TypedDict):
-    """WriteTxnMarkersResponse v0-1."""
+    """WriteTxnMarkersResponse v0-2."""
 
     markers: list[WriteTxnMarkersResponseWritableTxnMarkerResult]
 
 
 class TxnOffsetCommitRequestPartition(TypedDict):
-    """TxnOffsetCommitRequest v0-3: Partition."""
+    """TxnOffsetCommitRequest v0-4: Partition."""
 
     partition_index: int
     committed_offset: int
-    committed_leader_epoch: NotRequired[int]  # v2-3
+    committed_leader_epoch: NotRequired[int]  # v2-4
     committed_metadata: str | None
 
 
 class TxnOffsetCommitRequestTopic(TypedDict):
-    """TxnOffsetCommitRequest v0-3: Topic."""
+    """TxnOffsetCommitRequest v0-4: Topic."""
 
     name: str
     partitions: list[TxnOffsetCommitRequestPartition]
 
 
 class TxnOffsetCommitRequest(TypedDict):
-    """TxnOffsetCommitRequest v0-3."""
+    """TxnOffsetCommitRequest v0-4."""
 
     transactional_id: str
     group_id: str
     producer_id: int
     producer_epoch: int
-    generation_id: NotRequired[int]  # v3
-    member_id: NotRequired[str]  # v3
-    group_instance_id: NotRequired[str | None]  # v3
+    generation_id: NotRequired[int]  # v3-4
+    member_id: NotRequired[str]  # v3-4
+    group_instance_id: NotRequired[str | None]  # v3-4
     topics: list[TxnOffsetCommitRequestTopic]
 
 
 class TxnOffsetCommitResponsePartition(TypedDict):
-    """TxnOffsetCommitResponse v0-3: Partition."""
+    """TxnOffsetCommitResponse v0-4: Partition."""
 
     partition_index: int
     error_code: int
 
 
 class TxnOffsetCommitResponseTopic(TypedDict):
-    """TxnOffsetCommitResponse v0-3: Topic."""
+    """TxnOffsetCommitResponse v0-4: Topic."""
 
     name: str
     partitions: list[TxnOffsetCommitResponsePartition]
 
 
 class TxnOffsetCommitResponse(TypedDict):
-    """TxnOffsetCommitResponse v0-3."""
+    """TxnOffsetCommitResponse v0-4."""
 
     throttle_time_ms: int
     topics: list[TxnOffsetCommitResponseTopic]
@@ -2068,15 +2089,16 @@ class DescribeTransactionsResponse(TypedDict):
 
 
 class ListTransactionsRequest(TypedDict):
-    """ListTransactionsRequest v0-1."""
+    """ListTransactionsRequest v0-2."""
 
     state_filters: list[str]
     producer_id_filters: list[int]
-    duration_filter: NotRequired[int]  # v1
+    duration_filter: NotRequired[int]  # v1-2
+    transactional_id_pattern: NotRequired[str | None]  # v2
 
 
 class ListTransactionsResponseTransactionState(TypedDict):
-    """ListTransactionsResponse v0-1: TransactionState."""
+    """ListTransactionsResponse v0-2: TransactionState."""
 
     transactional_id: str
     producer_id: int
@@ -2084,7 +2106,7 @@ class ListTransactionsResponseTransactionState(TypedDict):
 
 
 class ListTransactionsResponse(TypedDict):
-    """ListTransactionsResponse v0-1."""
+    """ListTransactionsResponse v0-2."""
 
     throttle_time_ms: int
     error_code: int

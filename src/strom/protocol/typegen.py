@@ -88,6 +88,7 @@ class _Module:
 
     classes: list[str] = field(default_factory=list)
     defined: dict[str, tuple[tuple[FieldSpec, ...], tuple[int, ...]]] = field(default_factory=dict)
+    position: dict[str, int] = field(default_factory=dict)  # name -> its index in ``classes``
 
 
 def _versions(low: int, high: int, spec: MessageSpec) -> tuple[int, ...]:
@@ -125,11 +126,16 @@ def _field_type(mod: _Module, spec: MessageSpec, f: FieldSpec, versions: tuple[i
 def _struct(
     mod: _Module, spec: MessageSpec, name: str, fields: tuple[FieldSpec, ...], versions: tuple[int, ...]
 ) -> str:
-    """Define the TypedDict ``name`` for ``fields`` (once; a reused struct must be the same)."""
+    """Define the TypedDict ``name`` for ``fields`` (once; a reused struct must be the same). A common
+    struct used at two places with different versions (AddPartitionsToTxn's topics: v0-3 at the top,
+    v4+ inside each transaction) is one TypedDict over the versions of both."""
     if name in mod.defined:
-        if mod.defined[name] != (fields, versions):
+        known_fields, known_versions = mod.defined[name]
+        if known_fields != fields:
             raise ValueError(f"two different structs would be named {name}")
-        return name
+        if set(versions) <= set(known_versions):
+            return name
+        versions = tuple(sorted({*known_versions, *versions}))
     mod.defined[name] = (fields, versions)
     lines: list[str] = []
     for f in fields:
@@ -145,7 +151,12 @@ def _struct(
         raise ValueError(f"{name}: a field name is a Python keyword")
     doc = f'    """{spec.name} {_span(versions)}'
     doc += '."""' if name == spec.name else f': {name.removeprefix(spec.name)}."""'
-    mod.classes.append("\n".join([f"class {name}(TypedDict):", doc, *(["", *lines] if lines else [])]))
+    text = "\n".join([f"class {name}(TypedDict):", doc, *(["", *lines] if lines else [])])
+    if name in mod.position:
+        mod.classes[mod.position[name]] = text
+    else:
+        mod.position[name] = len(mod.classes)
+        mod.classes.append(text)
     return name
 
 

@@ -63,6 +63,7 @@ from strom.protocol.records.control import EndTxnMarker
 from strom.storage import producer_snapshot
 from strom.storage.producer_snapshot import CorruptSnapshotError, SnapshotEntry
 from strom.storage.transaction_index import AbortedTxn
+from strom.storage.txn_verification import VerificationState
 
 NUM_BATCHES_TO_RETAIN = 5
 NUM_SNAPSHOTS_TO_RETAIN = 2
@@ -315,6 +316,7 @@ class ProducerStateManager:
         self.last_snapshot_offset = -1
         self.ongoing: dict[int, int] = {}  # first offset -> producer id of each open transaction
         self.unreplicated: dict[int, int] = {}  # first offset -> marker offset, marker not below the HW
+        self.verification = VerificationState()  # KIP-890 part 1: producers verified with the coordinator
 
     def plan(self) -> ProducerAppendPlan:
         return ProducerAppendPlan(self)
@@ -350,6 +352,7 @@ class ProducerStateManager:
             )
         self.ongoing.pop(txn.first_offset, None)
         self.unreplicated[txn.first_offset] = txn.last_offset
+        self.verification.end(txn.producer_id)
         return entry
 
     def forget_transaction(self, first_offset: int) -> None:
@@ -403,6 +406,7 @@ class ProducerStateManager:
         self.producers.clear()
         self.ongoing.clear()
         self.unreplicated.clear()
+        self.verification.clear()
 
     # -- snapshots --------------------------------------------------------------------------------
     def take_snapshot(self, offset: int, durable: bool = True) -> bool:

@@ -208,6 +208,33 @@ class TransactionCoordinator:
         )
         return Decision(ErrorCode.NONE, self._prepare(meta, value))
 
+    def verify_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[tuple[str, int]],
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """KIP-890 part 1 (AddPartitionsToTxn v4+ ``verify_only``): whether the producer's ongoing
+        transaction holds each partition, asked by a partition leader before it appends a transaction's
+        first batch there. Nothing changes. Unknown id or another producer id ->
+        INVALID_PRODUCER_ID_MAPPING, another epoch -> PRODUCER_FENCED, Prepare* ->
+        CONCURRENT_TRANSACTIONS, for every partition; otherwise NONE for a partition of the transaction
+        and INVALID_TXN_STATE for any other (a late or stray batch: appending it would open a
+        transaction no coordinator ends). A pending change is not waited for: only a durable
+        AddPartitionsToTxn, which the client awaits before it produces, lets a batch in."""
+        wanted = list(partitions)
+        meta, error = self._identify(transactional_id, producer_id, producer_epoch)
+        if meta is None:
+            return dict.fromkeys(wanted, error)
+        if meta.state.is_prepare:
+            return dict.fromkeys(wanted, ErrorCode.CONCURRENT_TRANSACTIONS)
+        ongoing = meta.state is _S.ONGOING
+        return {
+            tp: ErrorCode.NONE if ongoing and tp in meta.partitions else ErrorCode.INVALID_TXN_STATE
+            for tp in wanted
+        }
+
     # -- EndTxn ---------------------------------------------------------------------------------
     def end_txn(
         self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, now_ms: int

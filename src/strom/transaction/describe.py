@@ -13,11 +13,15 @@ Listing, as Kafka's ``TransactionStateManager.listTransactionStates`` decides it
   many milliseconds: open ones (Ongoing, Prepare*) whose start time is older. Kafka compares the start
   time alone, so it also lists finished ones; only open transactions are running, and the filter is
   what hanging-transaction tools use;
+- the transactional id pattern (v2+, KIP-1152; null or empty = none) keeps the ids the regular
+  expression matches as a whole (Java's ``Matcher.matches``); `compile_pattern` turns a pattern that
+  does not compile into INVALID_REGULAR_EXPRESSION;
 - Dead ids are never listed.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
@@ -41,6 +45,7 @@ def list_transactions(
     producer_id_filters: Sequence[int],
     now_ms: int,
     duration_filter_ms: int = NO_DURATION_FILTER,
+    pattern: re.Pattern[str] | None = None,
 ) -> Listing:
     unknown = [name for name in state_filters if name not in STATE_BY_NAME]
     states = {STATE_BY_NAME[name] for name in state_filters if name in STATE_BY_NAME}
@@ -54,9 +59,20 @@ def list_transactions(
         and (not producers or meta.producer_id in producers)
         and (not states or meta.state in states)
         and (duration_filter_ms < 0 or running_longer_than(meta, duration_filter_ms, now_ms))
+        and (pattern is None or pattern.fullmatch(meta.transactional_id) is not None)
     ]
     matching.sort(key=lambda meta: meta.transactional_id)
     return Listing(unknown, matching)
+
+
+def compile_pattern(text: str | None) -> re.Pattern[str] | None:
+    """ListTransactions v2's pattern, compiled (None for none); ValueError if it does not compile."""
+    if not text:
+        return None
+    try:
+        return re.compile(text)
+    except re.error as exc:
+        raise ValueError(f"invalid transactional id pattern {text!r}: {exc}") from None
 
 
 def running_longer_than(meta: TxnMetadata, duration_ms: int, now_ms: int) -> bool:

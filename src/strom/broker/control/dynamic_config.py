@@ -13,8 +13,10 @@ Which configs are dynamic here (`DYNAMIC_CONFIGS`): those Kafka marks dynamic cl
 has, the broker-level defaults of topic configs (``log.retention.ms``, ``log.segment.bytes``,
 ``message.max.bytes``, ``log.cleanup.policy``, ``min.insync.replicas``, ...). A change of them applies
 at once to every topic without an override of its own (broker.py: the broker's default `LogConfig` is
-rebuilt and every hosted log takes its new effective config). Any other config is refused with
-INVALID_REQUEST, naming it, as Kafka refuses a config it cannot update without a restart.
+rebuilt and every hosted log takes its new effective config). The others (`BROKER_DYNAMIC_CONFIGS`:
+``transaction.partition.verification.enable``) are read with `DynamicBrokerConfig.value` where they
+act. Any other config is refused with INVALID_REQUEST, naming it, as Kafka refuses a config it cannot
+update without a restart.
 
 A listener's key store and trust store (``listener.name.<listener>.ssl.keystore.location`` and the other
 settings of `strom.broker.security.config_defs.DYNAMIC_LISTENER_TLS`) are dynamic per broker only, as in
@@ -39,6 +41,7 @@ from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.config import LogConfig
 
 __all__ = [
+    "BROKER_DYNAMIC_CONFIGS",
     "DEFAULT_BROKER_ENTITY",
     "DYNAMIC_CONFIGS",
     "SOURCE_DEFAULT",
@@ -55,7 +58,11 @@ __all__ = [
 SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT, SOURCE_STATIC, SOURCE_DEFAULT = 2, 3, 4, 5
 #: The znode name of the cluster-wide default (the BROKER resource with the empty name).
 DEFAULT_BROKER_ENTITY = "<default>"
-DYNAMIC_CONFIGS: frozenset[str] = frozenset(name for name, d in BROKER_CONFIGS.items() if d.topic_name)
+#: Dynamic broker configs that feed no topic config: read where they act, at each use.
+BROKER_DYNAMIC_CONFIGS: frozenset[str] = frozenset({"transaction.partition.verification.enable"})
+DYNAMIC_CONFIGS: frozenset[str] = (
+    frozenset(name for name, d in BROKER_CONFIGS.items() if d.topic_name) | BROKER_DYNAMIC_CONFIGS
+)
 
 # (name, value, source): one synonym.
 Synonym = tuple[str, str | None, int]
@@ -101,7 +108,10 @@ def check_dynamic(configs: Mapping[str, str], per_broker: bool = True) -> None:
                 ) from None
             continue
         try:
-            topic_form[str(BROKER_CONFIGS[name].topic_name)] = _normalized(name, text)
+            normalized = _normalized(name, text)
+            topic_name = BROKER_CONFIGS[name].topic_name
+            if topic_name is not None:
+                topic_form[topic_name] = normalized
         except ValueError as exc:
             raise KafkaError(
                 ErrorCode.INVALID_CONFIG, f"invalid value for {name}: {text!r} ({exc})"
@@ -195,11 +205,19 @@ class DynamicBrokerConfig:
     def topic_defaults(self) -> dict[str, str]:
         """The broker-level defaults of topic configs, in topic config names, dynamic values included."""
         out = self.static.topic_defaults()
-        for name in DYNAMIC_CONFIGS:
+        for name in DYNAMIC_CONFIGS - BROKER_DYNAMIC_CONFIGS:
             text = self.per_broker.get(name, self.cluster_default.get(name))
             if text is not None:
                 out[str(BROKER_CONFIGS[name].topic_name)] = _normalized(name, text)
         return out
+
+    def value(self, name: str) -> Any:
+        """A dynamic broker config's value in force here, parsed (this broker's, the cluster's, the
+        static one, the default: the first set)."""
+        text = self.per_broker.get(name, self.cluster_default.get(name))
+        if text is None:
+            return self.static.get(name)
+        return BROKER_CONFIGS[name].parse(text)
 
     def log_config(self) -> LogConfig:
         return LogConfig.from_properties(self.topic_defaults(), LogConfig())

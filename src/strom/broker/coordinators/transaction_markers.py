@@ -1,8 +1,11 @@
 """Writing a transaction's COMMIT/ABORT marker to one of its partitions, wherever its leader is.
 
-The transaction coordinator (`transaction_service.py`) asks `MarkerWriter.write` for each partition of a
-Prepare* transaction, with the leader epoch of the id's ``__transaction_state`` partition as the
-coordinator epoch:
+The transaction coordinator (`transaction_service.py`) asks `MarkerWriter.write_all` for the partitions
+of a Prepare* transaction still without their marker, with the leader epoch of the id's
+``__transaction_state`` partition as the coordinator epoch. All of them are written at once, as Kafka's
+marker channel does: one WriteTxnMarkers per other leader and this broker's own appends, side by side
+(one after the other, each waiting for its ISR, a transaction over many partitions took one
+replication round trip per partition before its CompleteCommit). Per partition:
 
 * a partition whose topic is gone (or that no longer exists) needs no marker, as in Kafka: done;
 * a partition without a leader right now: retry later;
@@ -10,8 +13,9 @@ coordinator epoch:
   through the coordinator partitions' adapter (`write_local`, also what the WriteTxnMarkers handler
   runs for other coordinators and admin tools); then the marker listeners hear of it (the group
   coordinator materialises or drops that producer's transactional offsets);
-* a partition led by another broker: WriteTxnMarkers v0 to it (Strom brokers all serve it), over one
-  connection per leader, re-made when the leader's address changes.
+* a partition led by another broker: WriteTxnMarkers v0 to it with all its partitions of the
+  transaction (Strom brokers all serve it), over one connection per leader, re-made when the leader's
+  address changes.
 
 INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED from a partition ends the attempt there (a
 newer epoch or coordinator already ended that transaction there, Kafka stops too).
@@ -21,6 +25,7 @@ Call only from the broker's event loop.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 
@@ -61,25 +66,52 @@ class MarkerWriter:
             connection.close()
         self._connections.clear()
 
-    async def write(
-        self, topic: str, partition: int, pid: int, epoch: int, commit: bool, coordinator_epoch: int
-    ) -> bool:
-        """Whether the partition's marker is written (or need not be); False: retry later."""
-        info = self._metadata.topics.get(topic)
-        if info is None or partition >= info.partitions:
-            log.info("%s-%d is gone: no transaction marker for producer %d", topic, partition, pid)
-            return True
-        state = self._metadata.partitions.get((topic, partition))
-        if state is None or state.leader < 0:
-            return False  # no leader right now: retry
-        if state.leader == self._partitions.node_id:
-            code = await self.write_local(topic, partition, pid, epoch, commit, coordinator_epoch)
-        else:
-            code = await self._send(state.leader, topic, partition, pid, epoch, commit, coordinator_epoch)
-        if code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED):
-            log.warning("%s-%d: marker for producer %d refused: %s", topic, partition, pid, code.name)
-            return True
-        return code is ErrorCode.NONE
+    async def write_all(
+        self,
+        partitions: list[tuple[str, int]],
+        pid: int,
+        epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+    ) -> set[tuple[str, int]]:
+        """Write the marker to every partition at once: one WriteTxnMarkers per other leader, the
+        local appends side by side (each waits for its ISR). Returns the partitions done (written, or
+        needing none); the others are retried later."""
+        done: set[tuple[str, int]] = set()
+        local: list[tuple[str, int]] = []
+        remote: dict[int, list[tuple[str, int]]] = {}
+        for topic, partition in partitions:
+            info = self._metadata.topics.get(topic)
+            if info is None or partition >= info.partitions:
+                log.info("%s-%d is gone: no transaction marker for producer %d", topic, partition, pid)
+                done.add((topic, partition))
+                continue
+            state = self._metadata.partitions.get((topic, partition))
+            if state is None or state.leader < 0:
+                continue  # no leader right now: retry
+            if state.leader == self._partitions.node_id:
+                local.append((topic, partition))
+            else:
+                remote.setdefault(state.leader, []).append((topic, partition))
+        writes = [self._local_codes(tp, pid, epoch, commit, coordinator_epoch) for tp in local]
+        writes += [
+            self._send(leader, tps, pid, epoch, commit, coordinator_epoch) for leader, tps in remote.items()
+        ]
+        # one write (the common case) without gather, whose task would cost an event-loop turn
+        outcomes = [await writes[0]] if len(writes) == 1 else list(await asyncio.gather(*writes))
+        for codes in outcomes:
+            for (topic, partition), code in codes.items():
+                if code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED):
+                    log.warning("%s-%d: marker for producer %d refused: %s", topic, partition, pid, code.name)
+                    done.add((topic, partition))
+                elif code is ErrorCode.NONE:
+                    done.add((topic, partition))
+        return done
+
+    async def _local_codes(
+        self, tp: tuple[str, int], pid: int, epoch: int, commit: bool, coordinator_epoch: int
+    ) -> dict[tuple[str, int], ErrorCode]:
+        return {tp: await self.write_local(tp[0], tp[1], pid, epoch, commit, coordinator_epoch)}
 
     async def write_local(
         self, topic: str, partition: int, pid: int, epoch: int, commit: bool, coordinator_epoch: int
@@ -98,17 +130,16 @@ class MarkerWriter:
     async def _send(
         self,
         leader: int,
-        topic: str,
-        partition: int,
+        partitions: list[tuple[str, int]],
         pid: int,
         epoch: int,
         commit: bool,
         coordinator_epoch: int,
-    ) -> ErrorCode:
-        """WriteTxnMarkers v0 to the partition's leader."""
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """WriteTxnMarkers v0 with the leader's partitions of the transaction."""
         broker = self._metadata.brokers.get(leader)
         if broker is None:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+            return dict.fromkeys(partitions, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         connection = self._connections.get(leader)
         if connection is None or (connection.host, connection.port) != (broker.host, broker.port):
             if connection is not None:
@@ -117,16 +148,25 @@ class MarkerWriter:
             connection = self._connections[leader] = BrokerConnection(
                 broker.host, broker.port, client_id, self._security, self._clock
             )
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
         marker: WriteTxnMarkersRequestWritableTxnMarker = {
             "producer_id": pid,
             "producer_epoch": epoch,
             "transaction_result": commit,
-            "topics": [{"name": topic, "partition_indexes": [partition]}],
+            "topics": [{"name": name, "partition_indexes": parts} for name, parts in by_topic.items()],
             "coordinator_epoch": coordinator_epoch,
         }
+        codes = dict.fromkeys(partitions, ErrorCode.UNKNOWN_SERVER_ERROR)
         try:
             response = await connection.send(ApiKey.WRITE_TXN_MARKERS, 0, {"markers": [marker]}, 15_000)
-            return ErrorCode(int(response["markers"][0]["topics"][0]["partitions"][0]["error_code"]))
+            for answered in response["markers"][0]["topics"]:
+                for part in answered["partitions"]:
+                    tp = (answered["name"], int(part["partition_index"]))
+                    if tp in codes:
+                        codes[tp] = ErrorCode(int(part["error_code"]))
         except (ConnectionError, LookupError, ValueError) as exc:
-            log.info("%s-%d: WriteTxnMarkers to broker %d failed: %s", topic, partition, leader, exc)
-            return ErrorCode.NETWORK_EXCEPTION
+            log.info("WriteTxnMarkers to broker %d for %s failed: %s", leader, partitions, exc)
+            return dict.fromkeys(partitions, ErrorCode.NETWORK_EXCEPTION)
+        return codes

@@ -17,6 +17,8 @@ The coordinator (`strom.transaction`) is sans-I/O: it decides and returns transi
   passes it, `TransactionCoordinator.complete`, else `abandon`, then the answer. Failures reach
   clients as Kafka's coordinator maps them: NOT_COORDINATOR (leadership moved) stays, anything else
   -> COORDINATOR_NOT_AVAILABLE (both retriable);
+* answers partition leaders' KIP-890 verifications (``verify_only``), and asks other coordinators
+  for this broker's partitions (`txn_verification.py`);
 * writes the COMMIT/ABORT markers of a Prepare* transaction to its partitions (`transaction_markers.py`),
   retried (no leader, NOT_LEADER, timeouts, lost connections) until written, then the Complete*
   transition;
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 
 from strom._util.clock import Clock, sleep_ms
 from strom._util.tasks import cancel_and_wait
@@ -45,6 +48,7 @@ from strom.broker.config import BrokerConfig
 from strom.broker.control.topic_admin import TopicAdmin
 from strom.broker.coordinators.coordinator_partitions import CoordinatorPartitions
 from strom.broker.coordinators.transaction_markers import MarkerListener, MarkerWriter
+from strom.broker.coordinators.txn_verification import TxnVerifier
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.security.client import ClientSecurity
 from strom.coordinator_runtime import (
@@ -73,6 +77,7 @@ TXN_TOPIC = "__transaction_state"
 TXN_TOPIC_SEGMENT_BYTES = 100 * 1024 * 1024  # Kafka's transaction.state.log.segment.bytes
 APPEND_TIMEOUT_MS = 5_000  # how long a coordinator append waits for the ISR
 MARKER_RETRY_MS = 100
+COMPLETION_WAIT_MS = 500  # an AddPartitionsToTxn waits this long for the previous transaction's end
 ABORT_TIMER = "abort-timed-out-transactions"
 EXPIRE_TIMER = "remove-expired-transactional-ids"
 
@@ -172,6 +177,9 @@ class TransactionService:
         )
         self.coordinator = TransactionCoordinator(metadata, int(get("transaction.max.timeout.ms")))
         self.markers = MarkerWriter(partitions, metadata, security, clock)
+        self.verifier = TxnVerifier(
+            partitions.node_id, self.verify_partitions, self.coordinator_endpoint, metadata, security, clock
+        )
         self.marker_listeners = self.markers.listeners
         self._completing: dict[str, asyncio.Task[None]] = {}
         # Id -> partitions whose marker is written, while its Prepare* transaction completes.
@@ -187,6 +195,7 @@ class TransactionService:
         await cancel_and_wait(self._completing.values())
         self._completing.clear()
         self.markers.close()
+        self.verifier.close()
 
     # --- shards --------------------------------------------------------------------------------
     def _build_shard(self, context: ShardContext) -> TxnShard:
@@ -272,7 +281,11 @@ class TransactionService:
         return ErrorCode.NONE, meta, meta.partitions - self.markers_written.get(transactional_id, set())
 
     def list_transactions(
-        self, state_filters: list[str], producer_id_filters: list[int], duration_filter_ms: int
+        self,
+        state_filters: list[str],
+        producer_id_filters: list[int],
+        duration_filter_ms: int,
+        pattern: re.Pattern[str] | None = None,
     ) -> tuple[ErrorCode, Listing]:
         """ListTransactions: the ids this broker coordinates (COORDINATOR_LOAD_IN_PROGRESS while a
         partition loads)."""
@@ -284,6 +297,7 @@ class TransactionService:
             producer_id_filters,
             self.clock.time_ms(),
             duration_filter_ms,
+            pattern,
         )
         return ErrorCode.NONE, listing
 
@@ -308,7 +322,40 @@ class TransactionService:
         decision = self.coordinator.add_partitions(
             transactional_id, producer_id, producer_epoch, partitions, self.clock.time_ms()
         )
+        if decision.error is ErrorCode.CONCURRENT_TRANSACTIONS and await self._completed(transactional_id):
+            error = self.coordinator_error(transactional_id)
+            if error is not None:
+                return error
+            decision = self.coordinator.add_partitions(
+                transactional_id, producer_id, producer_epoch, partitions, self.clock.time_ms()
+            )
         return (await self._decided(decision)).error
+
+    async def _completed(self, transactional_id: str) -> bool:
+        """Wait up to COMPLETION_WAIT_MS for the id's previous transaction to complete (its markers and
+        its Complete* record); whether it did. A producer begins its next transaction as soon as
+        EndTxn is answered, so its first AddPartitionsToTxn meets the markers still being written:
+        answered CONCURRENT_TRANSACTIONS at once, it would back off (librdkafka 20 ms, the Java client
+        as configured) and ask again, one or more times per transaction."""
+        task = self._completing.get(transactional_id)
+        if task is None or task.done():
+            return False
+        timer = asyncio.ensure_future(sleep_ms(self.clock, COMPLETION_WAIT_MS))
+        try:
+            await asyncio.wait([task, timer], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            timer.cancel()
+        return task.done()
+
+    def verify_partitions(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """KIP-890 part 1 for an id this broker should coordinate: whether its ongoing transaction holds
+        each partition (`TransactionCoordinator.verify_partitions`), else the coordinator error for all."""
+        error = self.coordinator_error(transactional_id)
+        if error is not None:
+            return dict.fromkeys(partitions, error)
+        return self.coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
 
     async def end_txn(
         self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
@@ -382,11 +429,13 @@ class TransactionService:
                 coordinator_epoch = self.runtime.leader_epoch(partition_for(tid, self.num_partitions))
                 if coordinator_epoch is None:
                     return  # no longer the coordinator: the new one resends the markers
-                for topic, partition in sorted(meta.partitions - done):
-                    if await self.markers.write(
-                        topic, partition, meta.producer_id, meta.producer_epoch, commit, coordinator_epoch
-                    ):
-                        done.add((topic, partition))
+                done |= await self.markers.write_all(
+                    sorted(meta.partitions - done),
+                    meta.producer_id,
+                    meta.producer_epoch,
+                    commit,
+                    coordinator_epoch,
+                )
                 if done >= meta.partitions:
                     transition = self.coordinator.markers_written(tid, self.clock.time_ms())
                     if transition is None or await self.make_durable(transition) is ErrorCode.NONE:

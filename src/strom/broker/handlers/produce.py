@@ -17,7 +17,9 @@ closes the connection, since no response can carry the error. With ACLs on, a tr
 WRITE on its transactional id (else every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and each
 topic WRITE (else TOPIC_AUTHORIZATION_FAILED, checked before the topic's existence). The partition checks a
 transactional batch's epoch and refuses a plain batch inside its producer's open transaction
-(INVALID_TXN_STATE). From v10 a partition refused because its leader moved names the new leader, and
+(INVALID_TXN_STATE). With ``transaction.partition.verification.enable`` (KIP-890 part 1) a batch that
+would open a transaction on a partition is first verified with the transaction coordinator
+(produce_verification.py). From v10 a partition refused because its leader moved names the new leader, and
 from v13 topics are named by id (UNKNOWN_TOPIC_ID for an unknown one): topic_ids.py.
 """
 
@@ -30,6 +32,7 @@ from time import perf_counter_ns
 from strom.broker.control.topic_admin import INTERNAL_TOPICS
 from strom.broker.handlers.authz import Op, Res
 from strom.broker.handlers.base import CloseConnection, RequestContext, handles
+from strom.broker.handlers.produce_verification import NOTHING, Verified, still_verified, verify_request
 from strom.broker.handlers.topic_ids import LEADER_MOVED, leader_hint, node_endpoints
 from strom.broker.replication.partition import Partition
 from strom.protocol.api import ApiKey
@@ -85,6 +88,7 @@ def _append_topic(
     acks: int,
     pending: list[_Pending],
     txn: bool,
+    verified: Verified = NOTHING,
 ) -> list[PartitionResult]:
     """Append each partition's records as leader at its epoch; acks=all parks until the ISR has them.
 
@@ -101,7 +105,12 @@ def _append_topic(
             if (refused := _refused(topic, records, txn, internal, version)) is not None:
                 raise refused
             assert records is not None  # _refused answers CORRUPT_MESSAGE for null records
+            if verified is not NOTHING and (refusal := verified.refused.get((topic, index))) is not None:
+                raise refusal
             partition = rm.leader_partition(topic, index)
+            guarded = None if verified is NOTHING else verified.guarded.get((topic, index))
+            if guarded is not None and (refusal := still_verified(ctx, partition, *guarded)) is not None:
+                raise refusal
             info = rm.append_records(partition, records, acks)
         except KafkaError as exc:
             if metrics is not None:
@@ -144,6 +153,13 @@ async def handle_produce(ctx: RequestContext, req: LeanProduceRequest) -> LeanPr
         )
     topic_ids = req.get("topic_ids")
     names: list[str | None] = _names_of(ctx, topic_ids) if topic_ids is not None else [n for n, _ in topics]
+    verified = NOTHING
+    if transactional_id is not None and not txn_denied and ctx.api_version >= 3:
+        parked = perf_counter_ns()
+        verified = await verify_request(
+            ctx, transactional_id, [(name, parts) for name, (_, parts) in zip(names, topics, strict=True)]
+        )
+        ctx.remote_ns += perf_counter_ns() - parked
     for name, (_, parts) in zip(names, topics, strict=True):
         if name is None:
             responses.append(
@@ -164,7 +180,7 @@ async def handle_produce(ctx: RequestContext, req: LeanProduceRequest) -> LeanPr
         elif acks not in (0, 1, -1):
             results = [_partition_result(index, ErrorCode.INVALID_REQUIRED_ACKS) for index, _ in parts]
         else:
-            results = _append_topic(ctx, name, parts, acks, pending, txn)
+            results = _append_topic(ctx, name, parts, acks, pending, txn, verified)
         responses.append((name, results))
     if acks == 0:
         failed = [

@@ -8,8 +8,9 @@ All three are flexible-only (v0 is flexible) and sent by admin tools, not by pro
   yet, as Kafka reports them). Another broker's id: NOT_COORDINATOR; an unknown one:
   TRANSACTIONAL_ID_NOT_FOUND; while the id's partition loads: COORDINATOR_LOAD_IN_PROGRESS.
 - ListTransactions is answered by every broker for the ids it coordinates (admin clients ask each
-  broker and merge), with the state, producer id and (v1+) duration filters of
-  `strom.transaction.describe`; unknown state names come back in ``unknown_state_filters``.
+  broker and merge), with the state, producer id, (v1+) duration and (v2+) transactional id pattern
+  filters of `strom.transaction.describe`; unknown state names come back in ``unknown_state_filters``,
+  a pattern that is no regular expression gets INVALID_REGULAR_EXPRESSION.
 - DescribeProducers is answered by a replica of each partition from its log's producer state (as
   Kafka's ``Partition.activeProducerState``): producer id and epoch, last sequence and timestamp,
   the coordinator epoch of its last marker and the first offset of its open transaction (-1 if none).
@@ -35,7 +36,7 @@ from strom.protocol.messages import (
     ListTransactionsResponse,
 )
 from strom.transaction.coordinator import TxnMetadata
-from strom.transaction.describe import NO_DURATION_FILTER
+from strom.transaction.describe import NO_DURATION_FILTER, Listing, compile_pattern
 from strom.transaction.records import topic_partitions
 
 
@@ -86,11 +87,17 @@ def _described(
 async def handle_list_transactions(
     ctx: RequestContext, req: ListTransactionsRequest
 ) -> ListTransactionsResponse:
-    code, listing = ctx.ports.transactions.list_transactions(
-        list(req["state_filters"]),
-        [int(pid) for pid in req["producer_id_filters"]],
-        int(req.get("duration_filter", NO_DURATION_FILTER)),
-    )
+    try:
+        pattern = compile_pattern(req.get("transactional_id_pattern"))
+    except ValueError:
+        code, listing = ErrorCode.INVALID_REGULAR_EXPRESSION, Listing([], [])
+    else:
+        code, listing = ctx.ports.transactions.list_transactions(
+            list(req["state_filters"]),
+            [int(pid) for pid in req["producer_id_filters"]],
+            int(req.get("duration_filter", NO_DURATION_FILTER)),
+            pattern,
+        )
     return {
         "throttle_time_ms": 0,
         "error_code": int(code),

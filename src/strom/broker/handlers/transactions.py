@@ -27,7 +27,9 @@ from strom.protocol.messages import (
     AddOffsetsToTxnRequest,
     AddOffsetsToTxnResponse,
     AddPartitionsToTxnRequest,
+    AddPartitionsToTxnRequestTopic,
     AddPartitionsToTxnResponse,
+    AddPartitionsToTxnResponseResult,
     AddPartitionsToTxnResponseTopicResult,
     EndTxnRequest,
     EndTxnResponse,
@@ -42,6 +44,7 @@ from strom.protocol.messages import (
 )
 
 PRODUCER_FENCED_FROM_VERSION = 2
+BROKER_BATCH_FROM_VERSION = 4  # AddPartitionsToTxn: transactions from partition leaders (KIP-890)
 
 
 def _code(ctx: RequestContext, code: ErrorCode) -> ErrorCode:
@@ -62,41 +65,93 @@ def _ensure_topic(ctx: RequestContext) -> ErrorCode | None:
 async def handle_add_partitions_to_txn(
     ctx: RequestContext, req: AddPartitionsToTxnRequest
 ) -> AddPartitionsToTxnResponse:
+    if ctx.api_version >= BROKER_BATCH_FROM_VERSION:
+        return await _add_partitions_batch(ctx, req)
     topics = req["v3_and_below_topics"]
+    codes = await _add_or_verify(
+        ctx,
+        req["v3_and_below_transactional_id"],
+        int(req["v3_and_below_producer_id"]),
+        int(req["v3_and_below_producer_epoch"]),
+        topics,
+        verify_only=False,
+    )
+    return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _topic_results(topics, codes)}
+
+
+async def _add_partitions_batch(
+    ctx: RequestContext, req: AddPartitionsToTxnRequest
+) -> AddPartitionsToTxnResponse:
+    """v4+ (KIP-890), from partition leaders: several transactions, each added to or, with
+    ``verify_only``, checked against its ongoing transaction; CLUSTER_ACTION required, as Kafka does."""
+    if not allowed_cluster(ctx, Op.CLUSTER_ACTION):
+        code = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        return {"throttle_time_ms": 0, "error_code": code, "results_by_transaction": []}
+    results: list[AddPartitionsToTxnResponseResult] = []
+    for txn in req["transactions"]:
+        codes = await _add_or_verify(
+            ctx,
+            txn["transactional_id"],
+            int(txn["producer_id"]),
+            int(txn["producer_epoch"]),
+            txn["topics"],
+            verify_only=bool(txn["verify_only"]),
+        )
+        results.append(
+            {
+                "transactional_id": txn["transactional_id"],
+                "topic_results": _topic_results(txn["topics"], codes),
+            }
+        )
+    return {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": results}
+
+
+async def _add_or_verify(
+    ctx: RequestContext,
+    transactional_id: str,
+    producer_id: int,
+    producer_epoch: int,
+    topics: list[AddPartitionsToTxnRequestTopic],
+    verify_only: bool,
+) -> dict[tuple[str, int], ErrorCode]:
+    """One transaction's partitions: each one's code (unknown topics fail the whole set)."""
     wanted = [(t["name"], int(p)) for t in topics for p in t["partitions"]]
     known = ctx.ports.metadata.topics
     unknown = {tp for tp in wanted if tp[0] not in known or not 0 <= tp[1] < known[tp[0]].partitions}
-    codes: dict[tuple[str, int], ErrorCode]
-    refused = _refused_topics(ctx, req["v3_and_below_transactional_id"], wanted)
+    refused = None if verify_only else _refused_topics(ctx, transactional_id, wanted)
     if refused is not None:
-        codes = refused
-    elif unknown:
-        codes = {
+        return refused
+    if unknown:
+        return {
             tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
             for tp in wanted
         }
-    else:
-        code = _ensure_topic(ctx)
-        if code is None:
-            code = await ctx.ports.transactions.add_partitions(
-                req["v3_and_below_transactional_id"],
-                int(req["v3_and_below_producer_id"]),
-                int(req["v3_and_below_producer_epoch"]),
-                wanted,
-            )
-        codes = dict.fromkeys(wanted, _code(ctx, code))
-    results: list[AddPartitionsToTxnResponseTopicResult] = []
-    for t in topics:
-        results.append(
-            {
-                "name": t["name"],
-                "results_by_partition": [
-                    {"partition_index": int(p), "partition_error_code": int(codes[(t["name"], int(p))])}
-                    for p in t["partitions"]
-                ],
-            }
+    if verify_only:
+        verdicts = ctx.ports.transactions.verify_partitions(
+            transactional_id, producer_id, producer_epoch, wanted
         )
-    return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": results}
+        return {tp: _code(ctx, code) for tp, code in verdicts.items()}
+    code = _ensure_topic(ctx)
+    if code is None:
+        code = await ctx.ports.transactions.add_partitions(
+            transactional_id, producer_id, producer_epoch, wanted
+        )
+    return dict.fromkeys(wanted, _code(ctx, code))
+
+
+def _topic_results(
+    topics: list[AddPartitionsToTxnRequestTopic], codes: dict[tuple[str, int], ErrorCode]
+) -> list[AddPartitionsToTxnResponseTopicResult]:
+    return [
+        {
+            "name": t["name"],
+            "results_by_partition": [
+                {"partition_index": int(p), "partition_error_code": int(codes[(t["name"], int(p))])}
+                for p in t["partitions"]
+            ],
+        }
+        for t in topics
+    ]
 
 
 def _refused_topics(

@@ -72,6 +72,7 @@ from strom.storage.log_append import AppendInfo
 from strom.storage.log_manager import LogDirUsage, LogManager
 from strom.storage.partition_metadata import read_topic_id, write_topic_id
 from strom.storage.producer_state import ProducerStateEntry
+from strom.storage.txn_verification import VerificationState
 
 log = logging.getLogger(__name__)
 
@@ -194,6 +195,14 @@ class ReplicaManager:
         """Produce: append to a partition this broker leads (`leader_partition`), checking the ISR
         against the min ISR first for acks=all (NOT_ENOUGH_REPLICAS)."""
         return part.append_records_as_leader(records, required_acks)
+
+    def txn_verification(
+        self, part: Partition, producer_id: int
+    ) -> tuple[VerificationState, ProducerStateEntry | None]:
+        """KIP-890 part 1 (handlers/produce_verification.py): the partition's verification state and the
+        producer's state there."""
+        producers = part.log.producer_state
+        return producers.verification, producers.producers.get(producer_id)
 
     def fetch_records(
         self,
