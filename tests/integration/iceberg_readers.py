@@ -59,8 +59,12 @@ def with_duckdb(table: Table, columns: list[str]) -> Rows:
     return sorted(rows)
 
 
-def with_polars(table: Table, columns: list[str]) -> Rows:
+def with_polars(table: Table, columns: list[str], storage_options: dict[str, str] | None = None) -> Rows:
     # Plan with pyiceberg (installed) rather than the optional polars_iceberg plugin, without a warning.
     os.environ.setdefault("POLARS_ICEBERG_PLANNER", "pyiceberg")
-    frame = pl.scan_iceberg(table.refresh()).select(["partition", "offset", *columns]).collect()
+    frame = (
+        pl.scan_iceberg(table.refresh(), storage_options=storage_options)
+        .select(["partition", "offset", *columns])
+        .collect()
+    )
     return sorted(frame.rows())
