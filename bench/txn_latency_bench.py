@@ -1,7 +1,7 @@
 """Per-message latency of a transactional producer with ``linger.ms=35``: one message per transaction.
 
     PYTHONPATH=src .venv/bin/python bench/txn_latency_bench.py [--messages 40] [--runs 3]
-        [--setups single,cluster] [--rf 3] [--debug]
+        [--setups single,cluster] [--rf 3] [--txn-partitions 50] [--debug]
 
 (``PYTHONPATH`` picks the source tree the brokers run: another checkout's ``src`` measures that one.)
 
@@ -47,7 +47,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from strom.testing.broker_process import BrokerProcess
 from strom.testing.cluster import LocalCluster
 
-TXN_SETTINGS = {"transaction.state.log.num.partitions": "5", "offsets.topic.num.partitions": "3"}
+TXN_SETTINGS = {"offsets.topic.num.partitions": "3"}
 
 
 def create_topic(bootstrap: str, name: str, rf: int) -> None:
@@ -135,19 +135,21 @@ def main() -> None:
     parser.add_argument("--setups", default="single,cluster")
     parser.add_argument("--rf", type=int, default=3, help="the topic's replication factor on the cluster")
     parser.add_argument("--debug", action="store_true", help="count CONCURRENT_TRANSACTIONS answers")
+    parser.add_argument("--txn-partitions", type=int, default=50, help="transaction.state.log.num.partitions")
     args = parser.parse_args()
     setups = args.setups.split(",")
+    settings = {**TXN_SETTINGS, "transaction.state.log.num.partitions": str(args.txn_partitions)}
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="strom-txn-latency-") as tmp:
         for rnd in range(args.runs):
             for setup in setups:
                 load = os.getloadavg()[0]
                 if setup == "single":
-                    node = BrokerProcess(Path(tmp) / f"single-{rnd}", dict(TXN_SETTINGS))
+                    node = BrokerProcess(Path(tmp) / f"single-{rnd}", dict(settings))
                     node.start()
                     stop, bootstrap, rf = node.stop, node.bootstrap, 1
                 else:
-                    cluster = LocalCluster(Path(tmp) / f"cluster-{rnd}", 3, overrides=dict(TXN_SETTINGS))
+                    cluster = LocalCluster(Path(tmp) / f"cluster-{rnd}", 3, overrides=dict(settings))
                     cluster.start()
                     stop, bootstrap, rf = cluster.stop, cluster.bootstrap, min(args.rf, 3)
                 try:
