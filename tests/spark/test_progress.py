@@ -1,6 +1,8 @@
 """A streaming query's progress committed to a consumer group, as lag tools see it: `strom groups describe`
 and `/metrics` (`kafka_consumergroup_lag`); Spark's rate-limit rule (every partition with a backlog gets
-a record) and Trigger.AvailableNow reading what was there at the start in several micro-batches."""
+a record) and Trigger.AvailableNow reading what was there at the start in several micro-batches; the
+query's progress (name, ids, batch, rates) in the commits' metadata, drawn by the console's group page
+in headless Chromium beside its lag."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import Any
 import pytest
 
 from strom.testing.broker_process import BrokerProcess
+from tests.browser import chromium, screenshot
 from tests.spark.kafka_helpers import new_topic, produce
 
 pytestmark = pytest.mark.spark
@@ -151,3 +154,49 @@ def test_trigger_once_reads_everything_in_one_batch(spark: Any, strom_broker: st
     # A second run from the checkpoint reads only what arrived since.
     produce(strom_broker, topic, [(None, b"late")] * 3)
     assert run() == [3]
+
+
+def test_the_console_shows_a_querys_progress_and_lag(
+    spark: Any, strom_broker_process: BrokerProcess, tmp_path: Any
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    bootstrap = strom_broker_process.bootstrap
+    topic = new_topic(bootstrap, partitions=2)
+    produce(bootstrap, topic, [(None, f"a{i}".encode()) for i in range(20)], partition=0)
+    produce(bootstrap, topic, [(None, f"b{i}".encode()) for i in range(6)], partition=1)
+    name = f"console_{uuid.uuid4().hex[:8]}"
+    query = (
+        spark.readStream.format("strom")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "8")
+        .load()
+        .writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(180)
+    assert query.exception() is None
+    last = [p for p in query.recentProgress if p.numInputRows][-1]
+    assert last.batchId >= 1  # several micro-batches: the last one has an input rate
+    produce(bootstrap, topic, [(None, b"late")] * 3, partition=0)  # the query's lag
+
+    assert strom_broker_process.http_url is not None
+    with chromium() as driver:
+        d: Any = driver
+        d.get(f"{strom_broker_process.http_url}/ui/groups/strom-spark-{query.id}")
+        cells = [c.text for c in d.find_elements(By.CSS_SELECTOR, "#spark-query tbody td")]
+        assert cells[:5] == [name, str(query.id), str(query.runId), str(last.batchId), str(last.numInputRows)]
+        input_rate, processed_rate = (float(c.replace(",", "")) for c in cells[5:7])
+        assert input_rate > 0 and processed_rate > 0, cells
+        assert cells[7] == "3"
+        rows = [
+            [c.text for c in r.find_elements(By.TAG_NAME, "td")]
+            for r in d.find_elements(By.CSS_SELECTOR, "#spark-offsets tbody tr")
+        ]
+        assert rows == [[topic, "0", "20", "23", "3"], [topic, "1", "6", "6", "0"]]
+        screenshot(d, "group-spark-query")

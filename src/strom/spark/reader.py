@@ -64,7 +64,7 @@ from strom.spark.planning import (
     plan_tasks,
     reconcile_start,
 )
-from strom.spark.progress import group_for_task, then_publish
+from strom.spark.progress import BatchTiming, group_for_task, then_publish
 from strom.spark.typed_plan import TypedRead
 
 
@@ -75,6 +75,7 @@ class RangePartition(InputPartition):
 
     offset_range: OffsetRange
     publish: bool = False
+    timing: BatchTiming | None = None  # a micro-batch's, for the progress its commit carries
 
 
 def _metadata(options: SourceOptions) -> KafkaMetadata:
@@ -98,16 +99,23 @@ def _read_range(
     batches = fetcher.batches()
     if partition.publish and options.publish_progress:
         group = group_for_task(options.progress_group, options.progress_group_prefix)
-        batches = then_publish(batches, options.client_config, group, r.topic, r.partition, r.until_offset)
+        batches = then_publish(
+            batches, options.client_config, group, r.topic, r.partition, r.until_offset, partition.timing
+        )
     if typed is not None:
         return typed.apply(batches, r.topic, r.partition)
     return batches
 
 
-def _tasks(options: SourceOptions, ranges: list[OffsetRange]) -> list[RangePartition]:
+def _tasks(
+    options: SourceOptions, ranges: list[OffsetRange], timing: BatchTiming | None = None
+) -> list[RangePartition]:
     tasks = plan_tasks(ranges, options.min_partitions, options.max_records_per_partition)
     ends = {(r.topic, r.partition): r.until_offset for r in ranges}
-    return [RangePartition(t, publish=ends.get((t.topic, t.partition)) == t.until_offset) for t in tasks]
+    return [
+        RangePartition(t, publish=ends.get((t.topic, t.partition)) == t.until_offset, timing=timing)
+        for t in tasks
+    ]
 
 
 class StromBatchReader(DataSourceReader):
@@ -150,6 +158,7 @@ class StromStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_latest: TopicPartitionOffsets = {}
         # None until the first micro-batch: Spark's first trigger does not wait for maxTriggerDelay.
         self._last_batch_ms: float | None = None
+        self._last_planned_ms: int | None = None  # wall clock, for the published progress's rates
 
     def initialOffset(self) -> OffsetsJson:
         o = self._options
@@ -187,7 +196,11 @@ class StromStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin, finish = offsets_from_json(start), offsets_from_json(end)
         earliest = self._metadata.earliest(finish)
         ranges = reconcile_start(begin, finish, earliest, fail_on_data_loss=self._options.fail_on_data_loss)
-        return list(_tasks(self._options, ranges))
+        now_ms = int(time.time() * 1000)
+        rows = sum(r.until_offset - r.from_offset for r in ranges)
+        timing = BatchTiming(now_ms, self._last_planned_ms, rows)
+        self._last_planned_ms = now_ms
+        return list(_tasks(self._options, ranges, timing))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read_range(self._options, partition, self._typed)

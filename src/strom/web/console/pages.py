@@ -282,7 +282,16 @@ def partition_page(topic: str, p: PartitionRow, messages: str) -> str:
             ["Base offset", "Next offset", "Bytes"],
             [[esc(a), esc(b), esc(f"{c:,}")] for a, b, c in log.segments],
         )
-        body += "<h2>Log on this broker</h2>" + offsets + "<h2>Segments</h2>" + segments
+        body += "<h2>Log on this broker</h2>" + offsets
+        if log.remote is not None:  # tiered: the offsets below the local log start are in remote storage
+            r = log.remote
+            body += "<h2>Remote log (tiered storage)</h2>" + table(
+                ["Remote log start", "Highest remote offset", "Local log start", "Size", "Segments"],
+                [[esc(r.log_start), esc(r.last_offset), esc(log.log_start), esc(f"{r.size:,} B"),
+                  esc(r.segments)]],
+                "remote-log",
+            )  # fmt: skip
+        body += "<h2>Segments</h2>" + segments
     return page(f"Partition {topic}-{p.partition}", body + "<h2>Messages</h2>" + messages)
 
 
@@ -308,7 +317,10 @@ def groups_page(groups: list[GroupRow], unanswered: list[int] | None = None) -> 
     return page("Consumer groups", table(header, rows, "groups") + note)
 
 
-def group_page(view: GroupView, charts: str = "", actions: str = "", coordinator: int | None = None) -> str:
+def group_page(
+    view: GroupView, charts: str = "", actions: str = "", coordinator: int | None = None, spark: str = ""
+) -> str:
+    """A group's page; ``spark``: its Spark query's section (`spark_queries`), if it is one's."""
     facts = table(
         ["Type", "State", "Protocol type", "Assignor", "Generation", "Members", "Total lag"],
         [[esc(view.group_type), esc(view.state), esc(view.protocol_type or "-"), esc(view.protocol or "-"),
@@ -346,6 +358,7 @@ def group_page(view: GroupView, charts: str = "", actions: str = "", coordinator
     body = (
         actions
         + facts
+        + spark
         + chart
         + "<h2>Members</h2>"
         + members

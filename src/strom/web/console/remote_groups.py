@@ -115,7 +115,7 @@ class ClusterGroups:
         except ConnectionError as exc:
             raise RemoteReadError(str(exc)) from None
         committed = {
-            (t["name"], p["partition_index"]): int(p["committed_offset"])
+            (t["name"], p["partition_index"]): (int(p["committed_offset"]), p["metadata"] or "")
             for t in fetched["topics"]
             for p in t["partitions"]
             if not p["error_code"] and p["committed_offset"] >= 0
@@ -148,10 +148,10 @@ class ClusterGroups:
         owners = {(t, p): m.member_id for m in members for t, ps in m.assignment.items() for p in ps}
         ends = await self._high_watermarks(list(committed))
         offsets = []
-        for (topic, index), offset in sorted(committed.items()):
+        for (topic, index), (offset, metadata) in sorted(committed.items()):
             end = ends.get((topic, index))
             lag = None if end is None else max(end - offset, 0)
-            offsets.append(GroupOffset(topic, index, offset, end, lag, owners.get((topic, index))))
+            offsets.append(GroupOffset(topic, index, offset, end, lag, owners.get((topic, index)), metadata))
         return GroupView(group_id, *head, members, offsets)
 
     async def _high_watermarks(self, wanted: list[tuple[str, int]]) -> dict[tuple[str, int], int]:

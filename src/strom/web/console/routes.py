@@ -32,6 +32,7 @@ from strom.web.console import (
     pages,
     registry_pages,
     security_pages,
+    spark_queries,
     views,
 )
 from strom.web.console.decode import RecordDecoder
@@ -215,7 +216,8 @@ class ConsoleApi:
         topics = sorted({o.topic for o in view.offsets})
         q = f"group={quote(group_id, safe='')}" + (f"&topic={quote(topics[0], safe='')}" if topics else "")
         links = action_pages.action_links([("reset-offsets", "reset offsets (group must be empty)", q)])
-        return self._page(request, pages.group_page(view, charts, links, coordinator))
+        spark = spark_queries.spark_section(view.offsets)
+        return self._page(request, pages.group_page(view, charts, links, coordinator, spark))
 
     async def schemas(self, request: web.Request) -> web.Response:
         registry = self._broker.registry.registry

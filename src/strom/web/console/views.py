@@ -83,6 +83,15 @@ class LocalLog:
     segments: list[tuple[int, int, int]]  # (base offset, next offset, bytes)
     leader_epoch: int
     role: str
+    remote: RemoteLog | None = None  # tiered storage: the remote log this broker manages
+
+
+@dataclass(frozen=True)
+class RemoteLog:
+    log_start: int  # the remote log's first offset
+    last_offset: int  # Kafka's highest offset in remote storage
+    size: int
+    segments: int
 
 
 @dataclass(frozen=True)
@@ -101,6 +110,7 @@ class GroupOffset:
     log_end: int | None
     lag: int | None
     owner: str | None
+    metadata: str = ""  # the commit's metadata (a Spark query's progress, `spark_queries`)
 
 
 @dataclass(frozen=True)
@@ -221,7 +231,18 @@ def local_log(broker: Broker, topic: str, index: int) -> LocalLog | None:
         [(s.base_offset, s.next_offset, s.size) for s in log.segments],
         part.leader_epoch,
         "leader" if part.leader_id == broker.node_id else "follower",
+        remote_log(broker, topic, index),
     )
+
+
+def remote_log(broker: Broker, topic: str, index: int) -> RemoteLog | None:
+    """The partition's remote log (tiered storage), if this broker manages one with something in it."""
+    manager = broker.remote_log_manager
+    state = manager.state_of(topic, index) if manager is not None else None
+    if state is None or state.log_start_offset is None:
+        return None
+    copied = state.copied_segments()
+    return RemoteLog(state.log_start_offset, state.highest_copied_offset, state.size_bytes, len(copied))
 
 
 Watermarks = Callable[[list[tuple[str, int]]], dict[tuple[str, int], int]]
@@ -306,7 +327,7 @@ def group_view(broker: Broker, group_id: str, remote: Watermarks) -> GroupView |
         part = hosted.get((t, p))
         end = part.log.high_watermark if part is not None else known.get((t, p))
         lag = max(end - offset.offset, 0) if end is not None else None
-        offsets.append(GroupOffset(t, p, offset.offset, end, lag, owners.get((t, p))))
+        offsets.append(GroupOffset(t, p, offset.offset, end, lag, owners.get((t, p)), offset.metadata or ""))
     group_type, state, protocol_type, protocol, generation = head
     return GroupView(group_id, group_type, state, protocol_type, protocol, generation, members, offsets)
 
