@@ -180,8 +180,8 @@ def test_parse_spec_strips_comments_and_parses_defaults() -> None:
 # topic, config and classic group APIs up to the newest version of the specs (topic ids, KIP-516; new
 # leaders, KIP-951), the describe APIs of newer admin clients, ApiVersions 3-4, OffsetFetch 6-7, the
 # transactional APIs' v3 (KIP-360, KIP-447), the flexible-only APIs of KIP-664, KIP-455 and KIP-554,
-# WriteTxnMarkers 1, SaslAuthenticate 2, KIP-848's consumer-group APIs and the client-quota APIs. Any
-# other advertised version must be pre-flexible.
+# WriteTxnMarkers 1, SaslAuthenticate 2, KIP-848's consumer-group APIs, the client-quota APIs and
+# KIP-932's share-group APIs. Any other advertised version must be pre-flexible.
 FLEXIBLE_ADVERTISED = {
     ApiKey.PRODUCE: [9, 10, 11, 12, 13],
     ApiKey.FETCH: [12, 13, 14, 15, 16, 17, 18],
@@ -234,6 +234,10 @@ FLEXIBLE_ADVERTISED = {
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: [0],
     ApiKey.DESCRIBE_CLIENT_QUOTAS: [1],
     ApiKey.ALTER_CLIENT_QUOTAS: [1],
+    ApiKey.SHARE_GROUP_HEARTBEAT: [1],
+    ApiKey.SHARE_GROUP_DESCRIBE: [1],
+    ApiKey.SHARE_FETCH: [1],
+    ApiKey.SHARE_ACKNOWLEDGE: [1],
 }
 
 

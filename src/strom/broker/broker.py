@@ -50,6 +50,7 @@ from strom.broker.ports import ControlPlane
 from strom.broker.replication.purgatory import Purgatory
 from strom.broker.replication.replica_fetcher import ReplicaFetcherManager
 from strom.broker.replication.replica_manager import ReplicaManager
+from strom.broker.replication.share_partitions import ShareConfig, SharePartitionManager
 from strom.broker.security.client import ClientSecurity, inter_broker_security
 from strom.broker.security.credentials import CredentialStore, ZkCredentialStore
 from strom.broker.security.listeners import ListenerSetup, parse_listener_setup
@@ -202,6 +203,13 @@ class Broker:
         )
         # Markers reaching __consumer_offsets commit or drop the group side's transactional offsets.
         self.transactions.marker_listeners.append(self.groups.on_txn_marker)
+        # Share groups' share-partitions on the partitions this broker leads (KIP-932).
+        share = self.groups.share_config
+        self.shares = SharePartitionManager(
+            self.replica_manager,
+            self.clock,
+            ShareConfig(share.record_lock_duration_ms, share.delivery_count_limit, share.auto_offset_reset),
+        )
         self.registry = RegistryService(
             config, self.clock, self.coordinator_partitions, self.metadata, self.topics, security
         )
@@ -260,6 +268,7 @@ class Broker:
             ),
             remote_log_manager=self.remote_log_manager,
             client_telemetry=self.client_telemetry,
+            shares=self.shares,
         )
         self._tasks: list[asyncio.Task[None]] = []
 

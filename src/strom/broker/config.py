@@ -36,6 +36,12 @@ def _parse_bool(raw: str) -> bool:
     raise ValueError(f"expected true or false, got {raw!r}")
 
 
+def _parse_share_reset(raw: str) -> str:
+    if raw not in ("latest", "earliest"):
+        raise ValueError(f"{raw!r} is neither latest nor earliest")
+    return raw
+
+
 def _parse_list(raw: str) -> list[str]:
     return [part.strip() for part in raw.split(",") if part.strip()]
 
@@ -240,6 +246,29 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "Consumer groups' server-side assignors (short or class names); the first is the default.",
         ),
         ConfigDef("group.consumer.max.size", int, str(2**31 - 1), "Most members of one consumer group."),
+        # KIP-932 share groups, Kafka 4's names and defaults (docs/share-groups.md).
+        ConfigDef("group.share.heartbeat.interval.ms", int, "5000", "Share groups' heartbeat interval."),
+        ConfigDef("group.share.session.timeout.ms", int, "45000", "Share groups' session timeout."),
+        ConfigDef("group.share.max.size", int, "200", "Most members of one share group."),
+        ConfigDef(
+            "group.share.record.lock.duration.ms",
+            int,
+            "30000",
+            "How long a share consumer holds the records it acquired before they are released.",
+        ),
+        ConfigDef(
+            "group.share.delivery.count.limit",
+            int,
+            "5",
+            "Deliveries of a record to share consumers before it is archived instead of redelivered.",
+        ),
+        ConfigDef(
+            "share.auto.offset.reset",
+            _parse_share_reset,
+            "latest",
+            "Where a share group starts reading a partition it has no state for: latest or earliest "
+            "(a group config in Kafka; here the default of every share group).",
+        ),
         ConfigDef("replica.lag.time.max.ms", int, "10000", "Follower lag before it leaves the ISR."),
         ConfigDef("replica.fetch.max.bytes", int, "1048576", "Follower fetch size per partition."),
         ConfigDef("replica.fetch.wait.max.ms", int, "500", "Follower fetch long-poll."),

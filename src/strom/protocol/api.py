@@ -76,6 +76,10 @@ class ApiKey(IntEnum):
     PUSH_TELEMETRY = 72
     LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
 
 
 SUPPORTED: dict[ApiKey, tuple[int, int]] = {
@@ -125,6 +129,11 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),
+    # KIP-932 share groups (share_group_specs.py): v1, the first stable version, all librdkafka sends.
+    ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),
+    ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
+    ApiKey.SHARE_FETCH: (1, 1),
+    ApiKey.SHARE_ACKNOWLEDGE: (1, 1),
     # Replication (cluster mode; a single node answers them from its own log / trivially).
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     ApiKey.ELECT_LEADERS: (0, 2),

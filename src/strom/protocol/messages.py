@@ -2317,6 +2317,267 @@ class DescribeTopicPartitionsResponse(TypedDict):
     next_cursor: DescribeTopicPartitionsResponseCursor | None
 
 
+class ShareGroupHeartbeatRequest(TypedDict):
+    """ShareGroupHeartbeatRequest v1."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    rack_id: str | None
+    subscribed_topic_names: list[str] | None
+
+
+class ShareGroupHeartbeatResponseTopicPartitions(TypedDict):
+    """ShareGroupHeartbeatResponse v1: TopicPartitions."""
+
+    topic_id: bytes
+    partitions: list[int]
+
+
+class ShareGroupHeartbeatResponseAssignment(TypedDict):
+    """ShareGroupHeartbeatResponse v1: Assignment."""
+
+    assigned_topic_partitions: list[ShareGroupHeartbeatResponseTopicPartitions]
+
+
+class ShareGroupHeartbeatResponse(TypedDict):
+    """ShareGroupHeartbeatResponse v1."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    member_id: str | None
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: ShareGroupHeartbeatResponseAssignment | None
+
+
+class ShareGroupDescribeRequest(TypedDict):
+    """ShareGroupDescribeRequest v1."""
+
+    group_ids: list[str]
+    include_authorized_operations: bool
+
+
+class ShareGroupDescribeResponseDescribedTopicPartitions(TypedDict):
+    """ShareGroupDescribeResponse v1: DescribedTopicPartitions."""
+
+    topic_id: bytes
+    topic_name: str
+    partitions: list[int]
+
+
+class ShareGroupDescribeResponseDescribedAssignment(TypedDict):
+    """ShareGroupDescribeResponse v1: DescribedAssignment."""
+
+    topic_partitions: list[ShareGroupDescribeResponseDescribedTopicPartitions]
+
+
+class ShareGroupDescribeResponseMember(TypedDict):
+    """ShareGroupDescribeResponse v1: Member."""
+
+    member_id: str
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: list[str]
+    assignment: ShareGroupDescribeResponseDescribedAssignment
+
+
+class ShareGroupDescribeResponseDescribedGroup(TypedDict):
+    """ShareGroupDescribeResponse v1: DescribedGroup."""
+
+    error_code: int
+    error_message: str | None
+    group_id: str
+    group_state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor_name: str
+    members: list[ShareGroupDescribeResponseMember]
+    authorized_operations: int
+
+
+class ShareGroupDescribeResponse(TypedDict):
+    """ShareGroupDescribeResponse v1."""
+
+    throttle_time_ms: int
+    groups: list[ShareGroupDescribeResponseDescribedGroup]
+
+
+class ShareFetchRequestAcknowledgementBatch(TypedDict):
+    """ShareFetchRequest v1: AcknowledgementBatch."""
+
+    first_offset: int
+    last_offset: int
+    acknowledge_types: list[int]
+
+
+class ShareFetchRequestFetchPartition(TypedDict):
+    """ShareFetchRequest v1: FetchPartition."""
+
+    partition_index: int
+    acknowledgement_batches: list[ShareFetchRequestAcknowledgementBatch]
+
+
+class ShareFetchRequestFetchTopic(TypedDict):
+    """ShareFetchRequest v1: FetchTopic."""
+
+    topic_id: bytes
+    partitions: list[ShareFetchRequestFetchPartition]
+
+
+class ShareFetchRequestForgottenTopic(TypedDict):
+    """ShareFetchRequest v1: ForgottenTopic."""
+
+    topic_id: bytes
+    partitions: list[int]
+
+
+class ShareFetchRequest(TypedDict):
+    """ShareFetchRequest v1."""
+
+    group_id: str | None
+    member_id: str | None
+    share_session_epoch: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    max_records: int
+    batch_size: int
+    topics: list[ShareFetchRequestFetchTopic]
+    forgotten_topics_data: list[ShareFetchRequestForgottenTopic]
+
+
+class ShareFetchResponseLeaderIdAndEpoch(TypedDict):
+    """ShareFetchResponse v1: LeaderIdAndEpoch."""
+
+    leader_id: int
+    leader_epoch: int
+
+
+class ShareFetchResponseAcquiredRecords(TypedDict):
+    """ShareFetchResponse v1: AcquiredRecords."""
+
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+
+
+class ShareFetchResponsePartitionData(TypedDict):
+    """ShareFetchResponse v1: PartitionData."""
+
+    partition_index: int
+    error_code: int
+    error_message: str | None
+    acknowledge_error_code: int
+    acknowledge_error_message: str | None
+    current_leader: ShareFetchResponseLeaderIdAndEpoch
+    records: Records | None
+    acquired_records: list[ShareFetchResponseAcquiredRecords]
+
+
+class ShareFetchResponseShareFetchableTopicResponse(TypedDict):
+    """ShareFetchResponse v1: ShareFetchableTopicResponse."""
+
+    topic_id: bytes
+    partitions: list[ShareFetchResponsePartitionData]
+
+
+class ShareFetchResponseNodeEndpoint(TypedDict):
+    """ShareFetchResponse v1: NodeEndpoint."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+class ShareFetchResponse(TypedDict):
+    """ShareFetchResponse v1."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    acquisition_lock_timeout_ms: int
+    responses: list[ShareFetchResponseShareFetchableTopicResponse]
+    node_endpoints: list[ShareFetchResponseNodeEndpoint]
+
+
+class ShareAcknowledgeRequestAcknowledgementBatch(TypedDict):
+    """ShareAcknowledgeRequest v1: AcknowledgementBatch."""
+
+    first_offset: int
+    last_offset: int
+    acknowledge_types: list[int]
+
+
+class ShareAcknowledgeRequestAcknowledgePartition(TypedDict):
+    """ShareAcknowledgeRequest v1: AcknowledgePartition."""
+
+    partition_index: int
+    acknowledgement_batches: list[ShareAcknowledgeRequestAcknowledgementBatch]
+
+
+class ShareAcknowledgeRequestAcknowledgeTopic(TypedDict):
+    """ShareAcknowledgeRequest v1: AcknowledgeTopic."""
+
+    topic_id: bytes
+    partitions: list[ShareAcknowledgeRequestAcknowledgePartition]
+
+
+class ShareAcknowledgeRequest(TypedDict):
+    """ShareAcknowledgeRequest v1."""
+
+    group_id: str | None
+    member_id: str | None
+    share_session_epoch: int
+    topics: list[ShareAcknowledgeRequestAcknowledgeTopic]
+
+
+class ShareAcknowledgeResponseLeaderIdAndEpoch(TypedDict):
+    """ShareAcknowledgeResponse v1: LeaderIdAndEpoch."""
+
+    leader_id: int
+    leader_epoch: int
+
+
+class ShareAcknowledgeResponsePartitionData(TypedDict):
+    """ShareAcknowledgeResponse v1: PartitionData."""
+
+    partition_index: int
+    error_code: int
+    error_message: str | None
+    current_leader: ShareAcknowledgeResponseLeaderIdAndEpoch
+
+
+class ShareAcknowledgeResponseTopicResponse(TypedDict):
+    """ShareAcknowledgeResponse v1: TopicResponse."""
+
+    topic_id: bytes
+    partitions: list[ShareAcknowledgeResponsePartitionData]
+
+
+class ShareAcknowledgeResponseNodeEndpoint(TypedDict):
+    """ShareAcknowledgeResponse v1: NodeEndpoint."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+class ShareAcknowledgeResponse(TypedDict):
+    """ShareAcknowledgeResponse v1."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[ShareAcknowledgeResponseTopicResponse]
+    node_endpoints: list[ShareAcknowledgeResponseNodeEndpoint]
+
+
 ContextT = TypeVar("ContextT")
 RequestT = TypeVar("RequestT")
 ResponseT = TypeVar("ResponseT")
@@ -2615,6 +2876,26 @@ class HandlerRegistry(Protocol[ContextT]):
     def __call__(
         self, api_key: Literal[ApiKey.DESCRIBE_TOPIC_PARTITIONS]
     ) -> Registers[ContextT, DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse]: ...
+
+    @overload
+    def __call__(
+        self, api_key: Literal[ApiKey.SHARE_GROUP_HEARTBEAT]
+    ) -> Registers[ContextT, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse]: ...
+
+    @overload
+    def __call__(
+        self, api_key: Literal[ApiKey.SHARE_GROUP_DESCRIBE]
+    ) -> Registers[ContextT, ShareGroupDescribeRequest, ShareGroupDescribeResponse]: ...
+
+    @overload
+    def __call__(
+        self, api_key: Literal[ApiKey.SHARE_FETCH]
+    ) -> Registers[ContextT, ShareFetchRequest, ShareFetchResponse]: ...
+
+    @overload
+    def __call__(
+        self, api_key: Literal[ApiKey.SHARE_ACKNOWLEDGE]
+    ) -> Registers[ContextT, ShareAcknowledgeRequest, ShareAcknowledgeResponse]: ...
 
 
 class RequestSender(Protocol):
@@ -3133,3 +3414,39 @@ class RequestSender(Protocol):
         body: DescribeTopicPartitionsRequest,
         timeout_ms: int = ...,
     ) -> Awaitable[DescribeTopicPartitionsResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.SHARE_GROUP_HEARTBEAT],
+        api_version: int,
+        body: ShareGroupHeartbeatRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[ShareGroupHeartbeatResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.SHARE_GROUP_DESCRIBE],
+        api_version: int,
+        body: ShareGroupDescribeRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[ShareGroupDescribeResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.SHARE_FETCH],
+        api_version: int,
+        body: ShareFetchRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[ShareFetchResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.SHARE_ACKNOWLEDGE],
+        api_version: int,
+        body: ShareAcknowledgeRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[ShareAcknowledgeResponse]: ...

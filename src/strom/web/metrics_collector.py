@@ -12,6 +12,10 @@ the high watermark is that replica's (the leader's is what `strom groups describ
 end offset; a follower's trails it by at most one fetch); for any other, the leader's as last learned
 in the background (`strom.broker.coordinators.leader_watermarks`; a partition appears once its leader
 answered).
+
+Share groups' backlog (KIP-932) is exported by each partition's leader, which keeps the share-partition
+state: ``kafka_sharegroup_start_offset`` and ``kafka_sharegroup_backlog`` (records from the start
+offset to the high watermark not yet acknowledged or archived).
 """
 
 from __future__ import annotations
@@ -111,6 +115,7 @@ class BrokerCollector(Collector):
         yield from self._logs()
         yield from self._misc()
         yield from self._consumer_lag()
+        yield from self._share_backlog()
         yield from self._group_counts()
         yield from self._client_quotas()
         if (rlm := self._broker.remote_log_manager) is not None:
@@ -267,6 +272,27 @@ class BrokerCollector(Collector):
         names = ["consumergroup", "topic", "partition"]
         yield gauge("kafka_consumergroup_current_offset", "Committed offset of the group.", names, offsets)
         yield gauge("kafka_consumergroup_lag", "High watermark minus the committed offset.", names, lags)
+
+    def _share_backlog(self) -> Iterator[Metric]:
+        """Share groups (KIP-932), exported by the partitions' leaders, where their state lives: the
+        start offset and the backlog (records from it to the high watermark not yet done)."""
+        shares = self._broker.shares
+        starts: list[tuple[list[str], float]] = []
+        backlog: list[tuple[list[str], float]] = []
+        for (group_id, topic, index), share in sorted(shares.all_partitions().items()):
+            labels = [group_id, topic, str(index)]
+            starts.append((labels, share.start_offset))
+            backlog.append((labels, shares.backlog(group_id, topic, index)))
+        names = ["sharegroup", "topic", "partition"]
+        yield gauge(
+            "kafka_sharegroup_start_offset", "Share-partition start offset of the group.", names, starts
+        )
+        yield gauge(
+            "kafka_sharegroup_backlog",
+            "Records of the partition the share group has not finished.",
+            names,
+            backlog,
+        )
 
     def _group_counts(self) -> Iterator[Metric]:
         """Groups this broker coordinates, by protocol and by state, as Kafka 4's group coordinator

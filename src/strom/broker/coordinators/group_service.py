@@ -62,6 +62,7 @@ from strom.broker.config import BrokerConfig
 from strom.broker.control.topic_admin import TopicAdmin
 from strom.broker.coordinators.consumer_group_shard import ConsumerGroupShard
 from strom.broker.coordinators.coordinator_partitions import CoordinatorPartitions
+from strom.broker.coordinators.share_group_shard import ShareGroupShard, share_group_config
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.coordinator import (
     GroupConfig,
@@ -163,6 +164,7 @@ class GroupShard:
         self.pending_txn_offsets: dict[int, list[Record]] = {}
         # The partition's consumer groups (KIP-848): their records are replayed there.
         self.consumer = ConsumerGroupShard(context, service.consumer_config, service.topic_partitions)
+        self.share = ShareGroupShard(context, service.share_config, service.topic_partitions)
 
     def replay(
         self, offset: int, producer_id: int, producer_epoch: int, key: bytes | None, value: bytes | None
@@ -201,6 +203,7 @@ class GroupShard:
         self._service.coordinator.unload_partition(self.index)
         self.pending_txn_offsets.clear()
         self.consumer.on_unloaded()
+        self.share.on_unloaded()
 
 
 def consumer_group_config(config: BrokerConfig) -> ConsumerGroupConfig:
@@ -278,14 +281,18 @@ class GroupService:
         )
         self.commit_timeout_ms = int(config.get("offsets.commit.timeout.ms"))
         self.consumer_config = consumer_group_config(config)
+        self.share_config = share_group_config(config)
         self.coordinator.consumer_commit_check = lambda group_id, member_id, epoch: commit_error(
             self.consumer_group(group_id), member_id, epoch
         )
         self.coordinator.consumer_delete = self._delete_consumer_group
-        self.coordinator.consumer_listing = lambda: [
-            ListedGroup(g.group_id, CONSUMER_PROTOCOL_TYPE, g.state.value, CONSUMER_GROUP_TYPE)
-            for g in self.consumer_groups()
-        ]
+        self.coordinator.consumer_listing = lambda: (
+            [
+                ListedGroup(g.group_id, CONSUMER_PROTOCOL_TYPE, g.state.value, CONSUMER_GROUP_TYPE)
+                for g in self.consumer_groups()
+            ]
+            + [g for shard in self.runtime.active_shards().values() for g in shard.share.listing()]
+        )
         self._metadata_max_bytes = group_config(config).offset_metadata_max_bytes
         self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
             OFFSETS_TOPIC, clock, partitions, partitions, self._build_shard, self.commit_timeout_ms

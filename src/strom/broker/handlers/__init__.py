@@ -19,6 +19,8 @@ from strom.broker.handlers import (  # noqa: F401  (imported for their @handles 
     produce,
     producer_ids,
     sasl,
+    share_fetch,
+    share_groups,
     telemetry,
     topics,
     transaction_admin,

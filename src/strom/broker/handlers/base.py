@@ -34,6 +34,7 @@ from strom.broker.network.client_quotas import ClientQuotas
 from strom.broker.ports import ControlPlane
 from strom.broker.replication.purgatory import Purgatory
 from strom.broker.replication.replica_manager import ReplicaManager
+from strom.broker.replication.share_partitions import SharePartitionManager
 from strom.broker.security.credentials import CredentialStore
 from strom.broker.tiered.remote_log_manager import RemoteLogManager
 from strom.metrics.counters import BrokerCounters
@@ -68,6 +69,8 @@ class HandlerPorts:
     # None without remote.log.storage.system.enable: fetches and ListOffsets never look at it then.
     remote_log_manager: RemoteLogManager | None = None
     client_telemetry: ClientTelemetry | None = None  # KIP-714 subscriptions and pushed client metrics
+    # Share groups' share-partitions and share sessions on the partitions this broker leads (KIP-932).
+    shares: SharePartitionManager | None = None
 
 
 async def until_listed(ports: HandlerPorts) -> None:

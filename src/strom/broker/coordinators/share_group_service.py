@@ -1,0 +1,53 @@
+"""Share groups (KIP-932) on the group coordinator's runtime: what the handlers call.
+
+The groups live in `ShareGroupShard`s (share_group_shard.py), one per `__consumer_offsets` partition
+this broker leads. `heartbeat` runs one ShareGroupHeartbeat as an operation of the coordinator runtime
+that writes no records (ordered with the shard's other work; refused while the shard loads or after
+it moved: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, other failures COORDINATOR_NOT_AVAILABLE).
+A share group and a classic or consumer group cannot share an id: a share heartbeat for an id that a
+group of another type holds answers INCONSISTENT_GROUP_PROTOCOL.
+"""
+
+from __future__ import annotations
+
+from strom.broker.coordinators.group_service import GroupService, GroupShard
+from strom.broker.coordinators.share_group_shard import ShareHeartbeat
+from strom.coordinator.share.membership import HeartbeatAnswer, ShareGroup
+from strom.coordinator_runtime import CoordinatorError, CoordinatorResult
+from strom.protocol.errors import ErrorCode
+
+
+def _other_type(service: GroupService, group_id: str) -> bool:
+    classic = service.coordinator.store.get(group_id)
+    return (classic is not None and bool(classic.members)) or service.consumer_group(group_id) is not None
+
+
+async def heartbeat(service: GroupService, req: ShareHeartbeat) -> HeartbeatAnswer:
+    if _other_type(service, req.group_id):
+        return HeartbeatAnswer(
+            ErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"Group {req.group_id} is not a share group."
+        )
+    service.ensure_offsets_topic()
+    partition = service.coordinator.partition_for(req.group_id)
+
+    def operation(shard: GroupShard) -> CoordinatorResult[HeartbeatAnswer]:
+        return CoordinatorResult([], shard.share.heartbeat(req))
+
+    try:
+        return await service.runtime.write(partition, operation, service.commit_timeout_ms)
+    except CoordinatorError as exc:
+        code = exc.code
+        if code not in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return HeartbeatAnswer(code, str(exc))
+
+
+def share_group(service: GroupService, group_id: str) -> ShareGroup | None:
+    """The share group of that id, if this broker coordinates it and it has members."""
+    shard = service.runtime.active_shards().get(service.coordinator.partition_for(group_id))
+    return None if shard is None else shard.share.groups.get(group_id)
+
+
+def share_groups(service: GroupService) -> list[ShareGroup]:
+    """Every share group this broker coordinates."""
+    return [g for shard in service.runtime.active_shards().values() for g in shard.share.groups.values()]

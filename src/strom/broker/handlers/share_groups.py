@@ -1,0 +1,158 @@
+"""KIP-932 share groups' membership: ShareGroupHeartbeat and ShareGroupDescribe.
+
+The handlers translate between the wire and the coordinator (topic ids on the wire, names in the
+coordinator; an assigned topic without an id is not sent); every decision is the coordinator's
+(`strom.broker.coordinators.share_group_service`, `strom.coordinator.share.membership`).
+Authorization as Kafka's: READ on the group for the heartbeat, DESCRIBE for describe; a group another
+broker coordinates gets NOT_COORDINATOR, one still loading COORDINATOR_LOAD_IN_PROGRESS.
+"""
+
+from __future__ import annotations
+
+from strom.broker.coordinators import share_group_service
+from strom.broker.coordinators.share_group_shard import ShareHeartbeat
+from strom.broker.handlers.authz import Op, Res, authorized_operations
+from strom.broker.handlers.base import RequestContext, handles
+from strom.broker.handlers.groups import group_refusal, group_service
+from strom.coordinator.share.membership import ASSIGNOR_NAME, Assignment, ShareGroup
+from strom.protocol import messages as m
+from strom.protocol.api import ApiKey
+from strom.protocol.errors import ErrorCode
+
+
+def _topic_ids(ctx: RequestContext) -> dict[str, bytes]:
+    return {name: info.topic_id for name, info in ctx.ports.metadata.topics.items()}
+
+
+@handles(ApiKey.SHARE_GROUP_HEARTBEAT)
+async def handle_share_group_heartbeat(
+    ctx: RequestContext, req: m.ShareGroupHeartbeatRequest
+) -> m.ShareGroupHeartbeatResponse:
+    group_id = req["group_id"]
+    service = group_service(ctx)
+    refused = group_refusal(ctx, group_id, Op.READ)
+    if refused is None and not group_id:
+        refused = ErrorCode.INVALID_GROUP_ID
+    if refused is not None:
+        return _heartbeat_error(refused, None)
+    topics = req.get("subscribed_topic_names")
+    request = ShareHeartbeat(
+        group_id=group_id,
+        member_id=req["member_id"] or "",
+        member_epoch=int(req["member_epoch"]),
+        subscribed_topic_names=None if topics is None else tuple(topics),
+        rack_id=req.get("rack_id"),
+        client_id=ctx.client_id or "",
+        client_host=f"/{ctx.client_host}",
+    )
+    answer = await share_group_service.heartbeat(service, request)
+    if answer.error is not ErrorCode.NONE:
+        return _heartbeat_error(answer.error, answer.message)
+    assignment: m.ShareGroupHeartbeatResponseAssignment | None = None
+    if answer.assignment is not None:
+        ids = _topic_ids(ctx)
+        assignment = {
+            "assigned_topic_partitions": [
+                {"topic_id": ids[topic], "partitions": sorted(ps)}
+                for topic, ps in sorted(answer.assignment.items())
+                if ps and topic in ids
+            ]
+        }
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "error_message": None,
+        "member_id": answer.member_id,
+        "member_epoch": answer.member_epoch,
+        "heartbeat_interval_ms": service.share_config.heartbeat_interval_ms,
+        "assignment": assignment,
+    }
+
+
+def _heartbeat_error(code: ErrorCode, message: str | None) -> m.ShareGroupHeartbeatResponse:
+    return {
+        "throttle_time_ms": 0,
+        "error_code": int(code),
+        "error_message": message,
+        "member_id": None,
+        "member_epoch": -1,
+        "heartbeat_interval_ms": 0,
+        "assignment": None,
+    }
+
+
+# --- ShareGroupDescribe --------------------------------------------------------------------------
+
+
+@handles(ApiKey.SHARE_GROUP_DESCRIBE)
+async def handle_share_group_describe(
+    ctx: RequestContext, req: m.ShareGroupDescribeRequest
+) -> m.ShareGroupDescribeResponse:
+    service = group_service(ctx)
+    ids = _topic_ids(ctx)
+    groups: list[m.ShareGroupDescribeResponseDescribedGroup] = []
+    for group_id in req["group_ids"]:
+        refused = group_refusal(ctx, group_id, Op.DESCRIBE)
+        if not group_id:
+            refused = ErrorCode.INVALID_GROUP_ID
+        group = None if refused is not None else share_group_service.share_group(service, group_id)
+        if group is None:
+            code = refused if refused is not None else ErrorCode.GROUP_ID_NOT_FOUND
+            groups.append(_described_error(group_id, code))
+            continue
+        described = _described(group, ids)
+        if ctx.ports.authorizer is not None and req.get("include_authorized_operations"):
+            described["authorized_operations"] = authorized_operations(ctx, Res.GROUP, group_id)
+        groups.append(described)
+    return {"throttle_time_ms": 0, "groups": groups}
+
+
+def _described_assignment(
+    assignment: Assignment, ids: dict[str, bytes]
+) -> m.ShareGroupDescribeResponseDescribedAssignment:
+    return {
+        "topic_partitions": [
+            {"topic_id": ids.get(topic, bytes(16)), "topic_name": topic, "partitions": sorted(ps)}
+            for topic, ps in sorted(assignment.items())
+            if ps
+        ]
+    }
+
+
+def _described(group: ShareGroup, ids: dict[str, bytes]) -> m.ShareGroupDescribeResponseDescribedGroup:
+    return {
+        "error_code": 0,
+        "error_message": None,
+        "group_id": group.group_id,
+        "group_state": group.state,
+        "group_epoch": group.group_epoch,
+        "assignment_epoch": group.assignment_epoch,
+        "assignor_name": ASSIGNOR_NAME,
+        "members": [
+            {
+                "member_id": member.member_id,
+                "rack_id": member.rack_id,
+                "member_epoch": member.member_epoch,
+                "client_id": member.client_id,
+                "client_host": member.client_host,
+                "subscribed_topic_names": list(member.subscribed_topic_names),
+                "assignment": _described_assignment(member.assignment, ids),
+            }
+            for member in group.members.values()
+        ],
+        "authorized_operations": -(2**31),
+    }
+
+
+def _described_error(group_id: str, code: ErrorCode) -> m.ShareGroupDescribeResponseDescribedGroup:
+    return {
+        "error_code": int(code),
+        "error_message": None,
+        "group_id": group_id,
+        "group_state": "Dead" if code is ErrorCode.GROUP_ID_NOT_FOUND else "",
+        "group_epoch": 0,
+        "assignment_epoch": 0,
+        "assignor_name": "",
+        "members": [],
+        "authorized_operations": -(2**31),
+    }

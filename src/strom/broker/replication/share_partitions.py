@@ -1,0 +1,202 @@
+"""Share-partitions and share sessions on a partition's leader (KIP-932's SharePartitionManager).
+
+Theory of operation. A share group's consumers fetch from each partition's leader with ShareFetch,
+never from a follower. The leader keeps, per (group, partition), a `SharePartition`
+(`strom.coordinator.share.partition`: start offset, in-flight records, states, delivery counts,
+locks), created on the group's first fetch of the partition at the log end (`share.auto.offset.reset`
+latest, the high watermark) or the log start (earliest). It is bound to the leader epoch it was made
+at: after a leadership change it is made again (see "not kept" below).
+
+Each member has a **share session** per leader: opened by a ShareFetch with epoch 0 and the
+partitions it wants, then each request carries the next epoch (1, 2, ...) and only the partitions to
+add or forget; a request with -1 closes the session and releases what the member holds on its
+partitions. A wrong epoch answers INVALID_SHARE_SESSION_EPOCH, an unknown session
+SHARE_SESSION_NOT_FOUND (the client opens a new one).
+
+`acquire_from_log` is one partition's share of a ShareFetch: the locks that ran out are released
+first (the clock's monotonic time), then stored batches are read from the partition's first
+acquirable offset, below the high watermark, and their headers (base offset, last offset delta,
+control bit: nothing else is decoded) drive the acquisition. The response carries only the batches
+that hold an acquired record; the client delivers only the acquired offsets of them.
+
+Not kept: the share-partitions live in this leader's memory; a restart or a leadership change loses
+them, and the new leader starts from `share.auto.offset.reset` (records in flight at the change may be
+delivered again, or, with latest, records not yet acknowledged skipped). Kafka persists them through
+the share coordinator in `__share_group_state`; that is not built yet (docs/share-groups.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from strom._util.clock import Clock
+from strom.broker.replication.replica_manager import ReplicaManager
+from strom.coordinator.share.partition import AcquiredRange, SharePartition
+from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.records.batch import iter_headers
+
+__all__ = ["AcquireResult", "ShareConfig", "SharePartitionManager", "ShareSession"]
+
+OPEN_EPOCH = 0
+CLOSE_EPOCH = -1
+# At most this much of a partition is read per acquisition (Kafka's max.partition.fetch.bytes default):
+# each read starts at an acquirable record, so a smaller read still progresses, and a large MaxBytes
+# does not make every fetch re-read the whole backlog behind the records it hands out.
+READ_BYTES = 1 << 20
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ShareConfig:
+    record_lock_duration_ms: int = 30000
+    delivery_count_limit: int = 5
+    auto_offset_reset: str = "latest"
+
+
+@dataclass(slots=True)
+class ShareSession:
+    group_id: str
+    member_id: str
+    next_epoch: int = 1
+    partitions: set[TopicPartition] = field(default_factory=set)
+
+
+@dataclass(frozen=True, slots=True)
+class AcquireResult:
+    records: bytes
+    acquired: list[AcquiredRange]
+
+
+@dataclass(slots=True)
+class _Held:
+    partition: SharePartition
+    leader_epoch: int
+
+
+class SharePartitionManager:
+    def __init__(self, replica_manager: ReplicaManager, clock: Clock, config: ShareConfig) -> None:
+        self._rm = replica_manager
+        self._clock = clock
+        self.config = config
+        self._partitions: dict[tuple[str, str, int], _Held] = {}
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+
+    # --- sessions ------------------------------------------------------------------------------
+    def session(self, group_id: str, member_id: str, epoch: int) -> tuple[ShareSession | None, ErrorCode]:
+        """The member's session for a request at ``epoch`` (a new one at epoch 0); for -1 the session
+        to close (the caller calls `close_session` after the acknowledgements)."""
+        key = (group_id, member_id)
+        if epoch == OPEN_EPOCH:
+            opened = self.sessions[key] = ShareSession(group_id, member_id)
+            return opened, ErrorCode.NONE
+        session = self.sessions.get(key)
+        if session is None:
+            return None, ErrorCode.SHARE_SESSION_NOT_FOUND
+        if epoch == CLOSE_EPOCH:
+            return session, ErrorCode.NONE
+        if epoch != session.next_epoch:
+            return None, ErrorCode.INVALID_SHARE_SESSION_EPOCH
+        session.next_epoch = epoch + 1 if epoch < 2**31 - 1 else 1
+        return session, ErrorCode.NONE
+
+    def close_session(self, session: ShareSession) -> None:
+        """Forget the session and release what its member holds on its partitions."""
+        self.sessions.pop((session.group_id, session.member_id), None)
+        now = self._clock.monotonic_ms()
+        for topic, index in session.partitions:
+            held = self._partitions.get((session.group_id, topic, index))
+            if held is not None:
+                held.partition.expire_locks(now)
+                held.partition.release_member(session.member_id)
+
+    # --- share-partitions ----------------------------------------------------------------------
+    def share_partition(self, group_id: str, topic: str, index: int) -> SharePartition:
+        """The group's state of a partition this broker leads (made at the reset point if new, or if
+        leadership moved since), its expired locks released.
+
+        Raises:
+            KafkaError: this broker does not lead the partition (NOT_LEADER_OR_FOLLOWER,
+                UNKNOWN_TOPIC_OR_PARTITION).
+        """
+        part = self._rm.leader_partition(topic, index)
+        key = (group_id, topic, index)
+        held = self._partitions.get(key)
+        if held is None or held.leader_epoch != part.leader_epoch:
+            start = (
+                part.log_start_offset if self.config.auto_offset_reset == "earliest" else part.high_watermark
+            )
+            held = self._partitions[key] = _Held(
+                SharePartition(start, self.config.delivery_count_limit), part.leader_epoch
+            )
+        share = held.partition
+        if share.start_offset < part.log_start_offset:
+            share.reset_start(part.log_start_offset)  # retention deleted records never delivered
+        share.expire_locks(self._clock.monotonic_ms())
+        return share
+
+    def known(self, group_id: str, topic: str, index: int) -> SharePartition | None:
+        held = self._partitions.get((group_id, topic, index))
+        return None if held is None else held.partition
+
+    def all_partitions(self) -> dict[tuple[str, str, int], SharePartition]:
+        return {key: held.partition for key, held in self._partitions.items()}
+
+    def acquire_from_log(
+        self, group_id: str, member_id: str, topic: str, index: int, max_records: int, max_bytes: int
+    ) -> AcquireResult:
+        """Acquire up to about ``max_records`` records of the partition for the member (whole batches).
+
+        Raises:
+            KafkaError: as `share_partition`, or the log read's error.
+        """
+        share = self.share_partition(group_id, topic, index)
+        part = self._rm.leader_partition(topic, index)
+        if max_records <= 0 or not share.has_available(part.high_watermark):
+            return AcquireResult(b"", [])
+        offset = share.fetch_offset()
+        data = self._rm.fetch_records(topic, index, -1, offset, max(min(max_bytes, READ_BYTES), 1), True)[0]
+        buf = data.read_bytes()
+        headers = list(iter_headers(buf))
+        acquired = share.acquire(
+            member_id,
+            ((h.base_offset, h.last_offset, h.is_control) for _, h in headers),
+            max_records,
+            self._clock.monotonic_ms(),
+            self.config.record_lock_duration_ms,
+        )
+        if not acquired:
+            return AcquireResult(b"", [])
+        # Only the batches holding an acquired record go back to the client.
+        chunks: list[bytes] = []
+        ranges = [(r.first_offset, r.last_offset) for r in acquired]
+        for pos, h in headers:
+            if not h.is_control and any(f <= h.last_offset and h.base_offset <= la for f, la in ranges):
+                chunks.append(buf[pos : pos + h.size])
+        return AcquireResult(b"".join(chunks), acquired)
+
+    def acknowledge(
+        self, group_id: str, member_id: str, topic: str, index: int, batches: list[tuple[int, int, list[int]]]
+    ) -> ErrorCode:
+        """Apply acknowledgement batches ``(first, last, types)`` to the partition; the first error."""
+        try:
+            share = self.share_partition(group_id, topic, index)
+        except KafkaError as exc:
+            return exc.code
+        error = ErrorCode.NONE
+        for first, last, types in batches:
+            code = share.acknowledge(member_id, first, last, types)
+            if code is not ErrorCode.NONE and error is ErrorCode.NONE:
+                error = code
+        return error
+
+    def backlog(self, group_id: str, topic: str, index: int) -> int:
+        """Records of the partition the group has not finished: from its start offset to the high
+        watermark, less those acknowledged or archived in flight (0 for a partition it never read)."""
+        held = self._partitions.get((group_id, topic, index))
+        part = self._rm.partitions.get((topic, index))
+        if held is None or part is None:
+            return 0
+        share = held.partition
+        done = sum(1 for r in share.in_flight.values() if r.state.value in ("ACKNOWLEDGED", "ARCHIVED"))
+        return max(part.high_watermark - share.start_offset - done, 0)

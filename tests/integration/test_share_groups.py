@@ -1,0 +1,264 @@
+"""KIP-932 share groups on one node with confluent-kafka's ``ShareConsumer`` over TCP.
+
+Two consumers share one partition's records, each record handed to one of them and accepted once; a
+consumer killed while holding records (never acknowledged) has them redelivered to another, with a
+higher delivery count, once their acquisition lock runs out; rejected records are never delivered
+again, and released ones are redelivered until `group.share.delivery.count.limit` archives them.
+ListGroups shows the group with type "share", ShareGroupDescribe its members, and the leader's
+``/metrics`` the share-partition's start offset and backlog.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from strom.protocol.api import ApiKey
+from strom.protocol.errors import ErrorCode
+from strom.testing import BrokerProcess
+from strom.testing.metrics import scrape, value
+from tests.integration.kip848_clients import wait_until
+from tests.integration.rawclient import RawClient
+from tests.integration.share_clients import ShareConsumerProcess
+
+LOCK_MS = 3000
+DELIVERY_LIMIT = 3
+CONFIGS = {
+    "share.auto.offset.reset": "earliest",
+    "group.share.record.lock.duration.ms": str(LOCK_MS),
+    "group.share.delivery.count.limit": str(DELIVERY_LIMIT),
+    "group.share.heartbeat.interval.ms": "500",
+    "group.share.session.timeout.ms": "6000",
+}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    proc = BrokerProcess(tmp_path_factory.mktemp("broker") / "data", CONFIGS)
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture
+def spawn(tmp_path: Path) -> Iterator[Callable[..., ShareConsumerProcess]]:
+    consumers: list[ShareConsumerProcess] = []
+
+    def start(bootstrap: str, topic: str, group: str, **cfg: Any) -> ShareConsumerProcess:
+        config = {"bootstrap": bootstrap, "topics": [topic], "group": group, **cfg}
+        consumer = ShareConsumerProcess(tmp_path, f"share-{len(consumers)}", config)
+        consumers.append(consumer)
+        return consumer
+
+    yield start
+    for consumer in consumers:
+        consumer.kill()
+
+
+def make_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(15)
+
+
+def produce(bootstrap: str, topic: str, values: list[str], per_flush: int = 10) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1})
+    for i, text in enumerate(values):
+        producer.produce(topic, value=text.encode(), partition=0)
+        if (i + 1) % per_flush == 0:
+            assert producer.flush(15) == 0
+    assert producer.flush(15) == 0
+
+
+def started(consumer: ShareConsumerProcess) -> bool:
+    return any(e["ev"] == "started" for e in consumer.snapshot())
+
+
+def test_two_consumers_share_one_partition(broker: BrokerProcess, spawn: Callable[..., Any]) -> None:
+    topic, group, total = "share-two", "share-two-g", 300
+    make_topic(broker.bootstrap, topic)
+    consumers = [spawn(broker.bootstrap, topic, group, max_poll_records=20) for _ in range(2)]
+    assert wait_until(lambda: all(started(c) for c in consumers), 30)
+    time.sleep(2)  # both join before the records arrive
+    produce(broker.bootstrap, topic, [f"v{i}" for i in range(total)])
+
+    def seen() -> set[int]:
+        return {o for c in consumers for o in c.offsets()}
+
+    assert wait_until(lambda: len(seen()) == total, 60), f"saw {len(seen())} of {total}"
+    delivered = Counter(o for c in consumers for o in c.offsets())
+    assert sorted(delivered) == list(range(total))
+    assert set(delivered.values()) == {1}, "a record was delivered twice"
+    assert all(c.offsets() for c in consumers), [len(c.offsets()) for c in consumers]
+
+    with RawClient(broker.bootstrap) as raw:
+        listed = raw.call(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["share"]})
+        assert {(g["group_id"], g["group_type"]) for g in listed["groups"]} >= {(group, "share")}
+        described = raw.call(ApiKey.SHARE_GROUP_DESCRIBE, 1, {"group_ids": [group]})
+        (desc,) = described["groups"]
+        assert desc["error_code"] == 0
+        assert desc["group_state"] == "Stable"
+        assert len(desc["members"]) == 2
+    for c in consumers:
+        c.terminate()
+        assert any(e["ev"] == "closed" for e in c.snapshot())
+
+
+def test_a_killed_consumers_records_are_redelivered(broker: BrokerProcess, spawn: Callable[..., Any]) -> None:
+    topic, group, total = "share-kill", "share-kill-g", 40
+    make_topic(broker.bootstrap, topic)
+    produce(broker.bootstrap, topic, [f"v{i}" for i in range(total)], per_flush=total)
+    holder = spawn(broker.bootstrap, topic, group, mode="hold")
+    assert wait_until(lambda: bool(holder.offsets()), 30)
+    held = set(holder.offsets())
+    survivor = spawn(broker.bootstrap, topic, group)
+    assert wait_until(lambda: started(survivor), 30)
+    holder.kill()
+    killed_at = time.monotonic()
+
+    def seen() -> set[int]:
+        return set(survivor.offsets())
+
+    assert wait_until(lambda: seen() >= set(range(total)), 60), sorted(set(range(total)) - seen())
+    assert time.monotonic() - killed_at < 60
+    again = {e["o"]: e["n"] for e in survivor.records() if e["o"] in held}
+    assert set(again) == held
+    assert set(again.values()) == {2}, "the held records came back on their second delivery"
+    survivor.terminate()
+
+
+def test_reject_and_the_delivery_limit_archive(broker: BrokerProcess, spawn: Callable[..., Any]) -> None:
+    topic, group = "share-verdicts", "share-verdicts-g"
+    make_topic(broker.bootstrap, topic)
+    values = (
+        [f"ok-{i}" for i in range(10)]
+        + [f"reject-{i}" for i in range(5)]
+        + [f"release-{i}" for i in range(5)]
+    )
+    produce(broker.bootstrap, topic, values, per_flush=5)
+    consumer = spawn(broker.bootstrap, topic, group, mode="verdicts")
+
+    def count(prefix: str) -> Counter[str]:
+        return Counter(e["v"] for e in consumer.records() if e["v"].startswith(prefix))
+
+    assert wait_until(
+        lambda: len(count("release-")) == 5 and min(count("release-").values()) >= DELIVERY_LIMIT, 60
+    )
+    time.sleep(2)  # nothing more comes: every record is accepted, rejected or archived
+    assert count("ok-") == Counter({f"ok-{i}": 1 for i in range(10)})
+    assert count("reject-") == Counter({f"reject-{i}": 1 for i in range(5)})
+    assert count("release-") == Counter({f"release-{i}": DELIVERY_LIMIT for i in range(5)})
+    deliveries = sorted({e["n"] for e in consumer.records() if e["v"].startswith("release-")})
+    assert deliveries == list(range(1, DELIVERY_LIMIT + 1))
+    # The leader's /metrics: every record is done, so the start offset is past them all.
+    assert broker.http_url is not None
+    samples = scrape(broker.http_url)
+    labels = {"sharegroup": group, "topic": topic, "partition": "0"}
+    assert value(samples, "kafka_sharegroup_start_offset", **labels) == len(values)
+    assert value(samples, "kafka_sharegroup_backlog", **labels) == 0
+    consumer.terminate()
+
+
+def topic_id_of(raw: RawClient, topic: str) -> bytes:
+    meta = raw.call(ApiKey.METADATA, 12, {"topics": [{"topic_id": bytes(16), "name": topic}]})
+    return bytes(meta["topics"][0]["topic_id"])
+
+
+def share_fetch(raw: RawClient, group: str, member: str, epoch: int, topic_id: bytes, acks: list[Any]) -> Any:
+    body = {
+        "group_id": group,
+        "member_id": member,
+        "share_session_epoch": epoch,
+        "max_wait_ms": 200,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "max_records": 100,
+        "batch_size": 100,
+        "topics": [
+            {"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": acks}]}
+        ],
+        "forgotten_topics_data": [],
+    }
+    return raw.call(ApiKey.SHARE_FETCH, 1, body)
+
+
+def test_share_apis_on_the_wire(broker: BrokerProcess) -> None:
+    """ShareGroupHeartbeat, ShareFetch and ShareAcknowledge v1 as raw requests: a member joins, opens a
+    share session, acquires records, accepts them piggy-backed, and a wrong session epoch is refused."""
+    topic, group = "share-raw", "share-raw-g"
+    make_topic(broker.bootstrap, topic)
+    produce(broker.bootstrap, topic, [f"r{i}" for i in range(5)], per_flush=5)
+    with RawClient(broker.bootstrap) as raw:
+        topic_id = topic_id_of(raw, topic)
+        joined = raw.call(
+            ApiKey.SHARE_GROUP_HEARTBEAT,
+            1,
+            {
+                "group_id": group,
+                "member_id": "",
+                "member_epoch": 0,
+                "rack_id": None,
+                "subscribed_topic_names": [topic],
+            },
+        )
+        assert joined["error_code"] == 0 and joined["member_epoch"] == 1
+        member = joined["member_id"]
+        assert joined["assignment"]["assigned_topic_partitions"] == [
+            {"topic_id": topic_id, "partitions": [0]}
+        ]
+        # No session yet: SHARE_SESSION_NOT_FOUND; ShareAcknowledge cannot open one.
+        assert (
+            share_fetch(raw, group, member, 1, topic_id, [])["error_code"]
+            == ErrorCode.SHARE_SESSION_NOT_FOUND
+        )
+        ack_body = {"group_id": group, "member_id": member, "share_session_epoch": 0, "topics": []}
+        refused = raw.call(ApiKey.SHARE_ACKNOWLEDGE, 1, ack_body)
+        assert refused["error_code"] == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+        opened = share_fetch(raw, group, member, 0, topic_id, [])
+        assert opened["error_code"] == 0 and opened["acquisition_lock_timeout_ms"] == LOCK_MS
+        (part,) = opened["responses"][0]["partitions"]
+        assert part["acquired_records"] == [{"first_offset": 0, "last_offset": 4, "delivery_count": 1}]
+        assert part["records"]
+        # The next epoch accepts them (piggy-backed) and finds nothing more.
+        accept = [{"first_offset": 0, "last_offset": 4, "acknowledge_types": [1]}]
+        second = share_fetch(raw, group, member, 1, topic_id, accept)
+        (part,) = second["responses"][0]["partitions"]
+        assert (part["acknowledge_error_code"], part["acquired_records"]) == (0, [])
+        # Accepting them again: they are no longer this member's.
+        again = dict(
+            ack_body,
+            share_session_epoch=2,
+            topics=[
+                {
+                    "topic_id": topic_id,
+                    "partitions": [{"partition_index": 0, "acknowledgement_batches": accept}],
+                }
+            ],
+        )
+        answer = raw.call(ApiKey.SHARE_ACKNOWLEDGE, 1, again)
+        assert answer["responses"][0]["partitions"][0]["error_code"] == ErrorCode.INVALID_RECORD_STATE
+        assert (
+            share_fetch(raw, group, member, 7, topic_id, [])["error_code"]
+            == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+        )
+        assert share_fetch(raw, group, member, -1, topic_id, [])["error_code"] == 0
+        left = raw.call(
+            ApiKey.SHARE_GROUP_HEARTBEAT,
+            1,
+            {
+                "group_id": group,
+                "member_id": member,
+                "member_epoch": -1,
+                "rack_id": None,
+                "subscribed_topic_names": None,
+            },
+        )
+        assert left["error_code"] == 0 and left["member_epoch"] == -1
