@@ -82,3 +82,23 @@ def test_dynamic_configs_live_in_kafkas_znodes() -> None:
         b'{"entity_path":"brokers/<default>","version":2}',
     ]
     store.close()
+
+
+def test_the_cleaner_backoff_is_dynamic_too() -> None:
+    dynamic = DynamicBrokerConfig(BrokerConfig({"log.cleaner.backoff.ms": "15000"}))
+    assert dynamic.value("log.cleaner.backoff.ms") == 15_000
+    check_dynamic({"log.cleaner.backoff.ms": "500"})
+    with pytest.raises(KafkaError) as refused:
+        check_dynamic({"log.cleaner.backoff.ms": "-1"})
+    assert refused.value.code == ErrorCode.INVALID_CONFIG
+    dynamic.replace({}, {"log.cleaner.backoff.ms": "2000"})
+    assert dynamic.value("log.cleaner.backoff.ms") == 2_000
+    dynamic.replace({"log.cleaner.backoff.ms": "500"}, {"log.cleaner.backoff.ms": "2000"})
+    assert dynamic.value("log.cleaner.backoff.ms") == 500
+    assert [s for _n, _v, s in dynamic.synonyms("log.cleaner.backoff.ms")] == [
+        SOURCE_DYNAMIC_BROKER,
+        SOURCE_DYNAMIC_DEFAULT,
+        SOURCE_STATIC,
+        SOURCE_DEFAULT,
+    ]
+    assert "retention.ms" in dynamic.topic_defaults()  # no topic default comes from it

@@ -333,7 +333,7 @@ class Broker:
                     lambda: self.log_manager.remove_expired_producers(self.clock.time_ms()),
                 )
             ),
-            asyncio.create_task(self._run_cleaner(int(get("log.cleaner.backoff.ms")))),
+            asyncio.create_task(self._run_cleaner()),
         ]
         if self.remote_log_manager is not None:
             self._tasks.append(asyncio.create_task(self.remote_log_manager.run()))
@@ -347,7 +347,7 @@ class Broker:
             except Exception:
                 log.exception("background job %s failed", name)
 
-    async def _run_cleaner(self, backoff_ms: int) -> None:
+    async def _run_cleaner(self) -> None:
         """Log compaction (storage/cleaner.py) in small steps between other event-loop work."""
         cleaner = LogCleaner(self.log_manager, self.clock.time_ms)
         while True:
@@ -360,6 +360,8 @@ class Broker:
             finally:
                 steps.close()
             if cleaner.last_stats is None:
+                # log.cleaner.backoff.ms may change at run time (KIP-226): read at each idle spell.
+                backoff_ms = int(self.dynamic_config.value("log.cleaner.backoff.ms"))
                 await sleep_ms(self.clock, max(backoff_ms, 10))
 
     def _run_retention(self) -> None:

@@ -14,9 +14,9 @@ has, the broker-level defaults of topic configs (``log.retention.ms``, ``log.seg
 ``message.max.bytes``, ``log.cleanup.policy``, ``min.insync.replicas``, ...). A change of them applies
 at once to every topic without an override of its own (broker.py: the broker's default `LogConfig` is
 rebuilt and every hosted log takes its new effective config). The others (`BROKER_DYNAMIC_CONFIGS`:
-``transaction.partition.verification.enable``) are read with `DynamicBrokerConfig.value` where they
-act. Any other config is refused with INVALID_REQUEST, naming it, as Kafka refuses a config it cannot
-update without a restart.
+``transaction.partition.verification.enable``, ``log.cleaner.backoff.ms``, which the cleaner reads each
+time it goes idle) are read with `DynamicBrokerConfig.value` where they act. Any other config is
+refused with INVALID_REQUEST, naming it, as Kafka refuses a config it cannot update without a restart.
 
 A listener's key store and trust store (``listener.name.<listener>.ssl.keystore.location`` and the other
 settings of `strom.broker.security.config_defs.DYNAMIC_LISTENER_TLS`) are dynamic per broker only, as in
@@ -59,7 +59,9 @@ SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT, SOURCE_STATIC, SOURCE_DEFAULT = 2
 #: The znode name of the cluster-wide default (the BROKER resource with the empty name).
 DEFAULT_BROKER_ENTITY = "<default>"
 #: Dynamic broker configs that feed no topic config: read where they act, at each use.
-BROKER_DYNAMIC_CONFIGS: frozenset[str] = frozenset({"transaction.partition.verification.enable"})
+BROKER_DYNAMIC_CONFIGS: frozenset[str] = frozenset(
+    {"transaction.partition.verification.enable", "log.cleaner.backoff.ms"}
+)
 DYNAMIC_CONFIGS: frozenset[str] = (
     frozenset(name for name, d in BROKER_CONFIGS.items() if d.topic_name) | BROKER_DYNAMIC_CONFIGS
 )
@@ -109,6 +111,8 @@ def check_dynamic(configs: Mapping[str, str], per_broker: bool = True) -> None:
             continue
         try:
             normalized = _normalized(name, text)
+            if name == "log.cleaner.backoff.ms" and int(normalized) < 0:
+                raise ValueError("must not be negative")
             topic_name = BROKER_CONFIGS[name].topic_name
             if topic_name is not None:
                 topic_form[topic_name] = normalized

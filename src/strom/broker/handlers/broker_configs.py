@@ -29,11 +29,11 @@ from strom._util.errors import ConfigError
 from strom.broker.config import BROKER_CONFIGS
 from strom.broker.control.dynamic_config import (
     DEFAULT_BROKER_ENTITY,
-    DYNAMIC_CONFIGS,
     SOURCE_DEFAULT,
     SOURCE_DYNAMIC_DEFAULT,
     Synonym,
     check_dynamic,
+    is_dynamic,
 )
 from strom.broker.handlers.base import HandlerPorts
 from strom.broker.security.config_defs import dynamic_listener_setting, is_secret
@@ -113,7 +113,7 @@ def describe_broker(
                 key,
                 None if secret else value,
                 source,
-                read_only=key not in DYNAMIC_CONFIGS,
+                read_only=not is_dynamic(key),
                 sensitive=secret,
                 synonyms=found if synonyms else None,
                 documentation=definition.doc if documentation else None,
