@@ -122,7 +122,7 @@ def _fetch_entry(index: int) -> m.ShareFetchResponsePartitionData:
         "acknowledge_error_code": 0,
         "acknowledge_error_message": None,
         "current_leader": NO_LEADER,
-        "records": None,
+        "records": b"",  # never null: librdkafka 2.16 fails the whole response on a null record set
         "acquired_records": [],
     }
 
