@@ -34,8 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
+from strom._util import filesystem
+from strom._util.filesystem import fsync_dir
 from strom._util.json_types import JsonValue
-from strom.storage.checkpoint import fsync_dir
 
 __all__ = ["COMPACT_FROM_BYTES", "JOURNAL", "SNAPSHOT", "MetadataJournal", "PersistedNode"]
 
@@ -121,10 +122,10 @@ class MetadataJournal:
                     nodes.update(_from_image(image) for image in change.get("put", ()))
                     for path in change.get("del", ()):
                         nodes.pop(path, None)
-        self._fd = os.open(self._journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._fd = filesystem.open(self._journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         if os.fstat(self._fd).st_size != good:
-            os.ftruncate(self._fd, good)
-            os.fsync(self._fd)
+            filesystem.ftruncate(self._fd, good)
+            filesystem.fsync(self._fd)
         self._journal_bytes = good
         return nodes, zxid
 
@@ -133,8 +134,8 @@ class MetadataJournal:
         if self._fd is None:
             raise RuntimeError("journal not loaded")
         line = _line({"z": zxid, "put": [_image(p, n) for p, n in puts], "del": list(deletes)})
-        os.write(self._fd, line)
-        os.fsync(self._fd)
+        filesystem.write(self._fd, line)
+        filesystem.fsync(self._fd)
         self._journal_bytes += len(line)
 
     def needs_compaction(self) -> bool:
@@ -148,14 +149,11 @@ class MetadataJournal:
             {"format": 1, "zxid": zxid, "nodes": [_image(p, n) for p, n in nodes]}, separators=(",", ":")
         ).encode()
         tmp = self._snapshot.with_name(SNAPSHOT + ".tmp")
-        with open(tmp, "wb") as fh:
-            fh.write(raw)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self._snapshot)
+        filesystem.write_file(str(tmp), raw, sync=True)
+        filesystem.replace(str(tmp), str(self._snapshot))
         fsync_dir(str(self.directory))
-        os.ftruncate(self._fd, 0)
-        os.fsync(self._fd)
+        filesystem.ftruncate(self._fd, 0)
+        filesystem.fsync(self._fd)
         self._snapshot_bytes, self._journal_bytes = len(raw), 0
 
     def close(self) -> None:

@@ -27,6 +27,8 @@ from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
+from strom._util import filesystem
+
 VERSION = 0
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -55,25 +57,14 @@ def write_atomically(path: str, text: str, durable: bool = True, mode: int | Non
     file's permissions before any content is written (secrets: 0o600).
     """
     tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666 if mode is None else mode)
+    if mode is not None and os.path.exists(tmp):
+        os.chmod(tmp, mode)  # a leftover temporary file keeps its old mode otherwise
+    filesystem.write_file(tmp, text.encode(), mode=0o666 if mode is None else mode, sync=durable)
     if mode is not None:
-        os.fchmod(fd, mode)  # a leftover temporary file keeps its old mode otherwise
-    with open(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-        if durable:
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
+        os.chmod(tmp, mode)  # exactly ``mode``, whatever the umask took from it
+    filesystem.replace(tmp, path)
     if durable:
-        fsync_dir(os.path.dirname(path) or ".")
-
-
-def fsync_dir(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        filesystem.fsync_dir(os.path.dirname(path) or ".")
 
 
 def _render(lines: list[str]) -> str:

@@ -57,6 +57,7 @@ import os
 from collections.abc import Generator, Iterator
 from typing import NamedTuple
 
+from strom._util import filesystem
 from strom.protocol.records.batch import (
     DELETE_HORIZON_BIT,
     HEADER_SIZE,
@@ -302,7 +303,7 @@ class LogCleaner:
         base = group[0].base_offset
         for kind in ("log", "index", "timeindex", "txnindex"):  # leftovers of an abandoned clean
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(plog.dir, f"{base:020d}.{kind}{CLEANED_SUFFIX}"))
+                filesystem.unlink(os.path.join(plog.dir, f"{base:020d}.{kind}{CLEANED_SUFFIX}"))
         cleaned = LogSegment(
             plog.dir,
             base,

@@ -31,6 +31,8 @@ import struct
 from array import array
 from bisect import bisect_left, bisect_right
 
+from strom._util import filesystem
+
 
 class CorruptIndexError(Exception):
     """The index file is inconsistent; rebuild it from the log."""
@@ -83,16 +85,12 @@ class _SparseIndex:
         if not pending and not fsync:
             return
         try:
-            with open(self.path, "ab") as f:
-                f.write(pending)
-                if fsync:
-                    f.flush()
-                    os.fsync(f.fileno())
+            filesystem.write_file(self.path, pending, flags=os.O_APPEND, sync=fsync)
         except OSError:
             # A full disk may have taken part of the entries: cut them off so that the next flush
             # appends whole entries again (they stay buffered in memory).
             with contextlib.suppress(OSError):
-                os.truncate(self.path, self._flushed * self.ENTRY.size)
+                filesystem.truncate(self.path, self._flushed * self.ENTRY.size)
             raise
         self._flushed = len(self.keys)
 
@@ -106,8 +104,7 @@ class _SparseIndex:
         if not self.keys and not os.path.exists(self.path):
             self._flushed = 0
             return
-        with open(self.path, "wb") as f:
-            f.write(b"".join(self._encode(i) for i in range(len(self.keys))))
+        filesystem.write_file(self.path, b"".join(self._encode(i) for i in range(len(self.keys))))
         self._flushed = len(self.keys)
 
     def encoded(self) -> bytes:
@@ -116,7 +113,7 @@ class _SparseIndex:
 
     def delete(self) -> None:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)
+            filesystem.unlink(self.path)
 
     def reset(self) -> None:
         del self.keys[:]
@@ -137,8 +134,7 @@ class _SparseIndex:
         del self.values[keep:]
         if self._flushed > keep:
             self._flushed = keep
-            with open(self.path, "r+b") as f:
-                f.truncate(keep * self.ENTRY.size)
+            filesystem.truncate(self.path, keep * self.ENTRY.size)
 
 
 class OffsetIndex(_SparseIndex):

@@ -34,6 +34,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from strom._util import filesystem
 from strom.protocol.records.batch import BatchHeader, RecordValidationError
 from strom.storage.open_files import OpenFiles
 from strom.storage.segment import LogSegment
@@ -65,7 +66,7 @@ def _remove_leftovers(directory: str, names: list[str]) -> None:
         orphan_index = index_match is not None and index_match.group(1) not in bases
         if name.endswith(_LEFTOVER_SUFFIXES) or orphan_index:
             log.info("removing leftover file %s", os.path.join(directory, name))
-            os.unlink(os.path.join(directory, name))
+            filesystem.unlink(os.path.join(directory, name))
 
 
 def segment_base_offsets(directory: str) -> list[int]:

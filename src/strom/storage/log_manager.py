@@ -37,6 +37,8 @@ import shutil
 import uuid
 from dataclasses import dataclass, field
 
+from strom._util import filesystem
+from strom._util.filesystem import fsync_dir
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -44,7 +46,6 @@ from strom.storage.checkpoint import (
     REPLICATION_OFFSET_CHECKPOINT,
     CorruptCheckpointError,
     TopicPartition,
-    fsync_dir,
     read_offsets,
     write_offsets,
 )
@@ -193,7 +194,7 @@ class LogManager:
             self._dir_counts[log_dir] += 1
             self._note_flush_policy(tp, self._logs[tp])
         if clean:
-            os.unlink(marker)
+            filesystem.unlink(marker)
             fsync_dir(log_dir)
         previous = "clean" if clean else "unclean" if self._dir_counts[log_dir] else "none (no logs yet)"
         log.info("loaded %d logs from %s (last shutdown: %s)", len(self._logs), log_dir, previous)
@@ -360,7 +361,7 @@ class LogManager:
         for segment in removed.segments:
             segment.close()
         doomed = os.path.join(log_dir, f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
-        os.rename(removed.dir, doomed)
+        filesystem.replace(removed.dir, doomed)
         fsync_dir(log_dir)
         shutil.rmtree(doomed, ignore_errors=True)
         if checkpoint:
@@ -437,9 +438,7 @@ class LogManager:
         for log_dir in self.log_dirs:
             if log_dir in failed:
                 continue
-            with open(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), "w") as f:
-                f.flush()
-                os.fsync(f.fileno())
+            filesystem.write_file(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), b"", sync=True)
             fsync_dir(log_dir)
         self._logs.clear()
         self._log_dir_of.clear()

@@ -36,10 +36,11 @@ Not thread-safe: used from the broker's event loop, like the logs.
 from __future__ import annotations
 
 import errno
-import os
 import resource
 from collections import OrderedDict
 from typing import Protocol
+
+from strom._util import filesystem
 
 _MIN_DEFAULT = 64
 _MAX_DEFAULT = 8_000
@@ -78,13 +79,13 @@ class OpenFiles:
         while len(self._lru) >= self.max_open:
             self._evict_oldest()
         try:
-            fd = os.open(path, flags, 0o644)
+            fd = filesystem.open(path, flags, 0o644)
         except OSError as e:
             if e.errno not in _OUT_OF_DESCRIPTORS or not self._lru:
                 raise
             for _ in range((len(self._lru) + 1) // 2):
                 self._evict_oldest()
-            fd = os.open(path, flags, 0o644)
+            fd = filesystem.open(path, flags, 0o644)
         self._lru[owner] = None
         self.opens += 1
         return fd

@@ -37,7 +37,8 @@ from typing import NamedTuple
 
 import crc32c as _crc32c
 
-from strom.storage.checkpoint import fsync_dir
+from strom._util import filesystem
+from strom._util.filesystem import fsync_dir
 
 VERSION = 1
 SUFFIX = ".snapshot"
@@ -121,15 +122,11 @@ def write(directory: str, offset: int, entries: Iterable[SnapshotEntry], durable
     path = path_for(directory, offset)
     tmp = path + ".tmp"
     try:
-        with open(tmp, "wb") as f:
-            f.write(encode(entries))
-            if durable:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
+        filesystem.write_file(tmp, encode(entries), sync=durable)
+        filesystem.replace(tmp, path)
     except OSError:
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
+            filesystem.unlink(tmp)
         raise
     if durable:
         fsync_dir(directory)
@@ -150,4 +147,4 @@ def read(directory: str, offset: int) -> list[SnapshotEntry]:
 
 def delete(directory: str, offset: int) -> None:
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(path_for(directory, offset))
+        filesystem.unlink(path_for(directory, offset))

@@ -29,6 +29,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
+from strom._util import filesystem
 from strom._util.preallocate import preallocate
 from strom.protocol.records.batch import (
     HEADER_SIZE,
@@ -145,12 +146,12 @@ class LogSegment:
         for index in (self.offset_index, self.time_index):
             new_path = index.path[: len(index.path) - len(old_suffix)] + new_suffix
             with contextlib.suppress(FileNotFoundError):
-                os.rename(index.path, new_path)
+                filesystem.replace(index.path, new_path)
             index.path = new_path
         self.txn_index.rename(self.prefix + TXN_INDEX_SUFFIX + new_suffix)
         old_log = self.log_path
         self.file_suffix = new_suffix
-        os.rename(old_log, self.log_path)
+        filesystem.replace(old_log, self.log_path)
 
     def _open_indexes(self, max_index_bytes: int) -> tuple[OffsetIndex, TimeIndex]:
         """Open both indexes; a corrupt or implausible one is emptied so that `needs_rebuild` is set."""
@@ -213,7 +214,7 @@ class LogSegment:
             _pwrite_all(fd, data, size)
         except OSError:
             with contextlib.suppress(OSError):  # shrinking needs no space; recovery cuts it otherwise
-                os.ftruncate(fd, size)  # also frees blocks reserved past it
+                filesystem.ftruncate(fd, size)  # also frees blocks reserved past it
             raise
         for span in batches:
             self._index_batch(size + span.position, span.last_offset, span.max_timestamp, span.size)
@@ -382,7 +383,7 @@ class LogSegment:
             valid_end, self.next_offset = position + header.size, header.next_offset
         truncated = self.size - valid_end
         if truncated:
-            os.ftruncate(self._acquire().fd, valid_end)
+            filesystem.ftruncate(self._acquire().fd, valid_end)
             self._unsynced = True
             self.size = valid_end
         self.offset_index.rewrite()
@@ -424,7 +425,7 @@ class LogSegment:
         position = found[0]
         removed = self.size - position
         self._positions.clear()
-        os.ftruncate(self._acquire().fd, position)
+        filesystem.ftruncate(self._acquire().fd, position)
         self._unsynced = True
         self.size = position
         self.offset_index.truncate_to_position(position)
@@ -448,7 +449,7 @@ class LogSegment:
         self.time_index.flush(fsync=True)
         self.txn_index.flush()
         if self._unsynced:
-            os.fsync(self._acquire().fd)
+            filesystem.fsync(self._acquire().fd)
             self._unsynced = False
 
     def mark_synced(self) -> None:
@@ -473,7 +474,7 @@ class LogSegment:
         self.release_file()
         for path in (self.log_path, self.offset_index.path, self.time_index.path):
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+                filesystem.unlink(path)
         self.txn_index.delete()
 
     def __repr__(self) -> str:
@@ -485,12 +486,12 @@ def _plausible(header: BatchHeader, expected_base: int) -> bool:
 
 
 def _pwrite_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
-    written = os.pwrite(fd, data, position)  # all of it, unless a disk is nearly full
+    written = filesystem.pwrite(fd, data, position)  # all of it, unless a disk is nearly full
     if written == len(data):
         return
     view = memoryview(data)[written:]
     position += written
     while view:
-        written = os.pwrite(fd, view, position)
+        written = filesystem.pwrite(fd, view, position)
         view = view[written:]
         position += written

@@ -35,7 +35,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from strom._util.syncfs import sync_file_systems
+from strom._util import filesystem
 from strom.storage.checkpoint import TopicPartition
 from strom.storage.log import PartitionLog
 
@@ -95,7 +95,7 @@ def _sync(log_dirs: set[str]) -> set[str]:
     none), so a failure cannot be narrowed down by retrying dir by dir: none of them is trusted.
     """
     try:
-        sync_file_systems(sorted(log_dirs))
+        filesystem.sync_file_systems(sorted(log_dirs))
     except OSError as e:
         log.error("syncing %s failed; recovered on start: %s", ", ".join(sorted(log_dirs)), e)
         return log_dirs

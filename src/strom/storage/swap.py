@@ -34,8 +34,9 @@ import logging
 import os
 import re
 
+from strom._util import filesystem
+from strom._util.filesystem import fsync_dir
 from strom.protocol.records.batch import HEADER_SIZE, RecordValidationError, read_header
-from strom.storage.checkpoint import fsync_dir
 from strom.storage.segment import LogSegment
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,7 @@ def recover_swaps(directory: str) -> list[int]:
         match = _INDEX_SWAP.match(name)
         if match and int(match.group(1)) not in swaps:
             log.info("removing index of an uncommitted swap %s", os.path.join(directory, name))
-            os.unlink(os.path.join(directory, name))
+            filesystem.unlink(os.path.join(directory, name))
     if swaps:
         fsync_dir(directory)
     return swaps
@@ -91,17 +92,17 @@ def _complete_swap(directory: str, base: int, names: list[str]) -> None:
         match = _LIVE_FILE.match(name)
         if match and base <= int(match.group(1)) < end:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(directory, name))
+                filesystem.unlink(os.path.join(directory, name))
     for kind in ("index", "timeindex"):
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(directory, f"{base:020d}.{kind}.swap"))
+            filesystem.unlink(os.path.join(directory, f"{base:020d}.{kind}.swap"))
     # The loader rebuilds the offset and time indexes but not the aborted-transaction index.
     with contextlib.suppress(FileNotFoundError):
-        os.rename(
+        filesystem.replace(
             os.path.join(directory, f"{base:020d}.txnindex.swap"),
             os.path.join(directory, f"{base:020d}.txnindex"),
         )
-    os.rename(swap_path, os.path.join(directory, f"{base:020d}.log"))
+    filesystem.replace(swap_path, os.path.join(directory, f"{base:020d}.log"))
     log.warning("%s: completed the swap of cleaned segment %d interrupted by a crash", directory, base)
 
 

@@ -38,6 +38,8 @@ import struct
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from strom._util import filesystem
+
 VERSION = 0
 ENTRY_SIZE = 34
 SUFFIX = ".txnindex"
@@ -98,7 +100,7 @@ class TransactionIndex:
 
     def _open(self) -> int:
         # Opened per write and closed again (aborts are rare): a segment keeps no descriptor for it.
-        return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        return filesystem.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
 
     def append(self, entry: AbortedTxn) -> None:
         """Add the entry of an ABORT marker just written to this segment.
@@ -112,9 +114,9 @@ class TransactionIndex:
         fd = self._open()
         try:
             data = _ENTRY.pack(VERSION, *entry)
-            written = os.pwrite(fd, data, len(self.entries) * ENTRY_SIZE)
+            written = filesystem.pwrite(fd, data, len(self.entries) * ENTRY_SIZE)
             if written != ENTRY_SIZE:
-                os.ftruncate(fd, len(self.entries) * ENTRY_SIZE)
+                filesystem.ftruncate(fd, len(self.entries) * ENTRY_SIZE)
                 raise OSError(f"short write of {written} bytes to {self.path}")
         finally:
             os.close(fd)
@@ -140,8 +142,8 @@ class TransactionIndex:
             return
         fd = self._open()
         try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, encode(self.entries), 0)
+            filesystem.ftruncate(fd, 0)
+            filesystem.pwrite(fd, encode(self.entries), 0)
         finally:
             os.close(fd)
         self._dirty = True
@@ -160,14 +162,14 @@ class TransactionIndex:
         if self._dirty:
             fd = self._open()
             try:
-                os.fsync(fd)
+                filesystem.fsync(fd)
             finally:
                 os.close(fd)
         self._dirty = False
 
     def rename(self, new_path: str) -> None:
         with contextlib.suppress(FileNotFoundError):
-            os.rename(self.path, new_path)
+            filesystem.replace(self.path, new_path)
         self.path = new_path
 
     def close(self) -> None:
@@ -176,4 +178,4 @@ class TransactionIndex:
     def delete(self) -> None:
         self._dirty = False
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)
+            filesystem.unlink(self.path)
