@@ -1,18 +1,17 @@
 """A clean shutdown (storage/shutdown.py) writes what the next start needs, in a pass, not per log.
 
-Real files in a temporary log dir; the only instrument is a count of the ``os.fsync`` calls made
-(wrapping the real call) and of the file-system syncs.
+Real files in a temporary log dir; the only instrument is a count of the fsyncs made through the
+file-system port (wrapping the real call) and of the file-system syncs.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 from test_storage_support import idempotent_batch, make_batch
 
-from strom._util import syncfs
+from strom._util import filesystem
 from strom.storage import producer_snapshot
 from strom.storage.checkpoint import TopicPartition, read_offsets
 from strom.storage.config import LogConfig
@@ -39,7 +38,7 @@ def _files(log_dir: Path) -> dict[str, tuple[int, int, int]]:
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     counts = {"fsync": 0, "syncfs": 0}
-    real_fsync, real_sync = os.fsync, syncfs.sync_file_systems
+    real_fsync, real_sync = filesystem.fsync, filesystem.sync_file_systems
 
     def fsync(fd: int) -> None:
         counts["fsync"] += 1
@@ -49,8 +48,8 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         counts["syncfs"] += 1
         return real_sync(paths)
 
-    monkeypatch.setattr(os, "fsync", fsync)
-    monkeypatch.setattr("strom.storage.shutdown.sync_file_systems", sync)
+    monkeypatch.setattr(filesystem, "fsync", fsync)
+    monkeypatch.setattr(filesystem, "sync_file_systems", sync)
     return counts
 
 

@@ -14,6 +14,7 @@ from cleaner_support import COMPACT, Fixture, Row, assert_compacted_view, latest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from strom._util import filesystem
 from strom.protocol.records.compression import CompressionType
 from strom.storage.swap import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
 
@@ -103,8 +104,8 @@ def crash_at(step: int, monkeypatch: pytest.MonkeyPatch) -> None:
 
         return op
 
-    monkeypatch.setattr(os, "rename", wrap(os.rename))
-    monkeypatch.setattr(os, "unlink", wrap(os.unlink))
+    monkeypatch.setattr(filesystem, "replace", wrap(filesystem.replace))
+    monkeypatch.setattr(filesystem, "unlink", wrap(filesystem.unlink))
 
 
 def test_a_crash_at_any_step_of_the_swap_loses_nothing(

@@ -8,7 +8,6 @@ small tmpfs mounted for the test.
 from __future__ import annotations
 
 import errno
-import io
 import os
 import subprocess
 from collections.abc import Callable, Iterator
@@ -19,10 +18,10 @@ import pytest
 from test_storage_support import idempotent_batch, make_batch
 from tests.prerequisites import require
 
+from strom._util import filesystem
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.batch import crc_ok, iter_headers
 from strom.storage import checkpoint
-from strom.storage import index as index_module
 from strom.storage.config import LogConfig
 from strom.storage.log import PartitionLog
 from strom.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
@@ -81,10 +80,10 @@ def test_a_partial_batch_write_is_cut_off(tmp_path: Path, monkeypatch: pytest.Mo
             return real_pwrite(fd, bytes(data)[: len(data) // 2], offset)  # part of it lands...
         raise OSError(errno.ENOSPC, "No space left on device")  # ...then the disk is full
 
-    monkeypatch.setattr(os, "pwrite", half_then_full)
+    monkeypatch.setattr(filesystem, "pwrite", half_then_full)
     assert_storage_error(lambda: log.append_as_leader(idempotent_batch(7, 0, 3, count=5), 0))
     assert state(log) == before
-    monkeypatch.setattr(os, "pwrite", real_pwrite)  # space returns
+    monkeypatch.setattr(filesystem, "pwrite", real_pwrite)  # space returns
     info = log.append_as_leader(idempotent_batch(7, 0, 3, count=5), 0)
     assert (info.base_offset, info.duplicate) == (3, False)  # the failed batch was never recorded
     log.close()
@@ -97,7 +96,7 @@ def test_a_failed_flush_messages_fsync_rolls_the_append_back(
     log = open_log(tmp_path, flush_messages=1, index_interval_bytes=0)
     log.append_as_leader(make_batch(count=2), 0)
     before = state(log)
-    monkeypatch.setattr(os, "fsync", enospc)
+    monkeypatch.setattr(filesystem, "fsync", enospc)
     assert_storage_error(lambda: log.append_as_leader(make_batch(count=4), 0))
     assert state(log) == before
     monkeypatch.undo()
@@ -133,7 +132,7 @@ def test_a_roll_that_cannot_create_the_new_segment(tmp_path: Path, monkeypatch: 
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_open(path, flags, *args)
 
-    monkeypatch.setattr(os, "open", no_new_files)
+    monkeypatch.setattr(filesystem, "open", no_new_files)
     assert_storage_error(lambda: log.append_as_leader(make_batch(count=8), 0))
     monkeypatch.undo()
     assert state(log)[0] == before[0] and log.read(0, 1 << 20) == before[-1]
@@ -152,12 +151,13 @@ def test_a_failed_index_flush_leaves_only_whole_entries(
     index = log.active_segment.offset_index
     assert index.entries == 3 and not os.path.exists(index.path)  # buffered until a flush
 
-    class HalfWritten(io.FileIO):
-        def write(self, data: Any) -> int:  # part of the entries land, then the disk is full
-            super().write(bytes(data)[: len(data) // 2 + 1])
-            raise OSError(errno.ENOSPC, "No space left on device")
+    real_write = os.write
 
-    monkeypatch.setattr(index_module, "open", HalfWritten, raising=False)
+    def half_written(fd: int, data: Any) -> int:  # part of the entries land, then the disk is full
+        real_write(fd, bytes(data)[: len(data) // 2 + 1])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(filesystem, "write", half_written)
     with pytest.raises(OSError, match="No space"):
         index.flush()
     assert os.path.getsize(index.path) == 0  # the partial entries were cut off again
@@ -216,7 +216,7 @@ def test_shutdown_on_a_full_disk_leaves_no_clean_shutdown_marker(
 ) -> None:
     manager = LogManager([str(tmp_path)], LogConfig(), lambda: 1_000_000)
     manager.get_or_create_log("t", 0).append_as_leader(make_batch(count=3), 0)
-    monkeypatch.setattr(os, "fsync", enospc)
+    monkeypatch.setattr(filesystem, "fsync", enospc)
     manager.shutdown()  # logs the failure instead of raising: the other logs still close
     monkeypatch.undo()
     assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
