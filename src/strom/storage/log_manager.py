@@ -326,10 +326,10 @@ class LogManager:
             back = self._logs[tp] = reopen(old.dir)
             return back, exc
         doomed = os.path.join(source_dir, f"{name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
-        os.rename(old.dir, doomed)
+        filesystem.replace(old.dir, doomed)
         fsync_dir(source_dir)
         path = os.path.join(dest_dir, name)
-        os.rename(moved, path)
+        filesystem.replace(moved, path)
         fsync_dir(dest_dir)
         new = self._logs[tp] = reopen(path)
         self._log_dir_of[tp] = dest_dir

@@ -29,7 +29,8 @@ import os
 import shutil
 import uuid
 
-from strom.storage.checkpoint import fsync_dir
+from strom._util import filesystem
+from strom._util.filesystem import fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -94,12 +95,12 @@ def copy_changed(
         done += before[1]
     if final:
         for name in sorted(set(os.listdir(target)) - names):
-            os.unlink(os.path.join(target, name))
+            filesystem.unlink(os.path.join(target, name))
             copied.pop(name, None)
         for name in sorted(os.listdir(target)):
-            fd = os.open(os.path.join(target, name), os.O_RDONLY)
+            fd = filesystem.open(os.path.join(target, name), os.O_RDONLY)
             try:
-                os.fsync(fd)
+                filesystem.fsync(fd)
             finally:
                 os.close(fd)
         fsync_dir(target)
@@ -109,7 +110,7 @@ def copy_changed(
 def mark_complete(future: str) -> str:
     """Step 3's first rename: the copy is complete (durable); returns its new path."""
     moved = future[: -len(FUTURE_SUFFIX)] + MOVED_SUFFIX
-    os.rename(future, moved)
+    filesystem.replace(future, moved)
     fsync_dir(os.path.dirname(moved))
     return moved
 
@@ -140,6 +141,6 @@ def settle_moves(log_dirs: list[str]) -> None:
                     shutil.rmtree(path, ignore_errors=True)
                 else:
                     log.warning("completing the move of %s to %s", name, log_dir)
-                    os.rename(path, os.path.join(log_dir, name))
+                    filesystem.replace(path, os.path.join(log_dir, name))
                     fsync_dir(log_dir)
                     present.add(name)
