@@ -4,6 +4,11 @@ Each case times one "op" on the broker's hot path -- decode a request frame (hea
 build + encode the framed response -- and prints the median µs/op over several repeats.
 
     .venv/bin/python bench/codec_bench.py [--number 20000] [--repeat 7]
+    .venv/bin/python bench/codec_bench.py --fetch-versions [--number 20000] [--repeat 7]
+
+``--fetch-versions`` instead times a Fetch request's body decoded and its response's body encoded
+(6 partitions of ~300 B, or 100 partitions as a follower asks) at v11 and at the flexible versions,
+each through the generated codec and through what the codec runs now (fetch_codec.py from v12).
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from strom.protocol import codec
+from strom.protocol import codec, fetch_codec
+from strom.protocol.codegen import compile_decoder, compile_encoder
+from strom.protocol.spec import request_spec, response_spec
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -272,11 +279,90 @@ CASES: list[tuple[str, Callable[[int], tuple[Op, Op]], int]] = [
 ]
 
 
+def fetch_body_ops(version: int, partitions: int) -> tuple[Op, Op]:
+    """(generated, current): decode a Fetch request body and encode its response body."""
+    request = {
+        "replica_id": -1,
+        "max_wait_ms": 500,
+        "min_bytes": 1,
+        "max_bytes": 52428800,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": "events",
+                "topic_id": b"\x01" * 16,
+                "partitions": [
+                    {"partition": p, "fetch_offset": 100, "partition_max_bytes": 1 << 20}
+                    for p in range(partitions)
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+    frame = memoryview(codec.encode_request(1, version, 9, "bench", request)[4:])
+    start = 2 + 2 + 4 + 2 + len("bench") + (1 if version >= 12 else 0)
+    response = {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "session_id": 0,
+        "responses": [
+            {
+                "topic": "events",
+                "topic_id": b"\x01" * 16,
+                "partitions": [
+                    {
+                        "partition_index": p,
+                        "error_code": 0,
+                        "high_watermark": 500,
+                        "last_stable_offset": 500,
+                        "log_start_offset": 0,
+                        "aborted_transactions": None,
+                        "preferred_read_replica": -1,
+                        "records": RECORDS,
+                    }
+                    for p in range(partitions)
+                ],
+            }
+        ],
+    }
+    decode, encode = compile_decoder(request_spec(1), version), compile_encoder(response_spec(1), version)  # type: ignore[arg-type]
+
+    def generated() -> None:
+        decode(frame, start)
+        encode(response, bytearray())
+
+    if version not in fetch_codec.FLEXIBLE_VERSIONS:
+        return generated, generated
+
+    def current() -> None:
+        fetch_codec.decode_request(frame, start, version)
+        fetch_codec.encode_response(response, bytearray(), version)
+
+    return generated, current
+
+
+def fetch_versions(number: int, repeat: int) -> None:
+    print(f"{'Fetch body: decode req + encode resp':<40} {'generated µs':>13} {'now µs':>8} {'ratio':>6}")
+    for partitions in (6, 100):
+        for version in (11, 12, 13, 16):
+            generated, current = fetch_body_ops(version, partitions)
+            times = [median_us(op, max(number // partitions, 50), repeat) for op in (generated, current)]
+            name = f"v{version}, {partitions} partitions"
+            print(f"{name:<40} {times[0]:>13.2f} {times[1]:>8.2f} {times[1] / times[0]:>6.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--number", type=int, default=20000, help="ops per repeat")
     parser.add_argument("--repeat", type=int, default=7, help="repeats (median is reported)")
+    parser.add_argument("--fetch-versions", action="store_true", help="Fetch v11 against v12+ instead")
     args = parser.parse_args()
+    if args.fetch_versions:
+        fetch_versions(args.number, args.repeat)
+        return
     print(f"{'case':<62} {'strom µs':>9} {'kafka-python µs':>16} {'speed-up':>9}")
     for name, make, version in CASES:
         ours, theirs = make(version)

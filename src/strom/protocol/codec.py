@@ -13,7 +13,10 @@ At run time there is no per-field interpretation. Three things concern the calle
 * ``lean=True`` (the broker's server): Produce v3-v13 requests decode to, and their responses encode
   from, the tuples of produce_codec.py instead of dicts (the same bytes; a dict per partition entry is
   a measurable cost when a request carries a thousand partitions); v0-2, which only the generic codec
-  reads, are converted to and from that form, so the broker sees one form of Produce bodies.
+  reads, are converted to and from that form, so the broker sees one form of Produce bodies;
+* flexible Fetch requests and responses (v12-v18) are read and written by fetch_codec.py, the same
+  dicts and bytes with less work per partition (a request it does not read is left to the generated
+  decoder), whatever ``lean`` says.
 
 Bodies are plain dicts; their types are the ``TypedDict``s of messages.py (generated from the same
 specs), which the callers name: the codec is keyed by numbers known only at run time.
@@ -38,6 +41,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from strom.protocol import fetch_codec
 from strom.protocol.codegen import Decoder, Encoder, compile_decoder, compile_encoder
 from strom.protocol.errors import CorruptFrame, UnsupportedVersion
 from strom.protocol.primitives import RecordsRegion
@@ -76,6 +80,7 @@ __all__ = [
 
 API_VERSIONS_KEY = 18
 PRODUCE_KEY = 0
+FETCH_KEY = 1
 
 # One piece of an encoded response: encoded bytes, or a region whose bytes the I/O driver sends.
 Chunk = bytes | bytearray | memoryview | RecordsRegion
@@ -167,6 +172,9 @@ def decode_request(payload: bytes | bytearray | memoryview, lean: bool = False) 
             else:
                 generic, pos = decoder(buf, pos)
                 body = lean_request(generic)
+        elif api_key == FETCH_KEY and version in fetch_codec.FLEXIBLE_VERSIONS:
+            read = fetch_codec.decode_request(buf, pos, version)
+            body, pos = read if read is not None else decoder(buf, pos)
         else:
             body, pos = decoder(buf, pos)
     except _CORRUPT as exc:
@@ -209,6 +217,8 @@ def _encode_response_into(
                 encode_flexible_response(body, out, api_version)
             else:
                 encoder(generic_response(body), out)
+        elif api_key == FETCH_KEY and api_version in fetch_codec.FLEXIBLE_VERSIONS:
+            fetch_codec.encode_response(body, out, api_version)
         else:
             encoder(body, out)
     except _ENCODE_ERRORS as exc:
