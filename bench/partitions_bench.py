@@ -24,6 +24,13 @@ settings):
    topic and a produce to the last partition is acknowledged; every record found again; then the same
    after ``kill -9``; finally the clean shutdown again.
 
+With ``--metadata-restarts N`` only this instead (issue 25): create the partitions (no records; or
+``--reuse`` the data directory of an earlier run, kept by hand), the
+Metadata for all topics three times, then ``N`` rounds of a clean restart per ``--src`` variant (order
+alternating; every variant restarts the same data directory): the time from start until listening, then
+the first three Metadata requests for all topics, each with its wall time and the broker's CPU seconds
+(utime + stime) while it was answered; the medians per variant and request.
+
 With ``--tool`` (librdkafka's ``rdkafka_performance``) only this instead: ``--messages`` 100-byte
 messages produced (acks=1, linger.ms=5, ``-p`` unset and sticky.partitioning.linger.ms=0 so that
 librdkafka spreads them over every partition) to a 6-partition topic and to a ``--spread``-partition
@@ -42,6 +49,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -157,6 +165,86 @@ def metadata_seconds(bootstrap: str, topics: int) -> float:
         if len(meta.topics) < topics:
             raise RuntimeError(f"Metadata listed {len(meta.topics)} topics")
     return statistics.median(times)
+
+
+def timed_metadata(broker: BrokerProcess, topics: int) -> tuple[float, float]:
+    """One Metadata request for all topics: (wall seconds, broker CPU seconds while it was answered)."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    cpu0 = sum(broker.cpu_times())
+    start = time.perf_counter()
+    meta = admin.list_topics(timeout=300)
+    wall = time.perf_counter() - start
+    if len(meta.topics) < topics:
+        raise RuntimeError(f"Metadata listed {len(meta.topics)} topics")
+    return wall, sum(broker.cpu_times()) - cpu0
+
+
+_PARTITION_DIR = re.compile(r"^p\d{5}-\d+$")
+
+
+def start_from(broker: BrokerProcess, src: str) -> float:
+    """Start ``broker`` from the ``src`` tree (the child inherits PYTHONPATH); seconds until listening."""
+    env_before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = src
+    try:
+        start = time.perf_counter()
+        broker.start()
+        return time.perf_counter() - start
+    finally:
+        if env_before is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = env_before
+
+
+def metadata_after_restarts(workdir: Path, variants: list[tuple[str, str]], args: argparse.Namespace) -> None:
+    """Create the partitions once, then restart the same data directory from each variant, in turn."""
+    data = Path(args.reuse) if args.reuse else workdir / "data"
+    broker = BrokerProcess(data, dict(s.split("=", 1) for s in args.set), start_timeout_s=900)
+    names = [f"p{i:05d}" for i in range(args.topics)]
+    if args.reuse:  # the topics a previous run made there (one directory per partition)
+        names = sorted({d.rsplit("-", 1)[0] for d in os.listdir(data / "logs") if _PARTITION_DIR.match(d)})
+    results: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    try:
+        start_from(broker, variants[0][1])
+        start = time.perf_counter()
+        if not args.reuse:
+            create_topics(broker.bootstrap, names, args.partitions, args.batch)
+        emit("create", partitions=len(names) * args.partitions, seconds=round(time.perf_counter() - start, 1))
+        for number in range(3):
+            wall, cpu = timed_metadata(broker, len(names))
+            emit(
+                "metadata-before-restart",
+                request=number + 1,
+                seconds=round(wall, 3),
+                broker_cpu_s=round(cpu, 3),
+            )
+        for rnd in range(args.metadata_restarts):
+            for name, src in variants if rnd % 2 == 0 else variants[::-1]:
+                broker.stop(timeout_s=600)
+                listening = start_from(broker, src)
+                for number in range(3):
+                    wall, cpu = timed_metadata(broker, len(names))
+                    results.setdefault((name, number), []).append((wall, cpu))
+                    emit(
+                        "metadata-after-restart",
+                        variant=name,
+                        round=rnd,
+                        request=number + 1,
+                        start_to_listening_s=round(listening, 1),
+                        seconds=round(wall, 3),
+                        broker_cpu_s=round(cpu, 3),
+                    )
+    finally:
+        broker.stop(timeout_s=600)
+    for (name, number), samples in sorted(results.items()):
+        emit(
+            "metadata-after-restart-median",
+            variant=name,
+            request=number + 1,
+            seconds=round(statistics.median(s[0] for s in samples), 3),
+            broker_cpu_s=round(statistics.median(s[1] for s in samples), 3),
+        )
 
 
 def serving_after_start(broker: BrokerProcess, topics: int, last: TopicPartition) -> float:
@@ -282,7 +370,11 @@ def main() -> None:
     parser.add_argument("--idle", type=float, default=30.0)
     parser.add_argument("--tool", help="rdkafka_performance: run the 1,000 vs 6 partitions produce instead")
     parser.add_argument(
-        "--src", action="append", default=[], metavar="NAME=DIR", help="broker variant (--tool)"
+        "--src",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="broker variant (--tool, --metadata-restarts)",
     )
     parser.add_argument(
         "--reference",
@@ -294,14 +386,22 @@ def main() -> None:
     parser.add_argument("--spread", type=int, default=1000)
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--metadata-restarts", type=int, default=0, help="rounds of restarts timing the first Metadata"
+    )
+    parser.add_argument(
+        "--reuse", metavar="DATA_DIR", help="--metadata-restarts: a data directory of an earlier run, kept"
+    )
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--dir", help="data directory (default: a temporary one, removed after)")
     args = parser.parse_args()
     tmp = tempfile.mkdtemp(prefix="strom-partitions-", dir=args.dir)
+    here = str(Path(__file__).resolve().parents[1] / "src")
+    variants = [(v.split("=", 1)[0], v.split("=", 1)[1]) for v in args.src] or [("current", here)]
     try:
-        if args.tool:
-            here = str(Path(__file__).resolve().parents[1] / "src")
-            variants = [(v.split("=", 1)[0], v.split("=", 1)[1]) for v in args.src] or [("current", here)]
+        if args.metadata_restarts:
+            metadata_after_restarts(Path(tmp), variants, args)
+        elif args.tool:
             variants += [(v.split("=", 1)[0], v.split("=", 1)[1]) for v in args.reference]
             spread_throughput(args.tool, Path(tmp), variants, args)
         else:
