@@ -1,8 +1,9 @@
 """KIP-932 share groups on one node with confluent-kafka's ``ShareConsumer`` over TCP.
 
-Two consumers share one partition's records, each record handed to one of them and accepted once; a
-consumer killed while holding records (never acknowledged) has them redelivered to another, with a
-higher delivery count, once their acquisition lock runs out; rejected records are never delivered
+Two consumers share one partition's records, each record handed to one of them and accepted once;
+three consumers share two partitions; one consumer reads several partitions, each record on its first
+delivery; a consumer killed while holding records (never acknowledged) has them redelivered to
+another, with a higher delivery count, once their acquisition lock runs out; rejected records are never delivered
 again, and released ones are redelivered until `group.share.delivery.count.limit` archives them.
 ListGroups shows the group with type "share", ShareGroupDescribe its members, and the leader's
 ``/metrics`` the share-partition's start offset and backlog.
@@ -110,6 +111,55 @@ def test_two_consumers_share_one_partition(broker: BrokerProcess, spawn: Callabl
     for c in consumers:
         c.terminate()
         assert any(e["ev"] == "closed" for e in c.snapshot())
+
+
+def test_more_consumers_than_partitions(broker: BrokerProcess, spawn: Callable[..., Any]) -> None:
+    """Three consumers on two partitions: every partition is read, shared where members outnumber
+    partitions, and every record is handed out exactly once (a response that both answers
+    acknowledgements and carries records must not lose the records)."""
+    topic, group, total = "share-three", "share-three-g", 400
+    make_topic(broker.bootstrap, topic, partitions=2)
+    consumers = [spawn(broker.bootstrap, topic, group, max_poll_records=25) for _ in range(3)]
+    assert wait_until(lambda: all(started(c) for c in consumers), 30)
+    time.sleep(2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 1})
+    for i in range(total):
+        producer.produce(topic, value=f"v{i}".encode(), partition=i % 2)
+        if i % 20 == 19:
+            assert producer.flush(15) == 0
+    assert producer.flush(15) == 0
+
+    def seen() -> Counter[tuple[int, int]]:
+        return Counter((e["p"], e["o"]) for c in consumers for e in c.records())
+
+    assert wait_until(lambda: len(seen()) == total, 60), f"saw {len(seen())} of {total}"
+    delivered = seen()
+    assert sorted(delivered) == sorted((p, o) for p in range(2) for o in range(total // 2))
+    assert set(delivered.values()) == {1}, "a record was delivered twice"
+    assert {e["n"] for c in consumers for e in c.records()} == {1}
+    for c in consumers:
+        c.terminate()
+
+
+def test_one_consumer_reads_several_partitions_at_first_delivery(
+    broker: BrokerProcess, spawn: Callable[..., Any]
+) -> None:
+    """One stored batch per partition, read by one consumer in small polls: a fetch then answers the
+    acknowledgements of an exhausted partition and hands out another partition's records in the same
+    response. Every record comes on its first delivery (a response the client had to drop would bring
+    its records back only after their locks ran out, as second deliveries)."""
+    topic, group, per_partition = "share-multi", "share-multi-g", 100
+    make_topic(broker.bootstrap, topic, partitions=3)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 200})
+    for i in range(3 * per_partition):
+        producer.produce(topic, value=f"v{i}".encode(), partition=i % 3)
+    assert producer.flush(15) == 0
+    consumer = spawn(broker.bootstrap, topic, group, max_poll_records=10)
+    assert wait_until(lambda: len(consumer.records()) >= 3 * per_partition, 60)
+    got = Counter((e["p"], e["o"]) for e in consumer.records())
+    assert sorted(got) == sorted((p, o) for p in range(3) for o in range(per_partition))
+    assert {e["n"] for e in consumer.records()} == {1}
+    consumer.terminate()
 
 
 def test_a_killed_consumers_records_are_redelivered(broker: BrokerProcess, spawn: Callable[..., Any]) -> None:
