@@ -187,7 +187,7 @@ FLEXIBLE_ADVERTISED = {
     ApiKey.FETCH: [12, 13, 14, 15, 16, 17, 18],
     ApiKey.LIST_OFFSETS: [6, 7, 8, 9, 10, 11],
     ApiKey.METADATA: [9, 10, 11, 12, 13],
-    ApiKey.OFFSET_COMMIT: [8],
+    ApiKey.OFFSET_COMMIT: [8, 9],
     ApiKey.OFFSET_FETCH: [6, 7],
     ApiKey.FIND_COORDINATOR: [3, 4, 5, 6],
     ApiKey.JOIN_GROUP: [6, 7, 8, 9],

@@ -486,50 +486,50 @@ class ControlledShutdownResponse(TypedDict):
 
 
 class OffsetCommitRequestPartition(TypedDict):
-    """OffsetCommitRequest v2-8: Partition."""
+    """OffsetCommitRequest v2-9: Partition."""
 
     partition_index: int
     committed_offset: int
-    committed_leader_epoch: NotRequired[int]  # v6-8
+    committed_leader_epoch: NotRequired[int]  # v6-9
     committed_metadata: str | None
 
 
 class OffsetCommitRequestTopic(TypedDict):
-    """OffsetCommitRequest v2-8: Topic."""
+    """OffsetCommitRequest v2-9: Topic."""
 
     name: str
     partitions: list[OffsetCommitRequestPartition]
 
 
 class OffsetCommitRequest(TypedDict):
-    """OffsetCommitRequest v2-8."""
+    """OffsetCommitRequest v2-9."""
 
     group_id: str
     generation_id_or_member_epoch: int
     member_id: str
-    group_instance_id: NotRequired[str | None]  # v7-8
+    group_instance_id: NotRequired[str | None]  # v7-9
     retention_time_ms: NotRequired[int]  # v2-4
     topics: list[OffsetCommitRequestTopic]
 
 
 class OffsetCommitResponsePartition(TypedDict):
-    """OffsetCommitResponse v2-8: Partition."""
+    """OffsetCommitResponse v2-9: Partition."""
 
     partition_index: int
     error_code: int
 
 
 class OffsetCommitResponseTopic(TypedDict):
-    """OffsetCommitResponse v2-8: Topic."""
+    """OffsetCommitResponse v2-9: Topic."""
 
     name: str
     partitions: list[OffsetCommitResponsePartition]
 
 
 class OffsetCommitResponse(TypedDict):
-    """OffsetCommitResponse v2-8."""
+    """OffsetCommitResponse v2-9."""
 
-    throttle_time_ms: NotRequired[int]  # v3-8
+    throttle_time_ms: NotRequired[int]  # v3-9
     topics: list[OffsetCommitResponseTopic]
 
 
