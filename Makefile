@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 DATA ?= ./data
 
-.PHONY: install install-test run test lint typecheck layers unit chaos sim eos-long spark-eos-kill bench demo clean
+.PHONY: install install-test run test lint typecheck layers unit chaos sim eos-long spark-eos-kill tiered-acceptance bench demo clean
 
 install:
 	@scripts/install.sh run
@@ -65,6 +65,13 @@ SPARK_KILL_SEED ?= 13
 spark-eos-kill: install-test
 	STROM_EOS_KILL_RUNS=$(SPARK_KILLS) STROM_EOS_KILL_SEED=$(SPARK_KILL_SEED) $(PY) -m pytest -q -s \
 		tests/spark/test_exactly_once_kill.py -k killed_and_restarted
+
+# Tiered storage's acceptance run (issue 21) at full size: a 3-broker cluster with SeaweedFS, TIERED_MB
+# megabytes produced, every leader killed once, a broker wiped, everything read back from offset 0
+# (`make test` runs the same test with 12 MB); docs/tiered-storage.md.
+TIERED_MB ?= 3000
+tiered-acceptance: install-test
+	STROM_TIERED_ACCEPTANCE_MB=$(TIERED_MB) $(PY) -m pytest -q -s tests/cluster/test_tiered_acceptance.py
 
 bench: install-test
 	$(PY) bench/run.py

@@ -22,6 +22,7 @@ from strom.testing import BrokerProcess
 from strom.testing.metrics import scrape, value
 from strom.testing.seaweedfs_process import SeaweedS3Process
 from tests.integration.clients import make_client
+from tests.integration.rawclient import RawClient
 from tests.object_stores import new_bucket, seaweedfs
 
 __all__ = ["seaweedfs"]
@@ -68,9 +69,45 @@ def tiered(
         broker.stop()
 
 
+def _segment_bases(broker: BrokerProcess) -> list[int]:
+    return sorted(int(p.name.split(".")[0]) for p in (broker.data_dir / "logs" / f"{TOPIC}-0").glob("*.log"))
+
+
 def _local_start(broker: BrokerProcess) -> int:
-    bases = [int(p.name.split(".")[0]) for p in (broker.data_dir / "logs" / f"{TOPIC}-0").glob("*.log")]
-    return min(bases, default=0)
+    return min(_segment_bases(broker), default=0)
+
+
+def _settled_bases(broker: BrokerProcess, raw: RawClient) -> list[int]:
+    """The local segments' base offsets once every rolled segment is remote and the local start settled."""
+    deadline = time.monotonic() + 30
+    while True:
+        bases = _segment_bases(broker)
+        latest_tiered = raw.list_offset(TOPIC, 0, -5, version=9)
+        if _segment_bases(broker) == bases and latest_tiered["offset"] == bases[-1] - 1:
+            return bases
+        assert time.monotonic() < deadline, (bases, latest_tiered)
+        time.sleep(0.3)
+
+
+def test_list_offsets_earliest_local_and_latest_tiered(tiered: tuple[BrokerProcess, list[bytes]]) -> None:
+    """KIP-405's EARLIEST_LOCAL_TIMESTAMP (-4, v8+) answers the local log start and KIP-1005's
+    LATEST_TIERED_TIMESTAMP (-5, v9+) the last offset in remote storage; earliest (-2) the remote start."""
+    broker, _ = tiered
+    raw = RawClient(broker.bootstrap)
+    try:
+        bases = _settled_bases(broker, raw)
+        earliest_local = raw.list_offset(TOPIC, 0, -4, version=8)
+        assert earliest_local["error_code"] == 0 and earliest_local["offset"] == bases[0] > 0
+        assert earliest_local["leader_epoch"] == 0
+        latest_tiered = raw.list_offset(TOPIC, 0, -5, version=9)
+        assert latest_tiered["error_code"] == 0 and latest_tiered["leader_epoch"] == 0
+        assert latest_tiered["offset"] == bases[-1] - 1
+        for version in (9, 11):
+            assert raw.list_offset(TOPIC, 0, -4, version=version)["offset"] == bases[0]
+        assert raw.list_offset(TOPIC, 0, -2, version=9)["offset"] == 0  # the remote log's start
+        assert raw.list_offset(TOPIC, 0, -1, version=9)["offset"] == RECORDS
+    finally:
+        raw.close()
 
 
 @pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python"])
@@ -107,6 +144,39 @@ def test_strom_consume_from_beginning_sees_one_continuous_log(
         timeout=120,
     )  # fmt: skip
     assert out.stdout.splitlines() == values
+
+
+def test_strom_topics_describe_shows_the_remote_and_local_parts(
+    tiered: tuple[BrokerProcess, list[bytes]],
+) -> None:
+    broker, _ = tiered
+    raw = RawClient(broker.bootstrap)
+    try:
+        bases = _settled_bases(broker, raw)
+    finally:
+        raw.close()
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "strom.cli.main",
+            "--bootstrap-server",
+            broker.bootstrap,
+            "topics",
+            "describe",
+            TOPIC,
+        ],
+        capture_output=True,
+        check=True,
+        text=True,
+        timeout=120,
+    )
+    line = next(x for x in out.stdout.splitlines() if "\tPartition: 0\t" in x)
+    fields = dict(f.split(": ", 1) for f in line.strip().split("\t"))
+    assert fields["Remote"] == f"[0, {bases[-1]})"  # every rolled segment copied
+    assert fields["Local"] == f"[{bases[0]}, {RECORDS})"
+    on_disk = sum(p.stat().st_size for p in (broker.data_dir / "logs" / f"{TOPIC}-0").glob("*.log"))
+    assert int(fields["LocalBytes"]) == on_disk
 
 
 def test_remote_storage_metrics_under_kafkas_names(tiered: tuple[BrokerProcess, list[bytes]]) -> None:

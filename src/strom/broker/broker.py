@@ -227,6 +227,8 @@ class Broker:
                 security,
                 self.clock,
             )
+            # Followers below a leader's local log start rebuild from the remote log (KIP-405).
+            fetchers.remote_aux_state = self.remote_log_manager.remote_aux_state
         # Iceberg topics: the translator is built (and pyiceberg imported) once a led topic needs it.
         self.lake = LakeHost(
             config,

@@ -12,7 +12,8 @@ answer at all (no broker reachable, a timeout) stops the command: the next batch
 
 Output follows ``kafka-topics.sh`` where there is an equivalent (``Created topic X.``; the describe
 layout ``Topic: X\\tPartitionCount: N ...``) so that Kafka users can read it, and scripts written for
-Kafka's tool keep parsing it.
+Kafka's tool keep parsing it. A tiered topic's partition lines end with its remote and local offset
+ranges and the leader's local size (strom.console.tiers, through kafka-python's admin client).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from strom.console.clients import (
 )
 from strom.console.errors import ConsoleError
 from strom.console.progress import progress
+from strom.console.tiers import PartitionTiers, partition_tiers
 
 #: Topics per CreateTopics request when creating many.
 DEFAULT_CREATE_BATCH = 100
@@ -168,8 +170,14 @@ def describe_topics(options: ClientOptions, names: Sequence[str], out: TextIO) -
         if topic.error is not None:
             raise ConsoleError(f"cannot describe topic {name!r}: {kafka_error_text(topic.error)}")
     configs = _topic_overrides(options, wanted)
+    tiered = {
+        name: [(p.id, p.leader) for p in metadata.topics[name].partitions.values()]
+        for name in wanted
+        if configs[name].get("remote.storage.enable") == "true"
+    }
+    tiers = partition_tiers(options, tiered)
     for name in wanted:
-        _print_topic(metadata.topics[name], configs[name], out)
+        _print_topic(metadata.topics[name], configs[name], out, tiers)
 
 
 def delete_topics(options: ClientOptions, names: Sequence[str], out: TextIO) -> None:
@@ -265,7 +273,9 @@ def _shown_value(entry: ConfigEntry) -> str:
     return "<sensitive>" if entry.is_sensitive else str(entry.value)
 
 
-def _print_topic(topic: Any, configs: Mapping[str, str], out: TextIO) -> None:
+def _print_topic(
+    topic: Any, configs: Mapping[str, str], out: TextIO, tiers: Mapping[tuple[str, int], PartitionTiers]
+) -> None:
     partitions = [topic.partitions[pid] for pid in sorted(topic.partitions)]
     replication = len(partitions[0].replicas) if partitions else 0
     config_text = ",".join(f"{key}={value}" for key, value in configs.items())
@@ -279,6 +289,8 @@ def _print_topic(topic: Any, configs: Mapping[str, str], out: TextIO) -> None:
             f"\tTopic: {topic.topic}\tPartition: {partition.id}\tLeader: {partition.leader}"
             f"\tReplicas: {_ids(partition.replicas)}\tIsr: {_ids(partition.isrs)}"
         )
+        if (found := tiers.get((topic.topic, partition.id))) is not None:
+            line += found.fields()  # tiered storage: the remote and the local part of the log
         if partition.error is not None and partition.error.code() != KafkaError.NO_ERROR:
             line += f"\tError: {describe_kafka_error(partition.error)}"
         print(line, file=out)

@@ -83,6 +83,19 @@ def _parse(path: str) -> list[list[str]] | None:
             lines = f.read().splitlines()
     except FileNotFoundError:
         return None
+    return _parse_lines(lines, path)
+
+
+def parse_leader_epochs(text: str, where: str = "leader-epoch-checkpoint") -> list[EpochEntry]:
+    """The entries of a ``leader-epoch-checkpoint`` text (as `render_leader_epochs` writes it; a remote
+    segment's copy, for instance). Raises CorruptCheckpointError."""
+    try:
+        return [EpochEntry(int(e[0]), int(e[1])) for e in _parse_lines(text.splitlines(), where)]
+    except (ValueError, IndexError):
+        raise CorruptCheckpointError(f"{where}: bad entry") from None
+
+
+def _parse_lines(lines: list[str], path: str) -> list[list[str]]:
     try:
         if int(lines[0]) != VERSION:
             raise CorruptCheckpointError(f"{path}: unknown version {lines[0]}")

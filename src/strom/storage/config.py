@@ -172,6 +172,18 @@ class LogConfig:
             "remote.storage.enable",
             "remote log storage is unsupported for compacted topics",
         )
+        if self.remote_storage_enable and self.remote_log_copy_disable:
+            # KIP-950: nothing more is copied, so the local log must keep all that retention keeps
+            for local, total, name in (
+                (self.local_retention_ms, self.retention_ms, "ms"),
+                (self.local_retention_bytes, self.retention_bytes, "bytes"),
+            ):
+                _require(
+                    local in (-2, total),
+                    f"local.retention.{name}",
+                    f"must be -2 or equal retention.{name} ({total}) with remote.log.copy.disable=true, "
+                    "since nothing more is copied to remote storage",
+                )
         if self.retention_ms >= 0 and self.local_retention_ms >= -1:
             _require(
                 0 <= self.local_retention_ms <= self.retention_ms,

@@ -245,6 +245,15 @@ class TopicAdmin:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         config = LogConfig.from_properties(configs, self.default_log_config)
         self._check_tiering(config)
+        was_tiered = self.log_config_for(name).remote_storage_enable
+        if was_tiered and not config.remote_storage_enable and not config.remote_log_delete_on_disable:
+            raise KafkaError(  # KIP-950: turning tiering off deletes the remote data, only when asked to
+                ErrorCode.INVALID_CONFIG,
+                "It is invalid to disable remote storage without deleting remote data. If you want to keep "
+                "the remote data and turn to read only, set remote.storage.enable=true and "
+                "remote.log.copy.disable=true. If you want to disable remote storage and delete all remote "
+                "data, set remote.storage.enable=false and remote.log.delete.on.disable=true.",
+            )
         if validate_only:
             return
         self._control.set_topic_configs(name, configs)

@@ -96,7 +96,9 @@ def _read_all(
 ) -> tuple[list[FetchResponseFetchableTopicResponse], int, bool]:
     """One pass over the requested partitions: (responses, bytes read, answer now: an error, a
     preferred read replica, or news of the high watermark for a follower). With tiered storage, a
-    consumer's partition below the local log start is added to ``remote`` (tiered/remote_fetch.py)."""
+    consumer's partition below the local log start is added to ``remote`` (tiered/remote_fetch.py); a
+    follower's is answered OFFSET_MOVED_TO_TIERED_STORAGE once the partition has a remote log (it then
+    starts at the local log start, replica_fetcher.py)."""
     rm = ctx.ports.replica_manager
     replica_id = _replica_id(req)
     read_committed = int(req.get("isolation_level", 0)) == READ_COMMITTED
@@ -129,10 +131,15 @@ def _read_all(
                 errored = True
                 entry = _empty(index, exc.code, log_start=rm.log_start_offset_if_hosted(name, index))
                 parts.append(entry)
-                if exc.code is ErrorCode.OFFSET_OUT_OF_RANGE and remote is not None and replica_id < 0:
+                if exc.code is ErrorCode.OFFSET_OUT_OF_RANGE and remote is not None:
                     part = rm.partitions.get((name, index))
-                    if part is not None and int(p["fetch_offset"]) < part.log_start_offset:
+                    if part is None or int(p["fetch_offset"]) >= part.log_start_offset:
+                        pass
+                    elif replica_id < 0:
                         remote.append(PendingRemoteRead(entry, part, int(p["fetch_offset"]), max(limit, 0)))
+                    elif rm.is_tiered(name, index):
+                        # KIP-405: a follower starts at this local log start with the remote log's state
+                        entry["error_code"] = int(ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE)
                 if ctx.api_version >= NEW_LEADER_VERSION and exc.code in LEADER_MOVED:
                     hint = leader_hint(ctx.ports.metadata, name, index)
                     if hint is not None:

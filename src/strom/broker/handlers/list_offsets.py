@@ -78,9 +78,10 @@ def _lookup(
             # KIP-1005 (v9+): the last offset copied to remote storage (-1 while nothing is)
             state = rlm.state_of(topic, index)
             copied = state.copied_segments() if state is not None else []
-            if copied:
-                epochs = copied[-1].segment_leader_epochs
-                out["offset"], out["leader_epoch"] = copied[-1].end_offset, epochs[-1][0] if epochs else -1
+            if copied:  # segments may overlap (a new leader's first copy): the one reaching furthest
+                last = max(copied, key=lambda m: m.end_offset)
+                epochs = last.segment_leader_epochs
+                out["offset"], out["leader_epoch"] = last.end_offset, epochs[-1][0] if epochs else -1
     except KafkaError as exc:
         out["error_code"] = int(exc.code)
     return out

@@ -15,7 +15,11 @@ Theory of operation (Kafka's ``ReplicaFetcherThread``/``AbstractFetcherThread``)
    (KIP-392, `on_high_watermark`). The *next* fetch tells the leader the new log end offset, which is
    how the leader learns that the batch is replicated.
 3. OFFSET_OUT_OF_RANGE: below the leader's log start the follower restarts its log there; otherwise
-   it truncates again. NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH: back off
+   it truncates again. OFFSET_MOVED_TO_TIERED_STORAGE (KIP-405: the offset is only in the leader's remote
+   log): the follower asks the leader's local log start and its epoch (ListOffsets -4), takes the
+   leader-epoch history and producer state there from the remote segment ending before it (the remote
+   log manager's `remote_aux_state`) and restarts its log at that offset (strom.tiered.follower_state),
+   without copying the history. NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH: back off
    until the controller's next LeaderAndIsr says what changed.
 
 Back-offs (`ERROR_BACKOFF_MS` after a partition error, `CONNECTION_BACKOFF_MS` after a lost
@@ -28,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from strom._util.clock import Clock, sleep_ms
@@ -42,23 +46,36 @@ from strom.protocol.messages import (
     FetchRequest,
     FetchRequestPartition,
     FetchResponsePartitionData,
+    ListOffsetsRequest,
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochRequestOffsetForLeaderPartition,
 )
+from strom.storage.checkpoint import EpochEntry
+from strom.storage.producer_snapshot import SnapshotEntry
+from strom.tiered.follower_state import epochs_at_local_start, start_log_at
 
 log = logging.getLogger(__name__)
 
 FETCH_VERSION = 11
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
+LIST_OFFSETS_VERSION = 8  # the first with EARLIEST_LOCAL_TIMESTAMP
+EARLIEST_LOCAL_TIMESTAMP = -4
 ERROR_BACKOFF_MS = 100  # Kafka's replica.fetch.backoff.ms default
 CONNECTION_BACKOFF_MS = 500
 UNDEFINED_EPOCH_OFFSET = -1
+
+
+# (partition, leader's local log start, its epoch) -> (epoch history, producer state) there (KIP-405).
+RemoteAuxState = Callable[
+    [Partition, int, int], Awaitable[tuple[list[EpochEntry], list[SnapshotEntry] | None]]
+]
 
 
 @dataclass(slots=True)
 class _FetchState:
     part: Partition
     truncating: bool = True
+    below_local_start: bool = False  # answered OFFSET_MOVED_TO_TIERED_STORAGE: rebuild before fetching
 
 
 def _ignore(_tp: TopicPartition) -> None:
@@ -76,8 +93,11 @@ class ReplicaFetcher:
         security: ClientSecurity,
         clock: Clock,
         on_high_watermark: Callable[[TopicPartition], None] = _ignore,
+        remote_aux_state: RemoteAuxState | None = None,
     ) -> None:
         self.node_id = node_id
+        self._remote_aux_state = remote_aux_state
+        self._below_local_start = False  # some partition answered OFFSET_MOVED_TO_TIERED_STORAGE
         self._clock = clock
         self._on_high_watermark = on_high_watermark
         self.leader_id = leader_id
@@ -110,6 +130,8 @@ class ReplicaFetcher:
             try:
                 if any(s.truncating for s in self.partitions.values()):
                     await self._truncate()
+                if self._below_local_start:  # a flag, not a scan: nothing added per fetch otherwise
+                    await self._start_at_leader_local_start()
                 await self._fetch_once()
             except ConnectionError as exc:
                 log.debug("fetcher for leader %d: %s", self.leader_id, exc)
@@ -175,9 +197,87 @@ class ReplicaFetcher:
             plog.truncate_to(target)
         state.truncating = False
 
+    # below the leader's local log start (tiered storage) -------------------------------------------
+    async def _start_at_leader_local_start(self) -> None:
+        try:
+            await self._ask_leader_local_starts()
+        finally:  # rare: a scan only while some partition waits for its new start
+            self._below_local_start = any(s.below_local_start for s in self.partitions.values())
+
+    async def _ask_leader_local_starts(self) -> None:
+        pending = {tp: s for tp, s in self.partitions.items() if s.below_local_start and not s.truncating}
+        if not pending:
+            return
+        topics: dict[str, list[tuple[int, int]]] = {}
+        for (topic, index), state in pending.items():
+            topics.setdefault(topic, []).append((index, state.part.leader_epoch))
+        body: ListOffsetsRequest = {
+            "replica_id": self.node_id,
+            "isolation_level": 0,
+            "topics": [
+                {
+                    "name": t,
+                    "partitions": [
+                        {
+                            "partition_index": i,
+                            "current_leader_epoch": e,
+                            "timestamp": EARLIEST_LOCAL_TIMESTAMP,
+                        }
+                        for i, e in ps
+                    ],
+                }
+                for t, ps in topics.items()
+            ],
+        }
+        response = await self._conn.send(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, body)
+        failed = False
+        for answered in response["topics"]:
+            for p in answered["partitions"]:
+                tp = (answered["name"], int(p["partition_index"]))
+                asked = pending.get(tp)
+                if asked is None:
+                    continue
+                if p["error_code"]:
+                    failed = True
+                    continue
+                failed |= not await self._rebuild(asked, int(p["offset"]), int(p["leader_epoch"]))
+        if failed:
+            await sleep_ms(self._clock, ERROR_BACKOFF_MS)
+
+    async def _rebuild(self, state: _FetchState, local_start: int, epoch: int) -> bool:
+        """Restart the follower's log at the leader's local start; False to try again later."""
+        part = state.part
+        if self.partitions.get(part.tp) is not state or state.truncating:
+            return True  # removed or replaced while the leader answered
+        if part.log.log_end_offset >= local_start:
+            state.below_local_start = False  # it moved meanwhile: the next fetch tells
+            return True
+        if self._remote_aux_state is None:  # tiering off on this broker: no remote state to read
+            epochs, producers = epochs_at_local_start([], local_start, epoch), None
+        else:
+            try:
+                epochs, producers = await self._remote_aux_state(part, local_start, epoch)
+            except Exception as exc:  # the object store or the metadata topic: retriable
+                log.warning("%s-%d: cannot read the remote state at %d: %s", *part.tp, local_start, exc)
+                return False
+        if self.partitions.get(part.tp) is not state or state.truncating:
+            return True  # no longer fetched (leader now, or moved): leave its log alone
+        log.info(
+            "%s-%d: starting the log at the leader's local log start %d (%d epoch(s), %s)",
+            *part.tp,
+            local_start,
+            len(epochs),
+            "no producer state" if producers is None else f"{len(producers)} producer(s)",
+        )
+        start_log_at(part.log, local_start, epochs, producers, self._clock.time_ms())
+        state.below_local_start = False
+        return True
+
     # fetching ----------------------------------------------------------------------------------------
     async def _fetch_once(self) -> None:
-        fetching = {tp: s for tp, s in self.partitions.items() if not s.truncating}
+        fetching = {
+            tp: s for tp, s in self.partitions.items() if not s.truncating and not s.below_local_start
+        }
         if not fetching:
             await sleep_ms(self._clock, ERROR_BACKOFF_MS)
             return
@@ -235,6 +335,9 @@ class ReplicaFetcher:
             if plog.high_watermark != before:
                 self._on_high_watermark(state.part.tp)
             return False
+        if code == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE:
+            state.below_local_start = self._below_local_start = True
+            return False  # the next round asks for the leader's local start
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
             leader_start = int(p["log_start_offset"])
             if leader_start >= 0 and plog.log_end_offset < leader_start:
@@ -264,6 +367,8 @@ class ReplicaFetcherManager:
         self._owner: dict[TopicPartition, int] = {}
         self._closing: set[asyncio.Future[None]] = set()
         self.on_high_watermark: Callable[[TopicPartition], None] = _ignore
+        # Set by the composition root with tiered storage (the remote log manager's remote_aux_state).
+        self.remote_aux_state: RemoteAuxState | None = None
 
     def is_fetching(self, tp: TopicPartition) -> bool:
         return tp in self._owner
@@ -289,6 +394,7 @@ class ReplicaFetcherManager:
                 self._security,
                 self._clock,
                 self._high_watermark_moved,
+                self.remote_aux_state,
             )
         fetcher.add(part)
         self._owner[part.tp] = leader_id

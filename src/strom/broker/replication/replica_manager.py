@@ -272,6 +272,11 @@ class ReplicaManager:
         part = self.partitions.get((topic, index))
         return part.log_start_offset if part is not None else -1
 
+    def is_tiered(self, topic: str, index: int) -> bool:
+        """Whether the remote log manager manages the hosted replica's remote part (tiered storage)."""
+        part = self.partitions.get((topic, index))
+        return part is not None and part.log.highest_offset_in_remote_storage is not None
+
     def fetch_offset_for_timestamp(
         self,
         topic: str,

@@ -116,15 +116,20 @@ class RemoteLogMetadataManager:
             )
         return conn
 
-    async def load(self, topic: str, topic_id: str, partition: int) -> RemotePartitionMetadata:
+    async def load(
+        self, topic: str, topic_id: str, partition: int, from_leader: bool = False
+    ) -> RemotePartitionMetadata:
         """The partition's remote segments, read from its metadata partition (kept up to date after).
 
-        Records of an earlier topic of the same name (another topic id) are skipped."""
+        Records of an earlier topic of the same name (another topic id) are skipped. ``from_leader``:
+        read the metadata partition's leader even where this broker hosts a follower of it, which may
+        lag (a broker that has just joined, for one).
+        """
         self.ensure_topic()
         target = self.metadata_partition(topic, partition)
         wanted = f"{topic}-{partition}".encode()
         state = RemotePartitionMetadata()
-        async for value in self._values(target, wanted):
+        async for value in self._values(target, wanted, from_leader):
             try:
                 metadata = decode(value)
             except CorruptMetadataRecordError as exc:
@@ -138,11 +143,14 @@ class RemoteLogMetadataManager:
     def forget(self, topic: str, partition: int) -> None:
         self.loaded.pop((topic, partition), None)
 
-    async def _values(self, target: int, wanted: bytes) -> AsyncIterator[bytes]:
+    async def _values(self, target: int, wanted: bytes, from_leader: bool) -> AsyncIterator[bytes]:
         """The values of ``wanted``'s committed records in the metadata partition, in order."""
+        local = self._partitions.replica(METADATA_TOPIC, target) is not None and (
+            not from_leader or self._partitions.is_leader(METADATA_TOPIC, target)
+        )
         offset = 0
         while True:
-            chunk, next_offset, end = await self._read(target, offset)
+            chunk, next_offset, end = await self._read(target, offset, local)
             for record_offset, key, value in chunk:
                 if record_offset >= offset and key == wanted and value is not None:
                     yield value
@@ -151,10 +159,11 @@ class RemoteLogMetadataManager:
             offset = next_offset
 
     async def _read(
-        self, target: int, offset: int
+        self, target: int, offset: int, local: bool
     ) -> tuple[list[tuple[int, bytes | None, bytes | None]], int, int]:
-        """Records from ``offset``: (records, next offset, the high watermark to read up to)."""
-        if self._partitions.replica(METADATA_TOPIC, target) is not None:
+        """Records from ``offset``: (records, next offset, the high watermark to read up to), from this
+        broker's replica (``local``) or its leader."""
+        if local:
             start = self._partitions.log_start_offset(METADATA_TOPIC, target)
             offset = max(offset, start)
             end = self._partitions.high_watermark(METADATA_TOPIC, target)

@@ -20,6 +20,14 @@ partition this broker hosts whose topic has ``remote.storage.enable``:
 4. **Expiration** (leader): remote segments past ``retention.ms`` / ``retention.bytes`` are deleted the
    same three steps (DELETE_SEGMENT_STARTED first, so readers stop using a segment before its objects go).
 
+5. **Tiering turned off** (``remote.storage.enable=false``, which KIP-950 allows only with
+   ``remote.log.delete.on.disable=true``): the leader deletes every remote segment, the same three
+   steps, once per leader epoch (`_delete_on_disable`); the log then starts at its local start.
+
+Followers behind the leader's local log start (answered OFFSET_MOVED_TO_TIERED_STORAGE) ask here for
+the leader-epoch history and producer state at that start (`remote_aux_state`: the remote segment
+ending there, its leader-epoch checkpoint and producer snapshot; strom.tiered.follower_state).
+
 Reads: a consumer's fetch below the local log start comes here (`read_remote`, awaited by the fetch
 handler within ``remote.fetch.max.wait.ms``): the remote segment holding the offset is read through
 strom.tiered.remote_read's reader and its bounded cache; ListOffsets' earliest answers the remote log
@@ -44,16 +52,20 @@ from strom._util.clock import Clock, sleep_ms
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.replication.partition import Partition
 from strom.broker.tiered.metadata_topic import RemoteLogMetadataManager
-from strom.objectstore.store import ObjectStoreError
+from strom.objectstore.store import ObjectNotFoundError, ObjectStoreError
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.uuid_text import uuid_text
+from strom.storage import producer_snapshot
+from strom.storage.checkpoint import CorruptCheckpointError, EpochEntry, parse_leader_epochs
 from strom.storage.config import LogConfig
+from strom.storage.producer_snapshot import CorruptSnapshotError, SnapshotEntry
 from strom.storage.retention import RetentionPolicy
 from strom.tiered.cache import BoundedCache
+from strom.tiered.follower_state import epochs_at_local_start
 from strom.tiered.metadata_cache import RemotePartitionMetadata
 from strom.tiered.plan import remote_segments_to_delete, segments_to_copy
 from strom.tiered.remote_read import RemoteSegmentReader
-from strom.tiered.remote_storage import RemoteStorageManager
+from strom.tiered.remote_storage import IndexType, RemoteStorageManager
 from strom.tiered.segment_data import copy_started_metadata, log_segment_data
 from strom.tiered.segment_metadata import RemoteLogSegmentMetadata, RemoteLogSegmentState
 
@@ -115,6 +127,8 @@ class RemoteLogManager:
         self.task_interval_ms = task_interval_ms
         self._copy_rate = copy_max_bytes_per_second
         self._managed: dict[TopicPartition, _Managed] = {}
+        # (partition, leader epoch) whose remote data this leader deleted after tiering was turned off
+        self._disabled: set[tuple[TopicPartition, int]] = set()
         self.stats: dict[str, RemoteLogStats] = {}
         self.reader = RemoteSegmentReader(rsm, BoundedCache(cache_max_bytes))
         self.remote_fetch_max_wait_ms = remote_fetch_max_wait_ms
@@ -134,6 +148,8 @@ class RemoteLogManager:
             config = self._log_config_for(part.topic)
             if not config.remote_storage_enable:
                 part.log.highest_offset_in_remote_storage = None  # local retention as without tiering
+                if config.remote_log_delete_on_disable:
+                    await self._delete_on_disable(part)
                 continue
             seen.add(part.tp)
             try:
@@ -173,6 +189,8 @@ class RemoteLogManager:
 
     def remote_log_start(self, topic: str, partition: int) -> tuple[int, int] | None:
         """(first offset, its leader epoch) of the partition's remote log, if it has one."""
+        if not self._log_config_for(topic).remote_storage_enable:
+            return None  # turned off: the remote log is deleted, or about to be (KIP-950)
         state = self.state_of(topic, partition)
         copied = state.copied_segments() if state is not None else []
         if not copied:
@@ -187,6 +205,8 @@ class RemoteLogManager:
             KafkaError: OFFSET_OUT_OF_RANGE when the remote log does not hold it either.
             ObjectStoreError: the store failed (retriable).
         """
+        if not self._log_config_for(part.topic).remote_storage_enable:  # turned off: deleted (KIP-950)
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"{fetch_offset} is below the log start")
         state = self.state_of(part.topic, part.index) or self.rlmm.loaded.get(part.tp)
         if state is None:
             info = self._metadata.topics.get(part.topic)
@@ -208,6 +228,50 @@ class RemoteLogManager:
             raise
         stats.fetch_bytes += len(data)
         return data
+
+    # --- followers below the leader's local log start (KIP-405) -------------------------------------
+    async def remote_aux_state(
+        self, part: Partition, local_start: int, local_start_epoch: int
+    ) -> tuple[list[EpochEntry], list[SnapshotEntry] | None]:
+        """The leader-epoch history and producer state at the leader's local log start, from the remote
+        segment holding ``local_start - 1`` (follower_state.py); without one (the remote log does not
+        reach the local start), only the leader's epoch there and no producer state.
+
+        Raises:
+            ObjectStoreError, KafkaError, ConnectionError: retriable; the follower asks again.
+        """
+        info = self._metadata.topics.get(part.topic)
+        if info is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, part.topic)
+        # Read afresh: the leader may have recorded the segment after this broker last loaded.
+        state = await self.rlmm.load(part.topic, uuid_text(info.topic_id), part.index, from_leader=True)
+        segment = state.segment_for(local_start - 1)
+        if segment is None or segment.start_offset > local_start - 1:
+            log.info(
+                "%s-%d: no remote segment ends at the local start %d", part.topic, part.index, local_start
+            )
+            return epochs_at_local_start([], local_start, local_start_epoch), None
+        checkpoint = await self.rsm.fetch_index(segment, IndexType.LEADER_EPOCH)
+        try:
+            remote_epochs = parse_leader_epochs(checkpoint.decode(errors="replace"), segment.segment_id)
+        except CorruptCheckpointError as exc:
+            log.warning("%s-%d: %s; starting from the leader's epoch", part.topic, part.index, exc)
+            remote_epochs = []
+        try:
+            snapshot: list[SnapshotEntry] | None = producer_snapshot.decode(
+                await self.rsm.fetch_index(segment, IndexType.PRODUCER_SNAPSHOT)
+            )
+        except (ObjectNotFoundError, CorruptSnapshotError):
+            snapshot = None  # copied without one (the log had deleted it): producer state from the fetches
+        log.info(
+            "%s-%d: state at the local start %d from remote segment %s (%d epoch(s), %s)",
+            *part.tp,
+            local_start,
+            segment.segment_id,
+            len(remote_epochs),
+            "no producer snapshot" if snapshot is None else f"a producer snapshot of {len(snapshot)}",
+        )
+        return epochs_at_local_start(remote_epochs, local_start, local_start_epoch), snapshot
 
     async def _manage(self, part: Partition, config: LogConfig) -> None:
         info = self._metadata.topics.get(part.topic)
@@ -320,6 +384,39 @@ class RemoteLogManager:
         )
         for metadata in doomed:
             await self._delete_segment(part, epoch, metadata)
+
+    async def _delete_on_disable(self, part: Partition) -> None:
+        """KIP-950: ``remote.storage.enable`` turned off with ``remote.log.delete.on.disable``. The leader
+        deletes every remote segment (the usual three steps, so a reader stops first), once per leader
+        epoch; the log then starts at its local start. A follower only forgets what it knew."""
+        done = (part.tp, part.leader_epoch)
+        if not part.is_leader:
+            self._managed.pop(part.tp, None)
+            return
+        info = self._metadata.topics.get(part.topic)
+        if done in self._disabled or info is None:
+            return
+        topic_id = uuid_text(info.topic_id)
+        epoch = part.leader_epoch
+        try:
+            state = await self.rlmm.load(part.topic, topic_id, part.index)
+            doomed = state.segments_in(
+                _S.COPY_SEGMENT_STARTED, _S.COPY_SEGMENT_FINISHED, _S.DELETE_SEGMENT_STARTED
+            )
+            for metadata in doomed:
+                await self._delete_segment(part, epoch, metadata)
+            await self.rsm.delete_partition(part.topic, topic_id, part.index)  # objects no record names
+        except _Deposed:
+            return
+        except (ObjectStoreError, KafkaError, ConnectionError, OSError) as exc:
+            self.topic_stats(part.topic).delete_errors += 1
+            log.warning("%s-%d: deleting the remote log (tiering off) stopped: %s", *part.tp, exc)
+            return
+        if doomed:
+            log.info("%s-%d: tiering off, %d remote segment(s) deleted", *part.tp, len(doomed))
+        self._managed.pop(part.tp, None)
+        self.rlmm.forget(*part.tp)
+        self._disabled.add(done)
 
     async def _delete_gone_topics(self, seen: set[TopicPartition]) -> None:
         """Remote data of partitions whose topic is gone (deleted, or re-created with a new id)."""
