@@ -253,7 +253,7 @@ def test_three_consumers_share_six_partitions(
     make_topic(broker.bootstrap, topic_name, messages=60)
     workers = [spawn(broker.bootstrap, topic_name, f"g-{topic_name}", client=client) for _ in range(3)]
     assert wait_until(lambda: balanced(workers) and all(len(a) == 2 for a in assignments(workers)), 40), (
-        assignments(workers)
+        story(workers)
     )
     consumed = [m for w in workers for m in w.messages()]
     assert wait_until(lambda: len({m for w in workers for m in w.messages()}) == 60, 20), len(consumed)
@@ -273,10 +273,10 @@ def test_members_beyond_partitions_stay_idle_and_mixed_clients_share_a_group(
         spawn(broker.bootstrap, topic_name, group, client=c)
         for c in ("confluent", "kafka-python", "confluent")
     ]
-    assert wait_until(lambda: balanced(workers), 40), assignments(workers)
+    assert wait_until(lambda: balanced(workers), 40), story(workers)
     workers += [spawn(broker.bootstrap, topic_name, group) for _ in range(4)]
     assert wait_until(lambda: balanced(workers) and sorted(map(len, assignments(workers)))[0] == 0, 60), (
-        assignments(workers)
+        story(workers)
     )
     assert sorted(len(a) for a in assignments(workers)) == [0, 1, 1, 1, 1, 1, 1]
 
@@ -290,7 +290,7 @@ def test_killed_member_loses_partitions_within_session_timeout(
     group = f"g-{topic_name}"
     survivor = spawn(broker.bootstrap, topic_name, group, client=client)
     victim = spawn(broker.bootstrap, topic_name, group, client=client)
-    assert wait_until(lambda: balanced([survivor, victim]), 40), assignments([survivor, victim])
+    assert wait_until(lambda: balanced([survivor, victim]), 40), story([survivor, victim])
     victim.kill()  # SIGKILL: no LeaveGroup, the broker must notice the silence
     killed_at = time.monotonic()
     assert wait_until(lambda: survivor.assignment == set(range(6)), SESSION_TIMEOUT_MS / 1000 + 10)
