@@ -3,8 +3,9 @@
 Two consumers share one partition's records, each record handed to one of them and accepted once;
 three consumers share two partitions; one consumer reads several partitions, each record on its first
 delivery; a consumer killed while holding records (never acknowledged) has them redelivered to
-another, with a higher delivery count, once their acquisition lock runs out; rejected records are never delivered
-again, and released ones are redelivered until `group.share.delivery.count.limit` archives them.
+another, with a higher delivery count, once their acquisition lock runs out; rejected records are
+never delivered again, and released ones are redelivered until `group.share.delivery.count.limit`
+archives them.
 ListGroups shows the group with type "share", ShareGroupDescribe its members, and the leader's
 ``/metrics`` the share-partition's start offset and backlog.
 """
