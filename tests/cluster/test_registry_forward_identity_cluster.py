@@ -5,7 +5,12 @@ certificates: the forward logs in as the broker and names the user, so the write
 carol (a client certificate, no password) may write subject ``orders-value`` and registers through both
 followers; dave (a certificate, no rights) gets 403 there. At the writer itself nobody but a broker may
 name a principal (carol naming ``User:admin`` gets 403), and a broker naming dave is authorized as dave,
-not as the super user it logged in as."""
+not as the super user it logged in as.
+
+The same cluster answers the issue's "done when": without a login the registry, the console and
+``/metrics`` answer 401; a user without rights gets 403 (or an empty list); alice, with rights, uses
+confluent-kafka's SchemaRegistryClient with ``basic.auth.user.info`` and the console shows her only the
+topic she may describe."""
 
 from __future__ import annotations
 
@@ -20,7 +25,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
@@ -35,7 +48,8 @@ pytestmark = pytest.mark.cluster
 
 JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
-    'username="broker" password="broker-secret" user_broker="broker-secret" user_admin="admin-secret";'
+    'username="broker" password="broker-secret" user_broker="broker-secret" user_admin="admin-secret" '
+    'user_alice="alice-secret";'
 )
 SETTINGS = {
     "listeners": "SASL_SSL://127.0.0.1:0",
@@ -49,6 +63,9 @@ SETTINGS = {
 CAROL = "User:CN=carol,O=Strom Test,C=US"
 DAVE = "User:CN=dave,O=Strom Test,C=US"
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+PAYMENT = Schema(
+    json.dumps({"type": "record", "name": "Payment", "fields": [{"name": "n", "type": "int"}]}), "AVRO"
+)
 DENIED = Schema(json.dumps({"type": "record", "name": "D", "fields": [{"name": "n", "type": "int"}]}), "AVRO")
 
 
@@ -56,9 +73,10 @@ def _schema(record: str) -> str:
     return json.dumps({"type": "record", "name": record, "fields": [{"name": "n", "type": "int"}]})
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[tuple[list[BrokerProcess], Pki]]:
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[BrokerProcess], Pki]]:
     require_zookeeper()
+    tmp_path = tmp_path_factory.mktemp("forward-identity")
     pki = make_pki(tmp_path / "pki")
     zk = ZooKeeperProcess(tmp_path / "zk")
     zk.start()
@@ -69,14 +87,36 @@ def cluster(tmp_path: Path) -> Iterator[tuple[list[BrokerProcess], Pki]]:
         zk.stop()
 
 
-def _admin_config(pki: Pki) -> dict[str, str]:
+def _admin_config(pki: Pki, user: str = "admin") -> dict[str, str]:
     return {
         "security.protocol": "SASL_SSL",
         "ssl.ca.location": str(pki.ca),
         "sasl.mechanisms": "PLAIN",
-        "sasl.username": "admin",
-        "sasl.password": "admin-secret",
+        "sasl.username": user,
+        "sasl.password": f"{user}-secret",
     }
+
+
+def _strom_acls(brokers: list[BrokerProcess], pki: Pki, *args: str) -> None:
+    command_config = [arg for k, v in _admin_config(pki).items() for arg in ("--command-config", f"{k}={v}")]
+    done = subprocess.run(
+        [sys.executable, "-m", "strom.cli.main", "--bootstrap-server", brokers[1].bootstrap,
+         *command_config, "acls", "add", *args],
+        capture_output=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode()
+
+
+def _get(url: str, context: ssl.SSLContext, user: str | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(url)
+    if user is not None:
+        token = base64.b64encode(f"{user}:{user}-secret".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=30, context=context) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
 
 
 def _status(call: Callable[[], object]) -> int:
@@ -107,14 +147,10 @@ def test_a_certificate_users_forwarded_write_is_authorized_as_that_user(
     admin_conf = _admin_config(pki)
     admin = AdminClient({"bootstrap.servers": brokers[0].bootstrap, **admin_conf})
     wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 3, 60, "3 live brokers")
-    command_config = [arg for k, v in admin_conf.items() for arg in ("--command-config", f"{k}={v}")]
-    done = subprocess.run(
-        [sys.executable, "-m", "strom.cli.main", "--bootstrap-server", brokers[1].bootstrap,
-         *command_config, "acls", "add", "--allow-principal", CAROL,
-         "--operation", "Write", "--operation", "Read", "--subject", "orders-value"],
-        capture_output=True, timeout=60, check=False,
+    _strom_acls(
+        brokers, pki, "--allow-principal", CAROL, "--operation", "Write", "--operation", "Read",
+        "--subject", "orders-value",
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr.decode()
 
     # admin's first registration creates _schemas; its leader is the writer.
     admin_registry = SchemaRegistryClient(
@@ -175,3 +211,47 @@ def test_a_certificate_users_forwarded_write_is_authorized_as_that_user(
     assert (status, answer["error_code"]) == (403, 40301), answer
     status, answer = _post(url, plain_tls, {**named, "X-Strom-Principal": CAROL}, body)
     assert status == 200 and isinstance(answer["id"], int), answer
+
+
+def test_the_http_side_answers_only_those_with_rights(cluster: tuple[list[BrokerProcess], Pki]) -> None:
+    brokers, pki = cluster
+    admin = AdminClient({"bootstrap.servers": brokers[0].bootstrap, **_admin_config(pki)})
+    wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 3, 60, "3 live brokers")
+    for topic in ("payments", "payroll"):
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    binding = AclBinding(ResourceType.TOPIC, "payments", ResourcePatternType.LITERAL, "User:alice", "*",
+                         AclOperation.READ, AclPermissionType.ALLOW)  # fmt: skip
+    for future in admin.create_acls([binding]).values():
+        future.result(30)
+    _strom_acls(
+        brokers, pki, "--allow-principal", "User:alice", "--operation", "Write", "--subject", "payments-value"
+    )
+
+    tls = ssl.create_default_context(cafile=str(pki.ca))
+    as_dave = ssl.create_default_context(cafile=str(pki.ca))
+    as_dave.load_cert_chain(*(str(p) for p in pki.client(name("dave"), "dave-http")))
+    for broker in brokers:
+        url = str(broker.http_url)
+        for path in ("/subjects", "/ui/", "/ui/topics/payments", "/metrics"):
+            assert _get(url + path, tls)[0] == 401, path
+        # A known user without rights: 403 (and lists cut down to nothing).
+        wait_until(lambda url=url: _get(url + "/ui/topics/payments", tls, "alice")[0] == 200, 60, "ACLs")
+        for path in ("/ui/topics/payments", "/metrics", "/ui/acls", "/subjects/payments-value/versions"):
+            assert _get(url + path, as_dave)[0] == 403, path
+        assert _get(url + "/subjects", as_dave) == (200, "[]")
+        # alice: the registry through confluent-kafka's client with basic.auth.user.info, and the
+        # console shows her the one topic she may describe.
+        alice = SchemaRegistryClient(
+            {"url": url, "ssl.ca.location": str(pki.ca), "basic.auth.user.info": "alice:alice-secret"}
+        )
+        wait_until(
+            lambda alice=alice: _status(lambda: alice.register_schema("payments-value", PAYMENT)) == 200,
+            60,
+            f"alice's registration through {url}",
+        )
+        assert alice.get_subjects() == ["payments-value"]
+        status, page = _get(url + "/ui/topics", tls, "alice")
+        assert status == 200 and "/ui/topics/payments" in page and "payroll" not in page
+        assert _get(url + "/ui/topics/payroll", tls, "alice")[0] == 403
+        assert _get(url + "/metrics", tls, "alice")[0] == 403
+        assert _get(url + "/metrics", tls, "admin")[0] == 200

@@ -349,6 +349,13 @@ def group_page(
         "<p class='muted'>Log end: the high watermark (of the replica here, else the leader's as last "
         "learned; '-' until its leader answered).</p>"
     )
+    if view.group_type == "share":
+        lag_note = (
+            "<p class='muted' id='share-note'>A share group (KIP-932): Committed is the share-partition "
+            "start offset and Lag the records not yet acknowledged or archived, for the partitions this "
+            "broker leads ('-' for the others: open this page on their leader's console); a partition "
+            "may be assigned to several members.</p>"
+        )
     chart = "<h2>Lag over time</h2>" + charts if charts else ""
     if coordinator is not None:
         where = f"<p class='muted' id='coordinator'>Coordinated by broker {esc(coordinator)}"

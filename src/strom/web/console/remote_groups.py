@@ -30,6 +30,8 @@ from strom.protocol.messages import (
     FindCoordinatorRequest,
     ListGroupsRequest,
     OffsetFetchRequest,
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponseDescribedGroup,
 )
 from strom.web.console.remote import LeaderReads, RemoteReadError
 from strom.web.console.views import GroupOffset, GroupRow, GroupView, MemberView, consumer_assignment
@@ -60,6 +62,15 @@ class ClusterGroups:
         answer = await conn.send(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, body, timeout_ms=TIMEOUT_MS)
         return {g["group_id"]: g for g in answer["groups"] if not g["error_code"]}
 
+    async def _describe_share(
+        self, node_id: int, host: str, port: int, ids: list[str]
+    ) -> dict[str, ShareGroupDescribeResponseDescribedGroup]:
+        """The share groups (KIP-932) among ``ids`` (other groups are answered with an error)."""
+        conn = self._reads.broker_connection(node_id, host, port)
+        body: ShareGroupDescribeRequest = {"group_ids": ids, "include_authorized_operations": False}
+        answer = await conn.send(ApiKey.SHARE_GROUP_DESCRIBE, 1, body, timeout_ms=TIMEOUT_MS)
+        return {g["group_id"]: g for g in answer["groups"] if not g["error_code"]}
+
     async def rows(self) -> list[GroupRow]:
         """The groups every other live broker coordinates (without lag: it is the coordinator's)."""
         rows: list[GroupRow] = []
@@ -69,14 +80,19 @@ class ClusterGroups:
                 continue
             try:
                 conn = self._reads.broker_connection(b.node_id, b.host, b.port)
-                listed_body: ListGroupsRequest = {}
-                listed = await conn.send(ApiKey.LIST_GROUPS, 2, listed_body, timeout_ms=TIMEOUT_MS)
-                ids = sorted(g["group_id"] for g in listed["groups"])
+                listed_body: ListGroupsRequest = {"states_filter": [], "types_filter": []}
+                listed = await conn.send(ApiKey.LIST_GROUPS, 5, listed_body, timeout_ms=TIMEOUT_MS)
+                # v5 names each group's type: share groups are described with their own API.
+                shared = sorted(g["group_id"] for g in listed["groups"] if g["group_type"] == "share")
+                ids = sorted(g["group_id"] for g in listed["groups"] if g["group_type"] != "share")
                 described = await self._describe(b.node_id, b.host, b.port, ids) if ids else []
                 consumer = await self._describe_consumer(b.node_id, b.host, b.port, ids) if ids else {}
+                share = await self._describe_share(b.node_id, b.host, b.port, shared) if shared else {}
             except ConnectionError:
                 self.failed.append(b.node_id)
                 continue
+            for s in share.values():
+                rows.append(GroupRow(s["group_id"], "share", s["group_state"], len(s["members"]), None))
             for g in described:
                 found = consumer.get(g["group_id"])
                 if found is not None:
@@ -109,6 +125,7 @@ class ClusterGroups:
         try:
             described = (await self._describe(node_id, host, port, [group_id]))[0]
             consumer = (await self._describe_consumer(node_id, host, port, [group_id])).get(group_id)
+            share = (await self._describe_share(node_id, host, port, [group_id])).get(group_id)
             conn = self._reads.broker_connection(node_id, host, port)
             fetch_body: OffsetFetchRequest = {"group_id": group_id, "topics": None}
             fetched = await conn.send(ApiKey.OFFSET_FETCH, 5, fetch_body, timeout_ms=TIMEOUT_MS)
@@ -120,6 +137,18 @@ class ClusterGroups:
             for p in t["partitions"]
             if not p["error_code"] and p["committed_offset"] >= 0
         }
+        if share is not None:  # its share-partitions' offsets are on their leaders' consoles
+            members = [
+                MemberView(
+                    m["member_id"],
+                    m["client_id"],
+                    m["client_host"],
+                    {t["topic_name"]: sorted(t["partitions"]) for t in m["assignment"]["topic_partitions"]},
+                )
+                for m in share["members"]
+            ]
+            return GroupView(group_id, "share", share["group_state"], "share", share["assignor_name"] or None,
+                             share["group_epoch"], members, [])  # fmt: skip
         head: tuple[str, str, str | None, str | None, int]  # type, state, protocol type, assignor, generation
         if consumer is not None:
             members = [

@@ -32,6 +32,7 @@ from strom.web.console import (
     pages,
     registry_pages,
     security_pages,
+    share_views,
     spark_queries,
     views,
 )
@@ -185,7 +186,8 @@ class ConsoleApi:
         return self._page(request, pages.partition_page(name, rows[0], messages))
 
     async def groups(self, request: web.Request) -> web.Response:
-        groups = views.group_rows(self._broker, self._remote) + await self._cluster_groups.rows()
+        local = views.group_rows(self._broker, self._remote) + share_views.share_group_rows(self._broker)
+        groups = local + await self._cluster_groups.rows()
         groups = [
             g for g in groups if self._may(request, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id)
         ]
@@ -197,7 +199,9 @@ class ConsoleApi:
         if not self._may(request, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
             return self._forbidden(request, f"You may not describe group {group_id!r}.")
         coordinator = self._broker.node_id
-        view = views.group_view(self._broker, group_id, self._remote)
+        view = views.group_view(self._broker, group_id, self._remote) or share_views.share_group_view(
+            self._broker, group_id
+        )
         if view is None:
             try:
                 coordinator, host, port = await self._cluster_groups.coordinator(group_id)
@@ -215,7 +219,11 @@ class ConsoleApi:
             charts = self._charts(lambda h, now: dashboards.group_charts(h, now, group_id))
         topics = sorted({o.topic for o in view.offsets})
         q = f"group={quote(group_id, safe='')}" + (f"&topic={quote(topics[0], safe='')}" if topics else "")
-        links = action_pages.action_links([("reset-offsets", "reset offsets (group must be empty)", q)])
+        links = (
+            action_pages.action_links([("reset-offsets", "reset offsets (group must be empty)", q)])
+            if view.group_type != "share"  # a share group has no committed offsets to reset
+            else ""
+        )
         spark = spark_queries.spark_section(view.offsets)
         return self._page(request, pages.group_page(view, charts, links, coordinator, spark))
 
