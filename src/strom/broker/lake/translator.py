@@ -201,16 +201,19 @@ class IcebergTranslator:
                     give_up,
                 )
             )
-            last_round = self._clock.monotonic_ms()
-            if result.waiting_for is not None:
-                waiting_since = waiting_since if waiting_since is not None else now
-            else:
-                waiting_since = None
             position = lag.position = result.next_offset
             lag.rows += result.rows
             lag.dead += result.dead
             if result.rows or result.dead:
                 lag.last_commit_ms = self._clock.time_ms()
+                last_round = self._clock.monotonic_ms()
+            if result.waiting_for is None:
+                waiting_since = None
+            else:
+                # Held by a schema id this broker's registry has not replayed yet: look again soon
+                # (a hold is not a commit, so the target lag does not apply to it).
+                waiting_since = waiting_since if waiting_since is not None else now
+                await sleep_ms(self._clock, self.interval_ms)
 
     def _read(self, part: Partition, position: int, lso: int) -> tuple[list[Chunk], int]:
         """Whole batches from ``position`` towards ``lso`` (at most ROUND_MAX_BYTES), with their aborted
