@@ -4,21 +4,23 @@ The generated codec (codec.py, codegen.py) reads and writes every tagged-field s
 field: per partition of a flexible Fetch response it builds a list of tags, looks up each of the three
 tagged fields, and writes the section's count and each compact length through a varint check. A
 consumer's fetch carries a few partitions and a follower's many, so that per-partition work made the
-flexible versions cost more than v11 for the same records (docs/benchmarks.md, "Fetch codec"). These
+flexible versions cost more than v11 for the same records (docs/benchmarks.md, "Fetch: v11 against
+the flexible versions"). These
 two functions read and write the same bytes for the case that is nearly always on the wire, and take
 the same dicts (the broker's Fetch handler does not know which codec ran):
 
 * :func:`decode_request` reads a request whose tagged-field sections are all empty and whose counts
   and lengths fit one varint byte (under 127 topics, partitions and bytes of a name), with one
-  precompiled unpack per partition (its fixed fields and the empty section after them). Anything
-  else (a follower's ``replica_state``, a tagged field anywhere, longer lengths, a corrupt frame)
-  returns None, and the caller decodes the frame with the generated decoder, which then decides as it
-  does for every other API (the same dict, or the same error);
+  precompiled unpack over a topic's partitions (each one's fixed fields and the empty section after
+  them). Anything else (a follower's ``replica_state``, a tagged field anywhere, longer lengths, a
+  corrupt frame) returns None, and the caller decodes the frame with the generated decoder, which
+  then decides as it does for every other API (the same dict, or the same error);
 * :func:`encode_response` writes a response; per partition, one pack holds the fixed fields, the
-  null aborted-transactions array and the preferred read replica, when the partition has no aborted
-  transactions and no tagged field (``diverging_epoch``, ``current_leader``, ``snapshot_id``); the
-  others are written as the generated encoder writes them (a tagged struct only when a field differs
-  from its default, docs/protocol.md#tagged-fields-at-their-defaults).
+  null aborted-transactions array, the preferred read replica and the records' compact length (up to
+  16 KiB), when the partition has no aborted transactions and no tagged field (``diverging_epoch``,
+  ``current_leader``, ``snapshot_id``); the others are written as the generated encoder writes them
+  (a tagged struct only when a field differs from its default,
+  docs/protocol.md#tagged-fields-at-their-defaults).
 
 Layout (flexible Fetch, KIP-482): compact lengths are unsigned varints of length + 1 (0 for null);
 every struct ends with a tagged-field section (a varint count, then tag, size, bytes per field).
