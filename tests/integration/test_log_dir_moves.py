@@ -113,7 +113,9 @@ def test_a_replica_moves_to_the_other_dir_under_load_without_losing_a_record(
         writer = threading.Thread(target=produce)
         writer.start()
         try:
+            filled = time.monotonic() + 120
             while len(acked) < 20_000:  # several MB in the partition before the move
+                assert writer.is_alive() and time.monotonic() < filled, f"{len(acked)} acknowledged"
                 time.sleep(0.05)
             answer = admin.alter_replica_log_dirs({(topic, 0, 0): dest})
             assert list(answer.values()) == [NoError]

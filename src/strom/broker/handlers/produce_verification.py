@@ -118,4 +118,5 @@ def still_verified(
     state, producer = ctx.ports.replica_manager.txn_verification(partition, producer_id)
     if state.verified(producer_id, producer_epoch) or in_open_transaction(producer, producer_epoch):
         return None
-    return KafkaError(ErrorCode.INVALID_TXN_STATE, "the transaction ended while its batch was verified")
+    code = _produce_error(ErrorCode.INVALID_TXN_STATE, ctx.api_version)
+    return KafkaError(code, "the transaction ended while its batch was verified")
