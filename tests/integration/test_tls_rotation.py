@@ -138,3 +138,12 @@ def test_a_keystore_that_does_not_load_or_is_cluster_wide_is_refused(broker: Bro
     assert result.error_code == int(ErrorCode.INVALID_REQUEST)
     assert "broker id must be specified" in result.error_message
     assert served_certificate(address, pki.ca) == before
+
+
+def test_a_key_password_is_not_stored_dynamically(broker: BrokerProcess) -> None:
+    """The metadata store would keep it in clear: refused, as Kafka refuses one it cannot encrypt."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    with pytest.raises(KafkaException) as refused:
+        _set(admin, "0", listener_name_ssl_ssl_key_password="secret")
+    assert refused.value.args[0].code() == int(ErrorCode.INVALID_CONFIG)
+    assert "in clear" in refused.value.args[0].str()

@@ -24,9 +24,12 @@ Kafka: set on the cluster default they are refused ("broker id must be specified
 `listener_raw` read a listener's settings with this broker's dynamic values over the static ones, so the
 listener's TLS context is built from them at start and rebuilt when they change, or when the files
 they name change on disk (Kafka's reload: altering a key store location to the same path re-reads a
-modified file; strom.broker.security.connection). DescribeConfigs lists such a setting's synonyms as
-Kafka does: the listener-prefixed name's dynamic and static values, then the broker-wide name's.
-Pure: `DynamicBrokerConfig` holds the three layers and answers what the handlers and the broker ask.
+modified file; strom.broker.security.connection). A secret among them (a key password, an inline key) is
+refused with INVALID_CONFIG: the metadata store would hold it in clear, and Kafka stores one only
+encrypted with ``password.encoder.secret``, which Strom does not have. DescribeConfigs lists such a
+setting's synonyms as Kafka does: the listener-prefixed name's dynamic and static values, then the
+broker-wide name's. Pure: `DynamicBrokerConfig` holds the three layers and answers what the handlers
+and the broker ask.
 """
 
 from __future__ import annotations
@@ -96,6 +99,15 @@ def check_dynamic(configs: Mapping[str, str], per_broker: bool = True) -> None:
             ErrorCode.INVALID_REQUEST,
             "Cannot update these configs at default cluster level, broker id must be specified: "
             f"{listener_tls}",
+        )
+    secrets = sorted(name for name in configs if dynamic_listener_setting(name) and is_secret(name))
+    if secrets:
+        # Dynamic configs are stored in the metadata store as they are; Kafka stores a password there
+        # only encrypted with password.encoder.secret, which Strom does not have, and refuses it without.
+        raise KafkaError(
+            ErrorCode.INVALID_CONFIG,
+            f"Cannot store these secrets dynamically: {secrets} (the metadata store would hold them in "
+            "clear); use a key store without a password, or set them in the broker's properties",
         )
     topic_form: dict[str, str] = {}
     for name, text in configs.items():
