@@ -1,0 +1,205 @@
+"""Tiered storage throughput on one broker with SeaweedFS (S3) on loopback, every figure from the same run.
+
+Run by hand (`python bench/tiered_bench.py --mb 200 --rounds 3`); never part of the test suite.
+
+1. **Produce, tiering on against off**: rounds alternate (off, on, on, off, ...) producing ``--mb`` MB of
+   1 KB values with confluent-kafka (acks=1, lz4 off) into a fresh topic each, one with
+   ``remote.storage.enable`` (its segments are copied while it is produced to) and one without. Median
+   MB/s of each, and on/off.
+2. **Copy**: a topic of ``--mb`` MB produced with tiering off is switched on; the time until every rolled
+   segment is remote (ListOffsets -5 reaching the active segment) gives the copy throughput.
+3. **Read, tiered against local**: the same ``--mb`` MB range read from offset 0 by a confluent-kafka
+   consumer, from a tiered topic whose local log keeps only its last segment (so the range is read from
+   S3 through the broker's remote reads, with a cache far smaller than the range) and from the same data
+   in an untiered topic (local disk, page cache), rounds alternating. Median MB/s of each and tiered/local.
+
+It prints the 1-minute load average at each step, since the machine is shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+from tests.integration.rawclient import RawClient
+from tests.object_stores import new_bucket
+
+from strom.testing import BrokerProcess
+from strom.testing.seaweedfs_process import SeaweedS3Process
+
+VALUE = 1000
+SEGMENT_BYTES = 8 * 1024 * 1024
+
+
+def _note(step: str, **values: object) -> None:
+    print(json.dumps({"step": step, "load_1m": round(os.getloadavg()[0], 2), **values}), flush=True)
+
+
+def _create(admin: AdminClient, topic: str, tiered: bool) -> None:
+    configs = {"segment.bytes": str(SEGMENT_BYTES)}
+    if tiered:
+        configs |= {"remote.storage.enable": "true", "local.retention.bytes": str(SEGMENT_BYTES)}
+    for future in admin.create_topics([NewTopic(topic, 1, 1, config=configs)]).values():
+        future.result(30)
+
+
+def _produce(bootstrap: str, topic: str, mb: int) -> float:
+    """MB/s of values produced (acks=1, until the last is acknowledged)."""
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": 1,
+            "linger.ms": 5,
+            "batch.size": 262144,
+            "queue.buffering.max.kbytes": 262144,
+        }
+    )
+    count = mb * 1_000_000 // VALUE
+    value = b"v" * VALUE
+    start = time.perf_counter()
+    for _ in range(count):
+        while True:
+            try:
+                producer.produce(topic, value, partition=0)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    assert producer.flush(300) == 0
+    return count * VALUE / 1e6 / (time.perf_counter() - start)
+
+
+def _read(bootstrap: str, topic: str, end: int) -> float:
+    """MB/s of values consumed from offset 0 up to ``end``."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{topic}-{time.monotonic_ns()}",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 52428800,
+            "max.partition.fetch.bytes": 8388608,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got = 0
+    start = time.perf_counter()
+    deadline = start + 600
+    try:
+        while got < end:
+            assert time.perf_counter() < deadline, f"{topic}: read {got} of {end}"
+            for msg in consumer.consume(10000, 1.0):
+                if msg.error() is None and msg.offset() < end:
+                    got += 1
+        return got * VALUE / 1e6 / (time.perf_counter() - start)
+    finally:
+        consumer.close()
+
+
+def _copied_through(raw: RawClient, topic: str) -> int:
+    return int(raw.list_offset(topic, 0, -5, version=9)["offset"])
+
+
+def _bases(broker: BrokerProcess, topic: str) -> list[int]:
+    return sorted(int(p.name.split(".")[0]) for p in (broker.data_dir / "logs" / f"{topic}-0").glob("*.log"))
+
+
+def _active_base(broker: BrokerProcess, topic: str) -> int:
+    return _bases(broker, topic)[-1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--mb", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="strom-tiered-bench-") as tmp:
+        s3 = SeaweedS3Process(Path(tmp) / "seaweedfs")
+        s3.start()
+        try:
+            overrides = {
+                "remote.log.storage.system.enable": "true",
+                "remote.log.manager.task.interval.ms": "200",
+                "log.retention.check.interval.ms": "500",
+                "remote.log.index.file.cache.total.size.bytes": str(16 * 1024 * 1024),
+                "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
+                **s3.rsm_config(new_bucket(s3)),
+            }
+            with BrokerProcess(Path(tmp) / "data", overrides) as broker:
+                _run(broker, args.mb, args.rounds)
+        finally:
+            s3.stop()
+
+
+def _run(broker: BrokerProcess, mb: int, rounds: int) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    raw = RawClient(broker.bootstrap, timeout_s=60)
+    _note("start", mb=mb, rounds=rounds)
+    # 1. produce, off/on interleaved
+    rates: dict[str, list[float]] = {"off": [], "on": []}
+    order = [v for i in range(rounds) for v in (("off", "on") if i % 2 == 0 else ("on", "off"))]
+    for n, variant in enumerate(order):
+        topic = f"produce-{variant}-{n}"
+        _create(admin, topic, variant == "on")
+        rates[variant].append(_produce(broker.bootstrap, topic, mb))
+        _note("produce", variant=variant, mb_s=round(rates[variant][-1], 1))
+    off, on = statistics.median(rates["off"]), statistics.median(rates["on"])
+    _note("produce-median", off_mb_s=round(off, 1), on_mb_s=round(on, 1), on_vs_off=round(on / off, 3))
+
+    # 2. copy: a backlog switched to tiered
+    _create(admin, "backlog", False)
+    _produce(broker.bootstrap, "backlog", mb)
+    target = _active_base(broker, "backlog") - 1
+    backlog_bytes = sum(
+        p.stat().st_size
+        for p in (broker.data_dir / "logs" / "backlog-0").glob("*.log")
+        if int(p.name.split(".")[0]) <= target
+    )
+    entries = [ConfigEntry("remote.storage.enable", "true", incremental_operation=AlterConfigOpType.SET)]
+    start = time.perf_counter()
+    for future in admin.incremental_alter_configs(
+        [ConfigResource("TOPIC", "backlog", incremental_configs=entries)]
+    ).values():
+        future.result(30)
+    while _copied_through(raw, "backlog") < target:
+        time.sleep(0.1)
+    took = time.perf_counter() - start
+    _note("copy", bytes=backlog_bytes, seconds=round(took, 2), mb_s=round(backlog_bytes / 1e6 / took, 1))
+
+    # 3. reads: the same range, remote (tiered topic) against local (untiered topic)
+    _create(admin, "read-tiered", True)
+    _create(admin, "read-local", False)
+    _produce(broker.bootstrap, "read-tiered", mb)
+    _produce(broker.bootstrap, "read-local", mb)
+    active = _active_base(broker, "read-tiered")
+    deadline = time.monotonic() + 600
+    while _copied_through(raw, "read-tiered") < active - 1 or len(_bases(broker, "read-tiered")) > 2:
+        assert time.monotonic() < deadline, "the tiered topic's range did not leave the disk"
+        time.sleep(0.2)
+    end = _bases(broker, "read-tiered")[0]  # [0, end) is only in remote storage now
+    reads: dict[str, list[float]] = {"local": [], "tiered": []}
+    for i in range(rounds):
+        for variant in ("local", "tiered") if i % 2 == 0 else ("tiered", "local"):
+            reads[variant].append(_read(broker.bootstrap, f"read-{variant}", end))
+            _note("read", variant=variant, records=end, mb_s=round(reads[variant][-1], 1))
+    local, tiered = statistics.median(reads["local"]), statistics.median(reads["tiered"])
+    _note(
+        "read-median",
+        local_mb_s=round(local, 1),
+        tiered_mb_s=round(tiered, 1),
+        tiered_vs_local=round(tiered / local, 3),
+    )
+    raw.close()
+
+
+if __name__ == "__main__":
+    main()
