@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 import time
 
 import pytest
 
 from strom.sim.loop import START_S, SimulatedLoop, SimulationStalled
+from strom.sim.network import CURRENT_HOST
 
 
 def run(coro_fn):  # type: ignore[no-untyped-def]
@@ -86,3 +88,36 @@ def test_the_same_program_gives_the_same_interleaving_twice() -> None:
         return trace
 
     assert run(main) == run(main)
+
+
+def test_a_paused_machine_runs_nothing_until_it_continues_and_others_run_on() -> None:
+    async def ticker(trace: list[tuple[str, float]], name: str) -> None:
+        loop = asyncio.get_running_loop()
+        for _ in range(10):
+            await asyncio.sleep(1.0)
+            trace.append((name, loop.time() - START_S))
+
+    async def main() -> list[tuple[str, float]]:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, SimulatedLoop)
+        trace: list[tuple[str, float]] = []
+        stopped = contextvars.copy_context()
+        stopped.run(CURRENT_HOST.set, "10.0.0.1")
+        paused = loop.create_task(ticker(trace, "paused"), context=stopped)
+        running = loop.create_task(ticker(trace, "running"))
+        await asyncio.sleep(2.5)
+        loop.pause_host("10.0.0.1")
+        assert loop.paused() == ["10.0.0.1"]
+        await asyncio.sleep(4.0)
+        loop.resume_host("10.0.0.1")
+        assert loop.paused() == []
+        await asyncio.gather(paused, running)
+        return trace
+
+    trace = run(main)
+    paused = [t for name, t in trace if name == "paused"]
+    running = [t for name, t in trace if name == "running"]
+    assert running == pytest.approx([float(n) for n in range(1, 11)])
+    # Ticks at 1 and 2, nothing from 2.5 to 6.5, then the tick due at 3 runs at once and the rest follow.
+    assert paused == pytest.approx([1.0, 2.0, 6.5, 7.5, 8.5, 9.5, 10.5, 11.5, 12.5, 13.5])
+    assert run(main) == trace

@@ -11,6 +11,11 @@ Pure functions of the run's observations (no I/O), one finding per violated prom
 * **unseen**: a record a consumer read below the high watermark while the faults ran is gone or changed
   (a high watermark that went back and took a consumed record with it);
 * **split brain**: two brokers led the same partition at the same leader epoch;
+* **offsets back**: a consumer group's committed offset read back below a commit the coordinator had
+  acknowledged before (while the faults ran, or after they healed);
+* **transactions**: a transaction of the consume-transform-produce loop partly visible to
+  read_committed, a committed one invisible, an aborted one visible, or the group offset it committed
+  not that of the last visible transaction (`strom.sim.txn_workload`);
 * **unavailable**: a partition had no leader, or could not be read, within the bound after every fault
   healed (liveness).
 """
@@ -34,9 +39,21 @@ class Findings:
     reordered: list[str] = field(default_factory=list)
     unseen: list[str] = field(default_factory=list)
     split_brain: list[str] = field(default_factory=list)
+    offsets_back: list[str] = field(default_factory=list)
+    transactions: list[str] = field(default_factory=list)
     unavailable: list[str] = field(default_factory=list)
 
-    KINDS = ("lost", "moved", "duplicated", "reordered", "unseen", "split_brain", "unavailable")
+    KINDS = (
+        "lost",
+        "moved",
+        "duplicated",
+        "reordered",
+        "unseen",
+        "split_brain",
+        "offsets_back",
+        "transactions",
+        "unavailable",
+    )
 
     def counts(self) -> dict[str, int]:
         return {kind: len(getattr(self, kind)) for kind in self.KINDS}
@@ -65,8 +82,12 @@ def check(
     final: Mapping[int, list[tuple[int, bytes]] | None],
     seen: Mapping[int, Mapping[int, bytes]],
     leaders_by_epoch: Mapping[tuple[int, int], set[int]],
+    offsets_back: Iterable[str] = (),
+    transactions: Iterable[str] = (),
 ) -> Findings:
     findings = Findings()
+    findings.offsets_back.extend(offsets_back)
+    findings.transactions.extend(transactions)
     at: dict[int, dict[int, bytes]] = {}
     where: dict[bytes, list[tuple[int, int]]] = {}
     for partition, records in sorted(final.items()):

@@ -19,6 +19,14 @@ production code opens its connections unchanged; a connection comes from the sim
 code opens it (`strom.sim.network.CURRENT_HOST`), and the loop remembers which machine created each
 task, so a simulated crash can end exactly that machine's tasks.
 
+Pauses. `pause_host` stops a machine's code as SIGSTOP stops a process: its ready callbacks and timers
+leave the loop, and every callback it would be handed while paused (a task's next step, a future's
+done-callback, a timer it sets) is held, in order, until `resume_host` hands them all back (timers
+that came due meanwhile run at once). What other machines send it still arrives and waits in its
+protocols' buffers, as in a stopped process's socket buffers. The loop learns a callback's machine
+from the context it runs in (`strom.sim.network.CURRENT_HOST`). While nothing is paused the loop's
+`call_soon` and `call_at` are asyncio's own: the holding versions are bound only for the pause.
+
 The selector still polls the real one (without waiting) for the loop's self-pipe, which
 `call_soon_threadsafe` writes to; simulated programs open no real sockets. A loop whose tasks all wait
 on something that can never happen (no timer, nothing ready) would sleep forever on a real loop: here
@@ -28,6 +36,9 @@ it raises `SimulationStalled`, which names the deadlock instead of hanging.
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextvars
+import heapq
 import itertools
 import selectors
 from collections.abc import Callable, Coroutine, Mapping
@@ -98,6 +109,10 @@ class _SimulatedSelector(selectors.BaseSelector):
 
 
 class SimulatedLoop(asyncio.SelectorEventLoop):
+    # asyncio's own queues (BaseEventLoop's), which pauses take a machine's callbacks out of.
+    _scheduled: list[asyncio.TimerHandle]
+    _ready: collections.deque[asyncio.Handle]
+
     def __init__(self, start_s: float = START_S) -> None:
         self._now = self.start_s = start_s
         super().__init__(_SimulatedSelector(self))
@@ -106,6 +121,7 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
         self._tasks_by_host: dict[str, WeakKeyDictionary[asyncio.Task[Any], int]] = {}
         self._task_seq = itertools.count()
         self.set_task_factory(self._make_task)
+        self._paused: dict[str, list[asyncio.Handle]] = {}  # host -> its callbacks held, in order
 
     def _make_task(self, loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
         from strom.sim.network import CURRENT_HOST
@@ -149,6 +165,73 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
     def time(self) -> float:
         return self._now
 
+    # pauses ------------------------------------------------------------------------------------------
+    def pause_host(self, host: str) -> None:
+        """Stop running ``host``'s code until `resume_host` (module docstring)."""
+        if host in self._paused:
+            return
+        held: list[asyncio.Handle] = []
+        self._paused[host] = held
+        # (Cancelled timers stay: the loop's count of them must stay true.)
+        timers = [t for t in self._scheduled if not t.cancelled() and _host(t) == host]
+        if timers:
+            self._scheduled = [t for t in self._scheduled if t.cancelled() or _host(t) != host]
+            heapq.heapify(self._scheduled)
+            for timer in sorted(timers):
+                timer._scheduled = False  # type: ignore[attr-defined]
+                held.append(timer)
+        # Ready callbacks are held as copies and the originals cancelled in place: the loop may be
+        # part-way through its ready queue, counting on its length.
+        for handle in self._ready:
+            if not handle.cancelled() and _host(handle) == host:
+                held.append(asyncio.Handle(handle._callback, handle._args, self, handle._context))  # type: ignore[attr-defined]
+                handle.cancel()
+        # Bound on the instance for the pause only: asyncio's own methods run otherwise.
+        self.call_soon = self._held_call_soon  # type: ignore[method-assign,assignment]
+        self.call_at = self._held_call_at  # type: ignore[method-assign,assignment]
+
+    def resume_host(self, host: str) -> None:
+        held = self._paused.pop(host, None)
+        if held is None:
+            return
+        if not self._paused:
+            del self.call_soon, self.call_at
+        for handle in held:
+            if handle.cancelled():
+                continue
+            if isinstance(handle, asyncio.TimerHandle):
+                heapq.heappush(self._scheduled, handle)
+                handle._scheduled = True  # type: ignore[attr-defined]
+            else:
+                self._ready.append(handle)
+
+    def paused(self) -> list[str]:
+        return sorted(self._paused)
+
+    def _held_call_soon(
+        self, callback: Callable[..., object], *args: Any, context: contextvars.Context | None = None
+    ) -> asyncio.Handle:
+        held = self._paused.get(_current(context))
+        if held is None:
+            return super().call_soon(callback, *args, context=context)
+        handle = asyncio.Handle(callback, args, self, context)
+        held.append(handle)
+        return handle
+
+    def _held_call_at(
+        self,
+        when: float,
+        callback: Callable[..., object],
+        *args: Any,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.TimerHandle:
+        held = self._paused.get(_current(context))
+        if held is None:
+            return super().call_at(when, callback, *args, context=context)
+        timer = asyncio.TimerHandle(when, callback, args, self, context)
+        held.append(timer)
+        return timer
+
     def run(self, main: Coroutine[Any, Any, _T]) -> _T:
         """Run ``main`` to its end, then cancel what it left running and close the loop (as `asyncio.run`)."""
         try:
@@ -165,3 +248,15 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
     def advance_to(self, when: float) -> None:
         # Never backwards: a timer's remaining time is computed from `time()` and may round below zero.
         self._now = max(self._now, when)
+
+
+def _host(handle: asyncio.Handle) -> str:
+    from strom.sim.network import CURRENT_HOST
+
+    return handle._context.get(CURRENT_HOST, "client")  # type: ignore[attr-defined,no-any-return]
+
+
+def _current(context: contextvars.Context | None) -> str:
+    from strom.sim.network import CURRENT_HOST
+
+    return CURRENT_HOST.get() if context is None else context.get(CURRENT_HOST, "client")

@@ -7,6 +7,14 @@ promise covers the loss of any one machine). The kinds:
 
 * ``crash``: the broker's process dies (its tasks end where they wait, its connections reset, its
   metadata-store session times out); it restarts after the fault's length on the same log dirs.
+* ``machine_crash``: a crash of the whole machine: the process dies and the disk keeps only what was
+  synced (page by page, possibly torn); it restarts after the fault's length and recovers its log.
+* ``pause``: the broker's process stops (SIGSTOP) for the fault's length, then continues (SIGCONT); a
+  pause past the session timeout costs it its metadata-store session.
+* ``disk``: the broker's disk fails for the fault's length: full (ENOSPC on writes), broken (EIO on
+  writes and syncs) or slow (each write blocks the broker 5-100 ms, each sync ten times that).
+* ``outage``: every machine crashes at once (a power cut of the whole cluster) and restarts after
+  the fault's length.
 * ``isolate``: the broker is cut off from every other machine, both ways, then healed.
 * ``one_way``: the broker's messages to one other broker are held (it still hears from it).
 * ``expire``: the metadata store expires the broker's session (it reconnects with a new one).
@@ -18,9 +26,13 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-__all__ = ["KINDS", "Fault", "schedule"]
+__all__ = ["BEYOND_PROMISE", "DISK_ERRORS", "KINDS", "Fault", "schedule"]
 
-KINDS = ("crash", "isolate", "one_way", "expire", "clock_jump")
+KINDS = ("crash", "isolate", "one_way", "expire", "clock_jump", "machine_crash", "pause", "disk")
+#: Beyond Kafka's promise (which covers the loss of one machine), never in the mix: ``outage``, every
+#: machine losing power at once, shows what the flush policy alone keeps.
+BEYOND_PROMISE = ("outage",)
+DISK_ERRORS = ("ENOSPC", "EIO", "slow")
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,10 +43,12 @@ class Fault:
     broker: int
     other: int = -1
     delta_ms: int = 0
+    error: str = ""  # a disk fault's errno name
 
     def describe(self) -> str:
         extra = f" to {self.other}" if self.other >= 0 else ""
         extra += f" by {self.delta_ms} ms" if self.delta_ms else ""
+        extra += f" with {self.error}" if self.error else ""
         return f"{self.kind} broker {self.broker}{extra} at {self.at_s:.2f}s for {self.length_s:.2f}s"
 
 
@@ -49,13 +63,18 @@ def schedule(
         length = rng.uniform(1.0, 15.0)
         other = -1
         delta = 0
-        if kind == "one_way":
+        error = ""
+        if kind == "disk":
+            error = rng.choice(DISK_ERRORS)
+            if error == "slow":
+                delta = rng.randrange(5, 100)  # ms each write blocks
+        elif kind == "one_way":
             other = rng.choice([b for b in range(brokers) if b != broker])
         elif kind == "clock_jump":
             delta = rng.choice([-1, 1]) * rng.randrange(1_000, 60_000)
             length = 0.0
         elif kind == "expire":
             length = 0.0
-        faults.append(Fault(kind, t, min(length, max(end_s - t, 0.0)), broker, other, delta))
+        faults.append(Fault(kind, t, min(length, max(end_s - t, 0.0)), broker, other, delta, error))
         t += length + rng.uniform(0.5, 5.0)  # one fault at a time, with a quiet gap between them
     return faults

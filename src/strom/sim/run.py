@@ -2,10 +2,15 @@
 
 A run builds a `SimulatedLoop`, a `SimNetwork` and a `SimWorld` of three brokers, creates a topic
 (3 partitions, RF 3, min.insync.replicas=2), and for ``duration_s`` of simulated time runs one
-idempotent acks=all producer per partition, an observer reading what consumers would read, and the
-nemesis's schedule of faults. Then every fault heals (crashed brokers restart, links heal, sessions
-resume), the run waits for every partition to be led again (the liveness bound), reads every
-partition back and hands everything to the checker.
+idempotent acks=all producer per partition, an observer reading what consumers would read, a consumer
+group committing offsets (`strom.sim.group_workload`), a transactional consume-transform-produce loop
+(`strom.sim.txn_workload`), and the nemesis's schedule of faults. Then
+every fault heals (crashed brokers restart, paused ones continue, links heal, sessions resume, disks
+work again), the run waits for every partition to be led again (the liveness bound), reads every
+partition back, reads the group's offsets back, and hands everything to the checker.
+
+The brokers' log dirs are on the world's simulated disks: the file-system port
+(`strom._util.filesystem`) is routed to them for the run's length.
 
 Every source of choice is drawn from the seed: the fault schedule, the network's latency and jitter,
 the clients' choice of broker, the module-level `random` and `uuid.uuid4` (patched for the run's
@@ -18,6 +23,7 @@ stamped with its simulated time.
 from __future__ import annotations
 
 import asyncio
+import errno
 import gc
 import logging
 import random
@@ -29,11 +35,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from strom._util import filesystem
 from strom.sim.checker import Findings, check
 from strom.sim.clock import SimClock
+from strom.sim.group_workload import OffsetCommitter
 from strom.sim.loop import SimulatedLoop
 from strom.sim.nemesis import KINDS, Fault, schedule
 from strom.sim.network import CURRENT_HOST, SimNetwork
+from strom.sim.txn_workload import (
+    OUT_TOPIC,
+    TransactionalCopier,
+    check_transactions,
+    committed_offset,
+)
 from strom.sim.workload import IdempotentProducer, Observer, SequenceLost, Topology, read_partition, settle
 from strom.sim.world import SimWorld, host_of
 
@@ -41,7 +55,14 @@ __all__ = ["RunResult", "run_seed"]
 
 PARTITIONS = 3
 LIVENESS_BOUND_S = 90.0
-CLIENTS = [f"10.0.1.{i + 1}" for i in range(PARTITIONS)] + ["10.0.2.1", "10.0.3.1"]
+COMMITTER_HOST = "10.0.4.1"
+COPIER_HOST = "10.0.5.1"
+CLIENTS = [f"10.0.1.{i + 1}" for i in range(PARTITIONS)] + [
+    "10.0.2.1",
+    "10.0.3.1",
+    COMMITTER_HOST,
+    COPIER_HOST,
+]
 
 
 @dataclass
@@ -112,7 +133,11 @@ def run_seed(
     kinds: tuple[str, ...] = KINDS,
     batch_records: int = 5,
     acks: int = -1,
+    settings: dict[str, str] | None = None,
 ) -> RunResult:
+    """Run one seed: ``kinds`` of faults for ``duration_s`` simulated seconds, the producers sending
+    ``batch_records`` per batch with ``acks``, the brokers configured with ``settings`` on top of the
+    world's defaults."""
     trace: list[str] = []
     loop = SimulatedLoop()
     handler = _TraceHandler(loop, trace)
@@ -126,12 +151,16 @@ def run_seed(
             handler.base_dir = base
             rng = random.Random(seed)
             network = SimNetwork(loop, random.Random(rng.getrandbits(64)))
-            world = SimWorld(loop, network, Path(base))
+            world = SimWorld(loop, network, Path(base), settings=settings)
             faults = schedule(
                 random.Random(rng.getrandbits(64)), len(world.broker_ids), 5.0, duration_s, kinds
             )
             client_rng = random.Random(rng.getrandbits(64))
-            result = loop.run(_main(loop, world, faults, duration_s, client_rng, trace, batch_records, acks))
+            disk_rng = random.Random(rng.getrandbits(64))
+            with filesystem.use(world.fs):
+                result = loop.run(
+                    _main(loop, world, faults, duration_s, client_rng, disk_rng, trace, batch_records, acks)
+                )
     finally:
         root.removeHandler(handler)
         root.setLevel(previous_level)
@@ -145,6 +174,7 @@ async def _main(
     faults: list[Fault],
     duration_s: float,
     rng: random.Random,
+    disk_rng: random.Random,
     trace: list[str],
     batch_records: int,
     acks: int,
@@ -159,6 +189,7 @@ async def _main(
     clock = SimClock(loop)
     admin = Topology(world.bootstrap, clock, rng)
     await world.as_host("10.0.3.1", admin.create_topic(PARTITIONS, 3, 2))
+    out_admin = Topology(world.bootstrap, clock, rng, OUT_TOPIC)
     end_s = t0 + duration_s
     producers = [
         IdempotentProducer(
@@ -169,7 +200,19 @@ async def _main(
     observer = Observer(Topology(world.bootstrap, clock, random.Random(rng.getrandbits(64))), PARTITIONS)
     work = [world.as_host(CLIENTS[p], producer.run(end_s)) for p, producer in enumerate(producers)]
     work.append(world.as_host("10.0.2.1", observer.run(end_s)))
-    nemesis = world.as_host("nemesis", _nemesis(world, faults, t0, note))
+    committer = OffsetCommitter(
+        Topology(world.bootstrap, clock, random.Random(rng.getrandbits(64))), PARTITIONS
+    )
+    work.append(world.as_host(COMMITTER_HOST, committer.run(end_s)))
+    copier = TransactionalCopier(
+        Topology(world.bootstrap, clock, random.Random(rng.getrandbits(64)), OUT_TOPIC),
+        random.Random(rng.getrandbits(64)),
+    )
+    # Its topic is created, and grown, while the faults run.
+    work.append(
+        world.as_host(COPIER_HOST, copier.run(t0 + rng.uniform(5.0, 8.0), t0 + duration_s / 2, end_s))
+    )
+    nemesis = world.as_host("nemesis", _nemesis(world, faults, t0, note, disk_rng))
     outcomes = await asyncio.gather(*work, return_exceptions=True)
     await nemesis
     for outcome in outcomes:
@@ -190,32 +233,77 @@ async def _main(
     for p in range(PARTITIONS):
         final[p] = await world.as_host("10.0.3.1", read_partition(reader, p, deadline))
     note("read back: " + ", ".join(f"p{p}={len(r) if r is not None else None}" for p, r in final.items()))
+    offsets_back = committer.went_back + await world.as_host(COMMITTER_HOST, committer.final_check(deadline))
+    note(f"group offsets: {committer.commits} commits acknowledged")
+    transactions: list[str] = []
+    if copier.created:  # (else the faults kept its topic from being created until the end)
+        visible = {
+            p: await world.as_host(COPIER_HOST, read_partition(out_admin, p, deadline, isolation_level=1))
+            for p in range(copier.partitions)
+        }
+        txn_offset = await world.as_host(COPIER_HOST, committed_offset(out_admin, deadline))
+        fates = [copier.fates[n] for n in sorted(copier.fates)]
+        note(
+            f"transactions: {fates.count('committed')} committed, {fates.count('aborted')} aborted, "
+            f"{fates.count('in doubt')} in doubt, over {copier.partitions} partitions; "
+            f"group offset {txn_offset}"
+        )
+        transactions = check_transactions(copier.fates, copier.widths, visible, txn_offset)
     acked = [a for producer in producers for a in producer.acked]
-    findings = check(acked, final, observer.seen, observer.leaders_by_epoch)
+    findings = check(acked, final, observer.seen, observer.leaders_by_epoch, offsets_back, transactions)
     errors: dict[str, int] = {}
     for producer in producers:
         for what, n in producer.errors.items():
             errors[what] = errors.get(what, 0) + n
     simulated = loop.time() - t0
-    for t in (admin, reader, observer.topology, *(p.topology for p in producers)):
+    clients = (admin, out_admin, reader, observer.topology, committer.topology, copier.topology)
+    for t in (*clients, *(p.topology for p in producers)):
         t.close()
     await world.stop()
     return findings, errors, simulated
 
 
-async def _nemesis(world: SimWorld, faults: list[Fault], t0: float, note: object) -> None:
+async def _nemesis(
+    world: SimWorld, faults: list[Fault], t0: float, note: object, disk_rng: random.Random
+) -> None:
     loop = world.loop
     assert callable(note)
     for fault in faults:
         await asyncio.sleep(max(0.0, t0 + fault.at_s - loop.time()))
         note(fault.describe())
         host = host_of(fault.broker)
-        if fault.kind == "crash":
+        if fault.kind in ("crash", "machine_crash"):
             if fault.broker in world.brokers:
-                await world.crash(fault.broker)
+                if fault.kind == "crash":
+                    await world.crash(fault.broker)
+                else:
+                    lost, torn = await world.crash_machine(fault.broker, disk_rng)
+                    note(f"broker {fault.broker}'s disk lost {lost} unsynced pages, tore {torn}")
                 await asyncio.sleep(fault.length_s)
                 await world.restart(fault.broker)
                 note(f"broker {fault.broker} restarted")
+        elif fault.kind == "outage":
+            for broker_id in sorted(world.brokers):
+                lost, torn = await world.crash_machine(broker_id, disk_rng)
+                note(f"broker {broker_id}'s disk lost {lost} unsynced pages, tore {torn}")
+            await asyncio.sleep(fault.length_s)
+            for broker_id in world.broker_ids:
+                await world.restart(broker_id)
+            note("every broker restarted")
+        elif fault.kind == "pause":
+            world.pause(fault.broker)
+            await asyncio.sleep(fault.length_s)
+            world.unpause(fault.broker)
+            note(f"broker {fault.broker} continued")
+        elif fault.kind == "disk":
+            if fault.error == "slow":
+                world.slow_disk(fault.broker, fault.delta_ms / 1000)
+            else:
+                world.disk_error(fault.broker, getattr(errno, fault.error))
+            await asyncio.sleep(fault.length_s)
+            world.disk_error(fault.broker, None)
+            world.slow_disk(fault.broker, 0.0)
+            note(f"broker {fault.broker}'s disk works again")
         elif fault.kind == "isolate":
             others = [host_of(b) for b in world.broker_ids] + CLIENTS
             world.network.isolate(host, others)
@@ -239,6 +327,9 @@ async def _heal_everything(world: SimWorld, note: object) -> None:
     assert callable(note)
     world.network.heal()
     for broker_id in world.broker_ids:
+        world.unpause(broker_id)
+        world.disk_error(broker_id, None)
+        world.slow_disk(broker_id, 0.0)
         world.resume_session(broker_id)
         if broker_id not in world.brokers:
             await world.restart(broker_id)

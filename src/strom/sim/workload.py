@@ -28,9 +28,16 @@ from strom.broker.network.net_client import BrokerConnection
 from strom.broker.security.client import ClientSecurity
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
-from strom.protocol.messages import CreateTopicsRequestCreatableTopic, FetchRequest, ProduceRequest, Records
+from strom.protocol.messages import (
+    CreateTopicsRequestCreatableTopic,
+    FetchRequest,
+    FetchResponseAbortedTransaction,
+    ProduceRequest,
+    Records,
+)
 from strom.protocol.primitives import RecordsRegion
 from strom.protocol.records.builder import build_batch, decode_batches
+from strom.protocol.records.control import parse_marker
 
 __all__ = ["Acked", "IdempotentProducer", "Observer", "Topology", "read_partition", "settle"]
 
@@ -47,7 +54,10 @@ class Acked:
 class Topology:
     """The clients' view of who leads what, refreshed from any broker that answers Metadata."""
 
-    def __init__(self, bootstrap: list[tuple[str, int]], clock: Clock, rng: random.Random) -> None:
+    def __init__(
+        self, bootstrap: list[tuple[str, int]], clock: Clock, rng: random.Random, topic: str = TOPIC
+    ) -> None:
+        self.topic = topic
         self._bootstrap = bootstrap
         self._clock = clock
         self._rng = rng
@@ -72,7 +82,7 @@ class Topology:
                     ApiKey.METADATA,
                     8,
                     {
-                        "topics": [{"name": TOPIC}],
+                        "topics": [{"name": self.topic}],
                         "allow_auto_topic_creation": False,
                         "include_cluster_authorized_operations": False,
                         "include_topic_authorized_operations": False,
@@ -96,15 +106,19 @@ class Topology:
         leader = self.leaders.get(partition)
         return None if leader is None else self.brokers.get(leader[0])
 
-    async def create_topic(self, partitions: int, replication_factor: int, min_isr: int) -> None:
+    async def create_topic(
+        self, partitions: int, replication_factor: int, min_isr: int, until_s: float = float("inf")
+    ) -> bool:
+        """Create this topology's topic (retrying through any broker); False if ``until_s`` came first."""
+        loop = asyncio.get_running_loop()
         topic: CreateTopicsRequestCreatableTopic = {
-            "name": TOPIC,
+            "name": self.topic,
             "num_partitions": partitions,
             "replication_factor": replication_factor,
             "assignments": [],
             "configs": [{"name": "min.insync.replicas", "value": str(min_isr)}],
         }
-        while True:
+        while loop.time() < until_s:
             for address in self._bootstrap:
                 try:
                     answer = await self.connection(address).send(
@@ -117,8 +131,9 @@ class Topology:
                     continue
                 code = answer["topics"][0]["error_code"]
                 if code in (0, ErrorCode.TOPIC_ALREADY_EXISTS):
-                    return
+                    return True
             await asyncio.sleep(0.5)
+        return False
 
     def close(self) -> None:
         for conn in self._connections.values():
@@ -232,9 +247,13 @@ async def settle(topology: Topology, partitions: int, end_s: float) -> bool:
     return False
 
 
-async def read_partition(topology: Topology, partition: int, end_s: float) -> list[tuple[int, bytes]] | None:
+async def read_partition(
+    topology: Topology, partition: int, end_s: float, isolation_level: int = 0
+) -> list[tuple[int, bytes]] | None:
     """Every record of ``partition`` below the high watermark, as (offset, value); None if no leader
-    answered before ``end_s``."""
+    answered before ``end_s``. With ``isolation_level`` 1 (read_committed), the records of aborted
+    transactions are left out, as a consumer leaves them out, and the read ends only once no
+    transaction is open (the last stable offset is the high watermark)."""
     loop = asyncio.get_running_loop()
     records: list[tuple[int, bytes]] = []
     offset = 0
@@ -246,7 +265,7 @@ async def read_partition(topology: Topology, partition: int, end_s: float) -> li
             continue
         try:
             answer = await topology.connection(address).send(
-                ApiKey.FETCH, 11, _fetch_body(partition, offset), 5000
+                ApiKey.FETCH, 11, fetch_body(partition, offset, topology.topic, isolation_level), 5000
             )
         except ConnectionError:
             await topology.refresh()
@@ -256,27 +275,32 @@ async def read_partition(topology: Topology, partition: int, end_s: float) -> li
             await topology.refresh()
             await asyncio.sleep(0.1)
             continue
-        got = list(_records(data["records"]))
+        got = list(_records(data["records"], data["aborted_transactions"] if isolation_level else None))
         records.extend((o, v) for o, v in got if o >= offset)
         if got:
             offset = max(offset, got[-1][0] + 1)
+        if isolation_level:
+            offset = max(offset, data["last_stable_offset"])  # past aborted batches and markers
+            if data["last_stable_offset"] < data["high_watermark"]:
+                await asyncio.sleep(0.5)  # an open transaction: wait for its end
+                continue
         if offset >= data["high_watermark"]:
             return records
     return None
 
 
-def _fetch_body(partition: int, offset: int) -> FetchRequest:
+def fetch_body(partition: int, offset: int, topic: str = TOPIC, isolation_level: int = 0) -> FetchRequest:
     return {
         "replica_id": -1,
         "max_wait_ms": 0,
         "min_bytes": 0,
         "max_bytes": 1 << 20,
-        "isolation_level": 0,
+        "isolation_level": isolation_level,
         "session_id": 0,
         "session_epoch": -1,
         "topics": [
             {
-                "topic": TOPIC,
+                "topic": topic,
                 "partitions": [
                     {
                         "partition": partition,
@@ -293,13 +317,27 @@ def _fetch_body(partition: int, offset: int) -> FetchRequest:
     }
 
 
-def _records(buf: Records | None) -> Iterable[tuple[int, bytes]]:
+def _records(
+    buf: Records | None, aborted_transactions: list[FetchResponseAbortedTransaction] | None = None
+) -> Iterable[tuple[int, bytes]]:
+    """The data records in ``buf``; given the response's aborted transactions (read_committed), without
+    theirs: a producer's transactional batches from an aborted transaction's first offset are skipped
+    until its ABORT marker, as Kafka's consumer does."""
     if not buf:
         return
     if isinstance(buf, RecordsRegion):  # only a broker's own responses, before they are sent, hold one
         raise TypeError("a decoded response holds its records' bytes")
+    pending = sorted((a["first_offset"], a["producer_id"]) for a in aborted_transactions or ())
+    aborting: set[int] = set()
     for batch in decode_batches(buf):
+        while pending and pending[0][0] <= batch.last_offset:
+            aborting.add(pending.pop(0)[1])
         if batch.is_control:
+            marker = parse_marker(batch.records[0].key, batch.records[0].value) if batch.records else None
+            if marker is not None and not marker.is_commit:
+                aborting.discard(batch.producer_id)
+            continue
+        if batch.is_transactional and batch.producer_id in aborting:
             continue
         for record in batch.records:
             yield record.offset, record.value or b""
@@ -325,7 +363,7 @@ class Observer:
                 if address is None:
                     continue
                 try:
-                    body = _fetch_body(partition, next_offset[partition])
+                    body = fetch_body(partition, next_offset[partition])
                     answer = await self.topology.connection(address).send(ApiKey.FETCH, 11, body, 2000)
                 except ConnectionError:
                     continue

@@ -5,14 +5,22 @@ it, but on a `SimulatedLoop` and a `SimNetwork`: it listens on its own simulated
 (``10.0.0.<id+1>:9092``), its clock is a `SimClock` on the loop's time, and its metadata-store session
 is a session of the world's one `LocalStore` whose watches run in the broker's own context. Its code
 runs with `CURRENT_HOST` set to its address, so its connections come from that address and the loop
-knows its tasks. Log directories are real directories under the world's base directory (the page
-cache is the disk: a process crash keeps every write).
+knows its tasks. Log directories are real directories under the world's base directory, each the
+root of one machine's simulated disk (`strom.sim.disk`): the real files are the page cache, so a
+process crash keeps every write, and the disk remembers what was synced, so a machine crash does not.
 
 Faults the world can inflict (the nemesis picks them):
 
 * `crash` / `restart`: a process crash ends the broker's tasks where they wait and resets its
   connections; its session is not closed, so it expires only after the session timeout, as a killed
   ZooKeeper client's does. A restart opens the same log directories with a new session.
+* `crash_machine`: a process crash, then a power loss of its disk: what was never synced is lost,
+  page by page, possibly torn. A restart recovers the log from what the disk kept.
+* `pause` / `unpause`: the broker's code stops (as SIGSTOP: its callbacks are held by the loop) and its
+  metadata-store session hears nothing, so the store expires it past the session timeout.
+* `disk_error`: the broker's disk fails writes with ENOSPC, or writes and syncs with EIO, until cleared.
+* `slow_disk`: each write blocks the broker for a while (each sync ten times as long): its code stops,
+  as a thread stuck in the kernel stops, while the other machines run on.
 * `partition` / `heal`: between brokers (and clients), through the network.
 * `expire_session`: the metadata store ends a broker's session (it reconnects with a new one).
 * `jump_clock`: one broker's wall clock steps.
@@ -23,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import random
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +42,7 @@ from strom.broker.config import BrokerConfig
 from strom.broker.network.server import KafkaServer
 from strom.cluster.local_store import LocalSession, LocalStore
 from strom.sim.clock import SimClock
+from strom.sim.disk import SimDisk, SimFileSystem
 from strom.sim.loop import SimulatedLoop
 from strom.sim.network import CURRENT_HOST, SimNetwork
 
@@ -45,12 +55,17 @@ PORT = 9092
 
 #: Settings that keep a simulated cluster small and its timeouts short (overridable).
 DEFAULTS = {
-    "offsets.topic.num.partitions": "3",
-    "transaction.state.log.num.partitions": "3",
+    # One partition each: every coordinator still moves with its leader, and each replica fetch
+    # carries fewer partitions (the simulation's time goes mostly into requests).
+    "offsets.topic.num.partitions": "1",
+    "transaction.state.log.num.partitions": "1",
     "group.initial.rebalance.delay.ms": "0",
     "auto.leader.rebalance.enable": "false",
     "zookeeper.session.timeout.ms": "6000",
     "replica.lag.time.max.ms": "10000",
+    # Kafka's promise (an acknowledged write survives the loss of one machine) holds with RF 3 and two
+    # replicas in sync: the internal topics (group offsets, transactions) get that too.
+    "min.insync.replicas": "2",
 }
 
 
@@ -103,6 +118,12 @@ class SimWorld:
         self.clock_offsets = dict.fromkeys(self.broker_ids, 0)
         self.session_timeout_s = int(self.settings["zookeeper.session.timeout.ms"]) / 1000
         self._expiries: dict[int, asyncio.TimerHandle] = {}
+        # Every broker's log dirs are under its own disk's root (the world's `filesystem.use` routes to it).
+        self.fs = SimFileSystem(self._stall)
+        self.disks: dict[int, SimDisk] = {b: self.fs.add_disk(str(self._root(b))) for b in self.broker_ids}
+
+    def _root(self, broker_id: int) -> Path:
+        return self.base_dir / f"broker-{broker_id}"
 
     # running code as a machine -----------------------------------------------------------------------
     def as_host(self, host: str, coro: Coroutine[Any, Any, _T]) -> asyncio.Task[_T]:
@@ -124,7 +145,7 @@ class SimWorld:
         props = {
             **self.settings,
             "broker.id": str(broker_id),
-            "log.dirs": str(self.base_dir / f"broker-{broker_id}"),
+            "log.dirs": str(self._root(broker_id)),
             "listeners": f"PLAINTEXT://{host}:{PORT}",
             "advertised.listeners": f"PLAINTEXT://{host}:{PORT}",
         }
@@ -147,6 +168,7 @@ class SimWorld:
         """A process crash: the broker's tasks end where they wait, its connections reset."""
         member = self.brokers.pop(broker_id)
         host = member.host
+        self.loop.resume_host(host)  # a paused process dies too (its held callbacks run their clean-ups)
         self.network.crash_host(host)
         member.clock.stop()
         member.session.muted = True
@@ -159,6 +181,42 @@ class SimWorld:
             await asyncio.wait(tasks, timeout=1.0)
         # Its registration and other ephemerals go when the session times out, as with ZooKeeper.
         self.loop.call_later(self.session_timeout_s, member.session.close)
+
+    async def crash_machine(self, broker_id: int, rng: random.Random) -> tuple[int, int]:
+        """A power loss: the process dies and its disk keeps only what was synced (see strom.sim.disk);
+        returns the pages lost and torn."""
+        await self.crash(broker_id)
+        return self.fs.crash(self.disks[broker_id], rng)
+
+    def pause(self, broker_id: int) -> None:
+        """SIGSTOP: the broker's code stops; its session's heartbeats stop with it."""
+        member = self.brokers.get(broker_id)
+        if member is None:
+            return
+        self.loop.pause_host(member.host)
+        self.suspend_session(broker_id)
+
+    def unpause(self, broker_id: int) -> None:
+        self.loop.resume_host(host_of(broker_id))
+        self.resume_session(broker_id)
+
+    def disk_error(self, broker_id: int, error: int | None) -> None:
+        """From now on the broker's disk fails with ``error`` (an errno), or works again (None)."""
+        self.disks[broker_id].error = error
+
+    def slow_disk(self, broker_id: int, seconds: float) -> None:
+        """From now on each write to the broker's disk blocks it ``seconds`` (0: a healthy disk)."""
+        self.disks[broker_id].slow_s = seconds
+
+    def _stall(self, seconds: float) -> None:
+        """The running machine is stuck in a disk call: its code stops for ``seconds`` (module docstring)."""
+        host = CURRENT_HOST.get()
+        if host in self.loop.paused():
+            return
+        self.loop.pause_host(host)
+        context = contextvars.copy_context()
+        context.run(CURRENT_HOST.set, "disk")  # the wake-up must not be held with the machine's own
+        self.loop.call_later(seconds, self.loop.resume_host, host, context=context)
 
     async def restart(self, broker_id: int) -> SimBroker:
         return await self.start_broker(broker_id)
