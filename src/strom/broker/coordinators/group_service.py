@@ -268,6 +268,7 @@ class GroupService:
         topics: TopicAdmin,
     ) -> None:
         self.clock = clock
+        self._node_id = config.broker_id
         self._metadata = metadata
         self._topics = topics
         self.num_partitions = int(config.get("offsets.topic.num.partitions"))
@@ -383,8 +384,8 @@ class GroupService:
         partition, or that topic does not exist yet (any broker may answer: the first group request
         creates it); else NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS."""
         info = self._metadata.topics.get(OFFSETS_TOPIC)
-        if info is None:
-            return None
+        if info is None:  # not created yet, unless this broker was not sent the cluster's view yet
+            return None if self._node_id in self._metadata.brokers else ErrorCode.NOT_COORDINATOR
         return self.runtime.refusal(partition_for(group_id, info.partitions))
 
     async def commit_txn_offsets(
