@@ -282,6 +282,14 @@ async def _nemesis(
                 await asyncio.sleep(fault.length_s)
                 await world.restart(fault.broker)
                 note(f"broker {fault.broker} restarted")
+                if fault.kind == "machine_crash":
+                    # One machine lost at a time: the machine is back only once the cluster has seen
+                    # it come back (its new registration, after the old session expired), so that the
+                    # controller has taken the replicas that lost their unsynced tail out of the ISR.
+                    while fault.broker not in world.registered_live():
+                        await asyncio.sleep(0.1)
+                    await asyncio.sleep(1.0)
+                    note(f"broker {fault.broker} registered again")
         elif fault.kind == "outage":
             for broker_id in sorted(world.brokers):
                 lost, torn = await world.crash_machine(broker_id, disk_rng)

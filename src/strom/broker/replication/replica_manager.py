@@ -53,6 +53,7 @@ from strom.broker.replication.log_dir_moves import LogDirMoves
 from strom.broker.replication.partition import Partition, PartitionEnv, TopicPartition, follower_fetch_key
 from strom.broker.replication.purgatory import DelayedProduces, Purgatory
 from strom.broker.replication.replica_fetcher import ReplicaFetcherManager
+from strom.broker.replication.unopened_logs import UnopenedLogs
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.messages import (
     FetchResponseAbortedTransaction,
@@ -103,6 +104,7 @@ class ReplicaManager:
         # Those with more than one replica: the only ones the ISR expiry sweep needs to visit.
         self._replicated: dict[TopicPartition, Partition] = {}
         self.controller_epoch = -1
+        self.unopened = UnopenedLogs(self._apply_partition_state)  # logs a refusing disk kept shut
         self.lag_max_ms = lag_max_ms
         self.fetchers = fetchers
         self.replica_selector = replica_selector
@@ -329,6 +331,7 @@ class ReplicaManager:
         errors: list[LeaderAndIsrResponsePartitionError] = []
         for state in body["partition_states"]:
             tp = (state["topic_name"], int(state["partition_index"]))
+            self.unopened.forget(tp)  # the newest state replaces one that could not be applied
             try:
                 self._apply_partition_state(tp, state, endpoints)
                 code = ErrorCode.NONE
@@ -337,6 +340,7 @@ class ReplicaManager:
             except OSError as exc:
                 log.error("cannot open the log of %s-%d: %s", tp[0], tp[1], exc)
                 code = ErrorCode.KAFKA_STORAGE_ERROR
+                self.unopened.remember(tp, state, endpoints)
             errors.append({"topic_name": tp[0], "partition_index": tp[1], "error_code": int(code)})
         try:
             self._log_manager.sync_new_dirs()  # one fsync for the partition directories made above
