@@ -84,12 +84,35 @@ def started(consumer: ShareConsumerProcess) -> bool:
     return any(e["ev"] == "started" for e in consumer.snapshot())
 
 
+def wait_assigned(bootstrap: str, group: str, members: int, timeout_s: float = 60) -> dict[str, set[int]]:
+    """Each member's partitions once ShareGroupDescribe shows ``members`` members, each assigned some
+    partition (a bounded wait: a consumer that has started may not have joined yet)."""
+    assigned: dict[str, set[int]] = {}
+
+    def ready() -> bool:
+        nonlocal assigned
+        with RawClient(bootstrap) as raw:
+            described = raw.call(ApiKey.SHARE_GROUP_DESCRIBE, 1, {"group_ids": [group]})
+        (desc,) = described["groups"]
+        if desc["error_code"] != 0:
+            return False
+        assigned = {
+            m["member_id"]: {p for t in m["assignment"]["topic_partitions"] for p in t["partitions"]}
+            for m in desc["members"]
+        }
+        return len(assigned) == members and all(assigned.values())
+
+    assert wait_until(ready, timeout_s, interval_s=0.25), f"the group's members and partitions: {assigned}"
+    return assigned
+
+
 def test_two_consumers_share_one_partition(broker: BrokerProcess, spawn: Callable[..., Any]) -> None:
     topic, group, total = "share-two", "share-two-g", 300
     make_topic(broker.bootstrap, topic)
     consumers = [spawn(broker.bootstrap, topic, group, max_poll_records=20) for _ in range(2)]
     assert wait_until(lambda: all(started(c) for c in consumers), 30)
-    time.sleep(2)  # both join before the records arrive
+    # Both join (and so both share partition 0) before the records arrive.
+    assert list(wait_assigned(broker.bootstrap, group, 2).values()) == [{0}, {0}]
     produce(broker.bootstrap, topic, [f"v{i}" for i in range(total)])
 
     def seen() -> set[int]:
@@ -122,7 +145,10 @@ def test_more_consumers_than_partitions(broker: BrokerProcess, spawn: Callable[.
     make_topic(broker.bootstrap, topic, partitions=2)
     consumers = [spawn(broker.bootstrap, topic, group, max_poll_records=25) for _ in range(3)]
     assert wait_until(lambda: all(started(c) for c in consumers), 30)
-    time.sleep(2)
+    assigned = wait_assigned(broker.bootstrap, group, 3)
+    # Every partition goes to some member; with three members on two, one is shared.
+    holders = Counter(p for parts in assigned.values() for p in parts)
+    assert set(holders) == {0, 1} and max(holders.values()) >= 2, assigned
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 1})
     for i in range(total):
         producer.produce(topic, value=f"v{i}".encode(), partition=i % 2)
@@ -138,6 +164,8 @@ def test_more_consumers_than_partitions(broker: BrokerProcess, spawn: Callable[.
     assert sorted(delivered) == sorted((p, o) for p in range(2) for o in range(total // 2))
     assert set(delivered.values()) == {1}, "a record was delivered twice"
     assert {e["n"] for c in consumers for e in c.records()} == {1}
+    readers = {p: {c.name for c in consumers for e in c.records() if e["p"] == p} for p in range(2)}
+    assert max(len(names) for names in readers.values()) >= 2, f"no partition was shared: {readers}"
     for c in consumers:
         c.terminate()
 
