@@ -7,6 +7,7 @@ builds the translator (strom.broker.lake.translator) and runs it for the broker'
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -20,6 +21,7 @@ from strom.storage.config import LogConfig
 
 if TYPE_CHECKING:
     from strom.broker.lake.translator import IcebergTranslator
+    from strom.lake.tables import LakeTables
     from strom.lake.translate import SchemaLookup
 
 log = logging.getLogger(__name__)
@@ -60,14 +62,13 @@ class LakeHost:
         """Wait for a led partition of an Iceberg topic, then run the translator (cancelled at shutdown)."""
         while not self._needed():
             await sleep_ms(self._clock, self.interval_ms)
-        from strom.broker.lake.translator import IcebergTranslator
-        from strom.lake.tables import LakeTables
-
-        self.translator = IcebergTranslator(
+        # pyiceberg and pyarrow take a second or more to import: in a worker thread, not on the loop.
+        translator_class, tables_class = await asyncio.to_thread(_import_lake)
+        self.translator = translator_class(
             self._partitions,
             self._log_config_for,
             self._schema_lookup,
-            LakeTables(self.catalog),
+            tables_class(self.catalog),
             self._clock,
             self.interval_ms,
         )
@@ -75,3 +76,10 @@ class LakeHost:
             "iceberg translator started (%s catalog at %s)", self.catalog.kind, self.catalog.properties["uri"]
         )
         await self.translator.run()
+
+
+def _import_lake() -> tuple[type[IcebergTranslator], type[LakeTables]]:
+    from strom.broker.lake.translator import IcebergTranslator
+    from strom.lake.tables import LakeTables
+
+    return IcebergTranslator, LakeTables
