@@ -195,3 +195,47 @@ def test_both_versions_over_the_wire(broker: BrokerProcess, version: int) -> Non
     ] == [
         (topic, [(0, 0), (2, 57)])  # LOG_DIR_NOT_FOUND
     ]
+
+
+def test_a_swap_whose_last_rename_fails_leaves_the_replica_serving_where_it_was(
+    broker: BrokerProcess, dirs: tuple[Path, Path, Path]
+) -> None:
+    """The destination already holds a non-empty directory under the partition's name (made by the
+    test), so the copy's last rename fails after the source was renamed aside: the broker renames the
+    source back and reopens it, and the partition keeps every record and takes new ones."""
+    _, first, second = dirs
+    topic = f"blocked-{uuid.uuid4().hex[:8]}"
+    creator = AdminClient({"bootstrap.servers": broker.bootstrap})
+    creator.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+    sent = [f"{i:06d}".encode() * 32 for i in range(2_000)]
+    for value in sent[:1_000]:
+        producer.produce(topic, value=value)
+    assert producer.flush(30) == 0
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    (source,) = _where(admin, topic)
+    dest = second if source == str(first) else first
+    blocker = dest / f"{topic}-0"
+    blocker.mkdir()
+    (blocker / "not-a-segment").write_bytes(b"x")
+    try:
+        assert list(admin.alter_replica_log_dirs({(topic, 0, 0): str(dest)}).values()) == [NoError]
+        deadline = time.monotonic() + 60
+        failure = f"moving {topic}-0 to {dest} failed"
+        while failure not in broker.log_path.read_text():
+            assert time.monotonic() < deadline, "the move did not fail"
+            time.sleep(0.1)
+        assert "moved " + topic not in broker.log_path.read_text()
+        assert [(d, [f for f, _ in found]) for d, found in _where(admin, topic).items()] == [
+            (source, [False])
+        ]
+        assert (Path(source) / f"{topic}-0").is_dir()
+        assert sorted(p.name for p in dest.iterdir() if p.name.startswith(topic)) == [f"{topic}-0"]
+        for value in sent[1_000:]:
+            producer.produce(topic, value=value)
+        assert producer.flush(30) == 0
+        assert _read_all(broker.bootstrap, topic, len(sent)) == sent
+    finally:
+        admin.close()
+        (blocker / "not-a-segment").unlink()
+        blocker.rmdir()

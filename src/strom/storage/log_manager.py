@@ -35,6 +35,7 @@ import os
 import re
 import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from strom._util import filesystem
@@ -51,7 +52,14 @@ from strom.storage.checkpoint import (
 )
 from strom.storage.config import LONG_MAX, LogConfig
 from strom.storage.log import PartitionLog, TimeFn, system_time_ms
-from strom.storage.log_move import Identity, copy_changed, mark_complete, settle_moves
+from strom.storage.log_move import (
+    FUTURE_SUFFIX,
+    MOVED_SUFFIX,
+    Copied,
+    copy_changed,
+    mark_complete,
+    settle_moves,
+)
 from strom.storage.open_files import OpenFiles, default_max_open_files
 from strom.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from strom.storage.shutdown import close_logs
@@ -286,19 +294,22 @@ class LogManager:
         return self._log_dir_of.get(tp)
 
     def finish_move(
-        self, tp: TopicPartition, future: str, copied: dict[str, Identity]
-    ) -> tuple[PartitionLog, OSError | None]:
-        """Steps 2 and 3 of a replica's move (log_move.py) into the log dir holding ``future``: the log
-        closed, the rest copied, the copy swapped in and opened. Returns the partition's log now (the
-        moved one; on a failure before the swap the source reopened, with the error)."""
+        self, tp: TopicPartition, future: str, copied: Copied
+    ) -> tuple[PartitionLog, OSError | None, str | None]:
+        """Steps 2 and 3 of a replica's move (log_move.py) into the log dir holding ``future``, after
+        step 1 copied and fsynced all but the delta: the log closed, the delta copied, the copy swapped
+        in and opened. Returns the partition's log now (the moved one; on a failure the complete replica
+        that remains, reopened), the error, and the source's ``-delete`` dir the caller removes (in a
+        worker thread: it holds the whole log)."""
         old = self._logs[tp]
         source_dir = self._log_dir_of[tp]
         dest_dir = os.path.dirname(future)
         name = os.path.basename(old.dir)
+        path = os.path.join(dest_dir, name)
 
-        def reopen(path: str, closed: bool = True) -> PartitionLog:
+        def reopen(where: str, closed: bool = True) -> PartitionLog:
             opened = PartitionLog(
-                path,
+                where,
                 self.topic_configs.get(tp.topic, self.default_config),
                 self._time_ms,
                 recovery_point=old.log_end_offset if closed else old.recovery_point,
@@ -311,35 +322,68 @@ class LogManager:
             opened.highest_offset_in_remote_storage = old.highest_offset_in_remote_storage
             return opened
 
-        active = os.path.basename(old.active_segment.prefix) + ".log"
         try:
             old.close()  # flushed, its producer snapshot and leader epochs written, its files released
         except OSError as exc:
             shutil.rmtree(future, ignore_errors=True)
             back = self._logs[tp] = reopen(old.dir, closed=False)  # recovered from its recovery point
-            return back, exc
-        try:
-            copy_changed(old.dir, future, copied, frozenset({active}), final=True)
-            moved = mark_complete(future)
-        except OSError as exc:
-            shutil.rmtree(future, ignore_errors=True)
-            back = self._logs[tp] = reopen(old.dir)
-            return back, exc
+            return back, exc, None
+        moved = future[: -len(FUTURE_SUFFIX)] + MOVED_SUFFIX
         doomed = os.path.join(source_dir, f"{name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
-        filesystem.replace(old.dir, doomed)
-        fsync_dir(source_dir)
-        path = os.path.join(dest_dir, name)
-        filesystem.replace(moved, path)
-        fsync_dir(dest_dir)
-        new = self._logs[tp] = reopen(path)
+        try:
+            copy_changed(old.dir, future, copied, final=True)
+            mark_complete(future)
+            filesystem.replace(old.dir, doomed)
+            fsync_dir(source_dir)
+            filesystem.replace(moved, path)
+            fsync_dir(dest_dir)
+            new = reopen(path)
+        except OSError as exc:
+            return self._undo_move(tp, reopen, old.dir, (future, moved), doomed, path), exc, None
+        self._logs[tp] = new
         self._log_dir_of[tp] = dest_dir
         self._dir_counts[source_dir] -= 1
         self._dir_counts[dest_dir] += 1
         self._note_flush_policy(tp, new)
-        shutil.rmtree(doomed, ignore_errors=True)
         self.checkpoint_all()
         log.info("moved %s from %s to %s", name, source_dir, dest_dir)
-        return new, None
+        return new, None, doomed
+
+    def _undo_move(
+        self,
+        tp: TopicPartition,
+        reopen: Callable[[str], PartitionLog],
+        source: str,
+        copies: tuple[str, str],
+        doomed: str,
+        swapped: str,
+    ) -> PartitionLog:
+        """After a failed step of a swap (the log closed): reopen the complete replica that remains.
+        The source, renamed back from ``-delete`` if it got that far, is complete, so the copy goes;
+        if only the swapped-in copy remains, the move had in fact finished. (A crash instead of this
+        leaves the same choice to `settle_moves`.)"""
+        if not os.path.isdir(source) and os.path.isdir(doomed):
+            try:
+                filesystem.replace(doomed, source)
+                fsync_dir(os.path.dirname(source))
+            except OSError as exc:
+                log.error("renaming %s back to %s failed: %s", doomed, source, exc)
+        if os.path.isdir(source):
+            for copy in copies:
+                shutil.rmtree(copy, ignore_errors=True)
+            back = self._logs[tp] = reopen(source)
+            return back
+        # The source is gone for good: the swapped-in copy (or a complete one under its -moved name).
+        dest_dir = os.path.dirname(swapped)
+        if not os.path.isdir(swapped) and os.path.isdir(copies[1]):
+            filesystem.replace(copies[1], swapped)
+            fsync_dir(dest_dir)
+        back = self._logs[tp] = reopen(swapped)
+        self._dir_counts[self._log_dir_of[tp]] -= 1
+        self._log_dir_of[tp] = dest_dir
+        self._dir_counts[dest_dir] += 1
+        self._note_flush_policy(tp, back)
+        return back
 
     def _least_loaded_dir(self) -> str:
         counts = self._dir_counts  # kept up to date: counting per creation would be quadratic

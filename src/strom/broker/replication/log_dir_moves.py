@@ -9,11 +9,13 @@ copy in place of Kafka's future-replica fetcher). For each (partition, dir) aske
 - a replica already in that dir: nothing to do (a move elsewhere under way is cancelled);
 - otherwise a move starts (one at a time per partition; a move to another dir replaces it) and the
   answer is NONE at once: the move runs in the background. Its copy runs in a worker thread in rounds
-  until what is left is small, then the swap (`LogManager.finish_move`) runs on the event loop, where no
-  request touches the log, and the partition takes the moved log. A move whose partition went away or
-  got another log meanwhile (deleted, recreated) is dropped. DescribeLogDirs lists a replica being moved
-  under its destination with ``is_future_key`` (its size: the bytes copied so far; its offset lag: the
-  whole log, as no offset of the copy counts as caught up before the swap).
+  until what is left is small, the copy is fsynced there too, then the swap (`LogManager.finish_move`:
+  the close, the small delta, the renames) runs on the event loop, where no request touches the log,
+  and the partition takes the moved log; the source's old files are removed in a worker thread. A move
+  whose partition went away or got another log meanwhile (deleted, recreated) is dropped. A failed
+  swap leaves the partition on the complete replica that remains. DescribeLogDirs lists a replica being
+  moved under its destination with ``is_future_key`` (its size: the bytes copied so far; its offset
+  lag: the whole log, as no offset of the copy counts as caught up before the swap).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from strom.broker.replication.partition import Partition
 from strom.protocol.errors import ErrorCode
 from strom.storage.checkpoint import TopicPartition
 from strom.storage.log_manager import LogManager
-from strom.storage.log_move import Identity, copy_changed, future_dir
+from strom.storage.log_move import Copied, copy_changed, fsync_copy, future_dir
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +49,7 @@ class _Move:
     def __init__(self, dest: str, future: str) -> None:
         self.dest = dest
         self.future = future
-        self.copied: dict[str, Identity] = {}  # the worker thread's, until its round is over
+        self.copied: Copied = {}  # the worker thread's, until its round is over
         self.copied_bytes = 0  # what DescribeLogDirs shows, updated on the event loop
         self.task: asyncio.Task[None] | None = None
 
@@ -96,17 +98,23 @@ class LogDirMoves:
                 move.copied_bytes += copied
                 if copied < _SMALL_DELTA:
                     break
+            await asyncio.to_thread(fsync_copy, move.future)
             if self._partitions.get(tp) is not part or part.log is not plog:
                 raise _Dropped
-            moved, error = self._log_manager.finish_move(tp, move.future, move.copied)
+            moved, error, doomed = self._log_manager.finish_move(tp, move.future, move.copied)
             part.log = moved
             if error is not None:
                 log.error("moving %s-%d to %s failed: %s", tp.topic, tp.partition, move.dest, error)
+            if doomed is not None:
+                await asyncio.to_thread(shutil.rmtree, doomed, True)
         except _Dropped:
             log.info("move of %s-%d dropped: the replica went away meanwhile", tp.topic, tp.partition)
             shutil.rmtree(move.future, ignore_errors=True)
         except OSError as exc:
             log.error("moving %s-%d to %s failed: %s", tp.topic, tp.partition, move.dest, exc)
+            shutil.rmtree(move.future, ignore_errors=True)
+        except Exception:  # nobody awaits this task: an unexpected error is logged here, not lost
+            log.exception("moving %s-%d to %s failed", tp.topic, tp.partition, move.dest)
             shutil.rmtree(move.future, ignore_errors=True)
         finally:
             if self._moves.get(tp) is move:
