@@ -7,7 +7,8 @@ another, with a higher delivery count, once their acquisition lock runs out; rej
 never delivered again, and released ones are redelivered until `group.share.delivery.count.limit`
 archives them.
 ListGroups shows the group with type "share", ShareGroupDescribe its members, and the leader's
-``/metrics`` the share-partition's start offset and backlog.
+``/metrics`` the share-partition's start offset and backlog. A killed consumer's share session is
+evicted from the leader once idle for the session timeout.
 """
 
 from __future__ import annotations
@@ -344,3 +345,26 @@ def test_share_apis_on_the_wire(broker: BrokerProcess) -> None:
             },
         )
         assert left["error_code"] == 0 and left["member_epoch"] == -1
+
+
+def test_a_killed_consumers_session_is_evicted(broker: BrokerProcess, spawn: Callable[..., Any]) -> None:
+    """A SIGKILLed consumer never closes its share session: the leader evicts it once it has been idle
+    for the session timeout. Requests at a wrong epoch (the probe's) do not keep it alive."""
+    topic, group = "share-evict", "share-evict-g"
+    make_topic(broker.bootstrap, topic)
+    produce(broker.bootstrap, topic, [f"e{i}" for i in range(10)], per_flush=10)
+    consumer = spawn(broker.bootstrap, topic, group)
+    assert wait_until(lambda: len(consumer.offsets()) == 10, 30)
+    (member,) = wait_assigned(broker.bootstrap, group, 1)
+    with RawClient(broker.bootstrap) as raw:
+        topic_id = topic_id_of(raw, topic)
+
+        def probe() -> int:
+            # An epoch the live session cannot be at: INVALID_SHARE_SESSION_EPOCH while it exists.
+            return int(share_fetch(raw, group, member, 2**31 - 1, topic_id, [])["error_code"])
+
+        assert probe() == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+        consumer.kill()
+        assert probe() == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+        timeout_s = int(CONFIGS["group.share.session.timeout.ms"]) / 1000
+        assert wait_until(lambda: probe() == ErrorCode.SHARE_SESSION_NOT_FOUND, timeout_s + 30, 0.5)

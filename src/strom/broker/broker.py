@@ -208,7 +208,13 @@ class Broker:
         self.shares = SharePartitionManager(
             self.replica_manager,
             self.clock,
-            ShareConfig(share.record_lock_duration_ms, share.delivery_count_limit, share.auto_offset_reset),
+            ShareConfig(
+                share.record_lock_duration_ms,
+                share.delivery_count_limit,
+                share.auto_offset_reset,
+                share.session_timeout_ms,
+                share.max_share_sessions,
+            ),
         )
         self.registry = RegistryService(
             config, self.clock, self.coordinator_partitions, self.metadata, self.topics, security

@@ -251,6 +251,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("group.share.session.timeout.ms", int, "45000", "Share groups' session timeout."),
         ConfigDef("group.share.max.size", int, "200", "Most members of one share group."),
         ConfigDef(
+            "group.share.max.share.sessions",
+            int,
+            "2000",
+            "Most share sessions a broker keeps (idle ones are evicted after the session timeout).",
+        ),
+        ConfigDef(
             "group.share.record.lock.duration.ms",
             int,
             "30000",

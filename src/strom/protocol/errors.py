@@ -138,6 +138,7 @@ class ErrorCode(IntEnum):
     INVALID_SHARE_SESSION_EPOCH = 123
     FENCED_STATE_EPOCH = 124
     INVALID_REGULAR_EXPRESSION = 128
+    SHARE_SESSION_LIMIT_REACHED = 133  # KIP-932: the leader's share-session cache is full
 
 
 class CorruptFrame(Exception):

@@ -33,6 +33,7 @@ class ShareGroupConfig:
     heartbeat_interval_ms: int = 5000
     session_timeout_ms: int = 45000
     max_size: int = 200
+    max_share_sessions: int = 2000
     record_lock_duration_ms: int = 30000
     delivery_count_limit: int = 5
     auto_offset_reset: str = "latest"
@@ -44,6 +45,7 @@ def share_group_config(config: BrokerConfig) -> ShareGroupConfig:
         heartbeat_interval_ms=int(get("group.share.heartbeat.interval.ms")),
         session_timeout_ms=int(get("group.share.session.timeout.ms")),
         max_size=int(get("group.share.max.size")),
+        max_share_sessions=int(get("group.share.max.share.sessions")),
         record_lock_duration_ms=int(get("group.share.record.lock.duration.ms")),
         delivery_count_limit=int(get("group.share.delivery.count.limit")),
         auto_offset_reset=str(get("share.auto.offset.reset")),

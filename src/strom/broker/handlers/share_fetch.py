@@ -2,7 +2,9 @@
 
 Rules (docs/share-groups.md):
 - the request's share session (`SharePartitionManager.session`) is checked first: a bad epoch or an
-  unknown session fails the whole request (INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_NOT_FOUND);
+  unknown session fails the whole request (INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_NOT_FOUND), and
+  so does a new session when the leader's cache is full (SHARE_SESSION_LIMIT_REACHED); idle sessions
+  are evicted first (their records released);
 - acknowledgements (piggy-backed on ShareFetch, or ShareAcknowledge's own) are applied before any
   acquisition, per partition, and answered in the partition's AcknowledgeErrorCode (ShareFetch) or
   ErrorCode (ShareAcknowledge);
@@ -156,6 +158,12 @@ def _acquire_all(
     return results, errors
 
 
+def _evict_idle(ctx: RequestContext, shares: SharePartitionManager) -> None:
+    """Evict the idle share sessions; fetches waiting on the partitions they held wake up."""
+    for group_id, topic, index in shares.evict_idle():
+        ctx.ports.purgatory.notify(release_key(group_id, topic, index))
+
+
 @handles(ApiKey.SHARE_FETCH)
 async def handle_share_fetch(ctx: RequestContext, req: m.ShareFetchRequest) -> m.ShareFetchResponse:
     shares = _shares(ctx)
@@ -166,6 +174,7 @@ async def handle_share_fetch(ctx: RequestContext, req: m.ShareFetchRequest) -> m
     if denied(ctx, Op.READ, Res.GROUP, group_id):
         return _fetch_error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     epoch = int(req["share_session_epoch"])
+    _evict_idle(ctx, shares)
     session, code = shares.session(group_id, member_id, epoch)
     if session is None:
         return _fetch_error(code)
@@ -299,6 +308,7 @@ async def handle_share_acknowledge(
     epoch = int(req["share_session_epoch"])
     if epoch == OPEN_EPOCH:
         return _ack_error(ErrorCode.INVALID_SHARE_SESSION_EPOCH, "ShareAcknowledge cannot open a session.")
+    _evict_idle(ctx, shares)
     session, code = shares.session(group_id, member_id, epoch)
     if session is None:
         return _ack_error(code)

@@ -11,7 +11,11 @@ Each member has a **share session** per leader: opened by a ShareFetch with epoc
 partitions it wants, then each request carries the next epoch (1, 2, ...) and only the partitions to
 add or forget; a request with -1 closes the session and releases what the member holds on its
 partitions. A wrong epoch answers INVALID_SHARE_SESSION_EPOCH, an unknown session
-SHARE_SESSION_NOT_FOUND (the client opens a new one).
+SHARE_SESSION_NOT_FOUND (the client opens a new one). The sessions live in a bounded
+`ShareSessionCache` (`strom.coordinator.share.sessions`): a session unused (at its right epoch) for
+the group's session timeout is evicted by `evict_idle`, which the handlers call before looking up a
+request's session, and what its member held is released as on a close (so a killed consumer's session
+goes away); a new session when the cache is full of live ones answers SHARE_SESSION_LIMIT_REACHED.
 
 `acquire_from_log` is one partition's share of a ShareFetch: the locks that ran out are released
 first (the clock's monotonic time), then stored batches are read from the partition's first
@@ -27,11 +31,12 @@ the share coordinator in `__share_group_state`; that is not built yet (docs/shar
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from strom._util.clock import Clock
 from strom.broker.replication.replica_manager import ReplicaManager
 from strom.coordinator.share.partition import AcquiredRange, SharePartition
+from strom.coordinator.share.sessions import DEFAULT_MAX_SESSIONS, ShareSession, ShareSessionCache
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.batch import iter_headers
 
@@ -52,14 +57,8 @@ class ShareConfig:
     record_lock_duration_ms: int = 30000
     delivery_count_limit: int = 5
     auto_offset_reset: str = "latest"
-
-
-@dataclass(slots=True)
-class ShareSession:
-    group_id: str
-    member_id: str
-    next_epoch: int = 1
-    partitions: set[TopicPartition] = field(default_factory=set)
+    session_timeout_ms: int = 45000
+    max_share_sessions: int = DEFAULT_MAX_SESSIONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,29 +79,44 @@ class SharePartitionManager:
         self._clock = clock
         self.config = config
         self._partitions: dict[tuple[str, str, int], _Held] = {}
-        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self.sessions = ShareSessionCache(config.max_share_sessions, config.session_timeout_ms)
 
     # --- sessions ------------------------------------------------------------------------------
+    def evict_idle(self) -> list[tuple[str, str, int]]:
+        """Evict the sessions unused for the session timeout and release what their members held;
+        the (group, topic, partition) keys released on (for the caller to wake waiting fetches)."""
+        released: list[tuple[str, str, int]] = []
+        for session in self.sessions.expire(self._clock.monotonic_ms()):
+            self._release(session)
+            released += [(session.group_id, topic, index) for topic, index in session.partitions]
+        return released
+
     def session(self, group_id: str, member_id: str, epoch: int) -> tuple[ShareSession | None, ErrorCode]:
         """The member's session for a request at ``epoch`` (a new one at epoch 0); for -1 the session
         to close (the caller calls `close_session` after the acknowledgements)."""
-        key = (group_id, member_id)
+        now = self._clock.monotonic_ms()
         if epoch == OPEN_EPOCH:
-            opened = self.sessions[key] = ShareSession(group_id, member_id)
+            opened = self.sessions.open(group_id, member_id, now)
+            if opened is None:
+                return None, ErrorCode.SHARE_SESSION_LIMIT_REACHED
             return opened, ErrorCode.NONE
-        session = self.sessions.get(key)
+        session = self.sessions.get(group_id, member_id)
         if session is None:
             return None, ErrorCode.SHARE_SESSION_NOT_FOUND
         if epoch == CLOSE_EPOCH:
             return session, ErrorCode.NONE
         if epoch != session.next_epoch:
             return None, ErrorCode.INVALID_SHARE_SESSION_EPOCH
+        self.sessions.touch(session, now)
         session.next_epoch = epoch + 1 if epoch < 2**31 - 1 else 1
         return session, ErrorCode.NONE
 
     def close_session(self, session: ShareSession) -> None:
         """Forget the session and release what its member holds on its partitions."""
-        self.sessions.pop((session.group_id, session.member_id), None)
+        self.sessions.remove(session)
+        self._release(session)
+
+    def _release(self, session: ShareSession) -> None:
         now = self._clock.monotonic_ms()
         for topic, index in session.partitions:
             held = self._partitions.get((session.group_id, topic, index))
