@@ -7,9 +7,10 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
 from test_storage_support import idempotent_batch
 
-from strom.storage.checkpoint import TopicPartition
+from strom.storage.checkpoint import RECOVERY_POINT_CHECKPOINT, TopicPartition
 from strom.storage.config import LogConfig
 from strom.storage.log_manager import LogManager
 from strom.storage.log_move import (
@@ -166,6 +167,28 @@ def test_a_failed_rename_leaves_the_partition_on_its_source(tmp_path: Path) -> N
     assert reloaded is not None and os.path.dirname(reloaded.dir) == source
     assert reloaded.log_end_offset == 31
     again.shutdown()
+
+
+def test_a_failed_checkpoint_after_the_swap_keeps_the_move(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The checkpoints written after the swap fail (a directory in the way of one): the partition is
+    on its moved log all the same; the next checkpoint writes it."""
+    manager, tp, _dirs, source, future, copied = _moved_fixture(tmp_path)
+    dest = os.path.dirname(future)
+    in_the_way = os.path.join(source, RECOVERY_POINT_CHECKPOINT)
+    if os.path.exists(in_the_way):
+        os.unlink(in_the_way)
+    os.mkdir(in_the_way)
+    open(os.path.join(in_the_way, "x"), "wb").close()
+    moved, error, doomed = manager.finish_move(tp, future, copied)
+    assert error is None and doomed is not None
+    assert "writing checkpoints after moving orders-0 failed" in caplog.text
+    assert manager.get_log(*tp) is moved and manager.log_dir_of(tp) == dest
+    assert os.path.dirname(moved.dir) == dest and moved.log_end_offset == 30
+    shutil.rmtree(in_the_way)
+    shutil.rmtree(doomed)
+    manager.shutdown()
 
 
 def test_a_failed_last_rename_goes_back_to_the_source(tmp_path: Path) -> None:

@@ -330,22 +330,27 @@ class LogManager:
             return back, exc, None
         moved = future[: -len(FUTURE_SUFFIX)] + MOVED_SUFFIX
         doomed = os.path.join(source_dir, f"{name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+        copies = [future, moved]  # what is ours to remove if the source stays
         try:
             copy_changed(old.dir, future, copied, final=True)
             mark_complete(future)
             filesystem.replace(old.dir, doomed)
             fsync_dir(source_dir)
             filesystem.replace(moved, path)
+            copies.append(path)  # only now: before, that name may be someone else's
             fsync_dir(dest_dir)
             new = reopen(path)
         except OSError as exc:
-            return self._undo_move(tp, reopen, old.dir, (future, moved), doomed, path), exc, None
+            return self._undo_move(tp, reopen, old.dir, copies, doomed, path), exc, None
         self._logs[tp] = new
         self._log_dir_of[tp] = dest_dir
         self._dir_counts[source_dir] -= 1
         self._dir_counts[dest_dir] += 1
         self._note_flush_policy(tp, new)
-        self.checkpoint_all()
+        try:
+            self.checkpoint_all()
+        except OSError as exc:  # the move stands; the periodic checkpoint writes them again
+            log.error("writing checkpoints after moving %s failed: %s", name, exc)
         log.info("moved %s from %s to %s", name, source_dir, dest_dir)
         return new, None, doomed
 
@@ -354,7 +359,7 @@ class LogManager:
         tp: TopicPartition,
         reopen: Callable[[str], PartitionLog],
         source: str,
-        copies: tuple[str, str],
+        copies: list[str],
         doomed: str,
         swapped: str,
     ) -> PartitionLog:
@@ -375,7 +380,7 @@ class LogManager:
             return back
         # The source is gone for good: the swapped-in copy (or a complete one under its -moved name).
         dest_dir = os.path.dirname(swapped)
-        if not os.path.isdir(swapped) and os.path.isdir(copies[1]):
+        if swapped not in copies:  # raises if that name is taken: no replica is left to open
             filesystem.replace(copies[1], swapped)
             fsync_dir(dest_dir)
         back = self._logs[tp] = reopen(swapped)
