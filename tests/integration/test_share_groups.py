@@ -8,7 +8,8 @@ never delivered again, and released ones are redelivered until `group.share.deli
 archives them.
 ListGroups shows the group with type "share", ShareGroupDescribe its members, and the leader's
 ``/metrics`` the share-partition's start offset and backlog. A killed consumer's share session is
-evicted from the leader once idle for the session timeout.
+evicted from the leader once idle for the session timeout, and the records it held are released then,
+long before their locks would run out.
 """
 
 from __future__ import annotations
@@ -368,3 +369,32 @@ def test_a_killed_consumers_session_is_evicted(broker: BrokerProcess, spawn: Cal
         assert probe() == ErrorCode.INVALID_SHARE_SESSION_EPOCH
         timeout_s = int(CONFIGS["group.share.session.timeout.ms"]) / 1000
         assert wait_until(lambda: probe() == ErrorCode.SHARE_SESSION_NOT_FOUND, timeout_s + 30, 0.5)
+
+
+def test_an_evicted_sessions_records_are_released(
+    tmp_path_factory: pytest.TempPathFactory, spawn: Callable[..., Any]
+) -> None:
+    """Records locked far longer than the session timeout: a killed consumer's are released when its
+    idle session is evicted, not when their locks run out."""
+    lock_ms = 120_000
+    configs = dict(CONFIGS, **{"group.share.record.lock.duration.ms": str(lock_ms)})
+    broker = BrokerProcess(tmp_path_factory.mktemp("long-lock") / "data", configs)
+    broker.start()
+    try:
+        topic, group, total = "share-evict-release", "share-evict-release-g", 20
+        make_topic(broker.bootstrap, topic)
+        produce(broker.bootstrap, topic, [f"h{i}" for i in range(total)], per_flush=total)
+        holder = spawn(broker.bootstrap, topic, group, mode="hold")
+        assert wait_until(lambda: bool(holder.offsets()), 30)
+        held = set(holder.offsets())
+        survivor = spawn(broker.bootstrap, topic, group)
+        assert wait_until(lambda: started(survivor), 30)
+        holder.kill()
+        killed_at = time.monotonic()
+        assert wait_until(lambda: set(survivor.offsets()) >= set(range(total)), 60)
+        assert time.monotonic() - killed_at < lock_ms / 1000 / 2
+        again = {e["o"]: e["n"] for e in survivor.records() if e["o"] in held}
+        assert set(again) == held and set(again.values()) == {2}
+        survivor.terminate()
+    finally:
+        broker.stop()
