@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from test_storage_support import idempotent_batch
 
+from strom._util import filesystem
+from strom.sim.disk import SimFileSystem
 from strom.storage.checkpoint import RECOVERY_POINT_CHECKPOINT, TopicPartition
 from strom.storage.config import LogConfig
 from strom.storage.log_manager import LogManager
@@ -237,3 +239,19 @@ def test_a_preferred_dir_takes_a_new_partition(tmp_path: Path) -> None:
     created = manager.get_or_create_log("new", 0)
     assert os.path.dirname(created.dir) == loaded
     manager.shutdown()
+
+
+def test_the_copy_writes_through_the_file_system_port(tmp_path: Path) -> None:
+    """The simulated disk sees the copy's pages as unsynced until `fsync_copy`, as it sees a segment's."""
+    source, target = tmp_path / "src", tmp_path / "dst"
+    source.mkdir()
+    (source / "00000000000000000000.log").write_bytes(b"x" * 10_000)
+    (source / "00000000000000000000.index").write_bytes(b"i" * 10)
+    fs = SimFileSystem()
+    disk = fs.add_disk(str(target))
+    with filesystem.use(fs):
+        copy_changed(str(source), str(target), {})
+        assert disk.unsynced_files == 2
+        fsync_copy(str(target))
+        assert disk.unsynced_files == 0
+    assert (target / "00000000000000000000.log").read_bytes() == b"x" * 10_000
