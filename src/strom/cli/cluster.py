@@ -39,7 +39,8 @@ def cluster_up(args: argparse.Namespace) -> int:
     if not zookeeper_available():
         raise ConsoleError("ZooKeeper is not installed (apt-get install zookeeper, and a JRE)")
     overrides = dict(item.split("=", 1) for item in args.set)
-    cluster = LocalCluster(base, args.brokers, args.racks, overrides)
+    # Detached: the cluster runs on after this command returns, until `strom cluster down`.
+    cluster = LocalCluster(base, args.brokers, args.racks, overrides, detached=True)
     try:
         # Steps: ZooKeeper, each broker, then every broker registered.
         with progress("Starting the cluster", args.brokers + 2, "steps") as bar:

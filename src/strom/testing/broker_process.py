@@ -35,8 +35,10 @@ class BrokerProcess:
         start_timeout_s: float = 30.0,
         command_prefix: Sequence[str] = (),
         host: str = "127.0.0.1",
+        detached: bool = False,
     ) -> None:
         self.data_dir = Path(data_dir)
+        self.detached = detached  # outlives the process that started it (processes.popen_tied)
         self.command_prefix = list(command_prefix)
         self.host = host
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -77,7 +79,9 @@ class BrokerProcess:
         for key, value in settings.items():
             cmd += ["--set", f"{key}={value}"]
         self._log = open(self.log_path, "a")  # noqa: SIM115  (closed in _reap)
-        self.proc = popen_tied(cmd, stdout=subprocess.PIPE, stderr=self._log, text=True)
+        self.proc = popen_tied(
+            cmd, tied=not self.detached, stdout=subprocess.PIPE, stderr=self._log, text=True
+        )
         assert self.proc.stdout is not None
         deadline = time.monotonic() + self.start_timeout_s
         line = ""

@@ -70,15 +70,18 @@ class LocalCluster:
         overrides: dict[str, str] | None = None,
         zookeeper: ZooKeeperProcess | None = None,
         broker_factory: Callable[[int, Path, dict[str, str]], BrokerProcess] | None = None,
+        detached: bool = False,
     ) -> None:
+        """``detached``: the cluster outlives the process that starts it (``strom cluster up``); by
+        default its processes die with it (strom.testing.processes.popen_tied)."""
         self.base_dir = Path(base_dir)
-        self.zookeeper = zookeeper or ZooKeeperProcess(self.base_dir / "zookeeper")
+        self.zookeeper = zookeeper or ZooKeeperProcess(self.base_dir / "zookeeper", detached=detached)
         self.count = brokers
         self.racks = racks
         self.overrides = dict(overrides or {})
         self.brokers: dict[int, BrokerProcess] = {}
         self.broker_factory = broker_factory or (
-            lambda _id, data_dir, settings: BrokerProcess(data_dir, settings)
+            lambda _id, data_dir, settings: BrokerProcess(data_dir, settings, detached=detached)
         )
 
     def broker_overrides(self, broker_id: int) -> dict[str, str]:

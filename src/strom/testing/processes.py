@@ -7,6 +7,8 @@ the process that started it dies first, so a test run killed outright (a CI time
 broker, ZooKeeper or S3 server behind. The kernel ties the child to the *thread* that forked it, so the
 tie is made only from the main thread (a process started from a short-lived worker thread would die
 with the thread); elsewhere, or without ``setpriv``, the process is untied and stopped by PID as always.
+A server meant to outlive its starter (``strom cluster up`` leaves its cluster running) is started
+untied (``detached`` on the process classes).
 
 Stopped (`stop_process`): SIGTERM first (a broker's clean shutdown, a JVM's shutdown hooks), then
 SIGKILL if it has not exited in time, and always reaped. And the CPU time such a process has used, from
@@ -32,9 +34,10 @@ def _tie_to_parent() -> list[str]:
     return [setpriv, "--pdeathsig", "KILL"] if setpriv else []
 
 
-def popen_tied(args: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
-    """`subprocess.Popen` in a new session, killed if this process dies before stopping it."""
-    return subprocess.Popen([*_tie_to_parent(), *args], start_new_session=True, **kwargs)
+def popen_tied(args: Sequence[str], tied: bool = True, **kwargs: Any) -> subprocess.Popen[Any]:
+    """`subprocess.Popen` in a new session, killed if this process dies before stopping it (unless not
+    ``tied``: a server meant to outlive the command that started it, as ``strom cluster up``'s)."""
+    return subprocess.Popen([*(_tie_to_parent() if tied else []), *args], start_new_session=True, **kwargs)
 
 
 def stop_process(proc: subprocess.Popen[Any], timeout_s: float = 20.0, kill_wait_s: float = 10.0) -> int:

@@ -42,8 +42,10 @@ class ZooKeeperProcess:
         tick_time_ms: int = 500,
         command_prefix: Sequence[str] = (),
         host: str = "127.0.0.1",
+        detached: bool = False,
     ) -> None:
         self.base_dir = Path(base_dir)
+        self.detached = detached  # outlives the process that started it (processes.popen_tied)
         self.host = host
         self.command_prefix = list(command_prefix)
         # Inside a network namespace of its own every port is free; loopback ports are picked here.
@@ -92,7 +94,9 @@ class ZooKeeperProcess:
     def start(self, timeout_s: float = 30.0) -> str:
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self._log = open(self.base_dir / "zookeeper.log", "ab")  # noqa: SIM115  (closed in stop)
-        self.proc = popen_tied(self.command(), stdout=self._log, stderr=subprocess.STDOUT)
+        self.proc = popen_tied(
+            self.command(), tied=not self.detached, stdout=self._log, stderr=subprocess.STDOUT
+        )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
