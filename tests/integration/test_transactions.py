@@ -117,7 +117,7 @@ def test_open_transaction_pins_the_last_stable_offset(broker: BrokerProcess) -> 
     plain.flush(10)
     # The open transaction starts at offset 1: read_committed stops there.
     assert committed_end(broker.bootstrap, topic) == (1, 3)
-    assert consume_all(broker.bootstrap, topic, "read_committed", idle_s=1.5) == [b"before"]
+    assert consume_all(broker.bootstrap, topic, "read_committed", idle_s=5.0) == [b"before"]
     producer.commit_transaction(30)
     assert consume_all(broker.bootstrap, topic, "read_committed") == [b"before", b"open-0", b"after"]
     assert committed_end(broker.bootstrap, topic) == (4, 4)

@@ -98,11 +98,11 @@ def test_compaction_removes_aborted_data_then_its_marker_and_survives_a_restart(
         assert filler.flush(10) == 0
 
     def committed_view() -> list[bytes]:
-        return consume_all(broker.bootstrap, topic, "read_committed", idle_s=1.0)
+        return consume_all(broker.bootstrap, topic, "read_committed", idle_s=5.0)
 
     def cleaned() -> bool:
         push_filler()
-        values = consume_all(broker.bootstrap, topic, "read_uncommitted", idle_s=1.0)
+        values = consume_all(broker.bootstrap, topic, "read_uncommitted", idle_s=5.0)
         return [v for v in values if v.startswith((b"c", b"ab"))] == expected
 
     wait_until(cleaned, 60, "the aborted and superseded records to be compacted away")

@@ -140,7 +140,7 @@ def test_a_batch_for_a_partition_never_added_is_refused(broker: BrokerProcess) -
         assert txn.produce(1, b"late") == ErrorCode.INVALID_TXN_STATE
     assert committed_end(broker.bootstrap, topic, 0) == (4, 4)
     assert committed_end(broker.bootstrap, topic, 1) == (0, 0)
-    assert consume_all(broker.bootstrap, topic, "read_committed", 2, idle_s=1.0) == [b"v"] * 3
+    assert consume_all(broker.bootstrap, topic, "read_committed", 2, idle_s=5.0) == [b"v"] * 3
 
 
 def test_without_verification_the_stray_batch_hangs_the_partition(broker: BrokerProcess) -> None:
@@ -185,5 +185,5 @@ def test_client_transactions_pass_verification(broker: BrokerProcess) -> None:
             producer.abort_transaction(30)
         else:
             producer.commit_transaction(30)
-    got = consume_all(broker.bootstrap, topic, "read_committed", 3, idle_s=1.0)
+    got = consume_all(broker.bootstrap, topic, "read_committed", 3, idle_s=5.0)
     assert sorted(got) == sorted(f"{r}-{i}".encode() for r in (0, 1, 3) for i in range(30))
