@@ -53,16 +53,19 @@ class SeaweedS3Process:
         self, base_dir: str | os.PathLike[str], s3_port: int = 0, volume_size_limit_mb: int = 64
     ) -> None:
         self.base_dir = Path(base_dir)
-        ports = _free_ports(len(_PORT_NAMES))
-        self.ports = dict(zip(_PORT_NAMES, ports, strict=True))
-        self._fixed_s3 = bool(s3_port)
-        if s3_port:
-            self.ports["s3"] = s3_port
+        self._s3_port = s3_port  # 0: any free port
+        self.ports = self._pick_ports()
         self.volume_size_limit_mb = volume_size_limit_mb
         self.access_key = ACCESS_KEY
         self.secret_key = SECRET_KEY
         self.proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
+
+    def _pick_ports(self) -> dict[str, int]:
+        ports = dict(zip(_PORT_NAMES, _free_ports(len(_PORT_NAMES)), strict=True))
+        if self._s3_port:
+            ports["s3"] = self._s3_port
+        return ports
 
     @property
     def endpoint_url(self) -> str:
@@ -145,10 +148,7 @@ class SeaweedS3Process:
                 f.seek(logged)
                 if b"address already in use" not in f.read():
                     break
-            fixed_s3 = self.ports["s3"] if self._fixed_s3 else None
-            self.ports = dict(zip(_PORT_NAMES, _free_ports(len(_PORT_NAMES)), strict=True))
-            if fixed_s3:
-                self.ports["s3"] = fixed_s3
+            self.ports = self._pick_ports()
         raise RuntimeError(
             f"SeaweedFS did not start on {self.endpoint_url}; see {self.base_dir}/seaweedfs.log"
         )
