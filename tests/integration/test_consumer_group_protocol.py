@@ -2,7 +2,7 @@
 TCP, version by version (docs/protocol.md#advertise-nothing-untested): joining (a member id generated
 by the broker in v0, the client's own in v1), the assignment by topic id, heartbeats, fencing, the v1
 regular expression, leaving, the describe of each version, OffsetCommit by member epoch, ListGroups,
-DeleteGroups and the group-coordinator gauges of /metrics."""
+DeleteGroups, OffsetFetch v9's member epoch check and the group-coordinator gauges of /metrics."""
 
 from __future__ import annotations
 
@@ -71,6 +71,17 @@ def topic_ids(raw: RawClient, group: str) -> dict[str, bytes]:
     return found
 
 
+def fetch_offset(
+    raw: RawClient, version: int, group: str, topic: str, member: str | None, epoch: int
+) -> tuple[int, int | None]:
+    """OffsetFetch v8+ of partition 0 for one group: the group's error code and the committed offset."""
+    asked = {"group_id": group, "member_id": member, "member_epoch": epoch}
+    body = {"groups": [{**asked, "topics": [{"name": topic, "partition_indexes": [0]}]}]}
+    (answer,) = raw.call(ApiKey.OFFSET_FETCH, version, body)["groups"]
+    offsets = [p["committed_offset"] for t in answer["topics"] for p in t["partitions"]]
+    return answer["error_code"], offsets[0] if offsets else None
+
+
 @pytest.mark.parametrize("version", HEARTBEAT_V)
 def test_heartbeat_join_beat_fence_leave(raw: RawClient, topic_name: str, version: int) -> None:
     assert raw.create_topic(topic_name, 3) == 0
@@ -105,6 +116,12 @@ def test_heartbeat_join_beat_fence_leave(raw: RawClient, topic_name: str, versio
     assert stale["topics"][0]["partitions"][0]["error_code"] == ErrorCode.STALE_MEMBER_EPOCH
     good = raw.call(ApiKey.OFFSET_COMMIT, 7, {**commit, "generation_id_or_member_epoch": 1})
     assert good["topics"][0]["partitions"][0]["error_code"] == 0
+    # OffsetFetch v9 checks the member and its epoch; v8, and v9 without a member (a tool), do not.
+    assert fetch_offset(raw, 9, group, topic_name, member_id, 1) == (0, 5)
+    assert fetch_offset(raw, 9, group, topic_name, member_id, 0) == (ErrorCode.STALE_MEMBER_EPOCH, None)
+    assert fetch_offset(raw, 9, group, topic_name, "stranger", 1) == (ErrorCode.UNKNOWN_MEMBER_ID, None)
+    assert fetch_offset(raw, 9, group, topic_name, None, -1) == (0, 5)
+    assert fetch_offset(raw, 8, group, topic_name, None, -1) == (0, 5)
     # ListGroups names it once, as a consumer group, though its offsets sit beside the classic groups'.
     listed = [g for g in raw.call(ApiKey.LIST_GROUPS, 2, {})["groups"] if g["group_id"] == group]
     assert listed == [{"group_id": group, "protocol_type": "consumer"}]

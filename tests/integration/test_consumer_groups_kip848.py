@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer as CkConsumer
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.testing import BrokerProcess
 from tests.integration.kip848_clients import Consumer, wait_until
+from tests.integration.rdkafka_debug import ProtocolLog
 
 SESSION_TIMEOUT_MS = 6000
 PARTITIONS = 6
@@ -157,3 +159,45 @@ def test_regular_expression_subscription_picks_up_a_new_topic(
     topics = lambda: {e["t"] for e in a.snapshot() if e["ev"] == "msg"}  # noqa: E731
     assert wait_until(lambda: f"{topic_name}-two" in topics(), 40), a.snapshot()[-5:]
     a.terminate()
+
+
+def test_offset_fetch_v9_with_member_epoch_resumes_from_commits(
+    broker: BrokerProcess, topic_name: str
+) -> None:
+    """librdkafka's consumer-protocol member fetches its committed offsets with OffsetFetch v9 (member
+    id and epoch, checked by the broker): a second member of the group resumes exactly where the first
+    one's commits ended, so every record is read once across the two."""
+    bootstrap = broker.bootstrap
+    make_topic(bootstrap, topic_name)
+    produce(bootstrap, topic_name, 3)
+    group = f"g-{topic_name}"
+    log = ProtocolLog()
+    read: list[tuple[int, int]] = []
+    for share in (PARTITIONS * 3 // 2, PARTITIONS * 3 // 2):
+        consumer = CkConsumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "group.protocol": "consumer",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "debug": "protocol,cgrp",
+                "logger": log.logger(),
+            }
+        )
+        try:
+            consumer.subscribe([topic_name])
+            mine: list[tuple[int, int]] = []
+            deadline = time.monotonic() + 40
+            while len(mine) < share and time.monotonic() < deadline:
+                msg = consumer.poll(0.2)
+                if msg is None or msg.error():
+                    continue
+                mine.append((msg.partition(), msg.offset()))
+                consumer.commit(message=msg, asynchronous=False)
+            read += mine
+        finally:
+            consumer.close()
+    assert sorted(read) == [(p, o) for p in range(PARTITIONS) for o in range(3)]
+    sent = log.sent("OffsetFetch")
+    assert sent and all("(v9," in line for line in sent), sent[:3]

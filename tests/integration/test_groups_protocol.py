@@ -25,6 +25,7 @@ from strom.protocol.api import SUPPORTED, ApiKey
 from strom.protocol.codec import decode_response, encode_request
 from strom.protocol.errors import ErrorCode
 from strom.testing import BrokerProcess
+from strom.testing.metrics import scrape, value
 
 _correlation = itertools.count(1)
 
@@ -243,11 +244,7 @@ def test_offset_commit_and_fetch_every_version(
         ("no-such-topic", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
     }
     for fetch_v in versions(ApiKey.OFFSET_FETCH):
-        fetched = raw.call(
-            ApiKey.OFFSET_FETCH,
-            fetch_v,
-            {"group_id": group, "topics": [{"name": topic_name, "partition_indexes": [0, 1]}]},
-        )
+        fetched = offset_fetch(raw, fetch_v, group, [{"name": topic_name, "partition_indexes": [0, 1]}])
         parts = {p["partition_index"]: p for t in fetched["topics"] for p in t["partitions"]}
         assert parts[0]["committed_offset"] == 42 and parts[0]["metadata"] == "meta"
         assert parts[1]["committed_offset"] == -1 and parts[1]["error_code"] == 0
@@ -256,10 +253,100 @@ def test_offset_commit_and_fetch_every_version(
             assert parts[1]["committed_leader_epoch"] == -1
         if fetch_v >= 2:
             assert fetched["error_code"] == 0
-            everything = raw.call(ApiKey.OFFSET_FETCH, fetch_v, {"group_id": group, "topics": None})
+            everything = offset_fetch(raw, fetch_v, group, None)
             assert [
                 (t["name"], [p["partition_index"] for p in t["partitions"]]) for t in everything["topics"]
             ] == [(topic_name, [0])]
+
+
+def offset_fetch(raw: RawClient, version: int, group: str, topics: list[dict[str, Any]] | None) -> Any:
+    """One group's OffsetFetch answer in the v1-7 shape (``topics``, ``error_code``) at any version:
+    from v8 (KIP-709) the request carries a list of groups, here of one, without member (admin-style)."""
+    if version < 8:
+        return raw.call(ApiKey.OFFSET_FETCH, version, {"group_id": group, "topics": topics})
+    body = {"groups": [{"group_id": group, "member_id": None, "member_epoch": -1, "topics": topics}]}
+    (answer,) = raw.call(ApiKey.OFFSET_FETCH, version, body)["groups"]
+    assert answer["group_id"] == group
+    return answer
+
+
+def _commit_one(raw: RawClient, group: str, topic: str, partition: int, offset: int) -> None:
+    body = {
+        "group_id": group,
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "topics": [
+            {"name": topic, "partitions": [{"partition_index": partition, "committed_offset": offset}]}
+        ],
+    }
+    (topic_answer,) = raw.call(ApiKey.OFFSET_COMMIT, 8, body)["topics"]
+    assert [p["error_code"] for p in topic_answer["partitions"]] == [0]
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_offset_fetch_several_groups(
+    raw: RawClient, broker: BrokerProcess, topic_name: str, version: int
+) -> None:
+    """OffsetFetch v8+ (KIP-709): one request for several groups, each answered on its own, in order;
+    a group with nothing committed answers -1 for what it is asked, and nothing for "all topics"."""
+    create_topic(broker.bootstrap, topic_name)
+    first, second, empty = (f"multi-{version}-{name}" for name in ("a", "b", "none"))
+    _commit_one(raw, first, topic_name, 0, 42)
+    _commit_one(raw, second, topic_name, 1, 7)
+    named = [{"name": topic_name, "partition_indexes": [0, 1]}]
+    body = {
+        "groups": [
+            {"group_id": first, "member_id": None, "member_epoch": -1, "topics": named},
+            {"group_id": second, "member_id": None, "member_epoch": -1, "topics": None},
+            {"group_id": empty, "member_id": None, "member_epoch": -1, "topics": named},
+            {"group_id": empty, "member_id": None, "member_epoch": -1, "topics": None},
+        ],
+        "require_stable": True,
+    }
+    answers = raw.call(ApiKey.OFFSET_FETCH, version, body)["groups"]
+    assert [(g["group_id"], g["error_code"]) for g in answers] == [
+        (first, 0),
+        (second, 0),
+        (empty, 0),
+        (empty, 0),
+    ]
+
+    def offsets(answer: dict[str, Any]) -> dict[tuple[str, int], int]:
+        return {
+            (t["name"], p["partition_index"]): p["committed_offset"]
+            for t in answer["topics"]
+            for p in t["partitions"]
+        }
+
+    assert offsets(answers[0]) == {(topic_name, 0): 42, (topic_name, 1): -1}
+    assert offsets(answers[1]) == {(topic_name, 1): 7}
+    assert offsets(answers[2]) == {(topic_name, 0): -1, (topic_name, 1): -1}
+    assert offsets(answers[3]) == {}
+
+
+def test_kafka_python_admin_lists_several_groups_in_one_request(
+    raw: RawClient, broker: BrokerProcess, topic_name: str
+) -> None:
+    """kafka-python 3's admin asks OffsetFetch v8 for every group of one coordinator in one request."""
+    from kafka import TopicPartition as KpTopicPartition
+    from kafka.admin import KafkaAdminClient
+
+    create_topic(broker.bootstrap, topic_name)
+    groups = {f"kp-multi-{i}-{topic_name}": i + 3 for i in range(3)}
+    for group, offset in groups.items():
+        _commit_one(raw, group, topic_name, 2, offset)
+    assert broker.http_url is not None
+    requests = "kafka_network_requestmetrics_requests_total"
+    before = value(scrape(broker.http_url), requests, request="OffsetFetch", version="8")
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        listed = admin.list_group_offsets(list(groups))
+    finally:
+        admin.close()
+    assert {group: {tp: om.offset for tp, om in found.items()} for group, found in listed.items()} == {
+        group: {KpTopicPartition(topic_name, 2): offset} for group, offset in groups.items()
+    }
+    assert value(scrape(broker.http_url), requests, request="OffsetFetch", version="8") == before + 1
 
 
 def test_admin_apis_every_version(raw: RawClient, broker: BrokerProcess, topic_name: str) -> None:

@@ -9,7 +9,6 @@ producer id and epoch (before KIP-360 support it was fatal).
 
 from __future__ import annotations
 
-import logging
 import signal
 import time
 import uuid
@@ -24,6 +23,7 @@ from strom.protocol.errors import ErrorCode
 from strom.testing import BrokerProcess
 
 from .rawclient import RawClient
+from .rdkafka_debug import ProtocolLog
 from .test_transactions import BROKER_CONFIG, consume_all, create_topic, txn_producer
 
 
@@ -35,27 +35,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         yield proc
     finally:
         proc.stop()
-
-
-class ProtocolLog(logging.Handler):
-    """librdkafka's debug lines (``debug=protocol``), kept to check the versions it negotiated."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-
-    def logger(self) -> logging.Logger:
-        logger = logging.getLogger(f"strom.test.librdkafka.{uuid.uuid4().hex[:8]}")
-        logger.setLevel(logging.DEBUG)
-        logger.propagate = False
-        logger.addHandler(self)
-        return logger
-
-    def sent(self, request: str) -> list[str]:
-        return [line for line in self.lines if f"Sent {request}Request" in line]
 
 
 def test_librdkafka_bumps_its_epoch_after_an_abortable_error(broker: BrokerProcess) -> None:
@@ -198,7 +177,7 @@ def test_txn_offset_commit_v3_and_require_stable(broker: BrokerProcess) -> None:
 
 
 def test_librdkafka_group_metadata_and_stable_offsets(broker: BrokerProcess) -> None:
-    """confluent-kafka negotiates TxnOffsetCommit v3 and OffsetFetch v7: a read_committed consumer's
+    """confluent-kafka negotiates TxnOffsetCommit v3 and OffsetFetch v9: a read_committed consumer's
     committed() waits while the transaction's offsets are pending (require_stable) and returns the
     committed one; the group metadata of a consumer that has left the group is refused
     (UNKNOWN_MEMBER_ID, abortable)."""
@@ -242,7 +221,8 @@ def test_librdkafka_group_metadata_and_stable_offsets(broker: BrokerProcess) -> 
     committer.join()
     assert committed.offset == 5 and waited >= 1.4  # not the earlier "nothing committed" (-1001)
     assert log.sent("TxnOffsetCommit") and all("(v3," in line for line in log.sent("TxnOffsetCommit"))
-    assert log.sent("OffsetFetch") and all("(v7," in line for line in log.sent("OffsetFetch"))
+    # v9 carries require_stable as v7 does (with one group, no member for a classic consumer).
+    assert log.sent("OffsetFetch") and all("(v9," in line for line in log.sent("OffsetFetch"))
 
     zombie_metadata = consumer.consumer_group_metadata()
     consumer.close()  # leaves the group: its member id is gone

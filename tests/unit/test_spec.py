@@ -178,7 +178,7 @@ def test_parse_spec_strips_comments_and_parses_defaults() -> None:
 # Flexible (KIP-482) versions the broker advertises, each added deliberately with per-version tests by
 # real clients or raw requests (docs/protocol.md#the-table names the module of each): the data-path,
 # topic, config and classic group APIs up to the newest version of the specs (topic ids, KIP-516; new
-# leaders, KIP-951), the describe APIs of newer admin clients, ApiVersions 3-4, OffsetFetch 6-7, the
+# leaders, KIP-951), the describe APIs of newer admin clients, ApiVersions 3-4, OffsetFetch 6-9, the
 # transactional APIs' v3 (KIP-360, KIP-447), the flexible-only APIs of KIP-664, KIP-455 and KIP-554,
 # WriteTxnMarkers 1, SaslAuthenticate 2, KIP-848's consumer-group APIs, the client-quota APIs and
 # KIP-932's share-group APIs. Any other advertised version must be pre-flexible.
@@ -188,7 +188,7 @@ FLEXIBLE_ADVERTISED = {
     ApiKey.LIST_OFFSETS: [6, 7, 8, 9, 10, 11],
     ApiKey.METADATA: [9, 10, 11, 12, 13],
     ApiKey.OFFSET_COMMIT: [8, 9],
-    ApiKey.OFFSET_FETCH: [6, 7],
+    ApiKey.OFFSET_FETCH: [6, 7, 8, 9],
     ApiKey.FIND_COORDINATOR: [3, 4, 5, 6],
     ApiKey.JOIN_GROUP: [6, 7, 8, 9],
     ApiKey.HEARTBEAT: [4],

@@ -88,7 +88,8 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LIST_OFFSETS: (1, 11),  # v7: max timestamp (KIP-734); v8-v11: tiered-storage specials
     ApiKey.METADATA: (0, 13),  # v10+: topic ids (KIP-516), v12: topics named by id
     ApiKey.OFFSET_COMMIT: (2, 9),  # v9: KIP-848 members commit with their member epoch (same layout)
-    ApiKey.OFFSET_FETCH: (1, 7),  # v7: require_stable (KIP-447)
+    # v7: require_stable (KIP-447), v8: several groups (KIP-709), v9: member id and epoch (KIP-848)
+    ApiKey.OFFSET_FETCH: (1, 9),
     ApiKey.FIND_COORDINATOR: (0, 6),  # v4+: batched keys (KIP-699)
     ApiKey.JOIN_GROUP: (0, 9),
     ApiKey.HEARTBEAT: (0, 4),

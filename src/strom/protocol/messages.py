@@ -540,12 +540,29 @@ class OffsetFetchRequestTopic(TypedDict):
     partition_indexes: list[int]
 
 
-class OffsetFetchRequest(TypedDict):
-    """OffsetFetchRequest v1-7."""
+class OffsetFetchRequestTopics(TypedDict):
+    """OffsetFetchRequest v8-9: Topics."""
+
+    name: str
+    partition_indexes: list[int]
+
+
+class OffsetFetchRequestGroup(TypedDict):
+    """OffsetFetchRequest v8-9: Group."""
 
     group_id: str
-    topics: list[OffsetFetchRequestTopic] | None
-    require_stable: NotRequired[bool]  # v7
+    member_id: NotRequired[str | None]  # v9
+    member_epoch: NotRequired[int]  # v9
+    topics: list[OffsetFetchRequestTopics] | None
+
+
+class OffsetFetchRequest(TypedDict):
+    """OffsetFetchRequest v1-9."""
+
+    group_id: NotRequired[str]  # v1-7
+    topics: NotRequired[list[OffsetFetchRequestTopic] | None]  # v1-7
+    groups: NotRequired[list[OffsetFetchRequestGroup]]  # v8-9
+    require_stable: NotRequired[bool]  # v7-9
 
 
 class OffsetFetchResponsePartition(TypedDict):
@@ -565,12 +582,38 @@ class OffsetFetchResponseTopic(TypedDict):
     partitions: list[OffsetFetchResponsePartition]
 
 
-class OffsetFetchResponse(TypedDict):
-    """OffsetFetchResponse v1-7."""
+class OffsetFetchResponsePartitions(TypedDict):
+    """OffsetFetchResponse v8-9: Partitions."""
 
-    throttle_time_ms: NotRequired[int]  # v3-7
-    topics: list[OffsetFetchResponseTopic]
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int
+    metadata: str | None
+    error_code: int
+
+
+class OffsetFetchResponseTopics(TypedDict):
+    """OffsetFetchResponse v8-9: Topics."""
+
+    name: str
+    partitions: list[OffsetFetchResponsePartitions]
+
+
+class OffsetFetchResponseGroup(TypedDict):
+    """OffsetFetchResponse v8-9: Group."""
+
+    group_id: str
+    topics: list[OffsetFetchResponseTopics]
+    error_code: int
+
+
+class OffsetFetchResponse(TypedDict):
+    """OffsetFetchResponse v1-9."""
+
+    throttle_time_ms: NotRequired[int]  # v3-9
+    topics: NotRequired[list[OffsetFetchResponseTopic]]  # v1-7
     error_code: NotRequired[int]  # v2-7
+    groups: NotRequired[list[OffsetFetchResponseGroup]]  # v8-9
 
 
 class FindCoordinatorRequest(TypedDict):

@@ -13,16 +13,23 @@ empty metadata; v5 adds the committed leader epoch, -1 when unknown (never Kafka
 the flexible encoding; v7 adds ``require_stable`` (KIP-447): a partition whose transactional offsets await
 their transaction's marker answers UNSTABLE_OFFSET_COMMIT (retriable) with offset -1 instead of the
 committed offset, so a consumer starting after a crash does not read past a pending commit.
+v8 (KIP-709) asks for several groups at once and answers each with its own error code (authorization,
+NOT_COORDINATOR: groups of one request may be coordinated elsewhere); ``require_stable`` stays
+request-wide. v9 (KIP-848) adds each group's member id and member epoch: for a consumer group a named
+member must exist and be at that epoch (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH), while a request without
+them (null member id, epoch -1: admin tools) and any request for a classic group is answered as before.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import cast
 
 from strom.broker.handlers.authz import Op, Res, denied
 from strom.broker.handlers.base import RequestContext, handles
 from strom.broker.handlers.groups import group_refusal, group_service
 from strom.coordinator import OffsetAndMetadata, TopicPartition
+from strom.coordinator.consumer.model import fetch_error
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
 from strom.protocol.messages import (
@@ -33,13 +40,19 @@ from strom.protocol.messages import (
     OffsetDeleteResponse,
     OffsetDeleteResponsePartition,
     OffsetFetchRequest,
+    OffsetFetchRequestTopic,
+    OffsetFetchRequestTopics,
     OffsetFetchResponse,
+    OffsetFetchResponseGroup,
     OffsetFetchResponsePartition,
     OffsetFetchResponseTopic,
+    OffsetFetchResponseTopics,
 )
 
 NO_OFFSET = -1
 NO_LEADER_EPOCH = -1
+NO_MEMBER_EPOCH = -1
+GROUPS_VERSION = 8  # OffsetFetch v8 (KIP-709): several groups per request, errors per group
 
 
 def _partition_exists(ctx: RequestContext, tp: TopicPartition) -> bool:
@@ -106,19 +119,63 @@ async def handle_offset_commit(ctx: RequestContext, req: OffsetCommitRequest) ->
 
 @handles(ApiKey.OFFSET_FETCH)
 async def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
-    group_id = req["group_id"]
     version = ctx.api_version
-    requested: list[TopicPartition] | None = None
-    if (topics := req.get("topics")) is not None:
-        requested = [TopicPartition(t["name"], int(p)) for t in topics for p in t["partition_indexes"]]
+    require_stable = bool(req.get("require_stable"))
+    if version >= GROUPS_VERSION:
+        groups: list[OffsetFetchResponseGroup] = []
+        for group in req.get("groups", []):
+            code, topics = _fetch_group(
+                ctx,
+                group["group_id"],
+                _requested(group["topics"]),
+                require_stable,
+                group.get("member_id"),
+                int(group.get("member_epoch", NO_MEMBER_EPOCH)),
+            )
+            # The v8 partition is the v1-7 one with its leader epoch always present, which it is here.
+            groups.append(
+                {
+                    "group_id": group["group_id"],
+                    "topics": cast(list[OffsetFetchResponseTopics], topics),
+                    "error_code": int(code),
+                }
+            )
+        return {"throttle_time_ms": 0, "groups": groups}
+    requested = _requested(req.get("topics"))
+    code, topics = _fetch_group(
+        ctx, req.get("group_id", ""), requested, require_stable, None, NO_MEMBER_EPOCH
+    )
+    if code is not ErrorCode.NONE and version < 2:
+        # v1 has nowhere else to put it (docs/protocol.md#error-placement).
+        return {"topics": _fetch_topics(dict.fromkeys(requested or []), code)}
+    return {"throttle_time_ms": 0, "topics": topics, "error_code": int(code)}
+
+
+def _requested(
+    topics: list[OffsetFetchRequestTopic] | list[OffsetFetchRequestTopics] | None,
+) -> list[TopicPartition] | None:
+    if topics is None:
+        return None
+    return [TopicPartition(t["name"], int(p)) for t in topics for p in t["partition_indexes"]]
+
+
+def _fetch_group(
+    ctx: RequestContext,
+    group_id: str,
+    requested: list[TopicPartition] | None,
+    require_stable: bool,
+    member_id: str | None,
+    member_epoch: int,
+) -> tuple[ErrorCode, list[OffsetFetchResponseTopic]]:
+    """One group's answer: a group-level error (and no topics), or its committed offsets."""
     error = group_refusal(ctx, group_id, Op.DESCRIBE)
-    service = group_service(ctx)
     if error is not None:
-        code = error
-        if version < 2:
-            # v1 has nowhere else to put it (docs/protocol.md#error-placement).
-            return {"topics": _fetch_topics(dict.fromkeys(requested or []), code)}
-        return {"throttle_time_ms": 0, "topics": [], "error_code": int(code)}
+        return error, []
+    service = group_service(ctx)
+    # v9 (KIP-848): a consumer group's member must name its current epoch.
+    error = fetch_error(service.consumer_group(group_id), member_id, member_epoch)
+    if error is not ErrorCode.NONE:
+        return error, []
     refused: dict[TopicPartition, OffsetAndMetadata | None] = {}
     # Kafka: named partitions of topics the sender may not DESCRIBE answer TOPIC_AUTHORIZATION_FAILED;
     # for "all topics" they are left out.
@@ -131,13 +188,10 @@ async def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> O
             tp: om for tp, om in committed.items() if not denied(ctx, Op.DESCRIBE, Res.TOPIC, tp.topic)
         }
     # All topics (null) lists the committed partitions only, as Kafka does, pending ones among them unstable.
-    unstable = service.unstable_partitions(group_id) if req.get("require_stable") else set()
-    return {
-        "throttle_time_ms": 0,
-        "topics": _fetch_topics(committed, ErrorCode.NONE, unstable)
-        + _fetch_topics(refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
-        "error_code": 0,
-    }
+    unstable = service.unstable_partitions(group_id) if require_stable else set()
+    return ErrorCode.NONE, _fetch_topics(committed, ErrorCode.NONE, unstable) + _fetch_topics(
+        refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    )
 
 
 def _fetch_topics(

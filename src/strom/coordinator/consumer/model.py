@@ -248,3 +248,19 @@ def commit_error(group: ConsumerGroup | None, member_id: str, member_epoch: int)
     if member_epoch != member.member_epoch:
         return ErrorCode.STALE_MEMBER_EPOCH
     return ErrorCode.NONE
+
+
+def fetch_error(group: ConsumerGroup | None, member_id: str | None, member_epoch: int) -> ErrorCode:
+    """An OffsetFetch v9+ naming a member (Kafka's ``ConsumerGroup.validateOffsetFetch``): NONE when
+    there is no such consumer group (a classic group checks nothing) or the request names no member
+    (null member id and a negative epoch: an admin tool, or a client that does not say); else
+    UNKNOWN_MEMBER_ID (not a member) or STALE_MEMBER_EPOCH (another epoch than the member's), so a
+    fenced member cannot resume from offsets that another member is committing meanwhile."""
+    if group is None or (member_id is None and member_epoch < 0):
+        return ErrorCode.NONE
+    member = group.members.get(member_id or "")
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if member_epoch != member.member_epoch:
+        return ErrorCode.STALE_MEMBER_EPOCH
+    return ErrorCode.NONE
