@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, New
 
 from strom.testing.cluster import LocalCluster
 from tests.cluster.conftest import partitions_of, wait_until
-from tests.integration.quota_clients import produce_flat_out, strom_quotas
+from tests.integration.quota_clients import produce_flat_out_to_each, strom_quotas
 from tests.integration.test_dynamic_broker_config import set_cluster_default
 
 
@@ -32,7 +32,7 @@ def test_a_quota_set_through_one_broker_is_applied_by_every_broker(
     for broker in cluster.brokers.values():
         described = strom_quotas(broker.bootstrap, "describe", *entity)
         assert described.stdout == "Quota configs for client-id 'tenant-a' are producer_byte_rate=20000.0\n"
-    run = produce_flat_out(cluster.bootstrap, topic, "tenant-a", 8.0)
+    run = produce_flat_out_to_each(cluster.bootstrap, topic, 3, "tenant-a", 8.0)
     assert {b for b, ms in run.throttle_ms.items() if ms > 0} == {0, 1, 2}, run.throttle_ms
     # Three leaders, each holding the client to 20 kB/s of its own: about 60 kB/s in all.
     assert run.rate(2.0, 8.0) < 3 * 20_000 * 1.5
@@ -40,7 +40,7 @@ def test_a_quota_set_through_one_broker_is_applied_by_every_broker(
         cluster.brokers[2].bootstrap, "alter", *entity, "--delete-config", "producer_byte_rate"
     )
     assert done.returncode == 0, done.stderr
-    free = produce_flat_out(cluster.bootstrap, topic, "tenant-a", 3.0)
+    free = produce_flat_out_to_each(cluster.bootstrap, topic, 3, "tenant-a", 3.0)
     assert not any(free.throttle_ms.values()), free.throttle_ms
     assert free.rate(0.0, 3.0) > 3 * 20_000 * 2
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,10 +54,12 @@ def produce_flat_out(
     seconds: float,
     value_bytes: int = 1000,
     probe: Callable[[], None] | None = None,
+    partition: int | None = None,
     **conf: Any,
 ) -> Run:
     """Produce ``value_bytes`` values for ``seconds``, keeping librdkafka's queue full; ``probe`` is
-    called once half way."""
+    called once half way. ``partition`` pins every record to one partition (by default the
+    partitioner spreads them)."""
     run = Run()
     producer = Producer(
         {
@@ -88,7 +91,10 @@ def produce_flat_out(
             probe()
             probe = None
         try:
-            producer.produce(topic, payload, on_delivery=delivered)
+            if partition is None:
+                producer.produce(topic, payload, on_delivery=delivered)
+            else:
+                producer.produce(topic, payload, partition=partition, on_delivery=delivered)
         except BufferError:
             producer.poll(0.05)
             continue
@@ -96,6 +102,27 @@ def produce_flat_out(
     producer.purge()
     producer.flush(30)
     return run
+
+
+def produce_flat_out_to_each(
+    bootstrap: str, topic: str, partitions: int, client_id: str, seconds: float, **conf: Any
+) -> Run:
+    """One flat-out producer per partition, all at once, merged into one ``Run``. One producer spread
+    over partitions led by different brokers would fill its queue with the records of the leaders
+    that throttle it, and feed the others too slowly to reach their quota."""
+    with ThreadPoolExecutor(partitions) as pool:
+        runs = list(
+            pool.map(
+                lambda p: produce_flat_out(bootstrap, topic, client_id, seconds, partition=p, **conf),
+                range(partitions),
+            )
+        )
+    merged = Run()
+    for run in runs:
+        merged.moved.extend(run.moved)
+        for node, ms in run.throttle_ms.items():
+            merged.throttle_ms[node] = max(ms, merged.throttle_ms.get(node, 0))
+    return merged
 
 
 def consume_flat_out(
