@@ -17,7 +17,7 @@ from strom.storage.retention import (
     segments_to_delete,
 )
 from strom.tiered.metadata_cache import RemotePartitionMetadata
-from strom.tiered.plan import remote_segments_to_delete, segments_to_copy
+from strom.tiered.plan import orphans_to_delete, remote_segments_to_delete, segments_to_copy
 from strom.tiered.segment_data import segment_epochs
 from strom.tiered.segment_metadata import (
     CorruptMetadataRecordError,
@@ -174,3 +174,23 @@ def test_segment_epochs_start_with_the_epoch_in_force() -> None:
     assert segment_epochs(entries, 15, 39) == [EpochEntry(3, 15)]
     assert segment_epochs(entries, 40, 49) == [EpochEntry(5, 40)]
     assert segment_epochs([], 0, 9) == []
+
+
+def test_an_orphan_is_deleted_only_once_finished_segments_hold_its_offsets() -> None:
+    copied = [metadata("a", 0, 99), metadata("b", 100, 199), metadata("d", 300, 399)]
+    started = S.COPY_SEGMENT_STARTED
+    re_copied = metadata("x", 100, 199, started)  # its range was copied again: safe
+    straddling = metadata("y", 150, 249, started)  # 200-249 held by no one
+    in_the_gap = metadata("z", 200, 299, started)  # maybe the only copy of 200-299 (a stale view)
+    below_start = metadata("w", 0, 49, started)
+    assert orphans_to_delete([below_start, re_copied, straddling, in_the_gap], copied) == [
+        below_start,
+        re_copied,
+    ]
+    # Overlapping finished segments (a new leader cut its segments elsewhere) hold a range together.
+    overlapping = [metadata("a", 0, 120), metadata("b", 100, 260), metadata("c", 250, 400)]
+    assert orphans_to_delete([in_the_gap, straddling], overlapping) == [in_the_gap, straddling]
+    # A stale view that has seen no finished segment deletes nothing.
+    assert orphans_to_delete([re_copied], []) == []
+    # Below the remote start means expired (or never needed); held from there on.
+    assert orphans_to_delete([metadata("v", 0, 150, started)], copied[1:]) == [metadata("v", 0, 150, started)]

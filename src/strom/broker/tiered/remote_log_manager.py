@@ -9,9 +9,10 @@ partition this broker hosts whose topic has ``remote.storage.enable``:
    loaded from ``__remote_log_metadata`` (metadata_topic.py); a new leader thus carries on where the
    last one stopped. The log learns the highest offset in remote storage, which is all its local
    retention needs (a follower's local segments are deleted on the same rule as the leader's).
-2. **Clean-up** (leader): segments left in COPY_SEGMENT_STARTED by a copy that did not finish (a
-   crashed or deposed leader), and deletions that did not finish, are deleted: DELETE_SEGMENT_STARTED,
-   the objects, DELETE_SEGMENT_FINISHED. No reader ever used them.
+2. **Clean-up** (leader): deletions that did not finish, and segments left in COPY_SEGMENT_STARTED by
+   a copy that did not finish (a crashed or deposed leader) once their offsets are held by finished
+   segments (plan.py's `orphans_to_delete`: a stale view can take a finished segment for an orphan), are
+   deleted: DELETE_SEGMENT_STARTED, the objects, DELETE_SEGMENT_FINISHED.
 3. **Copy** (leader, unless ``remote.log.copy.disable``): the segments plan.py chooses, oldest first:
    COPY_SEGMENT_STARTED, the objects (remote_storage.py), COPY_SEGMENT_FINISHED. The log's highest
    remote offset moves only after the FINISHED record is committed; a failure (object store down, a
@@ -63,7 +64,7 @@ from strom.storage.retention import RetentionPolicy
 from strom.tiered.cache import BoundedCache
 from strom.tiered.follower_state import epochs_at_local_start
 from strom.tiered.metadata_cache import RemotePartitionMetadata
-from strom.tiered.plan import remote_segments_to_delete, segments_to_copy
+from strom.tiered.plan import orphans_to_delete, remote_segments_to_delete, segments_to_copy
 from strom.tiered.remote_read import RemoteSegmentReader
 from strom.tiered.remote_storage import IndexType, RemoteStorageManager
 from strom.tiered.segment_data import copy_started_metadata, log_segment_data
@@ -288,7 +289,9 @@ class RemoteLogManager:
             or managed.was_leader != is_leader
             or not is_leader  # a follower re-reads what its leader recorded
         ):
-            state = await self.rlmm.load(part.topic, topic_id, part.index)
+            # A leader reads the metadata partition's leader: its own replica of it may lag, and a stale
+            # view would have it copy again (harmless) and take finished segments for orphans.
+            state = await self.rlmm.load(part.topic, topic_id, part.index, from_leader=is_leader)
             managed = self._managed[part.tp] = _Managed(topic_id, part.leader_epoch, is_leader, state)
         plog = part.log
         plog.highest_offset_in_remote_storage = managed.state.highest_copied_offset
@@ -323,7 +326,11 @@ class RemoteLogManager:
         stats.delete_requests += 1
 
     async def _clean_up(self, part: Partition, epoch: int, state: RemotePartitionMetadata) -> None:
-        for metadata in state.segments_in(_S.COPY_SEGMENT_STARTED, _S.DELETE_SEGMENT_STARTED):
+        unfinished = [
+            *state.segments_in(_S.DELETE_SEGMENT_STARTED),
+            *orphans_to_delete(state.segments_in(_S.COPY_SEGMENT_STARTED), state.copied_segments()),
+        ]
+        for metadata in unfinished:
             log.info(
                 "%s-%d: deleting unfinished remote segment %s (%s)",
                 part.topic,
@@ -399,7 +406,7 @@ class RemoteLogManager:
         topic_id = uuid_text(info.topic_id)
         epoch = part.leader_epoch
         try:
-            state = await self.rlmm.load(part.topic, topic_id, part.index)
+            state = await self.rlmm.load(part.topic, topic_id, part.index, from_leader=True)
             doomed = state.segments_in(
                 _S.COPY_SEGMENT_STARTED, _S.COPY_SEGMENT_FINISHED, _S.DELETE_SEGMENT_STARTED
             )
