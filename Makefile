@@ -24,10 +24,10 @@ layers: install-test
 	.venv/bin/lint-imports
 
 # The whole suite: lint, types, layer rules, then every test (unit, integration, cluster, spark).
-# TEST_WORKERS=3 runs the tests on three pytest-xdist workers (tests/conftest.py: which tests share a
-# worker, and why): about 20 minutes instead of 45 on two cores, but four such runs each met a test that
-# fails only under that contention; 0, the default until a run of it is green twice, runs one process.
-TEST_WORKERS ?= 0
+# The tests run on three pytest-xdist workers (tests/conftest.py: which tests share a worker, and why):
+# about 20 minutes instead of 45 on two cores, since most of the time is spent waiting on servers.
+# TEST_WORKERS=0 runs them in one process.
+TEST_WORKERS ?= 3
 test: install-test lint typecheck layers
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder tests
 

@@ -4,8 +4,9 @@ Hypothesis's default 200 ms deadline per example makes a property test a timed t
 two-core machine one slow example fails it although nothing is wrong. Timing belongs in bench/, so
 property tests here check properties only.
 
-Concurrent runs. ``make test TEST_WORKERS=3`` runs the suite on pytest-xdist workers (``-n 3 --dist
-loadscope``): most of the suite's time is spent waiting on brokers, ZooKeeper and Spark, not computing.
+Concurrent runs. ``make test`` runs the suite on three pytest-xdist workers (``-n 3 --dist
+loadscope``; ``TEST_WORKERS=0`` runs it in one process): most of the suite's time is spent waiting on
+brokers, ZooKeeper and Spark, not computing.
 The scheduler below hands out whole groups, each run by one worker from start to end, so that what the
 tests of a group share, or must not do at the same time, stays on one worker:
 
