@@ -3,7 +3,8 @@ IncrementalAlterConfigs (resource type 16) and described; a confluent-kafka prod
 when the broker advertises GetTelemetrySubscriptions) pushes the metrics it asks for, which ``/metrics``
 then shows under the producer's client id; and the two APIs at the wire, with an OpenTelemetry payload
 built here: a new instance id, the subscription, a push refused for another subscription id, too
-early, or unreadable, and one accepted."""
+early, or unreadable, and one accepted; subscriptions selecting on the client's software (ApiVersions v3)
+and its source port."""
 
 from __future__ import annotations
 
@@ -185,14 +186,41 @@ def test_the_two_apis_at_the_wire(broker: BrokerProcess) -> None:
     assert "other_metric" not in seen
 
 
+def test_selectors_on_the_client_software_and_source_port(broker: BrokerProcess) -> None:
+    tag = uuid.uuid4().hex[:6]
+    software = f"strom-selector-{tag}"
+    with RawClient(broker.bootstrap, client_id=f"sel-{tag}") as raw, RawClient(broker.bootstrap) as other:
+        port = raw.sock.getsockname()[1]
+        subscriptions = {
+            "port": f"client_software_name={software},client_source_port={port}",
+            "other-port": f"client_software_name={software},client_source_port={port + 1}",
+            "version": f"client_software_version=9\\.9-{tag}",
+            "unknown": f"client_software_name=unknown,client_id=sel-{tag}",
+        }
+        for key, match in subscriptions.items():
+            _subscribe(broker.bootstrap, f"sel-{key}-{tag}", metrics=f"{key}.", match=match)
+        named = {"client_software_name": software, "client_software_version": f"9.9-{tag}"}
+        versions: Any = raw.call(ApiKey.API_VERSIONS, 3, named)
+        assert versions["error_code"] == 0
+        got: Any = raw.call(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, {"client_instance_id": bytes(16)})
+        assert got["error_code"] == 0 and got["requested_metrics"] == ["port.", "version."]
+        # A connection that named no software is "unknown", as in Kafka.
+        with RawClient(broker.bootstrap, client_id=f"sel-{tag}") as nameless:
+            got = nameless.call(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, {"client_instance_id": bytes(16)})
+            assert got["requested_metrics"] == ["unknown."]
+        got = other.call(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, {"client_instance_id": bytes(16)})
+        assert got["requested_metrics"] == []
+
+
 def test_librdkafka_pushes_its_metrics(broker: BrokerProcess) -> None:
     client_id = f"pusher-{uuid.uuid4().hex[:6]}"
+    # Selected by what librdkafka tells of itself too: confluent-kafka's ApiVersions v3 software name.
     _subscribe(
         broker.bootstrap,
         f"producers-{client_id}",
         metrics="org.apache.kafka.producer.",
         interval_ms="1000",
-        match=f"client_id={client_id}",
+        match=f"client_id={client_id},client_software_name=confluent-kafka-python,client_source_port=[0-9]+",
     )
     assert broker.http_url is not None
     producer = Producer(

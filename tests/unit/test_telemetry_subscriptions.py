@@ -89,3 +89,12 @@ def test_requests_are_throttled_to_the_push_interval_and_a_change_is_seen() -> N
     assert push(20_000, subscription=again.subscription_id) == int(
         ErrorCode.INVALID_REQUEST
     )  # after the last
+
+
+def test_a_selector_on_what_the_broker_does_not_know_matches_nothing() -> None:
+    subscriptions = _subscriptions()
+    subscriptions.replace({"any-port": {"metrics": "*", "match": "client_source_port=.*"}})
+    without_port, _ = subscriptions.get(bytes(16), {"client_id": "c"}, 10_000)
+    assert without_port.metrics == ()  # `.*` matches "", but an unknown port is not ""
+    with_port, _ = subscriptions.get(bytes(16), {"client_id": "c", "client_source_port": "51234"}, 10_000)
+    assert with_port.metrics == (ALL_METRICS,)

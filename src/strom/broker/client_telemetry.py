@@ -9,16 +9,20 @@ so every broker knows them: this one loads them at start and again on every conf
 instance's latest values). Kafka hands pushed metrics to a reporter plugin; Strom exports them itself,
 on ``/metrics`` (strom.web.metrics_collector), per client instance and client id.
 
-A client is matched on what the broker knows of it: its instance id, its client id, its address; the
-software name and version of ApiVersions v3 are not kept per connection here, so a subscription
-selecting on them matches no client.
+A client is matched on what the broker knows of it (`ClientTelemetry.attributes`): its instance id and
+client id, and what its connection keeps in a `ClientInformation`: the address and source port of the
+peer, and the software name and version the client sent in ApiVersions v3 (``unknown`` before that, or
+when a client sends none, as Kafka). As in Kafka, a selector on something not known (the source port
+of a connection without one) matches no client.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from strom._util.clock import Clock
 from strom.cluster.client_metrics_znodes import ClientMetricsZnodes
@@ -35,7 +39,36 @@ from strom.telemetry.subscriptions import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ClientTelemetry"]
+__all__ = ["ClientInformation", "ClientTelemetry"]
+
+UNKNOWN_SOFTWARE = "unknown"  # Kafka's name and version of a client that sent none
+# What Kafka accepts as a software name or version: letters, digits, '-' and '.', starting and ending
+# with a letter or digit. Anything else is not kept (the connection stays "unknown").
+_SOFTWARE_TEXT = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.\-]*[A-Za-z0-9])?")
+
+
+@dataclass(slots=True)
+class ClientInformation:
+    """One client connection's peer: its address and source port, and the software name and version
+    of its ApiVersions v3 (telemetry's selectors). One object per connection, made by the listener
+    (`learn_peer`); the ApiVersions handler fills in the software (`learn_software`).
+    """
+
+    host: str = "?"
+    source_port: int | None = None
+    software_name: str = UNKNOWN_SOFTWARE
+    software_version: str = UNKNOWN_SOFTWARE
+
+    def learn_peer(self, peer: object) -> str:
+        """Keep the address and port of a transport's ``peername``; the address ("?" if none)."""
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self.host, self.source_port = str(peer[0]), int(peer[1])
+        return self.host
+
+    def learn_software(self, name: str | None, version: str | None) -> None:
+        """Keep the software an ApiVersions v3 named, if Kafka would (both names valid)."""
+        if name and version and _SOFTWARE_TEXT.fullmatch(name) and _SOFTWARE_TEXT.fullmatch(version):
+            self.software_name, self.software_version = name, version
 
 
 class ClientTelemetry:
@@ -50,8 +83,18 @@ class ClientTelemetry:
         self.subscriptions.replace(self._store.read_all())
 
     @staticmethod
-    def attributes(client_id: str | None, client_host: str) -> dict[str, str]:
-        return {"client_id": client_id or "", "client_source_address": client_host}
+    def attributes(
+        client_id: str | None, client_host: str, client: ClientInformation | None
+    ) -> dict[str, str]:
+        """The selectors' values for a client (those unknown are left out: they match nothing)."""
+        found = {"client_id": client_id or "", "client_source_address": client_host}
+        if client is None:
+            client = _NOTHING_KNOWN
+        found["client_software_name"] = client.software_name
+        found["client_software_version"] = client.software_version
+        if client.source_port is not None:
+            found["client_source_port"] = str(client.source_port)
+        return found
 
     def get(self, instance_id: bytes, attributes: dict[str, str]) -> tuple[ClientInstance, int]:
         return self.subscriptions.get(instance_id, attributes, self._clock.monotonic_ms())
@@ -111,6 +154,9 @@ class ClientTelemetry:
         await _off_loop(lambda: self._store.write(name, wanted))
         self.reload()
         log.info("client-metrics subscription %s set to %s", name, wanted)
+
+
+_NOTHING_KNOWN = ClientInformation()
 
 
 async def _off_loop(call: Callable[[], dict[str, str] | None]) -> dict[str, str]:

@@ -10,7 +10,8 @@ CLIENT_METRICS config resource (type 16) named by the subscription, with three c
 | ``match`` | ``selector=regex`` pairs a client must all match in full (none: every client) |
 
 The selectors: ``client_instance_id``, ``client_id``, ``client_software_name``,
-``client_software_version``, ``client_source_address``, ``client_source_port``.
+``client_software_version``, ``client_source_address``, ``client_source_port``; a client is matched on
+the attributes the broker passes in, and a selector on an attribute it leaves out matches nothing.
 
 A client asks GetTelemetrySubscriptions with its *instance id* (all zeros the first time: the broker
 draws one). Its instance is made from every subscription it matches: the union of their metrics
@@ -78,7 +79,11 @@ class Subscription:
     match: tuple[tuple[str, re.Pattern[str]], ...]
 
     def matches(self, attributes: Mapping[str, str]) -> bool:
-        return all(pattern.fullmatch(attributes.get(key, "")) for key, pattern in self.match)
+        # A selector on something the broker does not know of the client matches nothing (Kafka's rule).
+        return all(
+            (value := attributes.get(key)) is not None and pattern.fullmatch(value) is not None
+            for key, pattern in self.match
+        )
 
 
 def _items(text: str) -> list[str]:

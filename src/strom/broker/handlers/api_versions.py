@@ -1,6 +1,7 @@
 """ApiVersions (key 18): the version ranges a client may use.
 
-Always header v0 and no tagged fields in the body (docs/protocol.md#apiversions).
+Always header v0 and no tagged fields in the body (docs/protocol.md#apiversions). From v3 the request
+names the client's software, which the connection keeps for client telemetry's selectors.
 """
 
 from __future__ import annotations
@@ -24,4 +25,6 @@ def api_versions_fallback(correlation_id: int) -> list[Chunk]:
 
 @handles(ApiKey.API_VERSIONS)
 async def handle_api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersionsResponse:
+    if ctx.api_version >= 3 and ctx.client_info is not None:
+        ctx.client_info.learn_software(req.get("client_software_name"), req.get("client_software_version"))
     return {"error_code": 0, "api_keys": advertised_api_keys(), "throttle_time_ms": 0}

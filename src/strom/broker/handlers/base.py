@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from strom._util.clock import Clock, sleep_ms
 from strom.broker.authorization import Authorizer
-from strom.broker.client_telemetry import ClientTelemetry
+from strom.broker.client_telemetry import ClientInformation, ClientTelemetry
 from strom.broker.config import BrokerConfig
 from strom.broker.config_entities import ConfigEntities
 from strom.broker.control.topic_admin import TopicAdmin
@@ -106,6 +106,9 @@ class RequestContext:
     # CreateTopics, CreatePartitions, DeleteTopics from a client with a controller_mutation_rate (KIP-599):
     # the handler admits each topic through it; None: no such quota, every topic is admitted.
     mutation_quota: MutationQuota | None = None
+    # The connection's client software (ApiVersions v3) and source port (client telemetry's selectors):
+    # one object per connection, set by the listener; None where a request has no client connection.
+    client_info: ClientInformation | None = None
 
 
 # An entry of the handler table, whatever its API: the table is one dict, so the bodies' types are

@@ -46,7 +46,7 @@ async def handle_get_telemetry_subscriptions(
     ctx: RequestContext, req: GetTelemetrySubscriptionsRequest
 ) -> GetTelemetrySubscriptionsResponse:
     telemetry = _service(ctx)
-    attributes = telemetry.attributes(ctx.client_id, ctx.client_host)
+    attributes = telemetry.attributes(ctx.client_id, ctx.client_host, ctx.client_info)
     instance, error = telemetry.get(bytes(req["client_instance_id"]), attributes)
     return {
         "throttle_time_ms": 0,
@@ -66,7 +66,7 @@ async def handle_push_telemetry(ctx: RequestContext, req: PushTelemetryRequest) 
     telemetry = _service(ctx)
     error = telemetry.push(
         bytes(req["client_instance_id"]),
-        telemetry.attributes(ctx.client_id, ctx.client_host),
+        telemetry.attributes(ctx.client_id, ctx.client_host, ctx.client_info),
         int(req["subscription_id"]),
         bool(req["terminating"]),
         int(req["compression_type"]),

@@ -20,6 +20,7 @@ import logging
 from time import perf_counter_ns
 from typing import NamedTuple
 
+from strom.broker.client_telemetry import ClientInformation
 from strom.broker.handlers import HANDLERS, RequestContext
 from strom.broker.handlers.api_versions import api_versions_fallback
 from strom.broker.handlers.base import CloseConnection, Handler, HandlerPorts
@@ -60,9 +61,11 @@ class RequestDispatcher:
         self._recorder = QuotaRecorder(ports.quotas, ports.clock)
 
     def decode(
-        self, payload: bytearray, prefix: RequestPrefix, client_host: str, principal: str = ANONYMOUS
+        self, payload: bytearray, prefix: RequestPrefix, peer: ClientInformation, principal: str = ANONYMOUS
     ) -> HandlerCall | list[Chunk]:
-        """The handler call for a request frame, or an immediate answer; raises CloseRequested."""
+        """The handler call for a request frame, or an immediate answer; raises CloseRequested.
+        ``peer``: the connection's client (its address; its software and port for telemetry)."""
+        client_host = peer.host
         # API and version are judged from the fixed header prefix before the body is decoded (as Kafka
         # does), so a version we do not serve is reported as such whatever its body holds.
         key, version, correlation_id = prefix
@@ -82,7 +85,7 @@ class RequestDispatcher:
             log.warning("closing connection from %s: malformed request (%s)", client_host, exc)
             raise CloseRequested from None
         ctx = RequestContext(self.ports, key, version, request.correlation_id, request.client_id, client_host)
-        ctx.principal, ctx.listener = principal, self._listener
+        ctx.principal, ctx.listener, ctx.client_info = principal, self._listener, peer
         return HandlerCall(HANDLERS[key], ctx, request, len(payload))
 
     async def call(self, call: HandlerCall, received_ns: int) -> Answer:

@@ -48,6 +48,7 @@ from typing import NamedTuple, cast
 
 from strom._util.buffers import receive_buffer
 from strom._util.clock import sleep_ms, yield_to_loop
+from strom.broker.client_telemetry import ClientInformation
 from strom.broker.handlers.base import HandlerPorts
 from strom.broker.network.connection_state import (
     READING,
@@ -151,7 +152,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._close_on_drain = False
         self._slots: deque[_Slot] = deque()  # responses not yet written, in request order
         self._concurrent: set[asyncio.Task[Answer]] = set()  # acks=all produces still running
-        self.client_host = "?"
+        self.client_host, self.peer = "?", ClientInformation()  # peer: port, software (telemetry)
         self.principal = ANONYMOUS  # set once the connection is authenticated (TLS certificate, SASL)
         self._auth = server.security.authenticator(server.ports.clock)  # SASL listeners
         self.state = ConnectionState.SERVING if self._auth is None else ConnectionState.AUTHENTICATING
@@ -165,8 +166,7 @@ class _Connection(asyncio.BufferedProtocol):
         # uvloop's TCPTransport does not subclass asyncio.Transport, but has its interface.
         transport = cast(asyncio.Transport, transport)
         self._transport = transport
-        peer = transport.get_extra_info("peername")
-        self.client_host = str(peer[0]) if peer else "?"
+        self.client_host = self.peer.learn_peer(transport.get_extra_info("peername"))
         self._writer = ResponseWriter(transport, self._on_write_failed, self._on_drained)
         self._server._connections.add(self)
         self._worker = self._loop.create_task(self._work())
@@ -351,7 +351,7 @@ class _Connection(asyncio.BufferedProtocol):
                 self._move(target)  # logged in, or a re-authentication started or completed
             return True
         try:
-            decoded = self._server.dispatcher.decode(payload, prefix, self.client_host, self.principal)
+            decoded = self._server.dispatcher.decode(payload, prefix, self.peer, self.principal)
             if not isinstance(decoded, HandlerCall):
                 self._answer(decoded)
                 return True
