@@ -27,7 +27,7 @@ class Pki:
         ca_key = serialization.load_pem_private_key((self.directory / "ca.key").read_bytes(), None)
         ca_cert = x509.load_pem_x509_certificate(self.ca.read_bytes())
         key = ec.generate_private_key(ec.SECP256R1())
-        cert = _sign(name, key, ca_cert.subject, ca_key, ca=False, sans=None, expired=expired)  # type: ignore[arg-type]
+        cert = sign(name, key, ca_cert.subject, ca_key, ca=False, sans=None, expired=expired)  # type: ignore[arg-type]
         cert_path, key_path = self.directory / f"{tag}.crt", self.directory / f"{tag}.key"
         cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         key_path.write_bytes(_pkcs8(key))
@@ -41,7 +41,7 @@ def _pkcs8(key: ec.EllipticCurvePrivateKey, password: bytes | None = None) -> by
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
 
 
-def _sign(
+def sign(
     subject: x509.Name,
     key: ec.EllipticCurvePrivateKey,
     issuer: x509.Name,
@@ -81,13 +81,13 @@ def make_pki(directory: Path, tag: str = "") -> Pki:
     directory.mkdir(parents=True, exist_ok=True)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = name(f"Strom Test CA{tag}")
-    ca_cert = _sign(ca_name, ca_key, ca_name, ca_key, ca=True, sans=None)
+    ca_cert = sign(ca_name, ca_key, ca_name, ca_key, ca=True, sans=None)
     key = ec.generate_private_key(ec.SECP256R1())
     sans: list[x509.GeneralName] = [
         x509.DNSName("localhost"),
         x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
     ]
-    cert = _sign(name("localhost"), key, ca_name, ca_key, ca=False, sans=sans)
+    cert = sign(name("localhost"), key, ca_name, ca_key, ca=False, sans=sans)
     (directory / "ca.key").write_bytes(_pkcs8(ca_key))
     ca = directory / "ca.crt"
     ca.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
@@ -99,16 +99,18 @@ def make_pki(directory: Path, tag: str = "") -> Pki:
     return Pki(ca, combined, broker_key, broker_cert, directory)
 
 
-def new_broker_keystore(pki: Pki, path: Path) -> bytes:
-    """Another key and certificate for localhost/127.0.0.1 from the same CA, written to ``path`` as one
-    PEM key store (key, then chain); its certificate in DER, as a TLS peer presents it."""
+def new_broker_keystore(
+    pki: Pki, path: Path, common_name: str = "localhost", more_sans: tuple[str, ...] = (), ip: bool = True
+) -> bytes:
+    """Another key and certificate from the same CA, written to ``path`` as one PEM key store (key, then
+    chain); its certificate in DER, as a TLS peer presents it. By default for CN=localhost with the SANs
+    DNS:localhost and IP:127.0.0.1 (``ip=False`` leaves the IP out), plus ``more_sans`` DNS names."""
     ca_key = serialization.load_pem_private_key((pki.directory / "ca.key").read_bytes(), None)
     ca_cert = x509.load_pem_x509_certificate(pki.ca.read_bytes())
     key = ec.generate_private_key(ec.SECP256R1())
-    sans: list[x509.GeneralName] = [
-        x509.DNSName("localhost"),
-        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-    ]
-    cert = _sign(name("localhost"), key, ca_cert.subject, ca_key, ca=False, sans=sans)  # type: ignore[arg-type]
+    sans: list[x509.GeneralName] = [x509.DNSName("localhost"), *map(x509.DNSName, more_sans)]
+    if ip:
+        sans.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
+    cert = sign(name(common_name), key, ca_cert.subject, ca_key, ca=False, sans=sans)  # type: ignore[arg-type]
     path.write_bytes(_pkcs8(key) + cert.public_bytes(serialization.Encoding.PEM))
     return cert.public_bytes(serialization.Encoding.DER)

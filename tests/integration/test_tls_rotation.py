@@ -3,7 +3,8 @@ AdminClient sets ``listener.name.ssl.ssl.keystore.location`` on the broker, and 
 is served the new certificate while clients keep working; the same file rewritten in place is re-read
 when the setting is altered to the same path (Kafka's reload); DescribeConfigs shows the value's source
 and synonyms; a key store on the cluster default, or one that does not load, is refused and the served
-certificate stays."""
+certificate stays; so is a certificate that changes the subject DN or drops a subject alternative name
+(Kafka's check), while one that adds a SAN is served."""
 
 from __future__ import annotations
 
@@ -147,3 +148,37 @@ def test_a_key_password_is_not_stored_dynamically(broker: BrokerProcess) -> None
         _set(admin, "0", listener_name_ssl_ssl_key_password="secret")
     assert refused.value.args[0].code() == int(ErrorCode.INVALID_CONFIG)
     assert "in clear" in refused.value.args[0].str()
+
+
+def test_a_certificate_must_keep_the_subject_and_sans(broker: BrokerProcess, pki: Pki) -> None:
+    address = broker.listeners["SSL"]
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def refused(path: Path) -> str:
+        before = served_certificate(address, pki.ca)
+        with pytest.raises(KafkaException) as caught:
+            _alter_keystore(admin, path)
+        error = caught.value.args[0]
+        assert error.code() == int(ErrorCode.INVALID_CONFIG)
+        assert served_certificate(address, pki.ca) == before
+        return str(error.str())
+
+    other_dn = pki.directory / "other-dn.pem"
+    new_broker_keystore(pki, other_dn, common_name="broker-7")
+    message = refused(other_dn)
+    assert "Keystore DistinguishedName does not match" in message and "new={DN=CN=broker-7" in message
+    fewer_sans = pki.directory / "fewer-sans.pem"
+    new_broker_keystore(pki, fewer_sans, ip=False)
+    message = refused(fewer_sans)
+    assert "Keystore SubjectAltNames do not match" in message and "IP:127.0.0.1" in message
+
+    # Same subject, the same SANs and one more: served.
+    more_sans = pki.directory / "more-sans.pem"
+    wider = new_broker_keystore(pki, more_sans, more_sans=("broker-0.example",))
+    _alter_keystore(admin, more_sans)
+    assert served_certificate(address, pki.ca) == wider
+    # The served file rewritten in place with another subject: refused when re-read, as Kafka compares
+    # with the certificate it loaded.
+    new_broker_keystore(pki, more_sans, common_name="broker-7", more_sans=("broker-0.example",))
+    assert "Keystore DistinguishedName does not match" in refused(more_sans)
+    assert served_certificate(address, pki.ca) == wider

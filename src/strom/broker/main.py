@@ -62,6 +62,7 @@ async def run_broker(
             security = security_for_listener(broker.dynamic_config, listener, lambda: broker.credentials)
             if security.tls is not None:
                 broker.on_broker_config.append(partial(security.reload_tls, broker.dynamic_config))
+                broker.handler_ports.tls_listeners[listener.name.lower()] = security
             if broker.metrics is not None and security.sasl_settings is not None:
                 broker.metrics.auth[listener.name] = security.sasl_settings.counters
             server = KafkaServer(broker.handler_ports, listener.host, listener.port, security)

@@ -18,7 +18,7 @@ it needs.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from strom._util.clock import Clock, sleep_ms
@@ -35,6 +35,7 @@ from strom.broker.ports import ControlPlane
 from strom.broker.replication.purgatory import Purgatory
 from strom.broker.replication.replica_manager import ReplicaManager
 from strom.broker.replication.share_partitions import SharePartitionManager
+from strom.broker.security.connection import ListenerSecurity
 from strom.broker.security.credentials import CredentialStore
 from strom.broker.tiered.remote_log_manager import RemoteLogManager
 from strom.metrics.counters import BrokerCounters
@@ -71,6 +72,9 @@ class HandlerPorts:
     client_telemetry: ClientTelemetry | None = None  # KIP-714 subscriptions and pushed client metrics
     # Share groups' share-partitions and share sessions on the partitions this broker leads (KIP-932).
     shares: SharePartitionManager | None = None
+    # The TLS listeners' security by lower-case listener name, registered as they start (main.py): an
+    # AlterConfigs of a key store is checked against the certificate the listener serves (KIP-226).
+    tls_listeners: dict[str, ListenerSecurity] = field(default_factory=dict)
 
 
 async def until_listed(ports: HandlerPorts) -> None:

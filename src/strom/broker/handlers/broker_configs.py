@@ -170,13 +170,18 @@ async def alter_broker(
 
 
 def _check_stores(ports: HandlerPorts, wanted: dict[str, str], changed: set[str]) -> None:
-    """Load the key store and trust store of each listener whose settings change (INVALID_CONFIG if one
-    does not load), before they are stored."""
-    listeners = sorted({parsed[0] for key in changed if (parsed := dynamic_listener_setting(key))})
+    """Load the key store and trust store of each listener whose settings change, and check that its
+    certificate keeps the subject DN and SANs of the one served (INVALID_CONFIG if either fails), before
+    they are stored."""
     trial = ports.config_entities.dynamic.overlay(wanted)
-    for listener in listeners:
+    listeners = {parsed[0] for key in changed if (parsed := dynamic_listener_setting(key))}
+    # A key store file rewritten under the same name is re-read too: checked as well.
+    listeners |= {name for name, security in ports.tls_listeners.items() if security.stores_changed(trial)}
+    for listener in sorted(listeners):
         try:
             server_context(trial, listener)
+            if (security := ports.tls_listeners.get(listener)) is not None:
+                security.check_keystore(trial)
         except ConfigError as exc:
             raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
 

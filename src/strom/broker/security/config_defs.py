@@ -55,6 +55,14 @@ def _parse_pem_type(raw: str) -> str:
     return "PEM"
 
 
+def _parse_kafka_boolean(raw: str) -> bool:
+    """Kafka's BOOLEAN type: true or false, in any case."""
+    value = raw.strip().lower()
+    if value not in ("true", "false"):
+        raise ValueError("expected true or false")
+    return value == "true"
+
+
 def parse_reauth(raw: str) -> int:
     value = int(raw)
     if value < 0:
@@ -123,6 +131,18 @@ SECURITY_CONFIGS: list[tuple[str, Callable[[str], Any], str | None, str]] = [
     ),
     ("ssl.enabled.protocols", _parse_list, "TLSv1.2,TLSv1.3", "TLS versions accepted."),
     (
+        "ssl.allow.dn.changes",
+        _parse_kafka_boolean,
+        "false",
+        "Whether a key store rotated at run time may change the certificate's subject DN.",
+    ),
+    (
+        "ssl.allow.san.changes",
+        _parse_kafka_boolean,
+        "false",
+        "Whether a key store rotated at run time may drop subject alternative names of the certificate.",
+    ),
+    (
         "ssl.endpoint.identification.algorithm",
         str,
         "https",
@@ -149,6 +169,8 @@ _PER_LISTENER = frozenset(
         "ssl.truststore.certificates",
         "ssl.client.auth",
         "ssl.enabled.protocols",
+        "ssl.allow.dn.changes",
+        "ssl.allow.san.changes",
         "ssl.principal.mapping.rules",
         "sasl.enabled.mechanisms",
         "connections.max.reauth.ms",

@@ -8,7 +8,8 @@ Rotation (KIP-226): the settings are read through the broker's dynamic config, a
 `ListenerSecurity.reload_tls` (called after every dynamic config change) rebuilds a TLS listener's
 context when its key store or trust store settings changed or the files they name changed on disk. The
 new context serves new connections only; the ones already open keep the session they negotiated, as in
-Kafka. A store that fails to load is logged and the old context kept.
+Kafka. A store that fails to load, or a certificate that changes the subject DN or drops a SAN of the
+one served (keystore_check.py, `ListenerSecurity.check_keystore`), is logged and the old context kept.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from strom._util.errors import ConfigError
 from strom.broker.security.config_defs import parse_reauth
 from strom.broker.security.credentials import CredentialStore
 from strom.broker.security.jaas import parse_jaas
+from strom.broker.security.keystore_check import KeystoreCertificate, check_rotation, served_certificate
 from strom.broker.security.listeners import ANONYMOUS, Listener, SecurityProtocol
 from strom.broker.security.sasl import SaslAuthenticator, SaslSettings
 from strom.broker.security.tls import (
@@ -49,6 +51,7 @@ class ListenerSecurity:
     sasl_settings: SaslSettings | None = None
     _acceptor: TlsAcceptor | None = None
     _stores: tuple[object, ...] = ()  # the key store and trust store the context was built from
+    certificate: KeystoreCertificate | None = None  # the key store's leaf, as served (rotation check)
 
     def reload_tls(self, settings: Settings) -> bool:
         """Rebuild the TLS context if its stores changed (settings or files); whether it did."""
@@ -58,16 +61,34 @@ class ListenerSecurity:
         if stores == self._stores:
             return False
         try:
+            certificate = self.check_keystore(settings)
             tls = listener_tls(settings, self.listener)
         except ConfigError as exc:
             log.error("listener %s keeps its TLS key store and trust store: %s", self.listener.name, exc)
             return False
         assert tls is not None
-        self.tls, self._stores = tls, stores
+        self.tls, self._stores, self.certificate = tls, stores, certificate
         if self._acceptor is not None:
             self._acceptor.context = tls  # read by each new connection's handshake
         log.info("listener %s: TLS key store and trust store reloaded", self.listener.name)
         return True
+
+    def stores_changed(self, settings: Settings) -> bool:
+        """Whether ``settings`` name other stores than those served, or the same files changed on disk."""
+        return self.tls is not None and stores_version(settings, self.listener.name) != self._stores
+
+    def check_keystore(self, settings: Settings) -> KeystoreCertificate | None:
+        """The certificate of the key store ``settings`` name, if this listener may serve it instead of
+        the one it serves (ConfigError in Kafka's words if not: keystore_check.py)."""
+        new = served_certificate(settings, self.listener.name)
+        if new is not None and self.certificate is not None:
+            check_rotation(
+                self.certificate,
+                new,
+                bool(settings.for_listener(self.listener.name, "ssl.allow.dn.changes")),
+                bool(settings.for_listener(self.listener.name, "ssl.allow.san.changes")),
+            )
+        return new
 
     def authenticator(self, clock: Clock) -> SaslAuthenticator | None:
         """A new connection's SASL state, its session ends and failure delays on the broker's
@@ -121,7 +142,8 @@ def for_listener(
     tls = listener_tls(settings, listener)
     rules = parse_mapping_rules(str(settings.for_listener(listener.name, "ssl.principal.mapping.rules")))
     sasl = _sasl_settings(settings, listener, credentials) if listener.protocol.uses_sasl else None
-    return ListenerSecurity(listener, tls, rules, sasl, _stores=stores)
+    certificate = served_certificate(settings, listener.name) if tls is not None else None
+    return ListenerSecurity(listener, tls, rules, sasl, _stores=stores, certificate=certificate)
 
 
 def listener_tls(settings: Settings, listener: Listener) -> ssl.SSLContext | None:
