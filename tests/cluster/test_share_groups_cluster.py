@@ -6,11 +6,9 @@ leader's share-partition start offset (``/metrics``) reaches the end of the part
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -19,7 +17,7 @@ from strom.testing.cluster import LocalCluster
 from strom.testing.metrics import scrape, value
 from tests.cluster.conftest import wait_until
 from tests.integration.rawclient import RawClient
-from tests.integration.share_clients import ShareConsumerProcess
+from tests.integration.share_clients import ShareConsumerProcess, share_consumers  # noqa: F401
 
 GROUP, TOPIC = "workers", "jobs"
 SETTINGS = {
@@ -29,14 +27,6 @@ SETTINGS = {
     "group_share_session_timeout_ms": "6000",
     "group_share_record_lock_duration_ms": "5000",
 }
-
-
-@pytest.fixture
-def consumers() -> Iterator[list[ShareConsumerProcess]]:
-    started: list[ShareConsumerProcess] = []
-    yield started
-    for consumer in started:
-        consumer.kill()
 
 
 def produce(bootstrap: str, start: int, count: int) -> None:
@@ -57,7 +47,9 @@ def coordinator_of(bootstrap: str, group: str) -> int:
 
 
 def test_share_group_survives_a_coordinator_kill(
-    make_cluster: Any, consumers: list[ShareConsumerProcess], tmp_path: Path
+    make_cluster: Any,
+    share_consumers: list[ShareConsumerProcess],  # noqa: F811
+    tmp_path: Path,
 ) -> None:
     cluster: LocalCluster = make_cluster(3, **SETTINGS)
     found = wait_until(lambda: [coordinator_of(cluster.bootstrap, GROUP)], 30, "the group's coordinator")
@@ -73,10 +65,10 @@ def test_share_group_survives_a_coordinator_kill(
     produce(cluster.bootstrap, 0, 100)
     for name in ("a", "b"):
         config = {"bootstrap": cluster.bootstrap, "topics": [TOPIC], "group": GROUP, "max_poll_records": 10}
-        consumers.append(ShareConsumerProcess(tmp_path, name, config))
+        share_consumers.append(ShareConsumerProcess(tmp_path, name, config))
 
     def seen() -> set[int]:
-        return {o for c in consumers for o in c.offsets()}
+        return {o for c in share_consumers for o in c.offsets()}
 
     wait_until(lambda: seen() >= set(range(100)), 60, "the first 100 records")
     cluster.brokers[coordinator].kill()
@@ -91,5 +83,5 @@ def test_share_group_survives_a_coordinator_kill(
 
     wait_until(all_acknowledged, 30, "every record acknowledged at the leader")
     wait_until(lambda: coordinator_of(cluster.bootstrap, GROUP) != coordinator, 30, "a new coordinator")
-    for consumer in consumers:
+    for consumer in share_consumers:
         consumer.terminate()

@@ -9,6 +9,10 @@ Each consumer is a process printing one JSON line per event: ``started``, every 
 * ``hold``: explicit acknowledgement, but it acknowledges nothing: it polls until it has records,
   then only sleeps (a test SIGKILLs it; its records come back when their locks run out).
 
+In ``verdicts`` mode each ``commit_sync`` the broker confirmed for every partition is reported as
+``committed`` with the offsets it accepted; with ``limit``, once that many records were confirmed
+accepted the consumer goes on in ``hold`` mode.
+
 SIGTERM makes it close (acknowledgements sent, group left). Processes are stopped by PID.
 """
 
@@ -18,10 +22,14 @@ import json
 import subprocess
 import sys
 import threading
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.integration.kip848_clients import Consumer
+import pytest
+
+from tests.integration.kip848_clients import Consumer, wait_until
 
 SHARE_CONSUMER = r"""
 import json, signal, sys, time
@@ -44,6 +52,7 @@ c = ShareConsumer(conf)
 c.subscribe(cfg["topics"])
 emit(ev="started")
 held = False
+accepted, confirmed = [], 0
 while not stop:
     if held:
         time.sleep(0.1)
@@ -69,18 +78,39 @@ while not stop:
                 c.acknowledge(m, AcknowledgeType.RELEASE)
             else:
                 c.acknowledge(m, AcknowledgeType.ACCEPT)
+                accepted.append(m.offset())
         elif mode == "hold":
             verdict = "hold"
         emit(ev="msg", p=m.partition(), o=m.offset(), n=m.delivery_count(), v=value, verdict=verdict)
-    if mode == "verdicts" and len(batch):
-        c.commit_sync(30)
     if mode == "hold" and len(batch):
         held = True
+    if mode == "verdicts" and len(batch):
+        try:
+            failed = [str(e) for e in c.commit_sync(30).values() if e is not None]
+        except Exception as exc:
+            failed = [str(exc)]
+        if failed:
+            emit(ev="error", error="; ".join(failed))
+        else:
+            emit(ev="committed", accepted=accepted)
+            confirmed += len(accepted)
+        accepted = []
+        if cfg.get("limit") and confirmed >= cfg["limit"]:
+            mode = "hold"  # the next records it gets are held, never acknowledged
     if cfg.get("delay_s"):
         time.sleep(cfg["delay_s"])
 c.close()
 emit(ev="closed")
 """
+
+
+@pytest.fixture
+def share_consumers() -> Iterator[list[ShareConsumerProcess]]:
+    """The consumers a test starts (it appends them), killed at its end."""
+    started: list[ShareConsumerProcess] = []
+    yield started
+    for consumer in started:
+        consumer.kill()
 
 
 class ShareConsumerProcess(Consumer):
@@ -106,3 +136,49 @@ class ShareConsumerProcess(Consumer):
 
     def offsets(self) -> list[int]:
         return [e["o"] for e in self.records()]
+
+    def confirmed_accepted(self) -> set[int]:
+        """The offsets whose ACCEPT the broker confirmed (``verdicts`` mode's ``committed`` events)."""
+        return {o for e in self.snapshot() if e["ev"] == "committed" for o in e["accepted"]}
+
+    def held(self) -> set[int]:
+        """The offsets it was handed in ``hold`` mode (acquired, never acknowledged)."""
+        return {e["o"] for e in self.records() if e["verdict"] == "hold"}
+
+
+def accept_then_hold(
+    log_dir: Path, bootstrap: str, topic: str, group: str, accept: int, consumers: list[ShareConsumerProcess]
+) -> ShareConsumerProcess:
+    """A consumer (added to ``consumers``) that accepts records, ten per confirmed commit, until
+    ``accept`` are confirmed, then holds the next ones it gets; returned once it holds some."""
+    cfg = {"bootstrap": bootstrap, "topics": [topic], "group": group, "mode": "verdicts"}
+    first = ShareConsumerProcess(
+        log_dir, f"accept-then-hold-{len(consumers)}", {**cfg, "max_poll_records": 10, "limit": accept}
+    )
+    consumers.append(first)
+    ready = wait_until(lambda: len(first.confirmed_accepted()) >= accept and bool(first.held()), 90)
+    assert ready, first.snapshot()[-5:]
+    return first
+
+
+def assert_the_rest_comes_once(
+    log_dir: Path,
+    bootstrap: str,
+    topic: str,
+    group: str,
+    total: int,
+    first: ShareConsumerProcess,
+    consumers: list[ShareConsumerProcess],
+) -> None:
+    """A new consumer of the group gets every record of ``range(total)`` that ``first`` did not have
+    confirmed accepted, each once, the ones ``first`` held included, and none of the accepted ones."""
+    accepted = first.confirmed_accepted()
+    cfg = {"bootstrap": bootstrap, "topics": [topic], "group": group}
+    second = ShareConsumerProcess(log_dir, f"the-rest-{len(consumers)}", cfg)
+    consumers.append(second)
+    rest = set(range(total)) - accepted
+    assert wait_until(lambda: set(second.offsets()) >= rest, 90), sorted(rest - set(second.offsets()))[:20]
+    again = set(second.offsets()) & accepted
+    assert not again, f"accepted records delivered again: {sorted(again)}"
+    assert max(Counter(second.offsets()).values()) == 1
+    assert first.held() <= set(second.offsets())

@@ -42,6 +42,8 @@ from strom.broker.control.topic_admin import TopicAdmin
 from strom.broker.coordinators.coordinator_partitions import CoordinatorPartitions
 from strom.broker.coordinators.group_service import GroupService
 from strom.broker.coordinators.registry_service import RegistryService
+from strom.broker.coordinators.share_persister import ShareStatePersister
+from strom.broker.coordinators.share_state_service import ShareStateService
 from strom.broker.coordinators.transaction_service import TransactionService
 from strom.broker.handlers.base import HandlerPorts
 from strom.broker.lake.wiring import LakeHost
@@ -203,7 +205,12 @@ class Broker:
         )
         # Markers reaching __consumer_offsets commit or drop the group side's transactional offsets.
         self.transactions.marker_listeners.append(self.groups.on_txn_marker)
-        # Share groups' share-partitions on the partitions this broker leads (KIP-932).
+        # Share groups' share-partitions on the partitions this broker leads (KIP-932), kept durable
+        # through the share coordinator (__share_group_state), wherever it is.
+        self.share_state = ShareStateService(
+            config, self.clock, self.coordinator_partitions, self.metadata, self.topics
+        )
+        self.share_persister = ShareStatePersister(self.share_state, self.metadata, security, self.clock)
         share = self.groups.share_config
         self.shares = SharePartitionManager(
             self.replica_manager,
@@ -215,6 +222,7 @@ class Broker:
                 share.session_timeout_ms,
                 share.max_share_sessions,
             ),
+            self.share_persister,
         )
         self.registry = RegistryService(
             config, self.clock, self.coordinator_partitions, self.metadata, self.topics, security
@@ -277,6 +285,7 @@ class Broker:
             remote_log_manager=self.remote_log_manager,
             client_telemetry=self.client_telemetry,
             shares=self.shares,
+            share_state=self.share_state,
         )
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -387,6 +396,8 @@ class Broker:
         await self.groups.stop()
         await self.transactions.stop()
         await self.registry.stop()
+        await self.share_state.stop()
+        self.share_persister.close()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

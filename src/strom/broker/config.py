@@ -275,6 +275,18 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "Where a share group starts reading a partition it has no state for: latest or earliest "
             "(a group config in Kafka; here the default of every share group).",
         ),
+        ConfigDef(
+            "share.coordinator.state.topic.num.partitions", int, "50", "Partitions of __share_group_state."
+        ),
+        ConfigDef(
+            "share.coordinator.state.topic.replication.factor",
+            int,
+            "3",
+            "Replication factor of __share_group_state (capped at the live brokers).",
+        ),
+        ConfigDef(
+            "share.coordinator.state.topic.min.isr", int, "2", "min.insync.replicas of __share_group_state."
+        ),
         ConfigDef("replica.lag.time.max.ms", int, "10000", "Follower lag before it leaves the ISR."),
         ConfigDef("replica.fetch.max.bytes", int, "1048576", "Follower fetch size per partition."),
         ConfigDef("replica.fetch.wait.max.ms", int, "500", "Follower fetch long-poll."),

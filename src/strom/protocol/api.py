@@ -80,6 +80,8 @@ class ApiKey(IntEnum):
     SHARE_GROUP_DESCRIBE = 77
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
+    READ_SHARE_GROUP_STATE = 84
+    WRITE_SHARE_GROUP_STATE = 85
 
 
 SUPPORTED: dict[ApiKey, tuple[int, int]] = {
@@ -159,12 +161,16 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
 }
 
-# Broker-to-broker APIs (Strom's own layouts, internal_specs.py): served, never advertised.
+# Broker-to-broker APIs (Strom's own layouts, internal_specs.py, and KIP-932's share-state APIs):
+# served, never advertised.
 INTERNAL: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LEADER_AND_ISR: (0, 0),
     ApiKey.STOP_REPLICA: (0, 0),
     ApiKey.UPDATE_METADATA: (0, 1),
     ApiKey.CONTROLLED_SHUTDOWN: (0, 0),
+    # A share-partition's leader to the share coordinator (KIP-932, share_state_specs.py).
+    ApiKey.READ_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.WRITE_SHARE_GROUP_STATE: (0, 0),
 }
 
 

@@ -15,39 +15,16 @@ protocol; the names are Kafka's so the generated codec and types read like the r
 
 from __future__ import annotations
 
-from strom.protocol.spec_json import FieldJson, SpecJson
+from strom.protocol.spec_json import FieldJson, SpecJson, field_json, message_json
 
 _I32 = "int32"
 
 
-def _f(
-    name: str,
-    type_: str,
-    versions: str = "0+",
-    *,
-    fields: list[FieldJson] | None = None,
-    default: str | None = None,
-    nullable: bool = False,
-) -> FieldJson:
-    field: FieldJson = {"name": name, "type": type_, "versions": versions}
-    if fields is not None:
-        field["fields"] = fields
-    if default is not None:
-        field["default"] = default
-    if nullable:
-        field["nullableVersions"] = versions
-    return field
+_f = field_json
 
 
 def _message(name: str, kind: str, api_key: int, fields: list[FieldJson]) -> SpecJson:
-    return {
-        "apiKey": api_key,
-        "type": kind,
-        "name": name,
-        "validVersions": "0-1",
-        "flexibleVersions": "0+",
-        "fields": fields,
-    }
+    return message_json(name, kind, api_key, "0-1", fields)
 
 
 def _topic_partitions(named: bool = False) -> list[FieldJson]:

@@ -2621,6 +2621,114 @@ class ShareAcknowledgeResponse(TypedDict):
     node_endpoints: list[ShareAcknowledgeResponseNodeEndpoint]
 
 
+class ReadShareGroupStateRequestPartitionData(TypedDict):
+    """ReadShareGroupStateRequest v0: PartitionData."""
+
+    partition: int
+    leader_epoch: int
+
+
+class ReadShareGroupStateRequestReadStateData(TypedDict):
+    """ReadShareGroupStateRequest v0: ReadStateData."""
+
+    topic_id: bytes
+    partitions: list[ReadShareGroupStateRequestPartitionData]
+
+
+class ReadShareGroupStateRequest(TypedDict):
+    """ReadShareGroupStateRequest v0."""
+
+    group_id: str
+    topics: list[ReadShareGroupStateRequestReadStateData]
+
+
+class ReadShareGroupStateResponseStateBatch(TypedDict):
+    """ReadShareGroupStateResponse v0: StateBatch."""
+
+    first_offset: int
+    last_offset: int
+    delivery_state: int
+    delivery_count: int
+
+
+class ReadShareGroupStateResponsePartitionResult(TypedDict):
+    """ReadShareGroupStateResponse v0: PartitionResult."""
+
+    partition: int
+    error_code: int
+    error_message: str | None
+    state_epoch: int
+    start_offset: int
+    state_batches: list[ReadShareGroupStateResponseStateBatch]
+
+
+class ReadShareGroupStateResponseResult(TypedDict):
+    """ReadShareGroupStateResponse v0: Result."""
+
+    topic_id: bytes
+    partitions: list[ReadShareGroupStateResponsePartitionResult]
+
+
+class ReadShareGroupStateResponse(TypedDict):
+    """ReadShareGroupStateResponse v0."""
+
+    results: list[ReadShareGroupStateResponseResult]
+
+
+class WriteShareGroupStateRequestStateBatch(TypedDict):
+    """WriteShareGroupStateRequest v0: StateBatch."""
+
+    first_offset: int
+    last_offset: int
+    delivery_state: int
+    delivery_count: int
+
+
+class WriteShareGroupStateRequestPartitionData(TypedDict):
+    """WriteShareGroupStateRequest v0: PartitionData."""
+
+    partition: int
+    state_epoch: int
+    leader_epoch: int
+    start_offset: int
+    state_batches: list[WriteShareGroupStateRequestStateBatch]
+
+
+class WriteShareGroupStateRequestWriteStateData(TypedDict):
+    """WriteShareGroupStateRequest v0: WriteStateData."""
+
+    topic_id: bytes
+    partitions: list[WriteShareGroupStateRequestPartitionData]
+
+
+class WriteShareGroupStateRequest(TypedDict):
+    """WriteShareGroupStateRequest v0."""
+
+    group_id: str
+    topics: list[WriteShareGroupStateRequestWriteStateData]
+
+
+class WriteShareGroupStateResponsePartitionResult(TypedDict):
+    """WriteShareGroupStateResponse v0: PartitionResult."""
+
+    partition: int
+    error_code: int
+    error_message: str | None
+
+
+class WriteShareGroupStateResponseResult(TypedDict):
+    """WriteShareGroupStateResponse v0: Result."""
+
+    topic_id: bytes
+    partitions: list[WriteShareGroupStateResponsePartitionResult]
+
+
+class WriteShareGroupStateResponse(TypedDict):
+    """WriteShareGroupStateResponse v0."""
+
+    results: list[WriteShareGroupStateResponseResult]
+
+
 ContextT = TypeVar("ContextT")
 RequestT = TypeVar("RequestT")
 ResponseT = TypeVar("ResponseT")
@@ -2939,6 +3047,16 @@ class HandlerRegistry(Protocol[ContextT]):
     def __call__(
         self, api_key: Literal[ApiKey.SHARE_ACKNOWLEDGE]
     ) -> Registers[ContextT, ShareAcknowledgeRequest, ShareAcknowledgeResponse]: ...
+
+    @overload
+    def __call__(
+        self, api_key: Literal[ApiKey.READ_SHARE_GROUP_STATE]
+    ) -> Registers[ContextT, ReadShareGroupStateRequest, ReadShareGroupStateResponse]: ...
+
+    @overload
+    def __call__(
+        self, api_key: Literal[ApiKey.WRITE_SHARE_GROUP_STATE]
+    ) -> Registers[ContextT, WriteShareGroupStateRequest, WriteShareGroupStateResponse]: ...
 
 
 class RequestSender(Protocol):
@@ -3493,3 +3611,21 @@ class RequestSender(Protocol):
         body: ShareAcknowledgeRequest,
         timeout_ms: int = ...,
     ) -> Awaitable[ShareAcknowledgeResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.READ_SHARE_GROUP_STATE],
+        api_version: int,
+        body: ReadShareGroupStateRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[ReadShareGroupStateResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.WRITE_SHARE_GROUP_STATE],
+        api_version: int,
+        body: WriteShareGroupStateRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[WriteShareGroupStateResponse]: ...

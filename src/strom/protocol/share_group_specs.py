@@ -22,7 +22,7 @@ share consumer sends exactly v1 of 76, 78 and 79. All four are flexible in every
 
 from __future__ import annotations
 
-from strom.protocol.spec_json import FieldJson, SpecJson
+from strom.protocol.spec_json import FieldJson, SpecJson, field_json, message_json
 
 _I32 = "int32"
 _I16 = "int16"
@@ -37,25 +37,11 @@ def _f(
     default: str | None = None,
     nullable: bool = False,
 ) -> FieldJson:
-    field: FieldJson = {"name": name, "type": type_, "versions": "1+"}
-    if fields is not None:
-        field["fields"] = fields
-    if default is not None:
-        field["default"] = default
-    if nullable:
-        field["nullableVersions"] = "1+"
-    return field
+    return field_json(name, type_, "1+", fields=fields, default=default, nullable=nullable)
 
 
 def _message(name: str, kind: str, api_key: int, fields: list[FieldJson]) -> SpecJson:
-    return {
-        "apiKey": api_key,
-        "type": kind,
-        "name": name,
-        "validVersions": "1",
-        "flexibleVersions": "1+",
-        "fields": fields,
-    }
+    return message_json(name, kind, api_key, "1", fields)
 
 
 def _error_message() -> FieldJson:

@@ -1,14 +1,16 @@
 """The layout of Kafka's JSON message specs, as the keys spec.py reads (``FieldJson``, ``SpecJson``).
 
 Kafka's spec files carry more keys (``about``, ``entityType``, ``mapKey``...), which nothing here reads.
-internal_specs.py writes Strom's own controller specs in this layout.
+internal_specs.py writes Strom's own controller specs in this layout; `field_json` and `message_json`
+build fields and messages for the specs the project describes itself (share_group_specs.py,
+share_state_specs.py).
 """
 
 from __future__ import annotations
 
 from typing import Required, TypedDict
 
-__all__ = ["FieldJson", "SpecJson", "StructJson"]
+__all__ = ["FieldJson", "SpecJson", "StructJson", "field_json", "message_json"]
 
 
 class FieldJson(TypedDict, total=False):
@@ -40,3 +42,35 @@ class SpecJson(TypedDict, total=False):
     flexibleVersions: str
     fields: list[FieldJson]
     commonStructs: list[StructJson]
+
+
+def field_json(
+    name: str,
+    type_: str,
+    versions: str = "0+",
+    *,
+    fields: list[FieldJson] | None = None,
+    default: str | None = None,
+    nullable: bool = False,
+) -> FieldJson:
+    """A field present in ``versions``; ``nullable`` in all of them."""
+    field: FieldJson = {"name": name, "type": type_, "versions": versions}
+    if fields is not None:
+        field["fields"] = fields
+    if default is not None:
+        field["default"] = default
+    if nullable:
+        field["nullableVersions"] = versions
+    return field
+
+
+def message_json(name: str, kind: str, api_key: int, valid: str, fields: list[FieldJson]) -> SpecJson:
+    """A request or response flexible in every version of ``valid``."""
+    return {
+        "apiKey": api_key,
+        "type": kind,
+        "name": name,
+        "validVersions": valid,
+        "flexibleVersions": "0+",
+        "fields": fields,
+    }

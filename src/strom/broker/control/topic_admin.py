@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME_LENGTH = 249
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 def validate_topic_name(name: str) -> None:
@@ -184,6 +184,23 @@ class TopicAdmin:
         except KafkaError as exc:
             if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
+
+    def ensure_coordinator_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        segment_bytes: int,
+        min_insync_replicas: int,
+    ) -> None:
+        """`ensure_internal_topic` for a coordinator's records (``__transaction_state``,
+        ``__share_group_state``): compacted, uncompressed, with its own segment size."""
+        configs = {
+            "cleanup.policy": "compact",
+            "compression.type": "uncompressed",
+            "segment.bytes": str(segment_bytes),
+        }
+        self.ensure_internal_topic(name, partitions, replication_factor, configs, min_insync_replicas)
 
     def maybe_auto_create(self, name: str) -> TopicInfo | None:
         """The topic created with the broker's defaults, or None when auto-creation is off.

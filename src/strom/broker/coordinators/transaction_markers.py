@@ -32,7 +32,7 @@ from collections.abc import Callable
 from strom._util.clock import Clock
 from strom.broker.coordinators.coordinator_partitions import CoordinatorPartitions
 from strom.broker.metadata_cache import ClusterMetadataStore
-from strom.broker.network.net_client import BrokerConnection
+from strom.broker.network.net_client import BrokerConnections
 from strom.broker.security.client import ClientSecurity
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
@@ -55,16 +55,13 @@ class MarkerWriter:
         clock: Clock,
     ) -> None:
         self._partitions = partitions
-        self._clock = clock
         self._metadata = metadata
-        self._security = security  # how WriteTxnMarkers reach other brokers
         self.listeners: list[MarkerListener] = []
-        self._connections: dict[int, BrokerConnection] = {}  # partition leaders, for WriteTxnMarkers
+        # To the partition leaders, for WriteTxnMarkers (``security``: how this broker reaches others).
+        self._connections = BrokerConnections(f"txn-coordinator-{partitions.node_id}", security, clock)
 
     def close(self) -> None:
-        for connection in self._connections.values():
-            connection.close()
-        self._connections.clear()
+        self._connections.close()
 
     async def write_all(
         self,
@@ -140,14 +137,7 @@ class MarkerWriter:
         broker = self._metadata.brokers.get(leader)
         if broker is None:
             return dict.fromkeys(partitions, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        connection = self._connections.get(leader)
-        if connection is None or (connection.host, connection.port) != (broker.host, broker.port):
-            if connection is not None:
-                connection.close()
-            client_id = f"txn-coordinator-{self._partitions.node_id}"
-            connection = self._connections[leader] = BrokerConnection(
-                broker.host, broker.port, client_id, self._security, self._clock
-            )
+        connection = self._connections.get(leader, broker.host, broker.port)
         by_topic: dict[str, list[int]] = {}
         for topic, partition in partitions:
             by_topic.setdefault(topic, []).append(partition)

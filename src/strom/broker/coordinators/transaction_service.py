@@ -238,13 +238,8 @@ class TransactionService:
     # --- the topic and the coordinator's location ----------------------------------------------
     def ensure_topic(self) -> None:
         """Create ``__transaction_state`` if it does not exist yet (first use)."""
-        configs = {
-            "cleanup.policy": "compact",
-            "compression.type": "uncompressed",
-            "segment.bytes": str(TXN_TOPIC_SEGMENT_BYTES),
-        }
-        self._topics.ensure_internal_topic(
-            TXN_TOPIC, self.num_partitions, self._replication_factor, configs, self._min_isr
+        self._topics.ensure_coordinator_topic(
+            TXN_TOPIC, self.num_partitions, self._replication_factor, TXN_TOPIC_SEGMENT_BYTES, self._min_isr
         )
 
     def coordinator_endpoint(self, transactional_id: str) -> tuple[int, str, int] | None:

@@ -28,6 +28,7 @@ from strom.broker.config import BrokerConfig
 from strom.broker.config_entities import ConfigEntities
 from strom.broker.control.topic_admin import TopicAdmin
 from strom.broker.coordinators.group_service import GroupService
+from strom.broker.coordinators.share_state_service import ShareStateService
 from strom.broker.coordinators.transaction_service import TransactionService
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.network.client_quotas import ClientQuotas
@@ -72,6 +73,7 @@ class HandlerPorts:
     client_telemetry: ClientTelemetry | None = None  # KIP-714 subscriptions and pushed client metrics
     # Share groups' share-partitions and share sessions on the partitions this broker leads (KIP-932).
     shares: SharePartitionManager | None = None
+    share_state: ShareStateService | None = None  # the share coordinator (__share_group_state)
     # The TLS listeners' security by lower-case listener name, registered as they start (main.py): an
     # AlterConfigs of a key store is checked against the certificate the listener serves (KIP-226).
     tls_listeners: dict[str, ListenerSecurity] = field(default_factory=dict)

@@ -68,7 +68,7 @@ def _resolve(ctx: RequestContext, topic_id: bytes) -> tuple[str | None, ErrorCod
     return name, ErrorCode.NONE
 
 
-def _acknowledge(
+async def _acknowledge(
     ctx: RequestContext,
     shares: SharePartitionManager,
     group_id: str,
@@ -76,8 +76,9 @@ def _acknowledge(
     topics: Iterable[tuple[bytes, Iterable[tuple[int, list[tuple[int, int, list[int]]]]]]],
     session_partitions: set[TopicPartition] | None,
 ) -> tuple[dict[tuple[bytes, int], ErrorCode], dict[tuple[bytes, int], ErrorCode]]:
-    """Apply acknowledgements; returns (partition errors, acknowledge errors) by (topic id, index). A
-    partition is added to ``session_partitions`` when given (ShareFetch)."""
+    """Apply acknowledgements and make them durable (before they are answered); returns (partition
+    errors, acknowledge errors) by (topic id, index). A partition is added to ``session_partitions``
+    when given (ShareFetch)."""
     errors: dict[tuple[bytes, int], ErrorCode] = {}
     acks: dict[tuple[bytes, int], ErrorCode] = {}
     for topic_id, partitions in topics:
@@ -90,7 +91,7 @@ def _acknowledge(
             if session_partitions is not None:
                 session_partitions.add((name, index))
             if batches:
-                acks[key] = shares.acknowledge(group_id, member_id, name, index, batches)
+                acks[key] = await shares.acknowledge(group_id, member_id, name, index, batches)
                 if _releases(batches):
                     ctx.ports.purgatory.notify(release_key(group_id, name, index))
     return errors, acks
@@ -129,7 +130,7 @@ def _fetch_entry(index: int) -> m.ShareFetchResponsePartitionData:
     }
 
 
-def _acquire_all(
+async def _acquire_all(
     ctx: RequestContext,
     shares: SharePartitionManager,
     group_id: str,
@@ -144,7 +145,7 @@ def _acquire_all(
         if max_records <= 0 or max_bytes <= 0:
             break
         try:
-            got = shares.acquire_from_log(group_id, member_id, topic, index, max_records, max_bytes)
+            got = await shares.acquire_from_log(group_id, member_id, topic, index, max_records, max_bytes)
         except KafkaError as exc:
             errors[(topic, index)] = exc.code
             continue
@@ -186,7 +187,7 @@ async def handle_share_fetch(ctx: RequestContext, req: m.ShareFetchRequest) -> m
         for t in req["topics"]
     ]
     closing = epoch == CLOSE_EPOCH
-    errors, acks = _acknowledge(
+    errors, acks = await _acknowledge(
         ctx, shares, group_id, member_id, topics, None if closing else session.partitions
     )
     for forgotten in req.get("forgotten_topics_data", []):
@@ -218,13 +219,15 @@ async def _fetch(
     max_bytes = max(int(req.get("max_bytes", 0x7FFFFFFF)), 1)
     keys: list[object] = [*partitions, *(release_key(group_id, t, i) for t, i in partitions)]
     while True:
-        results, errors = _acquire_all(ctx, shares, group_id, member_id, partitions, max_records, max_bytes)
+        results, errors = await _acquire_all(
+            ctx, shares, group_id, member_id, partitions, max_records, max_bytes
+        )
         if results or errors or not partitions:
             return results, errors
         remaining = deadline_ms - clock.monotonic_ms()
         if remaining <= 0 or not await ctx.ports.purgatory.wait(keys, remaining):
             # Locks that ran out while parked are released by this last pass.
-            return _acquire_all(ctx, shares, group_id, member_id, partitions, max_records, max_bytes)
+            return await _acquire_all(ctx, shares, group_id, member_id, partitions, max_records, max_bytes)
 
 
 def _fetch_response(
@@ -319,7 +322,7 @@ async def handle_share_acknowledge(
         )
         for t in req["topics"]
     ]
-    errors, acks = _acknowledge(ctx, shares, group_id, member_id, topics, None)
+    errors, acks = await _acknowledge(ctx, shares, group_id, member_id, topics, None)
     if epoch == CLOSE_EPOCH:
         shares.close_session(session)
         for topic, index in session.partitions:

@@ -269,3 +269,29 @@ class BrokerConnection:
             with contextlib.suppress(Exception):
                 self._transport.close()
         self._transport = self._protocol = None
+
+
+class BrokerConnections:
+    """One `BrokerConnection` per other broker, made on first use and made again when the broker's
+    address changed (a restarted broker on another port)."""
+
+    def __init__(self, client_id: str, security: ClientSecurity, clock: Clock) -> None:
+        self._client_id = client_id
+        self._security = security
+        self._clock = clock
+        self._connections: dict[int, BrokerConnection] = {}
+
+    def get(self, node_id: int, host: str, port: int) -> BrokerConnection:
+        connection = self._connections.get(node_id)
+        if connection is None or (connection.host, connection.port) != (host, port):
+            if connection is not None:
+                connection.close()
+            connection = self._connections[node_id] = BrokerConnection(
+                host, port, self._client_id, self._security, self._clock
+            )
+        return connection
+
+    def close(self) -> None:
+        for connection in self._connections.values():
+            connection.close()
+        self._connections.clear()

@@ -3,9 +3,8 @@
 Theory of operation. A share group's consumers fetch from each partition's leader with ShareFetch,
 never from a follower. The leader keeps, per (group, partition), a `SharePartition`
 (`strom.coordinator.share.partition`: start offset, in-flight records, states, delivery counts,
-locks), created on the group's first fetch of the partition at the log end (`share.auto.offset.reset`
-latest, the high watermark) or the log start (earliest). It is bound to the leader epoch it was made
-at: after a leadership change it is made again (see "not kept" below).
+locks), loaded on the group's first fetch of the partition (see "Kept" below). It is bound to the
+leader epoch it was loaded at: after a leadership change it is loaded again.
 
 Each member has a **share session** per leader: opened by a ShareFetch with epoch 0 and the
 partitions it wants, then each request carries the next epoch (1, 2, ...) and only the partitions to
@@ -23,20 +22,29 @@ acquirable offset, below the high watermark, and their headers (base offset, las
 control bit: nothing else is decoded) drive the acquisition. The response carries only the batches
 that hold an acquired record; the client delivers only the acquired offsets of them.
 
-Not kept: the share-partitions live in this leader's memory; a restart or a leadership change loses
-them, and the new leader starts from `share.auto.offset.reset` (records in flight at the change may be
-delivered again, or, with latest, records not yet acknowledged skipped). Kafka persists them through
-the share coordinator in `__share_group_state`; that is not built yet (docs/share-groups.md).
+Kept: the share-partitions live in this leader's memory and are made durable through the share
+coordinator (a `SharePersister`: `__share_group_state`, strom.coordinator.share.state). The first use
+of a (group, partition) at a leader epoch (`load`) reads the stored state: a new leader (after a
+restart or a fail-over) carries on from the stored start offset with every undecided record AVAILABLE
+at its delivery count (records that were ACQUIRED are handed out again, accepted and archived ones
+never); with nothing stored, the share-partition starts at `share.auto.offset.reset`. Either way the
+state is written back at once with this leader's epoch, so a deposed leader's writes are fenced and a
+first start offset holds for the next leader too. `persist` writes the state after a change that
+must outlive this leader (the acknowledgements, before they are answered): one write at a time per
+share-partition, none when nothing durable changed since the last. Releases by lock expiry or a closed
+session go with the next write (a leader lost before it only counts those deliveries short).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, field
 
 from strom._util.clock import Clock
 from strom.broker.replication.replica_manager import ReplicaManager
 from strom.coordinator.share.partition import AcquiredRange, SharePartition
 from strom.coordinator.share.sessions import DEFAULT_MAX_SESSIONS, ShareSession, ShareSessionCache
+from strom.coordinator.share.state import SharePersister, ShareState, restore, state_of
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.batch import iter_headers
 
@@ -71,14 +79,21 @@ class AcquireResult:
 class _Held:
     partition: SharePartition
     leader_epoch: int
+    state_epoch: int = 0
+    written: ShareState | None = None  # the state last made durable
+    writing: asyncio.Lock = field(default_factory=asyncio.Lock)  # one write at a time
 
 
 class SharePartitionManager:
-    def __init__(self, replica_manager: ReplicaManager, clock: Clock, config: ShareConfig) -> None:
+    def __init__(
+        self, replica_manager: ReplicaManager, clock: Clock, config: ShareConfig, persister: SharePersister
+    ) -> None:
         self._rm = replica_manager
         self._clock = clock
         self.config = config
+        self._persister = persister
         self._partitions: dict[tuple[str, str, int], _Held] = {}
+        self._loading: dict[tuple[str, str, int], asyncio.Lock] = {}
         self.sessions = ShareSessionCache(config.max_share_sessions, config.session_timeout_ms)
 
     # --- sessions ------------------------------------------------------------------------------
@@ -125,29 +140,68 @@ class SharePartitionManager:
                 held.partition.release_member(session.member_id)
 
     # --- share-partitions ----------------------------------------------------------------------
-    def share_partition(self, group_id: str, topic: str, index: int) -> SharePartition:
-        """The group's state of a partition this broker leads (made at the reset point if new, or if
-        leadership moved since), its expired locks released.
+    async def load(self, group_id: str, topic: str, index: int) -> SharePartition:
+        """The group's state of a partition this broker leads, read from the share coordinator on its
+        first use at this leader epoch (made at the reset point and written if none is stored), its
+        expired locks released.
 
         Raises:
             KafkaError: this broker does not lead the partition (NOT_LEADER_OR_FOLLOWER,
-                UNKNOWN_TOPIC_OR_PARTITION).
+                UNKNOWN_TOPIC_OR_PARTITION), or the stored state could not be read or the first one
+                written (the share coordinator's error).
         """
-        part = self._rm.leader_partition(topic, index)
         key = (group_id, topic, index)
+        part = self._rm.leader_partition(topic, index)
         held = self._partitions.get(key)
         if held is None or held.leader_epoch != part.leader_epoch:
-            start = (
-                part.log_start_offset if self.config.auto_offset_reset == "earliest" else part.high_watermark
-            )
-            held = self._partitions[key] = _Held(
-                SharePartition(start, self.config.delivery_count_limit), part.leader_epoch
-            )
+            async with self._loading.setdefault(key, asyncio.Lock()):
+                held = await self._load(key, part.leader_epoch)
         share = held.partition
         if share.start_offset < part.log_start_offset:
             share.reset_start(part.log_start_offset)  # retention deleted records never delivered
         share.expire_locks(self._clock.monotonic_ms())
         return share
+
+    async def _load(self, key: tuple[str, str, int], leader_epoch: int) -> _Held:
+        group_id, topic, index = key
+        held = self._partitions.get(key)
+        if held is not None and held.leader_epoch == leader_epoch:
+            return held  # loaded while this one waited
+        stored = await self._persister.read(group_id, topic, index, leader_epoch)
+        part = self._rm.leader_partition(topic, index)  # still the leader, at that epoch?
+        if part.leader_epoch != leader_epoch:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{index}: leadership moved")
+        limit = self.config.delivery_count_limit
+        if stored is not None:
+            held = _Held(restore(stored, limit), leader_epoch, stored.state_epoch)
+        else:
+            earliest = self.config.auto_offset_reset == "earliest"
+            start = part.log_start_offset if earliest else part.high_watermark
+            held = _Held(SharePartition(start, limit), leader_epoch)
+        # Written at once: with this leader epoch stored, a deposed leader's writes are fenced, and
+        # a first start offset holds for the next leader too.
+        code = await self._write(held, key)
+        if code is not ErrorCode.NONE:
+            raise KafkaError(code, f"{topic}-{index}: share state of {group_id} not written: {code.name}")
+        self._partitions[key] = held
+        return held
+
+    async def persist(self, group_id: str, topic: str, index: int) -> ErrorCode:
+        """Make the share-partition's state durable (NONE at once if nothing durable changed)."""
+        held = self._partitions.get((group_id, topic, index))
+        if held is None:
+            return ErrorCode.NONE
+        return await self._write(held, (group_id, topic, index))
+
+    async def _write(self, held: _Held, key: tuple[str, str, int]) -> ErrorCode:
+        async with held.writing:
+            state = state_of(held.partition, held.state_epoch, held.leader_epoch)
+            if state == held.written:
+                return ErrorCode.NONE
+            code = await self._persister.write(key[0], key[1], key[2], state)
+            if code is ErrorCode.NONE:
+                held.written = state
+            return code
 
     def known(self, group_id: str, topic: str, index: int) -> SharePartition | None:
         held = self._partitions.get((group_id, topic, index))
@@ -156,15 +210,15 @@ class SharePartitionManager:
     def all_partitions(self) -> dict[tuple[str, str, int], SharePartition]:
         return {key: held.partition for key, held in self._partitions.items()}
 
-    def acquire_from_log(
+    async def acquire_from_log(
         self, group_id: str, member_id: str, topic: str, index: int, max_records: int, max_bytes: int
     ) -> AcquireResult:
         """Acquire up to about ``max_records`` records of the partition for the member (whole batches).
 
         Raises:
-            KafkaError: as `share_partition`, or the log read's error.
+            KafkaError: as `load`, or the log read's error.
         """
-        share = self.share_partition(group_id, topic, index)
+        share = await self.load(group_id, topic, index)
         part = self._rm.leader_partition(topic, index)
         if max_records <= 0 or not share.has_available(part.high_watermark):
             return AcquireResult(b"", [])
@@ -189,12 +243,13 @@ class SharePartitionManager:
                 chunks.append(buf[pos : pos + h.size])
         return AcquireResult(b"".join(chunks), acquired)
 
-    def acknowledge(
+    async def acknowledge(
         self, group_id: str, member_id: str, topic: str, index: int, batches: list[tuple[int, int, list[int]]]
     ) -> ErrorCode:
-        """Apply acknowledgement batches ``(first, last, types)`` to the partition; the first error."""
+        """Apply acknowledgement batches ``(first, last, types)`` to the partition and make them
+        durable; the first error (a verdict's, else the write's)."""
         try:
-            share = self.share_partition(group_id, topic, index)
+            share = await self.load(group_id, topic, index)
         except KafkaError as exc:
             return exc.code
         error = ErrorCode.NONE
@@ -202,7 +257,8 @@ class SharePartitionManager:
             code = share.acknowledge(member_id, first, last, types)
             if code is not ErrorCode.NONE and error is ErrorCode.NONE:
                 error = code
-        return error
+        written = await self.persist(group_id, topic, index)
+        return written if error is ErrorCode.NONE else error
 
     def backlog(self, group_id: str, topic: str, index: int) -> int:
         """Records of the partition the group has not finished: from its start offset to the high

@@ -1,0 +1,165 @@
+"""A share-partition leader's way to its share coordinator (KIP-932's ``Persister``), local or remote.
+
+`ShareStatePersister` implements `strom.coordinator.share.state.SharePersister` for the leaders'
+`SharePartitionManager`. For a share-partition (group, topic, partition) it finds the share
+coordinator (the leader of the key's `__share_group_state` partition, from the metadata cache,
+creating the topic on first use) and
+
+* when that is this broker, calls the share coordinator (`ShareStateService`) directly;
+* otherwise sends ReadShareGroupState / WriteShareGroupState v0 to it, over one connection per
+  coordinator, re-made when its address changes.
+
+Retriable failures (no coordinator known yet, NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS while
+the coordinator moves or loads, a lost connection) are retried every `RETRY_BACKOFF_MS` for at most
+`RETRY_TIMEOUT_MS`: a coordinator fail-over or the topic's creation in a cluster takes a moment.
+What is left then is the caller's error (COORDINATOR_NOT_AVAILABLE for one that never answered).
+
+Call only from the broker's event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from strom._util.clock import Clock, sleep_ms
+from strom.broker.coordinators.share_state_service import ShareStateService
+from strom.broker.metadata_cache import ClusterMetadataStore
+from strom.broker.network.net_client import BrokerConnections
+from strom.broker.security.client import ClientSecurity
+from strom.coordinator.share.state import ShareState, StateKey, batches_from_wire, batches_to_wire
+from strom.protocol import messages as m
+from strom.protocol.api import ApiKey
+from strom.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+RETRY_BACKOFF_MS = 100
+RETRY_TIMEOUT_MS = 15_000
+REQUEST_TIMEOUT_MS = 10_000
+_RETRIABLE = frozenset(
+    {
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.REQUEST_TIMED_OUT,
+    }
+)
+
+
+class ShareStatePersister:
+    def __init__(
+        self,
+        service: ShareStateService,
+        metadata: ClusterMetadataStore,
+        security: ClientSecurity,
+        clock: Clock,
+    ) -> None:
+        self._service = service
+        self._metadata = metadata
+        self._clock = clock
+        self._connections = BrokerConnections(f"share-persister-{service.node_id}", security, clock)
+
+    def close(self) -> None:
+        self._connections.close()
+
+    def _key(self, group_id: str, topic: str, partition: int) -> StateKey:
+        info = self._metadata.topics.get(topic)
+        if info is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} is not known")
+        return StateKey(group_id, info.topic_id, partition)
+
+    # --- SharePersister ------------------------------------------------------------------------
+    async def read(self, group_id: str, topic: str, partition: int, leader_epoch: int) -> ShareState | None:
+        key = self._key(group_id, topic, partition)
+        code, state = await self._retrying(lambda: self._read_once(key, leader_epoch))
+        if code is not ErrorCode.NONE:
+            raise KafkaError(code, f"share state of {key.coordinator_key()} not read: {code.name}")
+        return state
+
+    async def write(self, group_id: str, topic: str, partition: int, state: ShareState) -> ErrorCode:
+        try:
+            key = self._key(group_id, topic, partition)
+        except KafkaError as exc:
+            return exc.code
+        code, _ = await self._retrying(lambda: self._write_once(key, state))
+        return code
+
+    # --- one attempt ---------------------------------------------------------------------------
+    async def _retrying(self, attempt: Callable[[], Awaitable[tuple[ErrorCode, T]]]) -> tuple[ErrorCode, T]:
+        deadline = self._clock.monotonic_ms() + RETRY_TIMEOUT_MS
+        while True:
+            code, result = await attempt()
+            if code not in _RETRIABLE or self._clock.monotonic_ms() >= deadline:
+                return code, result
+            await sleep_ms(self._clock, RETRY_BACKOFF_MS)
+
+    def _coordinator(self, key: StateKey) -> tuple[int, str, int] | None:
+        try:
+            self._service.ensure_topic()
+        except KafkaError as exc:
+            log.warning("__share_group_state not created: %s", exc)
+            return None
+        return self._service.coordinator_of(key)
+
+    async def _read_once(self, key: StateKey, leader_epoch: int) -> tuple[ErrorCode, ShareState | None]:
+        coordinator = self._coordinator(key)
+        if coordinator is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        if coordinator[0] == self._service.node_id:
+            return self._service.read(key)
+        body: m.ReadShareGroupStateRequest = {
+            "group_id": key.group_id,
+            "topics": [
+                {
+                    "topic_id": key.topic_id,
+                    "partitions": [{"partition": key.partition, "leader_epoch": leader_epoch}],
+                }
+            ],
+        }
+        try:
+            response = await self._connections.get(*coordinator).send(
+                ApiKey.READ_SHARE_GROUP_STATE, 0, body, REQUEST_TIMEOUT_MS
+            )
+            answer = response["results"][0]["partitions"][0]
+        except (ConnectionError, LookupError, ValueError) as exc:
+            log.info("ReadShareGroupState to broker %d failed: %s", coordinator[0], exc)
+            return ErrorCode.NETWORK_EXCEPTION, None
+        code = ErrorCode(int(answer["error_code"]))
+        if code is not ErrorCode.NONE or int(answer["start_offset"]) < 0:
+            return code, None
+        batches = batches_from_wire(answer["state_batches"])
+        return code, ShareState(
+            int(answer["state_epoch"]), leader_epoch, int(answer["start_offset"]), batches
+        )
+
+    async def _write_once(self, key: StateKey, state: ShareState) -> tuple[ErrorCode, None]:
+        coordinator = self._coordinator(key)
+        if coordinator is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        if coordinator[0] == self._service.node_id:
+            return await self._service.write(key, state), None
+        partition: m.WriteShareGroupStateRequestPartitionData = {
+            "partition": key.partition,
+            "state_epoch": state.state_epoch,
+            "leader_epoch": state.leader_epoch,
+            "start_offset": state.start_offset,
+            "state_batches": batches_to_wire(state.batches),
+        }
+        body: m.WriteShareGroupStateRequest = {
+            "group_id": key.group_id,
+            "topics": [{"topic_id": key.topic_id, "partitions": [partition]}],
+        }
+        try:
+            response = await self._connections.get(*coordinator).send(
+                ApiKey.WRITE_SHARE_GROUP_STATE, 0, body, REQUEST_TIMEOUT_MS
+            )
+            code = ErrorCode(int(response["results"][0]["partitions"][0]["error_code"]))
+        except (ConnectionError, LookupError, ValueError) as exc:
+            log.info("WriteShareGroupState to broker %d failed: %s", coordinator[0], exc)
+            return ErrorCode.NETWORK_EXCEPTION, None
+        return code, None
