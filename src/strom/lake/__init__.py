@@ -10,8 +10,10 @@ table, so every record lands exactly once.
 This package is the part without the broker: `config_defs.py` (the broker settings and the catalog's
 properties), `records.py` (committed records out of stored batches; pure), `columns.py` (the table
 layouts), `avro_arrow.py` (Avro schemas as Arrow types; pure), `translate.py` (records to rows per mode,
-the dead letters and their reasons; pure), `offsets.py` (the next offsets in a snapshot summary; pure)
-and `tables.py` (pyiceberg: the catalog, schema evolution, the exactly-once commit). Everything in
-`tables.py` blocks: the broker runs it on worker threads (strom.broker.lake), never on its event loop.
+the dead letters and their reasons; pure), `offsets.py` (the next offsets in a snapshot summary; pure),
+`tables.py` (pyiceberg: the catalog, schema evolution, the exactly-once commit) and `history.py`
+(reading a pinned snapshot's rows for a range of offsets, for strom.spark). Everything in `tables.py`
+and `history.py` blocks: the broker runs it on worker threads (strom.broker.lake), never on its event
+loop.
 Only this package imports pyiceberg.
 """

@@ -79,6 +79,12 @@ class TableRef:
         return KEY_VALUE_SCHEMA if self.mode == KEY_VALUE else pa.schema(list(META_FIELDS))
 
 
+def recorded_offsets(table: Table) -> dict[int, int]:
+    """Each partition's next offset as ``table``, as loaded, records it (offsets.py): every row below
+    it is in the table's current snapshot and in every later one."""
+    return _recorded(table)
+
+
 class LakeTables:
     def __init__(self, settings: CatalogSettings) -> None:
         self.settings = settings

@@ -22,6 +22,9 @@ Theory of operation (details in each module's docstring):
 * `writer` -- the sink: idempotent producer, Java-compatible murmur2 key placement.
 * `transactional` -- the exactly-once streaming sink: a transaction per task and micro-batch, fenced
   and resumed after the committed rows on a re-run.
+* `lake_plan`, `lake_source`, `lake_rows` -- `strom.iceberg.history`: an Iceberg topic's history read
+  from its table (a pinned snapshot, up to each partition's recorded next offset) and the rest from the
+  log, every record once.
 * `partitioner` -- murmur2 as Java computes it, for predicting placements.
 * `deploy` -- which Python runs Spark's Python workers (set by `register()`, checked at once).
 

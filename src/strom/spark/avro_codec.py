@@ -143,6 +143,11 @@ class AvroColumnDecoder:
         """The column's Spark type."""
         return self._data_type
 
+    @property
+    def reader_schema(self) -> str:
+        """The reader schema's text."""
+        return self._reader_json
+
     def decode(
         self,
         values: pa.Array,

@@ -124,19 +124,19 @@ def reconcile_start(
         until = end_offset
         log_start = earliest.get((topic, partition))
         if log_start is None:
-            _lost(fail_on_data_loss, f"Partition {topic}-{partition} is gone")
+            report_loss(fail_on_data_loss, f"Partition {topic}-{partition} is gone")
             continue
         from_offset = start.get((topic, partition))
         skipped = False
         if from_offset is None:
             if log_start != 0:
-                _lost(
+                report_loss(
                     fail_on_data_loss,
                     f"Added partition {topic}-{partition} starts from {log_start} instead of 0",
                 )
             from_offset = log_start
         elif from_offset < log_start:
-            _lost(
+            report_loss(
                 fail_on_data_loss,
                 f"Cannot fetch offset {from_offset} of {topic}-{partition}: the earliest available "
                 f"offset is {log_start}",
@@ -144,7 +144,7 @@ def reconcile_start(
             from_offset, skipped = log_start, True
         if until < from_offset:
             if not skipped:
-                _lost(
+                report_loss(
                     fail_on_data_loss,
                     f"Partition {topic}-{partition}'s offset was changed from {from_offset} to {until}",
                 )
@@ -153,7 +153,7 @@ def reconcile_start(
     return ranges
 
 
-def _lost(fail: bool, detail: str) -> None:
+def report_loss(fail: bool, detail: str) -> None:
     if fail:
         raise DataLossError(data_loss_message(detail))
 

@@ -46,10 +46,16 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from strom.spark.fetcher import RangeFetcher
+from strom.spark.lake_plan import TABLE_TASK_MAX_RECORDS, lake_earliest, split_at_seams
+from strom.spark.lake_rows import table_batches
+from strom.spark.lake_source import LakeTopics, TableRange
 from strom.spark.metadata import KafkaMetadata
 from strom.spark.options import (
+    EARLIEST,
+    OffsetBound,
     OffsetsJson,
     SourceOptions,
+    StartingKind,
     TopicPartitionOffsets,
     offsets_from_json,
     offsets_to_json,
@@ -85,25 +91,29 @@ def _metadata(options: SourceOptions) -> KafkaMetadata:
 
 
 def _read_range(
-    options: SourceOptions, partition: InputPartition, typed: TypedRead | None
+    options: SourceOptions, partition: InputPartition, typed: TypedRead | None, lake: LakeTopics | None
 ) -> Iterator[pa.RecordBatch]:
-    assert isinstance(partition, RangePartition)
-    fetcher = RangeFetcher(
-        options.client_config,
-        partition.offset_range,
-        include_headers=options.include_headers,
-        fail_on_data_loss=options.fail_on_data_loss,
-        poll_timeout_ms=options.poll_timeout_ms,
-    )
+    assert isinstance(partition, RangePartition | TableRange)
     r = partition.offset_range
-    batches = fetcher.batches()
+    if isinstance(partition, TableRange):
+        assert lake is not None
+        batches = table_batches(lake.options.catalog, partition, options.include_headers, typed)
+    else:
+        fetcher = RangeFetcher(
+            options.client_config,
+            partition.offset_range,
+            include_headers=options.include_headers,
+            fail_on_data_loss=options.fail_on_data_loss,
+            poll_timeout_ms=options.poll_timeout_ms,
+        )
+        batches = fetcher.batches()
+        if typed is not None:
+            batches = typed.apply(batches, r.topic, r.partition)
     if partition.publish and options.publish_progress:
         group = group_for_task(options.progress_group, options.progress_group_prefix)
         batches = then_publish(
             batches, options.client_config, group, r.topic, r.partition, r.until_offset, partition.timing
         )
-    if typed is not None:
-        return typed.apply(batches, r.topic, r.partition)
     return batches
 
 
@@ -118,12 +128,52 @@ def _tasks(
     ]
 
 
+def _lake_tasks(
+    options: SourceOptions,
+    lake: LakeTopics,
+    typed: TypedRead | None,
+    start: TopicPartitionOffsets,
+    end: TopicPartitionOffsets,
+    log_start: TopicPartitionOffsets,
+    timing: BatchTiming | None = None,
+) -> list[InputPartition]:
+    """The tasks of ``start``..``end`` with each Iceberg topic's history read from its table (lake_plan):
+    table tasks first, then the log's; the task reading a partition's last offset publishes progress."""
+    view = lake.view({t for t, _ in end}, typed)
+    table, log = split_at_seams(
+        start, end, log_start, view.seams, fail_on_data_loss=options.fail_on_data_loss
+    )
+    cap = min(options.max_records_per_partition or TABLE_TASK_MAX_RECORDS, TABLE_TASK_MAX_RECORDS)
+    ends = {(r.topic, r.partition): r.until_offset for r in [*table, *log]}
+    tasks: list[InputPartition] = [
+        view.task(t, ends[(t.topic, t.partition)] == t.until_offset, timing)
+        for t in plan_tasks(table, None, cap)
+    ]
+    tasks.extend(
+        RangePartition(t, publish=ends[(t.topic, t.partition)] == t.until_offset, timing=timing)
+        for t in plan_tasks(log, options.min_partitions, options.max_records_per_partition)
+    )
+    return tasks
+
+
+def _earliest_asked(bound: OffsetBound, partitions: set[tuple[str, int]]) -> set[tuple[str, int]]:
+    """The partitions a starting bound puts at ``earliest``."""
+    if bound.kind is StartingKind.EARLIEST:
+        return set(partitions)
+    if bound.kind is StartingKind.SPECIFIC_OFFSETS:
+        return {tp for tp, offset in bound.offsets.items() if offset == EARLIEST}
+    return set()
+
+
 class StromBatchReader(DataSourceReader):
     """`spark.read.format("strom")`: the records between the starting and ending offsets."""
 
-    def __init__(self, options: SourceOptions, typed: TypedRead | None = None) -> None:
+    def __init__(
+        self, options: SourceOptions, typed: TypedRead | None = None, lake: LakeTopics | None = None
+    ) -> None:
         self._options = options
         self._typed = typed
+        self._lake = lake
         self._metadata = _metadata(options)
 
     def partitions(self) -> list[InputPartition]:
@@ -139,20 +189,34 @@ class StromBatchReader(DataSourceReader):
                     f"The ending offset {until} of {tp[0]}-{tp[1]} is before its starting offset {start[tp]}"
                 )
         earliest = self._metadata.earliest(tps)
-        ranges = reconcile_start(start, end, earliest, fail_on_data_loss=o.fail_on_data_loss)
+        tasks: list[InputPartition]
+        if self._lake is None:
+            ranges = reconcile_start(start, end, earliest, fail_on_data_loss=o.fail_on_data_loss)
+            tasks = list(_tasks(o, ranges))
+        else:
+            start = self._lake_start(start, tps)
+            tasks = _lake_tasks(o, self._lake, self._typed, start, end, earliest)
         self._metadata.close()
-        return list(_tasks(o, ranges)) or [RangePartition(OffsetRange("", 0, 0, 0))]
+        return tasks or [RangePartition(OffsetRange("", 0, 0, 0))]
+
+    def _lake_start(self, start: TopicPartitionOffsets, tps: set[tuple[str, int]]) -> TopicPartitionOffsets:
+        assert self._lake is not None
+        seams = self._lake.view({t for t, _ in tps}, self._typed).seams
+        return lake_earliest(start, _earliest_asked(self._options.starting, tps), seams)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return _read_range(self._options, partition, self._typed)
+        return _read_range(self._options, partition, self._typed, self._lake)
 
 
 class StromStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """`spark.readStream.format("strom")`: micro-batches of offset ranges, offsets in the checkpoint."""
 
-    def __init__(self, options: SourceOptions, typed: TypedRead | None = None) -> None:
+    def __init__(
+        self, options: SourceOptions, typed: TypedRead | None = None, lake: LakeTopics | None = None
+    ) -> None:
         self._options = options
         self._typed = typed
+        self._lake = lake
         self._metadata = _metadata(options)
         self._available_now_target: TopicPartitionOffsets | None = None
         self._last_latest: TopicPartitionOffsets = {}
@@ -166,6 +230,9 @@ class StromStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         start = self._metadata.resolve_bound(
             o.starting, tps, starting=True, not_found_latest=o.timestamp_not_found_latest
         )
+        if self._lake is not None:
+            seams = self._lake.view({t for t, _ in tps}, self._typed).seams
+            start = lake_earliest(start, _earliest_asked(o.starting, tps), seams)
         return offsets_to_json(start)
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -195,15 +262,20 @@ class StromStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: OffsetsJson, end: OffsetsJson) -> list[InputPartition]:
         begin, finish = offsets_from_json(start), offsets_from_json(end)
         earliest = self._metadata.earliest(finish)
-        ranges = reconcile_start(begin, finish, earliest, fail_on_data_loss=self._options.fail_on_data_loss)
         now_ms = int(time.time() * 1000)
-        rows = sum(r.until_offset - r.from_offset for r in ranges)
-        timing = BatchTiming(now_ms, self._last_planned_ms, rows)
+        if self._lake is not None:
+            timing = BatchTiming(now_ms, self._last_planned_ms, count_records(begin, finish))
+            tasks = _lake_tasks(self._options, self._lake, self._typed, begin, finish, earliest, timing)
+        else:
+            fail = self._options.fail_on_data_loss
+            ranges = reconcile_start(begin, finish, earliest, fail_on_data_loss=fail)
+            timing = BatchTiming(now_ms, self._last_planned_ms, sum(r.size for r in ranges))
+            tasks = list(_tasks(self._options, ranges, timing))
         self._last_planned_ms = now_ms
-        return list(_tasks(self._options, ranges, timing))
+        return tasks
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return _read_range(self._options, partition, self._typed)
+        return _read_range(self._options, partition, self._typed, self._lake)
 
     def commit(self, end: OffsetsJson) -> None:
         """Nothing to do: Kafka keeps the records, Spark's checkpoint keeps the offsets."""

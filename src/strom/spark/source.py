@@ -32,7 +32,9 @@ from pyspark.sql.types import (
 )
 
 from strom.spark.errors import KafkaOptionError
-from strom.spark.options import SinkOptions, parse_sink_options, parse_source_options
+from strom.spark.lake_plan import parse_lake_options
+from strom.spark.lake_source import LakeTopics
+from strom.spark.options import SinkOptions, SourceOptions, parse_sink_options, parse_source_options
 from strom.spark.reader import StromBatchReader, StromStreamReader
 from strom.spark.typed_options import parse_typed_options
 from strom.spark.typed_plan import TypedRead, TypedWrite, plan_read, plan_write
@@ -85,13 +87,18 @@ class StromDataSource(DataSource):
         typed = self._typed_read()
         if typed is not None and typed.dead_letter_topic is not None:
             raise KafkaOptionError("deadLetterTopic applies to streaming reads only")
-        return StromBatchReader(options, typed=typed)
+        return StromBatchReader(options, typed=typed, lake=self._lake(options))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         self._check_schema(schema)
         options = parse_source_options(self.options, streaming=True)
         _warn(options.notes)
-        return StromStreamReader(options, typed=self._typed_read())
+        return StromStreamReader(options, typed=self._typed_read(), lake=self._lake(options))
+
+    def _lake(self, options: SourceOptions) -> LakeTopics | None:
+        """The Iceberg tables' side of a read with ``strom.iceberg.history=true`` (lake_plan)."""
+        lake = parse_lake_options({str(k).lower(): str(v) for k, v in self.options.items()})
+        return LakeTopics(lake, options.client_config) if lake is not None else None
 
     def _typed_read(self) -> TypedRead | None:
         """The typed columns' reader schemas, looked up once: Spark pickles this instance after

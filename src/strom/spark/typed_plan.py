@@ -77,7 +77,7 @@ class ColumnEncoder(Protocol):
     def encode(self, column: pa.Array) -> pa.Array: ...
 
 
-class _AvroColumn:
+class AvroColumn:
     """The Avro decoder, which looks writers' schemas up by id only, as a `ColumnDecoder`."""
 
     def __init__(self, decoder: AvroColumnDecoder) -> None:
@@ -86,6 +86,10 @@ class _AvroColumn:
     @property
     def data_type(self) -> DataType:
         return self._decoder.data_type
+
+    @property
+    def reader_schema(self) -> str:
+        return self._decoder.reader_schema
 
     def decode(
         self, values: pa.Array, offsets: pa.Array, topic: str, partition: int, registry: Registry
@@ -264,7 +268,7 @@ def _decoder(registry: Registry, options: TypedOptions, name: str, column: Colum
     try:
         if column.format == "avro":
             data_type = avro_spark_type(json.loads(schema.text))
-            return _AvroColumn(AvroColumnDecoder(schema.text, schema.schema_id, data_type, name))
+            return AvroColumn(AvroColumnDecoder(schema.text, schema.schema_id, data_type, name))
         if column.format == "protobuf":
             message, data_type = protobuf_codec.reader_type(registry, schema, column.message)
             return protobuf_codec.ProtobufColumnDecoder(
