@@ -36,6 +36,7 @@ from strom.broker.config import BrokerConfig
 from strom.broker.config_entities import ConfigEntities
 from strom.broker.control.cluster_member import ClusterMember
 from strom.broker.control.dynamic_config import DEFAULT_BROKER_ENTITY, DynamicBrokerConfig
+from strom.broker.control.entity_view import EntityView
 from strom.broker.control.metadata_session import ZkIsrStore, connect_metadata_store
 from strom.broker.control.single_node import SingleNodeMember
 from strom.broker.control.topic_admin import TopicAdmin
@@ -165,23 +166,28 @@ class Broker:
             security,
             self.clock,
         )
-        member.on_user_change = self.credentials.reload  # /config/users change notifications
+        member.on_user_change = self.credentials.refresh  # /config/users change notifications
         # Client quotas: /config/users and /config/clients, re-read on their change notifications.
         self.quotas = ClientQuotas(
             int(config.get("quota.window.num")), 1000 * int(config.get("quota.window.size.seconds"))
         )
         self.quota_store = QuotaZnodeStore(metadata_client)
-        self.reload_quotas()
+        self.quota_view = EntityView(self.quota_store.load_all, self.quotas.replace)
+        self.quota_view.load()
         # Dynamic broker configs (KIP-226): /config/brokers/<id> and /config/brokers/<default>.
         self.dynamic_config = DynamicBrokerConfig(config)
         self.broker_config_store = BrokerConfigZnodes(metadata_client)
+        self.broker_config_view = EntityView(self._read_broker_config, self._apply_broker_config)
         # Client-metrics subscriptions (KIP-714): /config/client-metrics/<name>, on the same notifications.
         self.client_telemetry = ClientTelemetry(
             ClientMetricsZnodes(metadata_client), self.clock, int(config.get("telemetry.max.bytes"))
         )
-        self.client_telemetry.reload()
-        member.on_entity_change += [self.reload_quotas, self.reload_broker_config]
-        member.on_entity_change.append(self.client_telemetry.reload)
+        self.client_telemetry.view.load()
+        member.on_entity_change += [
+            self.quota_view.refresh,
+            self.broker_config_view.refresh,
+            self.client_telemetry.view.refresh,
+        ]
         self.control: ControlPlane = member
         self.topics = TopicAdmin(
             self.control,
@@ -194,7 +200,7 @@ class Broker:
             bool(config.get("delete.topic.enable")),
             bool(config.get("remote.log.storage.system.enable")),
         )
-        self.reload_broker_config()  # before the coordinators read topic defaults
+        self.broker_config_view.load()  # before the coordinators read topic defaults
         # The coordinators' one door to the replica manager (logs and leadership of internal topics).
         self.coordinator_partitions = CoordinatorPartitions(self.replica_manager)
         self.groups = GroupService(
@@ -279,8 +285,8 @@ class Broker:
                 self.quota_store,
                 self.broker_config_store,
                 self.dynamic_config,
-                self.reload_quotas,
-                self.reload_broker_config,
+                self.quota_view.refresh,
+                self.broker_config_view.refresh,
             ),
             remote_log_manager=self.remote_log_manager,
             client_telemetry=self.client_telemetry,
@@ -289,14 +295,14 @@ class Broker:
         )
         self._tasks: list[asyncio.Task[None]] = []
 
-    def reload_quotas(self) -> None:
-        self.quotas.replace(self.quota_store.load_all())
-
-    def reload_broker_config(self) -> None:
-        """Re-read the dynamic broker configs; a changed topic default applies to every hosted log."""
+    def _read_broker_config(self) -> tuple[dict[str, str], dict[str, str]]:
+        """This broker's dynamic configs and the cluster-wide default (metadata-store reads)."""
         store = self.broker_config_store
-        mine, default = store.read(str(self.node_id)), store.read(DEFAULT_BROKER_ENTITY)
-        changed = self.dynamic_config.replace(mine, default)
+        return store.read(str(self.node_id)), store.read(DEFAULT_BROKER_ENTITY)
+
+    def _apply_broker_config(self, read: tuple[dict[str, str], dict[str, str]]) -> None:
+        """Take the dynamic broker configs read; a changed topic default applies to every hosted log."""
+        changed = self.dynamic_config.replace(*read)
         for reload in self.on_broker_config:
             reload()  # also without a changed value: a key store file rewritten in place
         if not changed:

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from strom._util.clock import Clock
+from strom.broker.control.entity_view import EntityView
 from strom.cluster.client_metrics_znodes import ClientMetricsZnodes
 from strom.cluster.metadata_store import MetadataStoreError
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -77,10 +78,9 @@ class ClientTelemetry:
         self._clock = clock
         self.max_bytes = max_bytes
         self.subscriptions = Subscriptions(new_uuid)
+        # The subscriptions as stored, re-read on the metadata store's change notifications.
+        self.view = EntityView(store.read_all, self.subscriptions.replace)
         self.pushes = 0  # accepted pushes with metrics
-
-    def reload(self) -> None:
-        self.subscriptions.replace(self._store.read_all())
 
     @staticmethod
     def attributes(
@@ -152,7 +152,7 @@ class ClientTelemetry:
         if validate_only or wanted == current:
             return
         await _off_loop(lambda: self._store.write(name, wanted))
-        self.reload()
+        await self.view.refresh()
         log.info("client-metrics subscription %s set to %s", name, wanted)
 
 

@@ -11,7 +11,7 @@ broker applies the change at once (the other brokers when its change notificatio
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeVar
 
 from strom.broker.control.dynamic_config import DynamicBrokerConfig
@@ -39,8 +39,8 @@ class ConfigEntities:
         quota_store: QuotaZnodeStore,
         broker_config_store: BrokerConfigZnodes,
         dynamic: DynamicBrokerConfig,
-        reload_quotas: Callable[[], None],
-        reload_broker_config: Callable[[], None],
+        reload_quotas: Callable[[], Awaitable[None]],
+        reload_broker_config: Callable[[], Awaitable[None]],
     ) -> None:
         self._quotas = quota_store
         self._broker_configs = broker_config_store
@@ -53,11 +53,11 @@ class ConfigEntities:
 
     async def alter_quotas(self, entity: QuotaEntity, changes: Mapping[str, float | None]) -> None:
         await _off_loop(lambda: self._quotas.alter(entity, changes))
-        self._reload_quotas()
+        await self._reload_quotas()
 
     async def read_broker_configs(self, entity: str) -> dict[str, str]:
         return await _off_loop(lambda: self._broker_configs.read(entity))
 
     async def write_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
         await _off_loop(lambda: self._broker_configs.write(entity, configs))
-        self._reload_broker_config()
+        await self._reload_broker_config()

@@ -193,12 +193,17 @@ class ClusterMetadataStore:
             return None
         return self.brokers.get(meta.leader)
 
-    def reload_configs(self, topic: str) -> dict[str, str] | None:
+    def read_configs(self, topic: str) -> dict[str, str]:
+        """A topic's config overrides as stored (a metadata-store read: call it off the loop)."""
+        return self._load_configs(topic)
+
+    def set_configs(self, topic: str, configs: dict[str, str]) -> bool:
+        """Take a listed topic's overrides as read by `read_configs`; whether the topic is listed."""
         info = self.topics.get(topic)
         if info is None:
-            return None
-        info.configs = self._load_configs(topic)
-        return info.configs
+            return False
+        info.configs = configs
+        return True
 
     def next_producer_id(self) -> int:
         if self._next_pid >= self._pid_block_end:

@@ -31,7 +31,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
 from strom._util.clock import Clock, Deadline, sleep_ms, yield_to_loop
@@ -70,6 +71,7 @@ LEADER_AND_ISR_SLICE = 500
 METADATA_POLL_MS = 50
 CONTROLLED_SHUTDOWN_TIMEOUT_MS = 10_000
 CONTROLLED_SHUTDOWN_BACKOFF_MS = 500
+CONFIG_CHANGE_RETRY_MS = 1_000
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -86,6 +88,17 @@ def _needs_zookeeper(method: Callable[_P, _R]) -> Callable[_P, _R]:
             raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"ZooKeeper unavailable: {exc}") from exc
 
     return wrapper
+
+
+@dataclass(frozen=True)
+class _ConfigChange:
+    """One ``/config/changes`` notification as read: about a topic (with its configs as stored), else
+    about users, clients or brokers (``user`` set when it names a user)."""
+
+    name: str
+    topic: str | None
+    topic_configs: dict[str, str]
+    user: str | None
 
 
 class ClusterMember:
@@ -128,10 +141,12 @@ class ClusterMember:
             ),
             clock,
         )
-        self.on_user_change: Callable[[str], None] | None = None  # SCRAM credentials changed
+        self.on_user_change: Callable[[str], Awaitable[None]] | None = None  # SCRAM credentials changed
         # users/..., clients/..., brokers/... notifications: the client quotas and the dynamic broker
         # configs re-read theirs (each a few znodes; a notification does not say which kind changed).
-        self.on_entity_change: list[Callable[[], None]] = []
+        self.on_entity_change: list[Callable[[], Awaitable[None]]] = []
+        self._config_changed = asyncio.Event()
+        self._config_changes_task: asyncio.Task[None] | None = None
         self._registration_task: asyncio.Task[None] | None = None
         self._reregistration_task: asyncio.Task[None] | None = None
 
@@ -212,28 +227,46 @@ class ClusterMember:
                 self._reregistration_task = None
 
     def _watch_config_changes(self) -> None:
-        seen: set[str] = set()
+        """Follow ``/config/changes``: the watch only wakes `_follow_config_changes`, which reads the
+        new notifications and what they name in a worker thread (ZooKeeper round trips) and applies them
+        on the loop, one notification after the other."""
+        seen = set(self.metadata_client.watch_children(paths.CONFIG_CHANGES, self._config_changed.set))
+        self._config_changes_task = asyncio.create_task(self._follow_config_changes(seen))
 
-        def on_change() -> None:
+    async def _follow_config_changes(self, seen: set[str]) -> None:
+        while True:
+            await self._config_changed.wait()
+            self._config_changed.clear()
             try:
-                children = self.metadata_client.watch_children(paths.CONFIG_CHANGES, on_change)
-            except MetadataStoreError:
-                return
-            for child in sorted(set(children) - seen):
-                seen.add(child)
-                topic = self.metadata_client.read_config_change(child)
-                if topic is None:
-                    user = self.metadata_client.read_user_change(child)
-                    if user is not None and self.on_user_change is not None:
-                        self.on_user_change(user)
-                    for reload in self.on_entity_change:
-                        reload()
+                changes = await asyncio.to_thread(self._read_config_changes, seen)
+            except MetadataStoreError as exc:
+                # Not armed: the store calls back once it can. Armed but a read failed: try again.
+                log.info("config change notifications not read yet: %s", exc)
+                await sleep_ms(self._clock, CONFIG_CHANGE_RETRY_MS)
+                self._config_changed.set()
+                continue
+            for change in changes:
+                seen.add(change.name)
+                if change.topic is not None:
+                    if self.metadata.set_configs(change.topic, change.topic_configs):
+                        self._log_manager.update_config(change.topic, self._log_config_for(change.topic))
                     continue
-                configs = self.metadata.reload_configs(topic)
-                if configs is not None:
-                    self._log_manager.update_config(topic, self._log_config_for(topic))
+                if change.user is not None and self.on_user_change is not None:
+                    await self.on_user_change(change.user)
+                for refresh in self.on_entity_change:
+                    await refresh()
 
-        seen.update(self.metadata_client.watch_children(paths.CONFIG_CHANGES, on_change))
+    def _read_config_changes(self, seen: set[str]) -> list[_ConfigChange]:
+        """In a worker thread: re-arm the watch, then read each new notification (and a topic's configs)."""
+        children = self.metadata_client.watch_children(paths.CONFIG_CHANGES, self._config_changed.set)
+        changes = []
+        for name in sorted(set(children) - seen):
+            topic = self.metadata_client.read_config_change(name)
+            if topic is not None:
+                changes.append(_ConfigChange(name, topic, self.metadata.read_configs(topic), None))
+            else:
+                changes.append(_ConfigChange(name, None, {}, self.metadata_client.read_user_change(name)))
+        return changes
 
     async def controlled_shutdown(self) -> None:
         """Ask the controller to move leadership off this broker (a few attempts, then give up)."""
@@ -271,7 +304,7 @@ class ClusterMember:
         log.warning("controlled shutdown incomplete; stopping anyway")
 
     async def stop(self) -> None:
-        for task in (self._registration_task, self._reregistration_task):
+        for task in (self._registration_task, self._reregistration_task, self._config_changes_task):
             if task is not None:
                 task.cancel()
         await self.controller.stop()

@@ -63,11 +63,11 @@ class ZkCredentialStore(_CachedCredentials):
         super().__init__()
         self._zk = zk
         for user in zk.list_config_users():
-            self.reload(user)
+            self._cache(user, zk.get_user_config(user))  # a starting broker: not serving yet
 
-    def reload(self, user: str) -> None:
-        """Re-read one user's credentials (on a change notification)."""
-        self._cache(user, self._zk.get_user_config(user))
+    async def refresh(self, user: str) -> None:
+        """Re-read one user's credentials (on a change notification; the read off the loop)."""
+        self._cache(user, await asyncio.to_thread(self._zk.get_user_config, user))
 
     def _cache(self, user: str, config: dict[str, str]) -> None:
         mechs = {k: v for k, v in config.items() if k in HASHES}

@@ -1,0 +1,57 @@
+"""Config-change notifications (``/config/changes``) are read off the event loop: each read of the
+metadata store is a ZooKeeper round trip in a cluster, and the broker must go on answering requests
+while one is slow. Here the store's reads of a notification and of the topic's configs are held until
+the broker has answered a Metadata request; they must run in a worker thread, and the new topic config
+still reaches the partition's log."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from strom.broker.control.cluster_member import ClusterMember
+from strom.protocol.api import ApiKey
+from tests.inprocess.harness import WAIT_S, InProcessBroker, eventually
+
+T = TypeVar("T")
+
+
+def test_config_change_reads_wait_off_the_event_loop(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with InProcessBroker(tmp_path) as node:
+            node.broker.topics.create_topic("t", 1, 1, {})
+            member = node.broker.control
+            assert isinstance(member, ClusterMember)
+            client = member.metadata_client
+            released = threading.Event()
+            readers: list[str] = []
+
+            def held(read: Callable[[str], T]) -> Callable[[str], T]:
+                def call(name: str) -> T:
+                    readers.append(threading.current_thread().name)
+                    released.wait(3 * WAIT_S)  # a ZooKeeper that does not answer yet
+                    return read(name)
+
+                return call
+
+            client.read_config_change = held(client.read_config_change)  # type: ignore[method-assign,assignment]
+            member.metadata._load_configs = held(member.metadata._load_configs)
+            client.set_topic_config("t", {"retention.ms": "12345"})
+            await eventually(lambda: bool(readers), "the notification read")
+            kafka = await node.client()
+            answer = await asyncio.wait_for(kafka.request(ApiKey.METADATA, 1, {"topics": None}), WAIT_S)
+            assert [t["name"] for t in answer["topics"]] == ["t"]
+            released.set()
+
+            def applied() -> bool:
+                log = node.broker.log_manager.get_log("t", 0)
+                return log is not None and log.config.retention_ms == 12345
+
+            await eventually(applied, "the new config in the log")
+            assert len(readers) == 2 and threading.main_thread().name not in readers, readers
+            await kafka.close()
+
+    asyncio.run(main())
