@@ -3,7 +3,8 @@ Kafka 4 converts an empty group whatever ``group.consumer.migration.policy`` say
 (classic) group commits and leaves; a confluent-kafka ``group.protocol=consumer`` consumer of the same
 group id goes on from the committed offsets (the group is a consumer group now); it leaves and a classic
 consumer goes on from its commits (a classic group again). ListGroups v5 reports the type each time,
-and a group of one protocol with members refuses a member of the other (the ``disabled`` answers)."""
+and a consumer group refuses a classic member whose subscription it cannot read. (Groups with members
+convert online: test_group_migration.py.)"""
 
 from __future__ import annotations
 
@@ -103,7 +104,7 @@ def _consumer_read(bootstrap: str, topic: str, group: str, expected: int) -> lis
     return got
 
 
-def _group_type(bootstrap: str, group: str) -> list[tuple[str, str]]:
+def group_type(bootstrap: str, group: str) -> list[tuple[str, str]]:
     with RawClient(bootstrap) as raw:
         listed: Any = raw.call(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
     return [(g["group_type"], g["group_state"]) for g in listed["groups"] if g["group_id"] == group]
@@ -116,22 +117,24 @@ def test_an_empty_group_converts_both_ways_and_keeps_its_offsets(broker: BrokerP
     first = [f"a{i}".encode() for i in range(10)]
     _produce(broker.bootstrap, topic, first)
     assert sorted(_classic_read(broker.bootstrap, topic, group, 10)) == sorted(first)
-    assert _group_type(broker.bootstrap, group) == [("classic", "Empty")]
+    assert group_type(broker.bootstrap, group) == [("classic", "Empty")]
 
     second = [f"b{i}".encode() for i in range(6)]
     _produce(broker.bootstrap, topic, second)
     # Upgrade: the consumer-protocol member starts from the classic group's commits.
     assert sorted(_consumer_read(broker.bootstrap, topic, group, 6)) == sorted(second)
-    assert _group_type(broker.bootstrap, group) == [("consumer", "Empty")]
+    assert group_type(broker.bootstrap, group) == [("consumer", "Empty")]
 
     third = [f"c{i}".encode() for i in range(4)]
     _produce(broker.bootstrap, topic, third)
     # Downgrade: a classic member again, from the consumer group's commits.
     assert sorted(_classic_read(broker.bootstrap, topic, group, 4)) == sorted(third)
-    assert _group_type(broker.bootstrap, group) == [("classic", "Empty")]
+    assert group_type(broker.bootstrap, group) == [("classic", "Empty")]
 
 
-def test_a_group_with_members_refuses_the_other_protocol(broker: BrokerProcess) -> None:
+def test_a_consumer_group_refuses_a_classic_member_with_an_unreadable_subscription(
+    broker: BrokerProcess,
+) -> None:
     topic, group = f"conv-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     with RawClient(broker.bootstrap) as raw:
         assert raw.create_topic(topic, PARTITIONS) == 0
@@ -147,6 +150,8 @@ def test_a_group_with_members_refuses_the_other_protocol(broker: BrokerProcess) 
             "protocols": [{"name": "range", "metadata": b""}],
             "reason": None,
         }
-        refused: Any = raw.call(ApiKey.JOIN_GROUP, 9, body)
+        first: Any = raw.call(ApiKey.JOIN_GROUP, 9, body)
+        assert first["error_code"] == int(ErrorCode.MEMBER_ID_REQUIRED)  # KIP-394's round trip first
+        refused: Any = raw.call(ApiKey.JOIN_GROUP, 9, {**body, "member_id": first["member_id"]})
         assert refused["error_code"] == int(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-        assert [kind for kind, _ in _group_type(broker.bootstrap, group)] == ["consumer"]
+        assert [kind for kind, _ in group_type(broker.bootstrap, group)] == ["consumer"]

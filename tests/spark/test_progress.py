@@ -6,8 +6,6 @@ in headless Chromium beside its lag."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 import urllib.request
 import uuid
@@ -17,6 +15,7 @@ import pytest
 
 from strom.testing.broker_process import BrokerProcess
 from tests.browser import chromium, screenshot
+from tests.integration.strom_cli import describe_group
 from tests.spark.kafka_helpers import new_topic, produce
 
 pytestmark = pytest.mark.spark
@@ -24,22 +23,7 @@ pytestmark = pytest.mark.spark
 
 def describe(bootstrap: str, group: str) -> dict[int, tuple[int, int, int]]:
     """partition -> (CURRENT-OFFSET, LOG-END-OFFSET, LAG) from `strom groups describe`."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "strom.cli.main",
-            "--bootstrap-server",
-            bootstrap,
-            "groups",
-            "describe",
-            group,
-        ],
-        capture_output=True,
-        timeout=120,
-        check=True,
-    )
-    lines = result.stdout.decode().splitlines()
+    lines = describe_group(bootstrap, group)
     assert lines[1].split()[:5] == ["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"]
     return {int(c[1]): (int(c[2]), int(c[3]), int(c[4])) for c in (line.split() for line in lines[2:])}
 

@@ -246,6 +246,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "Consumer groups' server-side assignors (short or class names); the first is the default.",
         ),
         ConfigDef("group.consumer.max.size", int, str(2**31 - 1), "Most members of one consumer group."),
+        ConfigDef(
+            "group.consumer.migration.policy",
+            str,
+            "bidirectional",
+            "Online conversion of groups with members: disabled, upgrade, downgrade or bidirectional.",
+        ),
         # KIP-932 share groups, Kafka 4's names and defaults (docs/share-groups.md).
         ConfigDef("group.share.heartbeat.interval.ms", int, "5000", "Share groups' heartbeat interval."),
         ConfigDef("group.share.session.timeout.ms", int, "45000", "Share groups' session timeout."),

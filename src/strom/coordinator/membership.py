@@ -377,17 +377,23 @@ class GroupMembership:
         """This broker stops coordinating the group: cancel its join timer, answer parked requests with
         NOT_COORDINATOR (clients look for the new coordinator). Session timers die on their own: they
         check that the store still holds the same group object. The caller forgets the group."""
-        self.rebalance.cancel_join_timer(group_id)
         group = self.store.get(group_id)
         if group is None:
+            self.rebalance.cancel_join_timer(group_id)
             return
+        self.release_members(group, ErrorCode.NOT_COORDINATOR)
+
+    def release_members(self, group: Group, code: ErrorCode) -> None:
+        """Cancel the group's join timer and answer its parked JoinGroup and SyncGroup requests with
+        ``code``: the group is about to be replaced (unloaded, or converted to a consumer group)."""
+        self.rebalance.cancel_join_timer(group.group_id)
         for member in group.members.values():
             join, member.join_callback = member.join_callback, None
             sync, member.sync_callback = member.sync_callback, None
             if join is not None:
-                join(JoinResult(ErrorCode.NOT_COORDINATOR, member.member_id))
+                join(JoinResult(code, member.member_id))
             if sync is not None:
-                sync(SyncResult(ErrorCode.NOT_COORDINATOR))
+                sync(SyncResult(code))
 
     def shutdown(self) -> None:
         """Answer every parked request with NOT_COORDINATOR so clients look for the new coordinator."""

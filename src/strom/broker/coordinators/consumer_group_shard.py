@@ -23,15 +23,21 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
-from strom.coordinator.consumer.heartbeat import ConsumerGroupConfig, HeartbeatOutcome, removal_records
+from strom._util.errors import ConfigError
+from strom.broker.config import BrokerConfig
+from strom.coordinator.consumer import assignors, classic
+from strom.coordinator.consumer.heartbeat import ConsumerGroupConfig, HeartbeatOutcome
 from strom.coordinator.consumer.model import ConsumerGroup, ConsumerMember, MemberState
 from strom.coordinator.consumer.records import decode_key, decode_value
 from strom.coordinator.records import RecordFormatError
 from strom.coordinator_runtime import CoordinatorResult, ShardContext
+from strom.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 TopicsView = Callable[[], Mapping[str, int]]  # every topic -> its partition count, now
+# Told the id of a group converted to a classic group once the conversion's records are durable.
+Downgraded = Callable[[str], None]
 
 
 def _session_key(group_id: str, member_id: str) -> str:
@@ -43,11 +49,18 @@ def _revocation_key(group_id: str, member_id: str) -> str:
 
 
 class ConsumerGroupShard:
-    def __init__(self, context: ShardContext, config: ConsumerGroupConfig, topics: TopicsView) -> None:
+    def __init__(
+        self,
+        context: ShardContext,
+        config: ConsumerGroupConfig,
+        topics: TopicsView,
+        downgraded: Downgraded | None = None,
+    ) -> None:
         self.context = context
         self.config = config
         self.topics = topics
         self.groups: dict[str, ConsumerGroup] = {}
+        self._downgraded = downgraded
 
     # --- replay --------------------------------------------------------------------------------
     def replay(self, key: bytes, value: bytes | None) -> None:
@@ -69,33 +82,41 @@ class ConsumerGroupShard:
     def on_loaded(self) -> None:
         for group in self.groups.values():
             for member in group.members.values():
-                self.arm_session(group.group_id, member.member_id)
+                self.arm_session(group.group_id, member.member_id, self.session_timeout_ms(member))
 
     def on_unloaded(self) -> None:
         self.groups.clear()
 
     # --- timers --------------------------------------------------------------------------------
-    def arm_session(self, group_id: str, member_id: str) -> None:
+    def session_timeout_ms(self, member: ConsumerMember) -> int:
+        """The group's session timeout, or a classic member's own (from its JoinGroup)."""
+        if member.classic is not None:
+            return member.classic.session_timeout_ms
+        return self.config.session_timeout_ms
+
+    def arm_session(self, group_id: str, member_id: str, timeout_ms: int) -> None:
         self.context.timer.schedule(
             _session_key(group_id, member_id),
-            self.config.session_timeout_ms,
+            timeout_ms,
             lambda: self._fence(group_id, member_id, None, "session timeout"),
         )
+
+    def forget_timers(self, group_id: str, member_id: str) -> None:
+        self.context.timer.cancel(_session_key(group_id, member_id))
+        self.context.timer.cancel(_revocation_key(group_id, member_id))
 
     def after_heartbeat(self, group_id: str, old: ConsumerMember | None, outcome: HeartbeatOutcome) -> None:
         """Re-arm or cancel the timers of the heartbeat's member (and of members it removed)."""
         timer = self.context.timer
         for member_id in outcome.removed:
-            timer.cancel(_session_key(group_id, member_id))
-            timer.cancel(_revocation_key(group_id, member_id))
+            self.forget_timers(group_id, member_id)
         member = outcome.member
         if member is None:
             return
         if old is not None and old.member_id != member.member_id:
             # A static member's new incarnation replaced the old one.
-            timer.cancel(_session_key(group_id, old.member_id))
-            timer.cancel(_revocation_key(group_id, old.member_id))
-        self.arm_session(group_id, member.member_id)
+            self.forget_timers(group_id, old.member_id)
+        self.arm_session(group_id, member.member_id, self.session_timeout_ms(member))
         revoking = member.state is MemberState.UNREVOKED_PARTITIONS
         if not revoking:
             timer.cancel(_revocation_key(group_id, member.member_id))
@@ -118,6 +139,74 @@ class ConsumerGroupShard:
         ):
             return CoordinatorResult([], None)
         log.info("consumer group %s: member %s removed (%s)", group_id, member_id, why)
-        self.context.timer.cancel(_session_key(group_id, member_id))
-        self.context.timer.cancel(_revocation_key(group_id, member_id))
-        return CoordinatorResult(removal_records(group, member_id, self.topics()), None)
+        self.forget_timers(group_id, member_id)
+        records, done = self.removal(group, member_id)
+        return CoordinatorResult(records, None, on_complete=done)
+
+    def removal(
+        self, group: ConsumerGroup, member_id: str
+    ) -> tuple[list[tuple[bytes, bytes | None]], Callable[[ErrorCode], None] | None]:
+        """A member's removal records (a downgrade to a classic group when only classic members
+        remain and the policy allows it), and what to run once they are durable."""
+        now_ms = self.context.clock.time_ms()
+        records, downgraded = classic.removal(
+            group, member_id, self.topics(), self.config.migration_policy, now_ms
+        )
+        if not downgraded or self._downgraded is None:
+            return records, None
+        log.info("consumer group %s converted to a classic group", group.group_id)
+        notify, group_id = self._downgraded, group.group_id
+
+        def done(code: ErrorCode) -> None:
+            if code is ErrorCode.NONE:
+                notify(group_id)
+
+        return records, done
+
+
+def consumer_group_config(config: BrokerConfig) -> ConsumerGroupConfig:
+    """KIP-848 groups' settings; the interval and timeout must lie within their min/max bounds."""
+    get = config.get
+    interval = int(get("group.consumer.heartbeat.interval.ms"))
+    session = int(get("group.consumer.session.timeout.ms"))
+    bounds = {
+        "group.consumer.heartbeat.interval.ms": (
+            interval,
+            "group.consumer.min.heartbeat.interval.ms",
+            "group.consumer.max.heartbeat.interval.ms",
+        ),
+        "group.consumer.session.timeout.ms": (
+            session,
+            "group.consumer.min.session.timeout.ms",
+            "group.consumer.max.session.timeout.ms",
+        ),
+    }
+    for name, (value, low, high) in bounds.items():
+        if not int(get(low)) <= value <= int(get(high)):
+            raise ConfigError(f"{name}={value} must be within [{low}, {high}]")
+    if interval >= session:
+        raise ConfigError(
+            "group.consumer.heartbeat.interval.ms must be below group.consumer.session.timeout.ms"
+        )
+    names: list[str] = []
+    for raw in str(get("group.consumer.assignors")).split(","):
+        if not raw.strip():
+            continue
+        short = assignors.short_name(raw)
+        if short is None:
+            raise ConfigError(f"group.consumer.assignors: unknown assignor {raw.strip()!r}")
+        names.append(short)
+    if not names:
+        raise ConfigError("group.consumer.assignors must name at least one assignor")
+    policy = str(get("group.consumer.migration.policy")).strip().lower()
+    if policy not in classic.MIGRATION_POLICIES:
+        raise ConfigError(
+            f"group.consumer.migration.policy must be one of {', '.join(classic.MIGRATION_POLICIES)}"
+        )
+    return ConsumerGroupConfig(
+        heartbeat_interval_ms=interval,
+        session_timeout_ms=session,
+        assignors=tuple(names),
+        max_size=int(get("group.consumer.max.size")),
+        migration_policy=policy,
+    )

@@ -33,12 +33,11 @@ ones pending.
 
 Consumer groups (KIP-848) live in the same shards: each `GroupShard` hands the consumer-group records of
 its partition (key versions 3-8) to its `ConsumerGroupShard` (consumer_group_shard.py), which rebuilds
-those groups by replay and keeps their session timers; `consumer_group_config` reads and checks their
-settings (`group.consumer.*`). A commit to such a group is checked by member epoch
-(`GroupCoordinator.consumer_commit_check`), and a JoinGroup for its id is refused
-(INCONSISTENT_GROUP_PROTOCOL) while it has members; once it is empty, a JoinGroup converts it to a
+those groups by replay and keeps their session timers. A commit to such a group is checked by member
+epoch (`GroupCoordinator.consumer_commit_check`); while it has members, the classic APIs for its id are
+served by it (group_migration.py, online migration); once it is empty, a JoinGroup converts it to a
 classic group (its group records get tombstones, its committed offsets stay), the offline downgrade
-of KIP-848.
+of KIP-848. When its members convert it back online, `after_downgrade` starts the classic rebalance.
 
 `__consumer_offsets` is created on first use (the first group request or commit) with
 `offsets.topic.num.partitions` partitions, `cleanup.policy=compact` and
@@ -57,10 +56,9 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from strom._util.clock import Clock
-from strom._util.errors import ConfigError
 from strom.broker.config import BrokerConfig
 from strom.broker.control.topic_admin import TopicAdmin
-from strom.broker.coordinators.consumer_group_shard import ConsumerGroupShard
+from strom.broker.coordinators.consumer_group_shard import ConsumerGroupShard, consumer_group_config
 from strom.broker.coordinators.coordinator_partitions import CoordinatorPartitions
 from strom.broker.coordinators.share_group_shard import ShareGroupShard, share_group_config
 from strom.broker.metadata_cache import ClusterMetadataStore
@@ -75,8 +73,7 @@ from strom.coordinator import (
     TopicPartition,
     partition_for,
 )
-from strom.coordinator.consumer import assignors
-from strom.coordinator.consumer.heartbeat import ConsumerGroupConfig, group_tombstones
+from strom.coordinator.consumer.heartbeat import group_tombstones
 from strom.coordinator.consumer.model import ConsumerGroup, commit_error
 from strom.coordinator.consumer.records import CONSUMER_KEY_VERSIONS, key_version
 from strom.coordinator.messages import ListedGroup
@@ -163,7 +160,9 @@ class GroupShard:
         # Producer id -> offset records of that producer's open transaction (TxnOffsetCommit).
         self.pending_txn_offsets: dict[int, list[Record]] = {}
         # The partition's consumer groups (KIP-848): their records are replayed there.
-        self.consumer = ConsumerGroupShard(context, service.consumer_config, service.topic_partitions)
+        self.consumer = ConsumerGroupShard(
+            context, service.consumer_config, service.topic_partitions, service.after_downgrade
+        )
         self.share = ShareGroupShard(context, service.share_config, service.topic_partitions)
 
     def replay(
@@ -204,48 +203,6 @@ class GroupShard:
         self.pending_txn_offsets.clear()
         self.consumer.on_unloaded()
         self.share.on_unloaded()
-
-
-def consumer_group_config(config: BrokerConfig) -> ConsumerGroupConfig:
-    """KIP-848 groups' settings; the interval and timeout must lie within their min/max bounds."""
-    get = config.get
-    interval = int(get("group.consumer.heartbeat.interval.ms"))
-    session = int(get("group.consumer.session.timeout.ms"))
-    bounds = {
-        "group.consumer.heartbeat.interval.ms": (
-            interval,
-            "group.consumer.min.heartbeat.interval.ms",
-            "group.consumer.max.heartbeat.interval.ms",
-        ),
-        "group.consumer.session.timeout.ms": (
-            session,
-            "group.consumer.min.session.timeout.ms",
-            "group.consumer.max.session.timeout.ms",
-        ),
-    }
-    for name, (value, low, high) in bounds.items():
-        if not int(get(low)) <= value <= int(get(high)):
-            raise ConfigError(f"{name}={value} must be within [{low}, {high}]")
-    if interval >= session:
-        raise ConfigError(
-            "group.consumer.heartbeat.interval.ms must be below group.consumer.session.timeout.ms"
-        )
-    names: list[str] = []
-    for raw in str(get("group.consumer.assignors")).split(","):
-        if not raw.strip():
-            continue
-        short = assignors.short_name(raw)
-        if short is None:
-            raise ConfigError(f"group.consumer.assignors: unknown assignor {raw.strip()!r}")
-        names.append(short)
-    if not names:
-        raise ConfigError("group.consumer.assignors must name at least one assignor")
-    return ConsumerGroupConfig(
-        heartbeat_interval_ms=interval,
-        session_timeout_ms=session,
-        assignors=tuple(names),
-        max_size=int(get("group.consumer.max.size")),
-    )
 
 
 def group_config(config: BrokerConfig) -> GroupConfig:
@@ -468,11 +425,16 @@ class GroupService:
             for key, value in records:
                 self.coordinator.store.replay(key, value, now)
 
+    def after_downgrade(self, group_id: str) -> None:
+        """A consumer group became a classic group (its records are durable): its classic members get
+        their sessions and a rebalance, in which they rejoin and their leader assigns."""
+        group = self.coordinator.store.get(group_id)
+        if group is not None and group.members:
+            self.coordinator.membership.arm_loaded_members([group])
+            self.coordinator.membership.rebalance.prepare_rebalance(group, "converted from a consumer group")
+
     async def join_group(self, req: JoinGroupRequest) -> JoinResult:
         consumer = self.consumer_group(req.group_id)
-        if consumer is not None and consumer.members:
-            # A consumer group (KIP-848) with members owns the id: no classic member may join it.
-            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id)
         if consumer is not None:
             # Offline downgrade (KIP-848, as Kafka converts whatever group.consumer.migration.policy
             # says): an empty consumer group gives way to the classic group; its committed offsets,

@@ -11,6 +11,7 @@ Kafka's muted channel does. Until the group service is up, group requests get CO
 
 from __future__ import annotations
 
+from strom.broker.coordinators import group_migration
 from strom.broker.coordinators.group_service import GroupService
 from strom.broker.coordinators.transaction_service import TransactionService
 from strom.broker.handlers.authz import Op, Res, allowed, allowed_cluster, authorized_operations, denied
@@ -140,7 +141,7 @@ async def handle_join_group(ctx: RequestContext, req: m.JoinGroupRequest) -> m.J
         client_host=f"/{ctx.client_host}",
         require_known_member_id=version >= 4,
     )
-    result = await service.join_group(request)
+    result = await group_migration.join_group(service, request)
     body = _join_response(result.error, result.member_id)
     if result.error is ErrorCode.NONE:
         body["generation_id"] = result.generation_id
@@ -192,7 +193,7 @@ async def handle_sync_group(ctx: RequestContext, req: m.SyncGroupRequest) -> m.S
         protocol_name=req.get("protocol_name"),
         assignments=tuple((a["member_id"], bytes(a["assignment"])) for a in req["assignments"]),
     )
-    result = await service.sync_group(request)
+    result = await group_migration.sync_group(service, request)
     if result.error is ErrorCode.NONE:
         # Cluster mode: the stored assignment must be on the ISR before members act on it (acks=-1).
         replicated = await service.wait_for_replication(group_id)
@@ -216,7 +217,8 @@ async def handle_heartbeat(ctx: RequestContext, req: m.HeartbeatRequest) -> m.He
     error = group_refusal(ctx, group_id)
     service = group_service(ctx)
     if error is None and service is not None:
-        error = service.coordinator.heartbeat(
+        error = group_migration.heartbeat(
+            service,
             group_id,
             int(req["generation_id"]),
             req["member_id"] or "",
@@ -239,7 +241,7 @@ async def handle_leave_group(ctx: RequestContext, req: m.LeaveGroupRequest) -> m
     if error is not None:
         code = int(error)
         return {"throttle_time_ms": 0, "error_code": code, "members": []}
-    errors = service.coordinator.leave_group(group_id, leaving)
+    errors = await group_migration.leave_group(service, group_id, leaving)
     if ctx.api_version < 3:
         # One member, no per-member list: its error is the response's error.
         return {"throttle_time_ms": 0, "error_code": int(errors[0])}

@@ -52,6 +52,7 @@ from strom.coordinator.consumer.records import (
     TARGET_MEMBER_KEY,
     TARGET_METADATA_KEY,
     Assignment,
+    ClassicMemberMetadata,
     ConsumerKey,
     GroupMetadataValue,
     TargetMemberValue,
@@ -70,6 +71,7 @@ class ConsumerGroupConfig:
     session_timeout_ms: int = 45_000
     assignors: tuple[str, ...] = (assignors.UNIFORM, assignors.RANGE)
     max_size: int = 2**31 - 1
+    migration_policy: str = "bidirectional"  # group.consumer.migration.policy (classic.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +88,7 @@ class HeartbeatRequest:
     owned: tuple[tuple[str, int], ...] | None = None  # None: not reported in this heartbeat
     client_id: str = ""
     client_host: str = ""
+    classic: ClassicMemberMetadata | None = None  # a classic member's JoinGroup (classic.py)
 
 
 @dataclass
@@ -135,6 +138,16 @@ def member_tombstones(group_id: str, member_id: str) -> list[Record]:
         (_key(TARGET_MEMBER_KEY, group_id, member_id), None),
         (_key(MEMBER_METADATA_KEY, group_id, member_id), None),
     ]
+
+
+def target_records(group_id: str, epoch: int, target: Mapping[str, Assignment]) -> list[Record]:
+    """A whole target assignment: each member's partitions, then the assignment epoch."""
+    records: list[Record] = [
+        (_key(TARGET_MEMBER_KEY, group_id, member_id), encode_value(TargetMemberValue(target[member_id])))
+        for member_id in sorted(target)
+    ]
+    records.append((_key(TARGET_METADATA_KEY, group_id), encode_value(TargetMetadataValue(epoch))))
+    return records
 
 
 def group_tombstones(group_id: str) -> list[Record]:
@@ -365,6 +378,8 @@ def _updated(member: ConsumerMember, req: HeartbeatRequest) -> ConsumerMember:
         changes["subscribed_topic_regex"] = req.subscribed_topic_regex or None
     if req.server_assignor is not None:
         changes["server_assignor"] = assignors.short_name(req.server_assignor)
+    if req.classic is not None:
+        changes["classic"] = req.classic
     return replace(member, **changes)  # type: ignore[arg-type]
 
 

@@ -37,6 +37,7 @@ from strom.coordinator.consumer.records import (
     TARGET_MEMBER_KEY,
     TARGET_METADATA_KEY,
     Assignment,
+    ClassicMemberMetadata,
     ConsumerKey,
     ConsumerValue,
     CurrentAssignmentValue,
@@ -84,6 +85,12 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     revoking: Assignment = field(default_factory=dict)
+    # Set for a member served through JoinGroup/SyncGroup/Heartbeat (online migration, KIP-848).
+    classic: ClassicMemberMetadata | None = None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
     def metadata_value(self) -> MemberMetadataValue:
         return MemberMetadataValue(
@@ -95,6 +102,7 @@ class ConsumerMember:
             self.subscribed_topic_regex,
             self.server_assignor,
             self.rebalance_timeout_ms,
+            self.classic,
         )
 
     def assignment_value(self) -> CurrentAssignmentValue:
@@ -113,6 +121,7 @@ class ConsumerMember:
             subscribed_topic_regex=value.subscribed_topic_regex,
             server_assignor=value.server_assignor,
             rebalance_timeout_ms=value.rebalance_timeout_ms,
+            classic=value.classic,
         )
 
     def with_assignment(self, value: CurrentAssignmentValue) -> ConsumerMember:
@@ -168,6 +177,21 @@ class ConsumerGroup:
 
     def owner(self, topic: str, partition: int) -> str | None:
         return self.owners.get((topic, partition))
+
+    def classic_only_without(self, member_id: str) -> bool:
+        """Whether every member but ``member_id`` uses the classic protocol, and there is one."""
+        rest = [m for mid, m in self.members.items() if mid != member_id]
+        return bool(rest) and all(m.uses_classic_protocol for m in rest)
+
+    def waiting_on_unreleased(self, member: ConsumerMember) -> bool:
+        """Whether a partition of the member's target that it does not have yet is still owned by
+        another member (Kafka's ``waitingOnUnreleasedPartition``)."""
+        have = set(partitions_of(member.assigned))
+        for tp in partitions_of(self.target.get(member.member_id, {})):
+            owner = self.owners.get(tp)
+            if tp not in have and owner is not None and owner != member.member_id:
+                return True
+        return False
 
     def is_empty_shell(self) -> bool:
         """No member, nothing assigned: the group may go once its offsets are gone."""
@@ -246,7 +270,8 @@ def commit_error(group: ConsumerGroup | None, member_id: str, member_epoch: int)
     if member is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
     if member_epoch != member.member_epoch:
-        return ErrorCode.STALE_MEMBER_EPOCH
+        # A classic member commits with its generation, which is its member epoch.
+        return ErrorCode.ILLEGAL_GENERATION if member.uses_classic_protocol else ErrorCode.STALE_MEMBER_EPOCH
     return ErrorCode.NONE
 
 

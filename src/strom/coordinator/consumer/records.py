@@ -8,7 +8,8 @@ Kafka's record types for consumer groups, each keyed so that compaction keeps on
   the topics the group subscribes to when that epoch was set (a change of them bumps the epoch);
 * ``ConsumerGroupMemberMetadata`` (key version 5, per member): what the member asked for (instance id,
   rack, client id and host, subscribed topic names and regular expression, server assignor, rebalance
-  timeout);
+  timeout); value version 1 appends, for a member served through the classic protocol, its session
+  timeout and the protocols (name, metadata) of its last JoinGroup (Kafka's ``ClassicMemberMetadata``);
 * ``ConsumerGroupTargetAssignmentMetadata`` (key version 6, per group): the epoch of the target
   assignment (the group epoch the assignor last ran for);
 * ``ConsumerGroupTargetAssignmentMember`` (key version 7, per member): the member's partitions in the
@@ -43,6 +44,8 @@ CONSUMER_KEY_VERSIONS = frozenset(
     {GROUP_METADATA_KEY, MEMBER_METADATA_KEY, TARGET_METADATA_KEY, TARGET_MEMBER_KEY, CURRENT_ASSIGNMENT_KEY}
 )
 VALUE_VERSION = 0
+# A member's metadata with its classic protocol metadata appended (a classic member of a consumer group).
+CLASSIC_MEMBER_VALUE_VERSION = 1
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
@@ -73,6 +76,15 @@ class GroupMetadataValue:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """A member served through the classic protocol (JoinGroup, SyncGroup, Heartbeat) in a consumer
+    group: its session timeout and the ``(name, metadata)`` protocols of its last JoinGroup."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class MemberMetadataValue:
     instance_id: str | None
     rack_id: str | None
@@ -82,6 +94,7 @@ class MemberMetadataValue:
     subscribed_topic_regex: str | None
     server_assignor: str | None
     rebalance_timeout_ms: int
+    classic: ClassicMemberMetadata | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +148,8 @@ def _assignment(out: bytearray, partitions: Assignment) -> None:
 
 
 def encode_value(value: ConsumerValue) -> bytes:
-    out = bytearray(_I16.pack(VALUE_VERSION))
+    classic = value.classic if isinstance(value, MemberMetadataValue) else None
+    out = bytearray(_I16.pack(VALUE_VERSION if classic is None else CLASSIC_MEMBER_VALUE_VERSION))
     if isinstance(value, GroupMetadataValue):
         out += _I32.pack(value.epoch)
         out += _I32.pack(len(value.topics))
@@ -153,6 +167,13 @@ def encode_value(value: ConsumerValue) -> bytes:
         _string(out, value.subscribed_topic_regex)
         _string(out, value.server_assignor)
         out += _I32.pack(value.rebalance_timeout_ms)
+        if classic is not None:
+            out += _I32.pack(classic.session_timeout_ms)
+            out += _I32.pack(len(classic.protocols))
+            for name, metadata in classic.protocols:
+                _string(out, name)
+                out += _I32.pack(len(metadata))
+                out += metadata
     elif isinstance(value, TargetMetadataValue):
         out += _I32.pack(value.assignment_epoch)
     elif isinstance(value, TargetMemberValue):
@@ -195,10 +216,19 @@ def _read_assignment(r: _Reader) -> dict[str, frozenset[int]]:
     return out
 
 
+def _read_classic(r: _Reader) -> ClassicMemberMetadata:
+    session_timeout_ms = r.i32()
+    protocols = []
+    for _ in range(_count(r)):
+        protocols.append((r.string(), r.bytes_()))
+    return ClassicMemberMetadata(session_timeout_ms, tuple(protocols))
+
+
 def decode_value(key: ConsumerKey, data: bytes) -> ConsumerValue:
     r = _Reader(data)
     version = r.i16()
-    if version != VALUE_VERSION:
+    known = (VALUE_VERSION, CLASSIC_MEMBER_VALUE_VERSION) if key.version == MEMBER_METADATA_KEY else (0,)
+    if version not in known:
         raise RecordFormatError(f"unknown consumer-group value version {version} (key {key.version})")
     value: ConsumerValue
     if key.version == GROUP_METADATA_KEY:
@@ -214,6 +244,7 @@ def decode_value(key: ConsumerKey, data: bytes) -> ConsumerValue:
             subscribed_topic_regex=r.nullable_string(),
             server_assignor=r.nullable_string(),
             rebalance_timeout_ms=r.i32(),
+            classic=_read_classic(r) if version == CLASSIC_MEMBER_VALUE_VERSION else None,
         )
     elif key.version == TARGET_METADATA_KEY:
         value = TargetMetadataValue(r.i32())
