@@ -23,10 +23,15 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from strom.protocol.api import ApiKey
+from strom.protocol.errors import ErrorCode
 from strom.testing import BrokerProcess
 from tests.integration.kip848_clients import wait_until
+from tests.integration.rawclient import RawClient
 from tests.integration.strom_cli import describe_group
+from tests.integration.test_consumer_group_protocol import heartbeat
 from tests.integration.test_group_conversion import group_type
+from tests.integration.test_group_migration_policy import join, wait_for_coordinator
 
 PARTITIONS = 6
 CONFIGS = {
@@ -212,3 +217,31 @@ def test_online_upgrade_and_downgrade_with_running_classic_members(broker: Broke
     assert sorted((tp.partition, tp.offset) for tp in result.topic_partitions) == [
         (p, 30) for p in range(PARTITIONS)
     ]
+
+
+def test_a_silent_consumer_member_is_removed_and_the_group_downgrades(broker: BrokerProcess) -> None:
+    """The last consumer-protocol member stops heartbeating (killed): its session runs out on the
+    broker's timer, the group becomes classic and its classic member is asked to rejoin (the classic
+    rebalance of the downgrade), which it does, alone in the group then."""
+    topic, group = f"mig-{uuid.uuid4().hex[:8]}", f"mig-k-{uuid.uuid4().hex[:8]}"
+    with RawClient(broker.bootstrap) as raw:
+        assert raw.create_topic(topic, 2) == 0
+        wait_for_coordinator(raw, topic, [group])
+        silent = heartbeat(raw, 0, group, "", 0, subscribed_topic_names=[topic], rebalance_timeout_ms=30_000)
+        assert silent["error_code"] == 0, silent
+        classic_member = join(raw, group, topic)
+        assert classic_member["error_code"] == 0, classic_member
+        member_id, generation = classic_member["member_id"], classic_member["generation_id"]
+        beat = {"group_id": group, "generation_id": generation, "member_id": member_id}
+        deadline = time.monotonic() + 40  # the session timeout is 10 s
+        while group_type(broker.bootstrap, group) != [("classic", "PreparingRebalance")]:
+            assert time.monotonic() < deadline, group_type(broker.bootstrap, group)
+            # The classic member stays alive; its generation is the group epoch the downgrade keeps.
+            code = raw.call(ApiKey.HEARTBEAT, 3, beat)["error_code"]
+            assert code in (0, ErrorCode.REBALANCE_IN_PROGRESS), code
+            time.sleep(0.5)
+        assert raw.call(ApiKey.HEARTBEAT, 3, beat)["error_code"] == ErrorCode.REBALANCE_IN_PROGRESS
+        rejoined = join(raw, group, topic, member_id)
+        assert rejoined["error_code"] == 0, rejoined
+        assert rejoined["leader"] == member_id and rejoined["generation_id"] > generation
+        assert group_type(broker.bootstrap, group) == [("classic", "CompletingRebalance")]
