@@ -227,7 +227,35 @@ def test_streaming_query_reads_history_then_follows_the_log(spark: Any, lake: La
     produce(broker.bootstrap, topic, [(None, f"r{i}".encode()) for i in range(240, 270)])
     second = flat(run_available_now(df, checkpoint))
 
-    rows = first + second
+    # A running query while records arrive and the translator commits them: each micro-batch's range
+    # is split at the seam of the snapshot it pins, wherever the translator has got to.
+    third: list[tuple[int, int, bytes]] = []
+
+    def collect(batch_df: Any, _batch_id: int) -> None:
+        third.extend((r.partition, r.offset, bytes(r.value)) for r in batch_df.collect())
+
+    query = (
+        df.writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime="300 milliseconds")
+        .start()
+    )
+    try:
+        for first_value in range(270, 330, 20):
+            produce(
+                broker.bootstrap,
+                topic,
+                [(None, f"r{i}".encode()) for i in range(first_value, first_value + 20)],
+            )
+            read = first_value + 20 - 270
+            wait_until(lambda read=read: len(third) >= read, 60, "the running query to read them")
+        ends = end_offsets(broker, topic)
+        wait_until(lambda: lake.offsets(topic) == ends, 60, "the translator to commit them")
+        assert query.exception() is None
+    finally:
+        query.stop()
+
+    rows = first + second + third
     ends = end_offsets(broker, topic)
     assert sorted((p, o) for p, o, _ in rows) == sorted((p, o) for p, end in ends.items() for o in range(end))
-    assert sorted(v for _, _, v in rows) == sorted(f"r{i}".encode() for i in range(270))
+    assert sorted(v for _, _, v in rows) == sorted(f"r{i}".encode() for i in range(330))
