@@ -5,10 +5,16 @@ build + encode the framed response -- and prints the median µs/op over several 
 
     .venv/bin/python bench/codec_bench.py [--number 20000] [--repeat 7]
     .venv/bin/python bench/codec_bench.py --fetch-versions [--number 20000] [--repeat 7]
+    .venv/bin/python bench/codec_bench.py --produce-versions [--number 20000] [--repeat 7]
 
 ``--fetch-versions`` instead times a Fetch request's body decoded and its response's body encoded
 (6 partitions of ~300 B, or 100 partitions as a follower asks) at v11 and at the flexible versions,
 each through the generated codec and through what the codec runs now (fetch_codec.py from v12).
+
+``--produce-versions`` times the broker's own path for Produce (the lean bodies of produce_codec.py): a
+request frame of ~300 B records per partition decoded, header included, and its response encoded
+(``decode_request`` and ``encode_response_chunks`` with ``lean=True``), 1 and 100 partitions, at v8 and
+at the flexible versions v9, v12 and v13.
 """
 
 from __future__ import annotations
@@ -344,6 +350,44 @@ def fetch_body_ops(version: int, partitions: int) -> tuple[Op, Op]:
     return generated, current
 
 
+def produce_lean_op(version: int, partitions: int) -> Op:
+    """The broker's Produce path at ``version``: decode a framed request, encode its lean response."""
+    topic: dict[str, Any] = {
+        "name": "events",
+        "topic_id": b"\x01" * 16,
+        "partition_data": [{"index": p, "records": RECORDS} for p in range(partitions)],
+    }
+    request = {"transactional_id": None, "acks": -1, "timeout_ms": 30000, "topic_data": [topic]}
+    payload = codec.encode_request(0, version, 17, "bench", request)[4:]
+
+    def op() -> None:
+        req = codec.decode_request(payload, lean=True)
+        body = req.body
+        responses = [
+            (name, [[index, 0, 1234, -1, 0, None, ()] for index, _ in parts])
+            for name, parts in body["topic_data"]
+        ]
+        answer: dict[str, Any] = {"responses": responses, "throttle_time_ms": 0}
+        if "topic_ids" in body:
+            answer["topic_ids"] = body["topic_ids"]
+        codec.encode_response_chunks(0, version, req.correlation_id, answer, lean=True)
+
+    return op
+
+
+def produce_versions(number: int, repeat: int) -> None:
+    print(f"{'Produce, decode req + encode resp (lean)':<40} {'µs':>8} {'vs v8':>6}")
+    for partitions in (1, 100):
+        base = 0.0
+        for version in (8, 9, 12, 13):
+            op = produce_lean_op(version, partitions)
+            op()
+            took = median_us(op, max(number // partitions, 50), repeat)
+            base = base or took
+            name = f"v{version}, {partitions} partition{'s' if partitions > 1 else ''}"
+            print(f"{name:<40} {took:>8.2f} {took / base:>6.2f}")
+
+
 def fetch_versions(number: int, repeat: int) -> None:
     print(f"{'Fetch body: decode req + encode resp':<40} {'generated µs':>13} {'now µs':>8} {'ratio':>6}")
     for partitions in (6, 100):
@@ -359,7 +403,13 @@ def main() -> None:
     parser.add_argument("--number", type=int, default=20000, help="ops per repeat")
     parser.add_argument("--repeat", type=int, default=7, help="repeats (median is reported)")
     parser.add_argument("--fetch-versions", action="store_true", help="Fetch v11 against v12+ instead")
+    parser.add_argument(
+        "--produce-versions", action="store_true", help="Produce v8 against v9+ on the broker's lean path"
+    )
     args = parser.parse_args()
+    if args.produce_versions:
+        produce_versions(args.number, args.repeat)
+        return
     if args.fetch_versions:
         fetch_versions(args.number, args.repeat)
         return

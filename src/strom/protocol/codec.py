@@ -161,8 +161,8 @@ def decode_request(payload: bytes | bytearray | memoryview, lean: bool = False) 
         api_key, version, True, correlation_id
     )
     try:
-        if flexible:  # header v2
-            pos = skip_tagged_fields(buf, pos)
+        if flexible:  # header v2; its tagged-field section is nearly always empty (one zero byte)
+            pos = pos + 1 if buf[pos] == 0 else skip_tagged_fields(buf, pos)
         body: Mapping[str, Any]
         if lean and api_key == PRODUCE_KEY and version in LEAN_FORM_VERSIONS:
             if version in LEAN_VERSIONS:

@@ -101,8 +101,9 @@ _PARTITION_V5 = struct.Struct(">ihqqq")
 _PARTITION_V8 = struct.Struct(">ihqqqi")  # ... and the record_errors count
 _RECORD_ERROR = struct.Struct(">ih")  # batch_index and the message's length
 _NULL_STRING = _I16.pack(-1)
-_ACKS_TIMEOUT = struct.Struct(">hi")
-_INDEX_COMPACT_LENGTH = struct.Struct(">iB")  # a partition's index and its records' first length byte
+_ACKS_TIMEOUT_BYTE = struct.Struct(">hiB")  # acks, timeout_ms and the topic count's first byte
+# A partition's index and the first two bytes of its records' compact length.
+_INDEX_COMPACT_LENGTH = struct.Struct(">iBB")
 # A partition result, no record errors (compact array length 1), no message (0), no tags (0).
 _PARTITION_FLEXIBLE_PLAIN = struct.Struct(">ihqqqBBB").pack
 # A tagged-field section holding only tag 0 of 9 bytes: current_leader (leader_id, leader_epoch, no tags).
@@ -221,17 +222,26 @@ def _skip_tags(buf: memoryview, pos: int, end: int) -> int:
 
 def decode_flexible_request(buf: memoryview, pos: int, by_id: bool) -> tuple[LeanProduceRequest, int]:
     """The lean body of a flexible Produce request (v9-v12; ``by_id``: v13, topics named by id)."""
+    # The one-byte forms of compact lengths and empty tagged-field sections are read inline (a call
+    # each would cost more than the rest of a small request's body): the helpers take the rest.
     end = len(buf)
-    length, pos = _compact_length(buf, pos)
+    length = buf[pos] - 1
+    if length < 0x7F:
+        pos += 1
+    else:
+        length, pos = _compact_length(buf, pos)
     transactional_id = None
     if length >= 0:
         transactional_id = str(buf[pos : pos + length], "utf-8")
         pos += length
     elif length != -1:
         raise ValueError("negative length")
-    acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(buf, pos)
-    pos += 6
-    count, pos = _compact_length(buf, pos)
+    acks, timeout_ms, count = _ACKS_TIMEOUT_BYTE.unpack_from(buf, pos)
+    if count < 0x80:
+        count -= 1
+        pos += 7
+    else:
+        count, pos = _compact_length(buf, pos + 6)
     if count < 0:
         raise ValueError("null in non-nullable TopicData")
     if count > end - pos:
@@ -247,12 +257,20 @@ def decode_flexible_request(buf: memoryview, pos: int, by_id: bool) -> tuple[Lea
             pos += 16
             name = ""
         else:
-            length, pos = _compact_length(buf, pos)
+            length = buf[pos] - 1
+            if length < 0x7F:
+                pos += 1
+            else:
+                length, pos = _compact_length(buf, pos)
             if length < 0:
                 raise ValueError("null in non-nullable Name")
             name = str(buf[pos : pos + length], "utf-8")
             pos += length
-        parts_count, pos = _compact_length(buf, pos)
+        parts_count = buf[pos] - 1
+        if parts_count < 0x7F:
+            pos += 1
+        else:
+            parts_count, pos = _compact_length(buf, pos)
         if parts_count < 0:
             raise ValueError("null in non-nullable PartitionData")
         if parts_count > end - pos:
@@ -260,25 +278,32 @@ def decode_flexible_request(buf: memoryview, pos: int, by_id: bool) -> tuple[Lea
         parts: list[tuple[int, memoryview | None]] = []
         append = parts.append
         for _ in range(parts_count):  # (the common cases inline: this runs once per partition)
-            index, length = unpack_index_length(buf, pos)
-            pos += 5
-            if length >= 0x80:  # records of 127 bytes or more; up to 16 KiB the length takes 2 bytes
-                second = buf[pos]
-                if second < 0x80:
-                    length = (length & 0x7F) | (second << 7)
-                    pos += 1
-                else:
-                    length, pos = read_uvarint(buf, pos - 1)
-            if length:
-                length -= 1
-                append((index, buf[pos : pos + length]))
-                pos += length
+            # The records' length is a varint of 1 byte (under 127 bytes), 2 (up to 16 KiB) or more; the
+            # second byte is read with the first (a valid frame always has one: at least the tags).
+            # ``size``: the records' byte count (the compact length less one; -1 for null).
+            index, first, second = unpack_index_length(buf, pos)
+            if first < 0x80:
+                size = first - 1
+                pos += 5
+            elif second < 0x80:
+                size = first + (second << 7) - 0x81  # (first & 0x7F) | second << 7, less one
+                pos += 6
+            else:
+                size, pos = read_uvarint(buf, pos + 4)
+                size -= 1
+            if size >= 0:
+                after = pos + size
+                append((index, buf[pos:after]))
+                pos = after
             else:
                 append((index, None))
-            pos = pos + 1 if buf[pos] == 0 else _skip_tags(buf, pos, end)
-        pos = _skip_tags(buf, pos, end)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos, end)
+            else:
+                pos += 1
+        pos = pos + 1 if buf[pos] == 0 else _skip_tags(buf, pos, end)
         topics.append((name, parts))
-    pos = _skip_tags(buf, pos, end)
+    pos = pos + 1 if buf[pos] == 0 else _skip_tags(buf, pos, end)
     body: LeanProduceRequest = {
         "transactional_id": transactional_id,
         "acks": acks,
@@ -304,13 +329,29 @@ def encode_flexible_response(body: Mapping[str, Any], out: bytearray, version: i
     responses: Sequence[tuple[str, Sequence[PartitionResult]]] = body["responses"]
     topic_ids: Sequence[bytes] | None = body.get("topic_ids") if version >= TOPIC_ID_VERSION else None
     hints = version >= NEW_LEADER_VERSION
-    out += uvarint(len(responses) + 1)
+    by_id = version >= TOPIC_ID_VERSION
+    # Compact lengths below 128 are one byte, appended inline (the common case; uvarint otherwise).
+    count = len(responses) + 1
+    if count < 0x80:
+        out.append(count)
+    else:
+        out += uvarint(count)
     for number, (name, parts) in enumerate(responses):
-        if version >= TOPIC_ID_VERSION:
+        if by_id:
             out += topic_ids[number] if topic_ids else bytes(16)
         else:
-            _compact_string(out, name)
-        out += uvarint(len(parts) + 1)
+            raw = name.encode()
+            count = len(raw) + 1
+            if count < 0x80:
+                out.append(count)
+            else:
+                out += uvarint(count)
+            out += raw
+        count = len(parts) + 1
+        if count < 0x80:
+            out.append(count)
+        else:
+            out += uvarint(count)
         for part in parts:
             record_errors = part[6]
             if not record_errors and part[5] is None and (not hints or len(part) == 7):
