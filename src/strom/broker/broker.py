@@ -292,6 +292,7 @@ class Broker:
             client_telemetry=self.client_telemetry,
             shares=self.shares,
             share_state=self.share_state,
+            share_persister=self.share_persister,
         )
         self._tasks: list[asyncio.Task[None]] = []
 

@@ -82,6 +82,7 @@ class ApiKey(IntEnum):
     SHARE_ACKNOWLEDGE = 79
     READ_SHARE_GROUP_STATE = 84
     WRITE_SHARE_GROUP_STATE = 85
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
 
 
 SUPPORTED: dict[ApiKey, tuple[int, int]] = {
@@ -137,6 +138,7 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
     ApiKey.SHARE_FETCH: (1, 1),
     ApiKey.SHARE_ACKNOWLEDGE: (1, 1),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 0),  # share_offsets_specs.py
     # Replication (cluster mode; a single node answers them from its own log / trivially).
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     ApiKey.ELECT_LEADERS: (0, 2),

@@ -2729,6 +2729,60 @@ class WriteShareGroupStateResponse(TypedDict):
     results: list[WriteShareGroupStateResponseResult]
 
 
+class DescribeShareGroupOffsetsRequestTopic(TypedDict):
+    """DescribeShareGroupOffsetsRequest v0: Topic."""
+
+    topic_name: str
+    partitions: list[int]
+
+
+class DescribeShareGroupOffsetsRequestGroup(TypedDict):
+    """DescribeShareGroupOffsetsRequest v0: Group."""
+
+    group_id: str
+    topics: list[DescribeShareGroupOffsetsRequestTopic] | None
+
+
+class DescribeShareGroupOffsetsRequest(TypedDict):
+    """DescribeShareGroupOffsetsRequest v0."""
+
+    groups: list[DescribeShareGroupOffsetsRequestGroup]
+
+
+class DescribeShareGroupOffsetsResponsePartition(TypedDict):
+    """DescribeShareGroupOffsetsResponse v0: Partition."""
+
+    partition_index: int
+    start_offset: int
+    leader_epoch: int
+    error_code: int
+    error_message: str | None
+
+
+class DescribeShareGroupOffsetsResponseTopic(TypedDict):
+    """DescribeShareGroupOffsetsResponse v0: Topic."""
+
+    topic_name: str
+    topic_id: bytes
+    partitions: list[DescribeShareGroupOffsetsResponsePartition]
+
+
+class DescribeShareGroupOffsetsResponseGroup(TypedDict):
+    """DescribeShareGroupOffsetsResponse v0: Group."""
+
+    group_id: str
+    topics: list[DescribeShareGroupOffsetsResponseTopic]
+    error_code: int
+    error_message: str | None
+
+
+class DescribeShareGroupOffsetsResponse(TypedDict):
+    """DescribeShareGroupOffsetsResponse v0."""
+
+    throttle_time_ms: int
+    groups: list[DescribeShareGroupOffsetsResponseGroup]
+
+
 ContextT = TypeVar("ContextT")
 RequestT = TypeVar("RequestT")
 ResponseT = TypeVar("ResponseT")
@@ -3057,6 +3111,11 @@ class HandlerRegistry(Protocol[ContextT]):
     def __call__(
         self, api_key: Literal[ApiKey.WRITE_SHARE_GROUP_STATE]
     ) -> Registers[ContextT, WriteShareGroupStateRequest, WriteShareGroupStateResponse]: ...
+
+    @overload
+    def __call__(
+        self, api_key: Literal[ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS]
+    ) -> Registers[ContextT, DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse]: ...
 
 
 class RequestSender(Protocol):
@@ -3629,3 +3688,12 @@ class RequestSender(Protocol):
         body: WriteShareGroupStateRequest,
         timeout_ms: int = ...,
     ) -> Awaitable[WriteShareGroupStateResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS],
+        api_version: int,
+        body: DescribeShareGroupOffsetsRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[DescribeShareGroupOffsetsResponse]: ...

@@ -278,15 +278,23 @@ def all_api_specs() -> dict[tuple[int, str], MessageSpec]:
     # The controller APIs Kafka 4 removed: Strom's own layouts (internal_specs.py), never advertised.
     # KIP-848's consumer-group APIs, which the installed specs lack (consumer_group_specs.py).
     # KIP-714's client telemetry APIs, which they lack too (telemetry_specs.py), and KIP-932's
-    # share-group APIs (share_group_specs.py), and its share-state APIs between brokers
-    # (share_state_specs.py).
+    # share-group APIs (share_group_specs.py), its share-state APIs between brokers
+    # (share_state_specs.py) and DescribeShareGroupOffsets (share_offsets_specs.py).
     from strom.protocol.consumer_group_specs import CONSUMER_GROUP_SPECS
     from strom.protocol.internal_specs import INTERNAL_SPECS
     from strom.protocol.share_group_specs import SHARE_GROUP_SPECS
+    from strom.protocol.share_offsets_specs import SHARE_OFFSETS_SPECS
     from strom.protocol.share_state_specs import SHARE_STATE_SPECS
     from strom.protocol.telemetry_specs import TELEMETRY_SPECS
 
-    specs = [*INTERNAL_SPECS, *CONSUMER_GROUP_SPECS, *TELEMETRY_SPECS, *SHARE_GROUP_SPECS, *SHARE_STATE_SPECS]
+    specs = [
+        *INTERNAL_SPECS,
+        *CONSUMER_GROUP_SPECS,
+        *TELEMETRY_SPECS,
+        *SHARE_GROUP_SPECS,
+        *SHARE_STATE_SPECS,
+        *SHARE_OFFSETS_SPECS,
+    ]
     for data in specs:
         spec = parse_spec_data(data)
         assert spec.api_key is not None

@@ -21,6 +21,7 @@ from strom.broker.handlers import (  # noqa: F401  (imported for their @handles 
     sasl,
     share_fetch,
     share_groups,
+    share_offsets,
     share_state,
     telemetry,
     topics,

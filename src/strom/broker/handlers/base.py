@@ -39,6 +39,7 @@ from strom.broker.replication.share_partitions import SharePartitionManager
 from strom.broker.security.connection import ListenerSecurity
 from strom.broker.security.credentials import CredentialStore
 from strom.broker.tiered.remote_log_manager import RemoteLogManager
+from strom.coordinator.share.state import SharePersister
 from strom.metrics.counters import BrokerCounters
 from strom.protocol.api import SUPPORTED, ApiKey
 from strom.protocol.messages import ApiVersionsResponseApiVersion, HandlerRegistry
@@ -74,6 +75,7 @@ class HandlerPorts:
     # Share groups' share-partitions and share sessions on the partitions this broker leads (KIP-932).
     shares: SharePartitionManager | None = None
     share_state: ShareStateService | None = None  # the share coordinator (__share_group_state)
+    share_persister: SharePersister | None = None  # the way to any share coordinator
     # The TLS listeners' security by lower-case listener name, registered as they start (main.py): an
     # AlterConfigs of a key store is checked against the certificate the listener serves (KIP-226).
     tls_listeners: dict[str, ListenerSecurity] = field(default_factory=dict)

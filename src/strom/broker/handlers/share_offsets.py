@@ -1,0 +1,97 @@
+"""DescribeShareGroupOffsets (90, KIP-932): a share group's start offsets, at the group's coordinator.
+
+Per group: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED), and NOT_COORDINATOR or
+COORDINATOR_LOAD_IN_PROGRESS as for the other group requests. Per topic-partition asked for (``Topics``
+null: every partition of the topics the group's members subscribe to) the share-partition start
+offset as the share coordinator stores it (read through the share persister, wherever that
+coordinator is): -1 when no state is stored (the group never read the partition), with the
+partition's current leader epoch; or a partition error (UNKNOWN_TOPIC_OR_PARTITION,
+TOPIC_AUTHORIZATION_FAILED without DESCRIBE on the topic, the share coordinator's error).
+"""
+
+from __future__ import annotations
+
+from strom.broker.coordinators import share_group_service
+from strom.broker.handlers.authz import Op, Res, denied
+from strom.broker.handlers.base import RequestContext, handles
+from strom.broker.handlers.groups import group_refusal, group_service
+from strom.coordinator.share.state import NO_START_OFFSET, SharePersister
+from strom.protocol import messages as m
+from strom.protocol.api import ApiKey
+from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.uuid_text import ZERO_UUID
+
+
+def _partition(
+    index: int, code: ErrorCode, start_offset: int = NO_START_OFFSET, leader_epoch: int = -1
+) -> m.DescribeShareGroupOffsetsResponsePartition:
+    return {
+        "partition_index": index,
+        "start_offset": start_offset,
+        "leader_epoch": leader_epoch,
+        "error_code": int(code),
+        "error_message": None,
+    }
+
+
+@handles(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
+async def handle_describe_share_group_offsets(
+    ctx: RequestContext, req: m.DescribeShareGroupOffsetsRequest
+) -> m.DescribeShareGroupOffsetsResponse:
+    persister = ctx.ports.share_persister
+    assert persister is not None, "the broker builds its share persister"
+    groups: list[m.DescribeShareGroupOffsetsResponseGroup] = []
+    for group in req["groups"]:
+        group_id = group["group_id"]
+        refused = group_refusal(ctx, group_id, Op.DESCRIBE)
+        if refused is not None:
+            groups.append(
+                {"group_id": group_id, "topics": [], "error_code": int(refused), "error_message": None}
+            )
+            continue
+        topics = [await _topic(ctx, persister, group_id, name, parts) for name, parts in _asked(ctx, group)]
+        groups.append({"group_id": group_id, "topics": topics, "error_code": 0, "error_message": None})
+    return {"throttle_time_ms": 0, "groups": groups}
+
+
+def _asked(
+    ctx: RequestContext, group: m.DescribeShareGroupOffsetsRequestGroup
+) -> list[tuple[str, list[int]]]:
+    """(topic, partitions) to describe: those asked for, or every partition of the subscribed topics."""
+    wanted = group["topics"]
+    if wanted is not None:
+        return [(t["topic_name"], [int(p) for p in t["partitions"]]) for t in wanted]
+    known = share_group_service.share_group(group_service(ctx), group["group_id"])
+    names = sorted(known.subscribed_topics()) if known is not None else []
+    topics = ctx.ports.metadata.topics
+    return [(name, list(range(topics[name].partitions))) for name in names if name in topics]
+
+
+async def _topic(
+    ctx: RequestContext, persister: SharePersister, group_id: str, name: str, indexes: list[int]
+) -> m.DescribeShareGroupOffsetsResponseTopic:
+    info = ctx.ports.metadata.topics.get(name)
+    if info is None or denied(ctx, Op.DESCRIBE, Res.TOPIC, name):
+        refused = (
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if info is None else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        )
+        topic_id = ZERO_UUID if info is None else info.topic_id
+        return {
+            "topic_name": name,
+            "topic_id": topic_id,
+            "partitions": [_partition(i, refused) for i in indexes],
+        }
+    partitions: list[m.DescribeShareGroupOffsetsResponsePartition] = []
+    for index in indexes:
+        meta = ctx.ports.metadata.partitions.get((name, index))
+        if meta is None:
+            partitions.append(_partition(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            continue
+        try:
+            state = await persister.read(group_id, name, index, meta.leader_epoch)
+        except KafkaError as exc:
+            partitions.append(_partition(index, exc.code))
+            continue
+        start = NO_START_OFFSET if state is None else state.start_offset
+        partitions.append(_partition(index, ErrorCode.NONE, start, meta.leader_epoch))
+    return {"topic_name": name, "topic_id": info.topic_id, "partitions": partitions}
