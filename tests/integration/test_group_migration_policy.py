@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
@@ -121,6 +122,21 @@ def test_policy(policy_broker: tuple[str, BrokerProcess]) -> None:
         classic_member = join(raw, consumer_group, topic)
         assert classic_member["error_code"] == 0, classic_member
         assert classic_member["leader"] == "" and classic_member["protocol_name"] == "range"
+        # DescribeGroups (the classic API) describes the consumer group as Kafka does.
+        body = {"groups": [consumer_group], "include_authorized_operations": False}
+        (described,) = raw.call(ApiKey.DESCRIBE_GROUPS, 5, body)["groups"]
+        assert (described["error_code"], described["protocol_type"], described["protocol_data"]) == (
+            0,
+            "consumer",
+            "uniform",
+        )
+        assert described["group_state"] in ("assigning", "reconciling", "stable"), described
+        members = {m["member_id"]: m for m in described["members"]}
+        assert set(members) == {first["member_id"], classic_member["member_id"]}
+        for m in members.values():
+            subscribed = ConsumerProtocolSubscription.decode(bytes(m["member_metadata"]))
+            assert list(subscribed.topics) == [topic]
+            ConsumerProtocolAssignment.decode(bytes(m["member_assignment"]))
         assert group_type(raw, consumer_group) == ["consumer"]
         left = heartbeat(raw, 0, consumer_group, first["member_id"], -1)
         assert left["error_code"] == 0, left

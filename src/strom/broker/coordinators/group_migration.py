@@ -13,8 +13,8 @@ The decisions are `strom.coordinator.consumer.classic`'s; this module runs them 
   downgrade (`ConsumerGroupShard.removal`); `GroupService.after_downgrade` then arms the classic
   members' sessions and starts the classic rebalance in which they rejoin.
 
-The handlers of the classic APIs call `join_group`, `sync_group`, `heartbeat` and `leave_group` here,
-which fall back to the classic coordinator for any other group.
+The handlers of the classic APIs call `join_group`, `sync_group`, `heartbeat`, `leave_group` and
+`describe_group` here, which fall back to the classic coordinator for any other group.
 
 Call only from the broker's event loop.
 """
@@ -25,13 +25,19 @@ import logging
 from collections.abc import Callable, Mapping
 
 from strom.broker.coordinators.group_service import _COORDINATOR_ERRORS, GroupService, GroupShard
-from strom.coordinator.consumer import classic
+from strom.coordinator.consumer import assignors, classic
 from strom.coordinator.consumer.heartbeat import HeartbeatOutcome, Record, new_member_id
 from strom.coordinator.consumer.heartbeat import heartbeat as decide
 from strom.coordinator.consumer.model import ConsumerGroup, ConsumerMember
 from strom.coordinator.consumer.records import CONSUMER_KEY_VERSIONS, decode_key, decode_value, key_version
 from strom.coordinator.group import CONSUMER_PROTOCOL_TYPE, Group
-from strom.coordinator.messages import JoinGroupRequest, JoinResult, SyncGroupRequest, SyncResult
+from strom.coordinator.messages import (
+    GroupSummary,
+    JoinGroupRequest,
+    JoinResult,
+    SyncGroupRequest,
+    SyncResult,
+)
 from strom.coordinator_runtime import CoordinatorError, CoordinatorResult
 from strom.protocol.errors import ErrorCode
 
@@ -76,6 +82,17 @@ async def leave_group(
 ) -> list[ErrorCode]:
     left = await classic_leave(service, group_id, members)
     return left if left is not None else service.coordinator.leave_group(group_id, members)
+
+
+def describe_group(service: GroupService, group_id: str) -> GroupSummary:
+    """DescribeGroups: a consumer group as Kafka describes one to the classic API, else the classic
+    group (or Dead)."""
+    group = service.consumer_group(group_id)
+    if group is None:
+        return service.coordinator.describe_group(group_id)
+    config = service.consumer_config
+    assignor = assignors.choose(list(config.assignors), [m.server_assignor for m in group.members.values()])
+    return classic.described(group, assignor)
 
 
 # --- classic members of a consumer group -------------------------------------------------------

@@ -267,7 +267,7 @@ async def handle_describe_groups(
             # Cluster mode: only the group's coordinator describes it (NOT_COORDINATOR elsewhere).
             groups.append(_described(group_id, error))
             continue
-        summary = service.coordinator.describe_group(group_id)
+        summary = group_migration.describe_group(service, group_id)
         described = _described(group_id, summary.error)
         if (
             ctx.api_version >= GROUP_NOT_FOUND_VERSION

@@ -49,6 +49,7 @@ from strom.coordinator.consumer.heartbeat import (
 from strom.coordinator.consumer.model import ConsumerGroup, ConsumerMember, MemberState
 from strom.coordinator.consumer.records import Assignment, ClassicMemberMetadata
 from strom.coordinator.group import CONSUMER_PROTOCOL_TYPE, Group, Member
+from strom.coordinator.messages import GroupSummary, MemberSummary
 from strom.coordinator.records import GroupMetadataKey
 from strom.coordinator.records import encode_key as classic_key
 from strom.coordinator.records import encode_value as classic_value
@@ -164,6 +165,39 @@ def encode_assignment(assigned: Assignment) -> bytes:
         out += struct.pack(">h", len(name)) + name + struct.pack(f">i{len(ps)}i", len(ps), *ps)
     out += struct.pack(">i", 0)
     return bytes(out)
+
+
+def encode_subscription(topics: tuple[str, ...]) -> bytes:
+    """A version 0 ``ConsumerProtocolSubscription`` of the topics, without user data."""
+    out = bytearray(struct.pack(">hi", 0, len(topics)))
+    for topic in topics:
+        name = topic.encode()
+        out += struct.pack(">h", len(name)) + name
+    out += struct.pack(">i", -1)
+    return bytes(out)
+
+
+def described(group: ConsumerGroup, assignor: str) -> GroupSummary:
+    """DescribeGroups (the classic API) of a consumer group, as Kafka describes one: protocol type
+    ``consumer``, the assignor as protocol, the state in lower case, and each member with its
+    subscription and partitions in the embedded consumer protocol."""
+    return GroupSummary(
+        group.group_id,
+        group.state.value.lower(),
+        CONSUMER_PROTOCOL_TYPE,
+        assignor,
+        tuple(
+            MemberSummary(
+                m.member_id,
+                m.instance_id,
+                m.client_id,
+                m.client_host,
+                encode_subscription(m.subscribed_topic_names),
+                encode_assignment(m.assigned),
+            )
+            for m in group.members.values()
+        ),
+    )
 
 
 def subscription_of(protocols: tuple[tuple[str, bytes], ...]) -> Subscription:
