@@ -12,39 +12,28 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from pyiceberg.catalog import load_catalog
-from pyiceberg.exceptions import NoSuchTableError
-from pyiceberg.table import Table
 
 from strom.testing.cluster import LocalCluster
 from tests.cluster.conftest import partitions_of, wait_until
-from tests.integration.iceberg_readers import with_duckdb, with_polars, with_pyiceberg
+from tests.integration.iceberg_readers import (
+    committed_offsets,
+    rows_or_none,
+    sql_catalog,
+    with_duckdb,
+    with_polars,
+)
 from tests.integration.test_iceberg_topics import V1, V2, V3
 
 TOPIC = "orders"
 
 
-def _table(catalog_dir: Path, name: str) -> Table | None:
-    catalog = load_catalog(
-        "strom",
-        type="sql",
-        uri=f"sqlite:///{catalog_dir}/catalog.db",
-        warehouse=f"file://{catalog_dir}/warehouse",
-    )
-    try:
-        return catalog.load_table(("strom", name))
-    except NoSuchTableError:
-        return None
-
-
 def _rows(catalog_dir: Path, name: str, columns: list[str]) -> list[tuple[Any, ...]]:
-    table = _table(catalog_dir, name)
-    return [] if table is None else with_pyiceberg(table, columns)
+    return rows_or_none(lambda: sql_catalog(catalog_dir).load_table(("strom", name)), columns)
 
 
 def _produce(cluster: LocalCluster, schema: dict[str, Any], values: list[dict[str, Any]]) -> None:
@@ -64,28 +53,6 @@ def _kill_leader_of(cluster: LocalCluster, partition: int) -> int:
         lambda: partitions_of(cluster.bootstrap, TOPIC)[partition][0] not in (-1, leader), 60, "a new leader"
     )
     return leader
-
-
-def _consumed(bootstrap: str, count: int) -> list[tuple[int, int]]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "iceberg-check",
-            "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed",
-        }
-    )
-    consumer.subscribe([TOPIC])
-    seen: list[tuple[int, int]] = []
-    deadline = time.monotonic() + 90
-    try:
-        while len(seen) < count and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                seen.append((msg.partition(), msg.offset()))
-    finally:
-        consumer.close()
-    return sorted(seen)
 
 
 def test_leader_killed_twice_changes_nothing_in_the_table(
@@ -130,15 +97,16 @@ def test_leader_killed_twice_changes_nothing_in_the_table(
 
     columns = ["id", "item", "qty", "note"]
     rows = _rows(catalog_dir, TOPIC, columns)
-    table = _table(catalog_dir, TOPIC)
-    assert table is not None
+    table = sql_catalog(catalog_dir).load_table(("strom", TOPIC))
     assert with_duckdb(table, columns) == rows
     assert with_polars(table, columns) == rows
     positions = [(p, o) for p, o, *_ in rows]
     assert len(set(positions)) == len(positions) == expected
     dead = _rows(catalog_dir, TOPIC + "~dlq", ["reason"])
     assert len(dead) == 1 and "not in the registry" in dead[0][2]
-    assert sorted(positions + [(p, o) for p, o, *_ in dead]) == _consumed(cluster.bootstrap, expected + 1)
+    assert sorted(positions + [(p, o) for p, o, *_ in dead]) == committed_offsets(
+        cluster.bootstrap, TOPIC, expected + 1
+    )
     by_id = {r[2]: r[3:] for r in rows}
     assert by_id[7] == ("a7", None, None)
     assert by_id[150] == ("b150", 2, None)

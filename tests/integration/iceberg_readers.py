@@ -1,22 +1,59 @@
 """The readers people use on an Iceberg topic's table, as the docs show them: pyiceberg, DuckDB (its
 iceberg extension loaded from the duckdb-extension-iceberg wheel, with the avro extension it needs) and
-polars. Each returns the rows' (partition, offset) and the named columns, sorted."""
+polars. Each returns the rows' (partition, offset) and the named columns, sorted. And the catalogs the
+tests' brokers write, and a read_committed consumer's view of the topic to compare the table with."""
 
 from __future__ import annotations
 
 import glob
 import os
+import time
+from collections.abc import Callable
 from typing import Any
 
 import duckdb
 import duckdb_extension_avro
 import duckdb_extension_iceberg
 import polars as pl
-from pyiceberg.catalog import load_catalog
+from confluent_kafka import Consumer
+from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
+from sqlalchemy.exc import OperationalError
 
 Rows = list[tuple[Any, ...]]
+
+
+_SQL_CATALOGS: dict[str, Catalog] = {}
+
+
+def sql_catalog(base: str | os.PathLike[str]) -> Catalog:
+    """The SQL catalog in ``base`` (``catalog.db``, and ``warehouse`` beside it), opened once.
+
+    Raises:
+        NoSuchTableError: no catalog there yet.
+    """
+    key = os.fspath(base)
+    catalog = _SQL_CATALOGS.get(key)
+    if catalog is not None:
+        return catalog
+    if not os.path.exists(os.path.join(key, "catalog.db")):
+        raise NoSuchTableError(f"no catalog in {key} yet")
+    for attempt in range(50):
+        try:
+            catalog = load_catalog(
+                "strom", type="sql", uri=f"sqlite:///{key}/catalog.db", warehouse=f"file://{key}/warehouse"
+            )
+            break
+        except OperationalError:
+            # pyiceberg takes SQLite's "database is locked" (the broker committing) for missing catalog
+            # tables and tries to create them: open it again.
+            if attempt == 49:
+                raise
+            time.sleep(0.2)
+    assert catalog is not None
+    _SQL_CATALOGS[key] = catalog
+    return catalog
 
 
 def sql_catalog_table(log_dir: str, name: str) -> Table:
@@ -25,13 +62,39 @@ def sql_catalog_table(log_dir: str, name: str) -> Table:
     Raises:
         NoSuchTableError: no such table, or no catalog yet.
     """
-    base = os.path.join(log_dir, "iceberg")
-    if not os.path.exists(os.path.join(base, "catalog.db")):
-        raise NoSuchTableError(f"no catalog in {log_dir} yet")
-    catalog = load_catalog(
-        "strom", type="sql", uri=f"sqlite:///{base}/catalog.db", warehouse=f"file://{base}/warehouse"
+    return sql_catalog(os.path.join(log_dir, "iceberg")).load_table(("strom", name))
+
+
+def rows_or_none(load: Callable[[], Table], columns: list[str]) -> Rows:
+    """`with_pyiceberg` of the table ``load`` returns; no rows while there is no such table."""
+    try:
+        return with_pyiceberg(load(), columns)
+    except NoSuchTableError:
+        return []
+
+
+def committed_offsets(bootstrap: str, topic: str, count: int, timeout_s: float = 90) -> list[tuple[int, int]]:
+    """(partition, offset) of every record a read_committed consumer sees, sorted."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"{topic}-check",
+            "enable.auto.commit": False,  # each call reads from the start
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
     )
-    return catalog.load_table(("strom", name))
+    consumer.subscribe([topic])
+    seen: list[tuple[int, int]] = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(seen) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                seen.append((msg.partition(), msg.offset()))
+    finally:
+        consumer.close()
+    return sorted(seen)
 
 
 def with_pyiceberg(table: Table, columns: list[str]) -> Rows:

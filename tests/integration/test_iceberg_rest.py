@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from pyiceberg.catalog import load_catalog
-from pyiceberg.exceptions import NoSuchTableError
 
 from strom.testing import BrokerProcess
-from tests.integration.iceberg_readers import with_polars, with_pyiceberg
+from tests.integration.iceberg_readers import committed_offsets, rows_or_none, with_polars
 from tests.integration.iceberg_rest_server import IcebergRestServer
-from tests.integration.test_iceberg_topics import committed_offsets, create_topic, wait_until
+from tests.integration.test_iceberg_topics import create_topic, wait_until
 from tests.object_stores import require_seaweedfs
 
 TOPIC = "clicks"
@@ -35,10 +34,7 @@ def rest_catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IcebergRe
 
 def _rows(server: IcebergRestServer, columns: list[str]) -> list[tuple[object, ...]]:
     catalog = load_catalog("strom", type="rest", **server.catalog_properties())
-    try:
-        return with_pyiceberg(catalog.load_table(("strom", TOPIC)), columns)
-    except NoSuchTableError:
-        return []
+    return rows_or_none(lambda: catalog.load_table(("strom", TOPIC)), columns)
 
 
 def _produce(broker: BrokerProcess, first: int, count: int) -> None:
@@ -63,7 +59,7 @@ def test_rest_catalog_on_seaweedfs_survives_kill_9(rest_catalog: IcebergRestServ
         wait_until(lambda: len(_rows(rest_catalog, [])) >= 300, 90, "every record in the table")
         time.sleep(1.0)  # more commit intervals: nothing may arrive twice
         rows = _rows(rest_catalog, ["value"])
-        assert [(p, o) for p, o, _ in rows] == committed_offsets(broker, TOPIC, 300)
+        assert [(p, o) for p, o, _ in rows] == committed_offsets(broker.bootstrap, TOPIC, 300)
         assert sorted(v for *_, v in rows) == sorted(f"click-{i}".encode() for i in range(300))
         catalog = load_catalog("strom", type="rest", **rest_catalog.catalog_properties())
         table = catalog.load_table(("strom", TOPIC))

@@ -12,15 +12,20 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from pyiceberg.exceptions import NoSuchTableError
 
 from strom.testing import BrokerProcess
-from tests.integration.iceberg_readers import sql_catalog_table, with_duckdb, with_polars, with_pyiceberg
+from tests.integration.iceberg_readers import (
+    committed_offsets,
+    rows_or_none,
+    sql_catalog_table,
+    with_duckdb,
+    with_polars,
+)
 
 V1 = {
     "type": "record",
@@ -61,9 +66,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         proc.stop()
 
 
-def create_topic(broker: BrokerProcess, topic: str, mode: str) -> None:
+def create_topic(broker: BrokerProcess, topic: str, mode: str, configs: dict[str, str] | None = None) -> None:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    configs = {"strom.iceberg.mode": mode, "strom.iceberg.target.lag.ms": "300"}
+    configs = {"strom.iceberg.mode": mode, "strom.iceberg.target.lag.ms": "300", **(configs or {})}
     for future in admin.create_topics([NewTopic(topic, PARTITIONS, 1, config=configs)]).values():
         future.result(30)
 
@@ -98,34 +103,8 @@ def produce_aborted(broker: BrokerProcess, topic: str, values: list[bytes]) -> N
     producer.abort_transaction(30)
 
 
-def committed_offsets(broker: BrokerProcess, topic: str, count: int) -> list[tuple[int, int]]:
-    """(partition, offset) of every record a read_committed consumer sees."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": broker.bootstrap,
-            "group.id": f"{topic}-check",
-            "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed",
-        }
-    )
-    consumer.subscribe([topic])
-    seen: list[tuple[int, int]] = []
-    deadline = time.monotonic() + 60
-    try:
-        while len(seen) < count and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                seen.append((msg.partition(), msg.offset()))
-    finally:
-        consumer.close()
-    return sorted(seen)
-
-
 def table_rows(broker: BrokerProcess, name: str, columns: list[str]) -> list[tuple[Any, ...]]:
-    try:
-        return with_pyiceberg(sql_catalog_table(str(broker.data_dir / "logs"), name), columns)
-    except NoSuchTableError:
-        return []
+    return rows_or_none(lambda: sql_catalog_table(str(broker.data_dir / "logs"), name), columns)
 
 
 def test_avro_topic_in_three_schema_versions_survives_kill_9(broker: BrokerProcess) -> None:
@@ -156,7 +135,7 @@ def test_avro_topic_in_three_schema_versions_survives_kill_9(broker: BrokerProce
     assert with_polars(table, columns) == rows
     positions = [(p, o) for p, o, *_ in rows]
     assert len(set(positions)) == len(positions) == expected
-    consumed = committed_offsets(broker, topic, expected + 1)
+    consumed = committed_offsets(broker.bootstrap, topic, expected + 1)
     dead = table_rows(broker, topic + "~dlq", ["value", "reason"])
     assert sorted(positions + [(p, o) for p, o, *_ in dead]) == consumed
     by_id = {r[2]: r[3:] for r in rows}
@@ -182,4 +161,4 @@ def test_key_value_topic_keeps_bytes_and_headers(broker: BrokerProcess) -> None:
     assert sorted(r[3] for r in rows) == sorted(f"value-{i}".encode() for i in range(90))
     assert all(r[2] == r[3].replace(b"value", b"key") for r in rows)
     assert all(r[4] == [{"key": "source", "value": b"test"}] for r in rows)
-    assert [(p, o) for p, o, *_ in rows] == committed_offsets(broker, topic, 90)
+    assert [(p, o) for p, o, *_ in rows] == committed_offsets(broker.bootstrap, topic, 90)

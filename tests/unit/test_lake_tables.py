@@ -21,11 +21,11 @@ from strom.lake.translate import KEY_VALUE, VALUE_SCHEMA_ID_PREFIX, SchemaCache
 from strom.protocol.records.builder import build_batch
 
 
-def _tables(tmp_path: Path) -> LakeTables:
+def lake_tables(tmp_path: Path) -> LakeTables:
     return LakeTables(catalog_settings({}, str(tmp_path), {}))
 
 
-def _rows(partition: int, first: int, count: int) -> pa.Table:
+def key_value_rows(partition: int, first: int, count: int) -> pa.Table:
     return pa.Table.from_pylist(
         [
             {
@@ -43,19 +43,17 @@ def _rows(partition: int, first: int, count: int) -> pa.Table:
 
 
 def test_appends_record_each_partitions_next_offset_and_never_repeat_rows(tmp_path: Path) -> None:
-    tables = _tables(tmp_path)
+    tables = lake_tables(tmp_path)
     ref = TableRef("orders.v1", KEY_VALUE)
     assert tables.next_offsets(ref) == {}
-    assert tables.append(ref, 0, 10, _rows(0, 0, 10)) == 10
-    assert tables.append(ref, 1, 4, _rows(1, 0, 4)) == 4
+    assert tables.append(ref, 0, 10, key_value_rows(0, 0, 10)) == 10
+    assert tables.append(ref, 1, 4, key_value_rows(1, 0, 4)) == 4
     # A deposed leader's round overlapping what the table holds adds only the rows after it.
-    other = _tables(tmp_path)
-    assert other.append(ref, 0, 15, _rows(0, 5, 10)) == 15
-    assert tables.append(ref, 0, 12, _rows(0, 10, 2)) == 15  # already there: nothing appended
+    other = lake_tables(tmp_path)
+    assert other.append(ref, 0, 15, key_value_rows(0, 5, 10)) == 15
+    assert tables.append(ref, 0, 12, key_value_rows(0, 10, 2)) == 15  # already there: nothing appended
     assert tables.next_offsets(ref) == {0: 15, 1: 4}
-    scanned = tables.table(ref).scan().to_arrow()
-    pairs = sorted(zip(scanned["partition"].to_pylist(), scanned["offset"].to_pylist(), strict=True))
-    assert pairs == [(0, o) for o in range(15)] + [(1, o) for o in range(4)]
+    assert table_pairs(tables, ref) == [(0, o) for o in range(15)] + [(1, o) for o in range(4)]
     spec = tables.table(ref).spec()
     assert [f.name for f in spec.fields] == ["timestamp_hour"]
 
@@ -76,7 +74,7 @@ def _wire(schema_id: int, schema: dict[str, object], value: dict[str, object]) -
 
 
 def test_a_round_evolves_the_schema_and_writes_dead_letters(tmp_path: Path) -> None:
-    tables = _tables(tmp_path)
+    tables = lake_tables(tmp_path)
     schemas = SchemaCache(
         {
             1: ("AVRO", json.dumps(V1)),
@@ -91,7 +89,9 @@ def test_a_round_evolves_the_schema_and_writes_dead_letters(tmp_path: Path) -> N
         _wire(3, V3_INCOMPATIBLE, {"id": "x"}),
     ]
     batch = build_batch([(None, v, (), 1_700_000_000_000) for v in values], base_offset=0)
-    result = run_round(tables, "orders", VALUE_SCHEMA_ID_PREFIX, 0, [(batch, [])], 0, 4, schemas, False)
+    result = run_round(
+        tables, TableRef("orders", VALUE_SCHEMA_ID_PREFIX), 0, [(batch, [])], 0, 4, schemas, False
+    )
     assert (result.next_offset, result.rows, result.dead) == (4, 2, 2)
     main = tables.table(TableRef("orders", VALUE_SCHEMA_ID_PREFIX)).scan().to_arrow().sort_by("offset")
     assert main["id"].to_pylist() == [1, 2**40]
@@ -104,41 +104,56 @@ def test_a_round_evolves_the_schema_and_writes_dead_letters(tmp_path: Path) -> N
     assert dead["value"].to_pylist()[0] == b"not avro"
     assert "evolve" in dead["reason"].to_pylist()[1]
     # The same round again (a restarted broker) adds nothing to either table.
-    again = run_round(tables, "orders", VALUE_SCHEMA_ID_PREFIX, 0, [(batch, [])], 0, 4, schemas, False)
+    again = run_round(
+        tables, TableRef("orders", VALUE_SCHEMA_ID_PREFIX), 0, [(batch, [])], 0, 4, schemas, False
+    )
     assert again.next_offset == 4
     assert tables.table(TableRef("orders", VALUE_SCHEMA_ID_PREFIX)).scan().to_arrow().num_rows == 2
     assert tables.table(TableRef("orders", VALUE_SCHEMA_ID_PREFIX, dlq=True)).scan().to_arrow().num_rows == 2
 
 
 def test_records_of_an_earlier_version_still_fit_after_a_widening(tmp_path: Path) -> None:
-    tables = _tables(tmp_path)
+    tables = lake_tables(tmp_path)
     schemas = SchemaCache({1: ("AVRO", json.dumps(V1)), 2: ("AVRO", json.dumps(V2))}.get)
     newer = build_batch([(None, _wire(2, V2, {"id": 2**40, "note": None}), (), 1)], base_offset=0)
     older = build_batch([(None, _wire(1, V1, {"id": 7}), (), 2)], base_offset=1)
-    first = run_round(tables, "late", VALUE_SCHEMA_ID_PREFIX, 0, [(newer, [])], 0, 1, schemas, False)
-    second = run_round(tables, "late", VALUE_SCHEMA_ID_PREFIX, 0, [(older, [])], 1, 2, schemas, False)
+    first = run_round(
+        tables, TableRef("late", VALUE_SCHEMA_ID_PREFIX), 0, [(newer, [])], 0, 1, schemas, False
+    )
+    second = run_round(
+        tables, TableRef("late", VALUE_SCHEMA_ID_PREFIX), 0, [(older, [])], 1, 2, schemas, False
+    )
     assert (first.rows, second.rows, second.dead) == (1, 1, 0)
     table = tables.table(TableRef("late", VALUE_SCHEMA_ID_PREFIX)).scan().to_arrow().sort_by("offset")
     assert table["id"].to_pylist() == [2**40, 7]
     assert tables.next_offsets(TableRef("late", VALUE_SCHEMA_ID_PREFIX)) == {0: 2}
 
 
-def test_writers_of_different_partitions_racing_keep_each_others_offsets(tmp_path: Path) -> None:
-    ref = TableRef("raced", KEY_VALUE)
-    _tables(tmp_path).table(ref)
+def racing_writers(tmp_path: Path, ref: TableRef, end: int, step: int) -> list[threading.Thread]:
+    """Three started threads, each a broker of its own appending one partition's rows up to ``end``,
+    ``step`` rows per commit."""
 
     def write(partition: int) -> None:
-        tables = _tables(tmp_path)  # a broker of its own
-        for first in range(0, 40, 4):
-            tables.append(ref, partition, first + 4, _rows(partition, first, 4))
+        tables = lake_tables(tmp_path)
+        for first in range(0, end, step):
+            tables.append(ref, partition, first + step, key_value_rows(partition, first, step))
 
     threads = [threading.Thread(target=write, args=(p,)) for p in range(3)]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
-    tables = _tables(tmp_path)
-    assert tables.next_offsets(ref) == {0: 40, 1: 40, 2: 40}
+    return threads
+
+
+def table_pairs(tables: LakeTables, ref: TableRef) -> list[tuple[int, int]]:
     scanned = tables.table(ref).scan().to_arrow()
-    pairs = sorted(zip(scanned["partition"].to_pylist(), scanned["offset"].to_pylist(), strict=True))
-    assert pairs == [(p, o) for p in range(3) for o in range(40)]
+    return sorted(zip(scanned["partition"].to_pylist(), scanned["offset"].to_pylist(), strict=True))
+
+
+def test_writers_of_different_partitions_racing_keep_each_others_offsets(tmp_path: Path) -> None:
+    ref = TableRef("raced", KEY_VALUE)
+    lake_tables(tmp_path).table(ref)
+    for t in racing_writers(tmp_path, ref, 40, 4):
+        t.join()
+    tables = lake_tables(tmp_path)
+    assert tables.next_offsets(ref) == {0: 40, 1: 40, 2: 40}
+    assert table_pairs(tables, ref) == [(p, o) for p in range(3) for o in range(40)]

@@ -256,6 +256,7 @@ class Broker:
             self._log_config_for,
             self._schema_of,
             self.clock,
+            lambda name: info.topic_id if (info := self.metadata.topics.get(name)) is not None else None,
         )
         # None without authorizer.class.name: handlers then skip every ACL check (one attribute test).
         self.authorizer: Authorizer | None = None

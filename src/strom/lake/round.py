@@ -10,7 +10,7 @@ Rows that Arrow cannot take (a value out of its column's range) become dead lett
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
@@ -34,8 +34,7 @@ class RoundResult:
 
 def run_round(
     tables: LakeTables,
-    topic: str,
-    mode: str,
+    main: TableRef,
     partition: int,
     chunks: Sequence[Chunk],
     start: int,
@@ -49,10 +48,11 @@ def run_round(
         read = committed_records(data, aborted, position, end)
         records.extend(read.records)
         position = read.next_offset
+    mode = main.mode
     translation = translate(mode, partition, records, schemas, give_up_waiting)
     if translation.next_offset is not None:
         position = translation.next_offset
-    main, dlq = TableRef(topic, mode), TableRef(topic, mode, dlq=True)
+    dlq = replace(main, dlq=True)
     if mode != KEY_VALUE and schemas is not None:
         _evolve(tables, main, translation, schemas, partition, records)
     rows, dead = _to_arrow(tables.arrow_schema(main), translation.rows, partition, records)

@@ -4,14 +4,23 @@ Blocking throughout (catalog calls, Parquet writes): the broker calls it from wo
 thread opens its own catalog client (`LakeTables.catalog`).
 
 **Exactly once.** `append` re-reads the table, takes the partition's recorded next offset from the
-current snapshot's summary (offsets.py), keeps only the rows at or after it, and appends them with a
-summary recording ``end`` for the partition (the other partitions' offsets carried over). pyiceberg
+table (offsets.py: its property ``strom.next-offsets``), keeps only the rows at or after it, and
+appends them in one commit with the property and the new snapshot's summary recording ``end`` for the
+partition (the other partitions' offsets carried over). pyiceberg
 commits with the requirement that the table's current snapshot is still the one read, and the catalog
 checks it atomically (SQL: a conditional update of the metadata location; REST: the server's check):
 if a broker leading another partition, or a deposed leader of this one, committed meanwhile, the
 append fails and is tried again from the re-read. Rows never land twice, and the summary never
 claims rows that are not in the table. A failed attempt may leave data files no snapshot names
 (orphans, for a maintenance job's orphan-file removal).
+
+**Lifecycle.** A table records the id of the topic it was made for (the table property
+``strom.topic-id``; a `TableRef` names the id it expects). A leader starting to translate a partition
+first `claim`s the topic's tables: a table of an earlier topic of the same name (deleted and created
+again, so its offsets start at 0 again) is renamed ``<table>~<its topic id>`` out of the way, and the
+new topic's table starts empty. Deleting a topic whose ``strom.iceberg.delete`` is true drops its
+tables (`drop`) and refuses, on this broker, any later write or creation for that topic id: a round
+still in flight cannot bring the table back.
 
 **Schema evolution.** A value schema's columns are merged into the table's schema by name
 (``union_by_name``: new columns added, int to long and float to double widened); a schema whose
@@ -20,11 +29,12 @@ columns cannot be merged (a type changed otherwise) is reported back, and its re
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -50,11 +60,25 @@ SQLITE_FILE = "sqlite:///"
 # that would carry over another partition's stale next offset. Off: a conflict comes back to `append`,
 # which re-reads the offsets first.
 NUM_RETRIES = "commit.retry.num-retries"
+# Set on every table the translator writes: no retry (above); the catalog deletes old metadata files
+# past the newest 100 (a commit per partition per target lag would otherwise pile them up).
+TABLE_PROPERTIES = {
+    NUM_RETRIES: "0",
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "100",
+}
 COMMIT_ATTEMPTS = 20
+
+
+TOPIC_ID_KEY = "strom.topic-id"
 
 
 class SchemaRefused(ValueError):
     """A value schema's columns cannot be merged into the table's schema."""
+
+
+class StaleTopic(RuntimeError):
+    """The table belongs to another topic id than the writer's: the writer's topic was deleted."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +88,7 @@ class TableRef:
     topic: str
     mode: str
     dlq: bool = False
+    topic_id: str = ""  # the topic's id (text), when the writer knows it: checked against the table's
 
     @property
     def name(self) -> str:
@@ -73,16 +98,16 @@ class TableRef:
     def identifier(self) -> tuple[str, str]:
         return (NAMESPACE, self.name)
 
+    def topic_tables(self) -> list[TableRef]:
+        """The topic's tables: its own, and its dead-letter table unless the mode has no dead letters
+        (``key_value``; a catalog may not even take a table name with ``~``)."""
+        main = replace(self, dlq=False)
+        return [main] if self.mode == KEY_VALUE else [main, replace(self, dlq=True)]
+
     def initial_schema(self) -> pa.Schema:
         if self.dlq:
             return DLQ_SCHEMA
         return KEY_VALUE_SCHEMA if self.mode == KEY_VALUE else pa.schema(list(META_FIELDS))
-
-
-def recorded_offsets(table: Table) -> dict[int, int]:
-    """Each partition's next offset as ``table``, as loaded, records it (offsets.py): every row below
-    it is in the table's current snapshot and in every later one."""
-    return _recorded(table)
 
 
 class LakeTables:
@@ -90,6 +115,7 @@ class LakeTables:
         self.settings = settings
         self._local = threading.local()
         self._namespace_made = False
+        self._dropped: set[str] = set()  # ids of deleted topics: their tables are never written again
 
     def catalog(self) -> Catalog:
         catalog: Catalog | None = getattr(self._local, "catalog", None)
@@ -104,22 +130,32 @@ class LakeTables:
         return catalog
 
     def table(self, ref: TableRef) -> Table:
-        """The table, created (partitioned by the hour of the record timestamp) if it does not exist."""
+        """The table, created (partitioned by the hour of the record timestamp) if it does not exist.
+
+        Raises:
+            StaleTopic: ``ref``'s topic was deleted, or the table belongs to another topic id.
+        """
+        if ref.topic_id in self._dropped:
+            raise StaleTopic(f"topic {ref.topic} (id {ref.topic_id}) was deleted")
         catalog = self.catalog()
+        wanted = dict(TABLE_PROPERTIES, **({TOPIC_ID_KEY: ref.topic_id} if ref.topic_id else {}))
         try:
             table = catalog.load_table(ref.identifier)
         except NoSuchTableError:
             pass
         else:
-            if table.metadata.properties.get(NUM_RETRIES) == "0":
+            owner = table.metadata.properties.get(TOPIC_ID_KEY)
+            if ref.topic_id and owner is not None and owner != ref.topic_id:
+                raise StaleTopic(f"table {ref.name} belongs to topic id {owner}, not {ref.topic_id}")
+            if wanted.items() <= table.metadata.properties.items():
                 return table
             with table.transaction() as txn:  # a table made elsewhere: no retry that keeps a stale summary
-                txn.set_properties({NUM_RETRIES: "0"})
+                txn.set_properties(wanted)
             return catalog.load_table(ref.identifier)
         try:
             with (
                 catalog.create_table_transaction(
-                    ref.identifier, ref.initial_schema(), properties={NUM_RETRIES: "0"}
+                    ref.identifier, ref.initial_schema(), properties=wanted
                 ) as txn,
                 txn.update_spec() as spec,
             ):
@@ -128,9 +164,50 @@ class LakeTables:
             pass  # another broker (or thread) made it first
         return catalog.load_table(ref.identifier)
 
+    def exists(self, ref: TableRef) -> bool:
+        return self.catalog().table_exists(ref.identifier)
+
+    def claim(self, ref: TableRef) -> None:
+        """Move a table of an earlier topic of the same name out of the way: renamed
+        ``<table>~<its topic id>``, its rows and offsets kept there."""
+        catalog = self.catalog()
+        try:
+            owner = catalog.load_table(ref.identifier).metadata.properties.get(TOPIC_ID_KEY)
+        except NoSuchTableError:
+            return
+        if owner is None or owner == ref.topic_id or not ref.topic_id:
+            return
+        if owner in self._dropped:  # its topic's deletion here has not dropped it yet
+            with contextlib.suppress(NoSuchTableError):
+                catalog.purge_table(ref.identifier)
+            return
+        with contextlib.suppress(NoSuchTableError, TableAlreadyExistsError):  # another broker moved it
+            catalog.rename_table(ref.identifier, (NAMESPACE, f"{ref.name}~{owner}"))
+
+    def forbid(self, topic_id: str) -> bool:
+        """Refuse, from now on, every write and creation of a table for the deleted topic ``topic_id``;
+        whether it was not refused yet."""
+        known = topic_id in self._dropped
+        self._dropped.add(topic_id)
+        return not known
+
+    def drop(self, ref: TableRef) -> bool:
+        """Drop the table of the deleted topic ``ref.topic_id`` and its files, and refuse any later
+        write for that id; a table of another topic id is left alone. Whether a table was dropped."""
+        self.forbid(ref.topic_id)
+        catalog = self.catalog()
+        try:
+            owner = catalog.load_table(ref.identifier).metadata.properties.get(TOPIC_ID_KEY)
+            if owner is not None and owner != ref.topic_id:
+                return False
+            catalog.purge_table(ref.identifier)
+        except NoSuchTableError:
+            return False
+        return True
+
     def next_offsets(self, ref: TableRef) -> dict[int, int]:
         """Each partition's next offset as the table records it ({} for a table without any)."""
-        return _recorded(self.table(ref))
+        return recorded_offsets(self.table(ref))
 
     def evolve(self, ref: TableRef, fields: Sequence[pa.Field]) -> None:
         """Merge ``fields`` into the table's schema, unless it has them already.
@@ -167,7 +244,7 @@ class LakeTables:
         """
         for attempt in range(COMMIT_ATTEMPTS):
             table = self.table(ref)
-            current = _recorded(table)
+            current = recorded_offsets(table)
             recorded = current.get(partition)
             if recorded is not None and recorded >= end:
                 return recorded  # another leader got here first
@@ -175,13 +252,11 @@ class LakeTables:
             if keep.num_rows == 0:
                 return recorded if recorded is not None else -1
             keep = keep.cast(_aligned(keep.schema, table.schema().as_arrow()))
+            rendered = offsets.render(offsets.merged(current, partition, end))
             try:
-                table.append(
-                    keep,
-                    snapshot_properties={
-                        offsets.SUMMARY_KEY: offsets.render(offsets.merged(current, partition, end))
-                    },
-                )
+                with table.transaction() as txn:  # one commit: the rows and the offsets they bring
+                    txn.set_properties({offsets.PROPERTY_KEY: rendered})
+                    txn.append(keep, snapshot_properties={offsets.SUMMARY_KEY: rendered})
                 return end
             except CommitFailedException:
                 if attempt == COMMIT_ATTEMPTS - 1:
@@ -190,15 +265,20 @@ class LakeTables:
         raise AssertionError("unreachable")
 
 
-def _recorded(table: Table) -> dict[int, int]:
+def recorded_offsets(table: Table) -> dict[int, int]:
+    """Each partition's next offset as ``table``, as loaded, records it (offsets.py): every row below
+    it is in the table's current snapshot and in every later one (a compaction rewrites files, not rows)."""
+    return offsets.recorded(table.metadata.properties, _summaries(table))
+
+
+def _summaries(table: Table) -> Iterator[dict[str, str]]:
+    """The snapshot summaries from the current snapshot back through its ancestors (those not expired)."""
     metadata = table.metadata
     snapshot = table.current_snapshot()
-    summaries = []
     while snapshot is not None:
-        summaries.append(snapshot.summary.additional_properties if snapshot.summary is not None else {})
+        yield snapshot.summary.additional_properties if snapshot.summary is not None else {}
         parent = snapshot.parent_snapshot_id
         snapshot = metadata.snapshot_by_id(parent) if parent is not None else None
-    return offsets.parse(summaries)
 
 
 def _contains(schema: pa.Schema, wanted: pa.Field) -> bool:

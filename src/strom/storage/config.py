@@ -82,6 +82,12 @@ class LogConfig:
     # Iceberg topics (strom.lake): the table a topic's committed records are translated into.
     strom_iceberg_mode: str = "disabled"
     strom_iceberg_target_lag_ms: int = 60_000
+    # Iceberg table maintenance (strom.lake.compaction), by the leader of the topic's partition 0.
+    strom_iceberg_compaction_interval_ms: int = 300_000
+    strom_iceberg_compaction_min_files: int = 8
+    strom_iceberg_compaction_target_file_bytes: int = 128 * 1024 * 1024
+    strom_iceberg_snapshot_retention_ms: int = DAY_MS
+    strom_iceberg_delete: bool = True  # deleting the topic drops its tables
     # Derived: a client's batches are stored as sent (codec kept, CreateTime, no timestamp bounds, no
     # key check): the produce path's fast case (log_append.py). Not a setting.
     stores_as_sent: bool = field(init=False, repr=False, compare=False)
@@ -165,6 +171,26 @@ class LogConfig:
         _require(self.min_compaction_lag_ms >= 0, "min.compaction.lag.ms", "must be non-negative")
         _require(self.file_delete_delay_ms >= 0, "file.delete.delay.ms", "must be non-negative")
         _require(self.strom_iceberg_target_lag_ms >= 1, "strom.iceberg.target.lag.ms", "must be at least 1")
+        _require(
+            self.strom_iceberg_compaction_interval_ms >= -1,
+            "strom.iceberg.compaction.interval.ms",
+            "must be -1 or more",
+        )
+        _require(
+            self.strom_iceberg_compaction_min_files >= 2,
+            "strom.iceberg.compaction.min.files",
+            "must be at least 2",
+        )
+        _require(
+            self.strom_iceberg_compaction_target_file_bytes >= 1,
+            "strom.iceberg.compaction.target.file.bytes",
+            "must be at least 1",
+        )
+        _require(
+            self.strom_iceberg_snapshot_retention_ms >= -1,
+            "strom.iceberg.snapshot.retention.ms",
+            "must be -1 or more",
+        )
         _require(self.local_retention_ms >= -2, "local.retention.ms", "must be -2, -1 or more")
         _require(self.local_retention_bytes >= -2, "local.retention.bytes", "must be -2, -1 or more")
         _require(
@@ -373,6 +399,33 @@ LOG_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ),
     _row(
         "strom.iceberg.target.lag.ms", "LONG", "Iceberg topic: longest time between two commits to its table."
+    ),
+    _row(
+        "strom.iceberg.compaction.interval.ms",
+        "LONG",
+        "Iceberg topic: how often its tables' small files are compacted and old snapshots expired; -1 never.",
+    ),
+    _row(
+        "strom.iceberg.compaction.min.files",
+        "INT",
+        "Iceberg topic: the fewest small files of one table partition (hour) that are rewritten as one.",
+    ),
+    _row(
+        "strom.iceberg.compaction.target.file.bytes",
+        "LONG",
+        "Iceberg topic: data files smaller than this are small; a rewrite writes at most this much.",
+    ),
+    _row(
+        "strom.iceberg.snapshot.retention.ms",
+        "LONG",
+        "Iceberg topic: how long its tables keep a snapshot that is not the current one; -1 forever.",
+    ),
+    _row(
+        "strom.iceberg.delete",
+        "BOOLEAN",
+        "Iceberg topic: deleting the topic drops its tables (false: they stay, and a topic created again "
+        "under the name moves them aside as <table>~<topic id>).",
+        _parse_bool,
     ),
 )
 

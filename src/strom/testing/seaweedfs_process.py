@@ -49,6 +49,9 @@ def _free_ports(count: int) -> list[int]:
 
 
 class SeaweedS3Process:
+    # The ports `command` uses; a subclass running another ``weed`` command names its own.
+    port_names: tuple[str, ...] = _PORT_NAMES
+
     def __init__(
         self, base_dir: str | os.PathLike[str], s3_port: int = 0, volume_size_limit_mb: int = 64
     ) -> None:
@@ -62,7 +65,7 @@ class SeaweedS3Process:
         self._log: IO[bytes] | None = None
 
     def _pick_ports(self) -> dict[str, int]:
-        ports = dict(zip(_PORT_NAMES, _free_ports(len(_PORT_NAMES)), strict=True))
+        ports = dict(zip(self.port_names, _free_ports(len(self.port_names)), strict=True))
         if self._s3_port:
             ports["s3"] = self._s3_port
         return ports

@@ -10,9 +10,13 @@ earlier leader epoch) gets one. The task
    last one's commits stopped, and a broker killed mid-round redoes only what it had not committed;
 2. waits until ``strom.iceberg.target.lag.ms`` has passed since its last commit and the last stable
    offset is past its position, then reads whole batches from its position up to the last stable offset
-   (at most `ROUND_MAX_BYTES`) with their aborted transactions, on the event loop (file reads only);
+   (at most `ROUND_MAX_BYTES`) with their aborted transactions, on the event loop (file reads only,
+   one `READ_CHUNK_BYTES` read per turn of the loop);
 3. hands them to a worker thread (strom.lake.round: decoding, schema evolution, Parquet and the catalog
    commit; the event loop never waits on pyiceberg or pyarrow), then moves its position.
+
+The leader of each such topic's partition 0 also runs its tables' maintenance (maintainer.py:
+compaction and snapshot expiry) on a thread of its own.
 
 The task ends when the broker stops leading the partition (at that epoch) or the topic's mode turns
 ``disabled``; what a deposed leader still commits is harmless, since an append only adds rows past the
@@ -33,15 +37,18 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TypeVar
 
-from strom._util.clock import Clock, sleep_ms
+from strom._util.clock import Clock, sleep_ms, yield_to_loop
 from strom._util.tasks import cancel_and_wait
+from strom.broker.lake.maintainer import maintain_tables, maintains
 from strom.broker.replication.partition import Partition
 from strom.lake.round import Chunk, RoundResult, run_round
 from strom.lake.tables import LakeTables, TableRef
 from strom.lake.translate import KEY_VALUE, SchemaCache, SchemaLookup
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.batch import iter_headers
+from strom.protocol.uuid_text import uuid_text
 from strom.storage.config import LogConfig
+from strom.storage.partition_metadata import read_topic_id
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +94,7 @@ class IcebergTranslator:
         tables: LakeTables,
         clock: Clock,
         interval_ms: int,
+        topic_id_of: Callable[[str], bytes | None],
     ) -> None:
         self._partitions = partitions
         self._log_config_for = log_config_for
@@ -96,7 +104,13 @@ class IcebergTranslator:
         self.interval_ms = max(interval_ms, 10)
         self._tasks: dict[TopicPartition, _Task] = {}
         self.lag: dict[TopicPartition, PartitionLag] = {}
+        self._topic_id_of = topic_id_of  # the metadata's id of a topic, None for none
+        # Iceberg topics this broker translated, as the metadata names them: id and last config.
+        self._alive: dict[str, tuple[str, LogConfig]] = {}
+        self._drops: set[asyncio.Task[None]] = set()
+        self._maintenance: dict[str, _Task] = {}  # by topic: the leader of its partition 0 maintains it
         self._executor: ThreadPoolExecutor | None = None
+        self._maintenance_executor: ThreadPoolExecutor | None = None
 
     async def run(self) -> None:
         """The periodic task (cancelled at shutdown)."""
@@ -111,30 +125,91 @@ class IcebergTranslator:
             await self.stop()
 
     def run_once(self) -> None:
+        self._drop_deleted_topics()
         for part in self._partitions():
-            if not part.is_leader or self._log_config_for(part.topic).strom_iceberg_mode == "disabled":
+            config = self._log_config_for(part.topic)
+            if not part.is_leader or config.strom_iceberg_mode == "disabled":
                 continue
-            running = self._tasks.get(part.tp)
-            if running is not None and not running.task.done() and running.epoch == part.leader_epoch:
-                continue
+            topic_id = self._topic_id_of(part.topic)
+            if topic_id is not None:
+                self._alive[part.topic] = (uuid_text(topic_id), config)
             epoch = part.leader_epoch
-            self._tasks[part.tp] = _Task(epoch, asyncio.create_task(self._lead(part, epoch)))
-        for tp, running in list(self._tasks.items()):
-            if running.task.done():
-                del self._tasks[tp]
+            if not _runs(self._tasks.get(part.tp), epoch):
+                self._tasks[part.tp] = _Task(epoch, asyncio.create_task(self._lead(part, epoch)))
+            if part.index == 0 and maintains(config) and not _runs(self._maintenance.get(part.topic), epoch):
+                task = maintain_tables(
+                    part,
+                    self._topic_id(part),
+                    partial(self._leads, part, epoch),
+                    self._log_config_for,
+                    self._in_maintenance_thread,
+                    self.tables,
+                    self._clock,
+                )
+                self._maintenance[part.topic] = _Task(epoch, asyncio.create_task(task))
+        for tp in [tp for tp, running in self._tasks.items() if running.task.done()]:
+            del self._tasks[tp]
+        for topic in [topic for topic, running in self._maintenance.items() if running.task.done()]:
+            del self._maintenance[topic]
 
     async def stop(self) -> None:
-        tasks = [t.task for t in self._tasks.values()]
+        tasks = [t.task for t in (*self._tasks.values(), *self._maintenance.values())] + [*self._drops]
         self._tasks.clear()
+        self._maintenance.clear()
         await cancel_and_wait(tasks)
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
+        for executor in (self._executor, self._maintenance_executor):
+            if executor is not None:
+                executor.shutdown(wait=False, cancel_futures=True)
+        self._executor = self._maintenance_executor = None
 
     async def _in_thread(self, call: Callable[[], T]) -> T:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="iceberg")
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+
+    async def _in_maintenance_thread(self, call: Callable[[], T]) -> T:
+        if self._maintenance_executor is None:
+            self._maintenance_executor = ThreadPoolExecutor(1, thread_name_prefix="iceberg-maintenance")
+        return await asyncio.get_running_loop().run_in_executor(self._maintenance_executor, call)
+
+    def _topic_id(self, part: Partition) -> str:
+        """The partition's topic id as its log directory records it ("" when it records none)."""
+        recorded = read_topic_id(part.log.dir)
+        return uuid_text(recorded) if recorded is not None else ""
+
+    def _claim(self, main: TableRef) -> dict[int, int]:
+        """The topic's tables made its own (an earlier topic's moved away); its next offsets."""
+        for ref in main.topic_tables():
+            self.tables.claim(ref)
+        return self.tables.next_offsets(main)
+
+    def _drop_deleted_topics(self) -> None:
+        """Drop the tables of each topic translated here that the metadata no longer has (under its
+        id), if its ``strom.iceberg.delete`` is true. Every broker that translated a partition of the
+        topic does: dropping is idempotent, and refuses this broker's rounds still in flight. A
+        partition moved to another broker is not a deletion: its topic is still in the metadata."""
+        for topic, (topic_id, config) in list(self._alive.items()):
+            current = self._topic_id_of(topic)
+            if current is not None and uuid_text(current) == topic_id:
+                continue
+            del self._alive[topic]
+            for tp in [tp for tp in self._tasks if tp[0] == topic]:
+                self._tasks.pop(tp).task.cancel()  # their partitions are gone with the topic
+            if topic in self._maintenance:
+                self._maintenance.pop(topic).task.cancel()
+            if not config.strom_iceberg_delete or not self.tables.forbid(topic_id):
+                continue
+            for ref in TableRef(topic, config.strom_iceberg_mode, topic_id=topic_id).topic_tables():
+                task = asyncio.create_task(self._drop(ref))
+                self._drops.add(task)
+                task.add_done_callback(self._drops.discard)
+
+    async def _drop(self, ref: TableRef) -> None:
+        try:
+            if await self._in_maintenance_thread(partial(self.tables.drop, ref)):
+                log.info("iceberg table %s dropped with its topic", ref.name)
+        except Exception as exc:
+            log.warning("iceberg table %s: drop failed: %r", ref.name, exc)
 
     def _leads(self, part: Partition, epoch: int) -> bool:
         return part.is_leader and part.leader_epoch == epoch
@@ -156,7 +231,8 @@ class IcebergTranslator:
     async def _translate(self, part: Partition, epoch: int, config: LogConfig, lag: PartitionLag) -> None:
         """From the table's offset on, round after round while this broker leads at ``epoch``."""
         mode = config.strom_iceberg_mode
-        recorded = await self._in_thread(partial(self.tables.next_offsets, TableRef(part.topic, mode)))
+        main = TableRef(part.topic, mode, topic_id=self._topic_id(part))
+        recorded = await self._in_thread(partial(self._claim, main))
         position = max(recorded.get(part.index, part.log_start_offset), part.log_start_offset)
         log.info("%s-%d: iceberg translation (%s) from offset %d", part.topic, part.index, mode, position)
         lag.position = position
@@ -185,14 +261,13 @@ class IcebergTranslator:
                     part.log_start_offset,
                 )
                 position = part.log_start_offset
-            chunks, end = self._read(part, position, lso)
+            chunks, end = await self._read(part, position, lso)
             give_up = waiting_since is not None and now - waiting_since >= SCHEMA_PATIENCE_MS
             result: RoundResult = await self._in_thread(
                 partial(
                     run_round,
                     self.tables,
-                    part.topic,
-                    mode,
+                    main,
                     part.index,
                     chunks,
                     position,
@@ -215,13 +290,16 @@ class IcebergTranslator:
                 waiting_since = waiting_since if waiting_since is not None else now
                 await sleep_ms(self._clock, self.interval_ms)
 
-    def _read(self, part: Partition, position: int, lso: int) -> tuple[list[Chunk], int]:
+    async def _read(self, part: Partition, position: int, lso: int) -> tuple[list[Chunk], int]:
         """Whole batches from ``position`` towards ``lso`` (at most ROUND_MAX_BYTES), with their aborted
-        transactions; and the offset the read stops at."""
+        transactions; and the offset the read stops at. One READ_CHUNK_BYTES read at a time, letting
+        the event loop run between two: produce and fetch wait for one chunk's read at most."""
         chunks: list[Chunk] = []
         total = 0
         offset = position
         while offset < lso and total < ROUND_MAX_BYTES:
+            if chunks:
+                await yield_to_loop()
             try:
                 records, aborted = part.read_committed(offset, READ_CHUNK_BYTES, True)
             except KafkaError as exc:
@@ -235,6 +313,10 @@ class IcebergTranslator:
             total += len(data)
             offset = _next_offset_after(data, offset)
         return chunks, min(offset, lso)
+
+
+def _runs(running: _Task | None, epoch: int) -> bool:
+    return running is not None and not running.task.done() and running.epoch == epoch
 
 
 def _next_offset_after(data: bytes, fallback: int) -> int:

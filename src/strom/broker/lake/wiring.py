@@ -35,6 +35,7 @@ class LakeHost:
         log_config_for: Callable[[str], LogConfig],
         schema_lookup: SchemaLookup,
         clock: Clock,
+        topic_id_of: Callable[[str], bytes | None],
     ) -> None:
         self._settings = {name: str(config.get(name)) for name, *_ in LAKE_CONFIGS}
         # Checked now, so that a wrong setting stops the broker at start-up rather than at first use.
@@ -48,6 +49,7 @@ class LakeHost:
         self._log_config_for = log_config_for
         self._schema_lookup = schema_lookup
         self._clock = clock
+        self._topic_id_of = topic_id_of
         self.interval_ms = max(int(self._settings["strom.iceberg.translation.interval.ms"]), 10)
         self.translator: IcebergTranslator | None = None
 
@@ -71,6 +73,7 @@ class LakeHost:
             tables_class(self.catalog),
             self._clock,
             self.interval_ms,
+            self._topic_id_of,
         )
         log.info(
             "iceberg translator started (%s catalog at %s)", self.catalog.kind, self.catalog.properties["uri"]

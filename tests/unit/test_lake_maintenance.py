@@ -1,0 +1,56 @@
+"""Iceberg topics' table maintenance and lifecycle on a real SQL catalog (SQLite) and local warehouse:
+compaction and snapshot expiry racing the writers of three partitions keep every row exactly once and
+each partition's next offset; a table of an earlier topic of the same name is moved aside; a deleted
+topic's tables are dropped and never written again."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from tests.unit.test_lake_tables import key_value_rows, lake_tables, racing_writers, table_pairs
+
+from strom.lake.maintenance import MaintenanceSettings, maintain
+from strom.lake.tables import StaleTopic, TableRef
+from strom.lake.translate import KEY_VALUE
+
+SETTINGS = MaintenanceSettings(min_files=3, target_file_bytes=64 * 1024 * 1024, snapshot_retention_ms=0)
+
+
+def test_compaction_and_expiry_racing_writers_keep_rows_and_offsets(tmp_path: Path) -> None:
+    ref = TableRef("busy", KEY_VALUE)
+    lake_tables(tmp_path).table(ref)
+    writers = racing_writers(tmp_path, ref, 60, 3)
+    maintainer = lake_tables(tmp_path)
+    rewritten = 0
+    while any(t.is_alive() for t in writers):
+        rewritten += maintain(maintainer, ref, SETTINGS, int(time.time() * 1000)).rewritten_files
+    for t in writers:
+        t.join()
+    rewritten += maintain(maintainer, ref, SETTINGS, int(time.time() * 1000) + 1).rewritten_files
+    assert rewritten >= SETTINGS.min_files
+    assert table_pairs(lake_tables(tmp_path), ref) == [(p, o) for p in range(3) for o in range(60)]
+    table = maintainer.table(ref)
+    assert len(table.metadata.snapshots) == 1
+    assert len(list(table.scan().plan_files())) < SETTINGS.min_files  # 60 appends: 60 files at first
+    assert maintainer.next_offsets(ref) == {0: 60, 1: 60, 2: 60}
+
+
+def test_an_earlier_topics_table_is_moved_aside_and_a_deleted_topics_never_comes_back(tmp_path: Path) -> None:
+    tables = lake_tables(tmp_path)
+    old = TableRef("reborn", KEY_VALUE, topic_id="A")
+    tables.append(old, 0, 5, key_value_rows(0, 0, 5))
+    new = TableRef("reborn", KEY_VALUE, topic_id="B")
+    with pytest.raises(StaleTopic):
+        tables.table(new)  # not before it is claimed
+    tables.claim(new)
+    assert tables.next_offsets(new) == {}  # the topic created again starts from offset 0
+    assert table_pairs(lake_tables(tmp_path), TableRef("reborn~A", KEY_VALUE)) == [(0, o) for o in range(5)]
+    tables.append(new, 0, 2, key_value_rows(0, 0, 2))
+    with pytest.raises(StaleTopic):
+        tables.append(old, 0, 9, key_value_rows(0, 5, 4))  # a deposed writer of the earlier topic
+    assert tables.drop(new) and not tables.exists(new)
+    with pytest.raises(StaleTopic):
+        tables.append(new, 0, 4, key_value_rows(0, 2, 2))  # a round still in flight at the deletion
+    assert not tables.exists(new)
