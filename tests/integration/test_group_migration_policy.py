@@ -122,6 +122,11 @@ def test_policy(policy_broker: tuple[str, BrokerProcess]) -> None:
         classic_member = join(raw, consumer_group, topic)
         assert classic_member["error_code"] == 0, classic_member
         assert classic_member["leader"] == "" and classic_member["protocol_name"] == "range"
+        # ConsumerGroupDescribe v1 tells the members' types apart (0 classic, 1 consumer).
+        body = {"group_ids": [consumer_group], "include_authorized_operations": False}
+        (group,) = raw.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, body)["groups"]
+        types = {m["member_id"]: m["member_type"] for m in group["members"]}
+        assert types == {first["member_id"]: 1, classic_member["member_id"]: 0}, types
         # DescribeGroups (the classic API) describes the consumer group as Kafka does.
         body = {"groups": [consumer_group], "include_authorized_operations": False}
         (described,) = raw.call(ApiKey.DESCRIBE_GROUPS, 5, body)["groups"]

@@ -139,6 +139,7 @@ def _described_assignment(
     }
 
 
+CLASSIC_MEMBER_TYPE = 0  # a member served through JoinGroup/SyncGroup (online migration)
 CONSUMER_MEMBER_TYPE = 1
 
 
@@ -160,7 +161,8 @@ def _described(
             "target_assignment": _described_assignment(group.target.get(member.member_id, {}), ids),
         }
         if version >= 1:
-            entry["member_type"] = CONSUMER_MEMBER_TYPE
+            classic = member.uses_classic_protocol
+            entry["member_type"] = CLASSIC_MEMBER_TYPE if classic else CONSUMER_MEMBER_TYPE
         members.append(entry)
     assignor = assignors.choose(list(configured), [m.server_assignor for m in group.members.values()])
     return {
