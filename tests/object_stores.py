@@ -1,5 +1,6 @@
 """Object stores for tests: a SeaweedFS S3 server (module scope, started on loopback ephemeral ports and
-stopped by PID) and a bucket of its own per test, or a directory for the filesystem backend."""
+stopped by PID) and a bucket of its own per test, or a directory for the filesystem backend; the
+settings of a broker tiering to such a bucket, and the keys a bucket holds."""
 
 from __future__ import annotations
 
@@ -61,6 +62,33 @@ def new_bucket(server: SeaweedS3Process) -> str:
 
     asyncio.run(create())
     return bucket
+
+
+def tiered_settings(
+    server: SeaweedS3Process, metadata_partitions: int, interval_ms: int = 300, bucket: str | None = None
+) -> dict[str, str]:
+    """Broker settings: tiered storage on, in a bucket of its own (``bucket`` or a new one), with the
+    remote log manager and local retention checked every ``interval_ms``."""
+    return {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.manager.task.interval.ms": str(interval_ms),
+        "log.retention.check.interval.ms": str(interval_ms),
+        "rlmm.config.remote.log.metadata.topic.num.partitions": str(metadata_partitions),
+        **server.rsm_config(bucket if bucket is not None else new_bucket(server)),
+    }
+
+
+def object_keys(server: SeaweedS3Process, bucket: str, prefix: str) -> list[str]:
+    """The keys under ``prefix`` in ``bucket``."""
+
+    async def listing() -> list[str]:
+        store = S3ObjectStore(s3_settings(server, bucket))
+        try:
+            return [info.key for info in await store.list(prefix)]
+        finally:
+            await store.close()
+
+    return asyncio.run(listing())
 
 
 @pytest.fixture(scope="module")

@@ -21,13 +21,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.testing import BrokerProcess
-from strom.testing.cluster import LocalCluster
 from strom.testing.seaweedfs_process import SeaweedS3Process
 from tests.cluster.conftest import partitions_of, wait_until
-from tests.object_stores import new_bucket, seaweedfs
+from tests.cluster.tiered import create_tiered_topic, in_every_isr, local_segments, seaweedfs, tiered_settings
 
 __all__ = ["seaweedfs"]
 
@@ -78,8 +76,7 @@ def _produce(bootstrap: str, first: int, count: int) -> None:
 
 
 def _local_bytes(broker: BrokerProcess, partition: int) -> int:
-    directory = broker.data_dir / "logs" / f"{TOPIC}-{partition}"
-    return sum(p.stat().st_size for p in directory.glob("*.log"))
+    return sum(local_segments(broker, TOPIC, partition).values())
 
 
 def _read_confluent(bootstrap: str, partition: int) -> Iterator[tuple[int, bytes]]:
@@ -124,37 +121,17 @@ def _check(read: Callable[[str, int], Iterator[tuple[int, bytes]]], bootstrap: s
         count = 0
         for offset, value in read(bootstrap, partition):
             assert offset == count, f"partition {partition}: offset {offset} where {count} was expected"
-            assert value == value_of(partition, count), f"partition {partition}: offset {offset} differs"
+            expected = value_of(partition, count)
+            assert value == expected, (
+                f"partition {partition}: offset {offset} holds {value[:24]!r}, not {expected[:24]!r}"
+            )
             count += 1
         assert count == PER_PARTITION, f"partition {partition}: {count} of {PER_PARTITION} records"
 
 
-def _in_every_isr(cluster: LocalCluster, broker_id: int) -> bool:
-    views = [
-        partitions_of(cluster.bootstrap, TOPIC),
-        partitions_of(cluster.bootstrap, "__remote_log_metadata"),
-    ]
-    return all(broker_id in isr for view in views for _, _, isr in view.values())
-
-
 def test_acceptance(make_cluster: Callable[..., Any], seaweedfs: SeaweedS3Process) -> None:
-    settings = {
-        "remote.log.storage.system.enable": "true",
-        "remote.log.manager.task.interval.ms": "500",
-        "log.retention.check.interval.ms": "500",
-        "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
-        **seaweedfs.rsm_config(new_bucket(seaweedfs)),
-    }
-    cluster = make_cluster(3, **settings)
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    configs = {
-        "remote.storage.enable": "true",
-        "segment.bytes": str(SEGMENT_BYTES),
-        "local.retention.bytes": str(LOCAL_RETENTION_BYTES),
-        "min.insync.replicas": "2",
-    }
-    for future in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config=configs)]).values():
-        future.result(30)
+    cluster = make_cluster(3, **tiered_settings(seaweedfs, metadata_partitions=3, interval_ms=500))
+    create_tiered_topic(cluster.bootstrap, TOPIC, PARTITIONS, SEGMENT_BYTES, LOCAL_RETENTION_BYTES)
 
     chunk = PER_PARTITION // CHUNKS
     for n in range(CHUNKS):
@@ -170,14 +147,16 @@ def test_acceptance(make_cluster: Callable[..., Any], seaweedfs: SeaweedS3Proces
             )
             cluster.brokers[leader].start()
             wait_until(
-                lambda leader=leader: _in_every_isr(cluster, leader), 120, f"broker {leader} back in sync"
+                lambda leader=leader: in_every_isr(cluster.bootstrap, TOPIC, leader),
+                120,
+                f"broker {leader} back in sync",
             )
 
     wiped = cluster.brokers[1]
     wiped.stop()
     shutil.rmtree(wiped.data_dir / "logs")
     wiped.start()
-    wait_until(lambda: _in_every_isr(cluster, 1), 300, "the wiped broker back in every ISR")
+    wait_until(lambda: in_every_isr(cluster.bootstrap, TOPIC, 1), 300, "the wiped broker back in every ISR")
     copied = PER_PARTITION * VALUE_BYTES  # what the wiped broker would hold had it copied the history
     assert all(_local_bytes(wiped, p) < copied // 2 for p in range(PARTITIONS))
 

@@ -11,43 +11,32 @@ next leader finishes the deletion, and the log read from its earliest offset is 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
-from strom.objectstore.s3 import S3ObjectStore
 from strom.testing.cluster import LocalCluster
 from strom.testing.fault_proxy import FaultProxy
 from strom.testing.seaweedfs_process import SeaweedS3Process
 from tests.cluster.conftest import partitions_of, wait_until
+from tests.cluster.tiered import METADATA_TOPIC, create_tiered_topic, produce, seaweedfs, tiered_settings
 from tests.integration.clients import make_client
-from tests.object_stores import new_bucket, s3_settings, seaweedfs
+from tests.object_stores import new_bucket, object_keys
 
 __all__ = ["seaweedfs"]
 
 TOPIC = "tiered-kill"
-METADATA_TOPIC = "__remote_log_metadata"
 
 
 @pytest.fixture
 def proxy(seaweedfs: SeaweedS3Process) -> Iterator[FaultProxy]:
     with FaultProxy(("127.0.0.1", int(seaweedfs.endpoint_url.rsplit(":", 1)[1]))) as running:
         yield running
-
-
-def _produce(bootstrap: str, values: list[bytes]) -> None:
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.num.messages": 20}
-    )
-    for value in values:
-        producer.produce(TOPIC, value, partition=0)
-    assert producer.flush(60) == 0
 
 
 def _events(bootstrap: str) -> dict[str, list[str]]:
@@ -81,17 +70,6 @@ def _in_state(bootstrap: str, last: str) -> list[str]:
     return [segment for segment, states in _events(bootstrap).items() if states[-1] == last]
 
 
-def _keys(seaweedfs: SeaweedS3Process, bucket: str) -> list[str]:
-    async def listing() -> list[str]:
-        store = S3ObjectStore(s3_settings(seaweedfs, bucket))
-        try:
-            return [info.key for info in await store.list(f"{TOPIC}-")]
-        finally:
-            await store.close()
-
-    return asyncio.run(listing())
-
-
 def _leader(cluster: LocalCluster, not_in: tuple[int, ...] = ()) -> int:
     found = wait_until(  # a list: broker 0 is a leader too
         lambda: (lead := partitions_of(cluster.bootstrap, TOPIC)[0][0]) not in (-1, *not_in) and [lead],
@@ -107,33 +85,22 @@ def test_kill_the_leader_mid_copy_and_mid_delete(
 ) -> None:
     bucket = new_bucket(seaweedfs)
     settings = {
-        "remote.log.storage.system.enable": "true",
-        "remote.log.manager.task.interval.ms": "300",
-        "log.retention.check.interval.ms": "300",
-        "rlmm.config.remote.log.metadata.topic.num.partitions": "2",
-        **seaweedfs.rsm_config(bucket),
+        **tiered_settings(seaweedfs, metadata_partitions=2, bucket=bucket),
         "rsm.config.storage.s3.endpoint.url": proxy.url,
         "rsm.config.storage.s3.api.call.attempt.timeout": "60000",  # a stalled call stays in flight
     }
     cluster = make_cluster(3, **settings)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    configs = {
-        "remote.storage.enable": "true",
-        "segment.bytes": "16384",
-        "local.retention.bytes": "16384",
-        "min.insync.replicas": "2",
-    }
-    for future in admin.create_topics([NewTopic(TOPIC, 1, 3, config=configs)]).values():
-        future.result(30)
+    create_tiered_topic(cluster.bootstrap, TOPIC, 1, segment_bytes=16384, local_retention_bytes=16384)
     first = [b"a%06d:" % i + b"x" * 90 for i in range(600)]
-    _produce(cluster.bootstrap, first)
+    produce(cluster.bootstrap, TOPIC, first)
     wait_until(lambda: _in_state(cluster.bootstrap, "COPY_SEGMENT_FINISHED"), 60, "the first copies")
 
     # Mid-copy: the upload hangs after COPY_SEGMENT_STARTED; the leader dies there.
     leader = _leader(cluster)
     with proxy.stalled():
         second = [b"b%06d:" % i + b"y" * 90 for i in range(600)]
-        _produce(cluster.bootstrap, second)
+        produce(cluster.bootstrap, TOPIC, second)
         started = wait_until(
             lambda: _in_state(cluster.bootstrap, "COPY_SEGMENT_STARTED"), 60, "a copy in flight"
         )
@@ -149,7 +116,9 @@ def test_kill_the_leader_mid_copy_and_mid_delete(
         "DELETE_SEGMENT_STARTED",
         "DELETE_SEGMENT_FINISHED",
     ]
-    assert not [key for key in _keys(seaweedfs, bucket) if orphan in key]  # nothing half visible
+    assert not [
+        key for key in object_keys(seaweedfs, bucket, f"{TOPIC}-") if orphan in key
+    ]  # nothing half visible
     cluster.brokers[leader].start()
     got = make_client("confluent-kafka", cluster.bootstrap).consume(TOPIC, 0, 0, 1200, timeout_s=90)
     assert [r.value for r in got] == first + second  # nothing lost, nothing twice
@@ -173,7 +142,7 @@ def test_kill_the_leader_mid_copy_and_mid_delete(
             90,
             "the deletion finished by the next leader",
         )
-        assert not [key for key in _keys(seaweedfs, bucket) if segment in key]
+        assert not [key for key in object_keys(seaweedfs, bucket, f"{TOPIC}-") if segment in key]
     earliest = _earliest(cluster.bootstrap)
     assert earliest > 0  # the expired segments are gone
     tail = (first + second)[earliest:]

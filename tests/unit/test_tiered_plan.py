@@ -130,6 +130,34 @@ def test_overlapping_segments_of_two_leaders_leave_no_hole() -> None:
     }
 
 
+def test_a_reload_from_a_lagging_replica_never_makes_a_finished_copy_look_unfinished() -> None:
+    """The acceptance run's lost segment: a leader recorded COPY_SEGMENT_FINISHED (local retention then
+    dropped those offsets), its leader epoch changed, and its reload read a metadata replica whose high
+    watermark was still below that record. Replacing the state made the segment an 'orphan' in
+    COPY_SEGMENT_STARTED, which the clean-up deleted: a hole in the log. Absorbing the reload keeps it."""
+    known = RemotePartitionMetadata("tid")
+    for md in (metadata("a", 0, 9, S.COPY_SEGMENT_STARTED), metadata("a", 0, 9)):
+        known.apply(md)  # this broker's own records, published and committed
+    lagging = RemotePartitionMetadata("tid")
+    lagging.apply(metadata("a", 0, 9, S.COPY_SEGMENT_STARTED))  # the replica had not the FINISHED yet
+    lagging.apply(metadata("b", 10, 19, S.COPY_SEGMENT_STARTED))  # a real orphan (another leader's)
+    assert lagging.segments_in(S.COPY_SEGMENT_STARTED)[0].segment_id == "a"  # the bad choice
+    known.absorb(lagging)
+    assert [m.segment_id for m in known.segments_in(S.COPY_SEGMENT_STARTED)] == ["b"]
+    assert [m.segment_id for m in known.copied_segments()] == ["a"]
+    assert known.highest_copied_offset == 9
+
+    # Deletions a reload saw are taken in, and no later lagging reload brings the segment back.
+    deleted = RemotePartitionMetadata("tid")
+    for state in (S.COPY_SEGMENT_STARTED, S.COPY_SEGMENT_FINISHED, S.DELETE_SEGMENT_STARTED):
+        deleted.apply(metadata("a", 0, 9, state))
+    deleted.apply(metadata("a", 0, 9, S.DELETE_SEGMENT_FINISHED))
+    known.absorb(deleted)
+    assert known.copied_segments() == [] and known.highest_copied_offset == -1
+    known.absorb(lagging)
+    assert known.copied_segments() == [] and not known.apply(metadata("a", 0, 9))
+
+
 def seg(base: int, nxt: int, size: int = 100, ts: int = 1000) -> SegmentSummary:
     return SegmentSummary(base, nxt, size, ts)
 

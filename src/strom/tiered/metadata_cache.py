@@ -4,9 +4,17 @@
 Each record is a segment's whole metadata in a new state (segment_metadata.py). `apply` keeps the
 latest state per segment id: a record whose state may not follow the known one is ignored (a duplicate
 after a retried append, or an older record replayed late), and DELETE_SEGMENT_FINISHED forgets the
-segment. The remote log is the COPY_SEGMENT_FINISHED segments in offset order; COPY_SEGMENT_STARTED
-ones are either in flight (this broker's copier) or orphans of a crashed copy, which the next leader
-deletes. Pure, no I/O.
+segment (its id is remembered, so no late record brings it back). The remote log is the
+COPY_SEGMENT_FINISHED segments in offset order; COPY_SEGMENT_STARTED ones are either in flight (this
+broker's copier) or orphans of a crashed copy, which the next leader deletes.
+
+Knowledge only grows (`absorb`): a broker reloads a partition's records from its replica of the
+metadata topic, which may lag behind records this broker itself published (committed on the metadata
+partition's leader before this replica learnt the new high watermark). A reload that replaced the
+state would show a segment this broker recorded COPY_SEGMENT_FINISHED as COPY_SEGMENT_STARTED again:
+as leader it would delete it as an orphan, though local retention had already dropped its offsets
+(they were remote), leaving a hole in the log. A reload is therefore merged into what was known, each
+segment keeping the furthest state either has. Pure, no I/O.
 """
 
 from __future__ import annotations
@@ -20,12 +28,16 @@ _S = RemoteLogSegmentState
 
 
 class RemotePartitionMetadata:
-    def __init__(self) -> None:
+    def __init__(self, topic_id: str | None = None) -> None:
+        self.topic_id = topic_id  # the records' topic id (an earlier topic of the same name is another)
         self._segments: dict[str, RemoteLogSegmentMetadata] = {}
+        self._deleted: set[str] = set()  # ids of segments whose DELETE_SEGMENT_FINISHED was seen
         self._copied: list[RemoteLogSegmentMetadata] | None = []  # by start offset; None = to rebuild
 
     def apply(self, metadata: RemoteLogSegmentMetadata) -> bool:
         """Take a record's metadata into account; returns whether it changed anything."""
+        if metadata.segment_id in self._deleted:
+            return False
         known = self._segments.get(metadata.segment_id)
         if known is None:
             if metadata.state is _S.DELETE_SEGMENT_FINISHED:
@@ -39,10 +51,21 @@ class RemotePartitionMetadata:
                 return False
         if metadata.state is _S.DELETE_SEGMENT_FINISHED:
             del self._segments[metadata.segment_id]
+            self._deleted.add(metadata.segment_id)
         else:
             self._segments[metadata.segment_id] = metadata
         self._copied = None
         return True
+
+    def absorb(self, reloaded: RemotePartitionMetadata) -> None:
+        """Merge a reload of the partition's records: deletions it saw, then each of its segments in the
+        furthest state (a state that may not follow the known one is ignored, as in `apply`)."""
+        for segment_id in reloaded._deleted - self._deleted:
+            self._segments.pop(segment_id, None)
+            self._deleted.add(segment_id)
+            self._copied = None
+        for metadata in reloaded._segments.values():
+            self.apply(metadata)
 
     def copied_segments(self) -> list[RemoteLogSegmentMetadata]:
         """The remote log: COPY_SEGMENT_FINISHED segments by start offset."""

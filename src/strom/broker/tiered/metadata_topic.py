@@ -10,9 +10,11 @@ through the replica manager, or as a Produce (acks=-1) to the leader the metadat
 returns once the record is committed, so what a leader records survives its own crash. `load` builds
 a partition's `RemotePartitionMetadata` by reading its metadata partition from the start up to the
 high watermark: from the local replica when this broker hosts one, else as a consumer fetching from
-the leader. A new leader of a tiered partition loads it before it copies anything, and so carries on
-where the last leader stopped. The manager then keeps each loaded state up to date with what it
-publishes itself (a partition has one leader, the only writer of its events).
+the leader; a partition loaded before keeps its one state, which absorbs the reload (a lagging replica
+must not make a finished copy look unfinished, strom.tiered.metadata_cache). A new leader of a tiered
+partition loads it before it copies anything, and so carries on where the last leader stopped. The
+manager then keeps each loaded state up to date with what it publishes itself (a partition has one
+leader, the only writer of its events).
 
 Call only from the broker's event loop.
 """
@@ -128,7 +130,7 @@ class RemoteLogMetadataManager:
         self.ensure_topic()
         target = self.metadata_partition(topic, partition)
         wanted = f"{topic}-{partition}".encode()
-        state = RemotePartitionMetadata()
+        state = RemotePartitionMetadata(topic_id)
         async for value in self._values(target, wanted, from_leader):
             try:
                 metadata = decode(value)
@@ -137,6 +139,11 @@ class RemoteLogMetadataManager:
                 continue
             if metadata.topic_id == topic_id:
                 state.apply(metadata)
+        known = self.loaded.get((topic, partition))
+        if known is not None and known.topic_id == topic_id:
+            # The replica read may lag behind what this broker published: knowledge only grows.
+            known.absorb(state)
+            return known
         self.loaded[(topic, partition)] = state
         return state
 
