@@ -9,12 +9,19 @@ coordinator the restarted broker would start the group over at ``share.auto.offs
 here) and deliver everything again. DescribeShareGroupOffsets (raw protocol: neither admin client has
 it) reads the stored start offset: the first record not accepted after the restart, the end once the
 new consumer accepted everything, -1 for a group that never read the partition.
+
+Releases are durable too: records a silent member held come back after a SIGKILL and restart with
+that member's delivery counted, whether its locks ran out (released at the partition's next fetch)
+or its idle share session was evicted (at the next share request the leader served).
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from strom.protocol.api import ApiKey
 from strom.testing import BrokerProcess
@@ -27,7 +34,7 @@ from tests.integration.share_clients import (
     share_consumers,  # noqa: F401  (the fixture)
 )
 from tests.integration.test_share_groups import CONFIGS as SHARE_CONFIGS
-from tests.integration.test_share_groups import make_topic, produce
+from tests.integration.test_share_groups import make_topic, produce, share_fetch, topic_id_of
 
 # Held records come back by the restart, not by their locks running out.
 CONFIGS = {**SHARE_CONFIGS, "group.share.record.lock.duration.ms": "60000"}
@@ -84,5 +91,58 @@ def test_accepted_records_stay_accepted_across_a_broker_kill(
             return start_offsets(describe_offsets(broker.bootstrap, group, None)) == {(topic, 0): (0, TOTAL)}
 
         assert wait_until(all_accepted, 30), describe_offsets(broker.bootstrap, group, None)
+    finally:
+        broker.stop()
+
+
+def acquired(response: Any) -> list[tuple[int, int, int]]:
+    """(first offset, last offset, delivery count) of a raw ShareFetch answer's one partition."""
+    assert response["error_code"] == 0, response
+    return [
+        (r["first_offset"], r["last_offset"], r["delivery_count"])
+        for t in response["responses"]
+        for p in t["partitions"]
+        for r in p["acquired_records"]
+    ]
+
+
+@pytest.mark.parametrize(
+    "released_by",
+    [{"group.share.record.lock.duration.ms": "1000"}, {"group.share.session.timeout.ms": "1000"}],
+    ids=["lock-expiry", "session-eviction"],
+)
+def test_released_records_keep_their_delivery_count_across_a_broker_kill(
+    tmp_path: Path, released_by: dict[str, str]
+) -> None:
+    long = {"group.share.record.lock.duration.ms": "60000", "group.share.session.timeout.ms": "60000"}
+    broker = BrokerProcess(tmp_path / "data", {**SHARE_CONFIGS, **long, **released_by})
+    broker.start()
+    try:
+        make_topic(broker.bootstrap, "released")
+        make_topic(broker.bootstrap, "other")
+        produce(broker.bootstrap, "released", [f"r{i}" for i in range(10)], per_flush=10)
+        with RawClient(broker.bootstrap) as raw:
+            released, other = topic_id_of(raw, "released"), topic_id_of(raw, "other")
+            assert acquired(share_fetch(raw, "g", "silent", 0, released, [])) == [(0, 9, 1)]
+            time.sleep(1.5)  # past the 1 s lock or session timeout
+            if "group.share.record.lock.duration.ms" in released_by:
+                # Another member's fetch releases the expired records first, then acquires them.
+                assert acquired(share_fetch(raw, "g", "next", 0, released, [])) == [(0, 9, 2)]
+            else:
+                # Any share request at the leader evicts the silent member's idle session first.
+                assert acquired(share_fetch(raw, "g2", "elsewhere", 0, other, [])) == []
+        broker.kill()
+        broker.start()
+        got: list[tuple[int, int, int]] = []
+
+        def redelivered() -> bool:
+            nonlocal got
+            with RawClient(broker.bootstrap) as raw:
+                got = acquired(share_fetch(raw, "g", f"after-{time.monotonic_ns()}", 0, released, []))
+            return bool(got)
+
+        assert wait_until(redelivered, 30)
+        # The release (delivery count 1) was durable; the acquisition after it was not.
+        assert got == [(0, 9, 2)]
     finally:
         broker.stop()

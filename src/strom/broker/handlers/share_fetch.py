@@ -32,6 +32,7 @@ from strom.broker.replication.share_partitions import (
     OPEN_EPOCH,
     AcquireResult,
     SharePartitionManager,
+    ShareSession,
 )
 from strom.coordinator.share.partition import AcknowledgeType
 from strom.protocol import messages as m
@@ -159,10 +160,25 @@ async def _acquire_all(
     return results, errors
 
 
-def _evict_idle(ctx: RequestContext, shares: SharePartitionManager) -> None:
-    """Evict the idle share sessions; fetches waiting on the partitions they held wake up."""
-    for group_id, topic, index in shares.evict_idle():
+async def _released(
+    ctx: RequestContext, shares: SharePartitionManager, released: Iterable[tuple[str, str, int]]
+) -> None:
+    """Records were released on these share-partitions (group, topic, partition): the fetches waiting
+    there wake up, and the releases (their delivery counts) are written to the share coordinator."""
+    for group_id, topic, index in released:
         ctx.ports.purgatory.notify(release_key(group_id, topic, index))
+        await shares.persist(group_id, topic, index)
+
+
+async def _evict_idle(ctx: RequestContext, shares: SharePartitionManager) -> None:
+    """Evict the idle share sessions and release what their members held."""
+    await _released(ctx, shares, shares.evict_idle())
+
+
+async def _close(ctx: RequestContext, shares: SharePartitionManager, session: ShareSession) -> None:
+    """Close the session and release what its member holds."""
+    shares.close_session(session)
+    await _released(ctx, shares, [(session.group_id, topic, index) for topic, index in session.partitions])
 
 
 @handles(ApiKey.SHARE_FETCH)
@@ -175,7 +191,7 @@ async def handle_share_fetch(ctx: RequestContext, req: m.ShareFetchRequest) -> m
     if denied(ctx, Op.READ, Res.GROUP, group_id):
         return _fetch_error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     epoch = int(req["share_session_epoch"])
-    _evict_idle(ctx, shares)
+    await _evict_idle(ctx, shares)
     session, code = shares.session(group_id, member_id, epoch)
     if session is None:
         return _fetch_error(code)
@@ -197,9 +213,7 @@ async def handle_share_fetch(ctx: RequestContext, req: m.ShareFetchRequest) -> m
     results: dict[TopicPartition, AcquireResult] = {}
     read_errors: dict[TopicPartition, ErrorCode] = {}
     if closing:
-        shares.close_session(session)
-        for topic, index in session.partitions:
-            ctx.ports.purgatory.notify(release_key(group_id, topic, index))
+        await _close(ctx, shares, session)
     else:
         results, read_errors = await _fetch(ctx, shares, req, group_id, member_id, sorted(session.partitions))
     return _fetch_response(ctx, shares, topics, errors, acks, results, read_errors)
@@ -311,7 +325,7 @@ async def handle_share_acknowledge(
     epoch = int(req["share_session_epoch"])
     if epoch == OPEN_EPOCH:
         return _ack_error(ErrorCode.INVALID_SHARE_SESSION_EPOCH, "ShareAcknowledge cannot open a session.")
-    _evict_idle(ctx, shares)
+    await _evict_idle(ctx, shares)
     session, code = shares.session(group_id, member_id, epoch)
     if session is None:
         return _ack_error(code)
@@ -324,9 +338,7 @@ async def handle_share_acknowledge(
     ]
     errors, acks = await _acknowledge(ctx, shares, group_id, member_id, topics, None)
     if epoch == CLOSE_EPOCH:
-        shares.close_session(session)
-        for topic, index in session.partitions:
-            ctx.ports.purgatory.notify(release_key(group_id, topic, index))
+        await _close(ctx, shares, session)
     responses: list[m.ShareAcknowledgeResponseTopicResponse] = []
     for topic_id, partitions in topics:
         parts: list[m.ShareAcknowledgeResponsePartitionData] = []

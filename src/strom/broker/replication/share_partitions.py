@@ -31,8 +31,9 @@ never); with nothing stored, the share-partition starts at `share.auto.offset.re
 state is written back at once with this leader's epoch, so a deposed leader's writes are fenced and a
 first start offset holds for the next leader too. `persist` writes the state after a change that
 must outlive this leader (the acknowledgements, before they are answered): one write at a time per
-share-partition, none when nothing durable changed since the last. Releases by lock expiry or a closed
-session go with the next write (a leader lost before it only counts those deliveries short).
+share-partition, none when nothing durable changed since the last. Releases are written as they are
+applied: a lock expiry's at the share-partition's next use, a closed or evicted session's at once (a
+failed write is carried by the next).
 """
 
 from __future__ import annotations
@@ -159,7 +160,8 @@ class SharePartitionManager:
         share = held.partition
         if share.start_offset < part.log_start_offset:
             share.reset_start(part.log_start_offset)  # retention deleted records never delivered
-        share.expire_locks(self._clock.monotonic_ms())
+        if share.expire_locks(self._clock.monotonic_ms()):
+            await self._write(held, key)  # the releases' delivery counts (a failure: the next write)
         return share
 
     async def _load(self, key: tuple[str, str, int], leader_epoch: int) -> _Held:
