@@ -37,7 +37,8 @@ from strom.spark.options import (
     TopicPartitionOffsets,
 )
 
-_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+# Kafka's internal topics (its Topic.isInternal), which a pattern subscription never matches.
+_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 _REQUEST_TIMEOUT_S = 30.0
 T = TypeVar("T")
 
