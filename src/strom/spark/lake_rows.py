@@ -26,7 +26,6 @@ import contextlib
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -133,7 +132,7 @@ def _decoded_rows(
     yield pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
 
 
-def value_struct(rows: pa.Table, data_type: StructType, defaults: Mapping[str, Any]) -> pa.Array:
+def value_struct(rows: pa.Table, data_type: StructType, defaults: Mapping[str, object]) -> pa.Array:
     """The reader schema's struct of each row, from the table's columns by name."""
     target = arrow_type(data_type)
     n = rows.num_rows
@@ -151,10 +150,10 @@ def value_struct(rows: pa.Table, data_type: StructType, defaults: Mapping[str, A
     return pa.StructArray.from_arrays(children, fields=list(target))
 
 
-def avro_defaults(reader_schema: str) -> dict[str, Any]:
+def avro_defaults(reader_schema: str) -> dict[str, object]:
     """The defaults of the record's top-level fields that cannot be null."""
     document = json.loads(reader_schema)
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for f in document.get("fields", []) if isinstance(document, dict) else []:
         kind = f.get("type")
         nullable = kind == "null" or (isinstance(kind, list) and "null" in kind)
