@@ -5,6 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from strom.broker.control.cluster_member import stale_broker_epoch
+from strom.cluster.context import bounced_since
 from strom.cluster.election import (
     NO_LEADER,
     ElectionType,
@@ -18,6 +20,7 @@ from strom.cluster.election import (
     preferred_leader_imbalanced,
     reassignment_leader,
 )
+from strom.cluster.zk_paths import BrokerRegistration
 
 
 def _never() -> bool:
@@ -197,3 +200,18 @@ def test_preferred_election_properties(p: tuple[list[int], list[int], set[int]])
     assert (result is not None) == (replicas[0] in live and replicas[0] in isr)
     if result is not None:
         assert result[0] == replicas[0] and set(result[1]) <= live
+
+
+def test_a_controller_request_for_an_earlier_registration_is_stale() -> None:
+    assert stale_broker_epoch(5, None)  # this process has not registered yet
+    assert stale_broker_epoch(5, 9)  # meant for the registration before ours
+    assert not stale_broker_epoch(9, 9)
+    assert not stale_broker_epoch(-1, None)  # an older request version carries no epoch
+
+
+def test_brokers_registered_since_the_last_controller_took_them_in_are_bounced() -> None:
+    registered = {b: BrokerRegistration(b, "h", 1, None, epoch) for b, epoch in ((1, 10), (2, 20), (3, 30))}
+    assert bounced_since({1: 10, 2: 20, 3: 30}, registered) == set()
+    assert bounced_since({1: 10, 2: 12, 3: 30}, registered) == {2}
+    assert bounced_since({1: 10, 2: 20}, registered) == {3}  # not taken in by any controller yet
+    assert bounced_since(None, registered) == set()  # nothing recorded: registrations trusted

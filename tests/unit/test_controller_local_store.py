@@ -347,3 +347,54 @@ def test_a_topic_written_before_topic_ids_gets_one() -> None:
         assert told == {topic_id}
 
     run(2, scenario)
+
+
+def bounce(store: LocalStore, broker: Broker, clock: ManualClock) -> Broker:
+    """The broker's process restarts: its session ends and the new one registers at once, before the
+    controller's watch runs (so the controller sees only a new registration of the same id)."""
+    broker.session.close()
+    return Broker(store, broker.broker_id, clock)
+
+
+def test_a_bounced_broker_leaves_every_isr_and_its_leaderships_first() -> None:
+    """A restart may have lost unsynced writes: the new process must not keep the old one's
+    leadership or ISR membership (Kafka: a bounce is a failure, then a start)."""
+
+    async def scenario(store: LocalStore, brokers: list[Broker]) -> None:
+        admin = brokers[0].client
+        await create_topic(admin, {0: [2, 3, 1], 1: [1, 2, 3]})
+        before = state(admin, "t", 0)
+        assert before is not None
+        restarted = bounce(store, brokers[1], ManualClock())
+        moved = await until_state(admin, "t", 0, lambda s: s.leader != 2)
+        assert moved.leader == 3 and moved.leader_epoch == before.leader_epoch + 1
+        assert 2 not in moved.isr
+        shrunk = await until_state(admin, "t", 1, lambda s: 2 not in s.isr)
+        assert shrunk.leader == 1
+        channel = brokers[0].channel
+        await until(lambda: channel.brokers.get(2) is not None, "broker 2 live again")
+        told = [e for body in channel.of(ApiKey.LEADER_AND_ISR, 2) for e in body["partition_states"]]
+        assert told and all(e["leader"] != 2 for e in told[-2:])
+        assert admin.get_broker_epochs() == {b: r.epoch for b, r in admin.get_brokers().items()}
+        assert restarted.client.get_brokers()[2].epoch == channel.brokers[2].epoch
+
+    run(3, scenario)
+
+
+def test_a_controller_elected_after_a_bounce_nobody_saw_treats_it_as_one() -> None:
+    """The controller dies, a broker restarts and registers again before another controller is
+    elected: the new controller finds it registered and in the ISR, but under a registration no
+    controller took in (``/strom/broker_epochs``), so it is not left leading what its previous
+    process led."""
+
+    async def scenario(store: LocalStore, brokers: list[Broker]) -> None:
+        admin = brokers[1].client
+        brokers[1].controller.start()  # a candidate
+        await create_topic(admin, {0: [3, 2, 1]})
+        brokers[0].session.close()  # the controller's process dies ...
+        bounce(store, brokers[2], ManualClock())  # ... and broker 3 restarts, all before anyone reacts
+        await until(lambda: brokers[1].controller.active, "the second controller")
+        moved = await until_state(admin, "t", 0, lambda s: s.leader != 3)
+        assert moved.leader == 2 and 3 not in moved.isr
+
+    run(3, scenario)

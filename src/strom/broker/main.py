@@ -48,6 +48,18 @@ class HttpSide(Protocol):
 StartHttpSide = Callable[[BrokerConfig, Broker, Callable[[], int]], Awaitable[HttpSide]]
 
 
+async def serve_plaintext(broker: Broker, host: str, port: int) -> KafkaServer:
+    """One PLAINTEXT listener on ``host:port`` (0: any free port), advertised as bound, and the
+    broker's background work started: how the in-process cluster and the simulation run a broker."""
+    server = KafkaServer(broker.handler_ports, host, port)
+    bound_host, bound_port = await server.start()
+    broker.advertised = Endpoint(bound_host, bound_port)
+    broker.listener_endpoints = {"PLAINTEXT": broker.advertised}
+    broker.listener_protocols = {"PLAINTEXT": "PLAINTEXT"}
+    broker.start_background()
+    return server
+
+
 async def run_broker(
     config: BrokerConfig, stop: asyncio.Event, start_http: StartHttpSide | None = None
 ) -> None:

@@ -20,7 +20,7 @@ from strom.cluster.replica_state import PartitionReplica, ReplicaState, new_repl
 from strom.cluster.state_table import StateTable
 from strom.cluster.zk_paths import BrokerRegistration, TopicAssignment
 
-__all__ = ["ControllerContext", "TopicPartition", "broker_changes"]
+__all__ = ["ControllerContext", "TopicPartition", "bounced_since", "broker_changes"]
 
 
 def broker_changes(
@@ -31,6 +31,15 @@ def broker_changes(
     dead = {b for b in before if b not in after or after[b].epoch != before[b].epoch}
     new = {b for b in after if b not in before or b in dead}
     return dead, new
+
+
+def bounced_since(recorded: dict[int, int] | None, registered: dict[int, BrokerRegistration]) -> set[int]:
+    """Registered brokers whose registration (epoch) is not the one a controller last took in
+    (``recorded``), or that it did not know; none if nothing was ever recorded (a cluster whose
+    controllers did not record them trusts the registrations, as Kafka's ZooKeeper mode does)."""
+    if recorded is None:
+        return set()
+    return {b for b, registration in registered.items() if recorded.get(b) != registration.epoch}
 
 
 @dataclass(slots=True)

@@ -34,9 +34,15 @@ module is the driver: election, the event queue, and the ZooKeeper watches. The 
   resigns and retries the election a second later.
 * **Broker failure**: its replicas go OFFLINE; partitions it led get a new leader from the live ISR
   (unclean election only where the topic enables it); it leaves every ISR it was in; the leader epoch
-  moves on in both cases. **Broker start** (or a bounce: same id, new registration): its replicas go
-  ONLINE, it gets the full metadata and LeaderAndIsr for every partition it replicates; offline
-  partitions it can lead come back.
+  moves on in both cases. **Broker start**: its replicas go ONLINE, it gets the full metadata and
+  LeaderAndIsr for every partition it replicates; offline partitions it can lead come back. A
+  **bounce** (same id, new registration: the process restarted, maybe after a machine crash that lost
+  its unsynced writes) is a failure and then a start, as in Kafka: the partitions are decided first
+  without the broker (it leaves every ISR, its leaderships move), and only then is it live again, a
+  follower that must catch up before a leader adds it back to the ISR. (Its new process refuses
+  whatever was decided for the previous one: requests carry the registration's broker epoch.) The
+  registrations taken in are recorded (``/strom/broker_epochs``), so that a controller elected after
+  a broker registered again, before any controller saw it, still treats that broker as bounced.
 * **New topics and partitions** appear through the topic watches: NEW, then ONLINE with the first live
   replica as leader.
 * **Time.** The election retry after a ZooKeeper error and the periodic checks (reassignments, auto
@@ -55,9 +61,9 @@ from typing import Any
 
 from strom._util.clock import Clock, sleep_ms
 from strom.cluster import zk_paths as paths
-from strom.cluster.context import ControllerContext, TopicPartition, broker_changes
+from strom.cluster.context import ControllerContext, TopicPartition, bounced_since, broker_changes
 from strom.cluster.controlled_shutdown import ControlledShutdown
-from strom.cluster.election import ElectionType, hit_by_broker_failure
+from strom.cluster.election import NO_LEADER, ElectionType, hit_by_broker_failure
 from strom.cluster.kafka_metadata import KafkaMetadataClient
 from strom.cluster.leader_election import LeaderElections
 from strom.cluster.metadata_store import ControllerMovedError, MetadataStoreError
@@ -66,7 +72,7 @@ from strom.cluster.propagation import ControllerChannel, ControllerRequests
 from strom.cluster.reassignment import Reassignments, in_flight
 from strom.cluster.replica_state import ReplicaState
 from strom.cluster.topic_deletion import TopicDeletion
-from strom.cluster.zk_paths import TopicAssignment
+from strom.cluster.zk_paths import BrokerRegistration, TopicAssignment
 from strom.protocol.errors import ErrorCode
 from strom.protocol.uuid_text import ZERO_UUID, new_uuid, uuid_text
 
@@ -83,6 +89,9 @@ class ControllerConfig:
     leader_imbalance_check_interval_s: float = 300.0
     unclean_leader_election_default: bool = False
     reassignment_check_interval_s: float = 1.0
+    #: Record the registrations taken in (``/strom/broker_epochs``); a cluster of one has no other
+    #: replica to prefer over a bounced broker, and does not.
+    record_broker_epochs: bool = True
 
 
 Event = Callable[[], None]
@@ -233,7 +242,13 @@ class Controller:
         self.requests.reset()
         # Watch first, then read: a broker registering in between fires the watch instead of being missed.
         self.zk.watch_children(paths.BROKER_IDS, lambda: self.enqueue(self._on_broker_change))
-        ctx.live = self.zk.get_brokers()
+        registered = self.zk.get_brokers()
+        # Brokers registered again since the last controller took them in: bounced (see above).
+        recorded = self.zk.get_broker_epochs() if self.config.record_broker_epochs else None
+        bounced = bounced_since(recorded, registered)
+        if bounced:
+            log.info("controller: brokers %s registered again since the last controller", sorted(bounced))
+        ctx.live = {b: registration for b, registration in registered.items() if b not in bounced}
         self.requests.set_brokers()
         self._load_topics(
             self.zk.watch_children(paths.BROKER_TOPICS, lambda: self.enqueue(self._on_topic_change))
@@ -241,7 +256,6 @@ class Controller:
         # Every state znode in one pipelined read; then the writes, batched: first leaders for
         # partitions that never had one, new leaders (or smaller ISRs) where brokers are gone.
         stored = self.partitions.initialize_all(ctx.all_partitions())
-        self.partitions.bring_online_all([tp for tp, state in stored.items() if state is None])
         self.partitions.handle_offline_all(
             [
                 tp
@@ -250,6 +264,11 @@ class Controller:
                 and (state.leader not in ctx.live or any(b not in ctx.live for b in state.isr))
             ]
         )
+        if bounced:
+            self._start_bounced(registered, bounced)
+            ctx.replica_states.transition_all(ctx.replicas_on(bounced), ReplicaState.ONLINE, "broker started")
+        self.partitions.bring_online_all([tp for tp, state in stored.items() if state is None])
+        self._record_broker_epochs()
         self.requests.leader_and_isr(set(ctx.leadership), full=True)
         self.requests.update_metadata()
         self._on_isr_change()
@@ -320,23 +339,28 @@ class Controller:
         self.zk.watch_children(paths.BROKER_IDS, lambda: self.enqueue(self._on_broker_change))
         current = self.zk.get_brokers()
         dead, new = broker_changes(ctx.live, current)
-        ctx.live = current
         ctx.shutting_down -= dead
-        self.requests.set_brokers()
         if dead or new:
             log.info(
                 "controller: brokers now %s (dead %s, new %s)", sorted(current), sorted(dead), sorted(new)
             )
+        # The failures first, decided without every dead broker, a bounced one included.
+        ctx.live = {b: registration for b, registration in current.items() if b not in dead}
+        self.requests.set_brokers()
         ctx.replica_states.transition_all(ctx.replicas_on(dead), ReplicaState.OFFLINE, "broker failure")
         everything = ctx.all_partitions()
-        changed = self.partitions.bring_online_all([tp for tp in everything if tp not in ctx.leadership])
-        changed |= self.partitions.handle_offline_all(
+        changed = self.partitions.handle_offline_all(
             [
                 tp
                 for tp in everything
                 if tp in ctx.leadership and hit_by_broker_failure(ctx.leadership[tp], dead)
             ]
         )
+        if dead & new:
+            changed |= self._start_bounced(current, dead & new)
+        changed |= self.partitions.bring_online_all([tp for tp in everything if tp not in ctx.leadership])
+        if dead or new:
+            self._record_broker_epochs()
         self.requests.update_metadata()
         if changed:
             self.requests.leader_and_isr(changed)
@@ -344,6 +368,28 @@ class Controller:
             ctx.replica_states.transition_all(ctx.replicas_on(new), ReplicaState.ONLINE, "broker started")
             bounced = {tp for tp in ctx.all_partitions() if any(b in new for b in ctx.replicas(tp))}
             self.requests.leader_and_isr(bounced, full=True, to=new)
+
+    def _record_broker_epochs(self) -> None:
+        if self.config.record_broker_epochs:
+            epochs = {b: r.epoch for b, r in self.ctx.live.items()}
+            self.zk.set_broker_epochs(epochs, self.ctx.epoch_zk_version)
+
+    def _start_bounced(
+        self, registered: dict[int, BrokerRegistration], bounced: set[int]
+    ) -> set[TopicPartition]:
+        """Bounced brokers live again after their failure was decided: their replicas come back
+        (OFFLINE -> ONLINE later, with their LeaderAndIsr), and a partition nobody else could lead
+        may elect one of them (as its last ISR member, Kafka's rule); returns the partitions changed."""
+        ctx = self.ctx
+        ctx.live = dict(registered)
+        self.requests.set_brokers()
+        return self.partitions.handle_offline_all(
+            [
+                tp
+                for tp in ctx.all_partitions()
+                if tp in ctx.leadership and ctx.leadership[tp].leader == NO_LEADER
+            ]
+        )
 
     def on_topic_change(self) -> None:
         """The topic list changed (the watch's event; a cluster of one runs it at once)."""

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from strom.cluster import zk_paths as paths
 from strom.cluster.metadata_store import (
     BadVersionError,
+    Check,
     ControllerMovedError,
     Create,
     MetadataStore,
@@ -82,13 +83,16 @@ class KafkaMetadataClient(PartitionStateOps):
             return paths.decode_cluster_id(data)
 
     # brokers ---------------------------------------------------------------------------------------
-    def register_broker(self, registration: BrokerRegistration) -> None:
-        """Create the ephemeral ``/brokers/ids/<id>``; a live broker with the same id is an error."""
+    def register_broker(self, registration: BrokerRegistration) -> int:
+        """Create the ephemeral ``/brokers/ids/<id>``; a live broker with the same id is an error.
+
+        Returns the registration's broker epoch (the znode's czxid, what the controller reads as
+        `BrokerRegistration.epoch` and puts in its requests to this broker)."""
         path = paths.broker_path(registration.broker_id)
         for _attempt in range(3):
             try:
                 self.store.create(path, registration.encode(), ephemeral=True)
-                return
+                _, stat = self.store.get(path)
             except NodeExistsError:
                 try:
                     _, stat = self.store.get(path)
@@ -99,10 +103,36 @@ class KafkaMetadataClient(PartitionStateOps):
                     raise MetadataStoreError(
                         f"broker id {registration.broker_id} is already registered"
                     ) from None
-                return
+                return stat.czxid
+            except NoNodeError:
+                continue  # our session expired right after the create: create again
+            if stat.ephemeral_owner == self.store.session_id:
+                return stat.czxid
         raise MetadataStoreError(
             f"registering broker {registration.broker_id} kept racing with another owner"
         )
+
+    def get_broker_epochs(self) -> dict[int, int] | None:
+        """The registrations the last active controller took in (None: no controller recorded any)."""
+        try:
+            data, _ = self.store.get(paths.BROKER_EPOCHS)
+        except NoNodeError:
+            return None
+        return paths.decode_broker_epochs(data)
+
+    def set_broker_epochs(self, epochs: dict[int, int], epoch_zk_version: int) -> None:
+        """Record the registrations this controller has taken in (fenced by the controller epoch)."""
+        data = paths.encode_broker_epochs(epochs)
+        self.store.ensure_path(paths.BROKER_EPOCHS.rsplit("/", 1)[0])
+        write = SetData(paths.BROKER_EPOCHS, data) if self.store.exists(paths.BROKER_EPOCHS) else None
+        try:
+            self.store.multi(
+                [Check(paths.CONTROLLER_EPOCH, epoch_zk_version), write or Create(paths.BROKER_EPOCHS, data)]
+            )
+        except MultiFailed as failed:
+            if failed.index == 0:
+                raise ControllerMovedError("controller epoch changed") from None
+            raise MetadataStoreError(f"recording broker epochs: {failed.cause}") from None
 
     def get_brokers(self) -> dict[int, BrokerRegistration]:
         found: dict[int, BrokerRegistration] = {}

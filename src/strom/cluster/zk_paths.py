@@ -26,6 +26,9 @@ The layout follows Kafka's ZooKeeper mode (2.x/3.x) so its documentation maps on
 | ``/isr_change_notification/isr_change_<seq>`` | persistent sequential | ``{"version": 1, "partitions":
   [{"topic", "partition"}]}``: a leader changed ISRs; the controller re-reads them and tells brokers |
 | ``/latest_producer_id_block`` | persistent | ``{"version": 1, "broker", "block_start", "block_end"}`` |
+| ``/strom/broker_epochs`` | persistent | ``{"version": 1, "epochs": {"<id>": epoch}}`` (Strom's own): the
+  registration (broker epoch) of each live broker that the active controller has taken in; a new
+  controller treats a broker registered since as one that failed and started again |
 
 Topic assignment and partition state znodes are changed only by conditional writes on the version the
 writer read (``set(path, data, version)``): two writers can never both win.
@@ -54,6 +57,7 @@ CONFIG_USERS = "/config/users"
 DELETE_TOPICS = "/admin/delete_topics"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+BROKER_EPOCHS = "/strom/broker_epochs"
 PERSISTENT_PATHS = (
     "/cluster",
     BROKER_IDS,
@@ -79,6 +83,15 @@ def partition_state_path(topic: str, partition: int) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS}/{topic}"
+
+
+def encode_broker_epochs(epochs: Mapping[int, int]) -> bytes:
+    return _dumps({"version": 1, "epochs": {str(b): e for b, e in sorted(epochs.items())}})
+
+
+def decode_broker_epochs(data: bytes) -> dict[int, int]:
+    doc = json.loads(data)
+    return {int(b): int(e) for b, e in doc.get("epochs", {}).items()}
 
 
 def _dumps(doc: Mapping[str, JsonValue]) -> bytes:

@@ -15,6 +15,11 @@ one version (0) each, classic (non-flexible) encoding. They are never advertised
   request to that broker, and the topics deleted since, and the broker merges it into its cache. The
   controller sends a full one first to every broker (after its election and after each registration).
 * StopReplica: stop fetching (and optionally delete) some partitions' replicas on a broker.
+* ``BrokerEpoch`` (LeaderAndIsr and StopReplica v1, UpdateMetadata v2; KIP-380): the epoch of the
+  target broker's registration the controller knows (the czxid of its ``/brokers/ids`` znode). A
+  broker refuses a request meant for an earlier registration (STALE_BROKER_EPOCH), so a restarted
+  broker never acts on what a controller decided for the process that ran before it; -1 (the older
+  versions) is not checked.
 * ControlledShutdown: a stopping broker asks the controller to move its leaderships away first; the
   response lists the partitions it still leads.
 """
@@ -66,6 +71,7 @@ INTERNAL_SPECS: list[SpecJson] = [
         [
             _f("ControllerId", _I32),
             _f("ControllerEpoch", _I32),
+            _f("BrokerEpoch", "int64", versions="1+", default="-1"),
             _f(
                 "PartitionStates",
                 "[]LeaderAndIsrPartitionState",
@@ -90,6 +96,7 @@ INTERNAL_SPECS: list[SpecJson] = [
                 fields=[_f("BrokerId", _I32), _f("HostName", "string"), _f("Port", _I32)],
             ),
         ],
+        valid="0-1",
     ),
     _message(
         "LeaderAndIsrResponse",
@@ -99,6 +106,7 @@ INTERNAL_SPECS: list[SpecJson] = [
             _f("ErrorCode", "int16"),
             _f("PartitionErrors", "[]LeaderAndIsrPartitionError", fields=_PARTITION_ERROR),
         ],
+        valid="0-1",
     ),
     _message(
         "StopReplicaRequest",
@@ -107,6 +115,7 @@ INTERNAL_SPECS: list[SpecJson] = [
         [
             _f("ControllerId", _I32),
             _f("ControllerEpoch", _I32),
+            _f("BrokerEpoch", "int64", versions="1+", default="-1"),
             _f("DeletePartitions", "bool"),
             _f(
                 "Partitions",
@@ -114,6 +123,7 @@ INTERNAL_SPECS: list[SpecJson] = [
                 fields=[_f("TopicName", "string"), _f("PartitionIndex", _I32)],
             ),
         ],
+        valid="0-1",
     ),
     _message(
         "StopReplicaResponse",
@@ -123,6 +133,7 @@ INTERNAL_SPECS: list[SpecJson] = [
             _f("ErrorCode", "int16"),
             _f("PartitionErrors", "[]StopReplicaPartitionError", fields=_PARTITION_ERROR),
         ],
+        valid="0-1",
     ),
     _message(
         "UpdateMetadataRequest",
@@ -170,10 +181,11 @@ INTERNAL_SPECS: list[SpecJson] = [
             ),
             _f("Type", "int8", versions="1+", default="2"),
             _f("DeletedTopics", "[]string", versions="1+"),
+            _f("BrokerEpoch", "int64", versions="2+", default="-1"),
         ],
-        valid="0-1",
+        valid="0-2",
     ),
-    _message("UpdateMetadataResponse", "response", 6, [_f("ErrorCode", "int16")], valid="0-1"),
+    _message("UpdateMetadataResponse", "response", 6, [_f("ErrorCode", "int16")], valid="0-2"),
     _message(
         "ControlledShutdownRequest",
         "request",

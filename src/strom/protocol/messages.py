@@ -329,7 +329,7 @@ class MetadataResponse(TypedDict):
 
 
 class LeaderAndIsrRequestPartitionState(TypedDict):
-    """LeaderAndIsrRequest v0: PartitionState."""
+    """LeaderAndIsrRequest v0-1: PartitionState."""
 
     topic_name: str
     topic_id: bytes
@@ -346,7 +346,7 @@ class LeaderAndIsrRequestPartitionState(TypedDict):
 
 
 class LeaderAndIsrRequestLiveLeader(TypedDict):
-    """LeaderAndIsrRequest v0: LiveLeader."""
+    """LeaderAndIsrRequest v0-1: LiveLeader."""
 
     broker_id: int
     host_name: str
@@ -354,16 +354,17 @@ class LeaderAndIsrRequestLiveLeader(TypedDict):
 
 
 class LeaderAndIsrRequest(TypedDict):
-    """LeaderAndIsrRequest v0."""
+    """LeaderAndIsrRequest v0-1."""
 
     controller_id: int
     controller_epoch: int
+    broker_epoch: NotRequired[int]  # v1
     partition_states: list[LeaderAndIsrRequestPartitionState]
     live_leaders: list[LeaderAndIsrRequestLiveLeader]
 
 
 class LeaderAndIsrResponsePartitionError(TypedDict):
-    """LeaderAndIsrResponse v0: PartitionError."""
+    """LeaderAndIsrResponse v0-1: PartitionError."""
 
     topic_name: str
     partition_index: int
@@ -371,30 +372,31 @@ class LeaderAndIsrResponsePartitionError(TypedDict):
 
 
 class LeaderAndIsrResponse(TypedDict):
-    """LeaderAndIsrResponse v0."""
+    """LeaderAndIsrResponse v0-1."""
 
     error_code: int
     partition_errors: list[LeaderAndIsrResponsePartitionError]
 
 
 class StopReplicaRequestPartition(TypedDict):
-    """StopReplicaRequest v0: Partition."""
+    """StopReplicaRequest v0-1: Partition."""
 
     topic_name: str
     partition_index: int
 
 
 class StopReplicaRequest(TypedDict):
-    """StopReplicaRequest v0."""
+    """StopReplicaRequest v0-1."""
 
     controller_id: int
     controller_epoch: int
+    broker_epoch: NotRequired[int]  # v1
     delete_partitions: bool
     partitions: list[StopReplicaRequestPartition]
 
 
 class StopReplicaResponsePartitionError(TypedDict):
-    """StopReplicaResponse v0: PartitionError."""
+    """StopReplicaResponse v0-1: PartitionError."""
 
     topic_name: str
     partition_index: int
@@ -402,14 +404,14 @@ class StopReplicaResponsePartitionError(TypedDict):
 
 
 class StopReplicaResponse(TypedDict):
-    """StopReplicaResponse v0."""
+    """StopReplicaResponse v0-1."""
 
     error_code: int
     partition_errors: list[StopReplicaResponsePartitionError]
 
 
 class UpdateMetadataRequestPartitionState(TypedDict):
-    """UpdateMetadataRequest v0-1: PartitionState."""
+    """UpdateMetadataRequest v0-2: PartitionState."""
 
     partition_index: int
     controller_epoch: int
@@ -422,7 +424,7 @@ class UpdateMetadataRequestPartitionState(TypedDict):
 
 
 class UpdateMetadataRequestTopicState(TypedDict):
-    """UpdateMetadataRequest v0-1: TopicState."""
+    """UpdateMetadataRequest v0-2: TopicState."""
 
     topic_name: str
     topic_id: bytes
@@ -430,7 +432,7 @@ class UpdateMetadataRequestTopicState(TypedDict):
 
 
 class UpdateMetadataRequestEndpoint(TypedDict):
-    """UpdateMetadataRequest v0-1: Endpoint."""
+    """UpdateMetadataRequest v0-2: Endpoint."""
 
     listener: str
     host: str
@@ -438,7 +440,7 @@ class UpdateMetadataRequestEndpoint(TypedDict):
 
 
 class UpdateMetadataRequestBroker(TypedDict):
-    """UpdateMetadataRequest v0-1: Broker."""
+    """UpdateMetadataRequest v0-2: Broker."""
 
     id: int
     host: str
@@ -448,18 +450,19 @@ class UpdateMetadataRequestBroker(TypedDict):
 
 
 class UpdateMetadataRequest(TypedDict):
-    """UpdateMetadataRequest v0-1."""
+    """UpdateMetadataRequest v0-2."""
 
     controller_id: int
     controller_epoch: int
     topics: list[UpdateMetadataRequestTopicState]
     live_brokers: list[UpdateMetadataRequestBroker]
-    type: NotRequired[int]  # v1
-    deleted_topics: NotRequired[list[str]]  # v1
+    type: NotRequired[int]  # v1-2
+    deleted_topics: NotRequired[list[str]]  # v1-2
+    broker_epoch: NotRequired[int]  # v2
 
 
 class UpdateMetadataResponse(TypedDict):
-    """UpdateMetadataResponse v0-1."""
+    """UpdateMetadataResponse v0-2."""
 
     error_code: int
 

@@ -65,6 +65,8 @@ class Topology:
         self.brokers: dict[int, tuple[str, int]] = {}
         self.leaders: dict[int, tuple[int, int]] = {}  # partition -> (leader id, leader epoch)
         self.in_sync: dict[int, bool] = {}  # partition -> every replica in the ISR
+        self.replicas: dict[int, list[int]] = {}  # partition -> its replicas, as Metadata lists them
+        self.controller_id = -1
 
     def connection(self, address: tuple[str, int]) -> BrokerConnection:
         conn = self._connections.get(address)
@@ -92,9 +94,11 @@ class Topology:
             except ConnectionError:
                 continue
             self.brokers = {b["node_id"]: (b["host"], b["port"]) for b in answer["brokers"]}
+            self.controller_id = answer["controller_id"]
             for topic in answer["topics"]:
                 for p in topic["partitions"]:
                     self.in_sync[p["partition_index"]] = set(p["isr_nodes"]) == set(p["replica_nodes"])
+                    self.replicas[p["partition_index"]] = list(p["replica_nodes"])
                     if p["error_code"] == 0 and p["leader_id"] >= 0:
                         self.leaders[p["partition_index"]] = (p["leader_id"], p["leader_epoch"])
                     else:

@@ -37,10 +37,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from strom.broker.broker import Broker, Endpoint
+from strom.broker.broker import Broker
 from strom.broker.config import BrokerConfig
+from strom.broker.main import serve_plaintext
 from strom.broker.network.server import KafkaServer
+from strom.cluster import zk_paths as paths
 from strom.cluster.local_store import LocalSession, LocalStore
+from strom.cluster.zk_paths import PartitionStateDoc, TopicAssignment
 from strom.sim.clock import SimClock
 from strom.sim.disk import SimDisk, SimFileSystem
 from strom.sim.loop import SimulatedLoop
@@ -154,12 +157,7 @@ class SimWorld:
             self.store.register(session)
         clock = SimClock(self.loop, self.clock_offsets[broker_id])
         broker = Broker(BrokerConfig(props), clock=clock, metadata_store=session)
-        server = KafkaServer(broker.handler_ports, host, PORT)
-        await server.start()
-        broker.advertised = Endpoint(host, PORT)
-        broker.listener_endpoints = {"PLAINTEXT": broker.advertised}
-        broker.listener_protocols = {"PLAINTEXT": "PLAINTEXT"}
-        broker.start_background()
+        server = await serve_plaintext(broker, host, PORT)
         member = SimBroker(broker_id, broker, server, session, clock)
         self.brokers[broker_id] = member
         return member
@@ -263,6 +261,22 @@ class SimWorld:
                 if node is not None and node.owner == member.session.session_id:
                     live.append(broker_id)
         return live
+
+    def in_every_isr(self, broker_id: int) -> bool:
+        """Whether the broker is in the ISR of every partition it replicates (it has caught up)."""
+        with self.store.lock:
+            topics = self.store.lookup(paths.BROKER_TOPICS)
+            for topic in sorted(topics.children if topics is not None else ()):
+                node = self.store.lookup(paths.topic_path(topic))
+                if node is None:
+                    continue
+                for p, replicas in TopicAssignment.decode(node.data).partitions.items():
+                    state = self.store.lookup(paths.partition_state_path(topic, p))
+                    if broker_id in replicas and (
+                        state is None or broker_id not in PartitionStateDoc.decode(state.data).isr
+                    ):
+                        return False
+        return True
 
     def controller(self) -> int | None:
         for broker_id, member in self.brokers.items():

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from strom._util.clock import ManualClock
-from strom.broker.broker import Broker, Endpoint
+from strom.broker.broker import Broker
 from strom.broker.config import BrokerConfig
 from strom.broker.control.cluster_member import ClusterMember
+from strom.broker.main import serve_plaintext
 from strom.broker.network.server import KafkaServer
 from strom.cluster.local_store import LocalSession, LocalStore
 
@@ -86,13 +87,8 @@ class InProcessCluster:
         }
         session = self.store.session(asyncio.get_running_loop())
         broker = Broker(BrokerConfig(props), clock=self.clock, metadata_store=session)
-        server = KafkaServer(broker.handler_ports, "127.0.0.1", 0)
-        host, port = await server.start()
-        broker.advertised = Endpoint(host, port)
-        broker.listener_endpoints = {"PLAINTEXT": broker.advertised}
-        broker.listener_protocols = {"PLAINTEXT": "PLAINTEXT"}
-        broker.start_background()
-        member = Member(broker, server, session, port)
+        server = await serve_plaintext(broker, "127.0.0.1", 0)
+        member = Member(broker, server, session, broker.advertised.port)
         self.members[broker_id] = member
         await self.until(lambda: broker_id in self.registered(), f"broker {broker_id} to register")
         return member

@@ -16,7 +16,16 @@ apart). It owns
   quotas and the dynamic broker configs);
 * topic administration: create (the assignment, decided by `strom.broker.control.topic_admin`, written to
   ZooKeeper; the controller does the rest), delete (marked for the controller), add partitions, configs;
-* controlled shutdown: before stopping, ask the controller to move leadership away.
+* controlled shutdown: before stopping, ask the controller to move leadership away;
+* the broker epoch (KIP-380): the epoch of this process's registration. A controller's request carries
+  the epoch of the registration it decided for; one meant for an earlier registration, or arriving
+  before this process has registered at all, is refused with STALE_BROKER_EPOCH. A process restarted
+  within the session timeout finds the previous one still registered: without this fence a controller
+  that has not seen the restart (or one elected meanwhile) would make it leader or in-sync follower
+  with the previous process's state while its log may have lost what that process had acknowledged (a
+  machine crash loses unsynced writes). Once it registers, the controller sees a new epoch and treats it
+  as a broker that failed and started (`strom.cluster.controller`): out of every ISR, its leaderships
+  moved, then a follower that must catch up.
 
 While ZooKeeper is unreachable the administrative requests that need it fail with REQUEST_TIMED_OUT (a
 retriable error, what a ZooKeeper-mode Kafka broker answers once its ZooKeeper wait expires) instead of
@@ -101,7 +110,19 @@ class _ConfigChange:
     user: str | None
 
 
+def stale_broker_epoch(request_epoch: int, registered: int | None) -> bool:
+    """Whether a controller's request was meant for an earlier registration of this broker id than
+    ``registered`` (or comes before this process registered: None); -1, a request without an epoch
+    (an older version), is not checked."""
+    if request_epoch == -1:
+        return False
+    return registered is None or request_epoch < registered
+
+
 class ClusterMember:
+    #: See `ControllerConfig.record_broker_epochs` (a single node does not).
+    RECORDS_BROKER_EPOCHS = True
+
     def __init__(
         self,
         config: BrokerConfig,
@@ -138,6 +159,7 @@ class ClusterMember:
                     config.get("leader.imbalance.check.interval.seconds")
                 ),
                 unclean_leader_election_default=bool(config.get("unclean.leader.election.enable")),
+                record_broker_epochs=self.RECORDS_BROKER_EPOCHS,
             ),
             clock,
         )
@@ -149,6 +171,8 @@ class ClusterMember:
         self._config_changes_task: asyncio.Task[None] | None = None
         self._registration_task: asyncio.Task[None] | None = None
         self._reregistration_task: asyncio.Task[None] | None = None
+        #: The epoch of this process's current registration; None until it has registered.
+        self.broker_epoch: int | None = None
 
     def _controller_channel(self) -> ControllerChannel:
         """How this broker's controller reaches brokers (the network; a single node overrides it)."""
@@ -200,7 +224,7 @@ class ClusterMember:
         delay_ms = 500
         while True:
             try:
-                self.metadata_client.register_broker(self.registration())
+                self.broker_epoch = self.metadata_client.register_broker(self.registration())
                 break
             except MetadataStoreError as exc:
                 if deadline_ms is not None and self._clock.monotonic_ms() > deadline_ms:
@@ -389,11 +413,24 @@ class ClusterMember:
         return False
 
     # requests only a controller sends -------------------------------------------------------------
+    def stale_broker_epoch(self, request_epoch: int) -> bool:
+        stale = stale_broker_epoch(request_epoch, self.broker_epoch)
+        if stale:
+            log.info(
+                "broker %d: refusing a controller request for broker epoch %d (ours: %s)",
+                self.node_id,
+                request_epoch,
+                self.broker_epoch,
+            )
+        return stale
+
     async def leader_and_isr(self, body: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
         """Applied in slices of `LEADER_AND_ISR_SLICE` partitions with the event loop let go between
         them: a LeaderAndIsr for thousands of partitions (a broker failure, a new controller) would
         otherwise hold the loop for seconds, and on the controller's own broker that holds back the
         controller's requests to every other broker, which then start only after it."""
+        if self.stale_broker_epoch(body.get("broker_epoch", -1)):
+            return {"error_code": int(ErrorCode.STALE_BROKER_EPOCH), "partition_errors": []}
         states = body["partition_states"]
         if len(states) <= LEADER_AND_ISR_SLICE:
             return self.replica_manager.become_leader_or_follower(body)
@@ -414,9 +451,13 @@ class ClusterMember:
         return {"error_code": 0, "partition_errors": errors}
 
     def stop_replica(self, body: StopReplicaRequest) -> StopReplicaResponse:
+        if self.stale_broker_epoch(body.get("broker_epoch", -1)):
+            return {"error_code": int(ErrorCode.STALE_BROKER_EPOCH), "partition_errors": []}
         return self.replica_manager.stop_replicas(body)
 
     def update_metadata(self, body: UpdateMetadataRequest) -> ErrorCode:
+        if self.stale_broker_epoch(body.get("broker_epoch", -1)):
+            return ErrorCode.STALE_BROKER_EPOCH
         if not self.metadata.apply_update_metadata(body):
             return ErrorCode.STALE_CONTROLLER_EPOCH
         return ErrorCode.NONE

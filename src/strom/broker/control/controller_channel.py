@@ -4,8 +4,11 @@ Each live broker gets a queue and a sender task with its own connection. Request
 time in enqueue order (a LeaderAndIsr is never overtaken by a later UpdateMetadata); a failed send is
 retried after a short back-off until it succeeds or the broker leaves the live set, which drops its
 queue (a broker that comes back receives the full state again from the controller). Requests go at the
-highest version of Strom's internal layouts (all brokers of a cluster run the same Strom). The back-off
-and each request's time limit run on the broker's clock.
+highest version of Strom's internal layouts (all brokers of a cluster run the same Strom). A queue
+serves one registration of its broker: each request goes out stamped with that registration's epoch
+(KIP-380), which the broker checks, so a request decided for a broker's previous process is refused by
+the process that replaced it; a new registration gets a new queue. The back-off and each request's time
+limit run on the broker's clock.
 """
 
 from __future__ import annotations
@@ -39,10 +42,11 @@ class _BrokerQueue:
     async def _run(self) -> None:
         while True:
             api_key, body = await self.queue.get()
+            stamped = {**body, "broker_epoch": self.registration.epoch}
             while True:
                 try:
                     version = INTERNAL[ApiKey(api_key)][1]
-                    response = await self.connection.request(api_key, version, body, REQUEST_TIMEOUT_MS)
+                    response = await self.connection.request(api_key, version, stamped, REQUEST_TIMEOUT_MS)
                 except ConnectionError as exc:
                     log.debug("controller request to broker %d failed: %s", self.registration.broker_id, exc)
                     await sleep_ms(self._clock, RETRY_BACKOFF_MS)

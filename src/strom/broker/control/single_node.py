@@ -62,6 +62,7 @@ class InProcessChannel:
 
 
 class SingleNodeMember(ClusterMember):
+    RECORDS_BROKER_EPOCHS = False
     _failed: list[str]
 
     def _controller_channel(self) -> ControllerChannel:
@@ -96,7 +97,7 @@ class SingleNodeMember(ClusterMember):
         self._host, self._port = host, port
         self._endpoints, self._protocols = endpoints, protocols
         self._watch_config_changes()
-        self.metadata_client.register_broker(self.registration())
+        self.broker_epoch = self.metadata_client.register_broker(self.registration())
         self.controller.start()
         self.controller.run_now(self.controller.elect)
 

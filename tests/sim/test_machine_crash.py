@@ -1,0 +1,20 @@
+"""Seeds of the simulation's machine crashes that found a bug, kept as regression tests."""
+
+from __future__ import annotations
+
+from strom.sim.run import run_seed
+
+#: The mixed class's kinds when the seed was found (a kind added later must not move its schedule).
+MIXED = ("crash", "isolate", "one_way", "expire", "clock_jump", "machine_crash", "pause", "disk")
+
+
+def test_a_broker_that_registered_again_while_no_controller_ran_is_taken_as_bounced() -> None:
+    """Seed 314 (mixed, 30 s) found it: broker 1's machine crashed (its disk lost its unsynced tail)
+    and it restarted; the controller's process crashed next, so nobody was controller when broker 1's
+    old session expired and it registered again. The controller elected after that found broker 1
+    registered, leading and in the ISR, and the followers truncated to its shorter log: 2,905
+    acknowledged records lost. The controller now records the registrations it has taken in, and a
+    new one treats a broker registered since as bounced (out of every ISR, its leaderships moved)."""
+    result = run_seed(314, 30.0, MIXED)
+    assert any("registered again since the last controller" in line for line in result.trace)
+    assert result.ok, result.findings.examples()
