@@ -2,7 +2,8 @@
 values under three compatible schema versions (AvroSerializer) become typed columns, read the same by
 pyiceberg, DuckDB and polars; every committed record once, aborted transactions left out; a value
 without a schema goes to the dead-letter table; kill -9 of the broker mid-run changes nothing;
-``key_value`` keeps keys, values and headers as bytes."""
+``key_value`` keeps keys, values and headers as bytes; JSON Schema values (JSONSerializer) become typed
+columns too, and a new schema version adds columns."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.schema_registry.json_schema import JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from strom.testing import BrokerProcess
@@ -162,3 +164,54 @@ def test_key_value_topic_keeps_bytes_and_headers(broker: BrokerProcess) -> None:
     assert all(r[2] == r[3].replace(b"value", b"key") for r in rows)
     assert all(r[4] == [{"key": "source", "value": b"test"}] for r in rows)
     assert [(p, o) for p, o, *_ in rows] == committed_offsets(broker.bootstrap, topic, 90)
+
+
+JSON_V1 = {
+    "type": "object",
+    "properties": {"id": {"type": "integer"}, "item": {"type": "string"}},
+    "required": ["id"],
+}
+JSON_V2 = {  # adds two columns: a number and an object
+    "type": "object",
+    "properties": {
+        **JSON_V1["properties"],
+        "qty": {"type": "integer"},
+        "where": {"type": "object", "properties": {"lat": {"type": "number"}, "lon": {"type": "number"}}},
+    },
+    "required": ["id"],
+}
+
+
+def test_json_schema_values_become_columns_that_evolve(broker: BrokerProcess) -> None:
+    topic = "orders-json"
+    create_topic(broker, topic, "value_schema_id_prefix")
+    assert broker.http_url is not None
+    registry = SchemaRegistryClient({"url": broker.http_url})
+    registry.set_compatibility(subject_name=f"{topic}-value", level="NONE")
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+    context = SerializationContext(topic, MessageField.VALUE)
+    first = JSONSerializer(json.dumps(JSON_V1), registry)
+    for i in range(20):
+        producer.produce(topic, first({"id": i, "item": f"a{i}"}, context))
+    second = JSONSerializer(json.dumps(JSON_V2), registry)
+    for i in range(20, 40):
+        producer.produce(
+            topic, second({"id": i, "item": f"b{i}", "qty": i, "where": {"lat": 1.5, "lon": i}}, context)
+        )
+    undecodable = first({"id": 99, "item": "x"}, context)[:5] + b"{not json"
+    producer.produce(topic, undecodable, partition=0)
+    assert producer.flush(30) == 0
+    wait_until(lambda: len(table_rows(broker, topic, [])) >= 40, 60, "every record in the table")
+    wait_until(lambda: len(table_rows(broker, topic + "~dlq", [])) >= 1, 60, "the dead letter")
+    rows = table_rows(broker, topic, ["id", "item", "qty", "where"])
+    dead = table_rows(broker, topic + "~dlq", ["value", "reason"])
+    assert sorted([(p, o) for p, o, *_ in rows] + [(p, o) for p, o, *_ in dead]) == committed_offsets(
+        broker.bootstrap, topic, 41
+    )
+    by_id = {r[2]: r[3:] for r in rows}
+    assert by_id[3] == ("a3", None, None)  # written before the columns existed
+    assert by_id[25] == ("b25", 25, {"lat": 1.5, "lon": 25.0})
+    assert [(r[2], "decode" in r[3]) for r in dead] == [(undecodable, True)]
+    table = sql_catalog_table(str(broker.data_dir / "logs"), topic)
+    types = {f.name: str(f.field_type) for f in table.refresh().schema().fields}
+    assert (types["id"], types["qty"]) == ("long", "long") and types["where"].startswith("struct<")

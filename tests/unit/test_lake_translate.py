@@ -14,6 +14,7 @@ from fastavro import parse_schema, schemaless_writer
 
 from strom.lake import offsets
 from strom.lake.avro_arrow import UnsupportedSchema, value_fields
+from strom.lake.json_arrow import json_value_fields
 from strom.lake.records import committed_records
 from strom.lake.translate import KEY_VALUE, VALUE_SCHEMA_ID_PREFIX, SchemaCache, translate
 from strom.protocol.records.builder import build_batch
@@ -157,3 +158,53 @@ def test_next_offsets_come_from_the_newest_summary_that_has_them() -> None:
         2: 9,
     }
     assert offsets.parse([]) == {}
+
+
+JSON_V1 = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer"},
+        "name": {"type": ["null", "string"]},
+        "where": {"type": "object", "properties": {"lat": {"type": "number"}, "lon": {"type": "number"}}},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "ok": {"type": "boolean"},
+    },
+}
+
+
+def _json_wire(schema_id: int, value: Any) -> bytes:
+    return struct.pack(">bI", 0, schema_id) + json.dumps(value).encode()
+
+
+def test_json_schema_values_become_typed_columns() -> None:
+    fields = {f.name: f.type for f in json_value_fields(JSON_V1)}
+    assert fields == {
+        "id": pa.int64(),
+        "name": pa.string(),
+        "where": pa.struct([pa.field("lat", pa.float64()), pa.field("lon", pa.float64())]),
+        "tags": pa.list_(pa.string()),
+        "ok": pa.bool_(),
+    }
+    cache = SchemaCache({1: ("JSON", json.dumps(JSON_V1)), 2: ("JSON", '{"type": "string"}')}.get)
+    value = {"id": 7, "name": "n", "where": {"lat": 1.5, "lon": 2}, "tags": ["a"], "ok": True, "x": 1}
+    records = [
+        Record(0, 1, None, _json_wire(1, value)),
+        Record(1, 1, None, _json_wire(1, {"id": 8})),
+        Record(2, 1, None, _json_wire(1, [1, 2])),
+        Record(3, 1, None, struct.pack(">bI", 0, 1) + b"{not json"),
+        Record(4, 1, None, _json_wire(2, "text")),
+    ]
+    out = translate(VALUE_SCHEMA_ID_PREFIX, 0, records, cache)
+    assert [(r["offset"], r["id"], r["name"], r["where"]) for r in out.rows] == [
+        (0, 7, "n", {"lat": 1.5, "lon": 2}),
+        (1, 8, None, None),
+    ]
+    assert "x" not in out.rows[0]  # a property the schema does not name is left out
+    reasons = {r["offset"]: r["reason"] for r in out.dead}
+    assert sorted(reasons) == [2, 3, 4]
+    assert "not a JSON object" in reasons[2] and "decode" in reasons[3] and "object" in reasons[4]
+    for unsupported in ({"type": "object", "properties": {"u": {"oneOf": []}}}, {"$ref": "#/x"}):
+        with pytest.raises(UnsupportedSchema):
+            json_value_fields(unsupported)
+    with pytest.raises(UnsupportedSchema, match="metadata column"):
+        json_value_fields({"type": "object", "properties": {"offset": {"type": "integer"}}})

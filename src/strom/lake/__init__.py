@@ -9,11 +9,13 @@ table, so every record lands exactly once.
 
 This package is the part without the broker: `config_defs.py` (the broker settings and the catalog's
 properties), `records.py` (committed records out of stored batches; pure), `columns.py` (the table
-layouts), `avro_arrow.py` (Avro schemas as Arrow types; pure), `translate.py` (records to rows per mode,
-the dead letters and their reasons; pure), `offsets.py` (the next offsets in a snapshot summary; pure),
-`tables.py` (pyiceberg: the catalog, schema evolution, the exactly-once commit) and `history.py`
-(reading a pinned snapshot's rows for a range of offsets, for strom.spark). Everything in `tables.py`
-and `history.py` blocks: the broker runs it on worker threads (strom.broker.lake), never on its event
-loop.
+layouts), `avro_arrow.py` and `json_arrow.py` (Avro and JSON Schemas as Arrow types; pure),
+`translate.py` (records to rows per mode, the dead letters and their reasons; pure), `offsets.py` (the
+next offsets a table records; pure), `tables.py` (pyiceberg: the catalog, schema evolution, the
+exactly-once commit, the tables' lifecycle), `compaction.py` (which files to rewrite, which snapshots
+to expire; pure), `maintenance.py` (pyiceberg: compaction and expiry) and `history.py` (reading a
+pinned snapshot's rows for a range of offsets, for strom.spark). Everything in `tables.py`,
+`maintenance.py` and `history.py` blocks: the broker runs it on worker threads (strom.broker.lake),
+never on its event loop.
 Only this package imports pyiceberg.
 """

@@ -4,10 +4,11 @@ passed in).
 ``key_value``: every record is a row; nothing goes to the dead-letter table.
 
 ``value_schema_id_prefix``: the value is Confluent's wire format, a zero byte, the schema id (4 bytes,
-big-endian) and the Avro binary encoding; it is decoded with the writer's schema from the registry and
-its fields become the row's columns (avro_arrow.py). A record goes to the dead-letter table, with its
-raw value and the reason, when it has no value or no prefix, its schema is not Avro or has no table
-mapping, or its bytes do not decode. A schema id the registry does not know (yet: this broker may
+big-endian) and the value's encoding under the writer's schema from the registry: Avro's binary
+encoding (avro_arrow.py) or, for a JSON Schema, the JSON text (json_arrow.py). Its fields become the
+row's columns. A record goes to the dead-letter table, with its raw value and the reason, when it has
+no value or no prefix, its schema is of another type (Protobuf) or has no table mapping, or its bytes
+do not decode. A schema id the registry does not know (yet: this broker may
 replay ``_schemas`` a moment after the record arrived) stops the translation just before that record
 (`Translation.waiting_for`) until the translator's patience runs out; then the record is a dead letter
 too, so the topic is never blocked.
@@ -20,6 +21,7 @@ import json
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -27,6 +29,7 @@ from fastavro import parse_schema, schemaless_reader
 
 from strom.lake.avro_arrow import UnsupportedSchema, arrow_value, value_fields
 from strom.lake.columns import Row, meta_row
+from strom.lake.json_arrow import json_row, json_value_fields
 from strom.protocol.records.record import Record
 
 KEY_VALUE = "key_value"
@@ -39,13 +42,18 @@ _PREFIX = struct.Struct(">bI")
 SchemaLookup = Callable[[int], tuple[str, str] | None]
 
 
+# The value's columns from its bytes after the prefix; raises ValueError (or the decoder's own error)
+# for bytes that do not decode.
+Decoder = Callable[[bytes], Row]
+
+
 @dataclass
 class ValueSchema:
-    """One registry schema, parsed once: its columns, or why it has none."""
+    """One registry schema, parsed once: its columns and decoder, or why it has none."""
 
     schema_id: int
     fields: list[pa.Field] = field(default_factory=list)
-    parsed: Any = None
+    decode: Decoder | None = None
     error: str | None = None
 
 
@@ -80,15 +88,38 @@ class SchemaCache:
 
 
 def _parse(schema_id: int, schema_type: str, text: str) -> ValueSchema:
-    if schema_type.upper() != "AVRO":
-        return ValueSchema(schema_id, error=f"schema {schema_id} is {schema_type}: only Avro is decoded")
+    kind = schema_type.upper()
+    if kind not in ("AVRO", "JSON"):
+        return ValueSchema(
+            schema_id, error=f"schema {schema_id} is {schema_type}: only Avro and JSON Schema are decoded"
+        )
     try:
         document = json.loads(text)
-        return ValueSchema(schema_id, value_fields(document), parse_schema(document))
+        if kind == "JSON":
+            columns = json_value_fields(document)
+            return ValueSchema(schema_id, columns, partial(_decode_json, columns))
+        return ValueSchema(schema_id, value_fields(document), partial(_decode_avro, parse_schema(document)))
     except UnsupportedSchema as exc:
         return ValueSchema(schema_id, error=f"schema {schema_id}: {exc}")
     except Exception as exc:
         return ValueSchema(schema_id, error=f"schema {schema_id} does not parse: {exc}")
+
+
+def _decode_avro(parsed: Any, body: bytes) -> Row:
+    buffer = io.BytesIO(body)
+    decoded = schemaless_reader(buffer, parsed, None)
+    if buffer.tell() != len(body):
+        raise ValueError("bytes left over after decoding")
+    if not isinstance(decoded, dict):
+        raise ValueError("the decoded value is not a record")
+    return {name: arrow_value(v) for name, v in decoded.items()}
+
+
+def _decode_json(columns: list[pa.Field], body: bytes) -> Row:
+    row = json_row(json.loads(body), columns)
+    if row is None:
+        raise ValueError("the decoded value is not a JSON object")
+    return row
 
 
 def dead_row(partition: int, record: Record, reason: str) -> Row:
@@ -129,25 +160,17 @@ def translate(
                 return out
             out.dead.append(dead_row(partition, record, f"schema id {schema_id} is not in the registry"))
             continue
-        if schema.error is not None:
-            out.dead.append(dead_row(partition, record, schema.error))
+        if schema.decode is None:
+            out.dead.append(dead_row(partition, record, schema.error or f"schema {schema_id}: no decoder"))
             continue
-        body = io.BytesIO(value[_PREFIX.size :])
         try:
-            decoded = schemaless_reader(body, schema.parsed, None)
+            decoded = schema.decode(value[_PREFIX.size :])
         except Exception as exc:
             reason = f"the value does not decode with schema {schema_id}: {exc!r}"
             out.dead.append(dead_row(partition, record, reason))
             continue
-        if body.tell() != len(value) - _PREFIX.size:
-            reason = f"the value has bytes left over after decoding with schema {schema_id}"
-            out.dead.append(dead_row(partition, record, reason))
-            continue
-        if not isinstance(decoded, dict):
-            out.dead.append(dead_row(partition, record, "the decoded value is not a record"))
-            continue
         row = meta_row(partition, record)
-        row.update((name, arrow_value(v)) for name, v in decoded.items())
+        row.update(decoded)
         out.rows.append(row)
         out.row_schema_ids.append(schema_id)
     return out
