@@ -4,32 +4,26 @@ this checkout."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 from strom.testing.broker_process import BrokerProcess
+from tests.integration.doc_blocks import DOCS, block
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "security.md"
-
-
-def _block(kind: str, after: str) -> str:
-    text = DOC.read_text()
-    start = text.index(after)
-    match = re.compile(rf"```{kind}\n(.*?)```", re.S).search(text, start)
-    assert match is not None
-    return match.group(1)
+DOC = DOCS / "security.md"
 
 
 def test_acl_walkthrough_runs_as_written(tmp_path: Path) -> None:
     props = dict(
-        line.split("=", 1) for line in _block("properties", "## Authorization (ACLs)").splitlines() if line
+        line.split("=", 1)
+        for line in block(DOC, "properties", "## Authorization (ACLs)").splitlines()
+        if line
     )
     props["listeners"] = "INTERNAL://127.0.0.1:0,CLIENT://127.0.0.1:0"
     with BrokerProcess(tmp_path / "b", props) as broker:
-        script = _block("sh", "Started with `strom serve --config broker-acls.properties`")
-        script += _block("sh", "Continuing the walk-through above")  # ACLs on the HTTP side
+        script = block(DOC, "sh", "Started with `strom serve --config broker-acls.properties`")
+        script += block(DOC, "sh", "Continuing the walk-through above")  # ACLs on the HTTP side
         script = script.replace("127.0.0.1:9093", broker.listeners["CLIENT"])
         script = script.replace("http://127.0.0.1:8081", str(broker.http_url))
         prelude = f'strom() {{ "{sys.executable}" -m strom.cli.main "$@"; }}\nset -e\n'
