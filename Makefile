@@ -67,11 +67,13 @@ spark-eos-kill: install-test
 		tests/spark/test_exactly_once_kill.py -k killed_and_restarted
 
 # Tiered storage's acceptance run (issue 21) at full size: a 3-broker cluster with SeaweedFS, TIERED_MB
-# megabytes produced, every leader killed once, a broker wiped, everything read back from offset 0
-# (`make test` runs the same test with 12 MB); docs/tiered-storage.md.
+# megabytes produced, every leader killed once, a broker wiped, everything read back from offset 0 by
+# confluent-kafka, kafka-python and the Spark source (`make test` runs the same test with 12 MB and
+# without Spark; tests/spark/test_tiered_spark.py is the Spark source's short form); docs/tiered-storage.md.
 TIERED_MB ?= 3000
 tiered-acceptance: install-test
-	STROM_TIERED_ACCEPTANCE_MB=$(TIERED_MB) $(PY) -m pytest -q -s tests/cluster/test_tiered_acceptance.py
+	STROM_TIERED_ACCEPTANCE_MB=$(TIERED_MB) STROM_TIERED_ACCEPTANCE_SPARK=1 $(PY) -m pytest -q -s \
+		tests/cluster/test_tiered_acceptance.py
 
 bench: install-test
 	$(PY) bench/run.py

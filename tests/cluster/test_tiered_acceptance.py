@@ -6,9 +6,11 @@ tiered-acceptance`` runs several GB). The topic (3 partitions, replication 3, ``
 four chunks; between chunks the leader of one partition is killed with SIGKILL and started again, so
 every partition's leader dies once. Then one broker's log dir is wiped and the broker restarted: it
 catches up into every ISR without copying the history (its disk holds only the local retention).
-Finally every partition is read from offset 0 by confluent-kafka and by kafka-python and compared, record
-by record, with what was produced (values are regenerated from their partition and index, so a run of
-several GB needs no memory for them): nothing lost, nothing twice, byte for byte. Each broker's disk
+Finally every partition is read from offset 0 by confluent-kafka and by kafka-python (and with
+``STROM_TIERED_ACCEPTANCE_SPARK=1``, which ``make tiered-acceptance`` sets, by the Spark source in a
+local SparkSession, checked in Spark) and compared, record by record, with what was produced (values are
+regenerated from their partition and index, so a run of several GB needs no memory for them): nothing
+lost, nothing twice, byte for byte. Each broker's disk
 holds, per partition, no more than the local retention and the segments not yet copied.
 """
 
@@ -34,6 +36,7 @@ PARTITIONS = 3
 VALUE_BYTES = 1000
 CHUNKS = 4
 MB = int(os.environ.get("STROM_TIERED_ACCEPTANCE_MB", "12"))
+SPARK = os.environ.get("STROM_TIERED_ACCEPTANCE_SPARK") == "1"  # make tiered-acceptance sets it
 PER_PARTITION = MB * 1_000_000 // VALUE_BYTES // PARTITIONS
 # About 30 segments per partition, between 64 KiB and 64 MiB; local retention of three.
 SEGMENT_BYTES = min(max(65536, PER_PARTITION * VALUE_BYTES // 30), 64 * 1024 * 1024)
@@ -129,6 +132,38 @@ def _check(read: Callable[[str, int], Iterator[tuple[int, bytes]]], bootstrap: s
         assert count == PER_PARTITION, f"partition {partition}: {count} of {PER_PARTITION} records"
 
 
+def _check_spark(bootstrap: str) -> None:
+    """The Spark source's batch read of the topic from its earliest offsets, checked in Spark (a run of
+    several GB is not collected): every (partition, offset) once, every value the one produced there."""
+    from pyspark.sql import functions as F
+
+    from tests.spark.session import local_spark_session
+
+    session = local_spark_session("strom-tiered-acceptance")
+    try:
+        df = (
+            session.read.format("strom")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", TOPIC)
+        )
+        rows = df.load().select("partition", "offset", "value")
+        prefix = F.format_string("%d:%010d:", F.col("partition"), F.col("offset"))
+        fill = F.substring(F.lit("abcdefghij"), (F.col("offset") % 10 + 1).cast("int"), 1)
+        prefix_bytes = len(value_of(0, 0).split(b":", 2)[0]) + 12  # "<p>:" and "<10 digits>:"
+        expected = F.concat(prefix, F.repeat(fill, VALUE_BYTES - prefix_bytes)).cast("binary")
+        (count, distinct, wrong, first, last) = rows.agg(
+            F.count(F.lit(1)),
+            F.countDistinct("partition", "offset"),
+            F.sum(F.when(F.col("value") != expected, 1).otherwise(0)),
+            F.min("offset"),
+            F.max("offset"),
+        ).collect()[0]
+        assert (count, distinct, wrong) == (PER_PARTITION * PARTITIONS,) * 2 + (0,)
+        assert (first, last) == (0, PER_PARTITION - 1)
+    finally:
+        session.stop()
+
+
 def test_acceptance(make_cluster: Callable[..., Any], seaweedfs: SeaweedS3Process) -> None:
     cluster = make_cluster(3, **tiered_settings(seaweedfs, metadata_partitions=3, interval_ms=500))
     create_tiered_topic(cluster.bootstrap, TOPIC, PARTITIONS, SEGMENT_BYTES, LOCAL_RETENTION_BYTES)
@@ -169,3 +204,5 @@ def test_acceptance(make_cluster: Callable[..., Any], seaweedfs: SeaweedS3Proces
     )
     _check(_read_confluent, cluster.bootstrap)
     _check(_read_kafka_python, cluster.bootstrap)
+    if SPARK:
+        _check_spark(cluster.bootstrap)

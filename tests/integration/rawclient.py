@@ -151,9 +151,10 @@ class RawClient:
         max_bytes: int = 50 * 1024 * 1024,
         partition_max_bytes: int = 1024 * 1024,
         isolation_level: int = 0,
+        rack_id: str = "",
         timeout_s: float | None = None,
     ) -> dict[str, Any]:
-        """Fetch one partition; returns that partition's response entry."""
+        """Fetch one partition (as a consumer in ``rack_id``); returns that partition's response entry."""
         resp = self.call(
             ApiKey.FETCH,
             version,
@@ -163,6 +164,7 @@ class RawClient:
                 min_bytes=min_bytes,
                 max_bytes=max_bytes,
                 isolation_level=isolation_level,
+                rack_id=rack_id,
             ),
             timeout_s,
         )
@@ -210,6 +212,7 @@ def fetch_body(
     min_bytes: int = 0,
     max_bytes: int = 50 * 1024 * 1024,
     isolation_level: int = 0,
+    rack_id: str = "",
 ) -> dict[str, Any]:
     """A sessionless Fetch body for ``(topic, partition, fetch_offset, partition_max_bytes)`` entries."""
     topics: dict[str, list[dict[str, Any]]] = {}
@@ -233,7 +236,7 @@ def fetch_body(
         "session_epoch": -1,
         "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
         "forgotten_topics_data": [],
-        "rack_id": "",
+        "rack_id": rack_id,
     }
 
 

@@ -7,32 +7,16 @@ they import the same, installed, `strom` package.
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests.spark.session import local_spark_session
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    import strom.spark
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("strom-spark-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.streaming.pollingDelay", "50ms")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    strom.spark.register(session)
+    session = local_spark_session("strom-spark-tests")
     yield session
     session.stop()

@@ -158,6 +158,18 @@ def test_a_reload_from_a_lagging_replica_never_makes_a_finished_copy_look_unfini
     assert known.copied_segments() == [] and not known.apply(metadata("a", 0, 9))
 
 
+def test_the_log_start_is_the_remote_start_or_delete_records_offset_above_it() -> None:
+    cache = RemotePartitionMetadata()
+    assert cache.log_start(0) is None  # nothing remote: the log starts locally
+    for md in (metadata("a", 100, 199), metadata("b", 200, 299)):
+        cache.apply(md)
+    assert cache.log_start(0) == (100, 0)  # the remote log's start, its first epoch
+    assert cache.log_start(100) == (100, 0)
+    assert cache.log_start(150) == (150, 2)  # DeleteRecords inside a segment: the epoch in force there
+    assert cache.log_start(250) == (250, 2)
+    assert cache.log_start(300) is None  # beyond the remote log: the local log start moved with it
+
+
 def seg(base: int, nxt: int, size: int = 100, ts: int = 1000) -> SegmentSummary:
     return SegmentSummary(base, nxt, size, ts)
 

@@ -6,20 +6,25 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from test_storage_support import make_batch
+from test_tiered_plan import metadata
 
 from strom.objectstore.local import LocalObjectStore
 from strom.protocol.records.batch import iter_headers
+from strom.storage import transaction_index as txn
 from strom.storage.config import LogConfig
 from strom.storage.log import PartitionLog
+from strom.storage.transaction_index import AbortedTxn
 from strom.tiered import remote_read
 from strom.tiered.cache import BoundedCache
-from strom.tiered.remote_read import RemoteSegmentReader, start_position
-from strom.tiered.remote_storage import RemoteStorageManager
+from strom.tiered.remote_read import RemoteSegmentReader, next_offset_after, start_position
+from strom.tiered.remote_storage import IndexType, RemoteStorageManager, object_key
 from strom.tiered.segment_data import copy_started_metadata, log_segment_data
+from strom.tiered.segment_metadata import RemoteLogSegmentMetadata
 
 
 def test_the_cache_keeps_recent_entries_within_its_bound() -> None:
@@ -54,6 +59,8 @@ def test_reads_whole_batches_from_the_offset(tmp_path: Path, monkeypatch: pytest
     segment, following = log.segments[0], log.segments[1]
     local = segment.read_bytes(0, segment.size)
     batches = [(h.base_offset, h.last_offset, pos, h.size) for pos, h in iter_headers(local)]
+    assert next_offset_after(local) == following.base_offset  # a read_committed fetch's upper bound
+    assert next_offset_after(b"") is None
 
     async def scenario() -> None:
         store = LocalObjectStore(str(tmp_path / "remote"))
@@ -71,6 +78,41 @@ def test_reads_whole_batches_from_the_offset(tmp_path: Path, monkeypatch: pytest
                 assert await reader.read(md, base, 1) == local[pos : pos + size]  # at least one batch
             assert await reader.read(md, md.end_offset + 1, 1000) == b""
             assert reader.cache.hits > 0
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def _remote_segment(
+    segment_id: str, start: int, end: int, aborted: list[AbortedTxn]
+) -> RemoteLogSegmentMetadata:
+    return replace(metadata(segment_id, start, end), txn_index_size=len(aborted) * txn.ENTRY_SIZE)
+
+
+def test_aborted_transactions_come_from_the_remote_transaction_indexes(tmp_path: Path) -> None:
+    """read_committed below the local start: entries overlapping the range, from the segment read on,
+    until one shows no later transaction can overlap (then complete); a segment copied without
+    aborted transactions has no .txnindex object and is not asked for one."""
+    first = [AbortedTxn(7, 10, 20, 21), AbortedTxn(8, 30, 95, 96)]
+    second = [AbortedTxn(9, 90, 120, 121), AbortedTxn(7, 150, 160, 161)]
+    segments = [
+        _remote_segment("a", 0, 99, first),
+        _remote_segment("none", 100, 109, []),
+        _remote_segment("b", 110, 199, second),
+    ]
+
+    async def scenario() -> None:
+        store = LocalObjectStore(str(tmp_path / "remote"))
+        try:
+            for md, entries in zip(segments, (first, [], second), strict=True):
+                if entries:
+                    await store.put(object_key(md, IndexType.TRANSACTION.value), txn.encode(entries))
+            reader = RemoteSegmentReader(RemoteStorageManager(store), BoundedCache(1 << 20))
+            found, complete = await reader.aborted_transactions(segments, 15, 112)
+            assert (found, complete) == ([*first, second[0]], True)  # 121 >= 112: nothing later overlaps
+            assert await reader.aborted_transactions(segments[:2], 21, 112) == (first[1:], False)
+            assert await reader.aborted_transactions(segments[1:2], 0, 105) == ([], False)
         finally:
             await store.close()
 

@@ -108,6 +108,7 @@ class PartitionLog:
         self.recovered_segments = loaded.recovered_segments
         self.truncated_bytes = loaded.truncated_bytes
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
+        self.deleted_records_before = log_start_offset  # DeleteRecords': may be below a tiered local start
         self.recovery_point = min(recovery_point, self.log_end_offset)
         # Recovered segments are not fsynced (minutes for 100,000 partitions), so the recovery point stays
         self._high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
@@ -384,6 +385,7 @@ class PartitionLog:
         """
         if offset > self._high_watermark:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"{offset} is above the high watermark")
+        self.deleted_records_before = max(self.deleted_records_before, offset)
         if offset > self.log_start_offset:
             self._move_log_start_offset(offset)
             self._delete_leading_segments(self._count_deletable(self._time_ms(), only_log_start=True))

@@ -62,6 +62,7 @@ from strom.storage.log_move import (
 )
 from strom.storage.open_files import OpenFiles, default_max_open_files
 from strom.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
+from strom.storage.retention import checkpointed_log_start
 from strom.storage.shutdown import close_logs
 
 log = logging.getLogger(__name__)
@@ -442,7 +443,10 @@ class LogManager:
             )
             write_offsets(
                 os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT),
-                {tp: lg.log_start_offset for tp, lg in logs.items()},
+                {
+                    tp: checkpointed_log_start(lg.config, lg.log_start_offset, lg.deleted_records_before)
+                    for tp, lg in logs.items()
+                },
             )
             write_offsets(
                 os.path.join(log_dir, REPLICATION_OFFSET_CHECKPOINT),

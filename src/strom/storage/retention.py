@@ -18,7 +18,9 @@ With tiered storage (``remote.storage.enable``, KIP-405) the local log keeps les
 ``local.retention.ms`` / ``local.retention.bytes`` replace ``retention.ms`` / ``retention.bytes``
 (-2: the same value) and a segment is deleted locally only once it is remote, its last offset at or
 below the highest offset in remote storage (`RetentionPolicy.local_of`, `remote_prefix`); the remote
-log's own retention is the remote log manager's.
+log's own retention is the remote log manager's. DeleteRecords may move a tiered log's start below its
+local start (into the remote part), which the log-start-offset checkpoint then keeps
+(`checkpointed_log_start`).
 """
 
 from __future__ import annotations
@@ -138,3 +140,11 @@ def local_segments_to_delete(
         segments, RetentionPolicy.local_of(config), now_ms, log_start_offset, high_watermark
     )
     return remote_prefix(segments, count, highest_offset_in_remote_storage)
+
+
+def checkpointed_log_start(config: LogConfig, log_start_offset: int, deleted_records_before: int) -> int:
+    """The log-start-offset checkpoint's value: the log start, or with tiered storage DeleteRecords'
+    offset when it lies below (in the remote part, whose reads then stop there)."""
+    if not config.remote_storage_enable:
+        return log_start_offset
+    return min(deleted_records_before, log_start_offset)

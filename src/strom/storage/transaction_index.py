@@ -65,6 +65,20 @@ def decode(data: bytes) -> list[AbortedTxn]:
     return [AbortedTxn(*row[1:]) for row in _ENTRY.iter_unpack(memoryview(data)[:whole])]
 
 
+def collect(
+    entries: Iterable[AbortedTxn], fetch_offset: int, upper_bound: int
+) -> tuple[list[AbortedTxn], bool]:
+    """One segment's entries overlapping ``[fetch_offset, upper_bound)``, and whether no later segment
+    can add any (see the module docstring); also for a remote segment's index."""
+    found = []
+    for entry in entries:
+        if entry.last_offset >= fetch_offset and entry.first_offset < upper_bound:
+            found.append(entry)
+        if entry.last_stable_offset >= upper_bound:
+            return found, True
+    return found, False
+
+
 class TransactionIndex:
     """The aborted transactions of one segment; see the module docstring."""
 
@@ -150,13 +164,7 @@ class TransactionIndex:
 
     def collect(self, fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:
         """Entries overlapping ``[fetch_offset, upper_bound)``, and whether no later segment can add any."""
-        found = []
-        for entry in self.entries:
-            if entry.last_offset >= fetch_offset and entry.first_offset < upper_bound:
-                found.append(entry)
-            if entry.last_stable_offset >= upper_bound:
-                return found, True
-        return found, False
+        return collect(self.entries, fetch_offset, upper_bound)
 
     def flush(self) -> None:
         if self._dirty:

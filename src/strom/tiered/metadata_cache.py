@@ -92,6 +92,17 @@ class RemotePartitionMetadata:
         copied = self.copied_segments()
         return copied[0].start_offset if copied else None
 
+    def log_start(self, deleted_records_before: int) -> tuple[int, int] | None:
+        """(the log's first offset, its leader epoch) as far as the remote log holds it: the remote log's
+        start, or DeleteRecords' offset when that is higher (Kafka's log start offset); None when no
+        remote segment reaches it (the log starts locally)."""
+        segment = self.segment_for(deleted_records_before)
+        if segment is None:
+            return None
+        offset = max(segment.start_offset, deleted_records_before)
+        epochs = [epoch for epoch, start in segment.segment_leader_epochs if start <= offset]
+        return offset, epochs[-1] if epochs else -1
+
     @property
     def size_bytes(self) -> int:
         return sum(m.segment_size_in_bytes for m in self.copied_segments())

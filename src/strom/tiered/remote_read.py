@@ -7,14 +7,22 @@ after it, and whole batches are returned up to ``max_bytes`` (at least one batch
 read does. Bytes are read in aligned chunks of ``CHUNK_BYTES`` that the cache keeps, so consumers
 reading a segment in order, or several consumers reading the same range, fetch each chunk once.
 Everything awaited runs on the object store's threads.
+
+read_committed (`aborted_transactions`): the aborted transactions overlapping what was read come from the
+remote transaction indexes (``.txnindex``, cached like the offset index) of the segment read and those
+after it, scanned as the local log scans its own (strom.storage.transaction_index) until an entry shows
+no later one can overlap; the caller goes on into the local log when the remote log ends first.
 """
 
 from __future__ import annotations
 
 import struct
 from bisect import bisect_left
+from collections.abc import Sequence
 
 from strom.protocol.records.batch import HEADER_SIZE, read_header
+from strom.storage import transaction_index as txn
+from strom.storage.transaction_index import AbortedTxn
 from strom.tiered.cache import BoundedCache
 from strom.tiered.remote_storage import IndexType, RemoteStorageManager
 from strom.tiered.segment_metadata import RemoteLogSegmentMetadata
@@ -31,6 +39,16 @@ def start_position(index: bytes, base_offset: int, fetch_offset: int) -> int:
     return entries[i][1] if i >= 0 else 0
 
 
+def next_offset_after(data: bytes) -> int | None:
+    """The offset after the last of the whole batches in ``data`` (None for no batch)."""
+    position, last = 0, None
+    while position + HEADER_SIZE <= len(data):
+        header = read_header(data, position)
+        last = header.last_offset
+        position += header.size
+    return None if last is None else last + 1
+
+
 class RemoteSegmentReader:
     def __init__(self, rsm: RemoteStorageManager, cache: BoundedCache) -> None:
         self.rsm = rsm
@@ -43,6 +61,30 @@ class RemoteSegmentReader:
             cached = await self.rsm.fetch_index(segment, IndexType.OFFSET)
             self.cache.put(key, cached)
         return cached
+
+    async def _txn_index(self, segment: RemoteLogSegmentMetadata) -> list[AbortedTxn]:
+        if segment.txn_index_size == 0:
+            return []  # copied without aborted transactions: no .txnindex object
+        key = (segment.segment_id, "txnindex")
+        cached = self.cache.get(key)
+        if cached is None:
+            cached = await self.rsm.fetch_index(segment, IndexType.TRANSACTION)
+            self.cache.put(key, cached)
+        return txn.decode(cached)
+
+    async def aborted_transactions(
+        self, segments: Sequence[RemoteLogSegmentMetadata], fetch_offset: int, upper_bound: int
+    ) -> tuple[list[AbortedTxn], bool]:
+        """The aborted transactions overlapping ``[fetch_offset, upper_bound)`` in the transaction indexes
+        of ``segments`` (the one read, then the later ones in offset order), and whether no later
+        segment can add any."""
+        found: list[AbortedTxn] = []
+        for segment in segments:
+            entries, complete = txn.collect(await self._txn_index(segment), fetch_offset, upper_bound)
+            found += entries
+            if complete:
+                return found, True
+        return found, False
 
     async def _chunk(self, segment: RemoteLogSegmentMetadata, number: int) -> bytes:
         key = (segment.segment_id, number)

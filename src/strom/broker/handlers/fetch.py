@@ -136,7 +136,10 @@ def _read_all(
                     if part is None or int(p["fetch_offset"]) >= part.log_start_offset:
                         pass
                     elif replica_id < 0:
-                        remote.append(PendingRemoteRead(entry, part, int(p["fetch_offset"]), max(limit, 0)))
+                        fetch_offset = int(p["fetch_offset"])
+                        remote.append(
+                            PendingRemoteRead(entry, part, fetch_offset, max(limit, 0), read_committed)
+                        )
                     elif rm.is_tiered(name, index):
                         # KIP-405: a follower starts at this local log start with the remote log's state
                         entry["error_code"] = int(ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE)

@@ -71,7 +71,8 @@ def _lookup(
         )
         if target == EARLIEST and (rlm := ctx.ports.remote_log_manager) is not None:
             # Tiered storage: the log starts in remote storage (below the local log start).
-            remote_start = rlm.remote_log_start(topic, index)
+            part = ctx.ports.replica_manager.partitions.get((topic, index))
+            remote_start = rlm.log_start(part) if part is not None else None
             if remote_start is not None and remote_start[0] < out["offset"]:
                 out["offset"], out["leader_epoch"] = remote_start
         elif target == LATEST_TIERED and (rlm := ctx.ports.remote_log_manager) is not None:

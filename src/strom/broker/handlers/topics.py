@@ -223,7 +223,14 @@ def _delete_records(
         if denied(ctx, Op.DELETE, Res.TOPIC, topic):
             raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         # Kafka: -1 means "up to the high watermark"; above it, OFFSET_OUT_OF_RANGE
-        out["low_watermark"] = ctx.ports.replica_manager.delete_records(topic, index, int(p["offset"]))
+        rm = ctx.ports.replica_manager
+        out["low_watermark"] = rm.delete_records(topic, index, int(p["offset"]))
+        if (rlm := ctx.ports.remote_log_manager) is not None and (part := rm.partitions.get((topic, index))):
+            # Tiered storage: the log may still start in remote storage (the remote log manager deletes
+            # the remote segments wholly below the offset on its next round).
+            remote_start = rlm.log_start(part)
+            if remote_start is not None:
+                out["low_watermark"] = remote_start[0]
     except KafkaError as exc:
         out["error_code"] = int(exc.code)
     return out

@@ -429,6 +429,10 @@ class Partition:
         me = brokers.get(node_id)
         plog = self.log
         leader = ReplicaView(node_id, me.rack if me else None, plog.log_start_offset, plog.log_end_offset, 0)
+        # Tiered storage: a follower reads below its local log start from remote storage, as the leader
+        # does (KIP-405), so only DeleteRecords bounds what it can serve.
+        remote = plog.highest_offset_in_remote_storage
+        floor = plog.deleted_records_before if remote is not None and remote >= 0 else None
         followers = []
         for replica, state in self.followers.items():
             broker = brokers.get(replica)
@@ -436,7 +440,7 @@ class Partition:
                 ReplicaView(
                     replica,
                     broker.rack if broker else None,
-                    state.log_start_offset,
+                    state.log_start_offset if floor is None else min(state.log_start_offset, floor),
                     state.log_end_offset,
                     now - state.last_caught_up_ms,
                     in_sync=replica in self.isr,

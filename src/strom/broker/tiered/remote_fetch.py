@@ -7,8 +7,10 @@ the broker has a remote log manager) instead of answering the error; the handler
 ``remote.fetch.max.wait.ms`` on the broker's clock. Outcomes per partition: the batches read (error
 NONE); OFFSET_OUT_OF_RANGE as before when the remote log does not hold the offset either; KAFKA_STORAGE_ERROR
 (retriable: clients retry) when the object store fails; an empty answer without error when the time is up
-(the consumer fetches again, and the chunks already read are cached). A broker without tiered storage
-never gets here: the note is taken only on the error path, never for a local read.
+(the consumer fetches again, and the chunks already read are cached). A read_committed consumer gets
+the aborted transactions of what it reads (the remote transaction indexes, remote_log_manager.py). A
+broker without tiered storage never gets here: the note is taken only on the error path, never for a
+local read.
 """
 
 from __future__ import annotations
@@ -30,12 +32,15 @@ class PendingRemoteRead:
     part: Partition
     fetch_offset: int
     max_bytes: int
+    read_committed: bool = False
 
 
 async def _complete(rlm: RemoteLogManager, pending: PendingRemoteRead) -> None:
     part, entry = pending.part, pending.entry
     try:
-        data = await rlm.read_remote(part, pending.fetch_offset, max(pending.max_bytes, 1))
+        data, aborted = await rlm.read_remote(
+            part, pending.fetch_offset, max(pending.max_bytes, 1), pending.read_committed
+        )
     except KafkaError as exc:
         entry["error_code"] = int(exc.code)
         return
@@ -44,10 +49,14 @@ async def _complete(rlm: RemoteLogManager, pending: PendingRemoteRead) -> None:
         return
     entry["error_code"] = int(ErrorCode.NONE)
     entry["records"] = data
+    if aborted is not None:
+        entry["aborted_transactions"] = [
+            {"producer_id": a.producer_id, "first_offset": a.first_offset} for a in aborted
+        ]
     entry["high_watermark"] = part.high_watermark
     entry["last_stable_offset"] = part.last_stable_offset
-    remote_start = rlm.remote_log_start_offset(part.topic, part.index)
-    entry["log_start_offset"] = remote_start if remote_start is not None else part.log_start_offset
+    start = rlm.log_start(part)
+    entry["log_start_offset"] = start[0] if start is not None else part.log_start_offset
 
 
 async def complete_remote_reads(

@@ -31,8 +31,9 @@ ending there, its leader-epoch checkpoint and producer snapshot; strom.tiered.fo
 
 Reads: a consumer's fetch below the local log start comes here (`read_remote`, awaited by the fetch
 handler within ``remote.fetch.max.wait.ms``): the remote segment holding the offset is read through
-strom.tiered.remote_read's reader and its bounded cache; ListOffsets' earliest answers the remote log
-start (`remote_log_start_offset`).
+strom.tiered.remote_read's reader and its bounded cache (for read_committed, with the aborted
+transactions of the remote transaction indexes, then the local ones); ListOffsets' earliest answers the
+remote log start, or DeleteRecords' offset when it lies in remote storage (`log_start`).
 
 After each await the partition must still be led by this broker at the same leader epoch, else the
 round ends for it: a deposed leader records nothing more. A topic that disappears from the metadata
@@ -61,11 +62,12 @@ from strom.storage.checkpoint import CorruptCheckpointError, EpochEntry, parse_l
 from strom.storage.config import LogConfig
 from strom.storage.producer_snapshot import CorruptSnapshotError, SnapshotEntry
 from strom.storage.retention import RetentionPolicy
+from strom.storage.transaction_index import AbortedTxn
 from strom.tiered.cache import BoundedCache
 from strom.tiered.follower_state import epochs_at_local_start
 from strom.tiered.metadata_cache import RemotePartitionMetadata
 from strom.tiered.plan import orphans_to_delete, remote_segments_to_delete, segments_to_copy
-from strom.tiered.remote_read import RemoteSegmentReader
+from strom.tiered.remote_read import RemoteSegmentReader, next_offset_after
 from strom.tiered.remote_storage import IndexType, RemoteStorageManager
 from strom.tiered.segment_data import copy_started_metadata, log_segment_data
 from strom.tiered.segment_metadata import RemoteLogSegmentMetadata, RemoteLogSegmentState
@@ -183,24 +185,22 @@ class RemoteLogManager:
         return managed.state if managed is not None else None
 
     # --- reads (fetches below the local log start, ListOffsets) ------------------------------------
-    def remote_log_start_offset(self, topic: str, partition: int) -> int | None:
-        """The first offset of the partition's remote log, as far as this broker has loaded it."""
-        state = self.state_of(topic, partition)
-        return state.log_start_offset if state is not None else None
-
-    def remote_log_start(self, topic: str, partition: int) -> tuple[int, int] | None:
-        """(first offset, its leader epoch) of the partition's remote log, if it has one."""
-        if not self._log_config_for(topic).remote_storage_enable:
+    def log_start(self, part: Partition) -> tuple[int, int] | None:
+        """(Kafka's log start offset, its leader epoch) when the partition's log starts in remote storage:
+        the remote log's first offset, or DeleteRecords' offset above it; None when it starts locally."""
+        if not self._log_config_for(part.topic).remote_storage_enable:
             return None  # turned off: the remote log is deleted, or about to be (KIP-950)
-        state = self.state_of(topic, partition)
-        copied = state.copied_segments() if state is not None else []
-        if not copied:
+        state = self.state_of(part.topic, part.index)
+        if state is None:
             return None
-        epochs = copied[0].segment_leader_epochs
-        return copied[0].start_offset, epochs[0][0] if epochs else -1
+        start = state.log_start(part.log.deleted_records_before)
+        return start if start is not None and start[0] < part.log_start_offset else None
 
-    async def read_remote(self, part: Partition, fetch_offset: int, max_bytes: int) -> bytes:
-        """A consumer's read below the local log start, from the remote segment holding the offset.
+    async def read_remote(
+        self, part: Partition, fetch_offset: int, max_bytes: int, read_committed: bool = False
+    ) -> tuple[bytes, list[AbortedTxn] | None]:
+        """A consumer's read below the local log start, from the remote segment holding the offset: the
+        batches, and for ``read_committed`` the aborted transactions overlapping them (else None).
 
         Raises:
             KafkaError: OFFSET_OUT_OF_RANGE when the remote log does not hold it either.
@@ -214,9 +214,9 @@ class RemoteLogManager:
             if info is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, part.topic)
             state = await self.rlmm.load(part.topic, uuid_text(info.topic_id), part.index)
-        start = state.log_start_offset
+        start = state.log_start(part.log.deleted_records_before)
         segment = state.segment_for(fetch_offset)
-        if start is None or segment is None or fetch_offset < start:
+        if start is None or segment is None or fetch_offset < start[0]:
             raise KafkaError(
                 ErrorCode.OFFSET_OUT_OF_RANGE, f"{fetch_offset} is in neither the local nor the remote log"
             )
@@ -228,7 +228,28 @@ class RemoteLogManager:
             stats.fetch_errors += 1
             raise
         stats.fetch_bytes += len(data)
-        return data
+        if not read_committed:
+            return data, None
+        return data, await self._aborted_transactions(part, state, segment, fetch_offset, data)
+
+    async def _aborted_transactions(
+        self,
+        part: Partition,
+        state: RemotePartitionMetadata,
+        segment: RemoteLogSegmentMetadata,
+        fetch_offset: int,
+        data: bytes,
+    ) -> list[AbortedTxn]:
+        """read_committed: from the remote transaction indexes of the segment read and the later ones,
+        then, if the remote log ends first, the local log's (an ABORT marker may be local)."""
+        upper = next_offset_after(data)
+        if upper is None:
+            return []
+        later = [m for m in state.copied_segments() if m.end_offset > segment.end_offset]
+        found, complete = await self.reader.aborted_transactions([segment, *later], fetch_offset, upper)
+        if not complete:
+            found += part.log.collect_aborted_transactions(fetch_offset, upper)
+        return list(dict.fromkeys(found))  # overlapping copies and the local log repeat entries
 
     # --- followers below the leader's local log start (KIP-405) -------------------------------------
     async def remote_aux_state(
@@ -387,7 +408,11 @@ class RemoteLogManager:
         highest = state.highest_copied_offset
         local_only = sum(s.size for s in plog.segments if s.base_offset > highest)
         doomed = remote_segments_to_delete(
-            state.copied_segments(), RetentionPolicy.of(config), self._clock.time_ms(), 0, local_only
+            state.copied_segments(),
+            RetentionPolicy.of(config),
+            self._clock.time_ms(),
+            plog.deleted_records_before,
+            local_only,
         )
         for metadata in doomed:
             await self._delete_segment(part, epoch, metadata)
