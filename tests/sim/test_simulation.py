@@ -38,7 +38,7 @@ def test_the_checker_sees_acks_1_lose_records_when_a_leader_crashes() -> None:
 
 @pytest.mark.timeout(900)
 def test_two_hundred_seeds_under_every_fault_class() -> None:
-    """The short form of `make sim`: 200 seeds over the nine fault classes, on both cores."""
+    """The short form of `make sim`: 200 seeds over the ten fault classes, on both cores."""
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     done = subprocess.run(
         [sys.executable, "-m", "strom.sim", "--seeds", "200", "--duration", "20", "--jobs", "2"],

@@ -3,7 +3,7 @@
     python -m strom.sim --seeds 200 [--start 0] [--duration 120] [--jobs 2] [--trace-dir DIR]
     python -m strom.sim --replay SEED --class crash [--duration 120]      # one seed, its trace printed
 
-Seeds are spread over the fault classes round-robin (seed ``s`` runs class ``CLASSES[s % 9]``: each
+Seeds are spread over the fault classes round-robin (seed ``s`` runs class ``CLASSES[s % 10]``: each
 fault kind alone, then all of them mixed) and over ``--jobs`` worker processes, which end with the
 command (the kernel kills each when its parent dies: a killed run leaves no workers behind). A
 failing seed prints the one-line command that replays it and, with ``--trace-dir``, leaves its trace
@@ -39,6 +39,7 @@ CLASSES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("machine_crash", ("machine_crash",)),
     ("pause", ("pause",)),
     ("disk", ("disk",)),
+    ("reassign", ("reassign",)),
     ("mixed", KINDS),
 )
 KINDS_OF = dict(CLASSES)

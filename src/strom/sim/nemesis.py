@@ -19,6 +19,8 @@ promise covers the loss of any one machine). The kinds:
 * ``one_way``: the broker's messages to one other broker are held (it still hears from it).
 * ``expire``: the metadata store expires the broker's session (it reconnects with a new one).
 * ``clock_jump``: the broker's wall clock steps forwards or backwards by up to a minute.
+* ``reassign``: a partition of the main topic starts moving (AlterPartitionReassignments,
+  `strom.sim.reassign_workload`); the move goes on while the next faults hit.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 
 __all__ = ["BEYOND_PROMISE", "DISK_ERRORS", "KINDS", "Fault", "schedule"]
 
-KINDS = ("crash", "isolate", "one_way", "expire", "clock_jump", "machine_crash", "pause", "disk")
+KINDS = ("crash", "isolate", "one_way", "expire", "clock_jump", "machine_crash", "pause", "disk", "reassign")
 #: Beyond Kafka's promise (which covers the loss of one machine), never in the mix: ``outage``, every
 #: machine losing power at once, shows what the flush policy alone keeps.
 BEYOND_PROMISE = ("outage",)
@@ -47,7 +49,7 @@ class Fault:
 
     def describe(self) -> str:
         extra = f" to {self.other}" if self.other >= 0 else ""
-        extra += f" by {self.delta_ms} ms" if self.delta_ms else ""
+        extra += f" by {self.delta_ms} ms" if self.delta_ms and self.kind != "reassign" else ""
         extra += f" with {self.error}" if self.error else ""
         return f"{self.kind} broker {self.broker}{extra} at {self.at_s:.2f}s for {self.length_s:.2f}s"
 
@@ -75,6 +77,8 @@ def schedule(
             length = 0.0
         elif kind == "expire":
             length = 0.0
+        elif kind == "reassign":
+            delta = rng.randrange(1 << 30)  # seeds the move's choices
         faults.append(Fault(kind, t, min(length, max(end_s - t, 0.0)), broker, other, delta, error))
         t += length + rng.uniform(0.5, 5.0)  # one fault at a time, with a quiet gap between them
     return faults

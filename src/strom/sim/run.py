@@ -42,6 +42,7 @@ from strom.sim.group_workload import OffsetCommitter
 from strom.sim.loop import SimulatedLoop
 from strom.sim.nemesis import KINDS, Fault, schedule
 from strom.sim.network import CURRENT_HOST, LinkSettings, SimNetwork
+from strom.sim.reassign_workload import move, moves_done
 from strom.sim.txn_workload import (
     OUT_TOPIC,
     TransactionalCopier,
@@ -57,11 +58,13 @@ PARTITIONS = 3
 LIVENESS_BOUND_S = 90.0
 COMMITTER_HOST = "10.0.4.1"
 COPIER_HOST = "10.0.5.1"
+REASSIGNER_HOST = "10.0.6.1"
 CLIENTS = [f"10.0.1.{i + 1}" for i in range(PARTITIONS)] + [
     "10.0.2.1",
     "10.0.3.1",
     COMMITTER_HOST,
     COPIER_HOST,
+    REASSIGNER_HOST,
 ]
 
 
@@ -234,6 +237,9 @@ async def _main(
     for p in range(PARTITIONS):
         final[p] = await world.as_host("10.0.3.1", read_partition(reader, p, deadline))
     note("read back: " + ", ".join(f"p{p}={len(r) if r is not None else None}" for p, r in final.items()))
+    moved = await world.as_host(REASSIGNER_HOST, moves_done(reader, deadline))
+    if not moved:
+        note("a partition move still in flight at the bound")
     offsets_back = committer.went_back + await world.as_host(COMMITTER_HOST, committer.final_check(deadline))
     note(f"group offsets: {committer.commits} commits acknowledged")
     transactions: list[str] = []
@@ -252,6 +258,8 @@ async def _main(
         transactions = check_transactions(copier.fates, copier.widths, visible, txn_offset)
     acked = [a for producer in producers for a in producer.acked]
     findings = check(acked, final, observer.seen, observer.leaders_by_epoch, offsets_back, transactions)
+    if not moved:
+        findings.unavailable.append("a partition reassignment did not complete after the faults healed")
     errors: dict[str, int] = {}
     for producer in producers:
         for what, n in producer.errors.items():
@@ -274,6 +282,7 @@ async def _nemesis(
     # controller may fail over, or a leader crash, while that machine has restarted and not yet
     # registered again.
     recovering: asyncio.Task[bool] | None = None
+    moves: list[asyncio.Task[None]] = []
     for fault in faults:
         await asyncio.sleep(max(0.0, t0 + fault.at_s - loop.time()))
         if fault.kind == "machine_crash" and recovering is not None:
@@ -332,10 +341,24 @@ async def _nemesis(
             note("links healed")
         elif fault.kind == "expire":
             world.expire_session(fault.broker)
+        elif fault.kind == "reassign":
+            moves.append(world.as_host(REASSIGNER_HOST, _move(world, fault, end_s, note)))
         elif fault.kind == "clock_jump":
             world.jump_clock(fault.broker, fault.delta_ms)
     if recovering is not None:
         recovering.cancel()
+    await asyncio.gather(*moves)
+
+
+async def _move(world: SimWorld, fault: Fault, end_s: float, note: object) -> None:
+    """One partition move, its choices drawn from the fault's own seed."""
+    assert callable(note)
+    rng = random.Random(fault.delta_ms)
+    topology = Topology(world.bootstrap, SimClock(world.loop), rng)
+    try:
+        note(await move(topology, fault.broker % PARTITIONS, world.broker_ids, rng, end_s))
+    finally:
+        topology.close()
 
 
 async def _catching_up(world: SimWorld, broker_id: int, end_s: float, note: object) -> bool:
