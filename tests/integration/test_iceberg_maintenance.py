@@ -4,11 +4,14 @@ rows); snapshots older than the retention are expired and the files only they na
 killed with SIGKILL after that resumes from the table's offsets (kept in a table property, which expiry
 does not remove) without writing a record twice. Deleting a topic drops its tables (topic and
 dead-letter), and the topic created again starts from offset 0; with ``strom.iceberg.delete=false`` the
-table stays, and is moved aside when the topic is created again."""
+table stays, and is moved aside when the topic is created again. The console's topic page shows each
+partition's translation lag."""
 
 from __future__ import annotations
 
+import re
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlparse
@@ -53,9 +56,10 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 
 
 def _produce_values(broker: BrokerProcess, topic: str, values: list[str]) -> None:
+    """The values spread over the partitions in turn."""
     producer = Producer({"bootstrap.servers": broker.bootstrap})
-    for value in values:
-        producer.produce(topic, value.encode())
+    for i, value in enumerate(values):
+        producer.produce(topic, value.encode(), partition=i % PARTITIONS)
     assert producer.flush(30) == 0
 
 
@@ -194,3 +198,27 @@ def test_a_kept_table_is_moved_aside_when_its_topic_is_created_again(broker: Bro
     assert sorted(v for *_, v in table_rows(broker, topic, ["value"])) == [b"new-0", b"new-1", b"new-2"]
     kept = table_rows(broker, f"{topic}~{old_id}", ["value"])
     assert sorted(v for *_, v in kept) == [f"old-{i}".encode() for i in range(6)]
+
+
+def _console_lag(broker: BrokerProcess, topic: str) -> dict[int, int]:
+    """Partition → records not in the table, from the console's topic page."""
+    with urllib.request.urlopen(f"{broker.http_url}/ui/topics/{topic}", timeout=30) as answer:
+        found = re.search(r'<table id="lake-lag">.*?<tbody>(.*?)</tbody>', answer.read().decode())
+    if found is None:
+        return {}
+    cells = [re.findall(r"<td>(.*?)</td>", row) for row in found.group(1).split("</tr>") if row]
+    return {int(c[0]): int(c[1]) for c in cells}
+
+
+def test_the_console_shows_each_partitions_translation_lag(broker: BrokerProcess) -> None:
+    topic = "slow-lane"
+    create_topic(broker, topic, "key_value", {"strom.iceberg.target.lag.ms": "600000"})
+    _produce_values(broker, topic, [f"first-{i}" for i in range(6)])  # each partition's first round
+    wait_until(lambda: len(table_rows(broker, topic, [])) == 6, 60, "the first rounds' commits")
+    _produce_values(broker, topic, [f"waiting-{i}" for i in range(9)])  # the next commits: 10 min away
+    wait_until(
+        lambda: _console_lag(broker, topic) == dict.fromkeys(range(PARTITIONS), 3),
+        60,
+        "3 records of lag per partition on the page",
+    )
+    assert len(table_rows(broker, topic, [])) == 6

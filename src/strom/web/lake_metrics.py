@@ -22,10 +22,7 @@ LABELS = ["topic", "partition"]
 def iceberg_families(translator: IcebergTranslator, now_ms: int) -> Iterator[Metric]:
     lags = sorted(translator.lag.items())
     records = [([t, str(p)], float(lag.records)) for (t, p), lag in lags]
-    seconds = [
-        ([t, str(p)], max(now_ms - lag.last_commit_ms, 0) / 1000 if lag.records else 0.0)
-        for (t, p), lag in lags
-    ]
+    seconds = [([t, str(p)], lag.seconds(now_ms)) for (t, p), lag in lags]
     yield gauge(
         "strom_iceberg_translation_lag_records", "Committed records not yet in the table.", LABELS, records
     )

@@ -78,6 +78,10 @@ class PartitionLag:
     def records(self) -> int:
         return max(self.last_stable_offset - self.position, 0)
 
+    def seconds(self, now_ms: int) -> float:
+        """Seconds since the last commit while records wait (0 when none waits)."""
+        return max(now_ms - self.last_commit_ms, 0) / 1000 if self.records else 0.0
+
 
 @dataclass
 class _Task:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 from urllib.parse import quote
 
 from strom.cluster.broker_table import LEGEND, BrokerTable
@@ -204,6 +205,7 @@ def topic_page(
     table_src: str,
     charts: str = "",
     actions: str = "",
+    lake_lag: Sequence[LakeLag] = (),
 ) -> str:
     legend = (
         "<p class='muted'>Bold green: leads as assigned; orange: a follower leads now; struck red: out of "
@@ -251,10 +253,32 @@ def topic_page(
         + legend
         + "<h2>Partitions</h2>"
         + parts
+        + _lake_lag_html(lake_lag)
         + "<h2>Configs</h2>"
         + conf
     )
     return page(f"Topic {topic}", body, _LIVE_TABLE_JS)
+
+
+class LakeLag(NamedTuple):
+    """An Iceberg topic's partition this broker translates (strom_iceberg_translation_lag_*)."""
+
+    partition: int
+    records: int  # committed records not yet in the table
+    seconds: float  # since the last commit while records wait
+    rows: int  # appended to the table since the translation started here
+    dead: int  # appended to the dead-letter table
+
+
+def _lake_lag_html(lags: Sequence[LakeLag]) -> str:
+    if not lags:
+        return ""
+    rows = [
+        [esc(g.partition), esc(g.records), esc(f"{g.seconds:.1f}"), esc(g.rows), esc(g.dead)] for g in lags
+    ]
+    return "<h2>Iceberg translation lag (partitions this broker translates)</h2>" + table(
+        ["Partition", "Records not in the table", "Seconds behind", "Rows", "Dead letters"], rows, "lake-lag"
+    )
 
 
 def partition_page(topic: str, p: PartitionRow, messages: str) -> str:

@@ -139,7 +139,13 @@ class ConsoleApi:
             [("add-partitions", "add partitions", q), ("alter-config", "alter a config", q),
              ("delete-records", "delete records", q)]
         )  # fmt: skip
-        page = pages.topic_page(name, dict(info.configs), table, parts, src, charts, links)
+        translator, now_ms = self._broker.lake.translator, self._broker.clock.time_ms()
+        lake_lag = [
+            pages.LakeLag(p, lag.records, lag.seconds(now_ms), lag.rows, lag.dead)
+            for (t, p), lag in sorted(translator.lag.items() if translator is not None else ())
+            if t == name
+        ]
+        page = pages.topic_page(name, dict(info.configs), table, parts, src, charts, links, lake_lag)
         return self._page(request, page)
 
     async def topic_table(self, request: web.Request) -> web.Response:
