@@ -5,10 +5,12 @@ settings of a broker tiering to such a bucket, and the keys a bucket holds."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -91,15 +93,25 @@ def object_keys(server: SeaweedS3Process, bucket: str, prefix: str) -> list[str]
     return asyncio.run(listing())
 
 
-@pytest.fixture(scope="module")
-def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3Process]:
+S = TypeVar("S", bound=SeaweedS3Process)
+
+
+@contextlib.contextmanager
+def serving(server: S) -> Iterator[S]:
+    """A SeaweedFS server of a test module, from start to the module's end."""
     require_seaweedfs()
-    server = SeaweedS3Process(tmp_path_factory.mktemp("seaweedfs"))
     server.start()
     try:
         yield server
     finally:
-        server.stop()
+        # Nothing is read back after the module: SIGKILL after 1 s, not weed's graceful exit (about 25 s).
+        server.stop(timeout_s=1.0)
+
+
+@pytest.fixture(scope="module")
+def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3Process]:
+    with serving(SeaweedS3Process(tmp_path_factory.mktemp("seaweedfs"))) as server:
+        yield server
 
 
 def local_root(tmp_path: Path) -> str:

@@ -16,20 +16,15 @@ from strom.testing import BrokerProcess
 from tests.integration.iceberg_readers import committed_offsets, rows_or_none, with_polars
 from tests.integration.iceberg_rest_server import IcebergRestServer
 from tests.integration.test_iceberg_topics import create_topic, wait_until
-from tests.object_stores import require_seaweedfs
+from tests.object_stores import serving
 
 TOPIC = "clicks"
 
 
 @pytest.fixture(scope="module")
 def rest_catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IcebergRestServer]:
-    require_seaweedfs()
-    server = IcebergRestServer(Path(tmp_path_factory.mktemp("weed-mini")))
-    server.start()
-    try:
+    with serving(IcebergRestServer(Path(tmp_path_factory.mktemp("weed-mini")))) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def _rows(server: IcebergRestServer, columns: list[str]) -> list[tuple[object, ...]]:

@@ -11,7 +11,7 @@ import pytest
 
 from strom.testing import BrokerProcess
 from tests.integration.iceberg_rest_server import IcebergRestServer
-from tests.object_stores import require_seaweedfs
+from tests.object_stores import serving
 from tests.spark.test_lake_history import Lake, check_key_value_read
 
 pytestmark = pytest.mark.spark
@@ -19,10 +19,7 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
-    require_seaweedfs()
-    server = IcebergRestServer(Path(tmp_path_factory.mktemp("weed-mini")))
-    server.start()
-    try:
+    with serving(IcebergRestServer(Path(tmp_path_factory.mktemp("weed-mini")))) as server:
         broker = BrokerProcess(
             tmp_path_factory.mktemp("lake-history-rest") / "data",
             {"strom.iceberg.translation.interval.ms": "100", **server.broker_settings()},
@@ -32,8 +29,6 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
             yield Lake(broker, {"type": "rest", **server.catalog_properties()})
         finally:
             broker.stop()
-    finally:
-        server.stop()
 
 
 def test_batch_read_across_a_rest_catalogs_table_and_the_log(spark: Any, lake: Lake) -> None:
