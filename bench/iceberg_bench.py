@@ -14,16 +14,32 @@ confluent-kafka's AvroSerializer, serialized once and produced as bytes):
 * ``produce``: the same records produced to a topic without translation and to one with it
   (``strom.iceberg.target.lag.ms=1000``, the translation running meanwhile), alternately, three rounds
   each; reports records/s of each and the ratio (same run, same machine).
+
+With ``--sustained SECONDS`` it measures instead produce and translation together under a sustained load:
+per value size, ``--rounds`` rounds, each producing for SECONDS at full speed from ``--producers``
+producer processes (confluent-kafka, acks=1) into a fresh ``--partitions``-partition topic without
+translation, then into one with ``value_schema_id_prefix`` (target lag ``--target-lag-ms``, the topic
+default unless given). Per topic: records/s produced and broker CPU seconds during the produce; for the
+translated one the translation lag (records and seconds, from the broker's ``/metrics``) when the
+produce ends, then ``--drain`` seconds of the broker translating alone: rows translated per broker CPU
+second (translation's cost per core), after which the topic's mode is turned off and the rounds already
+under way are waited for, so that no translation runs into the next measurement. The broker's CPU is
+also split between its event loop thread and its other threads (translation's workers among them).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
+import re
+import statistics
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
@@ -33,7 +49,9 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from pyiceberg.catalog import load_catalog
 from pyiceberg.exceptions import NoSuchTableError
 
+from strom.lake.tables import recorded_offsets
 from strom.testing import BrokerProcess
+from strom.testing.processes import thread_cpu_seconds
 
 SET = AlterConfigOpType.SET
 SCHEMA = {
@@ -53,8 +71,15 @@ def values(broker: BrokerProcess, topic: str, size: int, count: int) -> list[byt
     return [one] * count
 
 
-def create(admin: AdminClient, topic: str, configs: dict[str, str]) -> None:
-    for future in admin.create_topics([NewTopic(topic, 1, 1, config=configs)]).values():
+def create(admin: AdminClient, topic: str, configs: dict[str, str], partitions: int = 1) -> None:
+    for future in admin.create_topics([NewTopic(topic, partitions, 1, config=configs)]).values():
+        future.result(30)
+
+
+def alter(admin: AdminClient, topic: str, configs: dict[str, str]) -> None:
+    entries = [ConfigEntry(k, v, incremental_operation=SET) for k, v in configs.items()]
+    resource = ConfigResource("TOPIC", topic, incremental_configs=entries)
+    for future in admin.incremental_alter_configs([resource]).values():
         future.result(30)
 
 
@@ -73,21 +98,102 @@ def produce(bootstrap: str, topic: str, payloads: list[bytes]) -> float:
     return time.perf_counter() - began
 
 
+def produce_for(bootstrap: str, topic: str, value: bytes, seconds: float, done: Any) -> None:
+    """One producer process: ``value`` to ``topic`` as fast as it goes for ``seconds``; puts its count."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1 << 20, "acks": "1"})
+    count, stop = 0, time.perf_counter() + seconds
+    while time.perf_counter() < stop:
+        for _ in range(1000):
+            try:
+                producer.produce(topic, value)
+                count += 1
+            except BufferError:
+                producer.poll(0.005)
+        producer.poll(0)
+    assert producer.flush(120) == 0
+    done.put(count)
+
+
+def produce_sustained(
+    bootstrap: str, topic: str, value: bytes, seconds: float, producers: int
+) -> tuple[int, float]:
+    """Records produced by ``producers`` processes in about ``seconds``; wall time to the last flush."""
+    context = multiprocessing.get_context("spawn")
+    done = context.Queue()
+    procs = [
+        context.Process(target=produce_for, args=(bootstrap, topic, value, seconds, done))
+        for _ in range(producers)
+    ]
+    began = time.perf_counter()
+    for proc in procs:
+        proc.start()
+    counts = [done.get(timeout=seconds + 180) for _ in procs]
+    wall = time.perf_counter() - began
+    for proc in procs:
+        proc.join(30)
+    return sum(counts), wall
+
+
+def lag_metrics(broker: BrokerProcess, topic: str) -> tuple[float, float]:
+    """The topic's translation lag from ``/metrics``: records (summed over partitions), seconds (the most)."""
+    assert broker.http_url is not None
+    with urllib.request.urlopen(f"{broker.http_url}/metrics", timeout=30) as response:
+        text = response.read().decode()
+    records, seconds = 0.0, 0.0
+    for name, value in re.findall(
+        rf'^strom_iceberg_translation_lag_(records|seconds)\{{[^}}]*topic="{re.escape(topic)}"'
+        r"[^}]*\} (\S+)$",
+        text,
+        re.M,
+    ):
+        if name == "records":
+            records += float(value)
+        else:
+            seconds = max(seconds, float(value))
+    return records, seconds
+
+
 def next_offset(log_dir: Path, topic: str) -> int:
+    return recorded(log_dir, topic).get(0, 0)
+
+
+def recorded(log_dir: Path, topic: str) -> dict[int, int]:
+    """Each partition's next offset as the topic's table records it."""
     base = log_dir / "iceberg"
     if not (base / "catalog.db").exists():
-        return 0
+        return {}
     catalog = load_catalog(
         "strom", type="sql", uri=f"sqlite:///{base}/catalog.db", warehouse=f"file://{base}/warehouse"
     )
     try:
-        snapshot = catalog.load_table(("strom", topic)).current_snapshot()
+        return recorded_offsets(catalog.load_table(("strom", topic)))
     except NoSuchTableError:
-        return 0
-    if snapshot is None or snapshot.summary is None:
-        return 0
-    raw = snapshot.summary.additional_properties.get("strom.next-offsets", "{}")
-    return int(json.loads(raw).get("0", 0))
+        return {}
+
+
+def threads_used(broker: BrokerProcess, before: dict[int, float]) -> tuple[float, float]:
+    """CPU seconds since ``before`` (a `thread_cpu_seconds`) of the broker's main thread (its event loop)
+    and of its other threads (translation's worker threads among them)."""
+    assert broker.proc is not None
+    now = thread_cpu_seconds(broker.proc.pid)
+    used = {tid: seconds - before.get(tid, 0.0) for tid, seconds in now.items()}
+    main = used.pop(broker.proc.pid, 0.0)
+    return main, sum(used.values())
+
+
+def wait_translation_idle(broker: BrokerProcess, log_dir: Path, topic: str) -> None:
+    """After the topic's mode is turned off: until its rounds already handed to worker threads have
+    committed (the table's offsets still for a second and the broker's other threads nearly idle), so
+    that none of them runs into the next measurement."""
+    assert broker.proc is not None
+    last = recorded(log_dir, topic)
+    while True:
+        threads0 = thread_cpu_seconds(broker.proc.pid)
+        time.sleep(1.0)
+        now = recorded(log_dir, topic)
+        if now == last and threads_used(broker, threads0)[1] < 0.1:
+            return
+        last = now
 
 
 def cpu(broker: BrokerProcess) -> float:
@@ -161,13 +267,89 @@ def run(records: int, sizes: list[int]) -> None:
             broker.stop()
 
 
+def run_sustained(
+    seconds: float, sizes: list[int], partitions: int, producers: int, rounds: int, lag_ms: str, drain: float
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        broker = BrokerProcess(Path(tmp) / "data")
+        broker.start()
+        try:
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+            log_dir = broker.data_dir / "logs"
+            lake_configs = {"strom.iceberg.mode": "value_schema_id_prefix"}
+            if lag_ms:
+                lake_configs["strom.iceberg.target.lag.ms"] = lag_ms
+            for size in sizes:
+                [value] = values(broker, f"s-{size}", size, 1)
+                rates: dict[str, list[float]] = {"plain": [], "lake": []}
+                for round_ in range(rounds):
+                    for kind in ("plain", "lake"):
+                        topic = f"s-{kind}-{size}-{round_}"
+                        create(admin, topic, lake_configs if kind == "lake" else {}, partitions)
+                        values(broker, topic, size, 1)  # the subject registered before the clock starts
+                        assert broker.proc is not None
+                        cpu0, threads0 = cpu(broker), thread_cpu_seconds(broker.proc.pid)
+                        count, wall = produce_sustained(broker.bootstrap, topic, value, seconds, producers)
+                        used = cpu(broker) - cpu0
+                        loop, others = threads_used(broker, threads0)
+                        rates[kind].append(count / wall)
+                        line = (
+                            f"{size} B {kind}: {count:,} records in {wall:.1f} s = "
+                            f"{count / wall:,.0f} records/s, broker CPU {used:.1f} s "
+                            f"(event loop thread {loop:.1f} s, other threads {others:.1f} s)"
+                        )
+                        if kind == "lake":
+                            lag_records, lag_seconds = lag_metrics(broker, topic)
+                            in_table = sum(recorded(log_dir, topic).values())
+                            cpu1, t1 = cpu(broker), time.perf_counter()
+                            time.sleep(drain)
+                            drained = sum(recorded(log_dir, topic).values()) - in_table
+                            drain_cpu, drain_wall = cpu(broker) - cpu1, time.perf_counter() - t1
+                            alter(admin, topic, {"strom.iceberg.mode": "disabled"})
+                            wait_translation_idle(broker, log_dir, topic)
+                            line += (
+                                f"; at the end {in_table:,} in the table ({count - in_table:,} behind), "
+                                f"/metrics lag {lag_records:,.0f} records / {lag_seconds:.1f} s; "
+                                f"then {drained:,} rows in {drain_wall:.1f} s "
+                                f"({drained / drain_wall:,.0f}/s) for {drain_cpu:.1f} broker CPU s = "
+                                f"{drained / max(drain_cpu, 0.01):,.0f} rows per CPU second"
+                            )
+                        print(line, flush=True)
+                plain, lake = (statistics.median(rates[k]) for k in ("plain", "lake"))
+                print(
+                    f"{size} B sustained produce: with translation {100 * lake / plain:.0f}% of without "
+                    f"(medians {lake:,.0f} / {plain:,.0f} records/s; load {os.getloadavg()[0]:.1f})",
+                    flush=True,
+                )
+        finally:
+            broker.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--sizes", default="100,1000")
+    parser.add_argument("--sustained", type=float, default=0.0, help="seconds of produce per measurement")
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--producers", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--target-lag-ms", default="", help="the topic default unless given")
+    parser.add_argument("--drain", type=float, default=20.0)
     args = parser.parse_args()
     print(f"load {os.getloadavg()[0]:.1f}", flush=True)
-    run(args.records, [int(s) for s in args.sizes.split(",")])
+    sizes = [int(s) for s in args.sizes.split(",")]
+    if args.sustained:
+        run_sustained(
+            args.sustained,
+            sizes,
+            args.partitions,
+            args.producers,
+            args.rounds,
+            args.target_lag_ms,
+            args.drain,
+        )
+    else:
+        run(args.records, sizes)
 
 
 if __name__ == "__main__":

@@ -175,22 +175,15 @@ def timed(action: Callable[[], Any]) -> float:
     return time.perf_counter() - started
 
 
-def run(bootstrap: str, records: int, repeat: int) -> dict[str, float]:
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+def bench_session(app_name: str) -> Any:
+    """A local[2] SparkSession without UI or progress bars, format ``strom`` registered."""
     from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
 
     import strom.spark
 
-    topic = f"bench-read-{int(time.time())}"
-    create_topic(bootstrap, topic)
-    print(f"loading {records:,} x {VALUE_BYTES} B into {topic} ({PARTITIONS} partitions) ...", flush=True)
-    print(f"  load (confluent-kafka producer): {load_topic(bootstrap, topic, records):,.0f} records/s")
-
     spark = (
         SparkSession.builder.master("local[2]")
-        .appName("strom-spark-bench")
+        .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
@@ -198,6 +191,20 @@ def run(bootstrap: str, records: int, repeat: int) -> dict[str, float]:
     )
     spark.sparkContext.setLogLevel("ERROR")
     strom.spark.register(spark)
+    return spark
+
+
+def run(bootstrap: str, records: int, repeat: int) -> dict[str, float]:
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import functions as F
+
+    topic = f"bench-read-{int(time.time())}"
+    create_topic(bootstrap, topic)
+    print(f"loading {records:,} x {VALUE_BYTES} B into {topic} ({PARTITIONS} partitions) ...", flush=True)
+    print(f"  load (confluent-kafka producer): {load_topic(bootstrap, topic, records):,.0f} records/s")
+
+    spark = bench_session("strom-spark-bench")
     spark.dataSource.register(synthetic_source(records))
 
     def read_query(fmt: str, **options: str) -> Callable[[int], Any]:

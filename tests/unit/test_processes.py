@@ -55,3 +55,31 @@ def test_a_tied_process_dies_with_its_parent_and_one_from_a_thread_does_not() ->
         for pid in (tied, untied):
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_thread_cpu_seconds_gives_each_thread_its_own_cpu_time() -> None:
+    import threading
+
+    from strom.testing.processes import process_cpu_times, thread_cpu_seconds
+
+    ids: list[int] = []
+    done = threading.Event()
+
+    def spin() -> None:
+        ids.append(threading.get_native_id())
+        end = time.thread_time() + 0.3  # CPU time, not wall time: the machine may be loaded
+        while time.thread_time() < end:
+            pass
+        done.wait(30)
+
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    try:
+        while not ids or thread_cpu_seconds(os.getpid()).get(ids[0], 0.0) < 0.25:
+            time.sleep(0.05)
+        threads = thread_cpu_seconds(os.getpid())
+        assert os.getpid() in threads  # the main thread's id is the process's
+        assert 0.25 <= threads[ids[0]] <= sum(process_cpu_times(os.getpid()))  # a part of the whole
+    finally:
+        done.set()
+        spinner.join()

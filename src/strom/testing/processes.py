@@ -53,7 +53,24 @@ def stop_process(proc: subprocess.Popen[Any], timeout_s: float = 20.0, kill_wait
 
 def process_cpu_times(pid: int) -> tuple[float, float]:
     """(user, system) CPU seconds the running process ``pid`` has used, all threads (Linux /proc)."""
-    with open(f"/proc/{pid}/stat") as f:
+    return _stat_cpu_times(f"/proc/{pid}/stat")
+
+
+def thread_cpu_seconds(pid: int) -> dict[int, float]:
+    """CPU seconds (user + system) each thread of the running process ``pid`` has used, by thread id
+    (the main thread's id is ``pid``); threads that ended meanwhile are left out."""
+    out: dict[int, float] = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            user, system = _stat_cpu_times(f"/proc/{pid}/task/{tid}/stat")
+        except FileNotFoundError:
+            continue
+        out[int(tid)] = user + system
+    return out
+
+
+def _stat_cpu_times(path: str) -> tuple[float, float]:
+    with open(path) as f:
         stat = f.read()
     # The command name (field 2) may hold spaces; the fields after its closing parenthesis are fixed.
     fields = stat[stat.rindex(")") + 2 :].split()
