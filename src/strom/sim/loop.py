@@ -28,7 +28,8 @@ from the context it runs in (`strom.sim.network.CURRENT_HOST`). While nothing is
 `call_soon` and `call_at` are asyncio's own: the holding versions are bound only for the pause.
 
 The selector still polls the real one (without waiting) for the loop's self-pipe, which
-`call_soon_threadsafe` writes to; simulated programs open no real sockets. A loop whose tasks all wait
+`call_soon_threadsafe` writes to, whenever nothing is ready and time would move on; simulated
+programs open no real sockets. A loop whose tasks all wait
 on something that can never happen (no timer, nothing ready) would sleep forever on a real loop: here
 it raises `SimulationStalled`, which names the deadlock instead of hanging.
 """
@@ -45,6 +46,8 @@ from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 from weakref import WeakKeyDictionary
+
+from strom.sim.network import CURRENT_HOST
 
 if TYPE_CHECKING:
     from strom.sim.network import SimNetwork
@@ -93,8 +96,12 @@ class _SimulatedSelector(selectors.BaseSelector):
         return self._real.modify(fileobj, events, data)
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        if timeout == 0:
+            # Callbacks are ready: the self-pipe (no other thread writes it in a run) is polled
+            # when the loop would otherwise move time on, not at every step (a system call each).
+            return []
         ready = self._real.select(0)
-        if ready or timeout == 0:
+        if ready:
             return ready
         if timeout is None:
             raise SimulationStalled("every task is waiting and no timer is pending")
@@ -124,8 +131,6 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
         self._paused: dict[str, list[asyncio.Handle]] = {}  # host -> its callbacks held, in order
 
     def _make_task(self, loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
-        from strom.sim.network import CURRENT_HOST
-
         task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, **kwargs)
         context = kwargs.get("context")
         host = context.get(CURRENT_HOST) if context is not None else CURRENT_HOST.get()
@@ -145,8 +150,6 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
         port: int | None = None,
         **kwargs: Any,
     ) -> tuple[asyncio.Transport, Any]:
-        from strom.sim.network import CURRENT_HOST
-
         if self.network is None or host is None or port is None:
             raise RuntimeError("a simulated loop opens connections only on its simulated network")
         if kwargs.get("ssl") is not None:
@@ -251,12 +254,8 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
 
 
 def _host(handle: asyncio.Handle) -> str:
-    from strom.sim.network import CURRENT_HOST
-
     return handle._context.get(CURRENT_HOST, "client")  # type: ignore[attr-defined,no-any-return]
 
 
 def _current(context: contextvars.Context | None) -> str:
-    from strom.sim.network import CURRENT_HOST
-
     return CURRENT_HOST.get() if context is None else context.get(CURRENT_HOST, "client")
