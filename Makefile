@@ -73,7 +73,7 @@ spark-eos-kill: install-test
 TIERED_MB ?= 3000
 tiered-acceptance: install-test
 	STROM_TIERED_ACCEPTANCE_MB=$(TIERED_MB) STROM_TIERED_ACCEPTANCE_SPARK=1 $(PY) -m pytest -q -s \
-		tests/cluster/test_tiered_acceptance.py
+		--timeout=3600 tests/cluster/test_tiered_acceptance.py
 
 bench: install-test
 	$(PY) bench/run.py
