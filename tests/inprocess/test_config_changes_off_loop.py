@@ -12,8 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from strom.broker.control.cluster_member import ClusterMember
+from strom.broker.control.cluster_member import CONFIG_CHANGE_RETRY_MS, ClusterMember
+from strom.cluster.metadata_store import MetadataStoreError
 from strom.protocol.api import ApiKey
+from strom.quota.entity import QuotaEntity
 from tests.inprocess.harness import WAIT_S, InProcessBroker, eventually
 
 T = TypeVar("T")
@@ -53,5 +55,32 @@ def test_config_change_reads_wait_off_the_event_loop(tmp_path: Path) -> None:
             await eventually(applied, "the new config in the log")
             assert len(readers) == 2 and threading.main_thread().name not in readers, readers
             await kafka.close()
+
+    asyncio.run(main())
+
+
+def test_a_failed_refresh_is_retried_and_later_notifications_still_apply(tmp_path: Path) -> None:
+    """A refresh that fails (the metadata store lost for a moment) leaves its notification unseen: it is
+    applied again after a pause on the broker's clock, and the notifications after it are still followed."""
+
+    async def main() -> None:
+        async with InProcessBroker(tmp_path) as node:
+            member = node.broker.control
+            assert isinstance(member, ClusterMember)
+            failures = [MetadataStoreError("the store went away")]
+
+            async def flaky() -> None:
+                if failures:
+                    raise failures.pop()
+
+            member.on_entity_change.insert(0, flaky)
+            quotas = node.broker.quotas
+            tenant_a, tenant_b = QuotaEntity(client_id="tenant-a"), QuotaEntity(client_id="tenant-b")
+            node.broker.quota_store.alter(tenant_a, {"producer_byte_rate": 1000.0})
+            await eventually(lambda: not failures, "the failed refresh")
+            await node.advance(CONFIG_CHANGE_RETRY_MS)
+            await eventually(lambda: tenant_a in quotas.quotas, "the quota after the failure")
+            node.broker.quota_store.alter(tenant_b, {"producer_byte_rate": 2000.0})
+            await eventually(lambda: tenant_b in quotas.quotas, "the next quota")
 
     asyncio.run(main())

@@ -263,22 +263,24 @@ class ClusterMember:
             self._config_changed.clear()
             try:
                 changes = await asyncio.to_thread(self._read_config_changes, seen)
+                for change in changes:
+                    await self._apply_config_change(change)
+                    seen.add(change.name)  # only once applied: a failed one is read again
             except MetadataStoreError as exc:
-                # Not armed: the store calls back once it can. Armed but a read failed: try again.
-                log.info("config change notifications not read yet: %s", exc)
+                # Not armed: the store calls back once it can. A read failed: try again after a pause.
+                log.info("config change notifications not applied yet: %s", exc)
                 await sleep_ms(self._clock, CONFIG_CHANGE_RETRY_MS)
                 self._config_changed.set()
-                continue
-            for change in changes:
-                seen.add(change.name)
-                if change.topic is not None:
-                    if self.metadata.set_configs(change.topic, change.topic_configs):
-                        self._log_manager.update_config(change.topic, self._log_config_for(change.topic))
-                    continue
-                if change.user is not None and self.on_user_change is not None:
-                    await self.on_user_change(change.user)
-                for refresh in self.on_entity_change:
-                    await refresh()
+
+    async def _apply_config_change(self, change: _ConfigChange) -> None:
+        if change.topic is not None:
+            if self.metadata.set_configs(change.topic, change.topic_configs):
+                self._log_manager.update_config(change.topic, self._log_config_for(change.topic))
+            return
+        if change.user is not None and self.on_user_change is not None:
+            await self.on_user_change(change.user)
+        for refresh in self.on_entity_change:
+            await refresh()
 
     def _read_config_changes(self, seen: set[str]) -> list[_ConfigChange]:
         """In a worker thread: re-arm the watch, then read each new notification (and a topic's configs)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -18,6 +18,8 @@ T = TypeVar("T")
 class EntityView(Generic[T]):
     read: Callable[[], T]  # metadata-store reads only: run in a worker thread
     apply: Callable[[T], None]  # the broker's state: on the event loop
+    # One refresh at a time, so that an older read is never applied over a newer one.
+    _refreshing: asyncio.Lock = field(default_factory=asyncio.Lock, compare=False, repr=False)
 
     def load(self) -> None:
         """Read and apply here and now (a starting broker, not serving yet)."""
@@ -25,4 +27,5 @@ class EntityView(Generic[T]):
 
     async def refresh(self) -> None:
         """Read in a worker thread, then apply on the loop."""
-        self.apply(await asyncio.to_thread(self.read))
+        async with self._refreshing:
+            self.apply(await asyncio.to_thread(self.read))
