@@ -9,9 +9,11 @@ earlier leader epoch) gets one. The task
    or starts at the log start offset when the table has none; a new leader thus continues where the
    last one's commits stopped, and a broker killed mid-round redoes only what it had not committed;
 2. waits until ``strom.iceberg.target.lag.ms`` has passed since its last commit and the last stable
-   offset is past its position, then reads whole batches from its position up to the last stable offset
-   (at most `ROUND_MAX_BYTES`) with their aborted transactions, on the event loop (file reads only,
-   one `READ_CHUNK_BYTES` read per turn of the loop);
+   offset is past its position (a partition behind, whose last round stopped at `ROUND_MAX_BYTES` with
+   more to read, does not wait: it catches up round after round, else a partition taking more than
+   32 MiB per target lag would fall behind for ever), then reads whole batches from its position up to
+   the last stable offset (at most `ROUND_MAX_BYTES`) with their aborted transactions, on the event
+   loop (file reads only, one `READ_CHUNK_BYTES` read per turn of the loop);
 3. hands them to a worker thread (strom.lake.round: decoding, schema evolution, Parquet and the catalog
    commit; the event loop never waits on pyiceberg or pyarrow), then moves its position.
 
@@ -266,6 +268,7 @@ class IcebergTranslator:
                 )
                 position = part.log_start_offset
             chunks, end = await self._read(part, position, lso)
+            behind = end < lso and sum(len(data) for data, _ in chunks) >= ROUND_MAX_BYTES
             give_up = waiting_since is not None and now - waiting_since >= SCHEMA_PATIENCE_MS
             result: RoundResult = await self._in_thread(
                 partial(
@@ -286,6 +289,8 @@ class IcebergTranslator:
             if result.rows or result.dead:
                 lag.last_commit_ms = self._clock.time_ms()
                 last_round = self._clock.monotonic_ms()
+            if behind and result.waiting_for is None:
+                last_round = -1 << 62  # the next round is due at once
             if result.waiting_for is None:
                 waiting_since = None
             else:
