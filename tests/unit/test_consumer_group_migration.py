@@ -21,7 +21,13 @@ from strom.coordinator.consumer.classic import (
     upgrade_records,
 )
 from strom.coordinator.consumer.heartbeat import ConsumerGroupConfig, HeartbeatRequest, heartbeat
-from strom.coordinator.consumer.model import ConsumerGroup, MemberState
+from strom.coordinator.consumer.model import (
+    ConsumerGroup,
+    ConsumerMember,
+    MemberState,
+    commit_error,
+    fetch_error,
+)
 from strom.coordinator.consumer.records import (
     ClassicMemberMetadata,
     ConsumerKey,
@@ -185,3 +191,13 @@ def test_downgrade_writes_the_classic_members_back() -> None:
     assert [m.member_id for m in value.members] == ["a", "b"]
     assert [m.session_timeout_ms for m in value.members] == [10_000, 10_000]
     assert parse_assignment(value.members[0].assignment) == owned_by_a
+
+
+def test_a_classic_members_wrong_epoch_is_an_illegal_generation_in_commits_and_fetches() -> None:
+    """Kafka's validateMemberEpoch: a classic member's epoch is its generation."""
+    group = ConsumerGroup("g")
+    classic = ConsumerMember("c", member_epoch=3, classic=ClassicMemberMetadata(10_000, (("range", b""),)))
+    group.members = {"c": classic, "k": ConsumerMember("k", member_epoch=3)}
+    assert commit_error(group, "c", 2) is fetch_error(group, "c", 2) is ErrorCode.ILLEGAL_GENERATION
+    assert commit_error(group, "k", 2) is fetch_error(group, "k", 2) is ErrorCode.STALE_MEMBER_EPOCH
+    assert commit_error(group, "c", 3) is fetch_error(group, "c", 3) is ErrorCode.NONE

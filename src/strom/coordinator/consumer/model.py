@@ -269,23 +269,26 @@ def commit_error(group: ConsumerGroup | None, member_id: str, member_epoch: int)
     member = group.members.get(member_id)
     if member is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
-    if member_epoch != member.member_epoch:
-        # A classic member commits with its generation, which is its member epoch.
-        return ErrorCode.ILLEGAL_GENERATION if member.uses_classic_protocol else ErrorCode.STALE_MEMBER_EPOCH
-    return ErrorCode.NONE
+    return _epoch_error(member, member_epoch)
 
 
 def fetch_error(group: ConsumerGroup | None, member_id: str | None, member_epoch: int) -> ErrorCode:
     """An OffsetFetch v9+ naming a member (Kafka's ``ConsumerGroup.validateOffsetFetch``): NONE when
     there is no such consumer group (a classic group checks nothing) or the request names no member
     (null member id and a negative epoch: an admin tool, or a client that does not say); else
-    UNKNOWN_MEMBER_ID (not a member) or STALE_MEMBER_EPOCH (another epoch than the member's), so a
-    fenced member cannot resume from offsets that another member is committing meanwhile."""
+    UNKNOWN_MEMBER_ID (not a member) or an epoch error (`_epoch_error`), so a fenced member cannot
+    resume from offsets that another member is committing meanwhile."""
     if group is None or (member_id is None and member_epoch < 0):
         return ErrorCode.NONE
     member = group.members.get(member_id or "")
     if member is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
-    if member_epoch != member.member_epoch:
-        return ErrorCode.STALE_MEMBER_EPOCH
-    return ErrorCode.NONE
+    return _epoch_error(member, member_epoch)
+
+
+def _epoch_error(member: ConsumerMember, member_epoch: int) -> ErrorCode:
+    """NONE for the member's own epoch; else STALE_MEMBER_EPOCH, or ILLEGAL_GENERATION for a classic
+    member (its epoch is its generation), as Kafka's ``validateMemberEpoch``."""
+    if member_epoch == member.member_epoch:
+        return ErrorCode.NONE
+    return ErrorCode.ILLEGAL_GENERATION if member.uses_classic_protocol else ErrorCode.STALE_MEMBER_EPOCH
