@@ -193,16 +193,23 @@ def test_json_schema_values_become_typed_columns() -> None:
         Record(2, 1, None, _json_wire(1, [1, 2])),
         Record(3, 1, None, struct.pack(">bI", 0, 1) + b"{not json"),
         Record(4, 1, None, _json_wire(2, "text")),
+        Record(5, 1, None, _json_wire(1, {"id": 1.5})),  # not an integer: Arrow would store 1
+        Record(6, 1, None, _json_wire(1, {"id": 2.0})),  # an integer in JSON Schema's sense
+        Record(7, 1, None, _json_wire(1, {"ok": "yes"})),
+        Record(8, 1, None, _json_wire(1, {"where": {"lat": True}})),
     ]
     out = translate(VALUE_SCHEMA_ID_PREFIX, 0, records, cache)
     assert [(r["offset"], r["id"], r["name"], r["where"]) for r in out.rows] == [
         (0, 7, "n", {"lat": 1.5, "lon": 2}),
         (1, 8, None, None),
+        (6, 2, None, None),
     ]
     assert "x" not in out.rows[0]  # a property the schema does not name is left out
     reasons = {r["offset"]: r["reason"] for r in out.dead}
-    assert sorted(reasons) == [2, 3, 4]
+    assert sorted(reasons) == [2, 3, 4, 5, 7, 8]
     assert "not a JSON object" in reasons[2] and "decode" in reasons[3] and "object" in reasons[4]
+    assert "id: 1.5 is not of the column's type int64" in reasons[5]
+    assert "ok" in reasons[7] and "where.lat" in reasons[8]
     for unsupported in ({"type": "object", "properties": {"u": {"oneOf": []}}}, {"$ref": "#/x"}):
         with pytest.raises(UnsupportedSchema):
             json_value_fields(unsupported)

@@ -72,7 +72,44 @@ def _arrow_type(schema: Any, where: str) -> pa.DataType:
 
 
 def json_row(value: Any, fields: list[pa.Field]) -> Row | None:
-    """The columns of a decoded JSON value (None when it is not an object)."""
+    """The columns of a decoded JSON value (None when it is not an object).
+
+    Raises:
+        ValueError: a value of the wrong type for its column (Arrow would cut 1.5 down to an integer
+            column's 1, or read ``true`` as a number: checked here instead).
+    """
     if not isinstance(value, dict):
         return None
-    return {f.name: value.get(f.name) for f in fields}
+    return {f.name: _fitted(value.get(f.name), f.type, f.name) for f in fields}
+
+
+def _fitted(value: Any, kind: pa.DataType, where: str) -> Any:
+    """``value`` as its column takes it; ValueError when it is not of the column's JSON type."""
+    if value is None:
+        return None
+    if pa.types.is_boolean(kind):
+        if isinstance(value, bool):
+            return value
+    elif pa.types.is_int64(kind):
+        # JSON Schema's integer: a number without a fractional part (1.0 is one).
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+    elif pa.types.is_float64(kind):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif pa.types.is_string(kind):
+        if isinstance(value, str):
+            return value
+    elif pa.types.is_struct(kind):
+        if isinstance(value, dict):
+            return {
+                kind.field(i).name: _fitted(
+                    value.get(kind.field(i).name), kind.field(i).type, f"{where}.{kind.field(i).name}"
+                )
+                for i in range(kind.num_fields)
+            }
+    elif pa.types.is_list(kind) and isinstance(value, list):
+        return [_fitted(item, kind.value_type, f"{where}[]") for item in value]
+    raise ValueError(f"{where}: {value!r} is not of the column's type {kind}")
