@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from strom.protocol.api import ApiKey
+from strom.protocol.errors import ErrorCode
 from strom.testing import BrokerProcess
 from tests.integration.kip848_clients import wait_until
 from tests.integration.rawclient import RawClient
@@ -144,5 +145,50 @@ def test_released_records_keep_their_delivery_count_across_a_broker_kill(
         assert wait_until(redelivered, 30)
         # The release (delivery count 1) was durable; the acquisition after it was not.
         assert got == [(0, 9, 2)]
+    finally:
+        broker.stop()
+
+
+FENCED = int(ErrorCode.FENCED_LEADER_EPOCH)
+
+
+def _read_state(raw: RawClient, group: str, topic_id: bytes, leader_epoch: int) -> Any:
+    body = {
+        "group_id": group,
+        "topics": [{"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": leader_epoch}]}],
+    }
+    return raw.call(ApiKey.READ_SHARE_GROUP_STATE, 0, body)["results"][0]["partitions"][0]
+
+
+def _write_state(raw: RawClient, group: str, topic_id: bytes, leader_epoch: int, start: int) -> int:
+    part = {"partition": 0, "state_epoch": 0, "leader_epoch": leader_epoch, "start_offset": start}
+    body = {
+        "group_id": group,
+        "topics": [{"topic_id": topic_id, "partitions": [{**part, "state_batches": []}]}],
+    }
+    answer = raw.call(ApiKey.WRITE_SHARE_GROUP_STATE, 0, body)
+    return int(answer["results"][0]["partitions"][0]["error_code"])
+
+
+def test_a_new_leaders_read_fences_the_deposed_leaders_writes(tmp_path: Path) -> None:
+    """ReadShareGroupState at a newer leader epoch stores that epoch (as Kafka's share coordinator does):
+    the deposed leader's write after it is refused, so it cannot land between the new leader's read and
+    its first write (which, built from the read, would undo an acknowledgement)."""
+    broker = BrokerProcess(tmp_path / "data", SHARE_CONFIGS)
+    broker.start()
+    try:
+        make_topic(broker.bootstrap, "fenced")
+        produce(broker.bootstrap, "fenced", [f"f{i}" for i in range(5)], per_flush=5)
+        with RawClient(broker.bootstrap) as raw:
+            topic_id = topic_id_of(raw, "fenced")
+            assert acquired(share_fetch(raw, "g", "m", 0, topic_id, [])) == [(0, 4, 1)]  # state stored at 0
+            assert _read_state(raw, "g", topic_id, 0)["error_code"] == 0
+            assert _write_state(raw, "g", topic_id, 0, 2) == 0  # the leader at epoch 0 accepts 0-1
+            new = _read_state(raw, "g", topic_id, 1)  # a new leader at epoch 1 reads...
+            assert (new["error_code"], new["start_offset"]) == (0, 2)
+            assert _write_state(raw, "g", topic_id, 0, 5) == FENCED  # ...and the old one is fenced
+            assert _read_state(raw, "g", topic_id, 0)["error_code"] == FENCED
+            assert _write_state(raw, "g", topic_id, 1, 3) == 0
+            assert _read_state(raw, "g", topic_id, 1)["start_offset"] == 3
     finally:
         broker.stop()

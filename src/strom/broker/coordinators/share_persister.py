@@ -111,7 +111,7 @@ class ShareStatePersister:
         if coordinator is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         if coordinator[0] == self._service.node_id:
-            return self._service.read(key)
+            return await self._service.read(key, leader_epoch)
         body: m.ReadShareGroupStateRequest = {
             "group_id": key.group_id,
             "topics": [

@@ -25,6 +25,7 @@ Call only from the broker's event loop.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from strom._util.clock import Clock
 from strom.broker.config import BrokerConfig
@@ -138,16 +139,31 @@ class ShareStateService:
         return None if leader is None else (leader.node_id, leader.host, leader.port)
 
     # --- reads and writes (as the share coordinator) -------------------------------------------
-    def read(self, key: StateKey) -> tuple[ErrorCode, ShareState | None]:
-        """The stored state of ``key`` (None: none stored), or why this broker cannot answer."""
+    async def read(self, key: StateKey, leader_epoch: int) -> tuple[ErrorCode, ShareState | None]:
+        """The stored state of ``key`` (None: none stored) for a partition leader at ``leader_epoch``, or
+        why this broker cannot answer. A newer leader epoch than the stored one is stored first (Kafka's
+        read that may update the leader epoch), so that from then on the deposed leader's writes are
+        fenced: else one of them could land between this read and the new leader's first write, which,
+        built from this read, would undo it. An older one is refused (FENCED_LEADER_EPOCH)."""
         partition = self.partition_of(key)
         if partition is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+
+        def operation(shard: ShareStateShard) -> CoordinatorResult[tuple[ErrorCode, ShareState | None]]:
+            current = shard.states.get(key)
+            if current is None or leader_epoch == current.leader_epoch:
+                return CoordinatorResult([], (ErrorCode.NONE, current))
+            if leader_epoch < current.leader_epoch:
+                return CoordinatorResult([], (ErrorCode.FENCED_LEADER_EPOCH, None))
+            fenced = replace(current, leader_epoch=leader_epoch)
+            return CoordinatorResult([(encode_key(key), encode_value(fenced))], (ErrorCode.NONE, fenced))
+
         try:
-            shard = self.runtime.shard(partition)
+            return await self.runtime.write(partition, operation, WRITE_TIMEOUT_MS)
         except CoordinatorError as exc:
-            return exc.code, None
-        return ErrorCode.NONE, shard.states.get(key)
+            log.info("share state of %s not read: %s", key.coordinator_key(), exc.code.name)
+            code = exc.code if exc.code in _PASSED_ON else ErrorCode.COORDINATOR_NOT_AVAILABLE
+            return code, None
 
     async def write(self, key: StateKey, state: ShareState) -> ErrorCode:
         """Store ``state`` as ``key``'s; NONE once the ISR has it."""

@@ -56,7 +56,8 @@ async def handle_read_share_group_state(
             if denied:
                 parts.append(_read_result(index, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None))
                 continue
-            code, state = service.read(StateKey(req["group_id"], bytes(topic["topic_id"]), index))
+            key = StateKey(req["group_id"], bytes(topic["topic_id"]), index)
+            code, state = await service.read(key, int(p["leader_epoch"]))
             parts.append(_read_result(index, code, state))
         results.append({"topic_id": topic["topic_id"], "partitions": parts})
     return {"results": results}

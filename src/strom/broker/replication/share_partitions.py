@@ -27,11 +27,12 @@ coordinator (a `SharePersister`: `__share_group_state`, strom.coordinator.share.
 of a (group, partition) at a leader epoch (`load`) reads the stored state: a new leader (after a
 restart or a fail-over) carries on from the stored start offset with every undecided record AVAILABLE
 at its delivery count (records that were ACQUIRED are handed out again, accepted and archived ones
-never); with nothing stored, the share-partition starts at `share.auto.offset.reset`. Either way the
-state is written back at once with this leader's epoch, so a deposed leader's writes are fenced and a
-first start offset holds for the next leader too. `persist` writes the state after a change that
-must outlive this leader (the acknowledgements, before they are answered): one write at a time per
-share-partition, none when nothing durable changed since the last. Releases are written as they are
+never); with nothing stored, the share-partition starts at `share.auto.offset.reset`. The read stores
+this leader's epoch at the share coordinator, so a deposed leader's writes are fenced from then on;
+the state is also written back at once, so that a first start offset holds for the next leader too.
+`persist` writes the state after a change that must outlive this leader (the acknowledgements, before
+they are answered): one write at a time per share-partition, none when nothing durable changed since
+the last. Releases are written as they are
 applied: a lock expiry's at the share-partition's next use, a closed or evicted session's at once (a
 failed write is carried by the next).
 """
