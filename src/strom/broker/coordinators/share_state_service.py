@@ -54,6 +54,12 @@ WRITE_TIMEOUT_MS = 5_000  # how long a write waits for the ISR
 _PASSED_ON = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
 
 
+def _answer_for(exc: CoordinatorError) -> ErrorCode:
+    """What a leader asking for a share state is told when the runtime refused: where to look (not the
+    coordinator, still loading), else COORDINATOR_NOT_AVAILABLE."""
+    return exc.code if exc.code in _PASSED_ON else ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+
 class ShareStateShard:
     """One `__share_group_state` partition's share-partition states, replayed from its records."""
 
@@ -162,8 +168,7 @@ class ShareStateService:
             return await self.runtime.write(partition, operation, WRITE_TIMEOUT_MS)
         except CoordinatorError as exc:
             log.info("share state of %s not read: %s", key.coordinator_key(), exc.code.name)
-            code = exc.code if exc.code in _PASSED_ON else ErrorCode.COORDINATOR_NOT_AVAILABLE
-            return code, None
+            return _answer_for(exc), None
 
     async def write(self, key: StateKey, state: ShareState) -> ErrorCode:
         """Store ``state`` as ``key``'s; NONE once the ISR has it."""
@@ -181,4 +186,4 @@ class ShareStateService:
             return await self.runtime.write(partition, operation, WRITE_TIMEOUT_MS)
         except CoordinatorError as exc:
             log.info("share state of %s not written: %s", key.coordinator_key(), exc.code.name)
-            return exc.code if exc.code in _PASSED_ON else ErrorCode.COORDINATOR_NOT_AVAILABLE
+            return _answer_for(exc)
