@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from pyiceberg.table import FileScanTask
 from tests.unit.test_lake_tables import key_value_rows, lake_tables, racing_writers, table_pairs
 
 from strom.lake.maintenance import MaintenanceSettings, maintain
@@ -54,3 +55,22 @@ def test_an_earlier_topics_table_is_moved_aside_and_a_deleted_topics_never_comes
     with pytest.raises(StaleTopic):
         tables.append(new, 0, 4, key_value_rows(0, 2, 2))  # a round still in flight at the deletion
     assert not tables.exists(new)
+
+
+def test_a_deleted_topics_table_moved_aside_before_the_deletion_was_seen_is_dropped(tmp_path: Path) -> None:
+    # A broker that leads the topic created again, and never translated the deleted one, moves the
+    # deleted topic's table aside; the broker that sees the deletion drops it there.
+    old = TableRef("reborn", KEY_VALUE, topic_id="A")
+    lake_tables(tmp_path).append(old, 0, 5, key_value_rows(0, 0, 5))
+    new = TableRef("reborn", KEY_VALUE, topic_id="B")
+    lake_tables(tmp_path).claim(new)
+    aside = TableRef("reborn~A", KEY_VALUE)
+    files = [Path(task.file.file_path.removeprefix("file://")) for task in tables_scan(tmp_path, aside)]
+    assert files and all(path.exists() for path in files)
+    assert lake_tables(tmp_path).drop(old)
+    assert not lake_tables(tmp_path).exists(aside)
+    assert not any(path.exists() for path in files)
+
+
+def tables_scan(tmp_path: Path, ref: TableRef) -> list[FileScanTask]:
+    return list(lake_tables(tmp_path).table(ref).scan().plan_files())

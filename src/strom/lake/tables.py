@@ -193,17 +193,21 @@ class LakeTables:
 
     def drop(self, ref: TableRef) -> bool:
         """Drop the table of the deleted topic ``ref.topic_id`` and its files, and refuse any later
-        write for that id; a table of another topic id is left alone. Whether a table was dropped."""
+        write for that id; a table of another topic id is left alone. The table may also have been
+        moved aside by a broker that translates the topic created again and had not seen the deletion
+        (`claim`): that one is dropped too. Whether a table was dropped."""
         self.forbid(ref.topic_id)
         catalog = self.catalog()
-        try:
-            owner = catalog.load_table(ref.identifier).metadata.properties.get(TOPIC_ID_KEY)
-            if owner is not None and owner != ref.topic_id:
-                return False
-            catalog.purge_table(ref.identifier)
-        except NoSuchTableError:
-            return False
-        return True
+        dropped = False
+        for identifier in (ref.identifier, (NAMESPACE, f"{ref.name}~{ref.topic_id}")):
+            try:
+                owner = catalog.load_table(identifier).metadata.properties.get(TOPIC_ID_KEY)
+                if owner is None or owner == ref.topic_id:
+                    catalog.purge_table(identifier)
+                    dropped = True
+            except NoSuchTableError:
+                continue
+        return dropped
 
     def next_offsets(self, ref: TableRef) -> dict[int, int]:
         """Each partition's next offset as the table records it ({} for a table without any)."""
