@@ -84,3 +84,42 @@ def test_a_failed_refresh_is_retried_and_later_notifications_still_apply(tmp_pat
             await eventually(lambda: tenant_b in quotas.quotas, "the next quota")
 
     asyncio.run(main())
+
+
+def test_a_notification_read_before_a_local_write_is_not_applied_over_it(tmp_path: Path) -> None:
+    """A notification's configs read in the worker thread, then an AlterConfigs on this broker writes the
+    topic's configs before that read is applied: the read is stale and must not undo the write (it is
+    read again), even for the moment until the write's own notification comes round."""
+
+    async def main() -> None:
+        async with InProcessBroker(tmp_path) as node:
+            node.broker.topics.create_topic("t", 1, 1, {})
+            member = node.broker.control
+            assert isinstance(member, ClusterMember)
+            read_done, released = threading.Event(), threading.Event()
+            read_configs, set_configs = member.metadata.read_configs, member.metadata.set_configs
+
+            def read_then_hold(topic: str) -> dict[str, str]:
+                configs = read_configs(topic)
+                if not read_done.is_set():
+                    read_done.set()
+                    released.wait(3 * WAIT_S)  # the answer on its way back from ZooKeeper
+                return configs
+
+            applied: list[str | None] = []
+
+            def record(topic: str, configs: dict[str, str]) -> bool:
+                applied.append(configs.get("retention.ms"))
+                return set_configs(topic, configs)
+
+            member.metadata.read_configs = read_then_hold  # type: ignore[method-assign]
+            member.metadata.set_configs = record  # type: ignore[method-assign]
+            member.metadata_client.set_topic_config("t", {"retention.ms": "12345"})  # another broker's write
+            await eventually(read_done.is_set, "the notification's configs read")
+            node.broker.topics.set_topic_configs("t", {"retention.ms": "999"})  # an AlterConfigs here
+            released.set()
+            await eventually(lambda: "999" in applied, "the local write's notification applied")
+            assert "12345" not in applied, applied
+            assert node.broker.topics.log_config_for("t").retention_ms == 999
+
+    asyncio.run(main())

@@ -169,6 +169,9 @@ class ClusterMember:
         self.on_entity_change: list[Callable[[], Awaitable[None]]] = []
         self._config_changed = asyncio.Event()
         self._config_changes_task: asyncio.Task[None] | None = None
+        # Topic-config writes made here: a notification read that overlapped one may hold the configs
+        # from before it, so it is read again rather than applied over the newer value.
+        self._topic_config_writes = 0
         self._registration_task: asyncio.Task[None] | None = None
         self._reregistration_task: asyncio.Task[None] | None = None
         #: The epoch of this process's current registration; None until it has registered.
@@ -262,7 +265,11 @@ class ClusterMember:
             await self._config_changed.wait()
             self._config_changed.clear()
             try:
+                writes = self._topic_config_writes
                 changes = await asyncio.to_thread(self._read_config_changes, seen)
+                if self._topic_config_writes != writes:
+                    self._config_changed.set()
+                    continue
                 for change in changes:
                     await self._apply_config_change(change)
                     seen.add(change.name)  # only once applied: a failed one is read again
@@ -381,6 +388,7 @@ class ClusterMember:
 
     @_needs_zookeeper
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self._topic_config_writes += 1
         self.metadata_client.set_topic_config(name, configs)
         info = self.metadata.topics.get(name)
         if info is not None:
