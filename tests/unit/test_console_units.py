@@ -14,13 +14,14 @@ from typing import Any
 import fastavro
 import pytest
 
+from strom.lake.protobuf_wire import read_indexes
 from strom.metrics.history import MetricHistory
 from strom.protocol.records.builder import build_batch
 from strom.registry.registry import SchemaRegistry, SchemaRequest
 from strom.storage.config import LogConfig
 from strom.storage.log import PartitionLog
 from strom.web.console.charts import Line, line_chart, nice_max
-from strom.web.console.decode import RecordDecoder, message_indexes
+from strom.web.console.decode import RecordDecoder
 from strom.web.console.message_pages import BadQuery, parse_query, parse_time_ms, query_params
 from strom.web.console.scan import Budget, LocalSource, Query, scan
 
@@ -189,7 +190,7 @@ def test_values_decode_with_each_schema_type() -> None:
     # Message index [1] (Refund): count 1 then index 1, both zigzag varints.
     refund = decoder.show(_framed(proto_id, b"\x02\x02" + b"\x0a\x04late"))
     assert json.loads(refund.text) == {"reason": "late"}
-    assert message_indexes(b"\x04\x02\x04", 0) == ([1, 2], 3)
+    assert read_indexes(b"\x04\x02\x04", 0) == ([1, 2], 3)
     # Unknown ids, plain text and binary fall back to text or hex.
     assert decoder.show(_framed(999, b"zz")).form in ("text", "hex")
     assert (decoder.show(b"hello").text, decoder.show(b"\xff\x00").text) == ("hello", "0xff00")

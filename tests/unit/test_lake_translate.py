@@ -102,7 +102,7 @@ def test_schema_mode_decodes_and_sends_the_undecodable_to_the_dead_letters() -> 
     ]
     out = translate(VALUE_SCHEMA_ID_PREFIX, 0, records, cache)
     assert [(r["offset"], r["id"], r["item"]) for r in out.rows] == [(0, 1, "a"), (1, 2, "b")]
-    assert out.rows[1]["qty"] == 3 and out.row_schema_ids == [1, 2]
+    assert out.rows[1]["qty"] == 3 and out.row_schemas == [(1, ""), (2, "")]
     reasons = {r["offset"]: r["reason"] for r in out.dead}
     assert sorted(reasons) == [2, 3, 4, 5]
     assert "prefix" in reasons[2] and "PROTOBUF" in reasons[3] and "decode" in reasons[4]

@@ -29,6 +29,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from google.protobuf.descriptor_pb2 import FileDescriptorProto as FileProto
+
 from strom._util.clock import Clock, SystemClock, sleep_ms, yield_to_loop
 from strom.broker.authorization import Authorizer
 from strom.broker.client_telemetry import ClientTelemetry
@@ -66,6 +68,7 @@ from strom.cluster.local_store import LocalStore
 from strom.cluster.metadata_store import MetadataStore
 from strom.cluster.quota_znodes import QuotaZnodeStore
 from strom.metrics.counters import BrokerCounters
+from strom.registry.protobuf_schema import ProtobufSchema
 from strom.storage.cleaner import LogCleaner
 from strom.storage.config import LogConfig
 from strom.storage.log_manager import LogManager
@@ -257,6 +260,7 @@ class Broker:
             self._schema_of,
             self.clock,
             lambda name: info.topic_id if (info := self.metadata.topics.get(name)) is not None else None,
+            self._protobuf_files_of,
         )
         # None without authorizer.class.name: handlers then skip every ACL check (one attribute test).
         self.authorizer: Authorizer | None = None
@@ -328,6 +332,19 @@ class Broker:
         of an immutable entry, which the registry's replay only ever adds."""
         stored = self.registry.registry.state.schemas.get(schema_id)
         return (stored.schema_type, stored.schema) if stored is not None else None
+
+    def _protobuf_files_of(self, schema_id: int) -> tuple[FileProto, dict[str, FileProto]]:
+        """A Protobuf schema compiled with the files it imports (its references), for the Iceberg
+        translator's worker threads: the registry's parse, remembered per schema.
+
+        Raises:
+            RegistryError: a reference is gone, or the schema does not compile.
+            ValueError: the id is not a Protobuf schema's.
+        """
+        parsed = self.registry.registry.parsed_schema(schema_id)
+        if parsed is None or not isinstance(parsed.form, ProtobufSchema):
+            raise ValueError(f"schema id {schema_id} is not a Protobuf schema")
+        return parsed.form.file, parsed.form.dependencies
 
     # life cycle --------------------------------------------------------------------------------
     def start_background(self) -> None:

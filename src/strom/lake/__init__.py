@@ -9,7 +9,9 @@ table, so every record lands exactly once.
 
 This package is the part without the broker: `config_defs.py` (the broker settings and the catalog's
 properties), `records.py` (committed records out of stored batches; pure), `columns.py` (the table
-layouts), `avro_arrow.py` and `json_arrow.py` (Avro and JSON Schemas as Arrow types; pure),
+layouts), `avro_arrow.py`, `json_arrow.py` and `protobuf_arrow.py` (Avro, JSON and Protobuf schemas as
+Arrow types; pure), `protobuf_wire.py` (Protobuf values of Confluent's wire format read into rows,
+shared with strom.spark; pure),
 `translate.py` (records to rows per mode, the dead letters and their reasons; pure), `offsets.py` (the
 next offsets a table records; pure), `tables.py` (pyiceberg: the catalog, schema evolution, the
 exactly-once commit, the tables' lifecycle), `compaction.py` (which files to rewrite, which snapshots

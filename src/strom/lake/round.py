@@ -17,7 +17,7 @@ import pyarrow as pa
 from strom.lake.columns import Row
 from strom.lake.records import committed_records
 from strom.lake.tables import LakeTables, SchemaRefused, TableRef
-from strom.lake.translate import KEY_VALUE, SchemaCache, Translation, dead_row, translate
+from strom.lake.translate import KEY_VALUE, SchemaCache, SchemaKey, Translation, dead_row, translate
 from strom.protocol.records.record import Record
 from strom.storage.transaction_index import AbortedTxn
 
@@ -80,28 +80,25 @@ def _evolve(
     records: Sequence[Record],
 ) -> None:
     """Merge each schema's columns into the table; rows of a schema that cannot be merged become dead."""
-    refused: dict[int, str] = {}
-    for schema_id in sorted(set(translation.row_schema_ids)):
-        schema = schemas.get(schema_id)
-        if schema is None:
-            continue
+    refused: dict[SchemaKey, str] = {}
+    for key in sorted(set(translation.row_schemas)):
         try:
-            tables.evolve(main, schema.fields)
+            tables.evolve(main, schemas.columns(key))
         except SchemaRefused as exc:
-            refused[schema_id] = f"schema {schema_id} does not evolve the table: {exc}"
+            refused[key] = f"schema {key[0]} does not evolve the table: {exc}"
     if not refused:
         return
     by_offset = {r.offset: r for r in records}
     kept: list[Row] = []
-    kept_ids: list[int] = []
-    for row, schema_id in zip(translation.rows, translation.row_schema_ids, strict=True):
-        if schema_id in refused:
+    kept_keys: list[SchemaKey] = []
+    for row, key in zip(translation.rows, translation.row_schemas, strict=True):
+        if key in refused:
             record = by_offset[row["offset"]]
-            translation.dead.append(dead_row(partition, record, refused[schema_id]))
+            translation.dead.append(dead_row(partition, record, refused[key]))
         else:
             kept.append(row)
-            kept_ids.append(schema_id)
-    translation.rows, translation.row_schema_ids = kept, kept_ids
+            kept_keys.append(key)
+    translation.rows, translation.row_schemas = kept, kept_keys
 
 
 def _to_arrow(

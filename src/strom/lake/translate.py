@@ -5,10 +5,13 @@ passed in).
 
 ``value_schema_id_prefix``: the value is Confluent's wire format, a zero byte, the schema id (4 bytes,
 big-endian) and the value's encoding under the writer's schema from the registry: Avro's binary
-encoding (avro_arrow.py) or, for a JSON Schema, the JSON text (json_arrow.py). Its fields become the
-row's columns. A record goes to the dead-letter table, with its raw value and the reason, when it has
-no value or no prefix, its schema is of another type (Protobuf) or has no table mapping, or its bytes
-do not decode. A schema id the registry does not know (yet: this broker may
+encoding (avro_arrow.py), for a JSON Schema the JSON text (json_arrow.py), for a Protobuf schema the
+message indexes and the message (protobuf_arrow.py; the registry compiles the schema with its imports,
+`ProtobufLookup`, since this layer sits below it). Its fields become the row's columns; each row
+records the schema it was decoded with (`SchemaKey`: the id, and a Protobuf value's message), whose
+columns the table's schema then takes in. A record goes to the dead-letter table, with its raw value
+and the reason, when it has no value or no prefix, its schema has no table mapping, or its bytes do
+not decode. A schema id the registry does not know (yet: this broker may
 replay ``_schemas`` a moment after the record arrived) stops the translation just before that record
 (`Translation.waiting_for`) until the translator's patience runs out; then the record is a dead letter
 too, so the topic is never blocked.
@@ -19,17 +22,19 @@ from __future__ import annotations
 import io
 import json
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import pyarrow as pa
 from fastavro import parse_schema, schemaless_reader
+from google.protobuf.descriptor_pb2 import FileDescriptorProto
 
 from strom.lake.avro_arrow import UnsupportedSchema, arrow_value, value_fields
 from strom.lake.columns import Row, meta_row
 from strom.lake.json_arrow import json_row, json_value_fields
+from strom.lake.protobuf_arrow import ProtobufValues
 from strom.protocol.records.record import Record
 
 KEY_VALUE = "key_value"
@@ -40,6 +45,10 @@ _PREFIX = struct.Struct(">bI")
 
 # (schema type, schema text) of a registry id, or None while the registry does not know it.
 SchemaLookup = Callable[[int], tuple[str, str] | None]
+# A Protobuf schema id's compiled file and the files it imports, by name (raises when it does not compile).
+ProtobufLookup = Callable[[int], tuple[FileDescriptorProto, Mapping[str, FileDescriptorProto]]]
+# The schema a row was decoded with: its registry id, and for Protobuf the message's full name ("" else).
+SchemaKey = tuple[int, str]
 
 
 # The value's columns from its bytes after the prefix; raises ValueError (or the decoder's own error)
@@ -49,12 +58,14 @@ Decoder = Callable[[bytes], Row]
 
 @dataclass
 class ValueSchema:
-    """One registry schema, parsed once: its columns and decoder, or why it has none."""
+    """One registry schema, parsed once: its columns and decoder (for Protobuf: its messages'), or why
+    it has none."""
 
     schema_id: int
     fields: list[pa.Field] = field(default_factory=list)
     decode: Decoder | None = None
     error: str | None = None
+    protobuf: ProtobufValues | None = None
 
 
 @dataclass
@@ -63,7 +74,7 @@ class Translation:
 
     rows: list[Row] = field(default_factory=list)
     dead: list[Row] = field(default_factory=list)
-    row_schema_ids: list[int] = field(default_factory=list)  # the schema each row was decoded with
+    row_schemas: list[SchemaKey] = field(default_factory=list)  # the schema each row was decoded with
     next_offset: int | None = None  # set when it stopped early (see waiting_for)
     waiting_for: int | None = None  # the unknown schema id it stopped at
 
@@ -72,8 +83,9 @@ class SchemaCache:
     """Registry schemas by id, parsed for decoding and mapped to columns (kept for the broker's life:
     a registry id never changes its schema)."""
 
-    def __init__(self, lookup: SchemaLookup) -> None:
+    def __init__(self, lookup: SchemaLookup, protobuf: ProtobufLookup | None = None) -> None:
         self._lookup = lookup
+        self._protobuf = protobuf
         self._schemas: dict[int, ValueSchema] = {}
 
     def get(self, schema_id: int) -> ValueSchema | None:
@@ -83,16 +95,24 @@ class SchemaCache:
         found = self._lookup(schema_id)
         if found is None:
             return None
-        self._schemas[schema_id] = schema = _parse(schema_id, *found)
+        self._schemas[schema_id] = schema = _parse(schema_id, *found, self._protobuf)
         return schema
 
+    def columns(self, key: SchemaKey) -> list[pa.Field]:
+        """The columns of a schema rows were decoded with (so one the cache holds)."""
+        schema = self._schemas[key[0]]
+        return schema.protobuf.columns(key[1]) if schema.protobuf is not None else schema.fields
 
-def _parse(schema_id: int, schema_type: str, text: str) -> ValueSchema:
+
+def _parse(schema_id: int, schema_type: str, text: str, protobuf: ProtobufLookup | None) -> ValueSchema:
     kind = schema_type.upper()
+    if kind == "PROTOBUF" and protobuf is not None:
+        try:
+            return ValueSchema(schema_id, protobuf=ProtobufValues(*protobuf(schema_id)))
+        except Exception as exc:
+            return ValueSchema(schema_id, error=f"schema {schema_id} does not compile: {exc}")
     if kind not in ("AVRO", "JSON"):
-        return ValueSchema(
-            schema_id, error=f"schema {schema_id} is {schema_type}: only Avro and JSON Schema are decoded"
-        )
+        return ValueSchema(schema_id, error=f"schema {schema_id} is {schema_type}: it has no decoder here")
     try:
         document = json.loads(text)
         if kind == "JSON":
@@ -160,11 +180,19 @@ def translate(
                 return out
             out.dead.append(dead_row(partition, record, f"schema id {schema_id} is not in the registry"))
             continue
-        if schema.decode is None:
+        if schema.decode is None and schema.protobuf is None:
             out.dead.append(dead_row(partition, record, schema.error or f"schema {schema_id}: no decoder"))
             continue
+        message = ""
         try:
-            decoded = schema.decode(value[_PREFIX.size :])
+            if schema.protobuf is not None:
+                message, decoded = schema.protobuf.decode(value[_PREFIX.size :])
+            else:
+                assert schema.decode is not None
+                decoded = schema.decode(value[_PREFIX.size :])
+        except UnsupportedSchema as exc:
+            out.dead.append(dead_row(partition, record, f"schema {schema_id}: {exc}"))
+            continue
         except Exception as exc:
             reason = f"the value does not decode with schema {schema_id}: {exc!r}"
             out.dead.append(dead_row(partition, record, reason))
@@ -172,5 +200,5 @@ def translate(
         row = meta_row(partition, record)
         row.update(decoded)
         out.rows.append(row)
-        out.row_schema_ids.append(schema_id)
+        out.row_schemas.append((schema_id, message))
     return out

@@ -45,7 +45,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-TIMESTAMP = "google.protobuf.Timestamp"
+from strom.lake.protobuf_wire import TIMESTAMP, is_map, is_repeated
+
 _F = FieldDescriptor
 _SCALARS: dict[int, DataType] = {
     _F.TYPE_INT32: IntegerType(),
@@ -69,16 +70,6 @@ _SCALARS: dict[int, DataType] = {
 
 class ProtobufTypeError(ValueError):
     """A message with no faithful Spark type, or a Spark type with no Protobuf counterpart."""
-
-
-def is_repeated(fd: FieldDescriptor) -> bool:
-    """Whether a field is repeated (protobuf 7 dropped `label`; older runtimes lack `is_repeated`)."""
-    flag = getattr(fd, "is_repeated", None)
-    return bool(flag) if flag is not None else bool(fd.label == _F.LABEL_REPEATED)
-
-
-def is_map(fd: FieldDescriptor) -> bool:
-    return bool(fd.type == _F.TYPE_MESSAGE and is_repeated(fd) and fd.message_type.GetOptions().map_entry)
 
 
 def spark_type(descriptor: Descriptor) -> StructType:

@@ -45,7 +45,7 @@ from strom.broker.lake.maintainer import maintain_tables, maintains
 from strom.broker.replication.partition import Partition
 from strom.lake.round import Chunk, RoundResult, run_round
 from strom.lake.tables import LakeTables, TableRef
-from strom.lake.translate import KEY_VALUE, SchemaCache, SchemaLookup
+from strom.lake.translate import KEY_VALUE, ProtobufLookup, SchemaCache, SchemaLookup
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.batch import iter_headers
 from strom.protocol.uuid_text import uuid_text
@@ -101,10 +101,11 @@ class IcebergTranslator:
         clock: Clock,
         interval_ms: int,
         topic_id_of: Callable[[str], bytes | None],
+        protobuf_lookup: ProtobufLookup | None = None,
     ) -> None:
         self._partitions = partitions
         self._log_config_for = log_config_for
-        self._schemas = SchemaCache(schema_lookup)
+        self._schemas = SchemaCache(schema_lookup, protobuf_lookup)
         self.tables = tables
         self._clock = clock
         self.interval_ms = max(interval_ms, 10)

@@ -22,7 +22,7 @@ from strom.storage.config import LogConfig
 if TYPE_CHECKING:
     from strom.broker.lake.translator import IcebergTranslator
     from strom.lake.tables import LakeTables
-    from strom.lake.translate import SchemaLookup
+    from strom.lake.translate import ProtobufLookup, SchemaLookup
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,7 @@ class LakeHost:
         schema_lookup: SchemaLookup,
         clock: Clock,
         topic_id_of: Callable[[str], bytes | None],
+        protobuf_lookup: ProtobufLookup | None = None,
     ) -> None:
         self._settings = {name: str(config.get(name)) for name, *_ in LAKE_CONFIGS}
         # Checked now, so that a wrong setting stops the broker at start-up rather than at first use.
@@ -50,6 +51,7 @@ class LakeHost:
         self._schema_lookup = schema_lookup
         self._clock = clock
         self._topic_id_of = topic_id_of
+        self._protobuf_lookup = protobuf_lookup
         self.interval_ms = max(int(self._settings["strom.iceberg.translation.interval.ms"]), 10)
         self.translator: IcebergTranslator | None = None
 
@@ -74,6 +76,7 @@ class LakeHost:
             self._clock,
             self.interval_ms,
             self._topic_id_of,
+            self._protobuf_lookup,
         )
         log.info(
             "iceberg translator started (%s catalog at %s)", self.catalog.kind, self.catalog.properties["uri"]

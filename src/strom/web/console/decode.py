@@ -10,7 +10,8 @@ the payload is depends on the schema's type:
 * ``PROTOBUF``: first the *message indexes*, the path to the message type in the schema's file (a
   zigzag varint count then that many zigzag varint indexes, nested type by nested type; the single byte
   0 means the first message type), then the message in Protobuf binary, shown as JSON through the
-  descriptor the registry compiled (``google.protobuf.json_format``).
+  descriptor the registry compiled (``google.protobuf.json_format``); the indexes and the message they
+  name are read as the Iceberg translator reads them (strom.lake.protobuf_wire).
 
 A value that does not start that way, names an id the registry does not know, or does not decode with
 that schema is shown as UTF-8 text when it is, else as ``0x`` hex; shown text is cut at ``MAX_SHOWN``
@@ -32,6 +33,7 @@ from google.protobuf import descriptor_pool, json_format, message_factory
 from google.protobuf.descriptor_pb2 import FileDescriptorProto
 from google.protobuf.message import Message
 
+from strom.lake.protobuf_wire import message_name, read_indexes
 from strom.registry.avro import AvroSchema
 from strom.registry.errors import RegistryError
 from strom.registry.json_schema import JsonSchema
@@ -58,34 +60,6 @@ def as_text_or_hex(data: bytes) -> Shown:
         return Shown(cut(data.decode("utf-8")), "text")
     except UnicodeDecodeError:
         return Shown("0x" + data[:MAX_SHOWN].hex() + ("…" if len(data) > MAX_SHOWN else ""), "hex")
-
-
-def read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    """A zigzag varint at ``pos`` → (value, next position)."""
-    shift = raw = 0
-    while True:
-        if pos >= len(data) or shift > 63:
-            raise ValueError("truncated varint")
-        byte = data[pos]
-        pos += 1
-        raw |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-
-
-def message_indexes(data: bytes, pos: int) -> tuple[list[int], int]:
-    """Confluent's Protobuf message indexes at ``pos`` → (indexes, position of the message)."""
-    count, pos = read_varint(data, pos)
-    if count == 0:
-        return [0], pos
-    if count < 0 or count > 100:
-        raise ValueError(f"implausible message index count {count}")
-    indexes = []
-    for _ in range(count):
-        index, pos = read_varint(data, pos)
-        indexes.append(index)
-    return indexes, pos
 
 
 class RecordDecoder:
@@ -123,7 +97,7 @@ class RecordDecoder:
             if isinstance(form, JsonSchema):
                 document = json.loads(data[5:])
                 return Shown(cut(json.dumps(document, indent=1)), "json", schema_id)
-            indexes, pos = message_indexes(data, 5)
+            indexes, pos = read_indexes(data, 5)
             message = self._proto_class(schema_id, form, tuple(indexes))()
             message.ParseFromString(data[pos:])
             shown = json_format.MessageToJson(message, indent=1, preserving_proto_field_name=True)
@@ -167,10 +141,6 @@ def _message_class(form: ProtobufSchema, indexes: tuple[int, ...]) -> type[Messa
     for dependency in form.file.dependency:
         add(dependency)
     pool.Add(form.file)
-    message = form.file.message_type[indexes[0]]
-    name = f"{form.file.package}.{message.name}" if form.file.package else message.name
-    for index in indexes[1:]:
-        message = message.nested_type[index]
-        name = f"{name}.{message.name}"
+    name = message_name(form.file, list(indexes))
     found: type[Message] = message_factory.GetMessageClass(pool.FindMessageTypeByName(name))
     return found
