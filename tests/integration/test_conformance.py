@@ -400,6 +400,34 @@ def test_api_versions(raw: RawClient, version: int) -> None:
     assert len(theirs.api_keys) == len(ranges)
 
 
+@pytest.mark.parametrize("version", [3, 4])
+@pytest.mark.parametrize(
+    ("name", "software_version"),
+    [
+        ("", "1.0"),
+        ("-strom", "1.0"),
+        ("strom.", "1.0"),
+        ("strom tests", "1.0"),
+        ("strom", "1.0+x"),
+        ("strom", ""),
+    ],
+)
+def test_api_versions_with_an_invalid_software_name_is_an_invalid_request(
+    raw: RawClient, version: int, name: str, software_version: str
+) -> None:
+    """Kafka checks ClientSoftwareName and ClientSoftwareVersion against its pattern and answers
+    INVALID_REQUEST, with no API list; the connection stays open and a valid request is served."""
+    body = {"client_software_name": name, "client_software_version": software_version}
+    resp = raw.call(ApiKey.API_VERSIONS, version, body)
+    assert (resp["error_code"], resp["api_keys"]) == (ErrorCode.INVALID_REQUEST, [])
+    valid = {
+        "client_software_name": "confluent-kafka-python",
+        "client_software_version": "2.16.0-rdkafka-2.16.0",
+    }
+    again = raw.call(ApiKey.API_VERSIONS, version, valid)
+    assert again["error_code"] == 0 and again["api_keys"]
+
+
 def api_versions_frame(version: int, correlation_id: int) -> bytes:
     """An ApiVersions request at a version the codec does not know: header v2 plus a v3-style body."""
     client_id = b"future-client"

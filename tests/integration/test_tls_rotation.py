@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigResource, ConfigSource, ResourceType
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
 from kafka.protocol.admin import IncrementalAlterConfigsRequest
@@ -182,3 +182,26 @@ def test_a_certificate_must_keep_the_subject_and_sans(broker: BrokerProcess, pki
     new_broker_keystore(pki, more_sans, common_name="broker-7", more_sans=("broker-0.example",))
     assert "Keystore DistinguishedName does not match" in refused(more_sans)
     assert served_certificate(address, pki.ca) == wider
+
+
+def test_an_unrelated_alteration_does_not_check_a_key_store_changed_on_disk(
+    broker: BrokerProcess, pki: Pki
+) -> None:
+    """Only the key store settings a request alters are checked: the served key store rewritten on disk
+    with another subject does not make an alteration of another config fail."""
+    address = broker.listeners["SSL"]
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    resource = ConfigResource(ResourceType.BROKER, "0")
+    configs = admin.describe_configs([resource])[resource].result(30)
+    served = Path((configs.get(KEY) or configs["ssl.keystore.location"]).value)  # dynamic, else static
+    before = served_certificate(address, pki.ca)
+    kept = served.read_bytes()
+    new_broker_keystore(pki, served, common_name="broker-7")  # refused if it were checked
+    try:
+        _set(admin, "0", log_retention_ms="3600000")
+        entry = admin.describe_configs([resource])[resource].result(30)["log.retention.ms"]
+        assert (entry.value, entry.source) == ("3600000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+        assert served_certificate(address, pki.ca) == before
+    finally:
+        served.write_bytes(kept)
+        _set(admin, "0", AlterConfigOpType.DELETE, log_retention_ms="")

@@ -59,3 +59,62 @@ def test_choose_prefers_what_members_name_then_the_default() -> None:
     assert assignors.choose(["uniform", "range"], ["range", None, "range", "uniform"]) == "range"
     assert assignors.short_name("org.apache.kafka.coordinator.group.assignor.RangeAssignor") == "range"
     assert assignors.short_name("sticky") is None
+
+
+def _racks(by_partition: dict[int, set[str]]) -> assignors.PartitionRacks:
+    """One topic ``t``: partition -> the racks of its replicas."""
+    return lambda topic, p: by_partition.get(p, set()) if topic == "t" else set()
+
+
+def _in_rack(
+    result: dict[str, Assignment], members: dict[str, str | None], racks: assignors.PartitionRacks
+) -> int:
+    return sum(1 for m, a in result.items() for t, ps in a.items() for p in ps if members[m] in racks(t, p))
+
+
+def test_uniform_gives_members_the_partitions_of_their_rack() -> None:
+    members = {"m1": "a", "m2": "b", "m3": "c"}
+    racks = _racks({p: {"abc"[p % 3]} for p in range(6)})
+    subs = {m: {"t"} for m in members}
+    result = assignors.uniform(subs, {"t": 6}, {}, members, racks)
+    assert {m: sorted(a["t"]) for m, a in result.items()} == {"m1": [0, 3], "m2": [1, 4], "m3": [2, 5]}
+    # Partitions with replicas in two racks count for both.
+    racks = _racks({p: {"a", "b"} if p < 4 else {"c"} for p in range(6)})
+    result = assignors.uniform(subs, {"t": 6}, {}, members, racks)
+    assert _counts(result) == {"m1": 2, "m2": 2, "m3": 2}
+    assert _in_rack(result, members, racks) == 6
+
+
+def test_uniform_moves_partitions_into_their_racks_once_then_is_sticky() -> None:
+    members = {"m1": "a", "m2": "b", "m3": "c"}
+    racks = _racks({p: {"abc"[p // 3]} for p in range(9)})
+    subs = {m: {"t"} for m in members}
+    blind = assignors.uniform(subs, {"t": 9}, {})  # as assigned before the members named racks
+    assert _in_rack(blind, members, racks) < 9
+    aware = assignors.uniform(subs, {"t": 9}, blind, members, racks)
+    assert _in_rack(aware, members, racks) == 9 and _counts(aware) == {"m1": 3, "m2": 3, "m3": 3}
+    assert assignors.uniform(subs, {"t": 9}, aware, members, racks) == aware
+
+
+def test_balance_comes_before_racks() -> None:
+    # Every replica in rack a: the member in rack b still gets its share.
+    members: dict[str, str | None] = {"m1": "a", "m2": "b"}
+    racks = _racks({p: {"a"} for p in range(6)})
+    result = assignors.uniform({m: {"t"} for m in members}, {"t": 6}, {}, members, racks)
+    assert _counts(result) == {"m1": 3, "m2": 3}
+    # Four partitions in rack a, two in b, one member without a rack: within one of each other, with
+    # the rack-b member on both rack-b partitions and the rack-a member on rack-a ones only.
+    members = {"m1": "a", "m2": "b", "m3": None}
+    racks = _racks({p: {"a"} if p < 4 else {"b"} for p in range(6)})
+    result = assignors.uniform({m: {"t"} for m in members}, {"t": 6}, {}, members, racks)
+    assert _counts(result) == {"m1": 2, "m2": 2, "m3": 2}
+    assert result["m2"]["t"] == {4, 5} and result["m1"]["t"] <= {0, 1, 2, 3}
+
+
+def test_uniform_without_racks_is_unchanged() -> None:
+    subs = {f"m{i}": {"t"} for i in range(3)}
+    racks = _racks({p: {"a"} for p in range(7)})
+    plain = assignors.uniform(subs, {"t": 7}, {})
+    assert assignors.uniform(subs, {"t": 7}, {}, dict.fromkeys(subs), racks) == plain
+    members = {"m0": "a", "m1": "b", "m2": "c"}
+    assert assignors.uniform(subs, {"t": 7}, {}, members, assignors.no_racks) == plain

@@ -1,12 +1,18 @@
 """Online migration's pure parts (`strom.coordinator.consumer.classic`): the embedded consumer protocol
 cross-checked with kafka-python's codec, a classic group converted to a consumer group and back by the
 records it writes, a classic member's join, sync and heartbeat answers, and classic member metadata in
-the member record."""
+the member record; and a downgrade written through the coordinator runtime whose wait fails."""
 
 from __future__ import annotations
 
-from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
+import asyncio
 
+import pytest
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
+from tests.unit.test_coordinator_runtime import TOPIC, MemoryPartitions, settle
+
+from strom._util.clock import ManualClock
+from strom.broker.coordinators.consumer_group_shard import ConsumerGroupShard
 from strom.coordinator.consumer import assignors
 from strom.coordinator.consumer.classic import (
     classic_member,
@@ -29,6 +35,7 @@ from strom.coordinator.consumer.model import (
     fetch_error,
 )
 from strom.coordinator.consumer.records import (
+    CONSUMER_KEY_VERSIONS,
     ClassicMemberMetadata,
     ConsumerKey,
     MemberMetadataValue,
@@ -42,6 +49,7 @@ from strom.coordinator.records import GroupMetadataValue
 from strom.coordinator.records import decode_key as classic_decode_key
 from strom.coordinator.records import decode_value as classic_decode_value
 from strom.coordinator.state import GroupState
+from strom.coordinator_runtime import CoordinatorError, CoordinatorResult, CoordinatorRuntime, ShardContext
 from strom.protocol.errors import ErrorCode
 
 TOPICS = {"t": 4}
@@ -201,3 +209,68 @@ def test_a_classic_members_wrong_epoch_is_an_illegal_generation_in_commits_and_f
     assert commit_error(group, "c", 2) is fetch_error(group, "c", 2) is ErrorCode.ILLEGAL_GENERATION
     assert commit_error(group, "k", 2) is fetch_error(group, "k", 2) is ErrorCode.STALE_MEMBER_EPOCH
     assert commit_error(group, "c", 3) is fetch_error(group, "c", 3) is ErrorCode.NONE
+
+
+class _GroupsShard:
+    """The consumer-group part of a ``__consumer_offsets`` shard, as `GroupShard` feeds it."""
+
+    def __init__(self, context: ShardContext, downgraded: list[str]) -> None:
+        self.consumer = ConsumerGroupShard(context, CONFIG, lambda: TOPICS, downgraded.append)
+
+    def replay(
+        self, offset: int, producer_id: int, producer_epoch: int, key: bytes | None, value: bytes | None
+    ) -> None:
+        if key is not None and key_version(key) in CONSUMER_KEY_VERSIONS:
+            self.consumer.replay(key, value)
+
+    def replay_end_transaction(self, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        pass
+
+    def on_loaded(self) -> None:
+        self.consumer.on_loaded()
+
+    def on_unloaded(self) -> None:
+        self.consumer.on_unloaded()
+
+
+def _remove_newcomer(shard: _GroupsShard) -> CoordinatorResult[None]:
+    records, done = shard.consumer.removal(shard.consumer.groups["g"], "c")
+    return CoordinatorResult(records, None, on_complete=done)
+
+
+@pytest.mark.parametrize("refused", [False, True])
+def test_a_downgrade_whose_write_fails_after_its_append_still_starts_the_classic_group(refused: bool) -> None:
+    """The runtime applies a write at its append: when the wait for the ISR then times out, the classic
+    group exists all the same, so it is handed over (its members get sessions and a rebalance); a
+    refused append changed nothing, and nothing is handed over."""
+    seeded = ConsumerGroup("g")
+    records = upgrade_records(classic_group(), TOPICS)
+    replay(seeded, records)
+    request = HeartbeatRequest("g", "c", 0, subscribed_topic_names=("t",), rebalance_timeout_ms=30_000)
+    records += heartbeat(seeded, request, TOPICS, CONFIG).records
+    downgraded: list[str] = []
+
+    async def scenario() -> None:
+        ports = MemoryPartitions()
+        runtime = CoordinatorRuntime(
+            TOPIC, ManualClock(), ports, ports, lambda c: _GroupsShard(c, downgraded)
+        )
+        runtime.on_leadership_change(0, 1, True)
+        await runtime.write(0, lambda _shard: CoordinatorResult(records, None), 1_000)
+        assert set(runtime.shard(0).consumer.groups["g"].members) == {"a", "b", "c"}
+
+        if refused:
+            ports.refuse = ErrorCode.KAFKA_STORAGE_ERROR
+        else:
+            ports.auto_commit = False
+        write = asyncio.ensure_future(runtime.write(0, _remove_newcomer, 1_000))
+        await settle()  # the write waits for the ISR
+        ports.fail_waits(0, ErrorCode.REQUEST_TIMED_OUT)
+        with pytest.raises(CoordinatorError):
+            await write
+        groups = runtime.shard(0).consumer.groups
+        assert ("g" in groups) is refused
+        assert downgraded == ([] if refused else ["g"])
+        await runtime.close()
+
+    asyncio.run(scenario())

@@ -44,8 +44,13 @@ __all__ = ["ClientInformation", "ClientTelemetry"]
 
 UNKNOWN_SOFTWARE = "unknown"  # Kafka's name and version of a client that sent none
 # What Kafka accepts as a software name or version: letters, digits, '-' and '.', starting and ending
-# with a letter or digit. Anything else is not kept (the connection stays "unknown").
+# with a letter or digit. ApiVersions v3+ naming anything else is answered INVALID_REQUEST.
 _SOFTWARE_TEXT = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.\-]*[A-Za-z0-9])?")
+
+
+def valid_software(name: str | None, version: str | None) -> bool:
+    """Whether Kafka accepts this client software name and version (ApiVersions v3+)."""
+    return bool(name and version and _SOFTWARE_TEXT.fullmatch(name) and _SOFTWARE_TEXT.fullmatch(version))
 
 
 @dataclass(slots=True)
@@ -68,7 +73,7 @@ class ClientInformation:
 
     def learn_software(self, name: str | None, version: str | None) -> None:
         """Keep the software an ApiVersions v3 named, if Kafka would (both names valid)."""
-        if name and version and _SOFTWARE_TEXT.fullmatch(name) and _SOFTWARE_TEXT.fullmatch(version):
+        if name is not None and version is not None and valid_software(name, version):
             self.software_name, self.software_version = name, version
 
 

@@ -186,6 +186,14 @@ class ClusterMetadataStore:
             self._names_by_id = {info.topic_id: name for name, info in self.topics.items()}
         return self._names_by_id.get(topic_id)
 
+    def replica_racks(self, topic: str, partition: int) -> frozenset[str]:
+        """The racks (``broker.rack``) of a partition's live replicas; empty when none names one."""
+        state = self.partitions.get((topic, partition))
+        if state is None:
+            return frozenset()
+        brokers = (self.brokers.get(r) for r in state.replicas)
+        return frozenset(b.rack for b in brokers if b is not None and b.rack)
+
     def partition_leader(self, topic: str, partition: int) -> LiveBroker | None:
         """The live broker leading a partition, if the cache knows one."""
         meta = self.partitions.get((topic, partition))

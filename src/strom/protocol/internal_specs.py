@@ -26,39 +26,14 @@ one version (0) each, classic (non-flexible) encoding. They are never advertised
 
 from __future__ import annotations
 
-from strom.protocol.spec_json import FieldJson, SpecJson
+from strom.protocol.spec_json import FieldJson, SpecJson, message_json
+from strom.protocol.spec_json import field_json as _f
 
 _I32 = "int32"
 
 
-def _f(
-    name: str,
-    type_: str,
-    versions: str = "0+",
-    *,
-    fields: list[FieldJson] | None = None,
-    default: str | None = None,
-    nullable_versions: str | None = None,
-) -> FieldJson:
-    field: FieldJson = {"name": name, "type": type_, "versions": versions}
-    if fields is not None:
-        field["fields"] = fields
-    if default is not None:
-        field["default"] = default
-    if nullable_versions is not None:
-        field["nullableVersions"] = nullable_versions
-    return field
-
-
 def _message(name: str, kind: str, api_key: int, fields: list[FieldJson], valid: str = "0") -> SpecJson:
-    return {
-        "apiKey": api_key,
-        "type": kind,
-        "name": name,
-        "validVersions": valid,
-        "flexibleVersions": "none",
-        "fields": fields,
-    }
+    return message_json(name, kind, api_key, valid, fields, flexible="none")
 
 
 _PARTITION_ERROR = [_f("TopicName", "string"), _f("PartitionIndex", _I32), _f("ErrorCode", "int16")]
@@ -171,7 +146,7 @@ INTERNAL_SPECS: list[SpecJson] = [
                     _f("Id", _I32),
                     _f("Host", "string"),
                     _f("Port", _I32),
-                    _f("Rack", "string", nullable_versions="0+"),
+                    _f("Rack", "string", nullable=True),
                     _f(
                         "Endpoints",
                         "[]UpdateMetadataEndpoint",

@@ -1,9 +1,10 @@
 """The layout of Kafka's JSON message specs, as the keys spec.py reads (``FieldJson``, ``SpecJson``).
 
 Kafka's spec files carry more keys (``about``, ``entityType``, ``mapKey``...), which nothing here reads.
-internal_specs.py writes Strom's own controller specs in this layout; `field_json` and `message_json`
-build fields and messages for the specs the project describes itself (share_group_specs.py,
-share_state_specs.py).
+`field_json` and `message_json` build fields and messages for the specs the project describes itself
+(internal_specs.py, consumer_group_specs.py, share_group_specs.py, share_state_specs.py,
+telemetry_specs.py...): flexible in every version unless told otherwise (the controller's own
+specs are classic encoding only).
 """
 
 from __future__ import annotations
@@ -64,13 +65,15 @@ def field_json(
     return field
 
 
-def message_json(name: str, kind: str, api_key: int, valid: str, fields: list[FieldJson]) -> SpecJson:
-    """A request or response flexible in every version of ``valid``."""
+def message_json(
+    name: str, kind: str, api_key: int, valid: str, fields: list[FieldJson], *, flexible: str = "0+"
+) -> SpecJson:
+    """A request or response of versions ``valid``, flexible in ``flexible`` ("none": never)."""
     return {
         "apiKey": api_key,
         "type": kind,
         "name": name,
         "validVersions": valid,
-        "flexibleVersions": "0+",
+        "flexibleVersions": flexible,
         "fields": fields,
     }

@@ -16,24 +16,14 @@ only and flexible:
 
 from __future__ import annotations
 
-from strom.protocol.spec_json import FieldJson, SpecJson
+from strom.protocol.spec_json import FieldJson, SpecJson, message_json
+from strom.protocol.spec_json import field_json as _f
 
 __all__ = ["TELEMETRY_SPECS"]
 
 
-def _f(name: str, type_: str) -> FieldJson:
-    return {"name": name, "type": type_, "versions": "0+"}
-
-
 def _message(name: str, kind: str, api_key: int, fields: list[FieldJson]) -> SpecJson:
-    return {
-        "apiKey": api_key,
-        "type": kind,
-        "name": name,
-        "validVersions": "0",
-        "flexibleVersions": "0+",
-        "fields": fields,
-    }
+    return message_json(name, kind, api_key, "0", fields)
 
 
 TELEMETRY_SPECS: list[SpecJson] = [

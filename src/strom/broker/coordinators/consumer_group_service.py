@@ -65,7 +65,7 @@ async def heartbeat(service: GroupService, req: HeartbeatRequest) -> HeartbeatOu
             old = group.members.get(req.member_id)
             if old is None and req.instance_id is not None:
                 old = group.static_member(req.instance_id)
-        outcome = decide(group, req, consumer.topics(), consumer.config)
+        outcome = decide(group, req, consumer.topics(), consumer.config, consumer.partition_racks)
         done = None
         if outcome.error is ErrorCode.NONE and group is not None and outcome.removed:
             # A member leaving may leave only classic members: the downgrade, if the policy allows.

@@ -36,7 +36,7 @@ from strom.protocol.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 TopicsView = Callable[[], Mapping[str, int]]  # every topic -> its partition count, now
-# Told the id of a group converted to a classic group once the conversion's records are durable.
+# Told the id of a group converted to a classic group once the conversion's records are applied.
 Downgraded = Callable[[str], None]
 
 
@@ -55,10 +55,12 @@ class ConsumerGroupShard:
         config: ConsumerGroupConfig,
         topics: TopicsView,
         downgraded: Downgraded | None = None,
+        partition_racks: assignors.PartitionRacks = assignors.no_racks,
     ) -> None:
         self.context = context
         self.config = config
         self.topics = topics
+        self.partition_racks = partition_racks  # the racks of a partition's replicas, now
         self.groups: dict[str, ConsumerGroup] = {}
         self._downgraded = downgraded
 
@@ -147,7 +149,7 @@ class ConsumerGroupShard:
         self, group: ConsumerGroup, member_id: str
     ) -> tuple[list[tuple[bytes, bytes | None]], Callable[[ErrorCode], None] | None]:
         """A member's removal records (a downgrade to a classic group when only classic members
-        remain and the policy allows it), and what to run once they are durable."""
+        remain and the policy allows it), and what to run once the write completes."""
         now_ms = self.context.clock.time_ms()
         records, downgraded = classic.removal(
             group, member_id, self.topics(), self.config.migration_policy, now_ms
@@ -157,8 +159,12 @@ class ConsumerGroupShard:
         log.info("consumer group %s converted to a classic group", group.group_id)
         notify, group_id = self._downgraded, group.group_id
 
-        def done(code: ErrorCode) -> None:
-            if code is ErrorCode.NONE:
+        def done(_code: ErrorCode) -> None:
+            # The runtime replays records at their append, before it waits for the ISR: when the wait
+            # fails (a timeout) the classic group is in memory all the same and its members need their
+            # sessions, or nothing would ever expire them. A refused append replayed nothing: the
+            # consumer group is still here and keeps its timers.
+            if group_id not in self.groups:
                 notify(group_id)
 
         return records, done

@@ -131,7 +131,7 @@ async def classic_join(service: GroupService, req: JoinGroupRequest) -> JoinResu
         consumer = shard.consumer
         current = consumer.groups.get(req.group_id)
         old = None if current is None else current.members.get(member_id)
-        outcome = decide(current, request, consumer.topics(), consumer.config)
+        outcome = decide(current, request, consumer.topics(), consumer.config, consumer.partition_racks)
         if outcome.error is ErrorCode.NONE:
             consumer.after_heartbeat(req.group_id, old, outcome)
         return CoordinatorResult(outcome.records, outcome)

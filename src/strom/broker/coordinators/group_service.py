@@ -161,7 +161,11 @@ class GroupShard:
         self.pending_txn_offsets: dict[int, list[Record]] = {}
         # The partition's consumer groups (KIP-848): their records are replayed there.
         self.consumer = ConsumerGroupShard(
-            context, service.consumer_config, service.topic_partitions, service.after_downgrade
+            context,
+            service.consumer_config,
+            service.topic_partitions,
+            service.after_downgrade,
+            service.replica_racks,
         )
         self.share = ShareGroupShard(context, service.share_config, service.topic_partitions)
 
@@ -290,6 +294,10 @@ class GroupService:
     def topic_partitions(self) -> dict[str, int]:
         """Every topic this broker knows of and its partition count (what consumer groups subscribe to)."""
         return {name: info.partitions for name, info in self._metadata.topics.items()}
+
+    def replica_racks(self, topic: str, partition: int) -> frozenset[str]:
+        """The racks of a partition's live replicas (what the rack-aware assignor matches members to)."""
+        return self._metadata.replica_racks(topic, partition)
 
     # --- life cycle ----------------------------------------------------------------------------
     async def stop(self) -> None:

@@ -12,7 +12,8 @@ notification); this broker applies them at once. A broker id other than this bro
 trust store (``listener.name.<l>.ssl.keystore.location`` ...) may be altered per broker only; on this
 broker the new stores are loaded first and refused with INVALID_CONFIG if they do not load, and an
 alteration naming a key store file that did not change in the config still re-reads it (the file
-rewritten in place: Kafka's reload).
+rewritten in place: Kafka's reload) and checks it. Only the listeners whose store settings the request
+alters are checked: an unrelated alteration is never refused because some key store changed on disk.
 
 BROKER_LOGGER (8), KIP-412: this broker's loggers and their levels in log4j's names (TRACE, DEBUG,
 INFO, WARN, ERROR, FATAL), the root logger as ``root``. IncrementalAlterConfigs SET changes a level at
@@ -23,7 +24,7 @@ not persisted (a restart starts from the logging setup), as in Kafka. AlterConfi
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from strom._util.errors import ConfigError
 from strom.broker.config import BROKER_CONFIGS
@@ -150,8 +151,13 @@ async def alter_broker(
     name: str,
     change: Callable[[dict[str, str]], dict[str, str]],
     validate_only: bool,
+    named: Collection[str] = (),
 ) -> None:
-    """Apply ``change`` to the dynamic configs of a broker id (or the default, ``""``), checked first."""
+    """Apply ``change`` to the dynamic configs of a broker id (or the default, ``""``), checked first.
+
+    ``named``: the configs the request alters by name (IncrementalAlterConfigs' operations), so a key
+    store setting named with its current value is checked too (the file may have been rewritten in
+    place); AlterConfigs replaces every config, so only those whose values change count there."""
     entity = _entity(name)
     entities = ports.config_entities
     current = await entities.read_broker_configs(entity)
@@ -160,7 +166,7 @@ async def alter_broker(
     check_dynamic(changed, per_broker=entity != DEFAULT_BROKER_ENTITY)
     stores = {k for k in set(wanted) | set(current) if dynamic_listener_setting(k) is not None}
     if name == str(ports.node_id):
-        _check_stores(ports, wanted, {k for k in stores if wanted.get(k) != current.get(k)})
+        _check_stores(ports, wanted, {k for k in stores if k in named or wanted.get(k) != current.get(k)})
     # Unchanged key store settings are written anyway: the notification makes the broker re-read files
     # that changed on disk under the same name.
     if validate_only or (wanted == current and not stores):
@@ -170,13 +176,12 @@ async def alter_broker(
 
 
 def _check_stores(ports: HandlerPorts, wanted: dict[str, str], changed: set[str]) -> None:
-    """Load the key store and trust store of each listener whose settings change, and check that its
-    certificate keeps the subject DN and SANs of the one served (INVALID_CONFIG if either fails), before
-    they are stored."""
+    """Load the key store and trust store of each listener whose settings the request alters, and check
+    that its certificate keeps the subject DN and SANs of the one served (INVALID_CONFIG if either
+    fails), before they are stored. Other listeners are not looked at: a key store file rewritten on
+    disk does not make an unrelated alteration fail (it is checked when it is re-read)."""
     trial = ports.config_entities.dynamic.overlay(wanted)
     listeners = {parsed[0] for key in changed if (parsed := dynamic_listener_setting(key))}
-    # A key store file rewritten under the same name is re-read too: checked as well.
-    listeners |= {name for name, security in ports.tls_listeners.items() if security.stores_changed(trial)}
     for listener in sorted(listeners):
         try:
             server_context(trial, listener)

@@ -165,15 +165,16 @@ def _apply_incremental(
     return updated
 
 
-# A resource to alter: (resource type, name, new configs from the current ones).
-_Change = tuple[int, str, Callable[[dict[str, str]], dict[str, str]]]
+# A resource to alter: (resource type, name, new configs from the current ones, the configs the
+# request names one by one: IncrementalAlterConfigs' operations, none for AlterConfigs' replacement).
+_Change = tuple[int, str, Callable[[dict[str, str]], dict[str, str]], frozenset[str]]
 
 
 async def _alter(
     ctx: RequestContext, changes: list[_Change], validate_only: bool, incremental: bool
 ) -> list[AlterConfigsResponseResourceResponse]:
     responses: list[AlterConfigsResponseResourceResponse] = []
-    for rtype, name, change in changes:
+    for rtype, name, change, named in changes:
         out: AlterConfigsResponseResourceResponse = {
             "error_code": 0,
             "error_message": None,
@@ -183,7 +184,7 @@ async def _alter(
         try:
             _authorize(ctx, rtype, name, Op.ALTER_CONFIGS)
             if rtype == BROKER:
-                await alter_broker(ctx.ports, name, change, validate_only)
+                await alter_broker(ctx.ports, name, change, validate_only, named)
             elif rtype == BROKER_LOGGER:
                 if not incremental:
                     raise KafkaError(
@@ -214,7 +215,8 @@ def _replace(configs: list[AlterConfigsRequestAlterableConfig]) -> Callable[[dic
 @handles(ApiKey.ALTER_CONFIGS)
 async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
     changes = [
-        (int(r["resource_type"]), r["resource_name"], _replace(r["configs"])) for r in req["resources"]
+        (int(r["resource_type"]), r["resource_name"], _replace(r["configs"]), frozenset[str]())
+        for r in req["resources"]
     ]
     validate_only = bool(req.get("validate_only", False))
     return {"throttle_time_ms": 0, "responses": await _alter(ctx, changes, validate_only, incremental=False)}
@@ -231,6 +233,7 @@ async def handle_incremental_alter_configs(
             functools.partial(
                 _apply_incremental, ops=r["configs"], defaults=ctx.ports.topics.default_log_config
             ),
+            frozenset(op["name"] for op in r["configs"]),
         )
         for r in req["resources"]
     ]

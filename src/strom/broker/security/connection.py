@@ -73,10 +73,6 @@ class ListenerSecurity:
         log.info("listener %s: TLS key store and trust store reloaded", self.listener.name)
         return True
 
-    def stores_changed(self, settings: Settings) -> bool:
-        """Whether ``settings`` name other stores than those served, or the same files changed on disk."""
-        return self.tls is not None and stores_version(settings, self.listener.name) != self._stores
-
     def check_keystore(self, settings: Settings) -> KeystoreCertificate | None:
         """The certificate of the key store ``settings`` name, if this listener may serve it instead of
         the one it serves (ConfigError in Kafka's words if not: keystore_check.py)."""

@@ -12,7 +12,16 @@ most of its members name (ties: the configured order).
   partition stays with its current target owner if that member still subscribes to its topic; the
   unassigned ones go, most constrained first, to the eligible member with the fewest; then partitions
   move one at a time from a member with more to an eligible member with at least two fewer, until no
-  such move is left.
+  such move is left. **Rack-aware** (as Kafka 4's, KIP-881's racks on the server side): when members
+  name their rack (``client.rack``, the heartbeat's ``RackId``) and the partitions' replicas are on
+  brokers with a ``broker.rack``, a partition goes, where balance allows, to a member in a rack that
+  holds one of its replicas (so the consumer can fetch from a replica in its own rack, KIP-392): ties
+  of the steps above go to such a member, then a partition held outside the racks of its replicas
+  moves to an eligible member in one of them when that keeps the balance (a move to a member with
+  fewer partitions, or a swap with a partition that member holds outside its own rack). Each such
+  step places one more partition in its consumer's rack, so it ends; with nothing to improve, an
+  assignment stays as it is (sticky). Members without a rack, or partitions whose replicas' racks
+  are unknown, are placed by balance alone.
 * **range** (Kafka's ``RangeAssignor``): per topic, the subscribed members in member-id order get
   contiguous ranges, the first ``partitions % members`` one partition more: co-partitioned topics get
   the same partition numbers on the same member.
@@ -36,7 +45,34 @@ _CLASS_NAMES = {
 
 Subscriptions = Mapping[str, Collection[str]]  # member id -> subscribed topics
 TopicPartitionCounts = Mapping[str, int]
-Assignor = Callable[[Subscriptions, TopicPartitionCounts, Mapping[str, Assignment]], dict[str, Assignment]]
+MemberRacks = Mapping[str, str | None]  # member id -> the rack it named (None: none)
+PartitionRacks = Callable[[str, int], Collection[str]]  # (topic, partition) -> racks of its replicas
+
+
+def no_racks(topic: str, partition: int) -> Collection[str]:
+    """The replica racks of a cluster that knows none."""
+    return ()
+
+
+class _Racks:
+    """Whether a member is in a rack that holds a replica of a partition (looked up once each)."""
+
+    def __init__(self, members: MemberRacks, replicas: PartitionRacks) -> None:
+        self._members = {m: r for m, r in members.items() if r}
+        self._replicas = replicas
+        self._cache: dict[tuple[str, int], Collection[str]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._members)
+
+    def match(self, member: str, tp: tuple[str, int]) -> bool:
+        rack = self._members.get(member)
+        if rack is None:
+            return False
+        found = self._cache.get(tp)
+        if found is None:
+            found = self._cache[tp] = frozenset(self._replicas(*tp))
+        return rack in found
 
 
 def short_name(name: str) -> str | None:
@@ -63,8 +99,12 @@ def assign(
     subscriptions: Subscriptions,
     topics: TopicPartitionCounts,
     current: Mapping[str, Assignment],
+    member_racks: MemberRacks | None = None,
+    partition_racks: PartitionRacks = no_racks,
 ) -> dict[str, Assignment]:
-    return (uniform if name == UNIFORM else range_assign)(subscriptions, topics, current)
+    if name == UNIFORM:
+        return uniform(subscriptions, topics, current, member_racks, partition_racks)
+    return range_assign(subscriptions, topics, current)
 
 
 def _freeze(out: Mapping[str, Mapping[str, set[int]]]) -> dict[str, Assignment]:
@@ -92,8 +132,13 @@ def range_assign(
 
 
 def uniform(
-    subscriptions: Subscriptions, topics: TopicPartitionCounts, current: Mapping[str, Assignment]
+    subscriptions: Subscriptions,
+    topics: TopicPartitionCounts,
+    current: Mapping[str, Assignment],
+    member_racks: MemberRacks | None = None,
+    partition_racks: PartitionRacks = no_racks,
 ) -> dict[str, Assignment]:
+    racks = _Racks(member_racks or {}, partition_racks)
     members = sorted(subscriptions)
     eligible: dict[str, list[str]] = {
         topic: [m for m in members if topic in subscriptions[m]] for topic in sorted(topics)
@@ -117,10 +162,12 @@ def uniform(
         if eligible[t] and (t, p) not in owner
     ]
     for _, topic, p in sorted(free):
-        best = min(eligible[topic], key=lambda m: (load[m], m))
+        best = min(eligible[topic], key=lambda m: (load[m], not racks.match(m, (topic, p)), m))
         owner[(topic, p)] = best
         load[best] += 1
-    _balance(owner, load, eligible)
+    _balance(owner, load, eligible, racks)
+    if racks:
+        _place_in_racks(owner, load, eligible, racks)
     out: dict[str, dict[str, set[int]]] = {m: {} for m in members}
     for (topic, p), member in owner.items():
         out[member].setdefault(topic, set()).add(p)
@@ -128,18 +175,66 @@ def uniform(
 
 
 def _balance(
-    owner: dict[tuple[str, int], str], load: dict[str, int], eligible: Mapping[str, list[str]]
+    owner: dict[tuple[str, int], str], load: dict[str, int], eligible: Mapping[str, list[str]], racks: _Racks
 ) -> None:
-    """Move single partitions from the most loaded members to eligible ones with two fewer or more."""
+    """Move single partitions from the most loaded members to eligible ones with two fewer or more
+    (first those outside their owner's rack, to a member in one of their racks on a tie)."""
     moved = True
     while moved:
         moved = False
-        for tp in sorted(owner, key=lambda tp: (-load[owner[tp]], tp)):
+        for tp in sorted(owner, key=lambda tp: (-load[owner[tp]], racks.match(owner[tp], tp), tp)):
             source = owner[tp]
-            target = min(eligible[tp[0]], key=lambda m: (load[m], m))
+            target = min(eligible[tp[0]], key=lambda m: (load[m], not racks.match(m, tp), m))
             if load[target] + 1 < load[source]:
                 owner[tp] = target
                 load[source] -= 1
                 load[target] += 1
                 moved = True
                 break
+
+
+def _place_in_racks(
+    owner: dict[tuple[str, int], str], load: dict[str, int], eligible: Mapping[str, list[str]], racks: _Racks
+) -> None:
+    """Move partitions held outside their replicas' racks to a member in one of them, keeping the
+    balance: to a member with fewer partitions, or swapped with one that member holds outside its own
+    rack and their owner may take. Every step places one more partition in its consumer's rack."""
+    held: dict[str, set[tuple[str, int]]] = {m: set() for m in load}
+    for tp, member in owner.items():
+        held[member].add(tp)
+
+    def move(tp: tuple[str, int], target: str) -> None:
+        source = owner[tp]
+        held[source].discard(tp)
+        held[target].add(tp)
+        owner[tp] = target
+        load[source] -= 1
+        load[target] += 1
+
+    improved = True
+    while improved:
+        improved = False
+        for tp in sorted(owner):
+            source = owner[tp]
+            if racks.match(source, tp):
+                continue
+            for target in eligible[tp[0]]:
+                if target == source or not racks.match(target, tp):
+                    continue
+                if load[target] < load[source]:
+                    move(tp, target)
+                    improved = True
+                    break
+                back = next(
+                    (
+                        other
+                        for other in sorted(held[target])
+                        if not racks.match(target, other) and source in eligible[other[0]]
+                    ),
+                    None,
+                )
+                if back is not None:
+                    move(tp, target)
+                    move(back, source)
+                    improved = True
+                    break

@@ -192,9 +192,11 @@ def heartbeat(
     req: HeartbeatRequest,
     topics: Mapping[str, int],
     config: ConsumerGroupConfig,
+    partition_racks: assignors.PartitionRacks = assignors.no_racks,
 ) -> HeartbeatOutcome:
     """Decide one ConsumerGroupHeartbeat (see the module docstring); ``topics`` maps every existing
-    topic to its partition count."""
+    topic to its partition count, ``partition_racks`` a partition to the racks of its replicas (the
+    rack-aware ``uniform`` assignor)."""
     refused = _validate(req, config)
     if refused is not None:
         return refused
@@ -228,7 +230,9 @@ def heartbeat(
     target_epoch = group.assignment_epoch
     target = current_target
     if group_epoch > target_epoch:
-        target, target_records = _new_target(group.group_id, current_target, members, new_topics, config)
+        target, target_records = _new_target(
+            group.group_id, current_target, members, new_topics, config, partition_racks
+        )
         records += target_records
         target_epoch = group_epoch
         records.append(
@@ -397,10 +401,12 @@ def _new_target(
     members: Mapping[str, ConsumerMember],
     topics: Mapping[str, int],
     config: ConsumerGroupConfig,
+    partition_racks: assignors.PartitionRacks,
 ) -> tuple[dict[str, Assignment], list[Record]]:
     name = assignors.choose(list(config.assignors), [m.server_assignor for m in members.values()])
     subscriptions = {mid: subscribed_topics(m, topics) for mid, m in members.items()}
-    target = assignors.assign(name, subscriptions, topics, current)
+    member_racks = {mid: m.rack_id for mid, m in members.items()}
+    target = assignors.assign(name, subscriptions, topics, current, member_racks, partition_racks)
     records: list[Record] = []
     for member_id in sorted(target):
         if member_id not in current or not same_assignment(target[member_id], current[member_id]):
