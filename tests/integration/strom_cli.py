@@ -8,12 +8,15 @@ import sys
 STROM = [sys.executable, "-m", "strom.cli.main"]
 
 
+def strom(bootstrap: str, *args: str) -> list[str]:
+    """The lines a ``strom`` command prints (it must succeed; its error output is the failure's text)."""
+    result = subprocess.run(
+        [*STROM, "--bootstrap-server", bootstrap, *args], capture_output=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr.decode()
+    return result.stdout.decode().splitlines()
+
+
 def describe_group(bootstrap: str, group: str) -> list[str]:
     """The lines ``strom groups describe <group>`` prints (it must succeed)."""
-    result = subprocess.run(
-        [*STROM, "--bootstrap-server", bootstrap, "groups", "describe", group],
-        capture_output=True,
-        timeout=120,
-        check=True,
-    )
-    return result.stdout.decode().splitlines()
+    return strom(bootstrap, "groups", "describe", group)

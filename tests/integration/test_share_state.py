@@ -42,12 +42,14 @@ CONFIGS = {**SHARE_CONFIGS, "group.share.record.lock.duration.ms": "60000"}
 TOTAL, ACCEPT = 200, 60
 
 
-def describe_offsets(bootstrap: str, group: str, topics: list[tuple[str, list[int]]] | None) -> Any:
-    """The group's DescribeShareGroupOffsets v0 answer (``topics`` None: the subscribed ones)."""
+def describe_offsets(
+    bootstrap: str, group: str, topics: list[tuple[str, list[int]]] | None, version: int = 0
+) -> Any:
+    """The group's DescribeShareGroupOffsets answer (``topics`` None: the subscribed ones)."""
     asked = None if topics is None else [{"topic_name": t, "partitions": p} for t, p in topics]
     with RawClient(bootstrap) as raw:
         answer = raw.call(
-            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, {"groups": [{"group_id": group, "topics": asked}]}
+            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, version, {"groups": [{"group_id": group, "topics": asked}]}
         )
     (described,) = answer["groups"]
     return described

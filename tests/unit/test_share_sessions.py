@@ -52,3 +52,15 @@ def test_remove_forgets_only_that_session() -> None:
     assert cache.get("g", "a") is second
     cache.remove(second)
     assert ("g", "a") not in cache and len(cache) == 0
+
+
+def test_a_group_has_sessions_until_its_last_one_goes() -> None:
+    cache = ShareSessionCache(max_sessions=10, eviction_ms=TIMEOUT_MS)
+    a = cache.open("g", "a", 0)
+    b = cache.open("g", "b", 0)
+    assert a is not None and b is not None
+    assert cache.has_group("g") and not cache.has_group("h")
+    cache.remove(a)
+    assert cache.has_group("g")
+    cache.remove(b)
+    assert not cache.has_group("g")

@@ -18,6 +18,7 @@ from strom.coordinator.share.state import (
     decode_value,
     encode_key,
     encode_value,
+    lag,
     restore,
     state_of,
     state_partition,
@@ -79,6 +80,16 @@ def test_a_restored_record_at_the_delivery_limit_is_archived_when_released_again
     assert restored.acquire("a", [(0, 0, False)], 10, 0, LOCK_MS) == [AcquiredRange(0, 0, 3)]
     assert restored.release_member("a") == 1
     assert restored.start_offset == 1  # archived: never delivered again
+
+
+def test_the_lag_counts_the_records_from_the_start_offset_to_the_high_watermark_not_done() -> None:
+    state = state_of(worked_partition(), state_epoch=0, leader_epoch=4)  # 0-2 accepted: start 3
+    # 3-9 in flight, 5 archived (done); 10-11 never handed out.
+    assert lag(state, high_watermark=12) == 12 - 3 - 1
+    # Batches past the high watermark a reader knows count only up to it.
+    assert lag(state, high_watermark=5) == 2
+    assert lag(ShareState(1, 0, start_offset=40), high_watermark=100) == 60
+    assert lag(ShareState(1, 0, start_offset=40), high_watermark=30) == 0
 
 
 def test_a_write_replaces_the_stored_state_and_drops_batches_below_its_start() -> None:

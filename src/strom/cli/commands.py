@@ -25,6 +25,7 @@ from strom.console.groups import (
 from strom.console.produce import ProduceSettings, produce_lines
 from strom.console.reassign import cancel_reassignment, execute_reassignment, verify_reassignment
 from strom.console.reassignment_plan import parse_plan
+from strom.console.share_groups import delete_share_offsets
 from strom.console.topics import (
     add_partitions,
     alter_topic_config,
@@ -242,6 +243,11 @@ def groups_reset_offsets(args: argparse.Namespace) -> int:
     return 0
 
 
+def groups_delete_offsets(args: argparse.Namespace) -> int:
+    delete_share_offsets(client_options(args), args.group, args.topic, sys.stdout)
+    return 0
+
+
 def groups_delete(args: argparse.Namespace) -> int:
     delete_groups(client_options(args), args.groups, sys.stdout)
     return 0
@@ -283,6 +289,7 @@ HANDLERS: dict[str, Handler] = {
     "groups_describe": groups_describe,
     "groups_reset_offsets": groups_reset_offsets,
     "groups_delete": groups_delete,
+    "groups_delete_offsets": groups_delete_offsets,
     "transactions_list": transactions_list,
     "transactions_describe": transactions_describe,
     "transactions_producers": transactions_producers,

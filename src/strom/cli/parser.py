@@ -383,13 +383,15 @@ def _add_consume(
 
 
 def _add_groups(commands: argparse._SubParsersAction[OneLineErrorParser], parent: OneLineErrorParser) -> None:
-    groups = commands.add_parser("groups", help="list, describe, reset and delete consumer groups")
+    groups = commands.add_parser(
+        "groups", help="list, describe, reset and delete consumer groups and share groups"
+    )
     actions = groups.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     listing = actions.add_parser("list", help="list group ids", parents=[parent], allow_abbrev=False)
     listing.add_argument("--state", action="store_true", help="also print each group's state")
     listing.add_argument(
-        "--type", action="store_true", help="also print each group's type (classic, consumer)"
+        "--type", action="store_true", help="also print each group's type (classic, consumer, share)"
     )
     listing.set_defaults(handler="groups_list")
 
@@ -414,6 +416,16 @@ def _add_groups(commands: argparse._SubParsersAction[OneLineErrorParser], parent
     target.add_argument("--to-offset", metavar="N", type=non_negative_int)
     reset.add_argument("--execute", action="store_true", help="commit the new offsets (default: dry run)")
     reset.set_defaults(handler="groups_reset_offsets")
+
+    forget = actions.add_parser(
+        "delete-offsets",
+        help="delete a share group's offsets on topics (it starts them over)",
+        parents=[parent],
+        allow_abbrev=False,
+    )
+    forget.add_argument("group", metavar="GROUP")
+    forget.add_argument("--topic", metavar="T", action="append", required=True, help="repeatable")
+    forget.set_defaults(handler="groups_delete_offsets")
 
     delete = actions.add_parser("delete", help="delete groups", parents=[parent], allow_abbrev=False)
     delete.add_argument("groups", metavar="GROUP", nargs="+")

@@ -1,7 +1,10 @@
-"""``strom groups``: list, describe, reset offsets of, and delete consumer groups.
+"""``strom groups``: list, describe, reset offsets of, and delete consumer groups and share groups.
 
-All through confluent-kafka's AdminClient: ListGroups, DescribeGroups, OffsetFetch, ListOffsets,
-OffsetCommit (to alter a group's offsets) and DeleteGroups.
+Through confluent-kafka's AdminClient: ListGroups, DescribeGroups, OffsetFetch, ListOffsets,
+OffsetCommit (to alter a group's offsets) and DeleteGroups. Share groups (KIP-932), which that client
+lists with an unknown type and cannot describe, go through `strom.console.share_groups`: ``list``
+names their type and state, ``describe`` shows their members and per partition the share-partition
+start offset and lag, ``reset-offsets`` sets their start offsets, ``delete-offsets`` forgets them.
 
 ``reset-offsets`` follows ``kafka-consumer-groups.sh``: it prints the plan and changes nothing unless
 ``execute`` is set; the group must have no active members (its state Empty, or Dead/unknown for a
@@ -20,6 +23,7 @@ from typing import Any, TextIO
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from strom.console import share_groups, wire
 from strom.console._admin_api import OffsetSpec, earliest_spec, latest_spec, timestamp_spec
 from strom.console.clients import ClientOptions, describe_kafka_error, fail, print_table, wait
 from strom.console.errors import ConsoleError
@@ -53,31 +57,42 @@ class ResetRequest:
 def list_groups(
     options: ClientOptions, out: TextIO, with_state: bool = False, with_type: bool = False
 ) -> None:
-    """Print every consumer group id the broker knows, sorted, one per line; with ``with_type`` and
-    ``with_state``, a table with each group's type (classic, consumer) and state, as
+    """Print every group id the brokers know, sorted, one per line; with ``with_type`` and
+    ``with_state``, a table with each group's type (classic, consumer, share) and state, as
     ``kafka-consumer-groups.sh --list --type --state`` prints it. ListGroups names both from v5 (type)
     and v4 (state); a broker that does not, and a group it lists as UNKNOWN, is asked by describing the
-    group (ConsumerGroupDescribe, or DescribeGroups for a classic group)."""
+    group (ConsumerGroupDescribe, or DescribeGroups for a classic group). Share groups, which
+    confluent-kafka does not list, come from ListGroups v5 filtered on the type ``share``."""
     admin = admin_client(options)
     future = admin.list_consumer_groups(request_timeout=options.timeout_s)
     result = wait(future, "cannot list groups", options)
     if result.errors:
         raise ConsoleError(f"cannot list groups: {describe_kafka_error(result.errors[0])}")
-    listings = sorted(result.valid, key=lambda listing: listing.group_id)
+    shared: dict[str, str] = {}
+    if wire.supported(options):
+        with wire.WireClient(options) as client:
+            shared = share_groups.list_share_groups(client)
+    # confluent-kafka lists classic and consumer groups only; share groups come from ListGroups v5.
+    listings = sorted(
+        (listing for listing in result.valid if listing.group_id not in shared), key=lambda g: g.group_id
+    )
+    ids = sorted([*(listing.group_id for listing in listings), *shared])
     if not (with_state or with_type):
-        for listing in listings:
-            print(listing.group_id, file=out)
+        for group_id in ids:
+            print(group_id, file=out)
         return
-    header = ["GROUP", *(["TYPE"] if with_type else []), *(["STATE"] if with_state else [])]
-    rows = [header]
+    found = {group_id: ("SHARE", state.upper()) for group_id, state in shared.items()}
     for listing in listings:
         group_type, state = _name(listing.type), _name(listing.state)
         if "UNKNOWN" in (group_type, state):
             described = _describe(admin, options, listing.group_id)
             group_type, state = _name(described.type), _name(described.state)
-        rows.append(
-            [listing.group_id, *([group_type] if with_type else []), *([state] if with_state else [])]
-        )
+        found[listing.group_id] = (group_type, state)
+    header = ["GROUP", *(["TYPE"] if with_type else []), *(["STATE"] if with_state else [])]
+    rows = [header]
+    for group_id in ids:
+        group_type, state = found[group_id]
+        rows.append([group_id, *([group_type] if with_type else []), *([state] if with_state else [])])
     print_table(rows, out)
 
 
@@ -87,7 +102,14 @@ def _name(value: Any) -> str:
 
 
 def describe_group(options: ClientOptions, group: str, out: TextIO) -> None:
-    """Print state and members, then per partition: committed offset, log end offset, lag, owner."""
+    """Print state and members, then per partition: committed offset, log end offset, lag, owner (of a
+    share group: start offset, lag and members)."""
+    if wire.supported(options):
+        with wire.WireClient(options) as client:
+            shared = share_groups.share_description(client, group)
+            if shared is not None:
+                share_groups.print_share_group(client, shared, out)
+                return
     admin = admin_client(options)
     description = _describe(admin, options, group)
     committed = _committed_offsets(admin, options, group)
@@ -131,6 +153,12 @@ def reset_offsets(options: ClientOptions, request: ResetRequest, out: TextIO) ->
     if not request.execute:
         print("(dry run: nothing changed; add --execute to commit these offsets)", file=out)
         return
+    if wire.supported(options):
+        with wire.WireClient(options) as client:
+            indexes = [index for _, index in partitions]
+            if share_groups.is_share_group(client, request.group, request.topic, indexes):
+                share_groups.alter_start_offsets(client, request.group, plan)
+                return
     offsets = [TopicPartition(topic, partition, offset) for (topic, partition), offset in plan]
     future = admin.alter_consumer_group_offsets(
         [ConsumerGroupTopicPartitions(request.group, offsets)], request_timeout=options.timeout_s

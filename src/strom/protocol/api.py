@@ -82,7 +82,10 @@ class ApiKey(IntEnum):
     SHARE_ACKNOWLEDGE = 79
     READ_SHARE_GROUP_STATE = 84
     WRITE_SHARE_GROUP_STATE = 85
+    DELETE_SHARE_GROUP_STATE = 86
     DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 SUPPORTED: dict[ApiKey, tuple[int, int]] = {
@@ -138,7 +141,10 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
     ApiKey.SHARE_FETCH: (1, 1),
     ApiKey.SHARE_ACKNOWLEDGE: (1, 1),
-    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 0),  # share_offsets_specs.py
+    # The share-group offset admin APIs (share_offsets_specs.py); Describe v1 adds the lag.
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
     # Replication (cluster mode; a single node answers them from its own log / trivially).
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     ApiKey.ELECT_LEADERS: (0, 2),
@@ -173,6 +179,7 @@ INTERNAL: dict[ApiKey, tuple[int, int]] = {
     # A share-partition's leader to the share coordinator (KIP-932, share_state_specs.py).
     ApiKey.READ_SHARE_GROUP_STATE: (0, 0),
     ApiKey.WRITE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0),
 }
 
 

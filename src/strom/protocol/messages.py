@@ -2732,38 +2732,80 @@ class WriteShareGroupStateResponse(TypedDict):
     results: list[WriteShareGroupStateResponseResult]
 
 
+class DeleteShareGroupStateRequestPartitionData(TypedDict):
+    """DeleteShareGroupStateRequest v0: PartitionData."""
+
+    partition: int
+
+
+class DeleteShareGroupStateRequestDeleteStateData(TypedDict):
+    """DeleteShareGroupStateRequest v0: DeleteStateData."""
+
+    topic_id: bytes
+    partitions: list[DeleteShareGroupStateRequestPartitionData]
+
+
+class DeleteShareGroupStateRequest(TypedDict):
+    """DeleteShareGroupStateRequest v0."""
+
+    group_id: str
+    topics: list[DeleteShareGroupStateRequestDeleteStateData]
+
+
+class DeleteShareGroupStateResponsePartitionResult(TypedDict):
+    """DeleteShareGroupStateResponse v0: PartitionResult."""
+
+    partition: int
+    error_code: int
+    error_message: str | None
+
+
+class DeleteShareGroupStateResponseResult(TypedDict):
+    """DeleteShareGroupStateResponse v0: Result."""
+
+    topic_id: bytes
+    partitions: list[DeleteShareGroupStateResponsePartitionResult]
+
+
+class DeleteShareGroupStateResponse(TypedDict):
+    """DeleteShareGroupStateResponse v0."""
+
+    results: list[DeleteShareGroupStateResponseResult]
+
+
 class DescribeShareGroupOffsetsRequestTopic(TypedDict):
-    """DescribeShareGroupOffsetsRequest v0: Topic."""
+    """DescribeShareGroupOffsetsRequest v0-1: Topic."""
 
     topic_name: str
     partitions: list[int]
 
 
 class DescribeShareGroupOffsetsRequestGroup(TypedDict):
-    """DescribeShareGroupOffsetsRequest v0: Group."""
+    """DescribeShareGroupOffsetsRequest v0-1: Group."""
 
     group_id: str
     topics: list[DescribeShareGroupOffsetsRequestTopic] | None
 
 
 class DescribeShareGroupOffsetsRequest(TypedDict):
-    """DescribeShareGroupOffsetsRequest v0."""
+    """DescribeShareGroupOffsetsRequest v0-1."""
 
     groups: list[DescribeShareGroupOffsetsRequestGroup]
 
 
 class DescribeShareGroupOffsetsResponsePartition(TypedDict):
-    """DescribeShareGroupOffsetsResponse v0: Partition."""
+    """DescribeShareGroupOffsetsResponse v0-1: Partition."""
 
     partition_index: int
     start_offset: int
     leader_epoch: int
+    lag: NotRequired[int]  # v1
     error_code: int
     error_message: str | None
 
 
 class DescribeShareGroupOffsetsResponseTopic(TypedDict):
-    """DescribeShareGroupOffsetsResponse v0: Topic."""
+    """DescribeShareGroupOffsetsResponse v0-1: Topic."""
 
     topic_name: str
     topic_id: bytes
@@ -2771,7 +2813,7 @@ class DescribeShareGroupOffsetsResponseTopic(TypedDict):
 
 
 class DescribeShareGroupOffsetsResponseGroup(TypedDict):
-    """DescribeShareGroupOffsetsResponse v0: Group."""
+    """DescribeShareGroupOffsetsResponse v0-1: Group."""
 
     group_id: str
     topics: list[DescribeShareGroupOffsetsResponseTopic]
@@ -2780,10 +2822,94 @@ class DescribeShareGroupOffsetsResponseGroup(TypedDict):
 
 
 class DescribeShareGroupOffsetsResponse(TypedDict):
-    """DescribeShareGroupOffsetsResponse v0."""
+    """DescribeShareGroupOffsetsResponse v0-1."""
 
     throttle_time_ms: int
     groups: list[DescribeShareGroupOffsetsResponseGroup]
+
+
+class AlterShareGroupOffsetsRequestPartition(TypedDict):
+    """AlterShareGroupOffsetsRequest v0: Partition."""
+
+    partition_index: int
+    start_offset: int
+
+
+class AlterShareGroupOffsetsRequestTopic(TypedDict):
+    """AlterShareGroupOffsetsRequest v0: Topic."""
+
+    topic_name: str
+    partitions: list[AlterShareGroupOffsetsRequestPartition]
+
+
+class AlterShareGroupOffsetsRequest(TypedDict):
+    """AlterShareGroupOffsetsRequest v0."""
+
+    group_id: str
+    topics: list[AlterShareGroupOffsetsRequestTopic]
+
+
+class AlterShareGroupOffsetsResponsePartition(TypedDict):
+    """AlterShareGroupOffsetsResponse v0: Partition."""
+
+    partition_index: int
+    error_code: int
+    error_message: str | None
+
+
+class AlterShareGroupOffsetsResponseTopic(TypedDict):
+    """AlterShareGroupOffsetsResponse v0: Topic."""
+
+    topic_name: str
+    topic_id: bytes
+    partitions: list[AlterShareGroupOffsetsResponsePartition]
+
+
+class AlterShareGroupOffsetsResponse(TypedDict):
+    """AlterShareGroupOffsetsResponse v0."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[AlterShareGroupOffsetsResponseTopic]
+
+
+class DeleteShareGroupOffsetsRequestTopic(TypedDict):
+    """DeleteShareGroupOffsetsRequest v0: Topic."""
+
+    topic_name: str
+
+
+class DeleteShareGroupOffsetsRequest(TypedDict):
+    """DeleteShareGroupOffsetsRequest v0."""
+
+    group_id: str
+    topics: list[DeleteShareGroupOffsetsRequestTopic]
+
+
+class DeleteShareGroupOffsetsResponsePartition(TypedDict):
+    """DeleteShareGroupOffsetsResponse v0: Partition."""
+
+    partition_index: int
+    error_code: int
+    error_message: str | None
+
+
+class DeleteShareGroupOffsetsResponseTopic(TypedDict):
+    """DeleteShareGroupOffsetsResponse v0: Topic."""
+
+    topic_name: str
+    topic_id: bytes
+    partitions: list[DeleteShareGroupOffsetsResponsePartition]
+
+
+class DeleteShareGroupOffsetsResponse(TypedDict):
+    """DeleteShareGroupOffsetsResponse v0."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[DeleteShareGroupOffsetsResponseTopic]
 
 
 ContextT = TypeVar("ContextT")
@@ -3117,8 +3243,23 @@ class HandlerRegistry(Protocol[ContextT]):
 
     @overload
     def __call__(
+        self, api_key: Literal[ApiKey.DELETE_SHARE_GROUP_STATE]
+    ) -> Registers[ContextT, DeleteShareGroupStateRequest, DeleteShareGroupStateResponse]: ...
+
+    @overload
+    def __call__(
         self, api_key: Literal[ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS]
     ) -> Registers[ContextT, DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse]: ...
+
+    @overload
+    def __call__(
+        self, api_key: Literal[ApiKey.ALTER_SHARE_GROUP_OFFSETS]
+    ) -> Registers[ContextT, AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse]: ...
+
+    @overload
+    def __call__(
+        self, api_key: Literal[ApiKey.DELETE_SHARE_GROUP_OFFSETS]
+    ) -> Registers[ContextT, DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse]: ...
 
 
 class RequestSender(Protocol):
@@ -3695,8 +3836,35 @@ class RequestSender(Protocol):
     @overload
     def __call__(
         self,
+        api_key: Literal[ApiKey.DELETE_SHARE_GROUP_STATE],
+        api_version: int,
+        body: DeleteShareGroupStateRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[DeleteShareGroupStateResponse]: ...
+
+    @overload
+    def __call__(
+        self,
         api_key: Literal[ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS],
         api_version: int,
         body: DescribeShareGroupOffsetsRequest,
         timeout_ms: int = ...,
     ) -> Awaitable[DescribeShareGroupOffsetsResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.ALTER_SHARE_GROUP_OFFSETS],
+        api_version: int,
+        body: AlterShareGroupOffsetsRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[AlterShareGroupOffsetsResponse]: ...
+
+    @overload
+    def __call__(
+        self,
+        api_key: Literal[ApiKey.DELETE_SHARE_GROUP_OFFSETS],
+        api_version: int,
+        body: DeleteShareGroupOffsetsRequest,
+        timeout_ms: int = ...,
+    ) -> Awaitable[DeleteShareGroupOffsetsResponse]: ...

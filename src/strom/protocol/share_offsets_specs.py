@@ -1,10 +1,16 @@
-"""KIP-932's DescribeShareGroupOffsets (90), which the installed specs lack, in spec.py's JSON format.
+"""KIP-932's share-group offset admin APIs, which the installed specs lack, in spec.py's JSON format.
 
-Admin clients send it to the group's coordinator (FindCoordinator with key type GROUP). Described here
-from KIP-932 and Kafka's protocol documentation at version 0, flexible: per group, the topics and
-partitions asked for (``Topics`` null: those of the group's subscriptions), and per partition the
-share-partition start offset (-1: no state stored), the partition's leader epoch and an error code;
-per group an error code.
+Admin clients send them to the group's coordinator (FindCoordinator with key type GROUP). Described
+here from KIP-932 and Kafka's protocol documentation, flexible in every version:
+
+* DescribeShareGroupOffsets (90), v0 and v1: per group, the topics and partitions asked for
+  (``Topics`` null: those of the group's subscriptions), and per partition the share-partition start
+  offset (-1: no state stored), the partition's leader epoch and an error code; v1 adds ``Lag`` (the
+  records not yet done, -1 when unknown). Per group an error code.
+* AlterShareGroupOffsets (91), v0: a group and, per topic and partition, the new start offset;
+  answered with a group error code and one per partition (each topic with its id).
+* DeleteShareGroupOffsets (92), v0: a group and the topics whose share-partition state goes; a
+  top-level error code and one per partition.
 """
 
 from __future__ import annotations
@@ -24,8 +30,23 @@ def _errors() -> list[FieldJson]:
     return [_f("ErrorCode", _I16), _f("ErrorMessage", "string", nullable=True)]
 
 
-def _message(name: str, kind: str, api_key: int, fields: list[FieldJson]) -> SpecJson:
-    return message_json(name, kind, api_key, "0", fields)
+def _message(name: str, kind: str, api_key: int, fields: list[FieldJson], valid: str = "0") -> SpecJson:
+    return message_json(name, kind, api_key, valid, fields)
+
+
+def _partition_results(prefix: str) -> FieldJson:
+    """A response's ``Partitions`` of one topic: the index and its error."""
+    return _f("Partitions", f"[]{prefix}Partition", fields=[_f("PartitionIndex", _I32), *_errors()])
+
+
+def _group_results(prefix: str) -> list[FieldJson]:
+    """An Alter or Delete answer: the group's error, then per topic its name, id and partition results."""
+    topics = _f(
+        "Responses",
+        f"[]{prefix}Topic",
+        fields=[_f("TopicName", "string"), _f("TopicId", "uuid"), _partition_results(prefix)],
+    )
+    return [_f("ThrottleTimeMs", _I32), *_errors(), topics]
 
 
 SHARE_OFFSETS_SPECS: list[SpecJson] = [
@@ -48,6 +69,7 @@ SHARE_OFFSETS_SPECS: list[SpecJson] = [
                 ],
             )
         ],
+        "0-1",
     ),
     _message(
         "DescribeShareGroupOffsetsResponse",
@@ -73,6 +95,7 @@ SHARE_OFFSETS_SPECS: list[SpecJson] = [
                                     _f("PartitionIndex", _I32),
                                     _f("StartOffset", _I64),
                                     _f("LeaderEpoch", _I32),
+                                    field_json("Lag", _I64, "1+", default="-1"),
                                     *_errors(),
                                 ],
                             ),
@@ -82,5 +105,47 @@ SHARE_OFFSETS_SPECS: list[SpecJson] = [
                 ],
             ),
         ],
+        "0-1",
+    ),
+    _message(
+        "AlterShareGroupOffsetsRequest",
+        "request",
+        91,
+        [
+            _f("GroupId", "string"),
+            _f(
+                "Topics",
+                "[]AlterShareGroupOffsetsRequestTopic",
+                fields=[
+                    _f("TopicName", "string"),
+                    _f(
+                        "Partitions",
+                        "[]AlterShareGroupOffsetsRequestPartition",
+                        fields=[_f("PartitionIndex", _I32), _f("StartOffset", _I64)],
+                    ),
+                ],
+            ),
+        ],
+    ),
+    _message(
+        "AlterShareGroupOffsetsResponse",
+        "response",
+        91,
+        _group_results("AlterShareGroupOffsetsResponse"),
+    ),
+    _message(
+        "DeleteShareGroupOffsetsRequest",
+        "request",
+        92,
+        [
+            _f("GroupId", "string"),
+            _f("Topics", "[]DeleteShareGroupOffsetsRequestTopic", fields=[_f("TopicName", "string")]),
+        ],
+    ),
+    _message(
+        "DeleteShareGroupOffsetsResponse",
+        "response",
+        92,
+        _group_results("DeleteShareGroupOffsetsResponse"),
     ),
 ]

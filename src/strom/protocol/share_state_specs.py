@@ -10,6 +10,8 @@ from KIP-932 and Kafka's protocol documentation at version 0, flexible:
   one delivery count).
 * WriteShareGroupState (85): the same state written by the leader at its leader epoch, answered per
   partition with an error code.
+* DeleteShareGroupState (86): per share-partition (group, topic id, partition), remove the stored
+  state (a group's offsets deleted, or the group itself), answered per partition with an error code.
 
 Only Strom brokers send them to each other, so they are served and never advertised (``api.INTERNAL``).
 """
@@ -117,4 +119,21 @@ SHARE_STATE_SPECS: list[SpecJson] = [
         ],
     ),
     _message("WriteShareGroupStateResponse", "response", 85, [_results([])]),
+    _message(
+        "DeleteShareGroupStateRequest",
+        "request",
+        86,
+        [
+            _f("GroupId", "string"),
+            _f(
+                "Topics",
+                "[]DeleteStateData",
+                fields=[
+                    _f("TopicId", "uuid"),
+                    _f("Partitions", "[]PartitionData", fields=[_f("Partition", _I32)]),
+                ],
+            ),
+        ],
+    ),
+    _message("DeleteShareGroupStateResponse", "response", 86, [_results([])]),
 ]

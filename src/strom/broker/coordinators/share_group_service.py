@@ -51,3 +51,13 @@ def share_group(service: GroupService, group_id: str) -> ShareGroup | None:
 def share_groups(service: GroupService) -> list[ShareGroup]:
     """Every share group this broker coordinates."""
     return [g for shard in service.runtime.active_shards().values() for g in shard.share.groups.values()]
+
+
+def admin_refusal(service: GroupService, group_id: str) -> ErrorCode | None:
+    """Why an admin may not change the share group's offsets: a classic or consumer group holds the id
+    (GROUP_ID_NOT_FOUND: it is not a share group), or the share group has members (NON_EMPTY_GROUP)."""
+    if service.coordinator.store.get(group_id) is not None or service.consumer_group(group_id) is not None:
+        return ErrorCode.GROUP_ID_NOT_FOUND
+    if share_group(service, group_id) is not None:
+        return ErrorCode.NON_EMPTY_GROUP
+    return None

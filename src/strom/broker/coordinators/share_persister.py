@@ -9,6 +9,12 @@ creating the topic on first use) and
 * otherwise sends ReadShareGroupState / WriteShareGroupState v0 to it, over one connection per
   coordinator, re-made when its address changes.
 
+The share-group admin (AlterShareGroupOffsets, DeleteShareGroupOffsets, DeleteGroups) uses the same
+way: `delete` removes a share-partition's state (DeleteShareGroupState v0 when remote), and
+`delete_group` every state of a group, at each broker that leads a `__share_group_state` partition
+(DeleteShareGroupState with no topics: Strom's form for "all of the group's", answered with the
+share-partitions removed; one attempt per broker).
+
 Retriable failures (no coordinator known yet, NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS while
 the coordinator moves or loads, a lost connection) are retried every `RETRY_BACKOFF_MS` for at most
 `RETRY_TIMEOUT_MS`: a coordinator fail-over or the topic's creation in a cluster takes a moment.
@@ -24,7 +30,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from strom._util.clock import Clock, sleep_ms
-from strom.broker.coordinators.share_state_service import ShareStateService
+from strom.broker.coordinators.share_state_service import SHARE_STATE_TOPIC, ShareStateService
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.network.net_client import BrokerConnections
 from strom.broker.security.client import ClientSecurity
@@ -87,6 +93,15 @@ class ShareStatePersister:
         except KafkaError as exc:
             return exc.code
         code, _ = await self._retrying(lambda: self._write_once(key, state))
+        return code
+
+    async def delete(self, group_id: str, topic: str, partition: int) -> ErrorCode:
+        """Remove the share-partition's stored state; NONE once durable (or nothing was stored)."""
+        try:
+            key = self._key(group_id, topic, partition)
+        except KafkaError as exc:
+            return exc.code
+        code, _ = await self._retrying(lambda: self._delete_once(key))
         return code
 
     # --- one attempt ---------------------------------------------------------------------------
@@ -163,3 +178,61 @@ class ShareStatePersister:
             log.info("WriteShareGroupState to broker %d failed: %s", coordinator[0], exc)
             return ErrorCode.NETWORK_EXCEPTION, None
         return code, None
+
+    async def _delete_once(self, key: StateKey) -> tuple[ErrorCode, None]:
+        coordinator = self._coordinator(key)
+        if coordinator is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        if coordinator[0] == self._service.node_id:
+            return await self._service.delete(key), None
+        body: m.DeleteShareGroupStateRequest = {
+            "group_id": key.group_id,
+            "topics": [{"topic_id": key.topic_id, "partitions": [{"partition": key.partition}]}],
+        }
+        try:
+            response = await self._connections.get(*coordinator).send(
+                ApiKey.DELETE_SHARE_GROUP_STATE, 0, body, REQUEST_TIMEOUT_MS
+            )
+            code = ErrorCode(int(response["results"][0]["partitions"][0]["error_code"]))
+        except (ConnectionError, LookupError, ValueError) as exc:
+            log.info("DeleteShareGroupState to broker %d failed: %s", coordinator[0], exc)
+            return ErrorCode.NETWORK_EXCEPTION, None
+        return code, None
+
+    async def delete_group(self, group_id: str) -> tuple[ErrorCode, int]:
+        """Remove every stored share-partition state of the group, on every share coordinator; the
+        first error (NONE if all answered) and how many states were removed."""
+        info = self._metadata.topics.get(SHARE_STATE_TOPIC)
+        if info is None:
+            return ErrorCode.NONE, 0  # never created: nothing stored
+        leaders = {
+            leader.node_id: (leader.host, leader.port)
+            for p in range(info.partitions)
+            if (leader := self._metadata.partition_leader(SHARE_STATE_TOPIC, p)) is not None
+        }
+        error, removed = ErrorCode.NONE, 0
+        for node_id, (host, port) in sorted(leaders.items()):
+            if node_id == self._service.node_id:
+                code, keys = await self._service.delete_group(group_id)
+                count = len(keys)
+            else:
+                code, count = await self._delete_group_at((node_id, host, port), group_id)
+            removed += count
+            if error is ErrorCode.NONE:
+                error = code
+        return error, removed
+
+    async def _delete_group_at(
+        self, coordinator: tuple[int, str, int], group_id: str
+    ) -> tuple[ErrorCode, int]:
+        body: m.DeleteShareGroupStateRequest = {"group_id": group_id, "topics": []}
+        try:
+            response = await self._connections.get(*coordinator).send(
+                ApiKey.DELETE_SHARE_GROUP_STATE, 0, body, REQUEST_TIMEOUT_MS
+            )
+        except (ConnectionError, LookupError, ValueError) as exc:
+            log.info("DeleteShareGroupState to broker %d failed: %s", coordinator[0], exc)
+            return ErrorCode.NETWORK_EXCEPTION, 0
+        codes = [ErrorCode(int(p["error_code"])) for r in response["results"] for p in r["partitions"]]
+        failed = [c for c in codes if c is not ErrorCode.NONE]
+        return (failed[0] if failed else ErrorCode.NONE), len(codes) - len(failed)

@@ -8,6 +8,8 @@ start offset, state epoch, leader epoch, state batches) in one partition of `__s
 fail-over or a restart) answers from the log.
 
 `read` answers from the ACTIVE shard (NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS otherwise);
+`delete` writes a tombstone (an admin deleted the group's offsets), `delete_group` one for each
+share-partition of a group this broker keeps (an admin deleted the group);
 `write` is an operation of the runtime: the stored state is checked against the write (a write at an
 older leader epoch is fenced, `written_state`), one record is appended, and the answer waits until the
 high watermark passes it (acks=all), so what a leader was told is durable survives the coordinator's
@@ -187,3 +189,40 @@ class ShareStateService:
         except CoordinatorError as exc:
             log.info("share state of %s not written: %s", key.coordinator_key(), exc.code.name)
             return _answer_for(exc)
+
+    async def delete(self, key: StateKey) -> ErrorCode:
+        """Remove ``key``'s stored state (a tombstone); NONE once the ISR has it, or at once when
+        nothing is stored."""
+        partition = self.partition_of(key)
+        if partition is None:
+            return ErrorCode.NONE  # no `__share_group_state` yet: nothing is stored anywhere
+
+        def operation(shard: ShareStateShard) -> CoordinatorResult[None]:
+            return CoordinatorResult([(encode_key(key), None)] if key in shard.states else [], None)
+
+        try:
+            await self.runtime.write(partition, operation, WRITE_TIMEOUT_MS)
+        except CoordinatorError as exc:
+            log.info("share state of %s not deleted: %s", key.coordinator_key(), exc.code.name)
+            return _answer_for(exc)
+        return ErrorCode.NONE
+
+    async def delete_group(self, group_id: str) -> tuple[ErrorCode, list[StateKey]]:
+        """Remove every share-partition state of the group this broker keeps as share coordinator
+        (DeleteGroups of a share group); the keys removed, or the first refusal."""
+        deleted: list[StateKey] = []
+        for partition, shard in sorted(self.runtime.active_shards().items()):
+            keys = [k for k in shard.states if k.group_id == group_id]
+            if not keys:
+                continue
+
+            def operation(shard: ShareStateShard, keys: list[StateKey] = keys) -> CoordinatorResult[None]:
+                return CoordinatorResult([(encode_key(k), None) for k in keys if k in shard.states], None)
+
+            try:
+                await self.runtime.write(partition, operation, WRITE_TIMEOUT_MS)
+            except CoordinatorError as exc:
+                log.info("share states of group %s not deleted: %s", group_id, exc.code.name)
+                return _answer_for(exc), deleted
+            deleted += keys
+        return ErrorCode.NONE, deleted

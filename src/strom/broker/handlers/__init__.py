@@ -22,6 +22,7 @@ from strom.broker.handlers import (  # noqa: F401  (imported for their @handles 
     share_fetch,
     share_groups,
     share_offsets,
+    share_offsets_admin,
     share_state,
     telemetry,
     topics,

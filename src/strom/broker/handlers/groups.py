@@ -1,5 +1,6 @@
 """Group membership APIs: FindCoordinator (also for transactional ids, key type 1), JoinGroup, SyncGroup,
-Heartbeat, LeaveGroup, and the admin APIs DescribeGroups, ListGroups, DeleteGroups.
+Heartbeat, LeaveGroup, and the admin APIs DescribeGroups, ListGroups, DeleteGroups (which deletes an
+empty share group's share-partition states too).
 
 Each handler only translates between the wire dict of the negotiated version and the coordinator's typed
 requests and results (`strom.coordinator.messages`); every decision is the coordinator's. JoinGroup and
@@ -11,7 +12,7 @@ Kafka's muted channel does. Until the group service is up, group requests get CO
 
 from __future__ import annotations
 
-from strom.broker.coordinators import group_migration
+from strom.broker.coordinators import group_migration, share_group_service
 from strom.broker.coordinators.group_service import GroupService
 from strom.broker.coordinators.transaction_service import TransactionService
 from strom.broker.handlers.authz import Op, Res, allowed, allowed_cluster, authorized_operations, denied
@@ -340,7 +341,25 @@ async def handle_delete_groups(ctx: RequestContext, req: m.DeleteGroupsRequest) 
     mine = [n for n, refused in refusals.items() if refused is None]
     codes = {n: refused or ErrorCode.NONE for n, refused in refusals.items()}
     codes.update(service.coordinator.delete_groups(mine))
+    for name in mine:
+        if codes[name] is ErrorCode.GROUP_ID_NOT_FOUND:
+            codes[name] = await _delete_share_group(ctx, name)
     return {
         "throttle_time_ms": 0,
         "results": [{"group_id": name, "error_code": int(codes[name])} for name in names],
     }
+
+
+async def _delete_share_group(ctx: RequestContext, group_id: str) -> ErrorCode:
+    """DeleteGroups of an id no classic or consumer group holds: a share group (KIP-932) with members
+    answers NON_EMPTY_GROUP; else the group's share-partition states are removed from every share
+    coordinator, and GROUP_ID_NOT_FOUND stays the answer when none was stored."""
+    if share_group_service.share_group(group_service(ctx), group_id) is not None:
+        return ErrorCode.NON_EMPTY_GROUP
+    persister = ctx.ports.share_persister
+    if persister is None:
+        return ErrorCode.GROUP_ID_NOT_FOUND
+    code, removed = await persister.delete_group(group_id)
+    if code is not ErrorCode.NONE:
+        return code
+    return ErrorCode.NONE if removed else ErrorCode.GROUP_ID_NOT_FOUND

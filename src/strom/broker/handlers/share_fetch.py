@@ -163,11 +163,14 @@ async def _acquire_all(
 async def _released(
     ctx: RequestContext, shares: SharePartitionManager, released: Iterable[tuple[str, str, int]]
 ) -> None:
-    """Records were released on these share-partitions (group, topic, partition): the fetches waiting
-    there wake up, and the releases (their delivery counts) are written to the share coordinator."""
+    """Records were released on these share-partitions (group, topic, partition) as sessions went: the
+    fetches waiting there wake up, the releases (their delivery counts) are written to the share
+    coordinator, and a group left without sessions here re-reads its stored state at its next use."""
+    released = list(released)
     for group_id, topic, index in released:
         ctx.ports.purgatory.notify(release_key(group_id, topic, index))
         await shares.persist(group_id, topic, index)
+    shares.mark_unused(group_id for group_id, _, _ in released)
 
 
 async def _evict_idle(ctx: RequestContext, shares: SharePartitionManager) -> None:

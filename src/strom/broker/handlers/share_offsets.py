@@ -6,7 +6,10 @@ null: every partition of the topics the group's members subscribe to) the share-
 offset as the share coordinator stores it (read through the share persister, wherever that
 coordinator is): -1 when no state is stored (the group never read the partition), with the
 partition's current leader epoch; or a partition error (UNKNOWN_TOPIC_OR_PARTITION,
-TOPIC_AUTHORIZATION_FAILED without DESCRIBE on the topic, the share coordinator's error).
+TOPIC_AUTHORIZATION_FAILED without DESCRIBE on the topic, the share coordinator's error). Version 1
+adds the lag: the records from the start offset to the high watermark not yet acknowledged or
+archived (`strom.coordinator.share.state.lag`), where this broker hosts a replica of the partition
+(its high watermark); -1 elsewhere and when no state is stored.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from strom.broker.coordinators import share_group_service
 from strom.broker.handlers.authz import Op, Res, denied
 from strom.broker.handlers.base import RequestContext, handles
 from strom.broker.handlers.groups import group_refusal, group_service
-from strom.coordinator.share.state import NO_START_OFFSET, SharePersister
+from strom.coordinator.share.state import NO_START_OFFSET, SharePersister, lag
 from strom.protocol import messages as m
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -23,12 +26,13 @@ from strom.protocol.uuid_text import ZERO_UUID
 
 
 def _partition(
-    index: int, code: ErrorCode, start_offset: int = NO_START_OFFSET, leader_epoch: int = -1
+    index: int, code: ErrorCode, start_offset: int = NO_START_OFFSET, leader_epoch: int = -1, lag: int = -1
 ) -> m.DescribeShareGroupOffsetsResponsePartition:
     return {
         "partition_index": index,
         "start_offset": start_offset,
         "leader_epoch": leader_epoch,
+        "lag": lag,
         "error_code": int(code),
         "error_message": None,
     }
@@ -92,6 +96,10 @@ async def _topic(
         except KafkaError as exc:
             partitions.append(_partition(index, exc.code))
             continue
-        start = NO_START_OFFSET if state is None else state.start_offset
-        partitions.append(_partition(index, ErrorCode.NONE, start, meta.leader_epoch))
+        if state is None:
+            partitions.append(_partition(index, ErrorCode.NONE, NO_START_OFFSET, meta.leader_epoch))
+            continue
+        replica = ctx.ports.replica_manager.partitions.get((name, index))
+        behind = -1 if replica is None else lag(state, replica.high_watermark)
+        partitions.append(_partition(index, ErrorCode.NONE, state.start_offset, meta.leader_epoch, behind))
     return {"topic_name": name, "topic_id": info.topic_id, "partitions": partitions}

@@ -1,12 +1,18 @@
-"""The share coordinator's requests: ReadShareGroupState (84), WriteShareGroupState (85).
+"""The share coordinator's requests: ReadShareGroupState (84), WriteShareGroupState (85) and
+DeleteShareGroupState (86).
 
-Share-partition leaders on other brokers send them (share_persister.py); the answer is per partition:
-the stored state (a start offset of -1 when none is stored) or the write's error code, NOT_COORDINATOR
+Share-partition leaders and group coordinators on other brokers send them (share_persister.py); the
+answer is per partition: the stored state (a start offset of -1 when none is stored) or the write's
+or the deletion's error code (a DeleteShareGroupState without topics, Strom's own form, removes every
+state of the group kept here and lists them), NOT_COORDINATOR
 or COORDINATOR_LOAD_IN_PROGRESS while this broker is not (yet) the key's share coordinator, so the
 leader retries. With ACLs they need CLUSTER_ACTION, as Kafka's do (only brokers send them).
 """
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 from strom.broker.coordinators.share_state_service import ShareStateService
 from strom.broker.handlers.authz import Op, allowed_cluster
@@ -21,6 +27,7 @@ from strom.coordinator.share.state import (
 from strom.protocol import messages as m
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
+from strom.protocol.uuid_text import ZERO_UUID
 
 
 def _service(ctx: RequestContext) -> ShareStateService:
@@ -67,19 +74,33 @@ async def handle_read_share_group_state(
 async def handle_write_share_group_state(
     ctx: RequestContext, req: m.WriteShareGroupStateRequest
 ) -> m.WriteShareGroupStateResponse:
-    denied = not allowed_cluster(ctx, Op.CLUSTER_ACTION)
     service = _service(ctx)
+    group_id = req["group_id"]
+
+    async def write(topic_id: bytes, p: m.WriteShareGroupStateRequestPartitionData) -> ErrorCode:
+        return await _write(service, group_id, topic_id, p)
+
+    return {"results": await _each_partition(ctx, req["topics"], write)}
+
+
+async def _each_partition(
+    ctx: RequestContext,
+    topics: Sequence[Mapping[str, Any]],
+    apply: Callable[[bytes, Any], Awaitable[ErrorCode]],
+) -> list[m.WriteShareGroupStateResponseResult]:
+    """A write's or a deletion's answer: ``apply`` (topic id, the request's partition) per partition,
+    CLUSTER_AUTHORIZATION_FAILED for all without CLUSTER_ACTION."""
+    denied = not allowed_cluster(ctx, Op.CLUSTER_ACTION)
     results: list[m.WriteShareGroupStateResponseResult] = []
-    for topic in req["topics"]:
+    for topic in topics:
         parts: list[m.WriteShareGroupStateResponsePartitionResult] = []
         for p in topic["partitions"]:
-            index = int(p["partition"])
             code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
             if not denied:
-                code = await _write(service, req["group_id"], bytes(topic["topic_id"]), p)
-            parts.append({"partition": index, "error_code": int(code), "error_message": None})
+                code = await apply(bytes(topic["topic_id"]), p)
+            parts.append({"partition": int(p["partition"]), "error_code": int(code), "error_message": None})
         results.append({"topic_id": topic["topic_id"], "partitions": parts})
-    return {"results": results}
+    return results
 
 
 async def _write(
@@ -91,3 +112,34 @@ async def _write(
         return ErrorCode.INVALID_REQUEST
     state = ShareState(int(p["state_epoch"]), int(p["leader_epoch"]), int(p["start_offset"]), batches)
     return await service.write(StateKey(group_id, topic_id, int(p["partition"])), state)
+
+
+@handles(ApiKey.DELETE_SHARE_GROUP_STATE)
+async def handle_delete_share_group_state(
+    ctx: RequestContext, req: m.DeleteShareGroupStateRequest
+) -> m.DeleteShareGroupStateResponse:
+    service = _service(ctx)
+    group_id = req["group_id"]
+    if not req["topics"] and allowed_cluster(ctx, Op.CLUSTER_ACTION):
+        return await _delete_group(service, group_id)
+
+    async def delete(topic_id: bytes, p: m.DeleteShareGroupStateRequestPartitionData) -> ErrorCode:
+        return await service.delete(StateKey(group_id, topic_id, int(p["partition"])))
+
+    return {"results": await _each_partition(ctx, req["topics"], delete)}
+
+
+async def _delete_group(service: ShareStateService, group_id: str) -> m.DeleteShareGroupStateResponse:
+    """No topics (Strom's form, for DeleteGroups): every state of the group kept here goes; the answer
+    lists the share-partitions removed, and a refusal as one partition -1 of the zero topic id."""
+    code, keys = await service.delete_group(group_id)
+    by_topic: dict[bytes, list[m.DeleteShareGroupStateResponsePartitionResult]] = {}
+    for key in keys:
+        by_topic.setdefault(key.topic_id, []).append(
+            {"partition": key.partition, "error_code": 0, "error_message": None}
+        )
+    if code is not ErrorCode.NONE:
+        by_topic.setdefault(ZERO_UUID, []).append(
+            {"partition": -1, "error_code": int(code), "error_message": None}
+        )
+    return {"results": [{"topic_id": t, "partitions": parts} for t, parts in by_topic.items()]}

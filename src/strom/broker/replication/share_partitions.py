@@ -35,11 +35,17 @@ they are answered): one write at a time per share-partition, none when nothing d
 the last. Releases are written as they are
 applied: a lock expiry's at the share-partition's next use, a closed or evicted session's at once (a
 failed write is carried by the next).
+
+Admin changes. AlterShareGroupOffsets and DeleteShareGroupOffsets change the stored state of a group
+with no members (handlers/share_offsets_admin.py): a leader re-reads the group's share-partitions at
+their next use once the group's last share session here is closed or evicted (`mark_unused`), and a
+write refused with FENCED_STATE_EPOCH (a reset bumps the state epoch) does the same.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from strom._util.clock import Clock
@@ -83,6 +89,7 @@ class _Held:
     leader_epoch: int
     state_epoch: int = 0
     written: ShareState | None = None  # the state last made durable
+    stale: bool = False  # read the stored state again at the next use (see `mark_unused`)
     writing: asyncio.Lock = field(default_factory=asyncio.Lock)  # one write at a time
 
 
@@ -155,7 +162,7 @@ class SharePartitionManager:
         key = (group_id, topic, index)
         part = self._rm.leader_partition(topic, index)
         held = self._partitions.get(key)
-        if held is None or held.leader_epoch != part.leader_epoch:
+        if held is None or held.leader_epoch != part.leader_epoch or held.stale:
             async with self._loading.setdefault(key, asyncio.Lock()):
                 held = await self._load(key, part.leader_epoch)
         share = held.partition
@@ -168,8 +175,11 @@ class SharePartitionManager:
     async def _load(self, key: tuple[str, str, int], leader_epoch: int) -> _Held:
         group_id, topic, index = key
         held = self._partitions.get(key)
-        if held is not None and held.leader_epoch == leader_epoch:
+        if held is not None and held.leader_epoch == leader_epoch and not held.stale:
             return held  # loaded while this one waited
+        if held is not None:
+            async with held.writing:
+                pass  # its last write lands before the read
         stored = await self._persister.read(group_id, topic, index, leader_epoch)
         part = self._rm.leader_partition(topic, index)  # still the leader, at that epoch?
         if part.leader_epoch != leader_epoch:
@@ -204,7 +214,18 @@ class SharePartitionManager:
             code = await self._persister.write(key[0], key[1], key[2], state)
             if code is ErrorCode.NONE:
                 held.written = state
+            elif code is ErrorCode.FENCED_STATE_EPOCH:
+                held.stale = True  # an admin reset the stored state: carry on from it
             return code
+
+    def mark_unused(self, group_ids: Iterable[str]) -> None:
+        """The groups' share sessions here closed or were evicted: those of them left without any
+        read their share-partitions' stored state again at the next use, so what an admin changed
+        while the group was empty (AlterShareGroupOffsets, DeleteShareGroupOffsets) takes effect."""
+        idle = {g for g in group_ids if not self.sessions.has_group(g)}
+        for (group_id, _, _), held in self._partitions.items():
+            if group_id in idle:
+                held.stale = True
 
     def known(self, group_id: str, topic: str, index: int) -> SharePartition | None:
         held = self._partitions.get((group_id, topic, index))

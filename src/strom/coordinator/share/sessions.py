@@ -58,6 +58,10 @@ class ShareSessionCache:
     def get(self, group_id: str, member_id: str) -> ShareSession | None:
         return self._sessions.get((group_id, member_id))
 
+    def has_group(self, group_id: str) -> bool:
+        """Whether any session of the group is open."""
+        return any(g == group_id for g, _ in self._sessions)
+
     def touch(self, session: ShareSession, now_ms: int) -> None:
         """Mark the session used now (a request at its right epoch: a wrong one keeps nothing alive)."""
         session.last_used_ms = now_ms

@@ -57,6 +57,7 @@ __all__ = [
     "decode_value",
     "encode_key",
     "encode_value",
+    "lag",
     "restore",
     "state_of",
     "state_partition",
@@ -134,6 +135,13 @@ class SharePersister(Protocol):
     async def write(self, group_id: str, topic: str, partition: int, state: ShareState) -> ErrorCode:
         """Store ``state``; NONE once it is durable, else the error."""
 
+    async def delete(self, group_id: str, topic: str, partition: int) -> ErrorCode:
+        """Remove the stored state (an admin deleted the group's offsets); NONE once durable."""
+
+    async def delete_group(self, group_id: str) -> tuple[ErrorCode, int]:
+        """Remove every stored state of the group (an admin deleted it): the first error (NONE when
+        every share coordinator answered) and how many states were removed."""
+
 
 def state_partition(key: StateKey, num_partitions: int) -> int:
     """The `__share_group_state` partition of a share-partition."""
@@ -174,6 +182,16 @@ def restore(state: ShareState, delivery_count_limit: int) -> SharePartition:
     share = SharePartition(state.start_offset, delivery_count_limit, end, in_flight)
     share.reset_start(state.start_offset)  # drops the done records at the head, if any
     return share
+
+
+def lag(state: ShareState, high_watermark: int) -> int:
+    """The records of the share-partition not yet done: from the start offset to the high watermark,
+    less those its batches hold ACKNOWLEDGED or ARCHIVED (DescribeShareGroupOffsets v1's ``Lag``)."""
+    done = 0
+    for b in state.batches:
+        if b.delivery_state is not DeliveryState.AVAILABLE:
+            done += max(min(b.last_offset + 1, high_watermark) - max(b.first_offset, state.start_offset), 0)
+    return max(high_watermark - state.start_offset - done, 0)
 
 
 def written_state(current: ShareState | None, write: ShareState) -> tuple[ShareState | None, ErrorCode]:

@@ -1,0 +1,148 @@
+"""Share groups (KIP-932) in ``strom groups``: describe, list, reset and delete offsets.
+
+No installed admin client has the share-group APIs, so these go over `strom.console.wire` to the
+group's coordinator: ShareGroupDescribe v1 (state, members and their partitions),
+DescribeShareGroupOffsets v1 (per partition the share-partition start offset and the lag: records
+from it to the high watermark not yet acknowledged or archived), AlterShareGroupOffsets and
+DeleteShareGroupOffsets v0 (the group must be empty: the broker answers NON_EMPTY_GROUP otherwise),
+as ``kafka-share-groups.sh --describe --offsets/--members``, ``--reset-offsets`` and
+``--delete-offsets`` do.
+
+A group is taken for a share group when ShareGroupDescribe knows it (it has members), or, for an empty
+one, when share-partition state is stored for it on the topic asked about (``is_share_group``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from strom.console.clients import ClientOptions, print_table
+from strom.console.errors import ConsoleError
+from strom.console.wire import WireClient
+from strom.protocol.api import ApiKey
+from strom.protocol.errors import ErrorCode
+
+_NONE = "-"
+
+
+def list_share_groups(wire: WireClient) -> dict[str, str]:
+    """Every share group with members -> its state: ListGroups v5 with the type filter ``share`` at
+    every broker (each answers for the groups it coordinates)."""
+    found: dict[str, str] = {}
+    for address in wire.brokers():
+        listed = wire.call(address, ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["share"]})
+        _check(listed["error_code"], "cannot list share groups")
+        found.update({str(g["group_id"]): str(g["group_state"]) for g in listed["groups"]})
+    return found
+
+
+def share_description(wire: WireClient, group: str) -> Any | None:
+    """The group's ShareGroupDescribe entry, or None when the coordinator knows no share group so named."""
+    coordinator = wire.coordinator(group)
+    answer = wire.call(coordinator, ApiKey.SHARE_GROUP_DESCRIBE, 1, {"group_ids": [group]})
+    (described,) = answer["groups"]
+    return described if described["error_code"] == 0 else None
+
+
+def start_offsets(
+    wire: WireClient, group: str, topics: Sequence[tuple[str, Sequence[int]]] | None
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """(topic, partition) -> (start offset, lag) by DescribeShareGroupOffsets v1 (``topics`` None: the
+    members' subscriptions); -1 for what is not stored or not known."""
+    asked = None if topics is None else [{"topic_name": t, "partitions": list(p)} for t, p in topics]
+    coordinator = wire.coordinator(group)
+    answer = wire.call(
+        coordinator,
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+        1,
+        {"groups": [{"group_id": group, "topics": asked}]},
+    )
+    (described,) = answer["groups"]
+    _check(described["error_code"], f"cannot describe the offsets of group {group!r}")
+    found: dict[tuple[str, int], tuple[int, int]] = {}
+    for topic in described["topics"]:
+        for part in topic["partitions"]:
+            key = (str(topic["topic_name"]), int(part["partition_index"]))
+            _check(part["error_code"], f"cannot describe the offset of {key[0]} [{key[1]}]")
+            found[key] = (int(part["start_offset"]), int(part.get("lag", -1)))
+    return found
+
+
+def is_share_group(wire: WireClient, group: str, topic: str, partitions: Sequence[int]) -> bool:
+    """Whether ``group`` is a share group: one with members, or one with state stored on the topic."""
+    if share_description(wire, group) is not None:
+        return True
+    stored = start_offsets(wire, group, [(topic, partitions)])
+    return any(start >= 0 for start, _ in stored.values())
+
+
+def print_share_group(wire: WireClient, description: Any, out: TextIO) -> None:
+    """``groups describe`` of a share group: state and members, then per partition its start offset,
+    lag and the members it is assigned to."""
+    group = description["group_id"]
+    members = description["members"]
+    print(
+        f"Group {group}: type share, state {description['group_state']}, {len(members)} member(s), "
+        f"assignor {description['assignor_name'] or _NONE}",
+        file=out,
+    )
+    owners: dict[tuple[str, int], list[Any]] = {}
+    for member in members:
+        for tp in member["assignment"]["topic_partitions"]:
+            for index in tp["partitions"]:
+                owners.setdefault((str(tp["topic_name"]), int(index)), []).append(member)
+    offsets = start_offsets(wire, group, None)
+    rows = [["TOPIC", "PARTITION", "START-OFFSET", "LAG", "MEMBERS", "CONSUMER-IDS", "CLIENT-IDS"]]
+    for key in sorted(set(offsets) | set(owners)):
+        start, lag = offsets.get(key, (-1, -1))
+        held = owners.get(key, [])
+        rows.append(
+            [
+                key[0],
+                str(key[1]),
+                _NONE if start < 0 else str(start),
+                _NONE if lag < 0 else str(lag),
+                str(len(held)),
+                ",".join(m["member_id"] for m in held) or _NONE,
+                ",".join(sorted({m["client_id"] for m in held})) or _NONE,
+            ]
+        )
+    print_table(rows, out)
+
+
+def alter_start_offsets(wire: WireClient, group: str, plan: Sequence[tuple[tuple[str, int], int]]) -> None:
+    """Set the share group's start offsets (AlterShareGroupOffsets).
+
+    Raises:
+        ConsoleError: the group or a partition was refused (a group with members: NON_EMPTY_GROUP).
+    """
+    by_topic: dict[str, list[dict[str, int]]] = {}
+    for (topic, index), offset in plan:
+        by_topic.setdefault(topic, []).append({"partition_index": index, "start_offset": offset})
+    body = {"group_id": group, "topics": [{"topic_name": t, "partitions": p} for t, p in by_topic.items()]}
+    answer = wire.call(wire.coordinator(group), ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, body)
+    _check_answer(answer, f"cannot reset the offsets of share group {group!r}")
+
+
+def delete_share_offsets(options: ClientOptions, group: str, topics: Sequence[str], out: TextIO) -> None:
+    """``groups delete-offsets`` of a share group: its state on every partition of the topics goes
+    (DeleteShareGroupOffsets); the group starts them over at ``share.auto.offset.reset``."""
+    with WireClient(options) as wire:
+        body = {"group_id": group, "topics": [{"topic_name": t} for t in dict.fromkeys(topics)]}
+        answer = wire.call(wire.coordinator(group), ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, body)
+    _check_answer(answer, f"cannot delete the offsets of share group {group!r}")
+    for topic in answer["responses"]:
+        print(f"Deleted the offsets of share group {group} on topic {topic['topic_name']}.", file=out)
+
+
+def _check_answer(answer: Any, what: str) -> None:
+    _check(answer["error_code"], what)
+    for topic in answer["responses"]:
+        for part in topic["partitions"]:
+            _check(part["error_code"], f"{what}: {topic['topic_name']} [{part['partition_index']}]")
+
+
+def _check(code: int, what: str) -> None:
+    if code:
+        raise ConsoleError(f"{what}: {ErrorCode(code).name}")
