@@ -20,19 +20,14 @@ __all__ = ["EPOCH_MS", "SimClock"]
 EPOCH_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
 
-class _Dead:
-    def cancel(self) -> None:
-        pass
-
-
 class SimClock:
-    """One broker process's clock. `stop` (the process crashed) cancels its timers and refuses new ones,
-    so no callback of a dead process runs; a restarted process gets a new clock with the same offset."""
+    """One broker process's clock. After `stop` (the process crashed) its timers fire as no-ops, so no
+    callback of a dead process runs; a restarted process gets a new clock with the same offset. (No
+    bookkeeping of the live timers: every request sets one and most are cancelled.)"""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, offset_ms: int = 0) -> None:
         self._loop = loop
         self.offset_ms = offset_ms
-        self._timers: set[asyncio.TimerHandle] = set()
         self._stopped = False
 
     def time_ms(self) -> int:
@@ -42,23 +37,14 @@ class SimClock:
         return int(self._loop.time() * 1000)
 
     def call_later(self, delay_ms: int, callback: Callable[[], None]) -> Cancellable:
-        if self._stopped:
-            return _Dead()
-        timers = self._timers
+        return self._loop.call_later(max(delay_ms, 0) / 1000, self._fire, callback)
 
-        def fire() -> None:
-            timers.discard(handle)
+    def _fire(self, callback: Callable[[], None]) -> None:
+        if not self._stopped:
             callback()
-
-        handle = self._loop.call_later(max(delay_ms, 0) / 1000, fire)
-        timers.add(handle)
-        return handle
 
     def stop(self) -> None:
         self._stopped = True
-        for handle in self._timers:
-            handle.cancel()
-        self._timers.clear()
 
     def jump(self, delta_ms: int) -> None:
         self.offset_ms += delta_ms

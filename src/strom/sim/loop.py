@@ -1,17 +1,21 @@
 """An asyncio event loop on simulated time: time moves only when every task is waiting.
 
-The loop is asyncio's own selector loop with two things swapped. `time()` reads a simulated clock, and
-the selector never sleeps: when the loop has nothing ready it asks the selector to wait until its next
-timer, and the simulated selector moves the simulated clock to that timer instead of sleeping. Every
+The loop is asyncio's own selector loop with its clock and its step swapped. `time()` reads a
+simulated clock, and the loop never sleeps: its step (`_run_once`) runs the ready callbacks, and when
+none is ready it moves the simulated clock to its next timer instead of waiting for it. Every
 `call_later`, `asyncio.sleep`, `asyncio.timeout` and `wait_for` therefore fires at its exact simulated
 moment and at once in real time, so two minutes of a cluster's life take as long as the work in them.
 
+Timers. The loop keeps its own heap of ``(deadline, sequence, handle)`` tuples, which the heap compares
+in C (asyncio's heap of handles compares them by a Python ``__lt__``, the loop's largest own cost in a
+simulation, where every request sets a deadline and cancels it). Cancelled timers leave the heap
+when they reach its top, or all at once when they are more than half of it, as asyncio does.
+
 Determinism. One thread runs everything: the default executor runs each job inline (`to_thread`
-returns after the job ran, in the same thread), so no worker thread races the loop. asyncio runs
-ready callbacks in FIFO order and timers in deadline order (equal deadlines in an order its heap
-fixes: not necessarily the scheduling order, but the same every time the same operations are made),
-so the same program with the same inputs makes the same calls in the same order. What remains is the program's
-own randomness, which a simulation draws from one seeded `random.Random`.
+returns after the job ran, in the same thread), so no worker thread races the loop. Ready callbacks
+run in FIFO order and timers in deadline order, equal deadlines in the order they were set, so the
+same program with the same inputs makes the same calls in the same order. What remains is the
+program's own randomness, which a simulation draws from one seeded `random.Random`.
 
 Network. With a `SimNetwork` attached, the loop's own `create_connection` and `create_server` (which
 asyncio's streams and every Strom component call) go to the simulated network instead of sockets, so the
@@ -27,11 +31,10 @@ protocols' buffers, as in a stopped process's socket buffers. The loop learns a 
 from the context it runs in (`strom.sim.network.CURRENT_HOST`). While nothing is paused the loop's
 `call_soon` and `call_at` are asyncio's own: the holding versions are bound only for the pause.
 
-The selector still polls the real one (without waiting) for the loop's self-pipe, which
-`call_soon_threadsafe` writes to, whenever nothing is ready and time would move on; simulated
-programs open no real sockets. A loop whose tasks all wait
-on something that can never happen (no timer, nothing ready) would sleep forever on a real loop: here
-it raises `SimulationStalled`, which names the deadlock instead of hanging.
+The real selector is polled (without waiting) only for the loop's self-pipe, and only after
+`call_soon_threadsafe` wrote to it: simulated programs open no real sockets. A loop whose tasks all
+wait on something that can never happen (no timer, nothing ready) would sleep forever on a real loop:
+here it raises `SimulationStalled`, which names the deadlock instead of hanging.
 """
 
 from __future__ import annotations
@@ -42,9 +45,9 @@ import contextvars
 import heapq
 import itertools
 import selectors
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, TypeVarTuple
 from weakref import WeakKeyDictionary
 
 from strom.sim.network import CURRENT_HOST
@@ -56,6 +59,7 @@ __all__ = ["InlineExecutor", "SimulatedLoop", "SimulationStalled"]
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
+_Ts = TypeVarTuple("_Ts")
 
 #: Where simulated time starts: an arbitrary, fixed moment, so traces of one seed compare equal.
 START_S = 1_000.0
@@ -81,48 +85,17 @@ class InlineExecutor(ThreadPoolExecutor):
         return future
 
 
-class _SimulatedSelector(selectors.BaseSelector):
-    def __init__(self, loop: SimulatedLoop) -> None:
-        self._real = selectors.DefaultSelector()
-        self._loop = loop
-
-    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
-        return self._real.register(fileobj, events, data)
-
-    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
-        return self._real.unregister(fileobj)
-
-    def modify(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
-        return self._real.modify(fileobj, events, data)
-
-    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        if timeout == 0:
-            # Callbacks are ready: the self-pipe (no other thread writes it in a run) is polled
-            # when the loop would otherwise move time on, not at every step (a system call each).
-            return []
-        ready = self._real.select(0)
-        if ready:
-            return ready
-        if timeout is None:
-            raise SimulationStalled("every task is waiting and no timer is pending")
-        self._loop.advance_to(self._loop.time() + timeout)
-        return []
-
-    def close(self) -> None:
-        self._real.close()
-
-    def get_map(self) -> Mapping[Any, selectors.SelectorKey]:
-        return self._real.get_map()
-
-
 class SimulatedLoop(asyncio.SelectorEventLoop):
-    # asyncio's own queues (BaseEventLoop's), which pauses take a machine's callbacks out of.
-    _scheduled: list[asyncio.TimerHandle]
+    # asyncio's own ready queue and count of cancelled timers (BaseEventLoop's).
     _ready: collections.deque[asyncio.Handle]
+    _timer_cancelled_count: int
 
     def __init__(self, start_s: float = START_S) -> None:
         self._now = self.start_s = start_s
-        super().__init__(_SimulatedSelector(self))
+        self._timers: list[tuple[float, int, asyncio.TimerHandle]] = []  # the heap (module docstring)
+        self._timer_seq = itertools.count()
+        self._self_pipe_written = False
+        super().__init__(selectors.DefaultSelector())
         self.set_default_executor(InlineExecutor())
         self.network: SimNetwork | None = None
         self._tasks_by_host: dict[str, WeakKeyDictionary[asyncio.Task[Any], int]] = {}
@@ -168,6 +141,59 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
     def time(self) -> float:
         return self._now
 
+    # the step and the timers -----------------------------------------------------------------------------
+    def call_at(
+        self,
+        when: float,
+        callback: Callable[[*_Ts], object],
+        *args: *_Ts,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.TimerHandle:
+        timer = asyncio.TimerHandle(when, callback, args, self, context)
+        heapq.heappush(self._timers, (when, next(self._timer_seq), timer))
+        timer._scheduled = True  # type: ignore[attr-defined]
+        return timer
+
+    def _write_to_self(self) -> None:
+        self._self_pipe_written = True
+        super()._write_to_self()  # type: ignore[misc]
+
+    def _run_once(self) -> None:
+        ready, timers = self._ready, self._timers
+        if len(timers) > 100 and 2 * self._timer_cancelled_count > len(timers):
+            for _, _, timer in timers:
+                if timer.cancelled():
+                    timer._scheduled = False  # type: ignore[attr-defined]
+            timers[:] = [t for t in timers if not t[2].cancelled()]
+            heapq.heapify(timers)
+            self._timer_cancelled_count = 0
+        if self._self_pipe_written:
+            self._self_pipe_written = False
+            self._process_events(self._selector.select(0))  # type: ignore[attr-defined]
+        if not ready and not self._stopping:  # type: ignore[attr-defined]
+            while timers and timers[0][2].cancelled():
+                heapq.heappop(timers)[2]._scheduled = False  # type: ignore[attr-defined]
+                self._timer_cancelled_count -= 1
+            if not timers:
+                raise SimulationStalled("every task is waiting and no timer is pending")
+            self.advance_to(timers[0][0])  # instead of sleeping until it
+        now = self._now
+        while timers and timers[0][0] <= now:
+            timer = heapq.heappop(timers)[2]
+            timer._scheduled = False  # type: ignore[attr-defined]
+            if timer.cancelled():
+                self._timer_cancelled_count -= 1
+            else:
+                ready.append(timer)
+        for _ in range(len(ready)):
+            handle = ready.popleft()
+            if not handle.cancelled():
+                handle._run()
+
+    def close(self) -> None:
+        self._timers.clear()
+        super().close()
+
     # pauses ------------------------------------------------------------------------------------------
     def pause_host(self, host: str) -> None:
         """Stop running ``host``'s code until `resume_host` (module docstring)."""
@@ -176,11 +202,11 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
         held: list[asyncio.Handle] = []
         self._paused[host] = held
         # (Cancelled timers stay: the loop's count of them must stay true.)
-        timers = [t for t in self._scheduled if not t.cancelled() and _host(t) == host]
+        timers = [t for t in self._timers if not t[2].cancelled() and _host(t[2]) == host]
         if timers:
-            self._scheduled = [t for t in self._scheduled if t.cancelled() or _host(t) != host]
-            heapq.heapify(self._scheduled)
-            for timer in sorted(timers):
+            self._timers[:] = [t for t in self._timers if t[2].cancelled() or _host(t[2]) != host]
+            heapq.heapify(self._timers)
+            for _, _, timer in sorted(timers):
                 timer._scheduled = False  # type: ignore[attr-defined]
                 held.append(timer)
         # Ready callbacks are held as copies and the originals cancelled in place: the loop may be
@@ -203,7 +229,7 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
             if handle.cancelled():
                 continue
             if isinstance(handle, asyncio.TimerHandle):
-                heapq.heappush(self._scheduled, handle)
+                heapq.heappush(self._timers, (handle.when(), next(self._timer_seq), handle))
                 handle._scheduled = True  # type: ignore[attr-defined]
             else:
                 self._ready.append(handle)
@@ -230,7 +256,7 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
     ) -> asyncio.TimerHandle:
         held = self._paused.get(_current(context))
         if held is None:
-            return super().call_at(when, callback, *args, context=context)
+            return SimulatedLoop.call_at(self, when, callback, *args, context=context)
         timer = asyncio.TimerHandle(when, callback, args, self, context)
         held.append(timer)
         return timer

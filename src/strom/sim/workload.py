@@ -150,7 +150,8 @@ class IdempotentProducer:
     partition: int
     batch_records: int
     acks: int = -1
-    interval_s: float = 0.05  # between batches: a steady load, not a flood the simulation must step through
+    # Between batches: a steady load, not a flood the simulation must step through (see strom.sim.run).
+    interval_s: float = 0.1
     acked: list[Acked] = field(default_factory=list)
     sent: int = 0  # records handed to a Produce request at least once
     producer_id: int = -1
