@@ -48,6 +48,7 @@ from strom.broker.coordinators.registry_service import RegistryService
 from strom.broker.coordinators.share_persister import ShareStatePersister
 from strom.broker.coordinators.share_state_service import ShareStateService
 from strom.broker.coordinators.transaction_service import TransactionService
+from strom.broker.group_config_service import GroupConfigs
 from strom.broker.handlers.base import HandlerPorts
 from strom.broker.lake.wiring import LakeHost
 from strom.broker.network.client_quotas import ClientQuotas
@@ -63,7 +64,7 @@ from strom.broker.tiered.remote_log_manager import RemoteLogManager
 from strom.broker.tiered.wiring import build_remote_log_manager
 from strom.cluster.acl_znodes import AclZnodeStore
 from strom.cluster.broker_config_znodes import BrokerConfigZnodes
-from strom.cluster.client_metrics_znodes import ClientMetricsZnodes
+from strom.cluster.client_metrics_znodes import CONFIG_GROUPS, ClientMetricsZnodes, ConfigEntityZnodes
 from strom.cluster.local_store import LocalStore
 from strom.cluster.metadata_store import MetadataStore
 from strom.cluster.quota_znodes import QuotaZnodeStore
@@ -186,10 +187,14 @@ class Broker:
             ClientMetricsZnodes(metadata_client), self.clock, int(config.get("telemetry.max.bytes"))
         )
         self.client_telemetry.view.load()
+        # Groups' own configs (the GROUP config resource): /config/groups/<group>, on the same notifications.
+        self.group_configs = GroupConfigs(ConfigEntityZnodes(metadata_client, CONFIG_GROUPS), config.get)
+        self.group_configs.view.load()
         member.on_entity_change += [
             self.quota_view.refresh,
             self.broker_config_view.refresh,
             self.client_telemetry.view.refresh,
+            self.group_configs.view.refresh,
         ]
         self.control: ControlPlane = member
         self.topics = TopicAdmin(
@@ -221,18 +226,20 @@ class Broker:
         )
         self.share_persister = ShareStatePersister(self.share_state, self.metadata, security, self.clock)
         share = self.groups.share_config
-        self.shares = SharePartitionManager(
-            self.replica_manager,
-            self.clock,
-            ShareConfig(
-                share.record_lock_duration_ms,
-                share.delivery_count_limit,
-                share.auto_offset_reset,
-                share.session_timeout_ms,
-                share.max_share_sessions,
-            ),
-            self.share_persister,
+        share_config = ShareConfig(
+            share.record_lock_duration_ms,
+            share.delivery_count_limit,
+            share.auto_offset_reset,
+            share.session_timeout_ms,
+            share.max_share_sessions,
         )
+        self.shares = SharePartitionManager(
+            self.replica_manager, self.clock, share_config, self.share_persister
+        )
+        group_configs = self.group_configs
+        self.shares.config_of = lambda group_id: group_configs.share_config(group_id, share_config)
+        self.groups.share_heartbeat_interval_of = group_configs.share_heartbeat_interval_ms
+        self.groups.share_session_timeout_of = group_configs.share_session_timeout_ms
         self.registry = RegistryService(
             config, self.clock, self.coordinator_partitions, self.metadata, self.topics, security
         )
@@ -298,6 +305,7 @@ class Broker:
             shares=self.shares,
             share_state=self.share_state,
             share_persister=self.share_persister,
+            group_configs=self.group_configs,
         )
         self._tasks: list[asyncio.Task[None]] = []
 

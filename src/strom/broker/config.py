@@ -274,6 +274,19 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "5",
             "Deliveries of a record to share consumers before it is archived instead of redelivered.",
         ),
+        # The bounds of a share group's own values (the GROUP config resource), Kafka's defaults.
+        ConfigDef("group.share.min.session.timeout.ms", int, "45000", "Smallest share session timeout."),
+        ConfigDef("group.share.max.session.timeout.ms", int, "60000", "Largest share session timeout."),
+        ConfigDef("group.share.min.heartbeat.interval.ms", int, "5000", "Smallest share heartbeat interval."),
+        ConfigDef("group.share.max.heartbeat.interval.ms", int, "15000", "Largest share heartbeat interval."),
+        ConfigDef(
+            "group.share.min.record.lock.duration.ms", int, "15000", "Smallest share record lock duration."
+        ),
+        ConfigDef(
+            "group.share.max.record.lock.duration.ms", int, "60000", "Largest share record lock duration."
+        ),
+        ConfigDef("group.share.min.delivery.count.limit", int, "2", "Smallest share delivery count limit."),
+        ConfigDef("group.share.max.delivery.count.limit", int, "10", "Largest share delivery count limit."),
         ConfigDef(
             "share.auto.offset.reset",
             _parse_share_reset,

@@ -21,12 +21,12 @@ from strom.cluster.quota_znodes import QuotaZnodeStore
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.quota.entity import QuotaEntity
 
-__all__ = ["ConfigEntities"]
+__all__ = ["ConfigEntities", "off_loop"]
 
 _T = TypeVar("_T")
 
 
-async def _off_loop(call: Callable[[], _T]) -> _T:
+async def off_loop(call: Callable[[], _T]) -> _T:
     try:
         return await asyncio.to_thread(call)
     except MetadataStoreError as exc:
@@ -49,15 +49,15 @@ class ConfigEntities:
         self._reload_broker_config = reload_broker_config
 
     async def load_quotas(self) -> dict[QuotaEntity, dict[str, float]]:
-        return await _off_loop(self._quotas.load_all)
+        return await off_loop(self._quotas.load_all)
 
     async def alter_quotas(self, entity: QuotaEntity, changes: Mapping[str, float | None]) -> None:
-        await _off_loop(lambda: self._quotas.alter(entity, changes))
+        await off_loop(lambda: self._quotas.alter(entity, changes))
         await self._reload_quotas()
 
     async def read_broker_configs(self, entity: str) -> dict[str, str]:
-        return await _off_loop(lambda: self._broker_configs.read(entity))
+        return await off_loop(lambda: self._broker_configs.read(entity))
 
     async def write_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
-        await _off_loop(lambda: self._broker_configs.write(entity, configs))
+        await off_loop(lambda: self._broker_configs.write(entity, configs))
         await self._reload_broker_config()

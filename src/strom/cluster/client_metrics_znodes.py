@@ -1,7 +1,9 @@
 """Client-metrics subscriptions (KIP-714) in the metadata store: ``/config/client-metrics/<name>``, each
 ``{"version": 1, "config": {name: value}}`` like every config entity, a write followed by a
 ``/config/changes`` notification naming ``client-metrics/<name>``, on which every broker re-reads them.
-(Kafka keeps them in its KRaft metadata log; the layout here follows its other config entities.)"""
+(Kafka keeps them in its KRaft metadata log; the layout here follows its other config entities.)
+Groups' configs (KIP-848, KIP-932: the GROUP config resource) are kept the same way under
+``/config/groups/<group>`` (`ConfigEntityZnodes` with ``CONFIG_GROUPS``)."""
 
 from __future__ import annotations
 
@@ -13,19 +15,24 @@ from strom.cluster import zk_paths as paths
 from strom.cluster.kafka_metadata import KafkaMetadataClient
 from strom.cluster.metadata_store import NoNodeError
 
-__all__ = ["CONFIG_CLIENT_METRICS", "ClientMetricsZnodes"]
+__all__ = ["CONFIG_CLIENT_METRICS", "CONFIG_GROUPS", "ClientMetricsZnodes", "ConfigEntityZnodes"]
 
 CONFIG_CLIENT_METRICS = "/config/client-metrics"
+CONFIG_GROUPS = "/config/groups"
 
 
-class ClientMetricsZnodes:
-    def __init__(self, client: KafkaMetadataClient) -> None:
+class ConfigEntityZnodes:
+    """The config entities under ``root`` (``/config/<entity type>``), each named by its child znode."""
+
+    def __init__(self, client: KafkaMetadataClient, root: str) -> None:
         self._store = client.store
+        self._root = root
+        self._entity_type = root.rsplit("/", 1)[1]
 
     def read_all(self) -> dict[str, dict[str, str]]:
-        """Every subscription's configs, by name."""
+        """Every entity's configs, by name."""
         try:
-            children = self._store.children(CONFIG_CLIENT_METRICS)
+            children = self._store.children(self._root)
         except NoNodeError:
             return {}
         return {urllib.parse.unquote(child): self.read(urllib.parse.unquote(child)) for child in children}
@@ -38,7 +45,7 @@ class ClientMetricsZnodes:
         return paths.decode_topic_config(bytes(data)) if data else {}
 
     def write(self, name: str, configs: Mapping[str, str]) -> None:
-        """Replace a subscription's configs (none: it is removed), then announce the change."""
+        """Replace an entity's configs (none: it is removed), then announce the change."""
         path = self._path(name)
         if configs:
             data = paths.encode_topic_config(dict(configs))
@@ -51,11 +58,15 @@ class ClientMetricsZnodes:
                 self._store.delete(path)
         self._store.create(
             f"{paths.CONFIG_CHANGES}/config_change_",
-            paths.encode_entity_change(f"client-metrics/{urllib.parse.quote(name, safe='')}"),
+            paths.encode_entity_change(f"{self._entity_type}/{urllib.parse.quote(name, safe='')}"),
             sequential=True,
             make_parents=True,
         )
 
-    @staticmethod
-    def _path(name: str) -> str:
-        return f"{CONFIG_CLIENT_METRICS}/{urllib.parse.quote(name, safe='')}"
+    def _path(self, name: str) -> str:
+        return f"{self._root}/{urllib.parse.quote(name, safe='')}"
+
+
+class ClientMetricsZnodes(ConfigEntityZnodes):
+    def __init__(self, client: KafkaMetadataClient) -> None:
+        super().__init__(client, CONFIG_CLIENT_METRICS)

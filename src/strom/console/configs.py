@@ -1,5 +1,6 @@
-"""``strom configs``: broker configs (KIP-226) and broker log levels (KIP-412), as ``kafka-configs.sh``
-shows and changes them, over DescribeConfigs and IncrementalAlterConfigs.
+"""``strom configs``: broker configs (KIP-226), broker log levels (KIP-412) and groups' own configs (the
+GROUP resource of KIP-848 and KIP-932), as ``kafka-configs.sh`` shows and changes them, over
+DescribeConfigs and IncrementalAlterConfigs.
 
 Both admin clients refuse the BROKER resource with the empty name (the cluster-wide default) that the
 protocol allows, so the messages are kafka-python's classes sent over the connection
@@ -18,8 +19,8 @@ from strom.console.clients import ClientOptions
 from strom.console.errors import ConsoleError
 from strom.console.kafka_admin import admin_call, kafka_admin
 
-BROKER, BROKER_LOGGER = 4, 8
-ENTITY_TYPES = {"brokers": BROKER, "broker-loggers": BROKER_LOGGER}
+BROKER, BROKER_LOGGER, GROUP = 4, 8, 32
+ENTITY_TYPES = {"brokers": BROKER, "broker-loggers": BROKER_LOGGER, "groups": GROUP}
 _SOURCES = {
     1: "DYNAMIC_TOPIC_CONFIG",
     2: "DYNAMIC_BROKER_CONFIG",
@@ -27,8 +28,9 @@ _SOURCES = {
     4: "STATIC_BROKER_CONFIG",
     5: "DEFAULT_CONFIG",
     6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+    8: "GROUP_CONFIG",
 }
-_DYNAMIC_SOURCES = {2, 3, 6}
+_DYNAMIC_SOURCES = {2, 3, 6, 8}
 SET, DELETE = 0, 1
 
 
@@ -41,6 +43,8 @@ def _send(options: ClientOptions, what: str, request: Any) -> Any:
 def entity_text(resource_type: int, name: str) -> str:
     if resource_type == BROKER_LOGGER:
         return f"broker-logger {name}"
+    if resource_type == GROUP:
+        return f"group {name}"
     return "brokers in the cluster" if name == "" else f"broker {name}"
 
 

@@ -167,7 +167,9 @@ class GroupShard:
             service.after_downgrade,
             service.replica_racks,
         )
-        self.share = ShareGroupShard(context, service.share_config, service.topic_partitions)
+        self.share = ShareGroupShard(
+            context, service.share_config, service.topic_partitions, service.share_session_timeout_of
+        )
 
     def replay(
         self, offset: int, producer_id: int, producer_epoch: int, key: bytes | None, value: bytes | None
@@ -244,6 +246,14 @@ class GroupService:
         self.commit_timeout_ms = int(config.get("offsets.commit.timeout.ms"))
         self.consumer_config = consumer_group_config(config)
         self.share_config = share_group_config(config)
+        # A share group's own heartbeat interval and session timeout (the GROUP config resource; the
+        # broker sets these once its group configs are up), else the broker's.
+        self.share_heartbeat_interval_of: Callable[[str], int] = lambda _group_id: (
+            self.share_config.heartbeat_interval_ms
+        )
+        self.share_session_timeout_of: Callable[[str], int] = lambda _group_id: (
+            self.share_config.session_timeout_ms
+        )
         self.coordinator.consumer_commit_check = lambda group_id, member_id, epoch: commit_error(
             self.consumer_group(group_id), member_id, epoch
         )

@@ -70,10 +70,18 @@ class ShareHeartbeat:
 class ShareGroupShard:
     """One `__consumer_offsets` partition's share groups, in memory, with their members' sessions."""
 
-    def __init__(self, context: ShardContext, config: ShareGroupConfig, topics: TopicsView) -> None:
+    def __init__(
+        self,
+        context: ShardContext,
+        config: ShareGroupConfig,
+        topics: TopicsView,
+        session_timeout_of: Callable[[str], int] | None = None,
+    ) -> None:
         self.context = context
         self.config = config
         self.topics = topics
+        # A group's session timeout: its own config (the GROUP resource), else the broker's.
+        self.session_timeout_of = session_timeout_of or (lambda _group_id: config.session_timeout_ms)
         self.groups: dict[str, ShareGroup] = {}
 
     def heartbeat(self, req: ShareHeartbeat) -> HeartbeatAnswer:
@@ -104,7 +112,7 @@ class ShareGroupShard:
     def _arm_session(self, group_id: str, member_id: str) -> None:
         self.context.timer.schedule(
             _session_key(group_id, member_id),
-            self.config.session_timeout_ms,
+            self.session_timeout_of(group_id),
             lambda: self._expire(group_id, member_id),
         )
 

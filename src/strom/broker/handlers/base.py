@@ -30,6 +30,7 @@ from strom.broker.control.topic_admin import TopicAdmin
 from strom.broker.coordinators.group_service import GroupService
 from strom.broker.coordinators.share_state_service import ShareStateService
 from strom.broker.coordinators.transaction_service import TransactionService
+from strom.broker.group_config_service import GroupConfigs
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.network.client_quotas import ClientQuotas
 from strom.broker.ports import ControlPlane
@@ -76,6 +77,7 @@ class HandlerPorts:
     shares: SharePartitionManager | None = None
     share_state: ShareStateService | None = None  # the share coordinator (__share_group_state)
     share_persister: SharePersister | None = None  # the way to any share coordinator
+    group_configs: GroupConfigs | None = None  # groups' own configs (the GROUP config resource)
     # The TLS listeners' security by lower-case listener name, registered as they start (main.py): an
     # AlterConfigs of a key store is checked against the certificate the listener serves (KIP-226).
     tls_listeners: dict[str, ListenerSecurity] = field(default_factory=dict)

@@ -7,7 +7,7 @@ default supplies it, DEFAULT_CONFIG otherwise. AlterConfigs replaces the whole o
 legacy semantics); IncrementalAlterConfigs edits it (SET, DELETE, APPEND, SUBTRACT). Invalid names or
 values fail that resource with INVALID_CONFIG. The BROKER (dynamic broker configs, KIP-226) and
 BROKER_LOGGER (log levels) resources are broker_configs.py's, CLIENT_METRICS (KIP-714 subscriptions)
-telemetry.py's.
+telemetry.py's, GROUP (a group's own configs) group_configs.py's.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from strom.broker.handlers.broker_configs import (
     describe_broker,
     describe_broker_loggers,
 )
+from strom.broker.handlers.config_entries import config_entry
+from strom.broker.handlers.group_configs import GROUP, alter_group_configs, describe_group_configs
 from strom.broker.handlers.telemetry import CLIENT_METRICS, alter_client_metrics, describe_client_metrics
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -49,22 +51,6 @@ SOURCE_DEFAULT = 5
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
 
-def _config_entry(
-    name: str, value: str | None, source: int, is_default: bool
-) -> DescribeConfigsResponseResourceResult:
-    return {
-        "name": name,
-        "value": value,
-        "read_only": False,
-        "config_source": source,
-        "is_default": is_default,
-        "is_sensitive": False,
-        "synonyms": [],
-        "config_type": 0,
-        "documentation": None,
-    }
-
-
 def _describe_topic(
     ports: HandlerPorts, name: str, keys: list[str] | None
 ) -> list[DescribeConfigsResponseResourceResult]:
@@ -85,11 +71,11 @@ def topic_config_entries(
         if keys is not None and key not in keys:
             continue
         if key in overrides:
-            entries.append(_config_entry(key, value, SOURCE_DYNAMIC_TOPIC, False))
+            entries.append(config_entry(key, value, SOURCE_DYNAMIC_TOPIC, False))
         elif (source := ports.config_entities.dynamic.source_of_topic_default(key)) is not None:
-            entries.append(_config_entry(key, value, source, False))
+            entries.append(config_entry(key, value, source, False))
         else:
-            entries.append(_config_entry(key, value, SOURCE_DEFAULT, True))
+            entries.append(config_entry(key, value, SOURCE_DEFAULT, True))
     return entries
 
 
@@ -129,6 +115,8 @@ async def handle_describe_configs(
                 out["configs"] = describe_broker_loggers(ctx.ports, name, keys)
             elif rtype == CLIENT_METRICS:
                 out["configs"] = await describe_client_metrics(ctx, name, keys)
+            elif rtype == GROUP:
+                out["configs"] = await describe_group_configs(ctx, name, keys)
             else:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {rtype}")
         except KafkaError as exc:
@@ -193,6 +181,8 @@ async def _alter(
                 alter_broker_loggers(ctx.ports, name, change, validate_only)
             elif rtype == CLIENT_METRICS:
                 await alter_client_metrics(ctx, name, change, validate_only)
+            elif rtype == GROUP:
+                await alter_group_configs(ctx, name, change, validate_only)
             elif rtype == TOPIC:
                 info = ctx.ports.metadata.topics.get(name)
                 if info is None:

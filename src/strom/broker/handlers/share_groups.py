@@ -64,7 +64,7 @@ async def handle_share_group_heartbeat(
         "error_message": None,
         "member_id": answer.member_id,
         "member_epoch": answer.member_epoch,
-        "heartbeat_interval_ms": service.share_config.heartbeat_interval_ms,
+        "heartbeat_interval_ms": service.share_heartbeat_interval_of(group_id),
         "assignment": assignment,
     }
 

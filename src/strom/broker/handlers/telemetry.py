@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from strom.broker.client_telemetry import ClientTelemetry
 from strom.broker.handlers.base import RequestContext, handles
+from strom.broker.handlers.config_entries import config_entry
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.messages import (
@@ -84,19 +85,7 @@ async def describe_client_metrics(
         if keys is not None and key not in keys:
             continue
         source = SOURCE_CLIENT_METRICS if key in stored else SOURCE_DEFAULT
-        entries.append(
-            {
-                "name": key,
-                "value": stored.get(key, _DEFAULTS[key]),
-                "read_only": False,
-                "config_source": source,
-                "is_default": source == SOURCE_DEFAULT,
-                "is_sensitive": False,
-                "synonyms": [],
-                "config_type": 0,
-                "documentation": None,
-            }
-        )
+        entries.append(config_entry(key, stored.get(key, _DEFAULTS[key]), source, source == SOURCE_DEFAULT))
     return entries
 
 

@@ -45,7 +45,7 @@ write refused with FENCED_STATE_EPOCH (a reset bumps the state epoch) does the s
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from strom._util.clock import Clock
@@ -104,6 +104,8 @@ class SharePartitionManager:
         self._partitions: dict[tuple[str, str, int], _Held] = {}
         self._loading: dict[tuple[str, str, int], asyncio.Lock] = {}
         self.sessions = ShareSessionCache(config.max_share_sessions, config.session_timeout_ms)
+        # A group's settings: its own configs (the GROUP resource; set by the broker), else `config`.
+        self.config_of: Callable[[str], ShareConfig] = lambda _group_id: config
 
     # --- sessions ------------------------------------------------------------------------------
     def evict_idle(self) -> list[tuple[str, str, int]]:
@@ -166,6 +168,7 @@ class SharePartitionManager:
             async with self._loading.setdefault(key, asyncio.Lock()):
                 held = await self._load(key, part.leader_epoch)
         share = held.partition
+        share.delivery_count_limit = self.config_of(group_id).delivery_count_limit
         if share.start_offset < part.log_start_offset:
             share.reset_start(part.log_start_offset)  # retention deleted records never delivered
         if share.expire_locks(self._clock.monotonic_ms()):
@@ -184,11 +187,12 @@ class SharePartitionManager:
         part = self._rm.leader_partition(topic, index)  # still the leader, at that epoch?
         if part.leader_epoch != leader_epoch:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{index}: leadership moved")
-        limit = self.config.delivery_count_limit
+        group_config = self.config_of(group_id)
+        limit = group_config.delivery_count_limit
         if stored is not None:
             held = _Held(restore(stored, limit), leader_epoch, stored.state_epoch)
         else:
-            earliest = self.config.auto_offset_reset == "earliest"
+            earliest = group_config.auto_offset_reset == "earliest"
             start = part.log_start_offset if earliest else part.high_watermark
             held = _Held(SharePartition(start, limit), leader_epoch)
         # Written at once: with this leader epoch stored, a deposed leader's writes are fenced, and
@@ -255,7 +259,7 @@ class SharePartitionManager:
             ((h.base_offset, h.last_offset, h.is_control) for _, h in headers),
             max_records,
             self._clock.monotonic_ms(),
-            self.config.record_lock_duration_ms,
+            self.config_of(group_id).record_lock_duration_ms,
         )
         if not acquired:
             return AcquireResult(b"", [])

@@ -1,0 +1,113 @@
+"""A share group's own configs (the GROUP config resource, type 32) on one node, over TCP.
+
+``strom configs alter --group`` sets the group's ``share.delivery.count.limit`` to 2 while the broker's
+is 3 (IncrementalAlterConfigs, kept in the metadata store): a ``ShareConsumer`` that releases every
+record then gets each exactly twice before it is archived, without a restart. Values outside the
+broker's bounds (``group.share.min/max...``) and unknown names are refused with INVALID_CONFIG, and
+DescribeConfigs shows the group's value with source GROUP_CONFIG, the others the broker's default.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from strom.protocol.api import ApiKey
+from strom.protocol.errors import ErrorCode
+from strom.testing import BrokerProcess
+from tests.integration.kip848_clients import wait_until
+from tests.integration.rawclient import RawClient
+from tests.integration.share_clients import ShareConsumerProcess
+from tests.integration.strom_cli import strom
+from tests.integration.test_share_groups import (
+    DELIVERY_LIMIT,
+    broker,  # noqa: F401  (the module's broker)
+    make_topic,
+    produce,
+)
+from tests.integration.test_share_offsets_admin import lags
+
+GROUP_RESOURCE = 32
+GROUP_LIMIT = 2
+RECORDS = 5
+
+
+def set_group_config(bootstrap: str, group: str, name: str, value: str) -> int:
+    """IncrementalAlterConfigs SET of one group config; the resource's error code."""
+    body = {
+        "resources": [
+            {
+                "resource_type": GROUP_RESOURCE,
+                "resource_name": group,
+                "configs": [{"name": name, "config_operation": 0, "value": value}],
+            }
+        ],
+        "validate_only": False,
+    }
+    with RawClient(bootstrap) as raw:
+        (response,) = raw.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body)["responses"]
+    return int(response["error_code"])
+
+
+def described(bootstrap: str, group: str) -> dict[str, tuple[str, int]]:
+    """name -> (value, config source) of the group's configs by DescribeConfigs v4."""
+    body: dict[str, Any] = {
+        "resources": [{"resource_type": GROUP_RESOURCE, "resource_name": group, "configuration_keys": None}],
+        "include_synonyms": False,
+        "include_documentation": False,
+    }
+    with RawClient(bootstrap) as raw:
+        (result,) = raw.call(ApiKey.DESCRIBE_CONFIGS, 4, body)["results"]
+    assert result["error_code"] == 0, result
+    return {c["name"]: (c["value"], c["config_source"]) for c in result["configs"]}
+
+
+def test_a_share_groups_delivery_limit_is_its_own(
+    broker: BrokerProcess,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    topic, group, bootstrap = "share-configs", "share-configs-g", broker.bootstrap
+    assert GROUP_LIMIT < DELIVERY_LIMIT
+    make_topic(bootstrap, topic)
+    lines = strom(
+        bootstrap,
+        "configs",
+        "alter",
+        "--group",
+        group,
+        "--add-config",
+        f"share.delivery.count.limit={GROUP_LIMIT}",
+    )
+    assert lines == [f"Completed updating config for group {group}."]
+    assert (
+        set_group_config(bootstrap, group, "share.record.lock.duration.ms", "1000")
+        == ErrorCode.INVALID_CONFIG
+    )
+    assert set_group_config(bootstrap, group, "share.delivery.count.limit", "11") == ErrorCode.INVALID_CONFIG
+    assert set_group_config(bootstrap, group, "share.no.such.config", "1") == ErrorCode.INVALID_CONFIG
+    assert (
+        set_group_config(bootstrap, group, "share.auto.offset.reset", "sometime") == ErrorCode.INVALID_CONFIG
+    )
+    configs = described(bootstrap, group)
+    assert configs["share.delivery.count.limit"] == (str(GROUP_LIMIT), 8)
+    assert configs["share.auto.offset.reset"] == ("earliest", 5)  # the broker's (test_share_groups.CONFIGS)
+    shown = strom(bootstrap, "configs", "describe", "--group", group)
+    assert shown == [
+        f"Dynamic configs for group {group} are:",
+        f"  share.delivery.count.limit={GROUP_LIMIT} sensitive=false synonyms={{}}",
+    ]
+
+    produce(bootstrap, topic, [f"release-{i}" for i in range(RECORDS)])
+    cfg = {"bootstrap": bootstrap, "topics": [topic], "group": group, "mode": "verdicts"}
+    consumer = ShareConsumerProcess(tmp_path, "releaser", cfg)
+    try:
+        # Every record archived: the start offset passes them all, and nothing is left to deliver.
+        assert wait_until(lambda: lags(bootstrap, group, topic)[1] == RECORDS, 60), consumer.snapshot()[-5:]
+        every = RECORDS * GROUP_LIMIT  # the deliveries the consumer reported before its releases
+        assert wait_until(lambda: len(consumer.records()) >= every, 30), consumer.snapshot()[-5:]
+        deliveries = Counter(e["o"] for e in consumer.records())
+        assert deliveries == Counter(dict.fromkeys(range(RECORDS), GROUP_LIMIT))
+        assert max(e["n"] for e in consumer.records()) == GROUP_LIMIT
+    finally:
+        consumer.kill()
