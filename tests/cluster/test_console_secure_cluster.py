@@ -3,10 +3,10 @@
 alice may describe and read topic ``orders`` and nothing else; bob may do nothing; admin is a super user.
 Every broker answers every page and says which broker answered: alice browses ``orders``' only partition
 (RF 1) from each broker, the two without a replica reading it from its leader over the Kafka protocol;
-she sees only ``orders`` in the topic list, is refused other topics, ACLs, users and actions (403), and
-no one without a login gets anything (401); admin sees a group from every broker (its coordinator's
-facts and lag, fetched over the Kafka protocol by the others), the ACLs and SCRAM users, and creates a
-topic through a broker that is not the controller, with its confirmation step."""
+she sees only ``orders`` in the topic list and the cluster page's counts, is refused other topics, ACLs,
+users and actions (403), and no one without a login gets anything (401); admin sees a group from every
+broker (its coordinator's facts and lag, fetched over the Kafka protocol by the others), the ACLs and
+SCRAM users, and creates a topic through a broker that is not the controller, with its confirmation step."""
 
 from __future__ import annotations
 
@@ -153,6 +153,9 @@ def test_console_on_a_secure_cluster(brokers: list[BrokerProcess]) -> None:
             d.get(_as("alice", url) + "/ui/topics")
             listed = d.find_element(By.ID, "topics").text
             assert "orders" in listed and "secret" not in listed
+            d.get(_as("alice", url) + "/ui/")  # topics and partitions: only those she may describe
+            facts = [c.text for c in d.find_elements(By.CSS_SELECTOR, "#cluster-facts tbody td")]
+            assert facts[4:] == ["1", "1"], facts
 
         # An action alice has no right to: refused after the form, before any confirmation.
         d.get(_as("alice", urls[1]) + "/ui/actions/delete-records?topic=orders")
@@ -164,6 +167,9 @@ def test_console_on_a_secure_cluster(brokers: list[BrokerProcess]) -> None:
 
     with chromium() as driver:  # a fresh browser: Chromium keeps the first login of an origin
         d = driver
+        d.get(_as("admin", urls[2]) + "/ui/")  # orders, secret and __consumer_offsets
+        facts = [c.text for c in d.find_elements(By.CSS_SELECTOR, "#cluster-facts tbody td")]
+        assert int(facts[4]) >= 3 and int(facts[5]) > 2, facts
         d.get(_as("admin", urls[2]) + "/ui/acls")
         acls = d.find_element(By.ID, "acls").text
         assert "Topic orders Literal User:alice * Read Allow" in acls

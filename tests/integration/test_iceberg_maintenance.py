@@ -5,7 +5,7 @@ killed with SIGKILL after that resumes from the table's offsets (kept in a table
 does not remove) without writing a record twice. Deleting a topic drops its tables (topic and
 dead-letter), and the topic created again starts from offset 0; with ``strom.iceberg.delete=false`` the
 table stays, and is moved aside when the topic is created again. The console's topic page shows each
-partition's translation lag."""
+partition's translation lag (in headless Chromium too)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import pytest
@@ -21,10 +22,12 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
+from selenium.webdriver.common.by import By
 
 from strom.lake import offsets
 from strom.lake.tables import TOPIC_ID_KEY
 from strom.testing import BrokerProcess
+from tests.browser import chromium, screenshot
 from tests.integration.iceberg_readers import committed_offsets, sql_catalog_table, with_duckdb
 from tests.integration.test_iceberg_topics import (
     PARTITIONS,
@@ -223,3 +226,9 @@ def test_the_console_shows_each_partitions_translation_lag(broker: BrokerProcess
         "3 records of lag per partition on the page",
     )
     assert len(table_rows(broker, topic, [])) == 6
+    with chromium() as driver:  # as a person sees it
+        d: Any = driver
+        d.get(f"{broker.http_url}/ui/topics/{topic}")
+        rows = [r.text.split()[:2] for r in d.find_elements(By.CSS_SELECTOR, "#lake-lag tbody tr")]
+        assert rows == [[str(p), "3"] for p in range(PARTITIONS)], rows
+        screenshot(d, "topic-lake-lag")

@@ -192,6 +192,9 @@ def test_values_decode_with_each_schema_type() -> None:
     assert json.loads(refund.text) == {"reason": "late"}
     assert read_indexes(b"\x04\x02\x04", 0) == ([1, 2], 3)
     # Unknown ids, plain text and binary fall back to text or hex.
-    assert decoder.show(_framed(999, b"zz")).form in ("text", "hex")
+    assert decoder.show(_framed(999, b"zz")).text == "0x00000003e77a7a"
     assert (decoder.show(b"hello").text, decoder.show(b"\xff\x00").text) == ("hello", "0xff00")
+    # UTF-8 with control characters would be invisible on the page: hex, as the key search takes it.
+    assert decoder.show(b"\x01\x02").text == "0x0102"
+    assert decoder.show(b"a\tb\r\nc").text == "a\tb\r\nc"
     assert decoder.show(None).form == "null"

@@ -14,15 +14,17 @@ the payload is depends on the schema's type:
   name are read as the Iceberg translator reads them (strom.lake.protobuf_wire).
 
 A value that does not start that way, names an id the registry does not know, or does not decode with
-that schema is shown as UTF-8 text when it is, else as ``0x`` hex; shown text is cut at ``MAX_SHOWN``
-characters. Message classes are built once per schema id (`_PROTO_CLASSES`, bounded): a browser page
-decodes up to hundreds of records of one or two schemas.
+that schema is shown as UTF-8 text when it is text (no control characters but tabs and line breaks), else
+as ``0x`` hex, the form the browser's key search takes, so that a binary key is seen and can be looked
+up; shown text is cut at ``MAX_SHOWN`` characters. Message classes are built once per schema id
+(`_PROTO_CLASSES`, bounded): a browser page decodes up to hundreds of records of one or two schemas.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import re
 import struct
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -42,6 +44,7 @@ from strom.registry.registry import SchemaRegistry
 
 MAX_SHOWN = 2048
 _PROTO_CACHE = 64
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # invisible on a page: such bytes are hex
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +60,12 @@ def cut(text: str) -> str:
 
 def as_text_or_hex(data: bytes) -> Shown:
     try:
-        return Shown(cut(data.decode("utf-8")), "text")
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
-        return Shown("0x" + data[:MAX_SHOWN].hex() + ("…" if len(data) > MAX_SHOWN else ""), "hex")
+        text = None
+    if text is not None and _CONTROL.search(text, 0, MAX_SHOWN) is None:
+        return Shown(cut(text), "text")
+    return Shown("0x" + data[:MAX_SHOWN].hex() + ("…" if len(data) > MAX_SHOWN else ""), "hex")
 
 
 class RecordDecoder:

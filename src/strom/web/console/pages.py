@@ -117,6 +117,7 @@ def cluster_page(view: ClusterView, charts: str = "") -> str:
                 esc(view.partitions),
             ]
         ],
+        "cluster-facts",
     )
     brokers = table(
         ["Broker", "Rack", "Address", "State", "Role"],
@@ -305,6 +306,7 @@ def partition_page(topic: str, p: PartitionRow, messages: str) -> str:
         segments = table(
             ["Base offset", "Next offset", "Bytes"],
             [[esc(a), esc(b), esc(f"{c:,}")] for a, b, c in log.segments],
+            "segments",
         )
         body += "<h2>Log on this broker</h2>" + offsets
         if log.remote is not None:  # tiered: the offsets below the local log start are in remote storage

@@ -115,7 +115,12 @@ class ConsoleApi:
     async def cluster(self, request: web.Request) -> web.Response:
         node = self._broker.node_id
         charts = self._charts(lambda h, now: dashboards.cluster_charts(h, now, node))
-        return self._page(request, pages.cluster_page(views.cluster_view(self._broker, self._state), charts))
+        view = views.cluster_view(
+            self._broker,
+            self._state,
+            lambda t: self._may(request, AclOperation.DESCRIBE, ResourceType.TOPIC, t),
+        )
+        return self._page(request, pages.cluster_page(view, charts))
 
     async def topics(self, request: web.Request) -> web.Response:
         rows = views.topic_rows(self._broker, self._state)

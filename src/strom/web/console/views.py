@@ -130,7 +130,10 @@ def _remember_racks(broker: Broker, state: ConsoleState) -> None:
         state.racks[b.node_id] = b.rack
 
 
-def cluster_view(broker: Broker, state: ConsoleState) -> ClusterView:
+def cluster_view(
+    broker: Broker, state: ConsoleState, visible: Callable[[str], bool] = lambda topic: True
+) -> ClusterView:
+    """``visible``: the topics the person may describe; the others are neither counted nor named."""
     md = broker.metadata
     _remember_racks(broker, state)
     live = md.brokers
@@ -139,14 +142,15 @@ def cluster_view(broker: Broker, state: ConsoleState) -> ClusterView:
         BrokerView(b.node_id, b.rack, b.host, b.port, True, b.node_id == md.controller_id)
         for b in sorted(live.values(), key=lambda b: b.node_id)
     ] + [BrokerView(b, state.racks.get(b), "-", 0, False, False) for b in dead]
-    parts = sorted(md.partitions.items())
+    shown = {t for t in md.topics if visible(t)}  # one check per topic, not per partition
+    parts = sorted((tp, p) for tp, p in md.partitions.items() if tp[0] in shown)
     return ClusterView(
         md.cluster_id,
         broker.node_id,
         md.controller_id,
         broker.control.zookeeper_state,
         brokers,
-        len(md.topics),
+        len(shown),
         len(parts),
         [tp for tp, p in parts if p.leader >= 0 and len(p.isr) < len(p.replicas)],
         [tp for tp, p in parts if p.leader < 0],
