@@ -96,29 +96,23 @@ def test_registry_client_with_plain_and_scram_users(sasl_broker: BrokerProcess) 
         assert refused.value.http_status_code == 401, user_info
 
 
+def _strom_schemas_list(url: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``strom schemas list`` with only ``env``'s registry settings (none inherited from the caller's)."""
+    command = [sys.executable, "-m", "strom.cli.main", "schemas", "list", "--registry", url]
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("STROM_SCHEMA_REGISTRY")}
+    return subprocess.run(
+        command, env={**inherited, **env}, capture_output=True, text=True, check=False, timeout=60
+    )
+
+
 def test_strom_schemas_sends_user_info_from_the_environment(sasl_broker: BrokerProcess) -> None:
     subject = f"cli-{uuid.uuid4().hex[:8]}-value"
     _registry(sasl_broker, "alice:alice-secret").register_schema(subject, Schema(AVRO, "AVRO"))
-    command = [
-        sys.executable,
-        "-m",
-        "strom.cli.main",
-        "schemas",
-        "list",
-        "--registry",
-        str(sasl_broker.http_url),
-    ]
-    env = {k: v for k, v in os.environ.items() if k != "STROM_SCHEMA_REGISTRY_USER_INFO"}
-    listed = subprocess.run(
-        command,
-        env={**env, "STROM_SCHEMA_REGISTRY_USER_INFO": "carol:carol-secret"},
-        capture_output=True,
-        check=False,
-        timeout=60,
-    )
-    assert listed.returncode == 0 and subject in listed.stdout.decode(), listed.stderr.decode()
-    refused = subprocess.run(command, env=env, capture_output=True, timeout=60, check=False)
-    assert refused.returncode == 1 and "Unauthorized (error code 401)" in refused.stderr.decode()
+    url = str(sasl_broker.http_url)
+    listed = _strom_schemas_list(url, STROM_SCHEMA_REGISTRY_USER_INFO="carol:carol-secret")
+    assert listed.returncode == 0 and subject in listed.stdout, listed.stderr
+    refused = _strom_schemas_list(url)
+    assert refused.returncode == 1 and "Unauthorized (error code 401)" in refused.stderr
 
 
 def test_metrics_and_console_need_credentials(sasl_broker: BrokerProcess) -> None:
@@ -184,3 +178,19 @@ def test_https_client_certificate_or_scram_login(https_broker: BrokerProcess, pk
     certified.load_cert_chain(str(cert), str(key))
     status, _, body = _get(f"{url}/subjects", context=certified)
     assert status == 200 and json.loads(body) == []
+
+
+def test_strom_schemas_trusts_a_private_ca_from_the_environment(
+    https_broker: BrokerProcess, pki: Pki
+) -> None:
+    """A private CA's registry certificate: said so, with the setting that fixes it, then trusted."""
+    url, login = str(https_broker.http_url), "dora:dora-secret"
+    untrusted = _strom_schemas_list(url, STROM_SCHEMA_REGISTRY_USER_INFO=login)
+    assert untrusted.returncode == 1, untrusted.stdout
+    assert "does not trust" in untrusted.stderr and "$STROM_SCHEMA_REGISTRY_CA" in untrusted.stderr
+    trusted = _strom_schemas_list(
+        url, STROM_SCHEMA_REGISTRY_USER_INFO=login, STROM_SCHEMA_REGISTRY_CA=str(pki.ca)
+    )
+    assert (trusted.returncode, trusted.stderr) == (0, "")
+    missing = _strom_schemas_list(url, STROM_SCHEMA_REGISTRY_CA=str(pki.ca) + ".missing")
+    assert missing.returncode == 1 and "cannot read $STROM_SCHEMA_REGISTRY_CA" in missing.stderr

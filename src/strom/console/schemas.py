@@ -7,7 +7,9 @@ registry's own ``error_code`` and message, or why the registry could not be reac
 Credentials for a registry that authenticates (a broker with SASL listeners, or
 ``http.authentication.method=BASIC``) are HTTP Basic, as Confluent's clients send them with
 ``basic.auth.user.info``: ``$STROM_SCHEMA_REGISTRY_USER_INFO`` = ``user:password`` (kept out of the
-command line, where other users of the machine could read it).
+command line, where other users of the machine could read it). An ``https://`` registry's certificate is
+checked against the system's CAs, or against ``$STROM_SCHEMA_REGISTRY_CA`` (a PEM file: a private CA, as
+``schema.registry.ssl.truststore.location`` is for Confluent's clients); an untrusted certificate is said so.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import ssl
 import sys
 import urllib.error
 import urllib.parse
@@ -27,6 +30,7 @@ from strom.console.errors import ConsoleError
 DEFAULT_REGISTRY = "http://localhost:8081"
 REGISTRY_ENV = "STROM_SCHEMA_REGISTRY"
 USER_INFO_ENV = "STROM_SCHEMA_REGISTRY_USER_INFO"
+CA_ENV = "STROM_SCHEMA_REGISTRY_CA"
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 
 
@@ -37,6 +41,11 @@ class RegistryClient:
         self.timeout_s = timeout_s
         info = os.environ.get(USER_INFO_ENV) if user_info is None else user_info
         self._authorization = "Basic " + base64.b64encode(info.encode()).decode() if info else None
+        ca = os.environ.get(CA_ENV)
+        try:
+            self._tls = ssl.create_default_context(cafile=ca) if ca else None
+        except (OSError, ssl.SSLError) as exc:
+            raise ConsoleError(f"cannot read ${CA_ENV} ({ca}): {exc}") from None
 
     def request(self, method: str, path: str, body: Any = None, **query: object) -> Any:
         params = {
@@ -51,12 +60,17 @@ class RegistryClient:
         if data is not None:
             request.add_header("Content-Type", CONTENT_TYPE)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+            with urllib.request.urlopen(request, timeout=self.timeout_s, context=self._tls) as response:
                 payload = response.read()
         except urllib.error.HTTPError as exc:
             raise ConsoleError(_error_line(exc.code, exc.read())) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
+            if isinstance(reason, ssl.SSLCertVerificationError):
+                raise ConsoleError(
+                    f"the schema registry at {self.url} has a certificate this machine does not trust "
+                    f"({reason.verify_message}): point ${CA_ENV} at the PEM file of the CA that signed it"
+                ) from None
             raise ConsoleError(
                 f"cannot reach the schema registry at {self.url}: {reason} (every broker serves it on its "
                 "http.listeners, default http://127.0.0.1:8081: start one with 'strom serve', or point "
