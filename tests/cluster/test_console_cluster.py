@@ -1,7 +1,8 @@
 """The console's topic page on the reference cluster (6 brokers, racks R1 = {0,1,2}, R2 = {3,4,5}) in
 headless Chromium: topic Invoice (10 partitions, RF 3) draws the reference table, and the open page follows
 a broker's death (kill -9) without a reload: the broker is marked down, its replicas out of sync and its
-partitions led by their first followers."""
+partitions led by their first followers; once it is back, the leader's cluster page charts the ISR
+expansions."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ SEEDS_ROWS = [
 
 
 def test_topic_page_draws_the_seeds_table_and_follows_a_broker_death(make_cluster: Any) -> None:
-    cluster: LocalCluster = make_cluster(6, racks=2)
+    cluster: LocalCluster = make_cluster(6, racks=2, http_console_history_interval_ms="1000")
     create_topic(cluster.bootstrap, "Invoice", 10, 3)
     url = cluster.brokers[0].http_url
     assert url is not None
@@ -56,3 +57,14 @@ def test_topic_page_draws_the_seeds_table_and_follows_a_broker_death(make_cluste
         moved = [e.text for e in row("R1-B1").find_elements(By.CSS_SELECTOR, ".moved")]
         assert moved == ["P1", "P7"]  # the first followers of B3's partitions lead them now
         screenshot(driver, "invoice-broker-3-killed")
+
+        # B3 back: B0, leading P0 and P6, takes it into their ISRs again; its cluster page charts that.
+        cluster.brokers[3].start()
+
+        def isr_charted() -> bool:  # a series has points once it recorded a change (docs/console.md)
+            driver.get(f"{url}/ui/")  # type: ignore[attr-defined]
+            chart = driver.find_element(By.ID, "chart-isr")  # type: ignore[attr-defined]
+            return int(chart.get_attribute("data-points")) > 0
+
+        wait_until(isr_charted, 60, "broker 0's ISR expansions on its cluster chart")
+        screenshot(driver, "cluster-isr-expanded")

@@ -117,7 +117,8 @@ def test_console_pages_in_chromium(broker: BrokerProcess) -> None:
 
             def cluster_chart_has_points() -> bool:
                 driver.get(f"{base}/ui/")
-                return _points(driver, "chart-throughput") > 0 and _points(driver, "chart-health") > 0
+                charts = ("chart-throughput", "chart-records", "chart-latency", "chart-health")
+                return all(_points(driver, chart) > 0 for chart in charts)
 
             _wait(cluster_chart_has_points, 20, "the throughput chart's first points")
             screenshot(driver, "cluster")

@@ -151,9 +151,12 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 @pytest.fixture(scope="module")
 def https_broker(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """No SASL listener, BASIC asked for explicitly, client certificates requested, /metrics public."""
+    """No SASL listener, BASIC asked for explicitly, client certificates requested, ACLs on (the test's
+    admin calls on PLAINTEXT are User:ANONYMOUS, a super user), /metrics public."""
     overrides = {
         "listeners": "PLAINTEXT://127.0.0.1:0",
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:ANONYMOUS",
         "ssl.keystore.location": str(pki.broker),
         "ssl.truststore.location": str(pki.ca),
         "listener.name.http.ssl.client.auth": "requested",
@@ -173,6 +176,9 @@ def test_https_client_certificate_or_scram_login(https_broker: BrokerProcess, pk
     assert _get(f"{url}/subjects", context=anonymous)[0] == 401
     assert _get(f"{url}/subjects", ("dora", "dora-secret"), anonymous)[0] == 200
     assert _get(f"{url}/metrics", context=anonymous)[0] == 200  # http.metrics.public=true
+    # Opened explicitly, /metrics asks no ACL either: dora has no Describe on the cluster.
+    assert _get(f"{url}/metrics", ("dora", "dora-secret"), anonymous)[0] == 200
+    assert _get(f"{url}/ui/acls", ("dora", "dora-secret"), anonymous)[0] == 403
     cert, key = pki.client(name("erin"), "erin")
     certified = ssl.create_default_context(cafile=str(pki.ca))
     certified.load_cert_chain(str(cert), str(key))
