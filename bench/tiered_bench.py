@@ -11,7 +11,9 @@ Run by hand (`python bench/tiered_bench.py --mb 200 --rounds 3`); never part of 
 3. **Read, tiered against local**: the same ``--mb`` MB range read from offset 0 by a confluent-kafka
    consumer, from a tiered topic whose local log keeps only its last segment (so the range is read from
    S3 through the broker's remote reads, with a cache far smaller than the range) and from the same data
-   in an untiered topic (local disk, page cache), rounds alternating. Median MB/s of each and tiered/local.
+   in an untiered topic (local disk, page cache), rounds alternating. Median MB/s of each and tiered/local,
+   and the broker's CPU seconds per GB read (utime + stime from /proc: all its threads, and its main
+   thread, the event loop, apart from the object store's threads).
 
 It prints the 1-minute load average at each step, since the machine is shared.
 """
@@ -36,6 +38,7 @@ from tests.integration.rawclient import RawClient
 from tests.object_stores import new_bucket
 
 from strom.testing import BrokerProcess
+from strom.testing.processes import thread_cpu_seconds
 from strom.testing.seaweedfs_process import SeaweedS3Process
 
 VALUE = 1000
@@ -79,11 +82,19 @@ def _produce(bootstrap: str, topic: str, mb: int) -> float:
     return count * VALUE / 1e6 / (time.perf_counter() - start)
 
 
-def _read(bootstrap: str, topic: str, end: int) -> float:
-    """MB/s of values consumed from offset 0 up to ``end``."""
+def _broker_cpu(broker: BrokerProcess) -> tuple[float, float]:
+    """(all threads, main thread) CPU seconds of the broker so far."""
+    assert broker.proc is not None
+    threads = thread_cpu_seconds(broker.proc.pid)
+    return sum(broker.cpu_times()), threads.get(broker.proc.pid, 0.0)
+
+
+def _read(broker: BrokerProcess, topic: str, end: int) -> tuple[float, float, float]:
+    """MB/s of values consumed from offset 0 up to ``end``, and the broker's CPU seconds per GB of them
+    (all threads, the event loop's)."""
     consumer = Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            "bootstrap.servers": broker.bootstrap,
             "group.id": f"bench-{topic}-{time.monotonic_ns()}",
             "enable.auto.commit": False,
             "fetch.max.bytes": 52428800,
@@ -92,6 +103,7 @@ def _read(bootstrap: str, topic: str, end: int) -> float:
     )
     consumer.assign([TopicPartition(topic, 0, 0)])
     got = 0
+    cpu0, loop0 = _broker_cpu(broker)
     start = time.perf_counter()
     deadline = start + 600
     try:
@@ -100,7 +112,10 @@ def _read(bootstrap: str, topic: str, end: int) -> float:
             for msg in consumer.consume(10000, 1.0):
                 if msg.error() is None and msg.offset() < end:
                     got += 1
-        return got * VALUE / 1e6 / (time.perf_counter() - start)
+        took = time.perf_counter() - start
+        cpu1, loop1 = _broker_cpu(broker)
+        gb = got * VALUE / 1e9
+        return got * VALUE / 1e6 / took, (cpu1 - cpu0) / gb, (loop1 - loop0) / gb
     finally:
         consumer.close()
 
@@ -187,16 +202,28 @@ def _run(broker: BrokerProcess, mb: int, rounds: int) -> None:
         time.sleep(0.2)
     end = _bases(broker, "read-tiered")[0]  # [0, end) is only in remote storage now
     reads: dict[str, list[float]] = {"local": [], "tiered": []}
+    cpu: dict[str, list[float]] = {"local": [], "tiered": []}
     for i in range(rounds):
         for variant in ("local", "tiered") if i % 2 == 0 else ("tiered", "local"):
-            reads[variant].append(_read(broker.bootstrap, f"read-{variant}", end))
-            _note("read", variant=variant, records=end, mb_s=round(reads[variant][-1], 1))
+            mb_s, cpu_per_gb, loop_per_gb = _read(broker, f"read-{variant}", end)
+            reads[variant].append(mb_s)
+            cpu[variant].append(cpu_per_gb)
+            _note(
+                "read",
+                variant=variant,
+                records=end,
+                mb_s=round(mb_s, 1),
+                broker_cpu_s_per_gb=round(cpu_per_gb, 2),
+                event_loop_cpu_s_per_gb=round(loop_per_gb, 2),
+            )
     local, tiered = statistics.median(reads["local"]), statistics.median(reads["tiered"])
     _note(
         "read-median",
         local_mb_s=round(local, 1),
         tiered_mb_s=round(tiered, 1),
         tiered_vs_local=round(tiered / local, 3),
+        local_cpu_s_per_gb=round(statistics.median(cpu["local"]), 2),
+        tiered_cpu_s_per_gb=round(statistics.median(cpu["tiered"]), 2),
     )
     raw.close()
 

@@ -22,7 +22,7 @@ from strom.storage.transaction_index import AbortedTxn
 from strom.tiered import remote_read
 from strom.tiered.cache import BoundedCache
 from strom.tiered.remote_read import RemoteSegmentReader, next_offset_after, start_position
-from strom.tiered.remote_storage import IndexType, RemoteStorageManager, object_key
+from strom.tiered.remote_storage import IndexType, LogSegmentData, RemoteStorageManager, object_key
 from strom.tiered.segment_data import copy_started_metadata, log_segment_data
 from strom.tiered.segment_metadata import RemoteLogSegmentMetadata
 
@@ -113,6 +113,119 @@ def test_aborted_transactions_come_from_the_remote_transaction_indexes(tmp_path:
             assert (found, complete) == ([*first, second[0]], True)  # 121 >= 112: nothing later overlaps
             assert await reader.aborted_transactions(segments[:2], 21, 112) == (first[1:], False)
             assert await reader.aborted_transactions(segments[1:2], 0, 105) == ([], False)
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+class _CountingStore(LocalObjectStore):
+    """The filesystem store, counting its ranged reads and able to hold them (a read in flight)."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        self.ranges: list[tuple[int, int]] = []
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    async def get_range(self, key: str, start: int, end: int) -> bytes:
+        self.ranges.append((start, end))
+        await self.gate.wait()
+        return await super().get_range(key, start, end)
+
+
+def _two_copied_segments(
+    tmp_path: Path,
+) -> tuple[PartitionLog, list[tuple[RemoteLogSegmentMetadata, bytes]], list[LogSegmentData]]:
+    log = PartitionLog(str(tmp_path / "t-0"), LogConfig(segment_bytes=6000, index_interval_bytes=300))
+    for _ in range(80):
+        log.append_as_leader(make_batch(count=3, value_size=40), leader_epoch=0)
+    copied, data = [], []
+    for segment, following in zip(log.segments[:2], log.segments[1:3], strict=True):
+        md = copy_started_metadata(
+            log, segment, following.base_offset, topic="t", topic_id="id", partition=0, broker_id=0, now_ms=0
+        )
+        copied.append((md, segment.read_bytes(0, segment.size)))
+        data.append(log_segment_data(log, segment, following.base_offset))
+    return log, copied, data
+
+
+async def _uploaded(
+    tmp_path: Path, segments: list[RemoteLogSegmentMetadata], data: list[LogSegmentData]
+) -> tuple[_CountingStore, RemoteStorageManager]:
+    """A counting store holding ``segments`` (copied from ``data``), and its remote storage manager."""
+    store = _CountingStore(str(tmp_path / "remote"))
+    rsm = RemoteStorageManager(store)
+    for md, files in zip(segments, data, strict=True):
+        await rsm.copy_log_segment_data(md, files)
+    return store, rsm
+
+
+def test_a_read_loads_its_chunks_at_once_and_reads_ahead_into_the_next_segment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chunks a read needs are asked for at once, in one ranged read; after it, the bytes a next
+    read in order needs are loading (into the following segment past this one's end), so that read
+    finds them cached; a chunk asked for twice while loading is read once."""
+    monkeypatch.setattr(remote_read, "CHUNK_BYTES", 1000)
+    _, copied, data = _two_copied_segments(tmp_path)
+    (first, first_bytes), (second, second_bytes) = copied
+
+    async def scenario() -> None:
+        store, rsm = await _uploaded(tmp_path, [first, second], data)
+        reader = RemoteSegmentReader(rsm, BoundedCache(1 << 20))
+        try:
+            store.gate.clear()  # hold every GET: what is asked for before any answer is in flight at once
+            reading = asyncio.ensure_future(reader.read(first, first.start_offset, 2500, second))
+            again = asyncio.ensure_future(reader.read(first, first.start_offset, 2500, second))
+            while not store.ranges:
+                await asyncio.sleep(0.01)
+            # One ranged read for the three chunks the read may need (no index: the first offset).
+            assert store.ranges == [(0, 3000)]
+            store.gate.set()
+            answer = await reading
+            assert answer == await again  # the second read awaited the same loads
+            assert first_bytes.startswith(answer) and 2500 - 300 < len(answer) <= 2500
+            await reader.settle()
+            assert len(store.ranges) == 2 and store.ranges[1][0] == 3000  # the next ~2.5 KB read ahead
+            # A consumer reading on: the rest of this segment, then the next segment from its start.
+            position, offset = len(answer), next_offset_after(answer)
+            while offset is not None and offset <= first.end_offset:
+                before = reader.gets
+                more = await reader.read(first, offset, 2500, second)
+                assert more == first_bytes[position : position + len(more)]
+                assert reader.gets - before <= 1  # at most the chunk past the read-ahead window
+                position, offset = position + len(more), next_offset_after(more)
+                await reader.settle()
+            before = reader.gets
+            head = await reader.read(second, second.start_offset, 1500, None)
+            assert second_bytes.startswith(head) and head
+            assert reader.gets == before  # read ahead while the first segment's end was read
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_read_ahead_stays_within_its_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(remote_read, "CHUNK_BYTES", 1000)
+    _, copied, data = _two_copied_segments(tmp_path)
+    (first, first_bytes), (second, _) = copied
+
+    async def scenario() -> None:
+        store, rsm = await _uploaded(tmp_path, [first, second], data)
+        try:
+            none = RemoteSegmentReader(rsm, BoundedCache(1 << 20), read_ahead_bytes=0)
+            answer = await none.read(first, first.start_offset, 1500, second)
+            await none.settle()
+            assert first_bytes.startswith(answer) and store.ranges == [(0, 2000)]
+            store.ranges.clear()
+            some = RemoteSegmentReader(rsm, BoundedCache(1 << 20), read_ahead_bytes=2000)
+            answer = await some.read(first, first.start_offset, 5000, second)
+            await some.settle()
+            demand = min(6000, first.segment_size_in_bytes)  # chunks 0-5 hold 5000 bytes and a header
+            assert store.ranges[0] == (0, demand)
+            assert 0 < sum(end - start for start, end in store.ranges[1:]) <= 2000  # the budget
         finally:
             await store.close()
 

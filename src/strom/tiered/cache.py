@@ -37,5 +37,9 @@ class BoundedCache:
             _, evicted = self._entries.popitem(last=False)
             self.size_bytes -= len(evicted)
 
+    def __contains__(self, key: Hashable) -> bool:
+        """Whether ``key`` is cached (neither a hit nor a use: its place in the order stays)."""
+        return key in self._entries
+
     def __len__(self) -> int:
         return len(self._entries)

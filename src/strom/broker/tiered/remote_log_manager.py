@@ -223,7 +223,8 @@ class RemoteLogManager:
         stats = self.topic_stats(part.topic)
         stats.fetch_requests += 1
         try:
-            data = await self.reader.read(segment, fetch_offset, max_bytes)
+            following = state.segment_for(segment.end_offset + 1)  # read ahead into it
+            data = await self.reader.read(segment, fetch_offset, max_bytes, following)
         except ObjectStoreError:
             stats.fetch_errors += 1
             raise
