@@ -56,3 +56,14 @@ def partitions_of(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int],
     """partition -> (leader, replicas, isr) as Metadata reports them."""
     md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
     return {p.id: (p.leader, list(p.replicas), list(p.isrs)) for p in md.topics[topic].partitions.values()}
+
+
+def new_leader(bootstrap: str, topic: str, old: int, timeout_s: float = 60, partition: int = 0) -> int:
+    """The leader of ``topic``'s ``partition`` once Metadata names one other than ``old``."""
+    lead = wait_until(
+        lambda: (n := partitions_of(bootstrap, topic)[partition][0]) not in (-1, old) and n,
+        timeout_s,
+        f"a new leader of {topic}-{partition}",
+    )
+    assert isinstance(lead, int)
+    return lead

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from strom.testing.seaweedfs_process import SeaweedS3Process
-from tests.cluster.conftest import partitions_of, wait_until
+from tests.cluster.conftest import new_leader, partitions_of, wait_until
 from tests.cluster.tiered import create_tiered_topic, local_start, produce, seaweedfs, tiered_settings
 from tests.integration.clients import make_client
 
@@ -29,15 +29,10 @@ def test_a_new_leader_carries_on_from_the_remote_metadata(
     wait_until(lambda: local_start(cluster.brokers[leader], TOPIC) > 500, 60, "the leader's first copies")
 
     cluster.brokers[leader].kill()
-    new_leader = wait_until(
-        lambda: (lead := partitions_of(cluster.bootstrap, TOPIC)[0][0]) not in (-1, leader) and lead,
-        60,
-        "a new leader",
-    )
-    assert isinstance(new_leader, int)
+    successor = new_leader(cluster.bootstrap, TOPIC, leader)
     second = [b"b%06d:" % i + b"y" * 90 for i in range(1200)]
     produce(cluster.bootstrap, TOPIC, second)
-    wait_until(lambda: local_start(cluster.brokers[new_leader], TOPIC) > 1800, 90, "the new leader's copies")
+    wait_until(lambda: local_start(cluster.brokers[successor], TOPIC) > 1800, 90, "the new leader's copies")
 
     got = make_client("confluent-kafka", cluster.bootstrap).consume(TOPIC, 0, 0, 2400, timeout_s=90)
     assert [r.offset for r in got] == list(range(2400))

@@ -13,7 +13,10 @@ Theory of operation (Kafka's ``ReplicaFetcherThread``/``AbstractFetcherThread``)
    watermark becomes ``min(leader's high watermark, own log end offset)`` (checkpointed with every
    log's in ``replication-offset-checkpoint``); a move wakes the consumers that read from this follower
    (KIP-392, `on_high_watermark`). The *next* fetch tells the leader the new log end offset, which is
-   how the leader learns that the batch is replicated.
+   how the leader learns that the batch is replicated. The leader's log start offset in each answer
+   (Kafka's, below its local start when DeleteRecords moved it into the remote log) moves the
+   follower's as DeleteRecords does (KIP-107: segments wholly below it deleted, the offset
+   checkpointed), so a new leader's log starts where DeleteRecords left it.
 3. OFFSET_OUT_OF_RANGE: below the leader's log start the follower restarts its log there; otherwise
    it truncates again. OFFSET_MOVED_TO_TIERED_STORAGE (KIP-405: the offset is only in the leader's remote
    log): the follower asks the leader's local log start and its epoch (ListOffsets -4), takes the
@@ -51,7 +54,9 @@ from strom.protocol.messages import (
     OffsetForLeaderEpochRequestOffsetForLeaderPartition,
 )
 from strom.storage.checkpoint import EpochEntry
+from strom.storage.log import PartitionLog
 from strom.storage.producer_snapshot import SnapshotEntry
+from strom.storage.retention import checkpointed_log_start
 from strom.tiered.follower_state import epochs_at_local_start, start_log_at
 
 log = logging.getLogger(__name__)
@@ -76,6 +81,20 @@ class _FetchState:
     part: Partition
     truncating: bool = True
     below_local_start: bool = False  # answered OFFSET_MOVED_TO_TIERED_STORAGE: rebuild before fetching
+
+
+def leader_log_start(plog: PartitionLog) -> int:
+    """The log start offset a leader sends its followers: Kafka's, which with tiered storage is
+    DeleteRecords' offset when that lies in the remote log, below the local log start."""
+    return checkpointed_log_start(plog.config, plog.log_start_offset, plog.deleted_records_before)
+
+
+def follow_log_start(plog: PartitionLog, leader_start: int) -> None:
+    """A follower moves its log start to the leader's as DeleteRecords does (KIP-107), within its high
+    watermark; checkpointed with the others (the lower of it and the local start when tiered)."""
+    offset = min(leader_start, plog.high_watermark)
+    if offset > plog.deleted_records_before or offset > plog.log_start_offset:
+        plog.delete_records_before(offset)
 
 
 def _ignore(_tp: TopicPartition) -> None:
@@ -334,6 +353,7 @@ class ReplicaFetcher:
             plog.high_watermark = min(int(p["high_watermark"]), plog.log_end_offset)
             if plog.high_watermark != before:
                 self._on_high_watermark(state.part.tp)
+            follow_log_start(plog, int(p["log_start_offset"]))
             return False
         if code == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE:
             state.below_local_start = self._below_local_start = True

@@ -52,7 +52,7 @@ from strom.broker.replication.isr_rules import FollowerState
 from strom.broker.replication.log_dir_moves import LogDirMoves
 from strom.broker.replication.partition import Partition, PartitionEnv, TopicPartition, follower_fetch_key
 from strom.broker.replication.purgatory import DelayedProduces, Purgatory
-from strom.broker.replication.replica_fetcher import ReplicaFetcherManager
+from strom.broker.replication.replica_fetcher import ReplicaFetcherManager, leader_log_start
 from strom.broker.replication.unopened_logs import UnopenedLogs
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.messages import (
@@ -240,7 +240,7 @@ class ReplicaManager:
                 part.update_follower_fetch_state(replica_id, fetch_offset, log_start_offset)
             data = part.read_for_follower(fetch_offset, max_bytes, min_one_batch)
             note = HIGH_WATERMARK_NEWS if part.take_high_watermark_news(replica_id) else NO_REDIRECT
-            return data, part.high_watermark, part.log_start_offset, part.last_stable_offset, None, note
+            return data, part.high_watermark, leader_log_start(part.log), part.last_stable_offset, None, note
         if client_rack is not None:
             preferred = part.preferred_read_replica(
                 self.replica_selector, client_rack, fetch_offset, self._metadata.brokers
