@@ -29,6 +29,7 @@ segment, whatever came before it was compacted or lost. Pure, no I/O.
 from __future__ import annotations
 
 import json
+import zlib
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
@@ -105,6 +106,12 @@ class RemoteLogSegmentMetadata:
 
 class CorruptMetadataRecordError(ValueError):
     """A ``__remote_log_metadata`` value that is not one of ours."""
+
+
+def metadata_partition(topic: str, partition: int, partitions: int) -> int:
+    """The partition of ``__remote_log_metadata`` (of ``partitions``) holding a tiered partition's records:
+    ``crc32("<topic>-<partition>") % partitions``, so that its events stay in order."""
+    return zlib.crc32(f"{topic}-{partition}".encode()) % partitions
 
 
 def decode(value: bytes) -> RemoteLogSegmentMetadata:

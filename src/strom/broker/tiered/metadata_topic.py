@@ -22,7 +22,6 @@ Call only from the broker's event loop.
 from __future__ import annotations
 
 import logging
-import zlib
 from collections.abc import AsyncIterator, Mapping
 
 from strom._util.clock import Clock
@@ -38,7 +37,12 @@ from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.messages import FetchRequest, ProduceRequest
 from strom.protocol.records.builder import build_batch, decode_batches
 from strom.tiered.metadata_cache import RemotePartitionMetadata
-from strom.tiered.segment_metadata import CorruptMetadataRecordError, RemoteLogSegmentMetadata, decode
+from strom.tiered.segment_metadata import (
+    CorruptMetadataRecordError,
+    RemoteLogSegmentMetadata,
+    decode,
+    metadata_partition,
+)
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +73,7 @@ class RemoteLogMetadataManager:
         self.loaded: dict[tuple[str, int], RemotePartitionMetadata] = {}
 
     def metadata_partition(self, topic: str, partition: int) -> int:
-        return zlib.crc32(f"{topic}-{partition}".encode()) % self.num_partitions
+        return metadata_partition(topic, partition, self.num_partitions)
 
     def ensure_topic(self) -> None:
         self._topics.ensure_internal_topic(
