@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -27,6 +28,16 @@ ORDER_PROTO_V2 = ORDER_PROTO_V1.replace(
 )
 
 
+def order_classes(tmp_path: Path) -> tuple[Any, Any]:
+    """The message classes of ``shop.Order`` in its two versions (protoc's descriptors, no modules)."""
+    classes = []
+    for version, text in (("v1", ORDER_PROTO_V1), ("v2", ORDER_PROTO_V2)):
+        (tmp_path / version).mkdir()
+        files = {"address.proto": ADDRESS_PROTO, "order.proto": text}
+        classes.append(message_class(tmp_path / version, files, "order.proto", "shop.Order"))
+    return classes[0], classes[1]
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     proc = BrokerProcess(
@@ -44,12 +55,7 @@ def test_protobuf_values_become_typed_columns_that_evolve(broker: BrokerProcess,
     create_topic(broker, topic, "value_schema_id_prefix")
     assert broker.http_url is not None
     registry = SchemaRegistryClient({"url": broker.http_url})
-    classes = []
-    for version, text in (("v1", ORDER_PROTO_V1), ("v2", ORDER_PROTO_V2)):
-        (tmp_path / version).mkdir()
-        files = {"address.proto": ADDRESS_PROTO, "order.proto": text}
-        classes.append(message_class(tmp_path / version, files, "order.proto", "shop.Order"))
-    order_v1, order_v2 = classes
+    order_v1, order_v2 = order_classes(tmp_path)
     context = SerializationContext(topic, MessageField.VALUE)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
     first = ProtobufSerializer(order_v1, registry)

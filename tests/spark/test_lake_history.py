@@ -9,7 +9,7 @@ every offset exactly once, values as produced (or as the log read decoded them b
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,11 +24,25 @@ from confluent_kafka.admin import (
     OffsetSpec,
     ResourceType,
 )
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.json_schema import JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
 from pyiceberg.catalog import load_catalog
 
 from strom.lake.tables import recorded_offsets
 from strom.testing import BrokerProcess
-from tests.integration.test_iceberg_topics import PARTITIONS, V1, V2, create_topic, produce_avro, wait_until
+from tests.integration.test_iceberg_protobuf import order_classes
+from tests.integration.test_iceberg_topics import (
+    JSON_V1,
+    JSON_V2,
+    PARTITIONS,
+    V1,
+    V2,
+    create_topic,
+    produce_avro,
+    wait_until,
+)
 from tests.spark.kafka_helpers import produce
 from tests.spark.test_batch import spark_rows
 from tests.spark.test_standalone import python_snippet
@@ -151,6 +165,28 @@ def test_batch_read_of_key_value_topic_across_table_and_log(spark: Any, lake: La
     check_key_value_read(spark, lake, "kv-history")
 
 
+def rows(df: Any) -> list[dict[str, Any]]:
+    return [r.asDict(recursive=True) for r in df.orderBy("partition", "offset").collect()]
+
+
+def check_typed_read(
+    spark: Any, lake: Lake, topic: str, produce_tail: Callable[[], None], **typed: str
+) -> list[dict[str, Any]]:
+    """With the history produced and in the table (held), produce the tail, read the log with the typed
+    options, delete the log's head: the read across table and log gives the log read's rows (returned)."""
+    broker = lake.broker
+    translate_all_then_hold(lake, topic)
+    produce_tail()
+    assert broker.http_url is not None
+    typed = {"schema.registry.url": broker.http_url, "mode": "PERMISSIVE", **typed}
+    from_log = rows(log_read(spark, broker, topic, **typed))
+    delete_head(broker, topic, lake.offsets(topic))
+    assert len(rows(log_read(spark, broker, topic, **typed))) < len(from_log)
+    across = rows(log_read(spark, broker, topic, **typed, **lake.options()))
+    assert across == from_log
+    return across
+
+
 def test_batch_read_of_avro_topic_decodes_table_rows_as_the_log_read(spark: Any, lake: Lake) -> None:
     topic, broker = "avro-history", lake.broker
     create_topic(broker, topic, "value_schema_id_prefix")
@@ -158,20 +194,12 @@ def test_batch_read_of_avro_topic_decodes_table_rows_as_the_log_read(spark: Any,
     # A dead letter between good records: the table's offsets move past it.
     produce(broker.bootstrap, topic, [(b"bad", b"no schema here")], partition=1)
     produce_avro(broker, topic, V2, [{"id": i, "item": f"b{i}", "qty": i % 5} for i in range(40, 80)])
-    translate_all_then_hold(lake, topic)
-    produce_avro(broker, topic, V2, [{"id": i, "item": f"c{i}", "qty": 9} for i in range(80, 120)])
-    assert broker.http_url is not None
-    typed = {"valueFormat": "avro", "schema.registry.url": broker.http_url, "mode": "PERMISSIVE"}
-
-    def rows(df: Any) -> list[dict[str, Any]]:
-        return [r.asDict(recursive=True) for r in df.orderBy("partition", "offset").collect()]
-
-    from_log = rows(log_read(spark, broker, topic, **typed))
-    assert len(from_log) == 121
-    delete_head(broker, topic, lake.offsets(topic))
-    assert len(rows(log_read(spark, broker, topic, **typed))) < 121
-    across = rows(log_read(spark, broker, topic, **typed, **lake.options()))
-    assert across == from_log
+    tail = [{"id": i, "item": f"c{i}", "qty": 9} for i in range(80, 120)]
+    across = check_typed_read(
+        spark, lake, topic, lambda: produce_avro(broker, topic, V2, tail), valueFormat="avro"
+    )
+    from_log = across
+    assert len(across) == 121
     by_id = {r["value"]["id"]: r["value"] for r in across if r["value"] is not None}
     assert by_id[5] == {"id": 5, "item": "a5", "qty": 1}  # v1 record: v2's default, as Avro resolves it
     assert by_id[42]["qty"] == 2 and by_id[90]["item"] == "c90"
@@ -194,9 +222,66 @@ def test_batch_read_of_avro_topic_decodes_table_rows_as_the_log_read(spark: Any,
         exec(compile(script, str(doc), "exec"), scope)  # the documented snippet itself
         assert rows(scope["orders"]) == from_log
 
-    # Without valueFormat avro, the table's decoded columns cannot be the value's bytes: refused.
-    with pytest.raises(Exception, match="valueFormat avro"):
+    # Without valueFormat, the table's decoded columns cannot be the value's bytes: refused.
+    with pytest.raises(Exception, match="needs the option valueFormat"):
         log_read(spark, broker, topic, **lake.options()).count()
+
+
+def test_batch_read_of_json_schema_and_protobuf_topics_decodes_table_rows_as_the_log_read(
+    spark: Any, lake: Lake, tmp_path: Path
+) -> None:
+    broker = lake.broker
+    assert broker.http_url is not None
+    registry = SchemaRegistryClient({"url": broker.http_url})
+    topic = "json-history"
+    create_topic(broker, topic, "value_schema_id_prefix")
+    registry.set_compatibility(subject_name=f"{topic}-value", level="NONE")
+    first, second = (JSONSerializer(json.dumps(s), registry) for s in (JSON_V1, JSON_V2))
+    context = SerializationContext(topic, MessageField.VALUE)
+    produce(broker.bootstrap, topic, [(None, first({"id": i, "item": f"a{i}"}, context)) for i in range(30)])
+    bad = first({"id": 99, "item": "x"}, context)[:5] + b"{not json"
+    produce(broker.bootstrap, topic, [(None, bad)], partition=1)
+    where = {"lat": 1.5, "lon": 2.0}
+    later = [
+        (None, second({"id": i, "item": f"b{i}", "qty": i, "where": where}, context)) for i in range(30, 50)
+    ]
+    produce(broker.bootstrap, topic, later[:10])  # in the table too: its columns evolve
+    tail = later[10:]
+    across = check_typed_read(
+        spark, lake, topic, lambda: produce(broker.bootstrap, topic, tail), valueFormat="json"
+    )
+    by_id = {r["value"]["id"]: r["value"] for r in across if r["value"] is not None}
+    assert by_id[3] == {"id": 3, "item": "a3", "qty": None, "where": None}
+    assert by_id[33] == {"id": 33, "item": "b33", "qty": 33, "where": where}
+    assert [r["_corrupt_value"]["bytes"] for r in across if r["value"] is None] == [bad]
+
+    topic = "protobuf-history"
+    create_topic(broker, topic, "value_schema_id_prefix")
+    order_v1, order_v2 = order_classes(tmp_path)
+    context = SerializationContext(topic, MessageField.VALUE)
+    to_bytes = ProtobufSerializer(order_v1, registry)
+    history = []
+    for i in range(30):
+        order = order_v1(id=i, card=f"c{i}")  # id 0: a proto3 zero, null in the log read
+        order.to.city = "Oslo"
+        order.at.seconds = 1_700_000_000 + i
+        history.append((None, to_bytes(order, context)))
+    to_bytes = ProtobufSerializer(order_v2, registry)
+    later = [
+        (None, to_bytes(order_v2(id=i, voucher=f"v{i}", items=["tea"], note=f"n{i}"), context))
+        for i in range(30, 50)
+    ]
+    produce(broker.bootstrap, topic, history + later[:10])
+    tail = later[10:]
+    across = check_typed_read(
+        spark, lake, topic, lambda: produce(broker.bootstrap, topic, tail), valueFormat="protobuf"
+    )
+    by_card = {r["value"]["card"]: r["value"] for r in across}
+    assert by_card["c0"]["id"] is None and by_card["c3"]["to"] == {"city": "Oslo", "zip": None}
+    assert by_card["c3"]["items"] == [] and by_card[None]["items"] == ["tea"]
+    assert sorted(r["value"]["note"] for r in across if r["value"]["note"]) == [
+        f"n{i}" for i in range(30, 50)
+    ]
 
 
 def test_streaming_query_reads_history_then_follows_the_log(spark: Any, lake: Lake, tmp_path: Path) -> None:

@@ -10,11 +10,15 @@ A table task scans its partition's offsets ``[from, until)`` from the pinned sna
   ``timestampType`` is the topic's ``message.timestamp.type``, -1 for a row without timestamp), then goes
   through the same typed decoding (``valueFormat``, ``keyFormat``) as a batch read from the log.
 * ``value_schema_id_prefix`` tables hold the value's fields as columns, decoded with the writer's schema
-  by the broker; the read needs ``valueFormat`` avro, and the ``value`` struct is built from those
-  columns by the reader schema's field names (`value_struct`): a column the reader does not have is left
-  out, a field the table does not have is null, and a field that is null in a row while the reader
-  schema declares it non-null with a default (a record written before the field existed) takes the
-  default -- what Avro's resolution gives the log read. The key goes through the typed decoding as usual.
+  by the broker; the read needs ``valueFormat`` (avro, json or protobuf), and the ``value`` struct is
+  built from those columns by the reader schema's field names (`value_struct`): a column the reader
+  does not have is left out, a field the table does not have is null. Then each format's resolution
+  as the log read does it: Avro's, a field that is null in a row while the reader schema declares it
+  non-null with a default (a record written before the field existed) takes the default; Protobuf's
+  (`ProtobufColumnDecoder.from_table`), a field without presence reads as the log read gives it
+  (null at its zero value unless ``emit.default.values``), repeated and map fields are never null, and a
+  wrapper type's scalar column becomes its one-field struct; JSON Schema's needs nothing more. The key
+  goes through the typed decoding as usual.
   Records the broker could not decode are rows of the dead-letter table with their raw bytes: they go
   through the log read's Avro decoding (so ``mode`` and ``deadLetterTopic`` treat them as they would
   from the log) and are merged back in offset order.
@@ -36,6 +40,7 @@ from strom.lake.tables import DLQ_SUFFIX
 from strom.lake.translate import VALUE_SCHEMA_ID_PREFIX
 from strom.spark.avro_codec import arrow_type
 from strom.spark.lake_source import TableRange
+from strom.spark.protobuf_codec import ProtobufColumnDecoder
 from strom.spark.schema import arrow_schema
 from strom.spark.typed_plan import CORRUPT_TYPE, AvroColumn, TypedRead, corrupt_column
 
@@ -108,13 +113,15 @@ def _decoded_rows(
         return
     r = task.offset_range
     decoder = typed.decoders["value"]
-    assert isinstance(decoder, AvroColumn)
     base = kafka_batch(rows, r.topic, r.partition, task.timestamp_type, include_headers)
     others = {name: d for name, d in typed.decoders.items() if name != "value"}
     keyed = next(iter(replace(typed, decoders=others).apply(iter([base]), r.topic, r.partition)))
     data_type = decoder.data_type
     assert isinstance(data_type, StructType)
-    value = value_struct(rows, data_type, avro_defaults(decoder.reader_schema))
+    defaults = avro_defaults(decoder.reader_schema) if isinstance(decoder, AvroColumn) else {}
+    value = value_struct(rows, data_type, defaults)
+    if isinstance(decoder, ProtobufColumnDecoder):
+        value = decoder.from_table(value, typed.registry)
     arrays: list[pa.Array] = []
     fields: list[pa.Field] = []
     corrupt_columns = [corrupt_column(name) for name in typed.decoders] if typed.permissive else []
@@ -164,6 +171,10 @@ def avro_defaults(reader_schema: str) -> dict[str, object]:
 
 def _conform(column: pa.Array, target: pa.DataType) -> pa.Array:
     """``column`` as ``target``; structs field by field by name (a missing field is null)."""
+    if pa.types.is_struct(target) and not pa.types.is_struct(column.type) and target.names == ["value"]:
+        # A Protobuf wrapper (google.protobuf.Int32Value, ...): the table holds the scalar it wraps.
+        inner = _conform(column, target.field(0).type)
+        return pa.StructArray.from_arrays([inner], fields=list(target), mask=column.is_null())
     if pa.types.is_struct(target) and pa.types.is_struct(column.type):
         names = [column.type.field(i).name for i in range(column.type.num_fields)]
         children = dict(zip(names, column.flatten(), strict=True))

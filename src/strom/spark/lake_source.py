@@ -29,7 +29,7 @@ from strom.spark.errors import KafkaOptionError
 from strom.spark.lake_plan import LakeOptions
 from strom.spark.planning import OffsetRange
 from strom.spark.progress import BatchTiming
-from strom.spark.typed_plan import AvroColumn, TypedRead
+from strom.spark.typed_plan import TypedRead
 
 MODE_CONFIG = "strom.iceberg.mode"
 DISABLED = "disabled"
@@ -101,8 +101,8 @@ class LakeTopics:
         """Pin the tables of the Iceberg topics among ``topics``.
 
         Raises:
-            KafkaOptionError: a ``value_schema_id_prefix`` topic read without ``valueFormat`` avro (its
-                table has the value's fields, not its bytes).
+            KafkaOptionError: a ``value_schema_id_prefix`` topic read without ``valueFormat`` (its table
+                has the value's fields, not its bytes).
         """
         out = LakeView()
         for topic in sorted(set(topics)):
@@ -110,11 +110,11 @@ class LakeTopics:
             if lake is None:
                 continue
             decoded = lake.mode == VALUE_SCHEMA_ID_PREFIX
-            if decoded and (typed is None or not isinstance(typed.decoders.get("value"), AvroColumn)):
+            if decoded and (typed is None or "value" not in typed.decoders):
                 raise KafkaOptionError(
                     f"Topic {topic!r} is an Iceberg topic in mode {VALUE_SCHEMA_ID_PREFIX}: its table "
                     "holds the values' fields, not their bytes, so strom.iceberg.history needs the option "
-                    "valueFormat avro"
+                    "valueFormat (avro, json or protobuf, as the topic's values are written)"
                 )
             out.topics[topic] = lake
             out.pins[topic] = history.pin(self.options.catalog, topic, with_dead_letters=decoded)

@@ -32,9 +32,11 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from google.protobuf import message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from pyspark.sql.types import DataType
@@ -130,6 +132,14 @@ class ProtobufColumnDecoder:
         state: tuple[Any, Callable[[Any], Any], pa.DataType] = self._state
         return state
 
+    def from_table(self, column: pa.Array, registry: Registry) -> pa.Array:
+        """A struct column built from an Iceberg table's columns (each record decoded by the broker with
+        its writer's schema, proto3 zeros kept) as this decoder gives the same records from the log:
+        fields without presence null at their zero value, or their zero value where null (a writer
+        without the field) under ``emit.default.values``; repeated and map fields never null."""
+        message_class, _, _ = self._prepare(registry)
+        return _as_read(column, message_class.DESCRIPTOR, self._emit_defaults)
+
     def _message_of(self, registry: Registry, schema_id: int, indexes: list[int]) -> str:
         key = (schema_id, tuple(indexes))
         name = self._writer_names.get(key)
@@ -166,6 +176,42 @@ class ProtobufColumnDecoder:
                     f"{topic}-{partition}: {type(e).__name__}: {e}"
                 ) from e
         return pa.array(rows, type=arrow)
+
+
+def _as_read(column: pa.Array, descriptor: Descriptor, emit_defaults: bool) -> pa.Array:
+    """`ProtobufColumnDecoder.from_table` of one struct column of ``descriptor``'s message."""
+    if not pa.types.is_struct(column.type):
+        return column
+    n = len(column)
+    children = []
+    for i in range(column.type.num_fields):
+        field, child = column.type.field(i), column.field(i)
+        fd = descriptor.fields_by_name.get(field.name)
+        if fd is None:
+            pass
+        elif is_map(fd) or is_repeated(fd):
+            child = pc.fill_null(child, pa.scalar([], child.type))
+        elif is_message(fd):
+            if fd.message_type.full_name != TIMESTAMP:
+                child = _as_read(child, fd.message_type, emit_defaults)
+        elif not fd.has_presence:
+            default = pa.scalar(_read_default(fd), child.type)
+            if emit_defaults:
+                child = pc.fill_null(child, default)
+            else:
+                zero = pc.fill_null(pc.equal(child, default), False)
+                child = pc.if_else(zero, pa.nulls(n, child.type), child)
+        children.append(child)
+    return pa.StructArray.from_arrays(children, fields=list(column.type), mask=column.is_null())
+
+
+def _read_default(fd: FieldDescriptor) -> Any:
+    """A field's zero value as the log read gives it (an enum's name, an unsigned 64-bit decimal)."""
+    if fd.type == FieldDescriptor.TYPE_ENUM:
+        return fd.enum_type.values_by_number[fd.default_value].name
+    if fd.type in UNSIGNED_64:
+        return Decimal(fd.default_value)
+    return fd.default_value
 
 
 def _fill(message: Any, row: dict[str, Any]) -> None:
