@@ -23,8 +23,10 @@ default unless given). Per topic: records/s produced and broker CPU seconds duri
 translated one the translation lag (records and seconds, from the broker's ``/metrics``) when the
 produce ends, then ``--drain`` seconds of the broker translating alone: rows translated per broker CPU
 second (translation's cost per core), after which the topic's mode is turned off and the rounds already
-under way are waited for, so that no translation runs into the next measurement. The broker's CPU is
-also split between its event loop thread and its other threads (translation's workers among them).
+under way are waited for, so that no translation runs into the next measurement. The broker's CPU
+(its translation worker processes included) is also split between its event loop thread, its other
+threads and its worker processes; and a `LoopProbe` times ApiVersions round trips every 20 ms during
+each produce: how long a request waits for the broker's event loop.
 """
 
 from __future__ import annotations
@@ -34,8 +36,11 @@ import json
 import multiprocessing
 import os
 import re
+import socket
 import statistics
+import struct
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -51,7 +56,7 @@ from pyiceberg.exceptions import NoSuchTableError
 
 from strom.lake.tables import recorded_offsets
 from strom.testing import BrokerProcess
-from strom.testing.processes import thread_cpu_seconds
+from strom.testing.processes import process_cpu_times, thread_cpu_seconds
 
 SET = AlterConfigOpType.SET
 SCHEMA = {
@@ -188,17 +193,82 @@ def wait_translation_idle(broker: BrokerProcess, log_dir: Path, topic: str) -> N
     assert broker.proc is not None
     last = recorded(log_dir, topic)
     while True:
-        threads0 = thread_cpu_seconds(broker.proc.pid)
+        cpu0, threads0 = cpu(broker), thread_cpu_seconds(broker.proc.pid)
         time.sleep(1.0)
         now = recorded(log_dir, topic)
-        if now == last and threads_used(broker, threads0)[1] < 0.1:
+        if now == last and cpu(broker) - cpu0 - threads_used(broker, threads0)[0] < 0.1:
             return
         last = now
 
 
 def cpu(broker: BrokerProcess) -> float:
+    """The broker's CPU seconds, its child processes' (translation's worker process) included."""
+    assert broker.proc is not None
     user, system = broker.cpu_times()
-    return user + system
+    return user + system + sum(sum(process_cpu_times(pid)) for pid in children(broker.proc.pid))
+
+
+def children(pid: int) -> list[int]:
+    """The running child processes of ``pid`` (Linux /proc)."""
+    found: list[int] = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                found.extend(int(c) for c in f.read().split())
+        except FileNotFoundError:
+            continue
+    return found
+
+
+class LoopProbe:
+    """Round trips of ApiVersions v0 on one connection every 20 ms, in a thread of the bench: how long a
+    request waits for the broker's event loop (and its GIL) while produce and translation run."""
+
+    INTERVAL_S = 0.02
+
+    def __init__(self, bootstrap: str) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self._sock = socket.create_connection((host, int(port)), timeout=30)
+        self._samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> LoopProbe:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(60)
+        self._sock.close()
+
+    def _run(self) -> None:
+        correlation = 0
+        while not self._stop.wait(self.INTERVAL_S):
+            correlation += 1
+            body = struct.pack(">hhih", 18, 0, correlation, 5) + b"probe"
+            began = time.perf_counter()
+            self._sock.sendall(struct.pack(">i", len(body)) + body)
+            (size,) = struct.unpack(">i", self._recv(4))
+            self._recv(size)
+            self._samples.append(time.perf_counter() - began)
+
+    def _recv(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = self._sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("the broker closed the probe's connection")
+            data += chunk
+        return data
+
+    def summary(self) -> str:
+        """Median, 99th percentile and most of the round trips, in milliseconds."""
+        ms = sorted(1000 * s for s in self._samples)
+        if not ms:
+            return "no probe"
+        p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
+        return f"loop probe {statistics.median(ms):.1f}/{p99:.0f}/{ms[-1]:.0f} ms (median/p99/max)"
 
 
 def run(records: int, sizes: list[int]) -> None:
@@ -289,14 +359,18 @@ def run_sustained(
                         values(broker, topic, size, 1)  # the subject registered before the clock starts
                         assert broker.proc is not None
                         cpu0, threads0 = cpu(broker), thread_cpu_seconds(broker.proc.pid)
-                        count, wall = produce_sustained(broker.bootstrap, topic, value, seconds, producers)
+                        with LoopProbe(broker.bootstrap) as probe:
+                            count, wall = produce_sustained(
+                                broker.bootstrap, topic, value, seconds, producers
+                            )
                         used = cpu(broker) - cpu0
                         loop, others = threads_used(broker, threads0)
                         rates[kind].append(count / wall)
                         line = (
                             f"{size} B {kind}: {count:,} records in {wall:.1f} s = "
                             f"{count / wall:,.0f} records/s, broker CPU {used:.1f} s "
-                            f"(event loop thread {loop:.1f} s, other threads {others:.1f} s)"
+                            f"(event loop thread {loop:.1f} s, other threads {others:.1f} s, "
+                            f"worker processes {used - loop - others:.1f} s); {probe.summary()}"
                         )
                         if kind == "lake":
                             lag_records, lag_seconds = lag_metrics(broker, topic)

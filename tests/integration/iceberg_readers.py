@@ -66,11 +66,16 @@ def sql_catalog_table(log_dir: str, name: str) -> Table:
 
 
 def rows_or_none(load: Callable[[], Table], columns: list[str]) -> Rows:
-    """`with_pyiceberg` of the table ``load`` returns; no rows while there is no such table."""
+    """`with_pyiceberg` of the table ``load`` returns; no rows while there is no such table, or while
+    it lacks one of ``columns`` (made, its schema not yet evolved by the first round of those rows)."""
     try:
-        return with_pyiceberg(load(), columns)
+        table = load()
     except NoSuchTableError:
         return []
+    present = {f.name for f in table.refresh().schema().fields}
+    if not set(columns) <= present:
+        return []
+    return with_pyiceberg(table, columns)
 
 
 def committed_offsets(bootstrap: str, topic: str, count: int, timeout_s: float = 90) -> list[tuple[int, int]]:

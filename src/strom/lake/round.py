@@ -30,6 +30,9 @@ class RoundResult:
     rows: int  # rows appended to the table
     dead: int  # rows appended to the dead-letter table
     waiting_for: int | None  # an unknown schema id the round stopped at
+    # Schema ids the round needs and was not given (worker.py): nothing was committed; look them up and
+    # run the round again.
+    missing: frozenset[int] = frozenset()
 
 
 def run_round(
@@ -42,12 +45,32 @@ def run_round(
     schemas: SchemaCache | None,
     give_up_waiting: bool,
 ) -> RoundResult:
+    records, position = read_records(chunks, start, end)
+    return write_records(tables, main, partition, records, position, schemas, give_up_waiting)
+
+
+def read_records(chunks: Sequence[Chunk], start: int, end: int) -> tuple[list[Record], int]:
+    """The committed records of ``chunks`` in ``[start, end)``, and the offset after the last whole batch."""
     records: list[Record] = []
     position = start
     for data, aborted in chunks:
         read = committed_records(data, aborted, position, end)
         records.extend(read.records)
         position = read.next_offset
+    return records, position
+
+
+def write_records(
+    tables: LakeTables,
+    main: TableRef,
+    partition: int,
+    records: Sequence[Record],
+    position: int,
+    schemas: SchemaCache | None,
+    give_up_waiting: bool,
+) -> RoundResult:
+    """Translate ``records`` and append them (dead letters first), recording ``position`` (or where the
+    translation stopped) as the partition's next offset."""
     mode = main.mode
     translation = translate(mode, partition, records, schemas, give_up_waiting)
     if translation.next_offset is not None:

@@ -191,6 +191,10 @@ class LakeTables:
         self._dropped.add(topic_id)
         return not known
 
+    def dropped(self) -> frozenset[str]:
+        """The deleted topic ids refused so far (`forbid`)."""
+        return frozenset(self._dropped)
+
     def drop(self, ref: TableRef) -> bool:
         """Drop the table of the deleted topic ``ref.topic_id`` and its files, and refuse any later
         write for that id; a table of another topic id is left alone. The table may also have been

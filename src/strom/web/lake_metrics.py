@@ -1,8 +1,9 @@
 """Iceberg topics' metrics for ``/metrics`` (once the broker's translator runs), per partition this
-broker translates: ``strom_iceberg_translation_lag_records`` (committed records not yet in the table),
-``strom_iceberg_translation_lag_seconds`` (time since the last commit while records wait; 0 when none
-wait), and the counters ``strom_iceberg_translated_rows`` and ``strom_iceberg_dead_letters`` (since
-the partition's translation task started)."""
+broker translates: ``strom_iceberg_translation_lag_records`` (records below the last stable offset as
+it is at the scrape, not yet in the table: those of a round in flight too),
+``strom_iceberg_translation_lag_seconds`` (how long the oldest of them has waited; 0 when none waits;
+strom.broker.lake.lag), and the counters ``strom_iceberg_translated_rows`` and
+``strom_iceberg_dead_letters`` (since the partition's translation task started)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def iceberg_families(translator: IcebergTranslator, now_ms: int) -> Iterator[Met
     )
     yield gauge(
         "strom_iceberg_translation_lag_seconds",
-        "Seconds since the last commit while records wait.",
+        "Seconds the oldest record not yet in the table has waited.",
         LABELS,
         seconds,
     )

@@ -14,8 +14,10 @@ earlier leader epoch) gets one. The task
    32 MiB per target lag would fall behind for ever), then reads whole batches from its position up to
    the last stable offset (at most `ROUND_MAX_BYTES`) with their aborted transactions, on the event
    loop (file reads only, one `READ_CHUNK_BYTES` read per turn of the loop);
-3. hands them to a worker thread (strom.lake.round: decoding, schema evolution, Parquet and the catalog
-   commit; the event loop never waits on pyiceberg or pyarrow), then moves its position.
+3. hands them, as the stored bytes, to a worker process (workers.py, strom.lake.worker: decoding,
+   schema evolution, Parquet and the catalog commit, out of the broker's interpreter, so the event loop
+   neither waits on pyiceberg or pyarrow nor shares its GIL with them), then moves its position. The
+   registry schemas a round needs are looked up here, in the broker, when the worker asks for them.
 
 The leader of each such topic's partition 0 also runs its tables' maintenance (maintainer.py:
 compaction and snapshot expiry) on a thread of its own.
@@ -35,17 +37,20 @@ import asyncio
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TypeVar
 
 from strom._util.clock import Clock, sleep_ms, yield_to_loop
 from strom._util.tasks import cancel_and_wait
+from strom.broker.lake.lag import PartitionLag
 from strom.broker.lake.maintainer import maintain_tables, maintains
+from strom.broker.lake.workers import TranslationWorkers
 from strom.broker.replication.partition import Partition
-from strom.lake.round import Chunk, RoundResult, run_round
+from strom.lake.round import Chunk, RoundResult
 from strom.lake.tables import LakeTables, TableRef
-from strom.lake.translate import KEY_VALUE, ProtobufLookup, SchemaCache, SchemaLookup
+from strom.lake.translate import ProtobufLookup, SchemaLookup
+from strom.lake.worker import Compiled, RoundRequest
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.batch import iter_headers
 from strom.protocol.uuid_text import uuid_text
@@ -63,26 +68,7 @@ RETRY_BACKOFF_MS = 2_000
 # How long a record whose schema id the registry does not know holds its partition back before it is
 # sent to the dead-letter table (this broker may replay _schemas a moment after the record arrived).
 SCHEMA_PATIENCE_MS = 30_000
-WORKER_THREADS = 2
-
-
-@dataclass
-class PartitionLag:
-    """One partition's translation state, for /metrics and ``strom topics describe``."""
-
-    position: int = -1  # next offset to translate
-    last_stable_offset: int = -1
-    last_commit_ms: int = -1  # wall time of the last commit (or of the task's start)
-    rows: int = 0  # rows appended since the task started
-    dead: int = 0  # dead letters appended since the task started
-
-    @property
-    def records(self) -> int:
-        return max(self.last_stable_offset - self.position, 0)
-
-    def seconds(self, now_ms: int) -> float:
-        """Seconds since the last commit while records wait (0 when none waits)."""
-        return max(now_ms - self.last_commit_ms, 0) / 1000 if self.records else 0.0
+WORKER_THREADS = 2  # the catalog reads of a task's start (the rounds run in worker processes)
 
 
 @dataclass
@@ -105,8 +91,13 @@ class IcebergTranslator:
     ) -> None:
         self._partitions = partitions
         self._log_config_for = log_config_for
-        self._schemas = SchemaCache(schema_lookup, protobuf_lookup)
+        self._schema_lookup = schema_lookup
+        self._protobuf_lookup = protobuf_lookup
+        # What the worker processes are given, by id: the registry's schemas, Protobuf ones compiled.
+        self._schema_texts: dict[int, tuple[str, str]] = {}
+        self._compiled: dict[int, Compiled] = {}
         self.tables = tables
+        self._workers = TranslationWorkers(tables.settings)
         self._clock = clock
         self.interval_ms = max(interval_ms, 10)
         self._tasks: dict[TopicPartition, _Task] = {}
@@ -133,6 +124,9 @@ class IcebergTranslator:
 
     def run_once(self) -> None:
         self._drop_deleted_topics()
+        now_ms = self._clock.time_ms()
+        for lag in self.lag.values():
+            lag.observe(now_ms)  # dates the records that arrive while a round runs
         for part in self._partitions():
             config = self._log_config_for(part.topic)
             if not part.is_leader or config.strom_iceberg_mode == "disabled":
@@ -164,6 +158,7 @@ class IcebergTranslator:
         self._tasks.clear()
         self._maintenance.clear()
         await cancel_and_wait(tasks)
+        self._workers.stop()
         for executor in (self._executor, self._maintenance_executor):
             if executor is not None:
                 executor.shutdown(wait=False, cancel_futures=True)
@@ -213,6 +208,7 @@ class IcebergTranslator:
 
     async def _drop(self, ref: TableRef) -> None:
         try:
+            await self._workers.wait_topic(ref.topic)  # a round in flight must not bring a table back
             if await self._in_maintenance_thread(partial(self.tables.drop, ref)):
                 log.info("iceberg table %s dropped with its topic", ref.name)
         except Exception as exc:
@@ -222,18 +218,22 @@ class IcebergTranslator:
         return part.is_leader and part.leader_epoch == epoch
 
     async def _lead(self, part: Partition, epoch: int) -> None:
-        lag = self.lag.setdefault(part.tp, PartitionLag())
-        while self._leads(part, epoch):
-            config = self._log_config_for(part.topic)
-            if config.strom_iceberg_mode == "disabled":
-                return
-            try:
-                await self._translate(part, epoch, config, lag)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning("%s-%d: iceberg translation stopped: %r", part.topic, part.index, exc)
-                await sleep_ms(self._clock, RETRY_BACKOFF_MS)
+        lag = self.lag[part.tp] = PartitionLag(lambda: part.last_stable_offset)
+        try:
+            while self._leads(part, epoch):
+                config = self._log_config_for(part.topic)
+                if config.strom_iceberg_mode == "disabled":
+                    return
+                try:
+                    await self._translate(part, epoch, config, lag)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    log.warning("%s-%d: iceberg translation stopped: %r", part.topic, part.index, exc)
+                    await sleep_ms(self._clock, RETRY_BACKOFF_MS)
+        finally:
+            if self.lag.get(part.tp) is lag:  # the lag of a partition this broker translates no more
+                del self.lag[part.tp]
 
     async def _translate(self, part: Partition, epoch: int, config: LogConfig, lag: PartitionLag) -> None:
         """From the table's offset on, round after round while this broker leads at ``epoch``."""
@@ -242,15 +242,14 @@ class IcebergTranslator:
         recorded = await self._in_thread(partial(self._claim, main))
         position = max(recorded.get(part.index, part.log_start_offset), part.log_start_offset)
         log.info("%s-%d: iceberg translation (%s) from offset %d", part.topic, part.index, mode, position)
-        lag.position = position
-        lag.last_commit_ms = self._clock.time_ms()
+        lag.committed(position, self._clock.time_ms())
         last_round = -1 << 62
         waiting_since: int | None = None
         while self._leads(part, epoch):
             config = self._log_config_for(part.topic)
             if config.strom_iceberg_mode != mode:
                 return  # turned off or changed: the loop above starts afresh
-            lso = lag.last_stable_offset = part.last_stable_offset
+            lso = lag.observe(self._clock.time_ms())
             now = self._clock.monotonic_ms()
             due = last_round + config.strom_iceberg_target_lag_ms
             if position >= lso:  # nothing committed to translate: look again next interval
@@ -271,24 +270,12 @@ class IcebergTranslator:
             chunks, end = await self._read(part, position, lso)
             behind = end < lso and sum(len(data) for data, _ in chunks) >= ROUND_MAX_BYTES
             give_up = waiting_since is not None and now - waiting_since >= SCHEMA_PATIENCE_MS
-            result: RoundResult = await self._in_thread(
-                partial(
-                    run_round,
-                    self.tables,
-                    main,
-                    part.index,
-                    chunks,
-                    position,
-                    end,
-                    None if mode == KEY_VALUE else self._schemas,
-                    give_up,
-                )
-            )
-            position = lag.position = result.next_offset
+            result = await self._run_round(RoundRequest(main, part.index, chunks, position, end, give_up))
+            position = result.next_offset
+            lag.committed(position, self._clock.time_ms())
             lag.rows += result.rows
             lag.dead += result.dead
             if result.rows or result.dead:
-                lag.last_commit_ms = self._clock.time_ms()
                 last_round = self._clock.monotonic_ms()
             if behind and result.waiting_for is None:
                 last_round = -1 << 62  # the next round is due at once
@@ -299,6 +286,40 @@ class IcebergTranslator:
                 # (a hold is not a commit, so the target lag does not apply to it).
                 waiting_since = waiting_since if waiting_since is not None else now
                 await sleep_ms(self._clock, self.interval_ms)
+
+    async def _run_round(self, request: RoundRequest) -> RoundResult:
+        """Run ``request`` in a worker process, with the registry schemas it asks for."""
+        unknown: frozenset[int] = frozenset()
+        while True:
+            result = await self._workers.run(
+                replace(
+                    request,
+                    schemas=dict(self._schema_texts),
+                    compiled=dict(self._compiled),
+                    unknown=unknown,
+                    dropped=self.tables.dropped(),
+                )
+            )
+            if not result.missing:
+                return result
+            # The registry's reads (and protoc, for a Protobuf schema) block: not on the event loop.
+            unknown = await self._in_thread(partial(self._look_up, result.missing))
+
+    def _look_up(self, schema_ids: frozenset[int]) -> frozenset[int]:
+        """Look the ids up in the registry for the workers; the ids it does not know."""
+        unknown: set[int] = set()
+        for schema_id in schema_ids:
+            found = self._schema_lookup(schema_id)
+            if found is None:
+                unknown.add(schema_id)
+                continue
+            if found[0].upper() == "PROTOBUF" and self._protobuf_lookup is not None:
+                try:
+                    self._compiled[schema_id] = self._protobuf_lookup(schema_id)
+                except Exception as exc:
+                    self._compiled[schema_id] = str(exc)  # the worker's reason for its dead letters
+            self._schema_texts[schema_id] = found
+        return frozenset(unknown)
 
     async def _read(self, part: Partition, position: int, lso: int) -> tuple[list[Chunk], int]:
         """Whole batches from ``position`` towards ``lso`` (at most ROUND_MAX_BYTES), with their aborted
