@@ -8,7 +8,9 @@ and the ones never delivered), each once, and none of the accepted ones: without
 coordinator the restarted broker would start the group over at ``share.auto.offset.reset`` (earliest
 here) and deliver everything again. DescribeShareGroupOffsets (raw protocol: neither admin client has
 it) reads the stored start offset: the first record not accepted after the restart, the end once the
-new consumer accepted everything, -1 for a group that never read the partition.
+new consumer accepted everything, -1 for a group that never read the partition; before
+``__share_group_state`` exists it answers COORDINATOR_NOT_AVAILABLE at once (the topic's creation is
+asked for, not waited for).
 
 Releases are durable too: records a silent member held come back after a SIGKILL and restart with
 that member's delivery counted, whether its locks ran out (released at the partition's next fetch)
@@ -192,5 +194,32 @@ def test_a_new_leaders_read_fences_the_deposed_leaders_writes(tmp_path: Path) ->
             assert _read_state(raw, "g", topic_id, 0)["error_code"] == FENCED
             assert _write_state(raw, "g", topic_id, 1, 3) == 0
             assert _read_state(raw, "g", topic_id, 1)["start_offset"] == 3
+    finally:
+        broker.stop()
+
+
+def test_describing_offsets_before_the_state_topic_exists_does_not_wait_for_it(tmp_path: Path) -> None:
+    """DescribeShareGroupOffsets on a broker where no share group has read yet: ``__share_group_state``
+    does not exist, so no share coordinator does either. The request asks for the topic's creation and
+    answers at once with COORDINATOR_NOT_AVAILABLE (it does not create it on its own path, nor wait
+    for its share coordinator to load); once the topic exists the answer is the stored start offset
+    (-1: nothing stored)."""
+    broker = BrokerProcess(tmp_path / "data", SHARE_CONFIGS)
+    broker.start()
+    try:
+        make_topic(broker.bootstrap, "not-read")
+        first = describe_offsets(broker.bootstrap, "g", [("not-read", [0])])
+        unavailable = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        assert start_offsets(first) == {("not-read", 0): (unavailable, -1)}
+
+        def described() -> bool:
+            return start_offsets(describe_offsets(broker.bootstrap, "g", [("not-read", [0])])) == {
+                ("not-read", 0): (0, -1)
+            }
+
+        assert wait_until(described, 30), describe_offsets(broker.bootstrap, "g", [("not-read", [0])])
+        with RawClient(broker.bootstrap) as raw:
+            listed = raw.call(ApiKey.METADATA, 12, {"topics": None, "allow_auto_topic_creation": False})
+        assert {t["name"]: t["is_internal"] for t in listed["topics"]}.get("__share_group_state") is True
     finally:
         broker.stop()

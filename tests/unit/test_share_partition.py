@@ -1,4 +1,5 @@
-"""The share-partition state machine (KIP-932), pure: acquisition, verdicts, locks, delivery limit."""
+"""The share-partition state machine (KIP-932), pure: acquisition, verdicts, locks, delivery limit, and
+the roll-back of acknowledgements whose write failed."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from strom.coordinator.share.partition import (
     AcquiredRange,
     RecordState,
     SharePartition,
+    Undo,
 )
 from strom.protocol.errors import ErrorCode
 
@@ -125,3 +127,56 @@ def test_reset_start_drops_what_lies_below() -> None:
     assert min(sp.in_flight) == 5
     sp.reset_start(20)
     assert (sp.start_offset, sp.end_offset, sp.in_flight) == (20, 20, {})
+
+
+def held_by(sp: SharePartition, member: str) -> list[tuple[int, int]]:
+    """(offset, delivery count) of the records ``member`` holds."""
+    return sorted(
+        (o, r.delivery_count)
+        for o, r in sp.in_flight.items()
+        if r.state is RecordState.ACQUIRED and r.member_id == member
+    )
+
+
+def test_a_failed_write_puts_the_acknowledged_records_back() -> None:
+    sp = SharePartition(start_offset=0, delivery_count_limit=2)
+    sp.acquire("a", batches((0, 5)), 10, now_ms=0, lock_duration_ms=LOCK_MS)
+    undo = Undo()
+    verdicts = [ACCEPT, ACCEPT, REJECT, RELEASE, ACCEPT, ACCEPT]
+    assert sp.acknowledge("a", 0, 5, verdicts, undo) is ErrorCode.NONE
+    assert (sp.start_offset, sp.counts()[RecordState.AVAILABLE]) == (3, 1)
+    assert sp.roll_back(undo) == 6
+    # As before the acknowledgement: every record held by "a" at its count, the window at 0.
+    assert (sp.start_offset, held_by(sp, "a")) == (0, [(o, 1) for o in range(6)])
+    assert sp.fetch_offset() == 6
+    # The member may acknowledge them again, and the lock it had still runs out as it would have.
+    assert sp.acknowledge("a", 0, 1, [ACCEPT]) is ErrorCode.NONE
+    assert sp.expire_locks(LOCK_MS) == 4
+    assert sp.start_offset == 2
+
+
+def test_a_roll_back_leaves_alone_what_moved_on_meanwhile() -> None:
+    sp = SharePartition(start_offset=0)
+    sp.acquire("a", batches((0, 3)), 10, 0, LOCK_MS)
+    undo = Undo()
+    assert sp.acknowledge("a", 0, 3, [RELEASE, RELEASE, ACCEPT, ACCEPT], undo) is ErrorCode.NONE
+    # While the write is on its way, member "b" acquires the released records (and gives one back).
+    assert sp.acquire("b", batches((0, 3)), 10, 0, LOCK_MS) == [AcquiredRange(0, 1, 2)]
+    assert sp.acknowledge("b", 1, 1, [RELEASE]) is ErrorCode.NONE
+    assert sp.roll_back(undo) == 2
+    # "b" keeps offset 0; offset 1, delivered again since, stays available; 2 and 3 are a's again.
+    assert held_by(sp, "b") == [(0, 2)]
+    assert held_by(sp, "a") == [(2, 1), (3, 1)]
+    assert sp.in_flight[1].state is RecordState.AVAILABLE
+
+
+def test_a_roll_back_does_not_restore_below_a_reset_start() -> None:
+    sp = SharePartition(start_offset=0)
+    sp.acquire("a", batches((0, 9)), 10, 0, LOCK_MS)
+    undo = Undo()
+    assert sp.acknowledge("a", 0, 4, [ACCEPT], undo) is ErrorCode.NONE
+    assert sp.acknowledge("a", 7, 7, [ACCEPT], undo) is ErrorCode.NONE
+    sp.reset_start(6)  # the log start passed them meanwhile
+    assert sp.roll_back(undo) == 1
+    assert sp.start_offset == 6
+    assert held_by(sp, "a") == [(o, 1) for o in range(6, 10)]

@@ -2,8 +2,8 @@
 
 `ShareStatePersister` implements `strom.coordinator.share.state.SharePersister` for the leaders'
 `SharePartitionManager`. For a share-partition (group, topic, partition) it finds the share
-coordinator (the leader of the key's `__share_group_state` partition, from the metadata cache,
-creating the topic on first use) and
+coordinator (the leader of the key's `__share_group_state` partition, from the metadata cache;
+the topic's creation is asked for on first use, and there is no coordinator until it exists) and
 
 * when that is this broker, calls the share coordinator (`ShareStateService`) directly;
 * otherwise sends ReadShareGroupState / WriteShareGroupState v0 to it, over one connection per
@@ -16,9 +16,12 @@ way: `delete` removes a share-partition's state (DeleteShareGroupState v0 when r
 share-partitions removed; one attempt per broker).
 
 Retriable failures (no coordinator known yet, NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS while
-the coordinator moves or loads, a lost connection) are retried every `RETRY_BACKOFF_MS` for at most
-`RETRY_TIMEOUT_MS`: a coordinator fail-over or the topic's creation in a cluster takes a moment.
-What is left then is the caller's error (COORDINATOR_NOT_AVAILABLE for one that never answered).
+the coordinator moves or loads, a lost connection) are retried every `RETRY_BACKOFF_MS` until the
+caller's deadline (the asking request's own timeout; at most `RETRY_TIMEOUT_MS`): a coordinator
+fail-over or the topic's creation in a cluster takes a moment, but a request answers in its time.
+An attempt under way is not cut short (it is bounded by `REQUEST_TIMEOUT_MS`): a write may have
+landed. What is left then is the caller's error (COORDINATOR_NOT_AVAILABLE for one that never
+answered).
 
 Call only from the broker's event loop.
 """
@@ -80,19 +83,23 @@ class ShareStatePersister:
         return StateKey(group_id, info.topic_id, partition)
 
     # --- SharePersister ------------------------------------------------------------------------
-    async def read(self, group_id: str, topic: str, partition: int, leader_epoch: int) -> ShareState | None:
+    async def read(
+        self, group_id: str, topic: str, partition: int, leader_epoch: int, deadline_ms: int | None = None
+    ) -> ShareState | None:
         key = self._key(group_id, topic, partition)
-        code, state = await self._retrying(lambda: self._read_once(key, leader_epoch))
+        code, state = await self._retrying(lambda: self._read_once(key, leader_epoch), deadline_ms)
         if code is not ErrorCode.NONE:
             raise KafkaError(code, f"share state of {key.coordinator_key()} not read: {code.name}")
         return state
 
-    async def write(self, group_id: str, topic: str, partition: int, state: ShareState) -> ErrorCode:
+    async def write(
+        self, group_id: str, topic: str, partition: int, state: ShareState, deadline_ms: int | None = None
+    ) -> ErrorCode:
         try:
             key = self._key(group_id, topic, partition)
         except KafkaError as exc:
             return exc.code
-        code, _ = await self._retrying(lambda: self._write_once(key, state))
+        code, _ = await self._retrying(lambda: self._write_once(key, state), deadline_ms)
         return code
 
     async def delete(self, group_id: str, topic: str, partition: int) -> ErrorCode:
@@ -101,24 +108,24 @@ class ShareStatePersister:
             key = self._key(group_id, topic, partition)
         except KafkaError as exc:
             return exc.code
-        code, _ = await self._retrying(lambda: self._delete_once(key))
+        code, _ = await self._retrying(lambda: self._delete_once(key), None)
         return code
 
     # --- one attempt ---------------------------------------------------------------------------
-    async def _retrying(self, attempt: Callable[[], Awaitable[tuple[ErrorCode, T]]]) -> tuple[ErrorCode, T]:
-        deadline = self._clock.monotonic_ms() + RETRY_TIMEOUT_MS
+    async def _retrying(
+        self, attempt: Callable[[], Awaitable[tuple[ErrorCode, T]]], deadline_ms: int | None
+    ) -> tuple[ErrorCode, T]:
+        now = self._clock.monotonic_ms()
+        deadline = now + RETRY_TIMEOUT_MS if deadline_ms is None else min(deadline_ms, now + RETRY_TIMEOUT_MS)
         while True:
             code, result = await attempt()
-            if code not in _RETRIABLE or self._clock.monotonic_ms() >= deadline:
+            remaining = deadline - self._clock.monotonic_ms()
+            if code not in _RETRIABLE or remaining <= 0:
                 return code, result
-            await sleep_ms(self._clock, RETRY_BACKOFF_MS)
+            await sleep_ms(self._clock, min(RETRY_BACKOFF_MS, remaining))
 
     def _coordinator(self, key: StateKey) -> tuple[int, str, int] | None:
-        try:
-            self._service.ensure_topic()
-        except KafkaError as exc:
-            log.warning("__share_group_state not created: %s", exc)
-            return None
+        self._service.request_topic()  # not there yet: None until it is
         return self._service.coordinator_of(key)
 
     async def _read_once(self, key: StateKey, leader_epoch: int) -> tuple[ErrorCode, ShareState | None]:

@@ -17,15 +17,18 @@ loss. A failed write answers NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, or C
 The handlers of ReadShareGroupState and WriteShareGroupState (handlers/share_state.py) and the local
 side of the leaders' persister (share_persister.py) call these.
 
-`__share_group_state` is created on first use with `share.coordinator.state.topic.num.partitions`
-partitions, `cleanup.policy=compact` and ``min(share.coordinator.state.topic.replication.factor, live
-brokers)`` replicas, Kafka's names and defaults.
+`__share_group_state` is created on first use (`request_topic`: asked for by the first request that
+needs it, created right after that request, which does not wait for it) with
+`share.coordinator.state.topic.num.partitions` partitions, `cleanup.policy=compact` and
+``min(share.coordinator.state.topic.replication.factor, live brokers)`` replicas, Kafka's names and
+defaults.
 
 Call only from the broker's event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import replace
 
@@ -46,7 +49,7 @@ from strom.coordinator.share.state import (
     written_state,
 )
 from strom.coordinator_runtime import CoordinatorError, CoordinatorResult, CoordinatorRuntime, ShardContext
-from strom.protocol.errors import ErrorCode
+from strom.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +117,7 @@ class ShareStateService:
         self._metadata = metadata
         self._topics = topics
         self.node_id = partitions.node_id
+        self._creation_asked = False
         self.runtime: CoordinatorRuntime[ShareStateShard] = CoordinatorRuntime(
             SHARE_STATE_TOPIC, clock, partitions, partitions, ShareStateShard, WRITE_TIMEOUT_MS
         )
@@ -123,6 +127,22 @@ class ShareStateService:
         await self.runtime.close()
 
     # --- the topic and the coordinator's location ----------------------------------------------
+    def request_topic(self) -> None:
+        """Ask for ``__share_group_state``'s creation if it does not exist yet (first use), right after
+        the asking request: that request does not wait for it (it answers COORDINATOR_NOT_AVAILABLE,
+        as while a share coordinator loads, and its client retries)."""
+        if SHARE_STATE_TOPIC in self._metadata.topics or self._creation_asked:
+            return
+        self._creation_asked = True
+        asyncio.get_running_loop().call_soon(self._create_topic)
+
+    def _create_topic(self) -> None:
+        self._creation_asked = False
+        try:
+            self.ensure_topic()
+        except KafkaError as exc:
+            log.warning("%s not created: %s", SHARE_STATE_TOPIC, exc)
+
     def ensure_topic(self) -> None:
         """Create ``__share_group_state`` if it does not exist yet (first use)."""
         self._topics.ensure_coordinator_topic(

@@ -7,7 +7,12 @@ Rules (docs/share-groups.md):
   are evicted first (their records released);
 - acknowledgements (piggy-backed on ShareFetch, or ShareAcknowledge's own) are applied before any
   acquisition, per partition, and answered in the partition's AcknowledgeErrorCode (ShareFetch) or
-  ErrorCode (ShareAcknowledge);
+  ErrorCode (ShareAcknowledge) once written to the share coordinator (a failed write: the write's
+  error, the records as they were before);
+- the share coordinators are waited for within the request's own time: a ShareFetch's ``MaxWaitMs``,
+  a ShareAcknowledge's `ACKNOWLEDGE_TIMEOUT_MS` (it has no timeout field). The partitions' writes and
+  first loads run at once, so one slow share coordinator holds the others' answers no longer than that
+  (an attempt under way finishes: a write may have landed);
 - epoch -1 closes the session after its acknowledgements: what the member still holds on the
   session's partitions is released at once (no fetch is done);
 - a ShareFetch then acquires records on the session's partitions, in order, until ``MaxRecords`` (about:
@@ -22,6 +27,7 @@ Rules (docs/share-groups.md):
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Sequence
 
 from strom.broker.handlers.authz import Op, Res, denied
@@ -40,6 +46,9 @@ from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 
 DEFAULT_MAX_RECORDS = 500
+# ShareAcknowledge carries no timeout of its own: its writes wait for a moving share coordinator as
+# long as the share coordinator's own write waits for its ISR.
+ACKNOWLEDGE_TIMEOUT_MS = 5_000
 NO_LEADER: m.ShareFetchResponseLeaderIdAndEpoch = {"leader_id": -1, "leader_epoch": -1}
 
 TopicPartition = tuple[str, int]
@@ -76,12 +85,14 @@ async def _acknowledge(
     member_id: str,
     topics: Iterable[tuple[bytes, Iterable[tuple[int, list[tuple[int, int, list[int]]]]]]],
     session_partitions: set[TopicPartition] | None,
+    deadline_ms: int,
 ) -> tuple[dict[tuple[bytes, int], ErrorCode], dict[tuple[bytes, int], ErrorCode]]:
-    """Apply acknowledgements and make them durable (before they are answered); returns (partition
+    """Apply acknowledgements and make them durable (before they are answered), every partition's at
+    once, each waiting for its share coordinator until ``deadline_ms`` at most; returns (partition
     errors, acknowledge errors) by (topic id, index). A partition is added to ``session_partitions``
     when given (ShareFetch)."""
     errors: dict[tuple[bytes, int], ErrorCode] = {}
-    acks: dict[tuple[bytes, int], ErrorCode] = {}
+    asked: list[tuple[tuple[bytes, int], str, list[tuple[int, int, list[int]]]]] = []
     for topic_id, partitions in topics:
         name, code = _resolve(ctx, topic_id)
         for index, batches in partitions:
@@ -92,10 +103,16 @@ async def _acknowledge(
             if session_partitions is not None:
                 session_partitions.add((name, index))
             if batches:
-                acks[key] = await shares.acknowledge(group_id, member_id, name, index, batches)
-                if _releases(batches):
-                    ctx.ports.purgatory.notify(release_key(group_id, name, index))
-    return errors, acks
+                asked.append((key, name, batches))
+
+    async def one(name: str, index: int, batches: list[tuple[int, int, list[int]]]) -> ErrorCode:
+        code = await shares.acknowledge(group_id, member_id, name, index, batches, deadline_ms)
+        if _releases(batches):
+            ctx.ports.purgatory.notify(release_key(group_id, name, index))
+        return code
+
+    codes = await asyncio.gather(*(one(name, key[1], batches) for key, name, batches in asked))
+    return errors, {key: code for (key, _, _), code in zip(asked, codes, strict=True)}
 
 
 def _shares(ctx: RequestContext) -> SharePartitionManager:
@@ -139,14 +156,33 @@ async def _acquire_all(
     partitions: list[TopicPartition],
     max_records: int,
     max_bytes: int,
+    deadline_ms: int,
 ) -> tuple[dict[TopicPartition, AcquireResult], dict[TopicPartition, ErrorCode]]:
+    """Acquire on the partitions in order until the limits; every partition's share-partition is
+    loaded (and its expired locks written) first, all at once, so one slow share coordinator holds
+    the others for no longer than ``deadline_ms``."""
     results: dict[TopicPartition, AcquireResult] = {}
     errors: dict[TopicPartition, ErrorCode] = {}
+    loaded = await asyncio.gather(
+        *(shares.load(group_id, topic, index, deadline_ms) for topic, index in partitions),
+        return_exceptions=True,
+    )
+    for (topic, index), outcome in zip(partitions, loaded, strict=True):
+        if isinstance(outcome, KafkaError):
+            errors[(topic, index)] = outcome.code
+        elif isinstance(outcome, OSError):
+            errors[(topic, index)] = ErrorCode.KAFKA_STORAGE_ERROR
+        elif isinstance(outcome, BaseException):
+            raise outcome
     for topic, index in partitions:
         if max_records <= 0 or max_bytes <= 0:
             break
+        if (topic, index) in errors:
+            continue
         try:
-            got = await shares.acquire_from_log(group_id, member_id, topic, index, max_records, max_bytes)
+            got = await shares.acquire_from_log(
+                group_id, member_id, topic, index, max_records, max_bytes, deadline_ms
+            )
         except KafkaError as exc:
             errors[(topic, index)] = exc.code
             continue
@@ -161,27 +197,35 @@ async def _acquire_all(
 
 
 async def _released(
-    ctx: RequestContext, shares: SharePartitionManager, released: Iterable[tuple[str, str, int]]
+    ctx: RequestContext,
+    shares: SharePartitionManager,
+    released: Iterable[tuple[str, str, int]],
+    deadline_ms: int,
 ) -> None:
     """Records were released on these share-partitions (group, topic, partition) as sessions went: the
     fetches waiting there wake up, the releases (their delivery counts) are written to the share
-    coordinator, and a group left without sessions here re-reads its stored state at its next use."""
-    released = list(released)
-    for group_id, topic, index in released:
+    coordinator, all at once, until ``deadline_ms`` at most (a failed write is carried by the
+    share-partition's next), and a group left without sessions here re-reads its stored state at its
+    next use."""
+    keys = list(dict.fromkeys(released))
+    for group_id, topic, index in keys:
         ctx.ports.purgatory.notify(release_key(group_id, topic, index))
-        await shares.persist(group_id, topic, index)
-    shares.mark_unused(group_id for group_id, _, _ in released)
+    await asyncio.gather(*(shares.persist(g, t, i, deadline_ms) for g, t, i in keys))
+    shares.mark_unused(group_id for group_id, _, _ in keys)
 
 
-async def _evict_idle(ctx: RequestContext, shares: SharePartitionManager) -> None:
+async def _evict_idle(ctx: RequestContext, shares: SharePartitionManager, deadline_ms: int) -> None:
     """Evict the idle share sessions and release what their members held."""
-    await _released(ctx, shares, shares.evict_idle())
+    await _released(ctx, shares, shares.evict_idle(), deadline_ms)
 
 
-async def _close(ctx: RequestContext, shares: SharePartitionManager, session: ShareSession) -> None:
+async def _close(
+    ctx: RequestContext, shares: SharePartitionManager, session: ShareSession, deadline_ms: int
+) -> None:
     """Close the session and release what its member holds."""
     shares.close_session(session)
-    await _released(ctx, shares, [(session.group_id, topic, index) for topic, index in session.partitions])
+    held = [(session.group_id, topic, index) for topic, index in session.partitions]
+    await _released(ctx, shares, held, deadline_ms)
 
 
 @handles(ApiKey.SHARE_FETCH)
@@ -194,7 +238,8 @@ async def handle_share_fetch(ctx: RequestContext, req: m.ShareFetchRequest) -> m
     if denied(ctx, Op.READ, Res.GROUP, group_id):
         return _fetch_error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     epoch = int(req["share_session_epoch"])
-    await _evict_idle(ctx, shares)
+    deadline_ms = ctx.ports.clock.monotonic_ms() + max(int(req["max_wait_ms"]), 0)
+    await _evict_idle(ctx, shares, deadline_ms)
     session, code = shares.session(group_id, member_id, epoch)
     if session is None:
         return _fetch_error(code)
@@ -207,7 +252,7 @@ async def handle_share_fetch(ctx: RequestContext, req: m.ShareFetchRequest) -> m
     ]
     closing = epoch == CLOSE_EPOCH
     errors, acks = await _acknowledge(
-        ctx, shares, group_id, member_id, topics, None if closing else session.partitions
+        ctx, shares, group_id, member_id, topics, None if closing else session.partitions, deadline_ms
     )
     for forgotten in req.get("forgotten_topics_data", []):
         name = ctx.ports.metadata.topic_name(bytes(forgotten["topic_id"]))
@@ -216,9 +261,10 @@ async def handle_share_fetch(ctx: RequestContext, req: m.ShareFetchRequest) -> m
     results: dict[TopicPartition, AcquireResult] = {}
     read_errors: dict[TopicPartition, ErrorCode] = {}
     if closing:
-        await _close(ctx, shares, session)
+        await _close(ctx, shares, session, deadline_ms)
     else:
-        results, read_errors = await _fetch(ctx, shares, req, group_id, member_id, sorted(session.partitions))
+        partitions = sorted(session.partitions)
+        results, read_errors = await _fetch(ctx, shares, req, group_id, member_id, partitions, deadline_ms)
     return _fetch_response(ctx, shares, topics, errors, acks, results, read_errors)
 
 
@@ -229,22 +275,24 @@ async def _fetch(
     group_id: str,
     member_id: str,
     partitions: list[TopicPartition],
+    deadline_ms: int,
 ) -> tuple[dict[TopicPartition, AcquireResult], dict[TopicPartition, ErrorCode]]:
     clock = ctx.ports.clock
-    deadline_ms = clock.monotonic_ms() + max(int(req["max_wait_ms"]), 0)
     max_records = int(req["max_records"]) if int(req["max_records"]) > 0 else DEFAULT_MAX_RECORDS
     max_bytes = max(int(req.get("max_bytes", 0x7FFFFFFF)), 1)
     keys: list[object] = [*partitions, *(release_key(group_id, t, i) for t, i in partitions)]
     while True:
         results, errors = await _acquire_all(
-            ctx, shares, group_id, member_id, partitions, max_records, max_bytes
+            ctx, shares, group_id, member_id, partitions, max_records, max_bytes, deadline_ms
         )
         if results or errors or not partitions:
             return results, errors
         remaining = deadline_ms - clock.monotonic_ms()
         if remaining <= 0 or not await ctx.ports.purgatory.wait(keys, remaining):
             # Locks that ran out while parked are released by this last pass.
-            return await _acquire_all(ctx, shares, group_id, member_id, partitions, max_records, max_bytes)
+            return await _acquire_all(
+                ctx, shares, group_id, member_id, partitions, max_records, max_bytes, deadline_ms
+            )
 
 
 def _fetch_response(
@@ -328,7 +376,8 @@ async def handle_share_acknowledge(
     epoch = int(req["share_session_epoch"])
     if epoch == OPEN_EPOCH:
         return _ack_error(ErrorCode.INVALID_SHARE_SESSION_EPOCH, "ShareAcknowledge cannot open a session.")
-    await _evict_idle(ctx, shares)
+    deadline_ms = ctx.ports.clock.monotonic_ms() + ACKNOWLEDGE_TIMEOUT_MS
+    await _evict_idle(ctx, shares, deadline_ms)
     session, code = shares.session(group_id, member_id, epoch)
     if session is None:
         return _ack_error(code)
@@ -339,9 +388,9 @@ async def handle_share_acknowledge(
         )
         for t in req["topics"]
     ]
-    errors, acks = await _acknowledge(ctx, shares, group_id, member_id, topics, None)
+    errors, acks = await _acknowledge(ctx, shares, group_id, member_id, topics, None, deadline_ms)
     if epoch == CLOSE_EPOCH:
-        await _close(ctx, shares, session)
+        await _close(ctx, shares, session, deadline_ms)
     responses: list[m.ShareAcknowledgeResponseTopicResponse] = []
     for topic_id, partitions in topics:
         parts: list[m.ShareAcknowledgeResponsePartitionData] = []

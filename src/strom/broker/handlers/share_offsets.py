@@ -4,15 +4,20 @@ Per group: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED), and NOT_COOR
 COORDINATOR_LOAD_IN_PROGRESS as for the other group requests. Per topic-partition asked for (``Topics``
 null: every partition of the topics the group's members subscribe to) the share-partition start
 offset as the share coordinator stores it (read through the share persister, wherever that
-coordinator is): -1 when no state is stored (the group never read the partition), with the
-partition's current leader epoch; or a partition error (UNKNOWN_TOPIC_OR_PARTITION,
+coordinator is, every partition at once): -1 when no state is stored (the group never read the
+partition), with the partition's current leader epoch; or a partition error (UNKNOWN_TOPIC_OR_PARTITION,
 TOPIC_AUTHORIZATION_FAILED without DESCRIBE on the topic, the share coordinator's error). Version 1
 adds the lag: the records from the start offset to the high watermark not yet acknowledged or
 archived (`strom.coordinator.share.state.lag`), where this broker hosts a replica of the partition
-(its high watermark); -1 elsewhere and when no state is stored.
+(its high watermark); -1 elsewhere and when no state is stored. The request does not wait for a
+share coordinator: before `__share_group_state` exists its creation is asked for (as FindCoordinator
+does for the other coordinators' topics) and the partitions answer COORDINATOR_NOT_AVAILABLE, as they
+do while a share coordinator moves or loads; the client retries.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from strom.broker.coordinators import share_group_service
 from strom.broker.handlers.authz import Op, Res, denied
@@ -85,21 +90,22 @@ async def _topic(
             "topic_id": topic_id,
             "partitions": [_partition(i, refused) for i in indexes],
         }
-    partitions: list[m.DescribeShareGroupOffsetsResponsePartition] = []
-    for index in indexes:
+    now = ctx.ports.clock.monotonic_ms()
+
+    async def one(index: int) -> m.DescribeShareGroupOffsetsResponsePartition:
         meta = ctx.ports.metadata.partitions.get((name, index))
         if meta is None:
-            partitions.append(_partition(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-            continue
+            return _partition(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         try:
-            state = await persister.read(group_id, name, index, meta.leader_epoch)
+            # One attempt (deadline now): the client retries what is not there yet.
+            state = await persister.read(group_id, name, index, meta.leader_epoch, now)
         except KafkaError as exc:
-            partitions.append(_partition(index, exc.code))
-            continue
+            return _partition(index, exc.code)
         if state is None:
-            partitions.append(_partition(index, ErrorCode.NONE, NO_START_OFFSET, meta.leader_epoch))
-            continue
+            return _partition(index, ErrorCode.NONE, NO_START_OFFSET, meta.leader_epoch)
         replica = ctx.ports.replica_manager.partitions.get((name, index))
         behind = -1 if replica is None else lag(state, replica.high_watermark)
-        partitions.append(_partition(index, ErrorCode.NONE, state.start_offset, meta.leader_epoch, behind))
+        return _partition(index, ErrorCode.NONE, state.start_offset, meta.leader_epoch, behind)
+
+    partitions = list(await asyncio.gather(*(one(index) for index in indexes)))
     return {"topic_name": name, "topic_id": info.topic_id, "partitions": partitions}

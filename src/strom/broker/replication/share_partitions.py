@@ -32,7 +32,9 @@ this leader's epoch at the share coordinator, so a deposed leader's writes are f
 the state is also written back at once, so that a first start offset holds for the next leader too.
 `persist` writes the state after a change that must outlive this leader (the acknowledgements, before
 they are answered): one write at a time per share-partition, none when nothing durable changed since
-the last. Releases are written as they are
+the last. When an acknowledgement's write fails, its records are put back in memory as they were
+(`SharePartition.roll_back`) and the acknowledgement is answered with the write's error, so memory
+never says done what the share coordinator does not. Releases are written as they are
 applied: a lock expiry's at the share-partition's next use, a closed or evicted session's at once (a
 failed write is carried by the next).
 
@@ -50,7 +52,7 @@ from dataclasses import dataclass, field
 
 from strom._util.clock import Clock
 from strom.broker.replication.replica_manager import ReplicaManager
-from strom.coordinator.share.partition import AcquiredRange, SharePartition
+from strom.coordinator.share.partition import AcquiredRange, SharePartition, Undo
 from strom.coordinator.share.sessions import DEFAULT_MAX_SESSIONS, ShareSession, ShareSessionCache
 from strom.coordinator.share.state import SharePersister, ShareState, restore, state_of
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -151,10 +153,13 @@ class SharePartitionManager:
                 held.partition.release_member(session.member_id)
 
     # --- share-partitions ----------------------------------------------------------------------
-    async def load(self, group_id: str, topic: str, index: int) -> SharePartition:
+    async def load(
+        self, group_id: str, topic: str, index: int, deadline_ms: int | None = None
+    ) -> SharePartition:
         """The group's state of a partition this broker leads, read from the share coordinator on its
         first use at this leader epoch (made at the reset point and written if none is stored), its
-        expired locks released.
+        expired locks released; the share coordinator is waited for until ``deadline_ms`` (the
+        request's).
 
         Raises:
             KafkaError: this broker does not lead the partition (NOT_LEADER_OR_FOLLOWER,
@@ -166,16 +171,16 @@ class SharePartitionManager:
         held = self._partitions.get(key)
         if held is None or held.leader_epoch != part.leader_epoch or held.stale:
             async with self._loading.setdefault(key, asyncio.Lock()):
-                held = await self._load(key, part.leader_epoch)
+                held = await self._load(key, part.leader_epoch, deadline_ms)
         share = held.partition
         share.delivery_count_limit = self.config_of(group_id).delivery_count_limit
         if share.start_offset < part.log_start_offset:
             share.reset_start(part.log_start_offset)  # retention deleted records never delivered
         if share.expire_locks(self._clock.monotonic_ms()):
-            await self._write(held, key)  # the releases' delivery counts (a failure: the next write)
+            await self._write(held, key, deadline_ms)  # the releases' counts (a failure: the next write)
         return share
 
-    async def _load(self, key: tuple[str, str, int], leader_epoch: int) -> _Held:
+    async def _load(self, key: tuple[str, str, int], leader_epoch: int, deadline_ms: int | None) -> _Held:
         group_id, topic, index = key
         held = self._partitions.get(key)
         if held is not None and held.leader_epoch == leader_epoch and not held.stale:
@@ -183,7 +188,7 @@ class SharePartitionManager:
         if held is not None:
             async with held.writing:
                 pass  # its last write lands before the read
-        stored = await self._persister.read(group_id, topic, index, leader_epoch)
+        stored = await self._persister.read(group_id, topic, index, leader_epoch, deadline_ms)
         part = self._rm.leader_partition(topic, index)  # still the leader, at that epoch?
         if part.leader_epoch != leader_epoch:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{index}: leadership moved")
@@ -197,25 +202,27 @@ class SharePartitionManager:
             held = _Held(SharePartition(start, limit), leader_epoch)
         # Written at once: with this leader epoch stored, a deposed leader's writes are fenced, and
         # a first start offset holds for the next leader too.
-        code = await self._write(held, key)
+        code = await self._write(held, key, deadline_ms)
         if code is not ErrorCode.NONE:
             raise KafkaError(code, f"{topic}-{index}: share state of {group_id} not written: {code.name}")
         self._partitions[key] = held
         return held
 
-    async def persist(self, group_id: str, topic: str, index: int) -> ErrorCode:
+    async def persist(
+        self, group_id: str, topic: str, index: int, deadline_ms: int | None = None
+    ) -> ErrorCode:
         """Make the share-partition's state durable (NONE at once if nothing durable changed)."""
         held = self._partitions.get((group_id, topic, index))
         if held is None:
             return ErrorCode.NONE
-        return await self._write(held, (group_id, topic, index))
+        return await self._write(held, (group_id, topic, index), deadline_ms)
 
-    async def _write(self, held: _Held, key: tuple[str, str, int]) -> ErrorCode:
+    async def _write(self, held: _Held, key: tuple[str, str, int], deadline_ms: int | None) -> ErrorCode:
         async with held.writing:
             state = state_of(held.partition, held.state_epoch, held.leader_epoch)
             if state == held.written:
                 return ErrorCode.NONE
-            code = await self._persister.write(key[0], key[1], key[2], state)
+            code = await self._persister.write(key[0], key[1], key[2], state, deadline_ms)
             if code is ErrorCode.NONE:
                 held.written = state
             elif code is ErrorCode.FENCED_STATE_EPOCH:
@@ -239,14 +246,22 @@ class SharePartitionManager:
         return {key: held.partition for key, held in self._partitions.items()}
 
     async def acquire_from_log(
-        self, group_id: str, member_id: str, topic: str, index: int, max_records: int, max_bytes: int
+        self,
+        group_id: str,
+        member_id: str,
+        topic: str,
+        index: int,
+        max_records: int,
+        max_bytes: int,
+        deadline_ms: int | None = None,
     ) -> AcquireResult:
         """Acquire up to about ``max_records`` records of the partition for the member (whole batches).
 
         Raises:
             KafkaError: as `load`, or the log read's error.
         """
-        share = await self.load(group_id, topic, index)
+        await self.load(group_id, topic, index, deadline_ms)
+        share = self._current((group_id, topic, index)).partition  # as it is after load's awaits
         part = self._rm.leader_partition(topic, index)
         if max_records <= 0 or not share.has_available(part.high_watermark):
             return AcquireResult(b"", [])
@@ -272,21 +287,49 @@ class SharePartitionManager:
         return AcquireResult(b"".join(chunks), acquired)
 
     async def acknowledge(
-        self, group_id: str, member_id: str, topic: str, index: int, batches: list[tuple[int, int, list[int]]]
+        self,
+        group_id: str,
+        member_id: str,
+        topic: str,
+        index: int,
+        batches: list[tuple[int, int, list[int]]],
+        deadline_ms: int | None = None,
     ) -> ErrorCode:
         """Apply acknowledgement batches ``(first, last, types)`` to the partition and make them
-        durable; the first error (a verdict's, else the write's)."""
+        durable; the first error (a verdict's, else the write's). A failed write puts the records back
+        as they were (``roll_back``): the member may acknowledge them again, or they come back when
+        their locks run out, as the stored state says."""
+        key = (group_id, topic, index)
         try:
-            share = await self.load(group_id, topic, index)
+            await self.load(group_id, topic, index, deadline_ms)
+            held = self._current(key)
         except KafkaError as exc:
             return exc.code
+        # No await from here to the write: the verdicts apply to the share-partition as it is now
+        # (load's awaits may have replaced it, or let a lock run out and another member acquire).
         error = ErrorCode.NONE
+        undo = Undo()
         for first, last, types in batches:
-            code = share.acknowledge(member_id, first, last, types)
+            code = held.partition.acknowledge(member_id, first, last, types, undo)
             if code is not ErrorCode.NONE and error is ErrorCode.NONE:
                 error = code
-        written = await self.persist(group_id, topic, index)
-        return written if error is ErrorCode.NONE else error
+        written = await self._write(held, key, deadline_ms)
+        if written is not ErrorCode.NONE:
+            held.partition.roll_back(undo)
+            return written
+        return error
+
+    def _current(self, key: tuple[str, str, int]) -> _Held:
+        """The loaded share-partition of ``key`` at this broker's current leader epoch.
+
+        Raises:
+            KafkaError: not (or no longer) loaded at this leader epoch (NOT_LEADER_OR_FOLLOWER).
+        """
+        part = self._rm.leader_partition(key[1], key[2])
+        held = self._partitions.get(key)
+        if held is None or held.leader_epoch != part.leader_epoch:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{key[1]}-{key[2]}: leadership moved")
+        return held
 
     def backlog(self, group_id: str, topic: str, index: int) -> int:
         """Records of the partition the group has not finished: from its start offset to the high

@@ -44,6 +44,7 @@ __all__ = [
     "InFlight",
     "RecordState",
     "SharePartition",
+    "Undo",
 ]
 
 
@@ -88,12 +89,31 @@ class AcquiredRange:
     delivery_count: int
 
 
+@dataclass(frozen=True, slots=True)
+class _Changed:
+    offset: int
+    record: InFlight  # the in-flight entry, as the acknowledgement left it
+    state: RecordState  # what the acknowledgement made it
+    member_id: str  # what it was before: acquired by this member, at this count, with this lock
+    delivery_count: int
+    lock_deadline_ms: int
+    resets: int  # the window's resets then: a record a reset dropped stays dropped
+
+
+@dataclass(slots=True)
+class Undo:
+    """What acknowledgements changed, to put back if they cannot be made durable (`roll_back`)."""
+
+    changed: list[_Changed] = field(default_factory=list)
+
+
 @dataclass(slots=True)
 class SharePartition:
     start_offset: int
     delivery_count_limit: int = 5
     end_offset: int = -1  # -1: the same as the start offset
     in_flight: dict[int, InFlight] = field(default_factory=dict)
+    resets: int = 0  # how many times `reset_start` moved the window
 
     def __post_init__(self) -> None:
         self.end_offset = max(self.end_offset, self.start_offset)
@@ -156,8 +176,11 @@ class SharePartition:
         return _ranges(acquired)
 
     # --- verdicts ------------------------------------------------------------------------------
-    def acknowledge(self, member_id: str, first_offset: int, last_offset: int, types: list[int]) -> ErrorCode:
-        """One acknowledgement batch: a type for every offset, or one type for all of them."""
+    def acknowledge(
+        self, member_id: str, first_offset: int, last_offset: int, types: list[int], undo: Undo | None = None
+    ) -> ErrorCode:
+        """One acknowledgement batch: a type for every offset, or one type for all of them; each record
+        it changes is noted in ``undo`` when given."""
         count = last_offset - first_offset + 1
         if count <= 0 or not types or (len(types) != 1 and len(types) != count):
             return ErrorCode.INVALID_REQUEST
@@ -177,6 +200,7 @@ class SharePartition:
             if record is None:
                 continue
             kind = types[0] if len(types) == 1 else types[index]
+            before = (record.member_id, record.delivery_count, record.lock_deadline_ms)
             if kind == AcknowledgeType.ACCEPT:
                 record.state = transition(VALID_PREVIOUS, record.state, RecordState.ACKNOWLEDGED)
             elif kind == AcknowledgeType.RELEASE:
@@ -184,8 +208,34 @@ class SharePartition:
             else:
                 record.state = transition(VALID_PREVIOUS, record.state, RecordState.ARCHIVED)
             record.member_id = ""
+            if undo is not None:
+                undo.changed.append(
+                    _Changed(first_offset + index, record, record.state, *before, self.resets)
+                )
         self._advance()
         return ErrorCode.NONE
+
+    def roll_back(self, undo: Undo) -> int:
+        """Put back the records of acknowledgements whose write failed: each still as they left it
+        goes back to ACQUIRED by its member, with its delivery count and lock; returns how many."""
+        restored = 0
+        for changed in reversed(undo.changed):
+            record = self.in_flight.get(changed.offset)
+            dropped = record is None and changed.offset < self.start_offset and changed.resets == self.resets
+            if record is not changed.record and not dropped:
+                continue  # replaced since, or below a start offset that was reset
+            was = changed.record
+            moved_on = was.state is not changed.state or was.delivery_count != changed.delivery_count
+            if moved_on or was.member_id:
+                continue  # moved on: a released record acquired again
+            # A restore of what was, not a transition of the rule book.
+            was.state = RecordState.ACQUIRED
+            was.member_id = changed.member_id
+            was.lock_deadline_ms = changed.lock_deadline_ms
+            self.in_flight[changed.offset] = was
+            self.start_offset = min(self.start_offset, changed.offset)
+            restored += 1
+        return restored
 
     def expire_locks(self, now_ms: int) -> int:
         """Release every ACQUIRED record whose lock ran out; returns how many."""
@@ -216,6 +266,7 @@ class SharePartition:
         there, with nothing in flight below it."""
         self.in_flight = {o: r for o, r in self.in_flight.items() if o >= offset}
         self.start_offset = offset
+        self.resets += 1
         self.end_offset = max(self.end_offset, offset)
         self._advance()
 

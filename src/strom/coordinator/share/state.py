@@ -123,16 +123,24 @@ class ShareState:
 
 
 class SharePersister(Protocol):
-    """Where a share-partition's leader reads and writes its durable state (Kafka's ``Persister``)."""
+    """Where a share-partition's leader reads and writes its durable state (Kafka's ``Persister``).
 
-    async def read(self, group_id: str, topic: str, partition: int, leader_epoch: int) -> ShareState | None:
+    ``deadline_ms`` (on the broker clock's monotonic time line) is the asking request's: a share
+    coordinator that is moving or loading is retried until then, never after (None: the persister's
+    own bound)."""
+
+    async def read(
+        self, group_id: str, topic: str, partition: int, leader_epoch: int, deadline_ms: int | None = None
+    ) -> ShareState | None:
         """The stored state (None: nothing stored yet).
 
         Raises:
             KafkaError: the share coordinator could not be reached or refused.
         """
 
-    async def write(self, group_id: str, topic: str, partition: int, state: ShareState) -> ErrorCode:
+    async def write(
+        self, group_id: str, topic: str, partition: int, state: ShareState, deadline_ms: int | None = None
+    ) -> ErrorCode:
         """Store ``state``; NONE once it is durable, else the error."""
 
     async def delete(self, group_id: str, topic: str, partition: int) -> ErrorCode:
