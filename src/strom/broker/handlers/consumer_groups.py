@@ -12,8 +12,9 @@ broker coordinates gets NOT_COORDINATOR, one still loading COORDINATOR_LOAD_IN_P
 from __future__ import annotations
 
 from strom.broker.coordinators import consumer_group_service
-from strom.broker.handlers.authz import Op, Res, authorized_operations
+from strom.broker.handlers.authz import Op
 from strom.broker.handlers.base import RequestContext, handles
+from strom.broker.handlers.group_common import described_groups, heartbeat_error
 from strom.broker.handlers.groups import group_refusal, group_service
 from strom.coordinator.consumer import assignors
 from strom.coordinator.consumer.heartbeat import HeartbeatRequest
@@ -46,7 +47,7 @@ async def handle_consumer_group_heartbeat(
     service = group_service(ctx)
     refused = group_refusal(ctx, group_id, Op.READ)
     if refused is not None:
-        return _heartbeat_error(refused, None)
+        return heartbeat_error(m.ConsumerGroupHeartbeatResponse, refused, None)
     ids = _topic_ids(ctx)
     names = {topic_id: name for name, topic_id in ids.items()}
     owned: tuple[tuple[str, int], ...] | None = None
@@ -74,7 +75,7 @@ async def handle_consumer_group_heartbeat(
     )
     outcome = await consumer_group_service.heartbeat(service, request)
     if outcome.error is not ErrorCode.NONE:
-        return _heartbeat_error(outcome.error, outcome.message)
+        return heartbeat_error(m.ConsumerGroupHeartbeatResponse, outcome.error, outcome.message)
     assignment: m.ConsumerGroupHeartbeatResponseAssignment | None = None
     if outcome.assignment is not None:
         assignment = {"topic_partitions": _wire_assignment(outcome.assignment, ids)}
@@ -89,18 +90,6 @@ async def handle_consumer_group_heartbeat(
     }
 
 
-def _heartbeat_error(code: ErrorCode, message: str | None) -> m.ConsumerGroupHeartbeatResponse:
-    return {
-        "throttle_time_ms": 0,
-        "error_code": int(code),
-        "error_message": message,
-        "member_id": None,
-        "member_epoch": -1,
-        "heartbeat_interval_ms": 0,
-        "assignment": None,
-    }
-
-
 # --- ConsumerGroupDescribe -----------------------------------------------------------------------
 
 
@@ -110,20 +99,19 @@ async def handle_consumer_group_describe(
 ) -> m.ConsumerGroupDescribeResponse:
     service = group_service(ctx)
     ids = _topic_ids(ctx)
-    groups: list[m.ConsumerGroupDescribeResponseDescribedGroup] = []
-    for group_id in req["group_ids"]:
-        refused = group_refusal(ctx, group_id, Op.DESCRIBE)
-        if not group_id:
-            refused = ErrorCode.INVALID_GROUP_ID
-        group = None if refused is not None else service.consumer_group(group_id)
-        if group is None:
-            code = refused if refused is not None else ErrorCode.GROUP_ID_NOT_FOUND
-            groups.append(_described_error(group_id, code))
-            continue
-        described = _described(group, ids, service.consumer_config.assignors, ctx.api_version)
-        if ctx.ports.authorizer is not None and req.get("include_authorized_operations"):
-            described["authorized_operations"] = authorized_operations(ctx, Res.GROUP, group_id)
-        groups.append(described)
+    configured = service.consumer_config.assignors
+
+    def describe(group: ConsumerGroup, operations: int) -> m.ConsumerGroupDescribeResponseDescribedGroup:
+        return _described(group, ids, configured, ctx.api_version, operations)
+
+    groups = described_groups(
+        ctx,
+        req["group_ids"],
+        service.consumer_group,
+        describe,
+        _described_error,
+        bool(req.get("include_authorized_operations")),
+    )
     return {"throttle_time_ms": 0, "groups": groups}
 
 
@@ -144,7 +132,7 @@ CONSUMER_MEMBER_TYPE = 1
 
 
 def _described(
-    group: ConsumerGroup, ids: dict[str, bytes], configured: tuple[str, ...], version: int
+    group: ConsumerGroup, ids: dict[str, bytes], configured: tuple[str, ...], version: int, operations: int
 ) -> m.ConsumerGroupDescribeResponseDescribedGroup:
     members: list[m.ConsumerGroupDescribeResponseMember] = []
     for member in group.members.values():
@@ -174,7 +162,7 @@ def _described(
         "assignment_epoch": group.assignment_epoch,
         "assignor_name": assignor,
         "members": members,
-        "authorized_operations": -(2**31),
+        "authorized_operations": operations,
     }
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from strom.broker.coordinators import share_group_service
 from strom.broker.coordinators.share_group_shard import ShareHeartbeat
-from strom.broker.handlers.authz import Op, Res, authorized_operations
+from strom.broker.handlers.authz import Op
 from strom.broker.handlers.base import RequestContext, handles
+from strom.broker.handlers.group_common import described_groups, heartbeat_error
 from strom.broker.handlers.groups import group_refusal, group_service
 from strom.coordinator.share.membership import ASSIGNOR_NAME, Assignment, ShareGroup
 from strom.protocol import messages as m
@@ -34,7 +35,7 @@ async def handle_share_group_heartbeat(
     if refused is None and not group_id:
         refused = ErrorCode.INVALID_GROUP_ID
     if refused is not None:
-        return _heartbeat_error(refused, None)
+        return heartbeat_error(m.ShareGroupHeartbeatResponse, refused, None)
     topics = req.get("subscribed_topic_names")
     request = ShareHeartbeat(
         group_id=group_id,
@@ -47,7 +48,7 @@ async def handle_share_group_heartbeat(
     )
     answer = await share_group_service.heartbeat(service, request)
     if answer.error is not ErrorCode.NONE:
-        return _heartbeat_error(answer.error, answer.message)
+        return heartbeat_error(m.ShareGroupHeartbeatResponse, answer.error, answer.message)
     assignment: m.ShareGroupHeartbeatResponseAssignment | None = None
     if answer.assignment is not None:
         ids = _topic_ids(ctx)
@@ -69,18 +70,6 @@ async def handle_share_group_heartbeat(
     }
 
 
-def _heartbeat_error(code: ErrorCode, message: str | None) -> m.ShareGroupHeartbeatResponse:
-    return {
-        "throttle_time_ms": 0,
-        "error_code": int(code),
-        "error_message": message,
-        "member_id": None,
-        "member_epoch": -1,
-        "heartbeat_interval_ms": 0,
-        "assignment": None,
-    }
-
-
 # --- ShareGroupDescribe --------------------------------------------------------------------------
 
 
@@ -90,20 +79,14 @@ async def handle_share_group_describe(
 ) -> m.ShareGroupDescribeResponse:
     service = group_service(ctx)
     ids = _topic_ids(ctx)
-    groups: list[m.ShareGroupDescribeResponseDescribedGroup] = []
-    for group_id in req["group_ids"]:
-        refused = group_refusal(ctx, group_id, Op.DESCRIBE)
-        if not group_id:
-            refused = ErrorCode.INVALID_GROUP_ID
-        group = None if refused is not None else share_group_service.share_group(service, group_id)
-        if group is None:
-            code = refused if refused is not None else ErrorCode.GROUP_ID_NOT_FOUND
-            groups.append(_described_error(group_id, code))
-            continue
-        described = _described(group, ids)
-        if ctx.ports.authorizer is not None and req.get("include_authorized_operations"):
-            described["authorized_operations"] = authorized_operations(ctx, Res.GROUP, group_id)
-        groups.append(described)
+    groups = described_groups(
+        ctx,
+        req["group_ids"],
+        lambda group_id: share_group_service.share_group(service, group_id),
+        lambda group, operations: _described(group, ids, operations),
+        _described_error,
+        bool(req.get("include_authorized_operations")),
+    )
     return {"throttle_time_ms": 0, "groups": groups}
 
 
@@ -119,7 +102,9 @@ def _described_assignment(
     }
 
 
-def _described(group: ShareGroup, ids: dict[str, bytes]) -> m.ShareGroupDescribeResponseDescribedGroup:
+def _described(
+    group: ShareGroup, ids: dict[str, bytes], operations: int
+) -> m.ShareGroupDescribeResponseDescribedGroup:
     return {
         "error_code": 0,
         "error_message": None,
@@ -140,7 +125,7 @@ def _described(group: ShareGroup, ids: dict[str, bytes]) -> m.ShareGroupDescribe
             }
             for member in group.members.values()
         ],
-        "authorized_operations": -(2**31),
+        "authorized_operations": operations,
     }
 
 

@@ -11,8 +11,8 @@ leader retries. With ACLs they need CLUSTER_ACTION, as Kafka's do (only brokers 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import TypeVar
 
 from strom.broker.coordinators.share_state_service import ShareStateService
 from strom.broker.handlers.authz import Op, allowed_cluster
@@ -28,6 +28,13 @@ from strom.protocol import messages as m
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
 from strom.protocol.uuid_text import ZERO_UUID
+
+P = TypeVar("P")  # a request's partition entry
+R = TypeVar("R")  # its answer
+# A write's or a deletion's partition entry: answered with an error code only.
+Coded = TypeVar(
+    "Coded", m.WriteShareGroupStateRequestPartitionData, m.DeleteShareGroupStateRequestPartitionData
+)
 
 
 def _service(ctx: RequestContext) -> ShareStateService:
@@ -49,25 +56,60 @@ def _read_result(
     }
 
 
+async def _each_partition(
+    ctx: RequestContext,
+    topics: Iterable[tuple[bytes, Sequence[P]]],
+    answer: Callable[[bytes, P], Awaitable[R]],
+    refused: Callable[[P], R],
+) -> list[tuple[bytes, list[R]]]:
+    """Each topic's partitions answered in order: by ``answer`` (topic id, partition), or, without
+    CLUSTER_ACTION on the cluster, by ``refused`` (CLUSTER_AUTHORIZATION_FAILED)."""
+    allowed = allowed_cluster(ctx, Op.CLUSTER_ACTION)
+    return [
+        (topic_id, [await answer(topic_id, p) if allowed else refused(p) for p in partitions])
+        for topic_id, partitions in topics
+    ]
+
+
+async def _each_coded(
+    ctx: RequestContext,
+    topics: Iterable[tuple[bytes, Sequence[Coded]]],
+    apply: Callable[[bytes, Coded], Awaitable[ErrorCode]],
+) -> list[m.WriteShareGroupStateResponseResult]:
+    """A write's or a deletion's answer: ``apply``'s error code per partition."""
+
+    def result(p: Coded, code: ErrorCode) -> m.WriteShareGroupStateResponsePartitionResult:
+        return {"partition": int(p["partition"]), "error_code": int(code), "error_message": None}
+
+    async def answer(topic_id: bytes, p: Coded) -> m.WriteShareGroupStateResponsePartitionResult:
+        return result(p, await apply(topic_id, p))
+
+    def refused(p: Coded) -> m.WriteShareGroupStateResponsePartitionResult:
+        return result(p, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+
+    answered = await _each_partition(ctx, topics, answer, refused)
+    return [{"topic_id": topic_id, "partitions": parts} for topic_id, parts in answered]
+
+
 @handles(ApiKey.READ_SHARE_GROUP_STATE)
 async def handle_read_share_group_state(
     ctx: RequestContext, req: m.ReadShareGroupStateRequest
 ) -> m.ReadShareGroupStateResponse:
-    denied = not allowed_cluster(ctx, Op.CLUSTER_ACTION)
     service = _service(ctx)
-    results: list[m.ReadShareGroupStateResponseResult] = []
-    for topic in req["topics"]:
-        parts: list[m.ReadShareGroupStateResponsePartitionResult] = []
-        for p in topic["partitions"]:
-            index = int(p["partition"])
-            if denied:
-                parts.append(_read_result(index, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None))
-                continue
-            key = StateKey(req["group_id"], bytes(topic["topic_id"]), index)
-            code, state = await service.read(key, int(p["leader_epoch"]))
-            parts.append(_read_result(index, code, state))
-        results.append({"topic_id": topic["topic_id"], "partitions": parts})
-    return {"results": results}
+
+    async def answer(
+        topic_id: bytes, p: m.ReadShareGroupStateRequestPartitionData
+    ) -> m.ReadShareGroupStateResponsePartitionResult:
+        index = int(p["partition"])
+        code, state = await service.read(StateKey(req["group_id"], topic_id, index), int(p["leader_epoch"]))
+        return _read_result(index, code, state)
+
+    def refused(p: m.ReadShareGroupStateRequestPartitionData) -> m.ReadShareGroupStateResponsePartitionResult:
+        return _read_result(int(p["partition"]), ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+
+    topics = [(bytes(t["topic_id"]), t["partitions"]) for t in req["topics"]]
+    answered = await _each_partition(ctx, topics, answer, refused)
+    return {"results": [{"topic_id": topic_id, "partitions": parts} for topic_id, parts in answered]}
 
 
 @handles(ApiKey.WRITE_SHARE_GROUP_STATE)
@@ -80,27 +122,8 @@ async def handle_write_share_group_state(
     async def write(topic_id: bytes, p: m.WriteShareGroupStateRequestPartitionData) -> ErrorCode:
         return await _write(service, group_id, topic_id, p)
 
-    return {"results": await _each_partition(ctx, req["topics"], write)}
-
-
-async def _each_partition(
-    ctx: RequestContext,
-    topics: Sequence[Mapping[str, Any]],
-    apply: Callable[[bytes, Any], Awaitable[ErrorCode]],
-) -> list[m.WriteShareGroupStateResponseResult]:
-    """A write's or a deletion's answer: ``apply`` (topic id, the request's partition) per partition,
-    CLUSTER_AUTHORIZATION_FAILED for all without CLUSTER_ACTION."""
-    denied = not allowed_cluster(ctx, Op.CLUSTER_ACTION)
-    results: list[m.WriteShareGroupStateResponseResult] = []
-    for topic in topics:
-        parts: list[m.WriteShareGroupStateResponsePartitionResult] = []
-        for p in topic["partitions"]:
-            code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-            if not denied:
-                code = await apply(bytes(topic["topic_id"]), p)
-            parts.append({"partition": int(p["partition"]), "error_code": int(code), "error_message": None})
-        results.append({"topic_id": topic["topic_id"], "partitions": parts})
-    return results
+    topics = [(bytes(t["topic_id"]), t["partitions"]) for t in req["topics"]]
+    return {"results": await _each_coded(ctx, topics, write)}
 
 
 async def _write(
@@ -126,7 +149,8 @@ async def handle_delete_share_group_state(
     async def delete(topic_id: bytes, p: m.DeleteShareGroupStateRequestPartitionData) -> ErrorCode:
         return await service.delete(StateKey(group_id, topic_id, int(p["partition"])))
 
-    return {"results": await _each_partition(ctx, req["topics"], delete)}
+    topics = [(bytes(t["topic_id"]), t["partitions"]) for t in req["topics"]]
+    return {"results": await _each_coded(ctx, topics, delete)}
 
 
 async def _delete_group(service: ShareStateService, group_id: str) -> m.DeleteShareGroupStateResponse:
