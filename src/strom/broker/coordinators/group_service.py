@@ -86,6 +86,7 @@ from strom.coordinator.records import (
     encode_key,
     encode_value,
 )
+from strom.coordinator.share.records import SHARE_KEY_VERSIONS
 from strom.coordinator_runtime import (
     NO_PRODUCER_ID,
     CoordinatorError,
@@ -180,6 +181,9 @@ class GroupShard:
         if key is not None and key_version(key) in CONSUMER_KEY_VERSIONS:
             self.consumer.replay(key, value)
             return
+        if key is not None and key_version(key) in SHARE_KEY_VERSIONS:
+            self.share.replay(key, value)
+            return
         service = self._service
         service.coordinator.store.replay(key, value, service.clock.monotonic_ms())
 
@@ -193,6 +197,7 @@ class GroupShard:
     def on_loaded(self) -> None:
         self._service.coordinator.loaded_partition(self.index)
         self.consumer.on_loaded()
+        self.share.on_loaded()
         self.context.timer.schedule(EXPIRE_TIMER, OFFSETS_RETENTION_CHECK_INTERVAL_MS, self._expire_offsets)
 
     def _expire_offsets(self) -> CoordinatorResult[object]:

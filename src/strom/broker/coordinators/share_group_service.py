@@ -2,8 +2,9 @@
 
 The groups live in `ShareGroupShard`s (share_group_shard.py), one per `__consumer_offsets` partition
 this broker leads. `heartbeat` runs one ShareGroupHeartbeat as an operation of the coordinator runtime
-that writes no records (ordered with the shard's other work; refused while the shard loads or after
-it moved: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, other failures COORDINATOR_NOT_AVAILABLE).
+that writes the membership's records (ordered with the shard's other work; answered once they are
+durable; refused while the shard loads or after it moved: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+other failures COORDINATOR_NOT_AVAILABLE).
 A share group and a classic or consumer group cannot share an id: a share heartbeat for an id that a
 group of another type holds answers INCONSISTENT_GROUP_PROTOCOL.
 """
@@ -31,7 +32,7 @@ async def heartbeat(service: GroupService, req: ShareHeartbeat) -> HeartbeatAnsw
     partition = service.coordinator.partition_for(req.group_id)
 
     def operation(shard: GroupShard) -> CoordinatorResult[HeartbeatAnswer]:
-        return CoordinatorResult([], shard.share.heartbeat(req))
+        return shard.share.heartbeat(req)
 
     try:
         return await service.runtime.write(partition, operation, service.commit_timeout_ms)

@@ -1,24 +1,33 @@
-"""One `__consumer_offsets` partition's share groups (KIP-932): membership in memory, session timers.
+"""One `__consumer_offsets` partition's share groups (KIP-932): membership as records, session timers.
 
-`GroupShard` (group_service.py) holds one `ShareGroupShard`; share_group_service.py runs each
-ShareGroupHeartbeat on it as an operation of the coordinator runtime. The decisions are
-`strom.coordinator.share.membership`'s. Membership is not written to `__consumer_offsets` (see
-membership.py): the shard starts empty after a load, members rejoin, and `on_unloaded` forgets them.
+`GroupShard` (group_service.py) holds one `ShareGroupShard` and hands it every share-group record of its
+partition (key versions 10-14, `strom.coordinator.share.records`), while loading and after each write,
+so the groups here are always what the log says. share_group_service.py runs each ShareGroupHeartbeat
+as an operation of the coordinator runtime: `heartbeat` decides on a copy of the group
+(`strom.coordinator.share.membership`) and returns the records of the difference; the runtime appends
+them, replays them here, and answers once the ISR has them. So a coordinator fail-over keeps the
+members, their ids and epochs and the assignment: the new coordinator replays them and the members'
+heartbeats go on. What was last sent to each member is not durable: it is set once the write is
+(``on_complete``), and a new coordinator sends every member its assignment again.
+
 Each heartbeat re-arms the member's session timer (`group.share.session.timeout.ms`, on the shard's
-timer, so it dies with the shard); when it fires the member is removed and the others' assignments
-recomputed. A group whose last member left is forgotten.
+timer, so it dies with the shard); when it fires the member is removed (its records get tombstones)
+and the others' assignments recomputed. After a load every member gets a fresh session timer, as
+Kafka does. A group whose last member left ends (its group records get tombstones).
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from strom.broker.config import BrokerConfig
 from strom.coordinator.messages import ListedGroup
-from strom.coordinator.share import membership
-from strom.coordinator.share.membership import HeartbeatAnswer, ShareGroup
+from strom.coordinator.records import RecordFormatError
+from strom.coordinator.share import membership, records
+from strom.coordinator.share.membership import Assignment, HeartbeatAnswer, ShareGroup
 from strom.coordinator_runtime import CoordinatorResult, ShardContext
 from strom.protocol.errors import ErrorCode
 
@@ -68,7 +77,8 @@ class ShareHeartbeat:
 
 
 class ShareGroupShard:
-    """One `__consumer_offsets` partition's share groups, in memory, with their members' sessions."""
+    """One `__consumer_offsets` partition's share groups, replayed from its records, with their
+    members' sessions."""
 
     def __init__(
         self,
@@ -84,12 +94,29 @@ class ShareGroupShard:
         self.session_timeout_of = session_timeout_of or (lambda _group_id: config.session_timeout_ms)
         self.groups: dict[str, ShareGroup] = {}
 
-    def heartbeat(self, req: ShareHeartbeat) -> HeartbeatAnswer:
-        group = self.groups.get(req.group_id)
-        if group is None:
-            if req.member_epoch != membership.JOIN_EPOCH:
-                return HeartbeatAnswer(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {req.group_id} has no members.")
-            group = self.groups[req.group_id] = ShareGroup(req.group_id)
+    # --- replay --------------------------------------------------------------------------------
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        try:
+            records.replay(self.groups, key, value)
+        except RecordFormatError as exc:
+            log.warning("skipping unreadable share-group record: %s", exc)
+
+    def on_loaded(self) -> None:
+        for group in self.groups.values():
+            for member_id in group.members:
+                self._arm_session(group.group_id, member_id)
+
+    def on_unloaded(self) -> None:
+        self.groups.clear()
+
+    # --- operations ----------------------------------------------------------------------------
+    def heartbeat(self, req: ShareHeartbeat) -> CoordinatorResult[HeartbeatAnswer]:
+        """One ShareGroupHeartbeat: the records of what it changed, and its answer."""
+        current = self.groups.get(req.group_id)
+        if current is None and req.member_epoch != membership.JOIN_EPOCH:
+            answer = HeartbeatAnswer(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {req.group_id} has no members.")
+            return CoordinatorResult([], answer)
+        group = copy.deepcopy(current) if current is not None else ShareGroup(req.group_id)
         answer = membership.heartbeat(
             group,
             req.member_id,
@@ -103,11 +130,26 @@ class ShareGroupShard:
         )
         for gone in answer.removed:
             self.context.timer.cancel(_session_key(req.group_id, gone))
-        if not group.members:
-            del self.groups[req.group_id]
         if answer.error is ErrorCode.NONE and answer.member_id is not None and not answer.removed:
             self._arm_session(req.group_id, answer.member_id)
-        return answer
+        written = records.records_for(current, group)
+        member = group.members.get(answer.member_id or "")
+        sent = None if member is None else member.sent
+        done = self._sent(req.group_id, answer.member_id, sent)
+        return CoordinatorResult(written, answer, on_complete=done)
+
+    def _sent(
+        self, group_id: str, member_id: str | None, sent: Assignment | None
+    ) -> Callable[[ErrorCode], None]:
+        """Once the heartbeat's records are durable: what its answer sent the member."""
+
+        def done(code: ErrorCode) -> None:
+            group = self.groups.get(group_id)
+            member = None if group is None or member_id is None else group.members.get(member_id)
+            if code is ErrorCode.NONE and member is not None:
+                member.sent = sent
+
+        return done
 
     def _arm_session(self, group_id: str, member_id: str) -> None:
         self.context.timer.schedule(
@@ -117,18 +159,16 @@ class ShareGroupShard:
         )
 
     def _expire(self, group_id: str, member_id: str) -> CoordinatorResult[object]:
-        group = self.groups.get(group_id)
-        if group is not None and membership.remove(group, member_id, self.topics()):
-            log.info("share group %s: member %s removed (session timeout)", group_id, member_id)
-            if not group.members:
-                del self.groups[group_id]
-        return CoordinatorResult([], None)
+        current = self.groups.get(group_id)
+        if current is None or member_id not in current.members:
+            return CoordinatorResult([], None)
+        group = copy.deepcopy(current)
+        membership.remove(group, member_id, self.topics())
+        log.info("share group %s: member %s removed (session timeout)", group_id, member_id)
+        return CoordinatorResult(records.records_for(current, group), None)
 
     def listing(self) -> list[ListedGroup]:
         """ListGroups' entries: group type and protocol type ``share``."""
         return [
             ListedGroup(g.group_id, SHARE_GROUP_TYPE, g.state, SHARE_GROUP_TYPE) for g in self.groups.values()
         ]
-
-    def on_unloaded(self) -> None:
-        self.groups.clear()

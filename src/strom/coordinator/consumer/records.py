@@ -130,10 +130,18 @@ _PER_GROUP = frozenset({GROUP_METADATA_KEY, TARGET_METADATA_KEY})
 
 
 def encode_key(key: ConsumerKey) -> bytes:
-    out = bytearray(_I16.pack(key.version))
-    _string(out, key.group)
-    if key.version not in _PER_GROUP:
-        _string(out, key.member_id or "")
+    return encode_group_key(
+        key.version, key.group, None if key.version in _PER_GROUP else key.member_id or ""
+    )
+
+
+def encode_group_key(version: int, group: str, member_id: str | None) -> bytes:
+    """A group record's key: version, group, and the member for a per-member kind (``member_id`` not
+    None); share groups' keys (`strom.coordinator.share.records`) have the same layout."""
+    out = bytearray(_I16.pack(version))
+    _string(out, group)
+    if member_id is not None:
+        _string(out, member_id)
     return bytes(out)
 
 
@@ -191,14 +199,22 @@ def encode_value(value: ConsumerValue) -> bytes:
 
 
 def decode_key(data: bytes) -> ConsumerKey:
+    return ConsumerKey(*decode_group_key(data, CONSUMER_KEY_VERSIONS, _PER_GROUP, "consumer-group"))
+
+
+def decode_group_key(
+    data: bytes, versions: frozenset[int], per_group: frozenset[int], kind: str
+) -> tuple[int, str, str | None]:
+    """(version, group, member id or None) of a key of ``versions`` (those in ``per_group`` name no
+    member)."""
     r = _Reader(data)
     version = r.i16()
-    if version not in CONSUMER_KEY_VERSIONS:
-        raise RecordFormatError(f"not a consumer-group key version: {version}")
+    if version not in versions:
+        raise RecordFormatError(f"not a {kind} key version: {version}")
     group = r.string()
-    member = None if version in _PER_GROUP else r.string()
+    member = None if version in per_group else r.string()
     r.done()
-    return ConsumerKey(version, group, member)
+    return version, group, member
 
 
 def _count(r: _Reader) -> int:

@@ -15,10 +15,11 @@ over the members sorted by id), with more members than partitions each member ge
 partition leaving a member's assignment simply stops being fetched by it, and what it holds there
 is released by its share session closing or its locks running out.
 
-Members live in memory on the group's coordinator (not in ``__consumer_offsets``): after a
-coordinator fail-over a member's heartbeat answers UNKNOWN_MEMBER_ID and the client joins again with
-epoch 0, which costs one heartbeat; what matters durably (which records are done) is share-partition
-state, kept by the partitions' leaders. Pure: the caller supplies the topics and the time.
+The group's coordinator keeps the members, their epochs and the assignment as records in
+``__consumer_offsets`` (`strom.coordinator.share.records`: it decides on a copy of the group and writes
+the difference), so after a coordinator fail-over the members heartbeat on at their epochs; which
+records are done is share-partition state, kept by the partitions' leaders. Pure: the caller supplies
+the topics and the time.
 """
 
 from __future__ import annotations
