@@ -10,10 +10,8 @@ recovered from disk before everything is read back and checked.
 
 from __future__ import annotations
 
-import errno
 import itertools
 import random
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,26 +24,11 @@ from strom.testing.fault_checker import encode_payload
 from tests.faults.harness import FaultCluster, run_case, wait_for
 from tests.faults.netlab import NetLab
 from tests.faults.workload import Writer
+from tests.tmpfs import TMPFS_BYTES, fill, mounted_tmpfs
 
 pytestmark = pytest.mark.faults
 
-TMPFS_BYTES = 64 * 1024 * 1024
 _probe_seq = itertools.count()
-
-
-def _fill(path: Path, limit_bytes: int) -> int:
-    """Write ``path`` until the filesystem is full (bounded by ``limit_bytes``); bytes written."""
-    written = 0
-    chunk = b"\0" * (1 << 20)
-    with open(path, "wb", buffering=0) as f:
-        while written < limit_bytes and chunk:
-            try:
-                written += f.write(chunk)
-            except OSError as exc:
-                if exc.errno != errno.ENOSPC:
-                    raise
-                chunk = chunk[: len(chunk) // 2] if len(chunk) > 512 else b""
-    return written
 
 
 def _probe(bootstrap: str, topic: str, partition: int) -> str:
@@ -74,20 +57,12 @@ def _probe(bootstrap: str, topic: str, partition: int) -> str:
 def full_disk_cluster(lab: NetLab, tmp_path: Path, rng: random.Random) -> Iterator[tuple[FaultCluster, int]]:
     fc = FaultCluster(tmp_path / "cluster", lab)
     victim = rng.randrange(len(fc.nodes))
-    logs = tmp_path / "cluster" / f"broker-{victim}" / "logs"
-    logs.mkdir(parents=True)
-    subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={TMPFS_BYTES}", "tmpfs", str(logs)], check=True, timeout=30
-    )
-    try:
-        fc.start()
-        yield fc, victim
-    finally:
+    with mounted_tmpfs(tmp_path / "cluster" / f"broker-{victim}" / "logs"):
         try:
-            fc.stop()
+            fc.start()
+            yield fc, victim
         finally:
-            subprocess.run(["umount", str(logs)], check=False, timeout=30)
-            subprocess.run(["umount", "-l", str(logs)], check=False, timeout=30, capture_output=True)
+            fc.stop()
 
 
 def test_disk_full_on_one_broker(
@@ -100,7 +75,7 @@ def test_disk_full_on_one_broker(
         led = [p for p in range(3) if fc.leader_of(topic, p) == victim]
         assert led, f"broker {victim} leads no partition of {topic}"
         filler = fc.broker(victim).data_dir / "logs" / "filler"
-        _fill(filler, TMPFS_BYTES)
+        fill(filler, TMPFS_BYTES)
         # The first appends may still fit in the last free page; the next fail.
         wait_for(
             lambda: _probe(fc.bootstrap, topic, led[0]) == "KAFKA_STORAGE_ERROR", 30, "KAFKA_STORAGE_ERROR"

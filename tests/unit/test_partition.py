@@ -39,6 +39,9 @@ class VersionedIsrStore:
     async def notify_isr_change(self, partitions: list[tuple[str, int]]) -> None:
         return None
 
+    async def notify_log_dir_failure(self, broker_id: int, partitions: list[tuple[str, int]]) -> None:
+        return None
+
 
 class Node:
     """Broker 0's side of one partition: what a replica manager would share with it."""

@@ -46,6 +46,10 @@ class IsrStore(Protocol):
 
     async def notify_isr_change(self, partitions: list[TopicPartition]) -> None: ...
 
+    async def notify_log_dir_failure(self, broker_id: int, partitions: list[TopicPartition]) -> None:
+        """Tell the controller that a log dir of this broker failed with these replicas in it."""
+        ...
+
 
 class ControlPlane(Protocol):
     @property

@@ -50,6 +50,9 @@ class ControllerContext:
     epoch_zk_version: int = -1
     live: dict[int, BrokerRegistration] = field(default_factory=dict)
     shutting_down: set[int] = field(default_factory=set)
+    #: Replicas a broker reported in a failed log dir (KIP-112): not eligible for leadership or the ISR
+    #: until that broker registers again (a restart, which loads the dir anew).
+    offline_dir_replicas: dict[int, set[TopicPartition]] = field(default_factory=dict)
     assignments: dict[str, TopicAssignment] = field(default_factory=dict)
     assignment_versions: dict[str, int] = field(default_factory=dict)
     leadership: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
@@ -82,6 +85,14 @@ class ControllerContext:
     def live_ids(self) -> set[int]:
         return set(self.live)
 
+    def forget_offline_dirs(self, brokers: set[int]) -> None:
+        for broker in brokers:
+            self.offline_dir_replicas.pop(broker, None)
+
+    def live_replicas_for(self, tp: TopicPartition, live: set[int]) -> set[int]:
+        """``live`` without the brokers whose replica of ``tp`` is in a failed log dir."""
+        return {b for b in live if tp not in self.offline_dir_replicas.get(b, ())}
+
     def forget_topic(self, topic: str) -> None:
         """Drop every cached fact about ``topic`` (its znodes are gone)."""
         assignment = self.assignments.pop(topic, None)
@@ -99,6 +110,7 @@ class ControllerContext:
         """Forget what ZooKeeper said (on resignation; brokers in controlled shutdown are kept, as
         they keep asking whichever controller is active)."""
         self.live.clear()
+        self.offline_dir_replicas.clear()
         self.assignments.clear()
         self.assignment_versions.clear()
         self.leadership.clear()

@@ -13,6 +13,7 @@ module is the driver: election, the event queue, and the ZooKeeper watches. The 
 | `strom.cluster.reassignment` | partition reassignment (KIP-455) |
 | `strom.cluster.topic_deletion` | topic deletion |
 | `strom.cluster.controlled_shutdown` | controlled shutdown |
+| `strom.cluster.log_dir_failures` | offline log dirs (KIP-112): their replicas out of leadership, ISRs |
 | `strom.cluster.propagation` | LeaderAndIsr / UpdateMetadata / StopReplica to brokers |
 
 * **Election.** Every broker watches ``/controller``. When it is absent a broker tries to create it
@@ -66,6 +67,7 @@ from strom.cluster.controlled_shutdown import ControlledShutdown
 from strom.cluster.election import NO_LEADER, ElectionType, hit_by_broker_failure
 from strom.cluster.kafka_metadata import KafkaMetadataClient
 from strom.cluster.leader_election import LeaderElections
+from strom.cluster.log_dir_failures import LogDirFailures
 from strom.cluster.metadata_store import ControllerMovedError, MetadataStoreError
 from strom.cluster.partition_machine import PartitionStateMachine
 from strom.cluster.propagation import ControllerChannel, ControllerRequests
@@ -119,6 +121,9 @@ class Controller:
         self.reassignments = Reassignments(self.ctx, zk, self.partitions, self.requests, self._load_topic)
         self.deletion = TopicDeletion(self.ctx, zk, self.partitions, self.requests)
         self.shutdowns = ControlledShutdown(self.ctx, self.partitions, self.requests)
+        self.log_dir_failures = LogDirFailures(
+            self.ctx, zk, self.partitions, self.requests, self.enqueue, lambda: self.active
+        )
         self._queue: asyncio.Queue[Event] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
         self._active_tasks: list[asyncio.Task[None]] = []
@@ -272,6 +277,7 @@ class Controller:
         self.requests.leader_and_isr(set(ctx.leadership), full=True)
         self.requests.update_metadata()
         self._on_isr_change()
+        self.log_dir_failures.on_event()
         self._on_delete_topics()
         loop = asyncio.get_running_loop()
         self._active_tasks.append(loop.create_task(self._periodic_checks()))
@@ -340,6 +346,7 @@ class Controller:
         current = self.zk.get_brokers()
         dead, new = broker_changes(ctx.live, current)
         ctx.shutting_down -= dead
+        ctx.forget_offline_dirs(dead | new)  # gone, or a new process that loaded its log dirs again
         if dead or new:
             log.info(
                 "controller: brokers now %s (dead %s, new %s)", sorted(current), sorted(dead), sorted(new)

@@ -169,8 +169,11 @@ class PartitionStateMachine:
         """New leader if the current one is gone; dead brokers leave the ISR either way."""
         return tp in self.handle_offline_all([tp])
 
-    def handle_offline_all(self, tps: list[TopicPartition]) -> set[TopicPartition]:
-        """`handle_offline` for many partitions (each topic's unclean setting read at most once)."""
+    def handle_offline_all(
+        self, tps: list[TopicPartition], why: str = "broker failure"
+    ) -> set[TopicPartition]:
+        """`handle_offline` for many partitions (each topic's unclean setting read at most once); a
+        replica in a failed log dir counts as a dead broker's."""
         live = self.ctx.live_ids()
         unclean: dict[str, bool] = {}
 
@@ -180,11 +183,12 @@ class PartitionStateMachine:
             return unclean[topic]
 
         def decide(tp: TopicPartition, current: LeaderAndIsr) -> Decision:
+            eligible = self.ctx.live_replicas_for(tp, live) if self.ctx.offline_dir_replicas else live
             return election.offline_partition_decision(
-                current, self.ctx.replicas(tp), live, self.ctx.shutting_down, lambda: allowed(tp[0])
+                current, self.ctx.replicas(tp), eligible, self.ctx.shutting_down, lambda: allowed(tp[0])
             )
 
-        return self.elect_all(tps, decide, "broker failure")
+        return self.elect_all(tps, decide, why)
 
     def unclean_allowed(self, topic: str) -> bool:
         value = self.zk.get_topic_config(topic).get("unclean.leader.election.enable")

@@ -139,6 +139,25 @@ class PartitionStateOps:
             self.store.multi_many([[Delete(node) for node in chunk]])
         return changed
 
+    def notify_log_dir_failure(self, broker_id: int, partitions: list[tuple[str, int]]) -> None:
+        self.store.create(
+            f"{paths.LOG_DIR_EVENT_NOTIFICATION}/log_dir_event_",
+            paths.encode_log_dir_failure(broker_id, partitions),
+            sequential=True,
+        )
+
+    def read_and_delete_log_dir_events(self, children: list[str]) -> dict[int, set[tuple[str, int]]]:
+        """Broker -> the replicas its failed log dirs held, from the notifications (then deleted)."""
+        failed: dict[int, set[tuple[str, int]]] = {}
+        nodes = [f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{child}" for child in children]
+        for found in self.store.get_many(nodes):
+            event = None if found is None else paths.decode_log_dir_failure(found[0])
+            if event is not None:
+                failed.setdefault(event[0], set()).update(event[1])
+        for chunk in chunks(nodes, len):
+            self.store.multi_many([[Delete(node) for node in chunk]])
+        return failed
+
     # in bulk -----------------------------------------------------------------------------------------
     def get_many(
         self, nodes: Sequence[str], watches: Sequence[Watch] | None = None

@@ -25,6 +25,10 @@ The layout follows Kafka's ZooKeeper mode (2.x/3.x) so its documentation maps on
 | ``/admin/delete_topics/<topic>`` | persistent | empty: deletion requested, the controller carries it out |
 | ``/isr_change_notification/isr_change_<seq>`` | persistent sequential | ``{"version": 1, "partitions":
   [{"topic", "partition"}]}``: a leader changed ISRs; the controller re-reads them and tells brokers |
+| ``/log_dir_event_notification/log_dir_event_<seq>`` | persistent sequential | ``{"version": 1,
+  "broker": id, "event": 1, "partitions": [{"topic", "partition"}]}``: a log dir of that broker went
+  offline (event 1, Kafka's LogDirFailure) with these replicas (Strom names them: Kafka's controller
+  asks the broker with a LeaderAndIsr instead); the controller moves their leadership and ISRs |
 | ``/latest_producer_id_block`` | persistent | ``{"version": 1, "broker", "block_start", "block_end"}`` |
 | ``/strom/broker_epochs`` | persistent | ``{"version": 1, "epochs": {"<id>": epoch}}`` (Strom's own): the
   registration (broker epoch) of each live broker that the active controller has taken in; a new
@@ -56,6 +60,8 @@ CONFIG_CHANGES = "/config/changes"
 CONFIG_USERS = "/config/users"
 DELETE_TOPICS = "/admin/delete_topics"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
+LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+LOG_DIR_FAILURE_EVENT = 1  # Kafka's LogDirEventNotificationHandler.LogDirFailureEvent
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 BROKER_EPOCHS = "/strom/broker_epochs"
 PERSISTENT_PATHS = (
@@ -66,6 +72,7 @@ PERSISTENT_PATHS = (
     CONFIG_CHANGES,
     DELETE_TOPICS,
     ISR_CHANGE_NOTIFICATION,
+    LOG_DIR_EVENT_NOTIFICATION,
 )
 
 
@@ -140,6 +147,12 @@ class IsrChangeEntry(TypedDict):
 
 
 class IsrChangeZnode(TypedDict):
+    partitions: NotRequired[list[IsrChangeEntry]]
+
+
+class LogDirEventZnode(TypedDict):
+    broker: int
+    event: NotRequired[int]
     partitions: NotRequired[list[IsrChangeEntry]]
 
 
@@ -338,6 +351,19 @@ def decode_isr_change(data: bytes) -> list[tuple[str, int]]:
     return [
         (str(e["topic"]), int(e["partition"])) for e in _loads(data, IsrChangeZnode).get("partitions", [])
     ]
+
+
+def encode_log_dir_failure(broker_id: int, partitions: list[tuple[str, int]]) -> bytes:
+    entries: list[JsonValue] = [{"topic": t, "partition": p} for t, p in partitions]
+    return _dumps({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT, "partitions": entries})
+
+
+def decode_log_dir_failure(data: bytes) -> tuple[int, list[tuple[str, int]]] | None:
+    """(broker, its replicas in the failed dir) of a log dir failure event; None for another event."""
+    znode = _loads(data, LogDirEventZnode)
+    if int(znode.get("event", LOG_DIR_FAILURE_EVENT)) != LOG_DIR_FAILURE_EVENT:
+        return None
+    return int(znode["broker"]), [(str(e["topic"]), int(e["partition"])) for e in znode.get("partitions", [])]
 
 
 def encode_producer_id_block(broker_id: int, start: int, end: int) -> bytes:

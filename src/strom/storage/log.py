@@ -92,6 +92,7 @@ class PartitionLog:
         open_files: OpenFiles | None = None,  # the LogManager's bound, shared by its logs
     ) -> None:
         self.dir = directory
+        self.on_io_error: Callable[[str], None] | None = None  # told of a failed write (KIP-112)
         self.open_files = open_files if open_files is not None else unbounded()
         self.name = os.path.basename(directory)  # <topic>-<partition>, as Kafka names it in messages
         self.config = config
@@ -249,16 +250,15 @@ class PartitionLog:
             if segment.next_offset - self.recovery_point >= config.flush_messages:  # flush.messages
                 self.flush()
         except OSError as e:
-            self._roll_back(start, e)
+            log.error("%s: append at offset %d failed, rolling back: %s", self.dir, start, e)
+            try:
+                # An epoch assigned at start may stay: it is true of the next append too.
+                self.truncate_to(start)
+            except OSError as undone:  # in-memory state is already back; a file keeps what recovery repairs
+                log.error("%s: rollback to offset %d incomplete: %s", self.dir, start, undone)
+            if self.on_io_error is not None:  # the log manager's failure channel
+                self.on_io_error(self.dir)
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"append to {self.dir} failed: {e}") from e
-
-    def _roll_back(self, start_offset: int, cause: OSError) -> None:
-        log.error("%s: append at offset %d failed, rolling back: %s", self.dir, start_offset, cause)
-        try:
-            # An epoch assigned at start_offset may stay: it is true of the next append too.
-            self.truncate_to(start_offset)
-        except OSError as e:  # in-memory state is already back; a file keeps what recovery repairs
-            log.error("%s: rollback to offset %d incomplete: %s", self.dir, start_offset, e)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> int:
         """Append batches replicated from the leader, keeping their offsets and epochs; returns the new LEO.

@@ -18,6 +18,8 @@ partitions go to the log directory holding the fewest partitions, or to the one 
 named for them before they existed (`preferred_dirs`, as Kafka does). A replica moves between log
 dirs through log_move.py (`finish_move` is its swap); `settle_moves` runs before anything is loaded.
 
+An I/O error in one of several log dirs takes it offline (`take_dir_offline`; log_dirs.py explains).
+
 Before anything is loaded, each log directory's ``.lock`` file is locked (as Kafka does): a second broker
 started on the same directories (``make run`` twice) would otherwise recover, truncate and append to
 logs the first one is writing. The lock is released at shutdown, or by the kernel when the process dies.
@@ -29,14 +31,12 @@ storage thread) and schedules `checkpoint_all`, `flush_dirty`, `run_retention` a
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import re
 import shutil
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from strom._util import filesystem
 from strom._util.filesystem import fsync_dir
@@ -52,6 +52,7 @@ from strom.storage.checkpoint import (
 )
 from strom.storage.config import LONG_MAX, LogConfig
 from strom.storage.log import PartitionLog, TimeFn, system_time_ms
+from strom.storage.log_dirs import LogDirFailureChannel, LogDirUsage, lock_log_dir
 from strom.storage.log_move import (
     FUTURE_SUFFIX,
     MOVED_SUFFIX,
@@ -68,22 +69,7 @@ from strom.storage.shutdown import close_logs
 log = logging.getLogger(__name__)
 
 
-@dataclass(slots=True)
-class LogDirUsage:
-    """One log dir as DescribeLogDirs reports it: its volume's total and usable bytes, and per partition
-    replica in it ``(topic-partition, size in bytes, offset lag)``."""
-
-    path: str
-    total_bytes: int
-    usable_bytes: int
-    replicas: list[tuple[TopicPartition, int, int]]
-    failed: bool = False
-    # Replicas being moved into this dir (AlterReplicaLogDirs): (topic-partition, bytes copied, lag).
-    futures: list[tuple[TopicPartition, int, int]] = field(default_factory=list)
-
-
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-LOCK_FILE = ".lock"
 DELETE_SUFFIX = "-delete"
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -103,28 +89,6 @@ def _read_checkpoint(path: str) -> dict[TopicPartition, int]:
     except CorruptCheckpointError as e:
         log.warning("ignoring corrupt checkpoint: %s", e)
         return {}
-
-
-class LogDirInUseError(OSError):
-    """Another process holds a log directory's lock."""
-
-
-def lock_log_dir(log_dir: str) -> int:
-    """Lock ``<log_dir>/.lock`` for this process; returns the descriptor that holds the lock.
-
-    POSIX record locks (lockf) belong to the process, so a broker re-created in the same process (tests
-    that simulate a crash) is not refused; another process is.
-    """
-    fd = os.open(os.path.join(log_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        raise LogDirInUseError(
-            f"log dir {log_dir} is in use by another broker process ({LOCK_FILE} is locked): stop that "
-            "broker, or give this one its own directory (--set log.dirs=DIR)"
-        ) from None
-    return fd
 
 
 class LogManager:
@@ -158,6 +122,7 @@ class LogManager:
         self._lock_fds: list[int] = []
         # AlterReplicaLogDirs for a partition not hosted yet: the dir it is created in (Kafka's rule).
         self.preferred_dirs: dict[TopicPartition, str] = {}
+        self.failures = LogDirFailureChannel(self.log_dirs)  # KIP-112: offline log dirs
         try:
             for log_dir in self.log_dirs:
                 os.makedirs(log_dir, exist_ok=True)
@@ -202,6 +167,7 @@ class LogManager:
             self._log_dir_of[tp] = log_dir
             self._dir_counts[log_dir] += 1
             self._note_flush_policy(tp, self._logs[tp])
+            self._logs[tp].on_io_error = self.failures.report
         if clean:
             filesystem.unlink(marker)
             fsync_dir(log_dir)
@@ -220,6 +186,9 @@ class LogManager:
         offset lag (the high watermark minus the log end offset, floored at 0: Kafka's measure)."""
         out: dict[str, LogDirUsage] = {}
         for log_dir in self.log_dirs:
+            if log_dir in self.offline_dirs:
+                out[log_dir] = LogDirUsage(log_dir, -1, -1, [], failed=True)
+                continue
             try:
                 fs = os.statvfs(log_dir)
                 out[log_dir] = LogDirUsage(log_dir, fs.f_blocks * fs.f_frsize, fs.f_bavail * fs.f_frsize, [])
@@ -256,7 +225,9 @@ class LogManager:
             )
         if config is not None:
             self.topic_configs[topic] = config
-        log_dir = self.preferred_dirs.pop(tp, None) or self._least_loaded_dir()
+        log_dir = self.preferred_dirs.pop(tp, None)
+        if log_dir is None or log_dir in self.offline_dirs:
+            log_dir = self._least_loaded_dir()
         path = os.path.join(log_dir, f"{topic}-{partition}")
         created = None
         try:
@@ -276,6 +247,7 @@ class LogManager:
                     segment.close()
             shutil.rmtree(path, ignore_errors=True)
             raise
+        created.on_io_error = self.failures.report
         self._logs[tp] = created
         self._log_dir_of[tp] = log_dir
         self._dir_counts[log_dir] += 1
@@ -393,7 +365,33 @@ class LogManager:
 
     def _least_loaded_dir(self) -> str:
         counts = self._dir_counts  # kept up to date: counting per creation would be quadratic
-        return min(self.log_dirs, key=lambda d: counts[d])
+        online = [d for d in self.log_dirs if d not in self.offline_dirs]
+        if not online:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "every log dir is offline")
+        return min(online, key=lambda d: counts[d])
+
+    def take_dir_offline(self, log_dir: str) -> list[TopicPartition]:
+        """Mark ``log_dir`` offline and close and forget its logs; returns their partitions."""
+        self.failures.taken_offline(log_dir)
+        doomed = sorted(tp for tp, d in self._log_dir_of.items() if d == log_dir)
+        for tp in doomed:
+            del self._log_dir_of[tp]
+            self._timed_flush.pop(tp, None)
+            try:
+                self._logs.pop(tp).release_files()
+            except OSError as exc:  # the dir is broken: what is lost is recovered at the restart
+                log.warning("%s: closing its files failed: %s", tp, exc)
+        self._dir_counts[log_dir] = 0
+        self._unsynced_dirs.discard(log_dir)
+        log.error("log dir %s is offline with %d replica(s)", log_dir, len(doomed))
+        return doomed
+
+    @property
+    def offline_dirs(self) -> set[str]:
+        return self.failures.offline
+
+    def online_dirs(self) -> list[str]:
+        return [d for d in self.log_dirs if d not in self.failures.offline]
 
     def delete_log(self, topic: str, partition: int, checkpoint: bool = True) -> bool:
         """Rename the partition directory aside, then remove it; returns whether it existed.
@@ -434,8 +432,9 @@ class LogManager:
 
     # -- periodic work ----------------------------------------------------------------------------
     def checkpoint_all(self) -> None:
-        """Write the recovery-point, log-start-offset and high-watermark checkpoints of every log dir."""
-        for log_dir in self.log_dirs:
+        """Write the recovery-point, log-start-offset and high-watermark checkpoints of every online
+        log dir."""
+        for log_dir in self.online_dirs():
             logs = {tp: lg for tp, lg in self._logs.items() if self._log_dir_of[tp] == log_dir}
             write_offsets(
                 os.path.join(log_dir, RECOVERY_POINT_CHECKPOINT),
@@ -489,7 +488,7 @@ class LogManager:
             log.error("writing checkpoints failed; every log dir will be recovered on start: %s", e)
             failed.update(self.log_dirs)
         for log_dir in self.log_dirs:
-            if log_dir in failed:
+            if log_dir in failed or log_dir in self.offline_dirs:
                 continue
             filesystem.write_file(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), b"", sync=True)
             fsync_dir(log_dir)

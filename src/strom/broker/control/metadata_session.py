@@ -9,7 +9,8 @@ control plane (`cluster_member`), the ACL and SCRAM stores, and `ZkIsrStore`.
 
 `ZkIsrStore` is the replica manager's `strom.broker.ports.IsrStore`: a leader's ISR change is a
 conditional write of the partition-state znode, then an ISR-change notification for the controller
-(Kafka's ZooKeeper-mode ISR writes). Each store call runs in a worker thread, so the event loop never
+(Kafka's ZooKeeper-mode ISR writes); a failed log dir is a log-dir event notification for the
+controller (replica_manager.py). Each store call runs in a worker thread, so the event loop never
 waits for ZooKeeper (or for the local store's fsync).
 """
 
@@ -69,3 +70,6 @@ class ZkIsrStore:
 
     async def notify_isr_change(self, partitions: list[TopicPartition]) -> None:
         await asyncio.to_thread(self._client.notify_isr_change, partitions)
+
+    async def notify_log_dir_failure(self, broker_id: int, partitions: list[TopicPartition]) -> None:
+        await asyncio.to_thread(self._client.notify_log_dir_failure, broker_id, partitions)

@@ -191,7 +191,7 @@ async def handle_describe_log_dirs(
     asked = req.get("topics")
     wanted = None if asked is None else {(t["topic"], int(p)) for t in asked for p in t["partitions"]}
     results: list[DescribeLogDirsResponseResult] = []
-    for usage in ctx.ports.replica_manager.describe_log_dirs():
+    for usage in ctx.ports.replica_manager.log_dir_moves.describe():
         topics: dict[str, DescribeLogDirsResponseTopic] = {}
         for (topic, index), size, lag in usage.replicas:
             if wanted is not None and (topic, index) not in wanted:

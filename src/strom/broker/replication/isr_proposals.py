@@ -15,7 +15,7 @@ import asyncio
 import logging
 
 from strom._util.tasks import cancel_and_wait
-from strom.broker.ports import IsrStore
+from strom.broker.ports import IsrStore, TopicPartition
 from strom.broker.replication.partition import Partition
 from strom.cluster.election import LeaderAndIsr
 
@@ -61,6 +61,18 @@ class IsrChangeManager:
             await self._store.notify_isr_change([partition.tp])
         except Exception as exc:  # the controller still learns it from the next LeaderAndIsr round
             log.warning("%s-%d: ISR change notification failed (%s)", partition.topic, partition.index, exc)
+
+    def notify_log_dir_failure(self, broker_id: int, partitions: list[TopicPartition]) -> None:
+        """Tell the controller, off the loop, which replicas a failed log dir of this broker held."""
+        task = asyncio.get_running_loop().create_task(self._notify_log_dir_failure(broker_id, partitions))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _notify_log_dir_failure(self, broker_id: int, partitions: list[TopicPartition]) -> None:
+        try:
+            await self._store.notify_log_dir_failure(broker_id, partitions)
+        except Exception as exc:  # the replicas still answer KAFKA_STORAGE_ERROR; leaders shrink the ISR
+            log.error("log dir failure notification failed (%s)", exc)
 
     async def stop(self) -> None:
         await cancel_and_wait(self._tasks)

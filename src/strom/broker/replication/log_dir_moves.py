@@ -3,7 +3,7 @@
 Theory of operation (Kafka's ``ReplicaManager.alterReplicaLogDirs``, with strom.storage.log_move's
 copy in place of Kafka's future-replica fetcher). For each (partition, dir) asked:
 
-- a dir that is not one of ``log.dirs`` is LOG_DIR_NOT_FOUND;
+- a dir that is not one of ``log.dirs`` is LOG_DIR_NOT_FOUND, an offline one KAFKA_STORAGE_ERROR;
 - a partition this broker does not host is remembered: when it is created here it goes to that dir
   (`LogManager.preferred_dirs`), and the answer is REPLICA_NOT_AVAILABLE, as Kafka answers;
 - a replica already in that dir: nothing to do (a move elsewhere under way is cancelled);
@@ -30,6 +30,7 @@ from collections.abc import Iterator, Mapping
 from strom.broker.replication.partition import Partition
 from strom.protocol.errors import ErrorCode
 from strom.storage.checkpoint import TopicPartition
+from strom.storage.log_dirs import LogDirUsage
 from strom.storage.log_manager import LogManager
 from strom.storage.log_move import Copied, copy_changed, fsync_copy, future_dir
 
@@ -68,6 +69,8 @@ class LogDirMoves:
         manager = self._log_manager
         if dest not in manager.log_dirs:
             return ErrorCode.LOG_DIR_NOT_FOUND
+        if dest in manager.offline_dirs:
+            return ErrorCode.KAFKA_STORAGE_ERROR
         part = self._partitions.get(tp)
         if part is None:
             manager.preferred_dirs[tp] = dest
@@ -89,6 +92,17 @@ class LogDirMoves:
         """(destination dir, partition, bytes copied so far) of each move under way."""
         for tp, move in self._moves.items():
             yield move.dest, tp, move.copied_bytes
+
+    def describe(self) -> list[LogDirUsage]:
+        """DescribeLogDirs: this broker's log dirs, each with its partition replicas' sizes and lags,
+        and the replicas being moved into it."""
+        usages = self._log_manager.describe_dirs()
+        by_path = {usage.path: usage for usage in usages}
+        for dest, tp, copied in self.futures():
+            part = self._partitions.get(tp)
+            lag = 0 if part is None else part.log.log_end_offset  # Kafka: the future log's lag behind
+            by_path[dest].futures.append((tp, copied, lag))
+        return usages
 
     async def _run(self, tp: TopicPartition, part: Partition, move: _Move) -> None:
         plog = part.log

@@ -30,6 +30,7 @@ Theory of operation (Kafka's ``ReplicaManager``; the rules of one partition are 
   (`hosted_partition`; each move wakes the consumers parked on it); a follower that leaves the ISR is
   no longer chosen and, once the metadata says so, answers consumers REPLICA_NOT_AVAILABLE
   (`check_follower_readable`), which sends them back to the leader, as a broker failure does.
+* **An offline log dir** (KIP-112): its replicas go offline here (offline_dirs.py).
 * **acks=all**: after the append the produce waits (`DelayedProduces`, ordered by offset) until the
   partition's `replication_outcome` decides: NONE once the high watermark passes the batch,
   NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR is below the min ISR, NOT_LEADER_OR_FOLLOWER if
@@ -50,6 +51,7 @@ from strom.broker.ports import IsrStore
 from strom.broker.replication.isr_proposals import IsrChangeManager
 from strom.broker.replication.isr_rules import FollowerState
 from strom.broker.replication.log_dir_moves import LogDirMoves
+from strom.broker.replication.offline_dirs import STORAGE_ERROR, OfflineLogDirs
 from strom.broker.replication.partition import Partition, PartitionEnv, TopicPartition, follower_fetch_key
 from strom.broker.replication.purgatory import DelayedProduces, Purgatory
 from strom.broker.replication.replica_fetcher import ReplicaFetcherManager, leader_log_start
@@ -70,7 +72,7 @@ from strom.protocol.uuid_text import ZERO_UUID, uuid_text
 from strom.storage.config import LogConfig
 from strom.storage.file_records import FileRecords
 from strom.storage.log_append import AppendInfo
-from strom.storage.log_manager import LogDirUsage, LogManager
+from strom.storage.log_manager import LogManager
 from strom.storage.partition_metadata import read_topic_id, write_topic_id
 from strom.storage.producer_state import ProducerStateEntry
 from strom.storage.txn_verification import VerificationState
@@ -123,6 +125,7 @@ class ReplicaManager:
         )
         self._task: asyncio.Task[None] | None = None
         self.log_dir_moves = LogDirMoves(log_manager, self.partitions)  # AlterReplicaLogDirs
+        self.offline = OfflineLogDirs(self, log_manager, self._replicated, self._wake_all)  # KIP-112
 
     @property
     def isr_shrinks(self) -> int:
@@ -136,6 +139,7 @@ class ReplicaManager:
         self._purgatory.notify(tp)
 
     def start(self) -> None:
+        self.offline.start()
         self._task = asyncio.create_task(self._isr_expiry_loop())
 
     async def stop(self) -> None:
@@ -163,6 +167,7 @@ class ReplicaManager:
         if given (a consumer fetching from a follower, KIP-392), else the Kafka error."""
         part = self.partitions.get((topic, index))
         if part is None:
+            self.offline.check((topic, index))
             meta = self._metadata.topics.get(topic)
             if meta is None or not 0 <= index < meta.partitions:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -302,17 +307,6 @@ class ReplicaManager:
         """DeleteRecords, as leader: the new log start offset (the low watermark)."""
         return self.leader_partition(topic, index).delete_records_before(offset)
 
-    def describe_log_dirs(self) -> list[LogDirUsage]:
-        """DescribeLogDirs: this broker's log dirs, each with its partition replicas' sizes and lags,
-        and the replicas being moved into it (log_dir_moves.py)."""
-        usages = self._log_manager.describe_dirs()
-        by_path = {usage.path: usage for usage in usages}
-        for dest, tp, copied in self.log_dir_moves.futures():
-            part = self.partitions.get(tp)
-            lag = 0 if part is None else part.log.log_end_offset  # Kafka: the future log's lag behind
-            by_path[dest].futures.append((tp, copied, lag))
-        return usages
-
     def active_producers(self, topic: str, index: int) -> list[ProducerStateEntry]:
         """DescribeProducers: the producers any replica this broker hosts tracks (NOT_LEADER_OR_FOLLOWER
         if it hosts none)."""
@@ -332,6 +326,9 @@ class ReplicaManager:
         for state in body["partition_states"]:
             tp = (state["topic_name"], int(state["partition_index"]))
             self.unopened.forget(tp)  # the newest state replaces one that could not be applied
+            if tp in self.offline.partitions:  # its log is in a failed dir: not made again elsewhere
+                errors.append({"topic_name": tp[0], "partition_index": tp[1], "error_code": STORAGE_ERROR})
+                continue
             try:
                 self._apply_partition_state(tp, state, endpoints)
                 code = ErrorCode.NONE
@@ -406,6 +403,7 @@ class ReplicaManager:
             tp = (entry["topic_name"], int(entry["partition_index"]))
             self.fetchers.remove_partition(tp)
             if delete:
+                self.offline.partitions.discard(tp)  # a topic created again gets an online dir
                 part = self.partitions.pop(tp, None)
                 self._replicated.pop(tp, None)
                 if part is not None and part.leader_id == self.node_id:
