@@ -212,6 +212,36 @@ def test_an_isr_change_notification_reaches_every_broker() -> None:
     run(3, scenario)
 
 
+def test_a_log_dir_failure_moves_leadership_and_shrinks_the_isr() -> None:
+    """KIP-112: broker 2 reports a failed log dir holding its replicas of t-0 (which it leads) and t-1
+    (a follower): t-0 gets a new leader from the rest of the ISR, broker 2 leaves both ISRs, the
+    notification is deleted, and broker 2 stays out of a later election until it registers again."""
+
+    async def scenario(store: LocalStore, brokers: list[Broker]) -> None:
+        admin = brokers[0].client
+        await create_topic(admin, {0: [2, 1, 3], 1: [1, 2, 3]})
+        brokers[1].client.notify_log_dir_failure(2, [("t", 0), ("t", 1)])
+        moved = await until_state(admin, "t", 0, lambda s: s.leader in (1, 3) and 2 not in s.isr)
+        shrunk = await until_state(admin, "t", 1, lambda s: 2 not in s.isr)
+        assert shrunk.leader == 1 and sorted(shrunk.isr) == [1, 3]
+        await until(
+            lambda: admin.store.children(paths.LOG_DIR_EVENT_NOTIFICATION) == [], "the notification deleted"
+        )
+        controller = brokers[0].controller
+        assert controller.ctx.offline_dir_replicas == {2: {("t", 0), ("t", 1)}}
+        # Broker 2 back in the stored ISR (as if it had caught up): still not eligible to lead t-0.
+        grown = LeaderAndIsr(
+            moved.leader, moved.leader_epoch, (*moved.isr, 2), moved.controller_epoch, moved.zk_version
+        )
+        assert admin.update_partition_state("t", 0, grown) is not None
+        admin.notify_isr_change([("t", 0)])
+        await until(lambda: 2 in controller.ctx.leadership[("t", 0)].isr, "the grown ISR read")
+        decided = await controller.call(lambda: controller.partitions.handle_offline_all([("t", 0)]))
+        assert decided == {("t", 0)} and 2 not in controller.ctx.leadership[("t", 0)].isr
+
+    run(3, scenario)
+
+
 def test_reassignment_adds_a_replica_then_completes_once_it_is_in_sync() -> None:
     async def scenario(store: LocalStore, brokers: list[Broker]) -> None:
         admin = brokers[0].client
