@@ -13,6 +13,7 @@ import pytest
 from selenium.webdriver.common.by import By
 
 from strom.testing.cluster import LocalCluster
+from strom.web.console.charts import COLOURS
 from tests.browser import chromium, screenshot
 
 from .conftest import partitions_of, wait_until
@@ -59,12 +60,24 @@ def test_topic_page_draws_the_seeds_table_and_follows_a_broker_death(make_cluste
         screenshot(driver, "invoice-broker-3-killed")
 
         # B3 back: B0, leading P0 and P6, takes it into their ISRs again; its cluster page charts that.
-        cluster.brokers[3].start()
-
-        def isr_charted() -> bool:  # a series has points once it recorded a change (docs/console.md)
+        def expansions_charted() -> bool:
+            """The chart's "expands" line (its second colour) rises above zero in some bucket."""
             driver.get(f"{url}/ui/")  # type: ignore[attr-defined]
             chart = driver.find_element(By.ID, "chart-isr")  # type: ignore[attr-defined]
-            return int(chart.get_attribute("data-points")) > 0
+            zero = float(chart.find_element(By.TAG_NAME, "line").get_attribute("y1"))  # the time axis
+            ys = [
+                float(xy.split(",")[1])
+                for line in chart.find_elements(By.CSS_SELECTOR, f"polyline[stroke='{COLOURS[1]}']")
+                for xy in line.get_attribute("points").split()
+            ]
+            ys += [
+                float(dot.get_attribute("cy"))
+                for dot in chart.find_elements(By.CSS_SELECTOR, f"circle[fill='{COLOURS[1]}']")
+            ]
+            return any(y < zero for y in ys)
 
-        wait_until(isr_charted, 60, "broker 0's ISR expansions on its cluster chart")
+        assert not expansions_charted()  # the controller took B3 out: no expansion yet
+        cluster.brokers[3].start()
+        wait_until(expansions_charted, 60, "broker 0's ISR expansions on its cluster chart")
+        driver.execute_script("document.getElementById('chart-isr').scrollIntoView()")  # type: ignore[attr-defined]
         screenshot(driver, "cluster-isr-expanded")
