@@ -6,7 +6,8 @@ Untiered: DeleteRecords (kafka-python's admin client) inside the log; each follo
 consumer's read just below the offset (OFFSET_OUT_OF_RANGE, read from the follower itself: KIP-392 lets
 any replica serve a v11 fetch), which is the condition it must meet before the leader dies; the leader is
 killed with SIGKILL and the new one answers ListOffsets earliest (-2) with the offset, OFFSET_OUT_OF_RANGE
-below it, and every record from it on.
+below it, and every record from it on. Then both followers are stopped and started again with the old
+leader still down: the one elected answers the offset from its checkpoint.
 
 Tiered (SeaweedFS): the same with the offset inside the remote log, below every broker's local log
 start: the followers keep it although no local segment of theirs lies below it, and the new leader does
@@ -46,7 +47,7 @@ def _earliest(bootstrap: str, topic: str) -> int:
 
 def _delete_then_kill_the_leader(cluster: LocalCluster, topic: str, before: int, values: list[bytes]) -> None:
     """DeleteRecords before ``before``; once every follower refuses a read below it, the leader is killed;
-    then the new leader's log starts there."""
+    then the new leader's log starts there, and still does once the followers have restarted."""
     leader, replicas, _ = partitions_of(cluster.bootstrap, topic)[0]
     assert make_client("kafka-python", cluster.bootstrap).delete_records(topic, 0, before) == before
     for follower in [b for b in replicas if b != leader]:
@@ -67,6 +68,17 @@ def _delete_then_kill_the_leader(cluster: LocalCluster, topic: str, before: int,
     got = make_client("confluent-kafka", survivor).consume(topic, 0, before, RECORDS - before, timeout_s=60)
     assert [r.offset for r in got] == list(range(before, RECORDS))
     assert [r.value for r in got] == values[before:]
+
+    # The followers checkpointed it: both stopped and started again (the old leader stays down), the
+    # one elected still starts its log there.
+    followers = [b for b in replicas if b != leader]
+    for b in followers:
+        cluster.brokers[b].stop()
+    for b in followers:
+        cluster.brokers[b].start()
+    restarted = cluster.brokers[new_leader(cluster.bootstrap, topic, leader, timeout_s=90)].bootstrap
+    wait_until(lambda: _earliest(restarted, topic) == before, 90, f"the log start {before} after a restart")
+    assert _fetch_error(restarted, topic, before - 1) == OFFSET_OUT_OF_RANGE
 
 
 def test_followers_take_the_deleted_to_offset_without_tiering(make_cluster: Callable[..., Any]) -> None:
