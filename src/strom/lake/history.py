@@ -13,13 +13,20 @@ table's offsets.
 offset column's statistics), sorted by offset. Rows below a pinned offset never change afterwards (the
 translator only adds rows past it; a compaction rewrites files, not rows), so when the pinned snapshot
 was expired in between, the current snapshot is read instead, with the same result.
+
+That holds for the same table only. A topic deleted and created again gets a new table under the same
+name (the earlier one dropped, or moved aside), whose offsets start at 0 again: reading its rows for
+the earlier topic's offsets would mix two topics. So a pin also records the table's identity, its
+uuid and the id of the topic it belongs to (the table property ``strom.topic-id``), and `read_rows`
+checks the uuid before it reads; `check_same` compares two pins of a topic (a streaming query's plans).
+Both raise `TableChanged`.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog, load_catalog
@@ -27,19 +34,41 @@ from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
 
 from strom.lake.config_defs import CATALOG_NAME, NAMESPACE
-from strom.lake.tables import DLQ_SUFFIX, recorded_offsets
+from strom.lake.tables import DLQ_SUFFIX, TOPIC_ID_KEY, recorded_offsets
 
 _catalogs: dict[tuple[tuple[str, str], ...], Catalog] = {}
 _catalogs_lock = threading.Lock()
 
 
+class TableChanged(RuntimeError):
+    """The table a read planned on was replaced by another of the same name (its topic deleted and
+    created again): its rows are not the planned topic's."""
+
+
 @dataclass(frozen=True)
 class TablePin:
-    """What one plan reads from a topic's tables: the snapshots and the offsets the topic table holds."""
+    """What one plan reads from a topic's tables: the snapshots and the offsets the topic table holds,
+    and which tables those are."""
 
     snapshot_id: int | None
     next_offsets: dict[int, int]
     dlq_snapshot_id: int | None = None
+    table_uuid: str | None = None
+    topic_id: str | None = None  # the table's ``strom.topic-id`` (None: a table without one)
+    dlq_uuid: str | None = None
+
+
+def check_same(topic: str, earlier: TablePin, later: TablePin) -> None:
+    """Raises `TableChanged` when ``later`` pins another table of ``topic`` than ``earlier`` did (a table
+    that had none yet, or has none any more, is no change: nothing of it was read)."""
+    if earlier.table_uuid is None or later.table_uuid is None:
+        return
+    if (earlier.table_uuid, earlier.topic_id) != (later.table_uuid, later.topic_id):
+        raise TableChanged(
+            f"table {NAMESPACE}.{topic} is not the one this read planned on (table {earlier.table_uuid} of "
+            f"topic id {earlier.topic_id}, now {later.table_uuid} of topic id {later.topic_id}): the topic "
+            "was deleted and created again, and its offsets started over"
+        )
 
 
 def catalog(properties: Mapping[str, str]) -> Catalog:
@@ -67,14 +96,19 @@ def pin(properties: Mapping[str, str], topic: str, with_dead_letters: bool) -> T
         return TablePin(None, {})
     snapshot = table.current_snapshot()
     assert snapshot is not None
-    pinned = TablePin(snapshot.snapshot_id, recorded_offsets(table))
+    pinned = TablePin(
+        snapshot.snapshot_id,
+        recorded_offsets(table),
+        table_uuid=str(table.metadata.table_uuid),
+        topic_id=table.metadata.properties.get(TOPIC_ID_KEY),
+    )
     if not with_dead_letters:
         return pinned
     dlq = _load(properties, topic + DLQ_SUFFIX)
     dlq_snapshot = dlq.current_snapshot() if dlq is not None else None
-    return TablePin(
-        pinned.snapshot_id, pinned.next_offsets, dlq_snapshot.snapshot_id if dlq_snapshot else None
-    )
+    if dlq is None or dlq_snapshot is None:
+        return pinned
+    return replace(pinned, dlq_snapshot_id=dlq_snapshot.snapshot_id, dlq_uuid=str(dlq.metadata.table_uuid))
 
 
 def read_rows(
@@ -84,11 +118,26 @@ def read_rows(
     partition: int,
     from_offset: int,
     until_offset: int,
+    table_uuid: str | None = None,
 ) -> pa.Table:
-    """The rows of ``partition`` with offsets in ``[from_offset, until_offset)``, in offset order."""
+    """The rows of ``partition`` with offsets in ``[from_offset, until_offset)``, in offset order, of the
+    table ``table_uuid`` (as pinned; None: whichever table has the name).
+
+    Raises:
+        NoSuchTableError: no table of that name any more.
+        TableChanged: the table of that name is not ``table_uuid``.
+    """
     table = _load(properties, table_name)
     if table is None:
         raise NoSuchTableError(f"table {NAMESPACE}.{table_name} is gone")
+    found = str(table.metadata.table_uuid)
+    if table_uuid is not None and found != table_uuid:
+        owner = table.metadata.properties.get(TOPIC_ID_KEY)
+        raise TableChanged(
+            f"table {NAMESPACE}.{table_name} is not the one this read planned on (table {table_uuid}, now "
+            f"{found} of topic id {owner}): the topic was deleted and created again, and its offsets "
+            "started over"
+        )
     if table.metadata.snapshot_by_id(snapshot_id) is None:  # expired since the plan: see the docstring
         current = table.current_snapshot()
         if current is None:

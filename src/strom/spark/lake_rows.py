@@ -52,7 +52,9 @@ def table_batches(
 ) -> Iterator[pa.RecordBatch]:
     """The task's rows as the log read's batches (typed columns decoded), in offset order."""
     r = task.offset_range
-    rows = history.read_rows(catalog, r.topic, task.snapshot_id, r.partition, r.from_offset, r.until_offset)
+    rows = history.read_rows(
+        catalog, r.topic, task.snapshot_id, r.partition, r.from_offset, r.until_offset, task.table_uuid
+    )
     if task.mode != VALUE_SCHEMA_ID_PREFIX:
         batch = kafka_batch(rows, r.topic, r.partition, task.timestamp_type, include_headers)
         if typed is None:
@@ -62,7 +64,13 @@ def table_batches(
     parts = list(_decoded_rows(rows, task, include_headers, typed))
     if task.dlq_snapshot_id is not None:
         dead = history.read_rows(
-            catalog, r.topic + DLQ_SUFFIX, task.dlq_snapshot_id, r.partition, r.from_offset, r.until_offset
+            catalog,
+            r.topic + DLQ_SUFFIX,
+            task.dlq_snapshot_id,
+            r.partition,
+            r.from_offset,
+            r.until_offset,
+            task.dlq_uuid,
         )
         if dead.num_rows:
             raw = kafka_batch(dead, r.topic, r.partition, task.timestamp_type, include_headers)

@@ -8,8 +8,12 @@ For the topics a plan covers, the driver asks the brokers once (DescribeConfigs)
 type: the topic's setting supplies ``timestampType``). For every Iceberg topic it pins the table
 (strom.lake.history.pin): the snapshot and the next offsets (the seams) this plan reads, plus the
 dead-letter table's snapshot for ``value_schema_id_prefix`` topics, whose undecodable records are there
-and not in the topic table. Each table range becomes a `TableRange` task, read on an executor by
-`lake_rows`; log ranges stay the ordinary tasks of `reader`.
+and not in the topic table. A pin names the tables by uuid: the tasks read only those, and a later plan
+of the same reader (a streaming query's next micro-batch) that finds another table under the topic's
+name -- the topic deleted and created again, its offsets started over -- fails with
+`history.TableChanged` rather than read the new topic's rows at the old one's offsets. Each table
+range becomes a `TableRange` task, read on an executor by `lake_rows`; log ranges stay the ordinary
+tasks of `reader`.
 
 Clients: one lazily opened AdminClient, dropped when the owner is pickled; catalogs are opened by
 strom.lake.history, once per process.
@@ -56,6 +60,8 @@ class TableRange(InputPartition):
     timestamp_type: int
     publish: bool = False
     timing: BatchTiming | None = None
+    table_uuid: str | None = None  # the tables pinned: a table of the name that is not these is refused
+    dlq_uuid: str | None = None
 
 
 @dataclass
@@ -79,7 +85,15 @@ class LakeView:
         pin, lake = self.pins[r.topic], self.topics[r.topic]
         assert pin.snapshot_id is not None
         return TableRange(
-            r, lake.mode, pin.snapshot_id, pin.dlq_snapshot_id, lake.timestamp_type, publish, timing
+            r,
+            lake.mode,
+            pin.snapshot_id,
+            pin.dlq_snapshot_id,
+            lake.timestamp_type,
+            publish,
+            timing,
+            pin.table_uuid,
+            pin.dlq_uuid,
         )
 
 
@@ -91,6 +105,7 @@ class LakeTopics:
         self._config = {k: v for k, v in client_config.items() if k != "isolation.level"}
         self._known: dict[str, TopicLake | None] = {}
         self._admin: AdminClient | None = None
+        self._first_pins: dict[str, history.TablePin] = {}  # the first pin of a table, per topic
 
     def __getstate__(self) -> dict[str, object]:
         state = dict(self.__dict__)
@@ -103,6 +118,8 @@ class LakeTopics:
         Raises:
             KafkaOptionError: a ``value_schema_id_prefix`` topic read without ``valueFormat`` (its table
                 has the value's fields, not its bytes).
+            TableChanged: a topic's table is another one than this reader's earlier plans pinned (the
+                topic deleted and created again while a streaming query reads it).
         """
         out = LakeView()
         for topic in sorted(set(topics)):
@@ -117,7 +134,12 @@ class LakeTopics:
                     "valueFormat (avro, json or protobuf, as the topic's values are written)"
                 )
             out.topics[topic] = lake
-            out.pins[topic] = history.pin(self.options.catalog, topic, with_dead_letters=decoded)
+            pinned = history.pin(self.options.catalog, topic, with_dead_letters=decoded)
+            first = self._first_pins.setdefault(topic, pinned)
+            history.check_same(topic, first, pinned)
+            if first.table_uuid is None:
+                self._first_pins[topic] = pinned
+            out.pins[topic] = pinned
         return out
 
     def _lake(self, topic: str) -> TopicLake | None:
