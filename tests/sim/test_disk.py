@@ -16,6 +16,7 @@ import pytest
 
 from strom._util import filesystem
 from strom.protocol.records.builder import build_batch
+from strom.protocol.records.control import ControlType
 from strom.sim.disk import PAGE_SIZE, SECTOR_SIZE, SimFileSystem
 from strom.storage.config import LogConfig
 from strom.storage.log import PartitionLog
@@ -43,6 +44,7 @@ def test_synced_bytes_survive_a_power_loss_and_unsynced_pages_are_old_new_or_tor
         with filesystem.use(fs):
             path.unlink(missing_ok=True)
             _append(path, durable, sync=True)
+            filesystem.fsync_dir(str(root))  # its name too
             _append(path, later)
             # Overwrite part of a synced page, unsynced: its old bytes must come back if the page is lost.
             fd = filesystem.open(str(path), os.O_RDWR)
@@ -70,6 +72,7 @@ def test_fsync_makes_a_file_durable_and_a_process_crash_keeps_everything(tmp_pat
     with filesystem.use(fs):
         _append(root / "synced", b"a" * 9000, sync=True)
         _append(root / "written", b"b" * 9000)
+        filesystem.fsync_dir(str(root))  # both names are durable, one file's content is not
     assert fs.disks[0].unsynced_files == 1
     # A process crash is no disk event: the page cache (the real file) keeps the unsynced bytes.
     assert (root / "written").read_bytes() == b"b" * 9000
@@ -78,23 +81,60 @@ def test_fsync_makes_a_file_durable_and_a_process_crash_keeps_everything(tmp_pat
     assert len((root / "written").read_bytes()) <= 9000
 
 
-def test_a_renamed_file_keeps_its_unsynced_state_and_syncfs_makes_all_durable(tmp_path: Path) -> None:
+def test_a_name_is_durable_only_once_its_directory_is_fsynced(tmp_path: Path) -> None:
+    fs, root = _disk(tmp_path)
+    # After a crash a prefix of the directory's four unsynced changes holds (create x.tmp, rename it
+    # over x, unlink old, create new): each prefix's names, and x's content.
+    states = {
+        0: (("old", "x"), b"first"),
+        1: (("old", "x", "x.tmp"), b"first"),
+        2: (("old", "x"), b"second"),
+        3: (("x",), b"second"),
+        4: (("new", "x"), b"second"),
+    }
+    seen = set()
+    for seed in range(30):
+        directory = root / f"s{seed}"
+        directory.mkdir()
+        with filesystem.use(fs):
+            filesystem.write_file(str(directory / "old"), b"old", sync=True)
+            filesystem.write_file(str(directory / "x"), b"first", sync=True)
+            filesystem.fsync_dir(str(directory))
+            filesystem.write_file(str(directory / "x.tmp"), b"second", sync=True)
+            filesystem.replace(str(directory / "x.tmp"), str(directory / "x"))
+            filesystem.unlink(str(directory / "old"))
+            filesystem.write_file(str(directory / "new"), b"n", sync=True)
+        fs.crash(fs.disks[0], random.Random(seed))
+        state = (tuple(sorted(os.listdir(directory))), (directory / "x").read_bytes())
+        assert state in states.values(), f"seed {seed}: {state}"
+        if (directory / "old").exists():
+            assert (directory / "old").read_bytes() == b"old"  # an unlink undone brings the file back
+        seen.add(state)
+    assert len(seen) == len(states)
+    assert fs.disks[0].entries.unsynced == 0
+    directory = root / "synced"
+    directory.mkdir()
+    with filesystem.use(fs):  # syncfs makes every name durable too
+        filesystem.write_file(str(directory / "x.tmp"), b"new content", sync=True)
+        filesystem.replace(str(directory / "x.tmp"), str(directory / "x"))
+        assert filesystem.sync_file_systems([str(root)]) == 1
+    fs.crash(fs.disks[0], random.Random(0))
+    assert os.listdir(directory) == ["x"]
+    assert (directory / "x").read_bytes() == b"new content"
+
+
+def test_an_unsynced_rename_keeps_the_file_s_unsynced_content_with_it(tmp_path: Path) -> None:
     fs, root = _disk(tmp_path)
     sizes = set()
     for seed in range(20):
         with filesystem.use(fs):  # an atomic replace without fsync (write_atomically's durable=False)
             filesystem.write_file(str(root / "x.tmp"), b"new content")
             filesystem.replace(str(root / "x.tmp"), str(root / "x"))
+            filesystem.fsync_dir(str(root))
         fs.crash(fs.disks[0], random.Random(seed))
         sizes.add(len((root / "x").read_bytes()))
     assert 0 in sizes  # the new name came through the power loss, its unsynced content did not
     assert 11 in sizes
-    with filesystem.use(fs):
-        filesystem.write_file(str(root / "x.tmp"), b"new content")
-        filesystem.replace(str(root / "x.tmp"), str(root / "x"))
-        assert filesystem.sync_file_systems([str(root)]) == 1
-    fs.crash(fs.disks[0], random.Random(0))
-    assert (root / "x").read_bytes() == b"new content"
 
 
 def test_a_full_disk_refuses_writes_and_a_broken_one_refuses_syncs(tmp_path: Path) -> None:
@@ -147,4 +187,37 @@ def test_the_log_recovers_a_prefix_no_shorter_than_what_it_flushed(tmp_path: Pat
             for n in range(end):
                 data = recovered.read(n, 1_000_000, n + 1)
                 assert f"r{n}".encode() * 40 in data, f"seed {seed}: offset {n} is not record {n}"
+            recovered.close()
+
+
+def test_a_flushed_log_keeps_its_segments_and_transaction_index_names_through_a_power_loss(
+    tmp_path: Path,
+) -> None:
+    """Every file the recovery point covers has a durable name: a segment made by a roll, and a
+    transaction index a segment made at its first abort, long after the segment itself."""
+    for seed in range(12):
+        fs, root = _disk(tmp_path / f"seed-{seed}")
+        directory = str(root / "t-0")
+        config = LogConfig(segment_bytes=4_096, flush_messages=1)  # every append flushed
+        with filesystem.use(fs):
+            log = PartitionLog(directory, config, lambda: 1_000)
+            for n in range(40):
+                log.append_as_leader(_batch(n), leader_epoch=0)
+            transactional = build_batch(
+                [(None, b"t", [], 1_000)],
+                producer_id=7,
+                producer_epoch=0,
+                base_sequence=0,
+                is_transactional=True,
+            )
+            log.append_as_leader(transactional, leader_epoch=0)
+            log.append_marker(7, 0, ControlType.ABORT, 0, 0)
+            end, names = log.log_end_offset, sorted(os.listdir(directory))
+            assert any(name.endswith(".txnindex") for name in names)
+            fs.crash(fs.disks[0], random.Random(seed))
+            assert sorted(n for n in os.listdir(directory) if not n.endswith(".tmp")) == [
+                n for n in names if not n.endswith(".tmp")
+            ], f"seed {seed}"
+            recovered = PartitionLog(directory, config, lambda: 1_000, recovery_point=end)
+            assert recovered.log_end_offset == end
             recovered.close()

@@ -10,9 +10,11 @@ a simulated machine crash can lose them. Callers therefore always write ``filesy
 never ``from strom._util.filesystem import pwrite`` (that would keep the operating system's call).
 
 Reads are not part of the port: what a process reads back is the page cache, the same bytes in both
-implementations. Directory operations that only create or list names (``makedirs``, ``listdir``,
-``rmtree``) are not either: names are treated as durable when made (a journalling file system's
-metadata), only file contents can be lost.
+implementations. A file's name (its creation by ``open``, ``replace``, ``unlink``) is durable only
+once its directory is fsynced (`fsync_dir`), as POSIX has it; callers that need a name to survive a
+machine crash fsync the directory, as Kafka does. Directories made, listed or removed whole
+(``makedirs``, ``listdir``, ``rmtree``) are not part of the port: the simulated disk counts a
+directory as durable when made.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ the durable size, grown to the end of the last written-back page past it; a trun
 holds or not. So a crash loses only what was never synced, and recovery sees what a real one would:
 a torn tail, zeros where an appended page never reached the disk, an index longer than its log.
 
-Names are durable when made (created, renamed or unlinked files keep their names after a crash, as a
-journalling file system commits its metadata in order); only contents are lost.
+Names are durable only once their directory is fsynced (`strom.sim.dir_entries`): a crash may undo a
+file's creation, rename or unlink made since, and does so before it decides the contents.
 
 Faults on demand, per disk: ``error`` (``ENOSPC`` refuses writes, new files and growth; ``EIO``
 refuses writes and syncs), until cleared; ``slow_s``, a slow disk: each write blocks its caller that
@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from strom._util.filesystem import Buffer
 from strom._util.syncfs import sync_file_systems as _real_sync_file_systems
+from strom.sim.dir_entries import DirectoryEntries
 
 __all__ = ["PAGE_SIZE", "SECTOR_SIZE", "SimDisk", "SimFileSystem"]
 
@@ -56,14 +57,26 @@ class _Unsynced:
 class SimDisk:
     root: str
     files: dict[str, _Unsynced] = field(default_factory=dict)
+    entries: DirectoryEntries = field(init=False)
     error: int | None = None  # errno every write (and, for EIO, every sync) fails with
     slow_s: float = 0.0  # how long each write blocks its caller (a sync: ten times that)
     crashes: int = 0
     pages_lost: int = 0
     pages_torn: int = 0
 
+    def __post_init__(self) -> None:
+        self.entries = DirectoryEntries(self.root, self._moved, self._dropped)
+
     def owns(self, path: str) -> bool:
         return path == self.root or path.startswith(self.root + os.sep)
+
+    def _moved(self, old: str, new: str) -> None:
+        """What the platter holds of ``old`` (and of every file under it) is now ``new``'s."""
+        for path in [p for p in self.files if p == old or p.startswith(old + os.sep)]:
+            self.files[new + path[len(old) :]] = self.files.pop(path)
+
+    def _dropped(self, path: str) -> None:
+        self.files.pop(path, None)
 
     @property
     def unsynced_files(self) -> int:
@@ -105,6 +118,7 @@ class SimFileSystem:
         fd = os.open(path, flags, mode)
         if not exists:
             disk.files[path] = _Unsynced(0)  # a new name holds nothing durable yet
+            disk.entries.created(path)
         self._fds[fd] = (path, bool(flags & os.O_APPEND), disk)
         return fd
 
@@ -139,6 +153,7 @@ class SimFileSystem:
         if disk.slow_s:
             self.stall(10 * disk.slow_s)
         disk.files.pop(path, None)  # the platter now holds the page cache's bytes (no real fsync needed)
+        disk.entries.synced(path)  # a directory: the names in it are durable
 
     def ftruncate(self, fd: int, length: int, /) -> None:
         target = self._target(fd)
@@ -155,22 +170,35 @@ class SimFileSystem:
 
     def replace(self, src: str, dst: str, /) -> None:
         src, dst = os.path.abspath(src), os.path.abspath(dst)
+        disk = self.disk_of(dst)
+        kept = disk.entries.keep(dst) if disk is not None and disk.owns(src) else None
         os.replace(src, dst)
-        for disk in self.disks:
-            for path in [p for p in disk.files if p == dst or p.startswith(dst + os.sep)]:
-                del disk.files[path]  # what the new name replaced is gone
-            for path in [p for p in disk.files if p == src or p.startswith(src + os.sep)]:
-                disk.files[dst + path[len(src) :]] = disk.files.pop(path)
+        for each in self.disks:
+            for path in [p for p in each.files if p == dst or p.startswith(dst + os.sep)]:
+                del each.files[path]  # what the new name replaced is gone (or kept aside, above)
+            each._moved(src, dst)
+        if disk is not None and disk.owns(src):
+            disk.entries.renamed(src, dst, kept)
         for fd, (path, append, disk) in list(self._fds.items()):
             if path == src or path.startswith(src + os.sep):
                 self._fds[fd] = (dst + path[len(src) :], append, disk)
 
     def unlink(self, path: str, /) -> None:
         path = os.path.abspath(path)
-        os.unlink(path)
         disk = self.disk_of(path)
-        if disk is not None:
-            disk.files.pop(path, None)
+        if disk is None:
+            os.unlink(path)
+            return
+        kept = disk.entries.keep(path)
+        try:
+            os.unlink(path)
+        except OSError:
+            if kept is not None:
+                os.replace(kept, path)
+                disk._moved(kept, path)
+            raise
+        disk.files.pop(path, None)
+        disk.entries.unlinked(path, kept)
 
     def sync_file_systems(self, paths: Iterable[str], /) -> int:
         synced = 0
@@ -184,15 +212,17 @@ class SimFileSystem:
             if disk.slow_s:
                 self.stall(10 * disk.slow_s)
             disk.files.clear()
+            disk.entries.synced_all()
             synced += 1
         return synced + (_real_sync_file_systems(real) if real else 0)
 
     # faults ----------------------------------------------------------------------------------------------
     def crash(self, disk: SimDisk, rng: random.Random) -> tuple[int, int]:
-        """A power loss: every file of ``disk`` becomes what its platter holds (module docstring);
-        returns the pages lost and torn by this crash."""
+        """A power loss: every name and file of ``disk`` becomes what its platter holds (module
+        docstring); returns the pages lost and torn by this crash."""
         disk.crashes += 1
         before = disk.pages_lost, disk.pages_torn
+        disk.entries.crash(rng)
         for path in sorted(disk.files):
             state = disk.files[path]
             if os.path.isfile(path):

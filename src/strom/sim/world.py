@@ -69,6 +69,10 @@ DEFAULTS = {
     # Kafka's promise (an acknowledged write survives the loss of one machine) holds with RF 3 and two
     # replicas in sync: the internal topics (group offsets, transactions) get that too.
     "min.insync.replicas": "2",
+    # Segments of 16 KiB: a partition rolls every few simulated seconds, so rolls (their fsyncs, their
+    # producer snapshots, new files whose names only their directory's fsync makes durable) happen
+    # while the faults run.
+    "log.segment.bytes": "16384",
 }
 
 

@@ -35,7 +35,6 @@ import logging
 import os
 import shutil
 import time
-from bisect import bisect_right
 from collections.abc import Callable
 
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -52,6 +51,7 @@ from strom.storage.log_append import (
     prepare_leader_append,
     replay_replicated,
 )
+from strom.storage.log_flush import flush_segments
 from strom.storage.log_read import collect_aborted, read_slices, upper_bound_after
 from strom.storage.log_validator import assign_offsets, validate_replicated
 from strom.storage.open_files import OpenFiles, unbounded
@@ -296,10 +296,9 @@ class PartitionLog:
         return segment
 
     def flush(self) -> None:
-        """Fsync every segment at or above the recovery point and move it to the log end offset."""
-        first = max(0, bisect_right([s.base_offset for s in self.segments], self.recovery_point) - 1)
-        for segment in self.segments[first:]:
-            segment.flush()
+        """Fsync every segment at or above the recovery point, with the names of new files (log_flush.py),
+        and move the recovery point to the log end offset."""
+        flush_segments(self.dir, self.segments, self.recovery_point)
         self.recovery_point = self.log_end_offset
         self.last_flush_ms = self._time_ms()
 

@@ -439,18 +439,21 @@ class LogSegment:
         if self.max_timestamp != _NO_TIMESTAMP:
             self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
 
-    def flush(self) -> None:
-        """Write buffered index entries and fsync the files.
+    def flush(self) -> bool:
+        """Write buffered index entries and fsync the files; returns whether a file of the segment was
+        created since its last flush (the transaction index, made at the first abort), whose name
+        then needs an fsync of the directory.
 
         fsync covers the file, not the descriptor, so a `.log` the bound closed after its last write
         is reopened to be synced; one not written since its last fsync is not opened at all.
         """
         self.offset_index.flush(fsync=True)
         self.time_index.flush(fsync=True)
-        self.txn_index.flush()
+        created = self.txn_index.flush()
         if self._unsynced:
             filesystem.fsync(self._acquire().fd)
             self._unsynced = False
+        return created
 
     def mark_synced(self) -> None:
         """The loader found this file durable (below the recovery point, or a clean shutdown)."""

@@ -88,6 +88,7 @@ class TransactionIndex:
         self.entries: list[AbortedTxn] = []
         self.needs_rebuild = False
         self._dirty = False
+        self._created = False  # the file was made since the last flush: its name is not durable yet
         self._load()
 
     def _load(self) -> None:
@@ -114,6 +115,8 @@ class TransactionIndex:
 
     def _open(self) -> int:
         # Opened per write and closed again (aborts are rare): a segment keeps no descriptor for it.
+        if not self._created and not os.path.exists(self.path):
+            self._created = True
         return filesystem.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
 
     def append(self, entry: AbortedTxn) -> None:
@@ -166,7 +169,10 @@ class TransactionIndex:
         """Entries overlapping ``[fetch_offset, upper_bound)``, and whether no later segment can add any."""
         return collect(self.entries, fetch_offset, upper_bound)
 
-    def flush(self) -> None:
+    def flush(self) -> bool:
+        """Fsync the file if it was written since; returns whether it was created since the last flush
+        (made with a segment's first abort, long after the segment: its name then needs an fsync of
+        the directory too)."""
         if self._dirty:
             fd = self._open()
             try:
@@ -174,6 +180,8 @@ class TransactionIndex:
             finally:
                 os.close(fd)
         self._dirty = False
+        created, self._created = self._created, False
+        return created
 
     def rename(self, new_path: str) -> None:
         with contextlib.suppress(FileNotFoundError):
