@@ -4,8 +4,8 @@ Arrow or writes Parquet, so translation never holds the GIL that the broker's ev
 Theory of operation. A broker translating Iceberg topics starts worker processes
 (strom.broker.lake.workers), each set up once by `init_worker`: its own `LakeTables` (catalog clients,
 one per thread of the process, as in the broker), the parsed registry schemas, a lower CPU priority
-(translation is background work with a target lag: when produce and translation compete for a core,
-produce wins), and Linux's parent-death signal, so that a broker killed with SIGKILL takes its workers
+(translation is background work with a target lag: the scheduler favours the broker's produce and
+fetch over it), and Linux's parent-death signal, so that a broker killed with SIGKILL takes its workers
 with it. The broker reads a round's whole batches from the log as it always did and sends them, as
 the stored bytes with their aborted transactions, in a `RoundRequest`; `run_round_request` decodes the
 committed records and runs the round (round.py), then answers a `RoundResult` (small: offsets and

@@ -4,9 +4,9 @@ Theory of operation. Decoding records, building Arrow tables and writing Parquet
 Python and C++ that, in a thread of the broker, would share the broker's GIL with its event loop:
 every produce and fetch would wait behind it. So rounds run in `WORKER_PROCESSES` processes of their
 own (``spawn``: a fork of a broker with an event loop and threads is unsafe), started on the first
-round and kept for the broker's life, at `WORKER_NICENESS`: produce and fetch keep the CPU when
-translation competes for it, and translation catches up when the broker has cores to spare (the
-target lag is a bound on how long rows may wait, not a pace to keep at any price).
+round and kept for the broker's life, at `WORKER_NICENESS`: the scheduler favours produce and fetch
+when translation competes with them for the CPU, and translation catches up when the broker has cores
+to spare (the target lag is a bound on how long rows may wait, not a pace to keep at any price).
 
 A worker process that dies (killed, out of memory) breaks the pool: the round in flight fails like any
 failed round (retried after the translator's back-off, from the table's offsets) and the next round
