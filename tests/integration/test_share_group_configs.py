@@ -5,10 +5,14 @@ is 3 (IncrementalAlterConfigs, kept in the metadata store): a ``ShareConsumer`` 
 record then gets each exactly twice before it is archived, without a restart. Values outside the
 broker's bounds (``group.share.min/max...``) and unknown names are refused with INVALID_CONFIG, and
 DescribeConfigs shows the group's value with source GROUP_CONFIG, the others the broker's default.
+A share group's and a KIP-848 consumer group's own heartbeat intervals are what their members' next
+heartbeats are told (ShareGroupHeartbeat, ConsumerGroupHeartbeat over the wire).
 """
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -111,3 +115,52 @@ def test_a_share_groups_delivery_limit_is_its_own(
         assert max(e["n"] for e in consumer.records()) == GROUP_LIMIT
     finally:
         consumer.kill()
+
+
+def joined(bootstrap: str, api: ApiKey, version: int, body: dict[str, Any]) -> Any:
+    """The answer of a member's first heartbeat (the first group request also creates the offsets
+    topic: retried until the coordinator is there, for at most 30 s)."""
+    deadline = time.monotonic() + 30
+    with RawClient(bootstrap) as raw:
+        while (answer := raw.call(api, version, body))["error_code"] != 0:
+            assert time.monotonic() < deadline, answer
+            time.sleep(0.2)
+    return answer
+
+
+def test_a_groups_own_heartbeat_interval_is_what_its_members_are_told(
+    broker: BrokerProcess,  # noqa: F811
+) -> None:
+    topic, bootstrap = "group-intervals", broker.bootstrap
+    share_group, consumer_group = f"share-{uuid.uuid4().hex[:8]}", f"consumer-{uuid.uuid4().hex[:8]}"
+    make_topic(bootstrap, topic)
+    assert set_group_config(bootstrap, share_group, "share.heartbeat.interval.ms", "7000") == 0
+    assert set_group_config(bootstrap, consumer_group, "consumer.heartbeat.interval.ms", "6000") == 0
+    assert (
+        set_group_config(bootstrap, consumer_group, "consumer.session.timeout.ms", "100")
+        == ErrorCode.INVALID_CONFIG
+    )
+    share = {
+        "group_id": share_group,
+        "member_id": uuid.uuid4().hex,
+        "member_epoch": 0,
+        "rack_id": None,
+        "subscribed_topic_names": [topic],
+    }
+    assert joined(bootstrap, ApiKey.SHARE_GROUP_HEARTBEAT, 1, share)["heartbeat_interval_ms"] == 7000
+    consumer = {
+        "group_id": consumer_group,
+        "member_id": uuid.uuid4().hex,
+        "member_epoch": 0,
+        "instance_id": None,
+        "rack_id": None,
+        "rebalance_timeout_ms": 30_000,
+        "subscribed_topic_names": [topic],
+        "subscribed_topic_regex": None,
+        "server_assignor": None,
+        "topic_partitions": None,
+    }
+    assert joined(bootstrap, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, consumer)["heartbeat_interval_ms"] == 6000
+    # Another group is told the broker's (test_share_groups.CONFIGS sets the share one to 500).
+    other = {**share, "group_id": f"{share_group}-other", "member_id": uuid.uuid4().hex}
+    assert joined(bootstrap, ApiKey.SHARE_GROUP_HEARTBEAT, 1, other)["heartbeat_interval_ms"] == 500

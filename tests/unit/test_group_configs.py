@@ -8,6 +8,8 @@ from strom.coordinator.group_configs import check, value
 from strom.protocol.errors import ErrorCode, KafkaError
 
 BROKER = {
+    "group.consumer.min.session.timeout.ms": 45000,
+    "group.consumer.max.session.timeout.ms": 60000,
     "group.share.record.lock.duration.ms": 30000,
     "group.share.min.record.lock.duration.ms": 15000,
     "group.share.max.record.lock.duration.ms": 60000,
@@ -22,7 +24,8 @@ BROKER = {
         {"share.record.lock.duration.ms": "60001"},
         {"share.record.lock.duration.ms": "soon"},
         {"share.auto.offset.reset": "by_duration:PT1H"},
-        {"consumer.session.timeout.ms": "45000"},
+        {"consumer.session.timeout.ms": "44999"},
+        {"share.no.such.config": "1"},
     ],
 )
 def test_a_value_outside_the_bounds_or_an_unknown_name_is_an_invalid_config(

@@ -240,6 +240,8 @@ class Broker:
         self.shares.config_of = lambda group_id: group_configs.share_config(group_id, share_config)
         self.groups.share_heartbeat_interval_of = group_configs.share_heartbeat_interval_ms
         self.groups.share_session_timeout_of = group_configs.share_session_timeout_ms
+        self.groups.consumer_heartbeat_interval_of = group_configs.consumer_heartbeat_interval_ms
+        self.groups.consumer_session_timeout_of = group_configs.consumer_session_timeout_ms
         self.registry = RegistryService(
             config, self.clock, self.coordinator_partitions, self.metadata, self.topics, security
         )

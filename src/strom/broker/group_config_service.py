@@ -1,16 +1,17 @@
-"""The GROUP config resource (type 32) on a broker: each share group's own configs (KIP-932).
+"""The GROUP config resource (type 32) on a broker: each group's own configs (KIP-848, KIP-932).
 
 Theory of operation. A group's overrides live in the metadata store (``/config/groups/<group>``,
 `strom.cluster.client_metrics_znodes.ConfigEntityZnodes`, like every config entity): an
 IncrementalAlterConfigs or AlterConfigs validates them (`strom.coordinator.group_configs.check`:
 INVALID_CONFIG for an unknown name or a value outside the broker's bounds), writes them and announces
 the change; every broker re-reads them on the notification (`view`, an `EntityView`), this one at once.
-What uses a group's values reads them at each use (`value`, `share_config`, `share_heartbeat_interval_ms`,
-`share_session_timeout_ms`), so a change applies without a restart: a share-partition's leader takes
+What uses a group's values reads them at each use (`value`, `share_config`, the heartbeat intervals
+and session timeouts), so a change applies without a restart: a share-partition's leader takes
 the lock duration at the next acquisition, the delivery-count limit at the next use of the
 share-partition and ``share.auto.offset.reset`` when it starts a partition with nothing stored; the
-group's coordinator gives the heartbeat interval in the next heartbeat answer and arms each member's
-session with the session timeout at its next heartbeat.
+group's coordinator (of a share group or a KIP-848 consumer group) gives the heartbeat interval in the
+next heartbeat answer and arms each member's session with the session timeout at its next heartbeat
+(a classic member of a consumer group keeps its own, from its JoinGroup).
 """
 
 from __future__ import annotations
@@ -60,6 +61,12 @@ class GroupConfigs:
 
     def share_session_timeout_ms(self, group_id: str) -> int:
         return int(self.value(group_id, "share.session.timeout.ms"))
+
+    def consumer_heartbeat_interval_ms(self, group_id: str) -> int:
+        return int(self.value(group_id, "consumer.heartbeat.interval.ms"))
+
+    def consumer_session_timeout_ms(self, group_id: str) -> int:
+        return int(self.value(group_id, "consumer.session.timeout.ms"))
 
     # --- the config resource -------------------------------------------------------------------
     async def read(self, group_id: str) -> dict[str, str]:

@@ -1,10 +1,10 @@
 """Per-group configs: the GROUP config resource (type 32) of KIP-848 and KIP-932, pure.
 
-Theory of operation. A share group may override some of the broker's group settings, by name of
-Kafka's GroupConfig: ``share.auto.offset.reset``, ``share.record.lock.duration.ms``,
-``share.delivery.count.limit``, ``share.session.timeout.ms`` and ``share.heartbeat.interval.ms``
-(Kafka's ``consumer.*`` ones for KIP-848 groups are not served yet: refused as unknown). Each has the
-broker config that gives its default (``group.share.record.lock.duration.ms`` ...) and, for a number,
+Theory of operation. A group may override some of the broker's group settings, by name of Kafka's
+GroupConfig: a share group ``share.auto.offset.reset``, ``share.record.lock.duration.ms``,
+``share.delivery.count.limit``, ``share.session.timeout.ms`` and ``share.heartbeat.interval.ms``, a
+KIP-848 consumer group ``consumer.session.timeout.ms`` and ``consumer.heartbeat.interval.ms``. Each
+has the broker config that gives its default (``group.share.record.lock.duration.ms`` ...) and, for a number,
 the broker configs that bound it (``group.share.min.record.lock.duration.ms`` ..
 ``group.share.max...``): an override outside them, not a number, or an unknown name is refused with
 INVALID_CONFIG, as Kafka's broker validates them. `check` validates a group's overrides, `value`
@@ -40,6 +40,8 @@ def _bounded(kind: str, what: str) -> GroupConfigDef:
 
 
 GROUP_CONFIGS: dict[str, GroupConfigDef] = {
+    "consumer.session.timeout.ms": _bounded("consumer", "session.timeout.ms"),
+    "consumer.heartbeat.interval.ms": _bounded("consumer", "heartbeat.interval.ms"),
     "share.session.timeout.ms": _bounded("share", "session.timeout.ms"),
     "share.heartbeat.interval.ms": _bounded("share", "heartbeat.interval.ms"),
     "share.record.lock.duration.ms": _bounded("share", "record.lock.duration.ms"),

@@ -59,7 +59,9 @@ async def heartbeat(service: GroupService, req: HeartbeatRequest) -> HeartbeatOu
             converted = upgraded
             group = group_migration.replayed(req.group_id, converted)
             for member in group.members.values():
-                consumer.arm_session(req.group_id, member.member_id, consumer.session_timeout_ms(member))
+                consumer.arm_session(
+                    req.group_id, member.member_id, consumer.session_timeout_ms(req.group_id, member)
+                )
         old: ConsumerMember | None = None
         if group is not None:
             old = group.members.get(req.member_id)

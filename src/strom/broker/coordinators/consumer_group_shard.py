@@ -63,6 +63,8 @@ class ConsumerGroupShard:
         self.partition_racks = partition_racks  # the racks of a partition's replicas, now
         self.groups: dict[str, ConsumerGroup] = {}
         self._downgraded = downgraded
+        # A group's session timeout: its own config (the GROUP resource; set by the group service).
+        self.session_timeout_of: Callable[[str], int] = lambda _group_id: config.session_timeout_ms
 
     # --- replay --------------------------------------------------------------------------------
     def replay(self, key: bytes, value: bytes | None) -> None:
@@ -84,17 +86,20 @@ class ConsumerGroupShard:
     def on_loaded(self) -> None:
         for group in self.groups.values():
             for member in group.members.values():
-                self.arm_session(group.group_id, member.member_id, self.session_timeout_ms(member))
+                self.arm_session(
+                    group.group_id, member.member_id, self.session_timeout_ms(group.group_id, member)
+                )
 
     def on_unloaded(self) -> None:
         self.groups.clear()
 
     # --- timers --------------------------------------------------------------------------------
-    def session_timeout_ms(self, member: ConsumerMember) -> int:
-        """The group's session timeout, or a classic member's own (from its JoinGroup)."""
+    def session_timeout_ms(self, group_id: str, member: ConsumerMember) -> int:
+        """The group's session timeout (its own config, else the broker's), or a classic member's own
+        (from its JoinGroup)."""
         if member.classic is not None:
             return member.classic.session_timeout_ms
-        return self.config.session_timeout_ms
+        return self.session_timeout_of(group_id)
 
     def arm_session(self, group_id: str, member_id: str, timeout_ms: int) -> None:
         self.context.timer.schedule(
@@ -118,7 +123,7 @@ class ConsumerGroupShard:
         if old is not None and old.member_id != member.member_id:
             # A static member's new incarnation replaced the old one.
             self.forget_timers(group_id, old.member_id)
-        self.arm_session(group_id, member.member_id, self.session_timeout_ms(member))
+        self.arm_session(group_id, member.member_id, self.session_timeout_ms(group_id, member))
         revoking = member.state is MemberState.UNREVOKED_PARTITIONS
         if not revoking:
             timer.cancel(_revocation_key(group_id, member.member_id))

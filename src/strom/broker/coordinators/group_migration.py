@@ -218,7 +218,7 @@ async def _remove(service: GroupService, group_id: str, member_id: str) -> Error
 def _keep_alive(service: GroupService, group: ConsumerGroup, member: ConsumerMember) -> None:
     shard = _shard(service, group.group_id)
     if shard is not None:
-        timeout = shard.consumer.session_timeout_ms(member)
+        timeout = shard.consumer.session_timeout_ms(group.group_id, member)
         shard.consumer.arm_session(group.group_id, member.member_id, timeout)
 
 

@@ -168,6 +168,7 @@ class GroupShard:
             service.after_downgrade,
             service.replica_racks,
         )
+        self.consumer.session_timeout_of = service.consumer_session_timeout_of
         self.share = ShareGroupShard(
             context, service.share_config, service.topic_partitions, service.share_session_timeout_of
         )
@@ -251,8 +252,14 @@ class GroupService:
         self.commit_timeout_ms = int(config.get("offsets.commit.timeout.ms"))
         self.consumer_config = consumer_group_config(config)
         self.share_config = share_group_config(config)
-        # A share group's own heartbeat interval and session timeout (the GROUP config resource; the
-        # broker sets these once its group configs are up), else the broker's.
+        # A group's own heartbeat interval and session timeout (the GROUP config resource; the broker
+        # sets these once its group configs are up), else the broker's.
+        self.consumer_heartbeat_interval_of: Callable[[str], int] = lambda _group_id: (
+            self.consumer_config.heartbeat_interval_ms
+        )
+        self.consumer_session_timeout_of: Callable[[str], int] = lambda _group_id: (
+            self.consumer_config.session_timeout_ms
+        )
         self.share_heartbeat_interval_of: Callable[[str], int] = lambda _group_id: (
             self.share_config.heartbeat_interval_ms
         )

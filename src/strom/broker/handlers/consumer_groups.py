@@ -85,7 +85,7 @@ async def handle_consumer_group_heartbeat(
         "error_message": None,
         "member_id": outcome.member_id,
         "member_epoch": outcome.member_epoch,
-        "heartbeat_interval_ms": service.consumer_config.heartbeat_interval_ms,
+        "heartbeat_interval_ms": service.consumer_heartbeat_interval_of(group_id),
         "assignment": assignment,
     }
 
