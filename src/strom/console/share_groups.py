@@ -46,10 +46,11 @@ def share_description(wire: WireClient, group: str) -> Any | None:
 
 
 def start_offsets(
-    wire: WireClient, group: str, topics: Sequence[tuple[str, Sequence[int]]] | None
+    wire: WireClient, group: str, topics: Sequence[tuple[str, Sequence[int]]] | None, strict: bool = True
 ) -> dict[tuple[str, int], tuple[int, int]]:
     """(topic, partition) -> (start offset, lag) by DescribeShareGroupOffsets v1 (``topics`` None: the
-    members' subscriptions); -1 for what is not stored or not known."""
+    members' subscriptions); -1 for what is not stored or not known. Not ``strict``: a partition the
+    broker could not describe is left out instead of failing the command."""
     asked = None if topics is None else [{"topic_name": t, "partitions": list(p)} for t, p in topics]
     coordinator = wire.coordinator(group)
     answer = wire.call(
@@ -64,6 +65,8 @@ def start_offsets(
     for topic in described["topics"]:
         for part in topic["partitions"]:
             key = (str(topic["topic_name"]), int(part["partition_index"]))
+            if part["error_code"] and not strict:
+                continue
             _check(part["error_code"], f"cannot describe the offset of {key[0]} [{key[1]}]")
             found[key] = (int(part["start_offset"]), int(part.get("lag", -1)))
     return found
@@ -73,7 +76,7 @@ def is_share_group(wire: WireClient, group: str, topic: str, partitions: Sequenc
     """Whether ``group`` is a share group: one with members, or one with state stored on the topic."""
     if share_description(wire, group) is not None:
         return True
-    stored = start_offsets(wire, group, [(topic, partitions)])
+    stored = start_offsets(wire, group, [(topic, partitions)], strict=False)
     return any(start >= 0 for start, _ in stored.values())
 
 

@@ -59,6 +59,5 @@ def admin_refusal(service: GroupService, group_id: str) -> ErrorCode | None:
     (GROUP_ID_NOT_FOUND: it is not a share group), or the share group has members (NON_EMPTY_GROUP)."""
     if service.coordinator.store.get(group_id) is not None or service.consumer_group(group_id) is not None:
         return ErrorCode.GROUP_ID_NOT_FOUND
-    if share_group(service, group_id) is not None:
-        return ErrorCode.NON_EMPTY_GROUP
-    return None
+    found = share_group(service, group_id)
+    return ErrorCode.NON_EMPTY_GROUP if found is not None and found.members else None

@@ -104,6 +104,8 @@ class ShareStatePersister:
 
     async def delete(self, group_id: str, topic: str, partition: int) -> ErrorCode:
         """Remove the share-partition's stored state; NONE once durable (or nothing was stored)."""
+        if SHARE_STATE_TOPIC not in self._metadata.topics:
+            return ErrorCode.NONE  # never created: nothing is stored
         try:
             key = self._key(group_id, topic, partition)
         except KafkaError as exc:

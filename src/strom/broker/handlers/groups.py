@@ -354,7 +354,8 @@ async def _delete_share_group(ctx: RequestContext, group_id: str) -> ErrorCode:
     """DeleteGroups of an id no classic or consumer group holds: a share group (KIP-932) with members
     answers NON_EMPTY_GROUP; else the group's share-partition states are removed from every share
     coordinator, and GROUP_ID_NOT_FOUND stays the answer when none was stored."""
-    if share_group_service.share_group(group_service(ctx), group_id) is not None:
+    found = share_group_service.share_group(group_service(ctx), group_id)
+    if found is not None and found.members:
         return ErrorCode.NON_EMPTY_GROUP
     persister = ctx.ports.share_persister
     if persister is None:
