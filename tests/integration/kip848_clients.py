@@ -153,3 +153,19 @@ def wait_until(condition: Callable[[], bool], timeout_s: float, interval_s: floa
             return True
         time.sleep(interval_s)
     return condition()
+
+
+def join_body(group: str, member_id: str, topics: list[str]) -> dict[str, Any]:
+    """A ConsumerGroupHeartbeat v1 body with which a new member joins the group subscribed to topics."""
+    return {
+        "group_id": group,
+        "member_id": member_id,
+        "member_epoch": 0,
+        "instance_id": None,
+        "rack_id": None,
+        "rebalance_timeout_ms": 30_000,
+        "subscribed_topic_names": topics,
+        "subscribed_topic_regex": None,
+        "server_assignor": None,
+        "topic_partitions": None,
+    }

@@ -18,6 +18,7 @@ import pytest
 
 from strom.protocol.api import ApiKey
 
+from .kip848_clients import join_body
 from .rawclient import RawClient
 
 Strom = Callable[..., subprocess.CompletedProcess[bytes]]
@@ -183,18 +184,7 @@ def test_a_consumer_group_is_listed_and_described_with_its_type(strom: Strom, st
     topic, group = f"cli-kip848-{uuid.uuid4().hex[:8]}", f"cli-c-{uuid.uuid4().hex[:8]}"
     strom("topics", "create", topic, "--partitions", "2")
     with RawClient(strom_broker) as raw:
-        body = {
-            "group_id": group,
-            "member_id": "member-1",
-            "member_epoch": 0,
-            "instance_id": None,
-            "rack_id": None,
-            "rebalance_timeout_ms": 30_000,
-            "subscribed_topic_names": [topic],
-            "subscribed_topic_regex": None,
-            "server_assignor": None,
-            "topic_partitions": None,
-        }
+        body = join_body(group, "member-1", [topic])
         deadline = time.monotonic() + 30
         while (resp := raw.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, body))["error_code"] != 0:
             assert time.monotonic() < deadline, resp  # the first group request creates the offsets topic

@@ -20,7 +20,7 @@ from typing import Any
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
 from strom.testing import BrokerProcess
-from tests.integration.kip848_clients import wait_until
+from tests.integration.kip848_clients import join_body, wait_until
 from tests.integration.rawclient import RawClient
 from tests.integration.share_clients import ShareConsumerProcess
 from tests.integration.strom_cli import strom
@@ -148,18 +148,7 @@ def test_a_groups_own_heartbeat_interval_is_what_its_members_are_told(
         "subscribed_topic_names": [topic],
     }
     assert joined(bootstrap, ApiKey.SHARE_GROUP_HEARTBEAT, 1, share)["heartbeat_interval_ms"] == 7000
-    consumer = {
-        "group_id": consumer_group,
-        "member_id": uuid.uuid4().hex,
-        "member_epoch": 0,
-        "instance_id": None,
-        "rack_id": None,
-        "rebalance_timeout_ms": 30_000,
-        "subscribed_topic_names": [topic],
-        "subscribed_topic_regex": None,
-        "server_assignor": None,
-        "topic_partitions": None,
-    }
+    consumer = join_body(consumer_group, uuid.uuid4().hex, [topic])
     assert joined(bootstrap, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, consumer)["heartbeat_interval_ms"] == 6000
     # Another group is told the broker's (test_share_groups.CONFIGS sets the share one to 500).
     other = {**share, "group_id": f"{share_group}-other", "member_id": uuid.uuid4().hex}
