@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pyarrow as pa
 from fastavro import parse_schema, schemaless_writer
+from pyiceberg.exceptions import CommitFailedException
+from sqlalchemy.exc import OperationalError
 
 from strom.lake.columns import KEY_VALUE_SCHEMA
 from strom.lake.config_defs import catalog_settings
@@ -135,14 +137,18 @@ def racing_writers(tmp_path: Path, ref: TableRef, end: int, step: int) -> list[t
 
     def write(partition: int) -> None:
         tables = lake_tables(tmp_path)
-        first = 0
+        first, stale = 0, False
         while first < end:
             try:
+                if stale:  # carry on from the offset the table records
+                    first, stale = tables.next_offsets(ref).get(partition, 0), False
+                    continue
                 tables.append(ref, partition, first + step, key_value_rows(partition, first, step))
-            except FileNotFoundError:
-                # Snapshot expiry removed a file of the snapshot this append planned on: as the
-                # translator does after a failed round, carry on from the offset the table records.
-                first = tables.next_offsets(ref).get(partition, 0)
+            except (FileNotFoundError, CommitFailedException, OperationalError):
+                # Snapshot expiry removed a file of the snapshot this append planned on, or the
+                # maintainer, which here runs without a pause, won every attempt or held SQLite's lock
+                # past its timeout: the translator starts again from the table after a failed round.
+                stale = True
                 continue
             first += step
 
