@@ -3,11 +3,15 @@ test holds the SQL catalog's write lock (SQLite's RESERVED lock; the broker's ca
 minutes for it, through the URI's ``timeout``), so the round of the first records is held at its
 commit; records produced meanwhile count in ``strom_iceberg_translation_lag_records`` at once, and
 the seconds count the oldest waiting record's wait; released, the table takes them all and the gauges
-fall to 0."""
+fall to 0. ``strom topics describe`` shows the same lag, from the partition's leader, meanwhile and
+after."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,6 +60,32 @@ def _lag(broker: BrokerProcess) -> tuple[float, float]:
     )
 
 
+def _described(broker: BrokerProcess) -> tuple[int, int, float]:
+    """Partition 0's line of ``strom topics describe``: the offset in the table, the lag in records and
+    seconds."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "strom.cli.main",
+            "--bootstrap-server",
+            broker.bootstrap,
+            "topics",
+            "describe",
+            TOPIC,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=True,
+    )
+    found = re.search(
+        r"\tPartition: 0\t.*\tInTable: (\d+)\tIcebergLag: (\d+) records, ([\d.]+) s$", result.stdout, re.M
+    )
+    assert found is not None, result.stdout
+    return int(found.group(1)), int(found.group(2)), float(found.group(3))
+
+
 def test_the_lag_gauges_count_the_records_behind_a_round_in_flight(broker: BrokerProcess) -> None:
     create_topic(broker, TOPIC, "key_value", {"strom.iceberg.target.lag.ms": "100"})
     _produce(broker, 10)
@@ -73,6 +103,8 @@ def test_the_lag_gauges_count_the_records_behind_a_round_in_flight(broker: Broke
         _produce(broker, 50)  # while that round waits
         wait_until(lambda: _lag(broker)[0] == 100, 60, "the 100 records not in the table counted")
         wait_until(lambda: _lag(broker)[1] >= 1.0, 60, "the oldest of them a second behind")
+        in_table, records, seconds = _described(broker)
+        assert (in_table, records) == (10, 100) and seconds >= 1.0
         assert len(table_rows(broker, TOPIC, [])) == 10  # the round is still held
     finally:
         lock.execute("ROLLBACK")
@@ -80,3 +112,4 @@ def test_the_lag_gauges_count_the_records_behind_a_round_in_flight(broker: Broke
 
     wait_until(lambda: len(table_rows(broker, TOPIC, [])) == 110, 90, "every record in the table")
     wait_until(lambda: _lag(broker) == (0.0, 0.0), 60, "no lag left")
+    assert _described(broker) == (110, 0, 0.0)

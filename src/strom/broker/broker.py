@@ -304,6 +304,7 @@ class Broker:
             ),
             remote_log_manager=self.remote_log_manager,
             client_telemetry=self.client_telemetry,
+            iceberg_position=self._iceberg_position,
             shares=self.shares,
             share_state=self.share_state,
             share_persister=self.share_persister,
@@ -342,6 +343,10 @@ class Broker:
         of an immutable entry, which the registry's replay only ever adds."""
         stored = self.registry.registry.state.schemas.get(schema_id)
         return (stored.schema_type, stored.schema) if stored is not None else None
+
+    def _iceberg_position(self, topic: str, index: int) -> tuple[int, int] | None:
+        translator = self.lake.translator
+        return translator.table_position(topic, index) if translator is not None else None
 
     def _protobuf_files_of(self, schema_id: int) -> tuple[FileProto, dict[str, FileProto]]:
         """A Protobuf schema compiled with the files it imports (its references), for the Iceberg

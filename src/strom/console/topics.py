@@ -13,7 +13,9 @@ answer at all (no broker reachable, a timeout) stops the command: the next batch
 Output follows ``kafka-topics.sh`` where there is an equivalent (``Created topic X.``; the describe
 layout ``Topic: X\\tPartitionCount: N ...``) so that Kafka users can read it, and scripts written for
 Kafka's tool keep parsing it. A tiered topic's partition lines end with its remote and local offset
-ranges and the leader's local size (strom.console.tiers, through kafka-python's admin client).
+ranges and the leader's local size (strom.console.tiers, through kafka-python's admin client); an
+Iceberg topic's with the next offset its table records and its translation lag, from the leader
+(strom.console.lake_lag).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from strom.console.clients import (
     wait,
 )
 from strom.console.errors import ConsoleError
+from strom.console.lake_lag import TranslationLag, now_ms, translation_lag
 from strom.console.progress import progress
 from strom.console.tiers import PartitionTiers, partition_tiers
 
@@ -176,8 +179,17 @@ def describe_topics(options: ClientOptions, names: Sequence[str], out: TextIO) -
         if configs[name].get("remote.storage.enable") == "true"
     }
     tiers = partition_tiers(options, tiered)
+    lags = translation_lag(
+        options,
+        [
+            (name, p)
+            for name in wanted
+            if configs[name].get("strom.iceberg.mode", "disabled") != "disabled"
+            for p in metadata.topics[name].partitions
+        ],
+    )
     for name in wanted:
-        _print_topic(metadata.topics[name], configs[name], out, tiers)
+        _print_topic(metadata.topics[name], configs[name], out, tiers, lags)
 
 
 def delete_topics(options: ClientOptions, names: Sequence[str], out: TextIO) -> None:
@@ -274,7 +286,11 @@ def _shown_value(entry: ConfigEntry) -> str:
 
 
 def _print_topic(
-    topic: Any, configs: Mapping[str, str], out: TextIO, tiers: Mapping[tuple[str, int], PartitionTiers]
+    topic: Any,
+    configs: Mapping[str, str],
+    out: TextIO,
+    tiers: Mapping[tuple[str, int], PartitionTiers],
+    lags: Mapping[tuple[str, int], TranslationLag],
 ) -> None:
     partitions = [topic.partitions[pid] for pid in sorted(topic.partitions)]
     replication = len(partitions[0].replicas) if partitions else 0
@@ -291,6 +307,8 @@ def _print_topic(
         )
         if (found := tiers.get((topic.topic, partition.id))) is not None:
             line += found.fields()  # tiered storage: the remote and the local part of the log
+        if (lag := lags.get((topic.topic, partition.id))) is not None:
+            line += lag.fields(now_ms())  # an Iceberg topic: how far its table is behind
         if partition.error is not None and partition.error.code() != KafkaError.NO_ERROR:
             line += f"\tError: {describe_kafka_error(partition.error)}"
         print(line, file=out)

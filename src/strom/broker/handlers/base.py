@@ -73,6 +73,9 @@ class HandlerPorts:
     # None without remote.log.storage.system.enable: fetches and ListOffsets never look at it then.
     remote_log_manager: RemoteLogManager | None = None
     client_telemetry: ClientTelemetry | None = None  # KIP-714 subscriptions and pushed client metrics
+    # An Iceberg topic's partition this broker translates: (the next offset its table records, the wall
+    # time since which its oldest record not in the table has waited or -1); None for any other.
+    iceberg_position: Callable[[str, int], tuple[int, int] | None] | None = None
     # Share groups' share-partitions and share sessions on the partitions this broker leads (KIP-932).
     shares: SharePartitionManager | None = None
     share_state: ShareStateService | None = None  # the share coordinator (__share_group_state)

@@ -3,7 +3,12 @@
 From v7 the record with the largest timestamp (-3, KIP-734), from v8 the local log start (-4, KIP-405),
 from v9 the last offset in remote storage (-5, KIP-1005; -1 without tiered storage or before a copy),
 from v11 the earliest offset pending upload (-6, KIP-1023; answered -1: Strom does not track which
-segments await their upload).
+segments await their upload). Strom's own ``ICEBERG_TABLE`` (-100) asks the leader of an Iceberg
+topic's partition for its table: the next offset the table records (the records below it are in the
+table) and, as the timestamp, the wall time since which the oldest record not yet in the table has
+waited (-1 when none waits); -1 and -1 while the leader does not translate the partition (not an
+Iceberg topic, or its task not started). The translation lag is then the last stable offset (latest,
+read_committed) minus that offset (`strom topics describe`, docs/iceberg.md).
 
 Latest is the high watermark for read_uncommitted and the last stable offset for read_committed (equal
 without transactions, docs/protocol.md#fetch-responses). A timestamp lookup goes through the time index and
@@ -40,7 +45,9 @@ from strom.protocol.messages import (
 
 READ_COMMITTED = 1
 EARLIEST = -2
+LATEST = -1
 LATEST_TIERED = -5  # KIP-1005
+ICEBERG_TABLE = -100  # Strom: the partition's Iceberg table (far from Kafka's own, which count down from -1)
 CONSUMER = -1  # replica_id of a client's request (-2 is Kafka's debugging id)
 
 
@@ -60,16 +67,20 @@ def _lookup(
         if denied(ctx, Op.DESCRIBE, Res.TOPIC, topic):
             raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         out["timestamp"], out["offset"], out["leader_epoch"] = (
-            ctx.ports.replica_manager.fetch_offset_for_timestamp(
+            ctx.ports.replica_manager.fetch_offset_for_timestamp(  # checks leadership and the epoch
                 topic,
                 index,
                 int(p.get("current_leader_epoch", -1)),
-                target,
+                LATEST if target == ICEBERG_TABLE else target,
                 int(isolation_level) == READ_COMMITTED,
                 replica_id == CONSUMER,
             )
         )
-        if target == EARLIEST and (rlm := ctx.ports.remote_log_manager) is not None:
+        if target == ICEBERG_TABLE:
+            lookup = ctx.ports.iceberg_position
+            found = lookup(topic, index) if lookup is not None else None
+            out["offset"], out["timestamp"] = found if found is not None else (-1, -1)
+        elif target == EARLIEST and (rlm := ctx.ports.remote_log_manager) is not None:
             # Tiered storage: the log starts in remote storage (below the local log start).
             part = ctx.ports.replica_manager.partitions.get((topic, index))
             remote_start = rlm.log_start(part) if part is not None else None

@@ -54,9 +54,13 @@ class PartitionLag:
             return 0
         return max(self.last_stable_offset() - self.position, 0)
 
+    def waiting_since_ms(self, now_ms: int) -> int:
+        """The wall time since which the oldest record not yet in the table has waited; -1 when none
+        waits."""
+        self.observe(now_ms)
+        return self._samples[0][1] if self.records and self._samples else -1
+
     def seconds(self, now_ms: int) -> float:
         """Seconds the oldest record not yet in the table has waited (0 when none waits)."""
-        self.observe(now_ms)
-        if not self.records or not self._samples:
-            return 0.0
-        return max(now_ms - self._samples[0][1], 0) / 1000
+        since = self.waiting_since_ms(now_ms)
+        return max(now_ms - since, 0) / 1000 if since >= 0 else 0.0

@@ -153,6 +153,15 @@ class IcebergTranslator:
         for topic in [topic for topic, running in self._maintenance.items() if running.task.done()]:
             del self._maintenance[topic]
 
+    def table_position(self, topic: str, index: int) -> tuple[int, int] | None:
+        """A partition this broker translates: its next offset as its table records it, and the wall
+        time (ms) since which its oldest record not in the table has waited (-1: none waits); None
+        for a partition this broker does not translate (ListOffsets' Iceberg spec)."""
+        lag = self.lag.get((topic, index))
+        if lag is None or lag.position < 0:
+            return None
+        return lag.position, lag.waiting_since_ms(self._clock.time_ms())
+
     async def stop(self) -> None:
         tasks = [t.task for t in (*self._tasks.values(), *self._maintenance.values())] + [*self._drops]
         self._tasks.clear()
