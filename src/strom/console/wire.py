@@ -24,6 +24,7 @@ from strom.console.errors import ConsoleError
 from strom.protocol.api import ApiKey
 from strom.protocol.codec import decode_response, encode_request
 from strom.protocol.errors import CorruptFrame, ErrorCode, UnsupportedVersion
+from strom.protocol.uuid_text import ZERO_UUID
 
 _SIZE = struct.Struct(">i")
 CLIENT_ID = "strom-cli"
@@ -95,17 +96,26 @@ class WireClient:
         Raises:
             ConsoleError: no bootstrap server answered.
         """
+        return sorted((str(b["host"]), int(b["port"])) for b in self.metadata([])["brokers"])
+
+    def metadata(self, topics: list[str]) -> Any:
+        """A Metadata answer for ``topics`` (none: the brokers only) from the first bootstrap server
+        that answers.
+
+        Raises:
+            ConsoleError: no bootstrap server answered.
+        """
+        body = {
+            "topics": [{"topic_id": ZERO_UUID, "name": name} for name in topics],
+            "allow_auto_topic_creation": False,
+        }
         failures: list[str] = []
         for address in _bootstrap(self._options.bootstrap_servers):
             try:
-                found = self.call(
-                    address, ApiKey.METADATA, 12, {"topics": [], "allow_auto_topic_creation": False}
-                )
+                return self.call(address, ApiKey.METADATA, 12, body)
             except ConsoleError as exc:
                 failures.append(str(exc))
-                continue
-            return sorted((str(b["host"]), int(b["port"])) for b in found["brokers"])
-        raise ConsoleError(f"cannot list the brokers: {'; '.join(failures)}")
+        raise ConsoleError(f"cannot read the cluster's metadata: {'; '.join(failures)}")
 
     def _socket(self, address: tuple[str, int]) -> socket.socket:
         sock = self._sockets.get(address)
