@@ -67,7 +67,9 @@ def _produce_codes(conf: dict[str, Any], topic: str, partitions: int) -> list[in
             partition=p,
             on_delivery=lambda err, _m: codes.append(0 if err is None else err.code()),
         )
-    producer.flush(20)
+    # Past librdkafka's request.timeout.ms (30 s), so every delivery report is in: a message still
+    # queued when the producer goes reports _DESTROY, which says nothing about the broker's answer.
+    assert producer.flush(45) == 0, f"{len(producer)} deliveries not reported in 45 s ({codes})"
     return sorted(codes)
 
 

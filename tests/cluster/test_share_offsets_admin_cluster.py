@@ -45,8 +45,8 @@ def test_an_alter_reaches_the_leader_and_delete_groups_every_share_coordinator(
     create_topic(cluster.bootstrap, TOPIC, 1, 3, **{"min.insync.replicas": "2"})
     produce(cluster.bootstrap, TOPIC, [f"v{i}" for i in range(TOTAL)])
     first = read_all(tmp_path, cluster.bootstrap, TOPIC, GROUP, "first", range(TOTAL))
-    coordinator = coordinator_of(cluster.bootstrap, GROUP)
     try:
+        coordinator = coordinator_of(cluster.bootstrap, GROUP)
         close_and_wait_accepted(coordinator, GROUP, TOPIC, first)
     finally:
         first.kill()

@@ -80,6 +80,7 @@ COVERED_ELSEWHERE[34] = "test_log_dir_moves.py"
 COVERED_ELSEWHERE.update(dict.fromkeys((71, 72), "test_client_telemetry.py"))
 COVERED_ELSEWHERE.update(dict.fromkeys((76, 77, 78, 79), "test_share_groups.py"))
 COVERED_ELSEWHERE[90] = "test_share_state.py"
+COVERED_ELSEWHERE.update(dict.fromkeys((91, 92), "test_share_offsets_admin.py"))
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4

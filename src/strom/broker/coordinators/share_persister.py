@@ -210,16 +210,17 @@ class ShareStatePersister:
 
     async def delete_group(self, group_id: str) -> tuple[ErrorCode, int]:
         """Remove every stored share-partition state of the group, on every share coordinator; the
-        first error (NONE if all answered) and how many states were removed."""
+        first error (NONE if all answered) and how many states were removed. A partition of
+        ``__share_group_state`` without a leader may hold some of the group's state: the answer is then
+        COORDINATOR_NOT_AVAILABLE (the client tries again), not a success that leaves state behind for
+        a later group of the same id."""
         info = self._metadata.topics.get(SHARE_STATE_TOPIC)
         if info is None:
             return ErrorCode.NONE, 0  # never created: nothing stored
-        leaders = {
-            leader.node_id: (leader.host, leader.port)
-            for p in range(info.partitions)
-            if (leader := self._metadata.partition_leader(SHARE_STATE_TOPIC, p)) is not None
-        }
-        error, removed = ErrorCode.NONE, 0
+        found = [self._metadata.partition_leader(SHARE_STATE_TOPIC, p) for p in range(info.partitions)]
+        leaders = {leader.node_id: (leader.host, leader.port) for leader in found if leader is not None}
+        error = ErrorCode.COORDINATOR_NOT_AVAILABLE if None in found else ErrorCode.NONE
+        removed = 0
         for node_id, (host, port) in sorted(leaders.items()):
             if node_id == self._service.node_id:
                 code, keys = await self._service.delete_group(group_id)

@@ -4,7 +4,8 @@ a share group stands, at the group's coordinator.
 Only a share group without members may be changed (NON_EMPTY_GROUP otherwise, for the whole request),
 as in Kafka: its consumers would otherwise be handed records on the old terms. An id that a classic or
 consumer group holds answers GROUP_ID_NOT_FOUND (it is not a share group); a group the coordinator has
-no members of is empty, whether or not it ever had any (Strom keeps share groups' membership in memory).
+no members of is empty, whether or not it ever had any (the group's records in __consumer_offsets are
+deleted with its last member, so an empty share group is not kept as Kafka keeps it: Empty).
 Authorization as Kafka's: READ (alter) or DELETE (delete) on the group, READ on each topic
 (TOPIC_AUTHORIZATION_FAILED per partition otherwise).
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from strom._util.clock import Clock, SystemClock, sleep_ms
 from strom._util.tasks import cancel_and_wait
 from strom.broker.ports import IsrStore, TopicPartition
 from strom.broker.replication.partition import Partition
@@ -21,10 +22,15 @@ from strom.cluster.election import LeaderAndIsr
 
 log = logging.getLogger(__name__)
 
+# A log-dir failure notification that could not be written is tried again after this long, until it is:
+# without it the controller keeps the failed dir's replicas as leaders.
+LOG_DIR_NOTIFICATION_RETRY_MS = 1000
+
 
 class IsrChangeManager:
-    def __init__(self, store: IsrStore) -> None:
+    def __init__(self, store: IsrStore, clock: Clock | None = None) -> None:
         self._store = store
+        self._clock = clock if clock is not None else SystemClock()
         self._tasks: set[asyncio.Task[None]] = set()
         self.isr_shrinks = 0  # metrics: kafka.server ReplicaManager IsrShrinksPerSec / IsrExpandsPerSec
         self.isr_expands = 0
@@ -69,10 +75,13 @@ class IsrChangeManager:
         task.add_done_callback(self._tasks.discard)
 
     async def _notify_log_dir_failure(self, broker_id: int, partitions: list[TopicPartition]) -> None:
-        try:
-            await self._store.notify_log_dir_failure(broker_id, partitions)
-        except Exception as exc:  # the replicas still answer KAFKA_STORAGE_ERROR; leaders shrink the ISR
-            log.error("log dir failure notification failed (%s)", exc)
+        while True:
+            try:
+                await self._store.notify_log_dir_failure(broker_id, partitions)
+                return
+            except Exception as exc:  # ZooKeeper away: meanwhile the replicas answer KAFKA_STORAGE_ERROR
+                log.error("log dir failure notification failed (%s); trying again", exc)
+            await sleep_ms(self._clock, LOG_DIR_NOTIFICATION_RETRY_MS)
 
     async def stop(self) -> None:
         await cancel_and_wait(self._tasks)

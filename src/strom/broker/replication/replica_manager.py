@@ -119,7 +119,7 @@ class ReplicaManager:
         self._purgatory = purgatory
         self.delayed_produces = DelayedProduces(clock)
         self._clock = clock
-        self.isr_changes = IsrChangeManager(isr_store)
+        self.isr_changes = IsrChangeManager(isr_store, clock)
         self._env = PartitionEnv(
             node_id, clock, purgatory, self.delayed_produces, self.isr_changes, replica_selector
         )
