@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import re
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +18,7 @@ from confluent_kafka import Producer
 
 from strom.testing import BrokerProcess
 from strom.testing.metrics import scrape, value
+from tests.integration.strom_cli import strom
 from tests.integration.test_iceberg_topics import create_topic, table_rows, wait_until
 
 TOPIC = "slow-commits"
@@ -63,26 +62,11 @@ def _lag(broker: BrokerProcess) -> tuple[float, float]:
 def _described(broker: BrokerProcess) -> tuple[int, int, float]:
     """Partition 0's line of ``strom topics describe``: the offset in the table, the lag in records and
     seconds."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "strom.cli.main",
-            "--bootstrap-server",
-            broker.bootstrap,
-            "topics",
-            "describe",
-            TOPIC,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=True,
-    )
+    out = "\n".join(strom(broker.bootstrap, "topics", "describe", TOPIC))
     found = re.search(
-        r"\tPartition: 0\t.*\tInTable: (\d+)\tIcebergLag: (\d+) records, ([\d.]+) s$", result.stdout, re.M
+        r"\tPartition: 0\t.*\tInTable: (\d+)\tIcebergLag: (\d+) records, ([\d.]+) s$", out, re.M
     )
-    assert found is not None, result.stdout
+    assert found is not None, out
     return int(found.group(1)), int(found.group(2)), float(found.group(3))
 
 
