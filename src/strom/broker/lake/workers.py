@@ -2,10 +2,11 @@
 
 Theory of operation. Decoding records, building Arrow tables and writing Parquet is CPU work in
 Python and C++ that, in a thread of the broker, would share the broker's GIL with its event loop:
-every produce and fetch would wait behind it. So rounds run in `WORKER_PROCESSES` processes of their
-own (``spawn``: a fork of a broker with an event loop and threads is unsafe), started on the first
-round and kept for the broker's life, at `WORKER_NICENESS`: the scheduler favours produce and fetch
-when translation competes with them for the CPU, and translation catches up when the broker has cores
+every produce and fetch would wait behind it. So rounds run in processes of their own (``spawn``: a
+fork of a broker with an event loop and threads is unsafe), up to `WORKER_PROCESSES`, each started
+when a round needs one (the pool starts them on demand) and kept for the broker's life, at
+`WORKER_NICENESS`: the scheduler favours produce and fetch when translation competes with them for
+the CPU, and translation catches up when the broker has cores
 to spare (the target lag is a bound on how long rows may wait, not a pace to keep at any price).
 
 A worker process that dies (killed, out of memory) breaks the pool: the round in flight fails like any
