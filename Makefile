@@ -47,8 +47,11 @@ chaos: install-test
 SEEDS ?= 1000
 SIM_SECONDS ?= 120
 SIM_START ?= 0
+# Each seed's outcome is appended here and a run stopped part-way resumes from it (remove it to start over).
+SIM_RESULTS ?= sim-results-$(SIM_SECONDS)s.jsonl
 sim: install-test
 	PYTHONHASHSEED=0 $(PY) -m strom.sim --seeds $(SEEDS) --start $(SIM_START) --duration $(SIM_SECONDS) \
+		--results $(SIM_RESULTS) --revision "$$(git rev-parse --short HEAD 2>/dev/null)" \
 		--trace-dir sim-traces
 
 # Issue 13's exactly-once check, long form: a consume-transform-produce loop on a 3-broker cluster while

@@ -2,6 +2,13 @@
 
     python -m strom.sim --seeds 200 [--start 0] [--duration 120] [--jobs 2] [--trace-dir DIR]
     python -m strom.sim --replay SEED --class crash [--duration 120]      # one seed, its trace printed
+    python -m strom.sim --seeds 10000 --results sim-results.jsonl         # resumable long form
+
+With ``--results FILE`` each finished seed is appended to FILE as one JSON line (its counts, examples
+and the ``--revision`` it ran on, never its trace), and seeds already in FILE are not run again: a
+long run stopped part-way goes on where it stopped, and the table is printed from FILE for the whole
+range asked for. A run's duration is part of what a seed means, so a FILE written with another
+``--duration`` is refused.
 
 Seeds are spread over the fault classes round-robin (seed ``s`` runs class ``CLASSES[s % 10]``: each
 fault kind alone, then all of them mixed) and over ``--jobs`` worker processes, which end with the
@@ -16,13 +23,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import dataclasses
+import json
 import os
 import signal
 import statistics
 import sys
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +64,51 @@ class Outcome:
     trace: list[str]
     simulated_s: float
     wall_s: float
+
+    def record(self, duration_s: float, revision: str) -> str:
+        """The outcome as one line of a results file (without its trace)."""
+        return json.dumps(
+            {
+                "seed": self.seed,
+                "class": self.fault_class,
+                "duration_s": duration_s,
+                "revision": revision,
+                "acked": self.acked,
+                "counts": self.counts,
+                "examples": self.examples[:3],
+                "simulated_s": self.simulated_s,
+                "wall_s": self.wall_s,
+            },
+            sort_keys=True,
+        )
+
+
+def load_results(path: Path, duration_s: float) -> dict[int, Outcome]:
+    """The outcomes recorded in a results file, by seed; a torn last line (a killed run) is skipped."""
+    found: dict[int, Outcome] = {}
+    if not path.exists():
+        return found
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if row["duration_s"] != duration_s:
+            raise SystemExit(
+                f"{path} holds seeds of {row['duration_s']:g} s, not {duration_s:g} s: "
+                "give another --results file or the same --duration"
+            )
+        found[row["seed"]] = Outcome(
+            row["seed"],
+            row["class"],
+            row["acked"],
+            row["counts"],
+            row["examples"],
+            [],
+            row["simulated_s"],
+            row["wall_s"],
+        )
+    return found
 
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -135,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace-dir", type=Path, default=None)
     parser.add_argument("--replay", type=int, default=None, metavar="SEED")
     parser.add_argument("--class", dest="fault_class", choices=[c for c, _ in CLASSES], default=None)
+    parser.add_argument("--results", type=Path, default=None, help="append each seed's outcome; resume")
+    parser.add_argument("--revision", default="", help="recorded with each outcome in --results")
     args = parser.parse_args(argv)
     if os.environ.get("PYTHONHASHSEED") != "0":
         os.environ["PYTHONHASHSEED"] = "0"
@@ -150,20 +206,37 @@ def main(argv: list[str] | None = None) -> int:
             print("  " + line)
         return 0 if not any(outcome.counts.values()) else 1
     seeds = range(args.start, args.start + args.seeds)
-    with ProcessPoolExecutor(
-        max_workers=max(args.jobs, 1), initializer=_die_with_parent, initargs=(os.getpid(),)
-    ) as pool:
-        futures = [pool.submit(run_one, s, args.fault_class or class_of(s), args.duration) for s in seeds]
-        outcomes = [f.result() for f in futures]
+    done = load_results(args.results, args.duration) if args.results is not None else {}
+    outcomes = [done[s] for s in seeds if s in done]
+    todo = [s for s in seeds if s not in done]
+    with contextlib.ExitStack() as stack:
+        sink = stack.enter_context(args.results.open("a")) if args.results is not None and todo else None
+        if sink is not None and sink.tell() > 0 and not args.results.read_bytes().endswith(b"\n"):
+            sink.write("\n")  # a torn last line stays alone, skipped
+        pool = stack.enter_context(
+            ProcessPoolExecutor(
+                max_workers=max(args.jobs, 1), initializer=_die_with_parent, initargs=(os.getpid(),)
+            )
+        )
+        futures = [pool.submit(run_one, s, args.fault_class or class_of(s), args.duration) for s in todo]
+        for future in as_completed(futures):
+            outcome = future.result()
+            if sink is not None:
+                sink.write(outcome.record(args.duration, args.revision) + "\n")
+                sink.flush()
+            if any(outcome.counts.values()) and args.trace_dir is not None:
+                # Written as soon as the seed ends, so a long run stopped later keeps it.
+                args.trace_dir.mkdir(parents=True, exist_ok=True)
+                (args.trace_dir / f"seed-{outcome.seed}.trace").write_text("\n".join(outcome.trace) + "\n")
+            outcomes.append(dataclasses.replace(outcome, trace=[]))
+    outcomes.sort(key=lambda o: o.seed)
     failed = [o for o in outcomes if any(o.counts.values())]
     for o in failed:
         print(f"FAILED seed {o.seed} ({o.fault_class}): " + "; ".join(o.examples[:3]))
         print("  replay: " + replay_command(o.seed, o.fault_class, args.duration))
-        if args.trace_dir is not None:
-            args.trace_dir.mkdir(parents=True, exist_ok=True)
-            path = args.trace_dir / f"seed-{o.seed}.trace"
-            path.write_text("\n".join(o.trace) + "\n")
-            print(f"  trace: {path}")
+        trace = args.trace_dir / f"seed-{o.seed}.trace" if args.trace_dir is not None else None
+        if trace is not None and trace.exists():
+            print(f"  trace: {trace}")
     speedups = sorted(o.simulated_s / o.wall_s for o in outcomes if o.wall_s > 0)
     print(table(outcomes))
     print(
