@@ -134,3 +134,15 @@ def test_a_protobuf_round_adds_the_later_versions_columns_to_the_table(tmp_path:
     schema = {f.name: str(f.field_type) for f in tables.table(ref).schema().fields}
     assert (schema["at"], schema["big"], schema["status"]) == ("timestamptz", "decimal(20, 0)", "string")
     assert schema["counts"].startswith("map<string, int>") and schema["items"] == "list<string>"
+
+
+def test_a_well_known_import_missing_from_the_dependencies_comes_from_the_runtime() -> None:
+    main, dependencies = _compiled(V1)
+    without = {name: proto for name, proto in dependencies.items() if not name.startswith("google/")}
+    assert len(without) < len(dependencies)  # protoc gave the well-known files; here they are left out
+    order = message_factory.GetMessageClass(
+        descriptor_pool(main, without).FindMessageTypeByName("shop.Order")
+    )
+    message = order()
+    message.at.seconds = 1_700_000_000
+    assert order.FromString(message.SerializeToString()).at.seconds == 1_700_000_000

@@ -22,12 +22,14 @@ sit on either side of the registry in the layers: this module knows neither.
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.descriptor_pb2 import FileDescriptorProto
+from google.protobuf.descriptor_pool import Default as default_pool
 from google.protobuf.descriptor_pool import DescriptorPool
 
 TIMESTAMP = "google.protobuf.Timestamp"
@@ -139,14 +141,34 @@ def message_indexes(file: FileDescriptorProto, full_name: str) -> list[int]:
 def descriptor_pool(
     main: FileDescriptorProto, dependencies: Mapping[str, FileDescriptorProto]
 ) -> DescriptorPool:
-    """A private pool holding ``main`` and, first, each file it imports (transitively, by name)."""
+    """A private pool holding ``main`` and, first, each file it imports (transitively, by name).
+
+    An import missing from ``dependencies`` is taken from the runtime's default pool when the runtime
+    knows it (Google's well-known types, ``google/protobuf/*.proto``).
+    """
     pool = DescriptorPool()
     added: set[str] = set()
 
+    def find(name: str) -> FileDescriptorProto | None:
+        found = dependencies.get(name)
+        if found is None:
+            try:
+                if name.startswith("google/protobuf/"):  # its module adds it to the default pool
+                    importlib.import_module(
+                        "google.protobuf." + name[len("google/protobuf/") : -len(".proto")] + "_pb2"
+                    )
+                known = default_pool().FindFileByName(name)
+            except (ImportError, KeyError):
+                return None
+            found = FileDescriptorProto.FromString(known.serialized_pb)
+        return found
+
     def add(proto: FileDescriptorProto) -> None:
         for dependency in proto.dependency:
-            if dependency not in added and dependency in dependencies:
-                add(dependencies[dependency])
+            if dependency not in added:
+                imported = find(dependency)
+                if imported is not None:
+                    add(imported)
         if proto.name not in added:
             added.add(proto.name)
             pool.Add(proto)

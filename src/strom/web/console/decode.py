@@ -31,11 +31,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import fastavro
-from google.protobuf import descriptor_pool, json_format, message_factory
-from google.protobuf.descriptor_pb2 import FileDescriptorProto
+from google.protobuf import json_format, message_factory
 from google.protobuf.message import Message
 
-from strom.lake.protobuf_wire import message_name, read_indexes
+from strom.lake.protobuf_wire import descriptor_pool, message_name, read_indexes
 from strom.registry.avro import AvroSchema
 from strom.registry.errors import RegistryError
 from strom.registry.json_schema import JsonSchema
@@ -128,25 +127,7 @@ class RecordDecoder:
 
 def _message_class(form: ProtobufSchema, indexes: tuple[int, ...]) -> type[Message]:
     """The message type the indexes name, in a pool of its own holding the schema's files."""
-    pool = descriptor_pool.DescriptorPool()
-    added: set[str] = set()
-
-    def add(name: str) -> None:
-        if name in added:
-            return
-        added.add(name)
-        proto = form.dependencies.get(name)
-        if proto is None:  # a well-known type the runtime knows (google/protobuf/*.proto)
-            proto = FileDescriptorProto.FromString(
-                descriptor_pool.Default().FindFileByName(name).serialized_pb
-            )
-        for dependency in proto.dependency:
-            add(dependency)
-        pool.Add(proto)
-
-    for dependency in form.file.dependency:
-        add(dependency)
-    pool.Add(form.file)
+    pool = descriptor_pool(form.file, form.dependencies)
     name = message_name(form.file, list(indexes))
     found: type[Message] = message_factory.GetMessageClass(pool.FindMessageTypeByName(name))
     return found
