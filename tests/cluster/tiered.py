@@ -27,14 +27,17 @@ def create_tiered_topic(
     segment_bytes: int,
     local_retention_bytes: int,
     replicas: list[int] | None = None,
+    **more: str,
 ) -> None:
     """A topic with ``remote.storage.enable``, replication 3 (on ``replicas`` of each partition, the
-    first leading, when given) and ``min.insync.replicas`` 2."""
+    first leading, when given), ``min.insync.replicas`` 2 and the topic configs ``more`` (names with
+    dots as underscores)."""
     configs = {
         "remote.storage.enable": "true",
         "segment.bytes": str(segment_bytes),
         "local.retention.bytes": str(local_retention_bytes),
         "min.insync.replicas": "2",
+        **{name.replace("_", "."): value for name, value in more.items()},
     }
     admin = AdminClient({"bootstrap.servers": bootstrap})
     if replicas is None:

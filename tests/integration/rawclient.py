@@ -16,6 +16,7 @@ from typing import Any
 
 from strom.protocol.api import ApiKey
 from strom.protocol.codec import decode_response, encode_request
+from strom.protocol.records.batch import patch_base_offset, patch_leader_epoch
 from strom.protocol.records.builder import build_batch
 
 _SIZE = struct.Struct(">i")
@@ -257,3 +258,12 @@ def batch(
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,
     )
+
+
+def as_retry(stored: bytes) -> bytes:
+    """A stored batch as its producer would resend it: same producer id, epoch and sequence, with the
+    offsets and leader epoch a client sends (0 and -1)."""
+    retry = bytearray(stored)
+    patch_base_offset(retry, 0, 0)
+    patch_leader_epoch(retry, 0, -1)
+    return bytes(retry)

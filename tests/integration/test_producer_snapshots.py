@@ -17,11 +17,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from strom.protocol.errors import ErrorCode
-from strom.protocol.records.batch import BatchHeader, iter_headers, patch_base_offset, patch_leader_epoch
+from strom.protocol.records.batch import BatchHeader, iter_headers
 from strom.protocol.records.builder import decode_batches
 from strom.testing import BrokerProcess
 
-from .rawclient import RawClient, batch
+from .rawclient import RawClient, as_retry, batch
 
 TOPIC = "snapshots"
 _LOADED = re.compile(
@@ -55,10 +55,7 @@ def _retry_last_batch(raw: RawClient) -> None:
     """Resend the producer's last batch as a client retry would: same producer id, epoch, sequence."""
     stored = _stored(raw)
     header, data = stored[-1]
-    retry = bytearray(data)
-    patch_base_offset(retry, 0, 0)
-    patch_leader_epoch(retry, 0, -1)
-    resp = raw.produce(TOPIC, 0, bytes(retry))
+    resp = raw.produce(TOPIC, 0, as_retry(data))
     assert (resp["error_code"], resp["base_offset"]) == (0, header.base_offset)
     assert len(_stored(raw)) == len(stored)  # acknowledged, not appended
     gap = batch(

@@ -25,6 +25,7 @@ from strom.storage.loader import replay_headers
 from strom.storage.log_read import segment_index
 from strom.storage.producer_state import ProducerStateManager
 from strom.storage.segment import LogSegment
+from strom.storage.transaction_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -38,12 +39,17 @@ def load_batch(
 
     ``batch`` (the whole batch) is read only for a control batch, to learn what its marker says.
     """
+    entry = replay_batch(state, header, batch)
+    if entry is not None:
+        segments[segment_index(segments, entry.last_offset)].txn_index.append(entry)
+
+
+def replay_batch(state: ProducerStateManager, header: BatchHeader, batch: Buffer | None) -> AbortedTxn | None:
+    """Replay one stored batch into ``state``; returns the transaction-index entry of an ABORT marker."""
     # An empty control batch (Kafka's cleaner keeps a producer's last marker so) says nothing more.
     has_record = header.is_control and header.records_count > 0
     marker = read_marker(batch, header) if has_record and batch is not None else None
-    entry = state.load_batch(header, marker)
-    if entry is not None:
-        segments[segment_index(segments, entry.last_offset)].txn_index.append(entry)
+    return state.load_batch(header, marker)
 
 
 def rebuild_producer_state(

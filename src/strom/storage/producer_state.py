@@ -446,7 +446,7 @@ class ProducerStateManager:
                 log.warning("%s: deleting corrupt producer snapshot %d: %s", self.directory, offset, exc)
                 producer_snapshot.delete(self.directory, offset)
                 continue
-            self._load_entries(from_snapshot_entry(row) for row in rows)
+            self.restore(rows)
             self.remove_expired_producers(now_ms)
             self.last_snapshot_offset = offset
             return offset
@@ -462,8 +462,9 @@ class ProducerStateManager:
         self.delete_snapshots_outside(log_start_offset, log_end_offset)
         return self.load_latest_snapshot(max_snapshot_offset, now_ms)
 
-    def _load_entries(self, entries: Iterable[ProducerStateEntry]) -> None:
-        for entry in entries:
+    def restore(self, rows: Iterable[SnapshotEntry]) -> None:
+        """Add a snapshot's producers (and their open transactions) to the state."""
+        for entry in map(from_snapshot_entry, rows):
             self.producers[entry.producer_id] = entry
             if entry.current_txn_first_offset >= 0:
                 self.ongoing[entry.current_txn_first_offset] = entry.producer_id

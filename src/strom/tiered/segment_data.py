@@ -4,21 +4,21 @@ The indexes and the transaction index come from the segment's in-memory entries 
 its flushed files); the leader-epoch checkpoint is the log's epochs cut to the segment (the epoch in
 force at its first offset, then those starting inside it), rendered in the checkpoint file's format;
 the producer snapshot is the one taken when the log rolled past the segment (``<next offset>.snapshot``),
-if it is still there, read at once (a few entries per producer). Kafka's ``RemoteLogManager`` assembles
-its ``LogSegmentData`` the same way.
+or, when the log has deleted it, regenerated (segment_snapshot.py). Kafka's ``RemoteLogManager``
+assembles its ``LogSegmentData`` the same way.
 """
 
 from __future__ import annotations
 
 import uuid
 
-from strom.storage import producer_snapshot
 from strom.storage import transaction_index as txn
 from strom.storage.checkpoint import EpochEntry, render_leader_epochs
 from strom.storage.log import PartitionLog
 from strom.storage.segment import LogSegment
 from strom.tiered.remote_storage import LogSegmentData
 from strom.tiered.segment_metadata import RemoteLogSegmentMetadata, RemoteLogSegmentState
+from strom.tiered.segment_snapshot import StartState, snapshot_at
 
 
 def segment_epochs(entries: list[EpochEntry], start_offset: int, end_offset: int) -> list[EpochEntry]:
@@ -30,16 +30,10 @@ def segment_epochs(entries: list[EpochEntry], start_offset: int, end_offset: int
     return head + inside
 
 
-def _read_if_there(path: str) -> bytes | None:
-    # Read now, not at upload: the log keeps only its newest snapshots and may delete this one meanwhile.
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        return None
-
-
-def log_segment_data(log: PartitionLog, segment: LogSegment, next_offset: int) -> LogSegmentData:
+def log_segment_data(
+    log: PartitionLog, segment: LogSegment, next_offset: int, previous: StartState | None = None
+) -> LogSegmentData:
+    """``previous``: the producer state at the segment's base offset, when known (segment_snapshot.py)."""
     epochs = segment_epochs(log.leader_epoch_cache.entries, segment.base_offset, next_offset - 1)
     aborted = segment.txn_index.entries
     return LogSegmentData(
@@ -47,7 +41,7 @@ def log_segment_data(log: PartitionLog, segment: LogSegment, next_offset: int) -
         offset_index=segment.offset_index.encoded(),
         time_index=segment.time_index.encoded(),
         transaction_index=txn.encode(aborted) if aborted else None,
-        producer_snapshot=_read_if_there(producer_snapshot.path_for(log.dir, next_offset)),
+        producer_snapshot=snapshot_at(log, segment, next_offset, previous),
         leader_epoch_checkpoint=render_leader_epochs(epochs).encode(),
     )
 

@@ -71,6 +71,7 @@ from strom.tiered.remote_read import RemoteSegmentReader, next_offset_after
 from strom.tiered.remote_storage import IndexType, RemoteStorageManager
 from strom.tiered.segment_data import copy_started_metadata, log_segment_data
 from strom.tiered.segment_metadata import RemoteLogSegmentMetadata, RemoteLogSegmentState
+from strom.tiered.segment_snapshot import StartState, producer_state_before
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,7 @@ class _Managed:
     was_leader: bool
     state: RemotePartitionMetadata
     stale: bool = False  # a round failed: reload before the next one (reads keep using it meanwhile)
+    uploaded_snapshot: StartState | None = None  # the producer state at the end of the last copy
 
 
 class _Deposed(Exception):
@@ -285,7 +287,7 @@ class RemoteLogManager:
                 await self.rsm.fetch_index(segment, IndexType.PRODUCER_SNAPSHOT)
             )
         except (ObjectNotFoundError, CorruptSnapshotError):
-            snapshot = None  # copied without one (the log had deleted it): producer state from the fetches
+            snapshot = None  # copied without one (no state to start from): producer state from the fetches
         log.info(
             "%s-%d: state at the local start %d from remote segment %s (%d epoch(s), %s)",
             *part.tp,
@@ -369,6 +371,10 @@ class RemoteLogManager:
             plog.segment_summaries(), plog.last_stable_offset, state.highest_copied_offset
         )
         for summary in chosen:
+            last, base = managed.uploaded_snapshot, summary.base_offset
+            previous = await producer_state_before(
+                self.rsm, plog, managed.state, last, base, summary.next_offset
+            )
             segment = next((s for s in plog.segments if s.base_offset == summary.base_offset), None)
             if segment is None:
                 return  # deleted meanwhile (DeleteRecords): the next round plans again
@@ -382,12 +388,13 @@ class RemoteLogManager:
                 broker_id=self.node_id,
                 now_ms=self._clock.time_ms(),
             )
-            data = log_segment_data(plog, segment, summary.next_offset)
+            data = log_segment_data(plog, segment, summary.next_offset, previous)
             await self._record(part, epoch, started)
             began_ms = self._clock.monotonic_ms()
             await self.rsm.copy_log_segment_data(started, data)
             await self._record(part, epoch, started.moved_to(_S.COPY_SEGMENT_FINISHED, self._clock.time_ms()))
             plog.highest_offset_in_remote_storage = state.highest_copied_offset
+            managed.uploaded_snapshot = StartState.of(summary.next_offset, data.producer_snapshot)
             stats = self.topic_stats(part.topic)
             stats.copy_requests += 1
             stats.copy_bytes += started.segment_size_in_bytes
