@@ -68,6 +68,11 @@ def delete_group(bootstrap: str, group: str) -> int:
     return int(code)
 
 
+def topic_codes(answer: Any) -> dict[str, int]:
+    """DeleteShareGroupOffsets' answer, one error per topic (Kafka 4.1's layout)."""
+    return {t["topic_name"]: t["error_code"] for t in answer["responses"]}
+
+
 def partition_codes(answer: Any) -> dict[tuple[str, int], int]:
     return {
         (t["topic_name"], p["partition_index"]): p["error_code"]
@@ -160,8 +165,11 @@ def test_alter_and_delete_offsets_of_an_empty_share_group(
     assert partition_codes(unknown) == {("no-such-topic", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
     alter_and_read_from_there(tmp_path, bootstrap, bootstrap, topic, group)
 
+    assert topic_codes(delete_offsets(bootstrap, group, "no-such-topic")) == {
+        "no-such-topic": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    }
     answer = delete_offsets(bootstrap, group, topic)
-    assert answer["error_code"] == 0 and partition_codes(answer) == {(topic, 0): 0}
+    assert answer["error_code"] == 0 and topic_codes(answer) == {topic: 0}, answer
     assert lags(bootstrap, group, topic) == (0, -1, -1)
     third = read_all(tmp_path, bootstrap, topic, group, "third", range(TOTAL))  # earliest again
     try:

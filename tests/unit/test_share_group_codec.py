@@ -1,7 +1,8 @@
 """Golden encodings of KIP-932's ShareGroupHeartbeat, ShareFetch and ShareAcknowledge v1 (which
 kafka-python's specs lack), written out byte by byte in the order librdkafka 2.16 writes and reads
-them: compact strings and arrays (unsigned varint length + 1, 0 for null), uuids as 16 raw bytes, an
-empty tagged-field section (0) after every struct, request header v2 and response header v1."""
+them, and of DeleteShareGroupOffsets v0's response as Kafka 4.1's admin client reads it: compact
+strings and arrays (unsigned varint length + 1, 0 for null), uuids as 16 raw bytes, an empty
+tagged-field section (0) after every struct, request header v2 and response header v1."""
 
 from __future__ import annotations
 
@@ -211,3 +212,37 @@ def test_share_acknowledge_request_round_trips() -> None:
     assert partition["partition_index"] == 1
     assert list(partition["acknowledgement_batches"][0]["acknowledge_types"]) == [1, 2, 3]
     assert codec.encode_request(79, 1, 6, "client", body)[4:] == wire
+
+
+def test_delete_share_group_offsets_response_has_one_error_per_topic() -> None:
+    """Kafka 4.1's layout of DeleteShareGroupOffsets v0 (no partitions), which its admin client reads."""
+    body = {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "error_message": None,
+        "responses": [
+            {"topic_name": "orders", "topic_id": TOPIC_ID, "error_code": 0, "error_message": None},
+            {"topic_name": "gone", "topic_id": bytes(16), "error_code": 3, "error_message": None},
+        ],
+    }
+    expected = (
+        i32(4)
+        + b"\x00"  # response header v1
+        + i32(0)
+        + i16(0)
+        + s(None)
+        + b"\x03"
+        + s("orders")
+        + TOPIC_ID
+        + i16(0)
+        + s(None)
+        + b"\x00"  # the topic's tags
+        + s("gone")
+        + bytes(16)
+        + i16(3)  # UNKNOWN_TOPIC_OR_PARTITION
+        + s(None)
+        + b"\x00"
+        + b"\x00"
+    )
+    assert codec.encode_response(92, 0, 4, body)[4:] == expected
+    assert codec.decode_response(92, 0, expected) == (4, body)

@@ -134,7 +134,10 @@ def delete_share_offsets(options: ClientOptions, group: str, topics: Sequence[st
     with WireClient(options) as wire:
         body = {"group_id": group, "topics": [{"topic_name": t} for t in dict.fromkeys(topics)]}
         answer = wire.call(wire.coordinator(group), ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, body)
-    _check_answer(answer, f"cannot delete the offsets of share group {group!r}")
+    what = f"cannot delete the offsets of share group {group!r}"
+    _check(answer["error_code"], what)
+    for topic in answer["responses"]:  # one error per topic (Kafka 4.1's layout)
+        _check(topic["error_code"], f"{what}: {topic['topic_name']}")
     for topic in answer["responses"]:
         print(f"Deleted the offsets of share group {group} on topic {topic['topic_name']}.", file=out)
 

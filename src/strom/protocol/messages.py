@@ -2887,20 +2887,13 @@ class DeleteShareGroupOffsetsRequest(TypedDict):
     topics: list[DeleteShareGroupOffsetsRequestTopic]
 
 
-class DeleteShareGroupOffsetsResponsePartition(TypedDict):
-    """DeleteShareGroupOffsetsResponse v0: Partition."""
-
-    partition_index: int
-    error_code: int
-    error_message: str | None
-
-
 class DeleteShareGroupOffsetsResponseTopic(TypedDict):
     """DeleteShareGroupOffsetsResponse v0: Topic."""
 
     topic_name: str
     topic_id: bytes
-    partitions: list[DeleteShareGroupOffsetsResponsePartition]
+    error_code: int
+    error_message: str | None
 
 
 class DeleteShareGroupOffsetsResponse(TypedDict):

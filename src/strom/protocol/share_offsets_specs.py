@@ -10,7 +10,8 @@ here from KIP-932 and Kafka's protocol documentation, flexible in every version:
 * AlterShareGroupOffsets (91), v0: a group and, per topic and partition, the new start offset;
   answered with a group error code and one per partition (each topic with its id).
 * DeleteShareGroupOffsets (92), v0: a group and the topics whose share-partition state goes; a
-  top-level error code and one per partition.
+  top-level error code and one per topic (Kafka 4.1's layout: Kafka dropped the
+  per-partition results within version 0, so its admin client reads only this one).
 """
 
 from __future__ import annotations
@@ -146,6 +147,14 @@ SHARE_OFFSETS_SPECS: list[SpecJson] = [
         "DeleteShareGroupOffsetsResponse",
         "response",
         92,
-        _group_results("DeleteShareGroupOffsetsResponse"),
+        [
+            _f("ThrottleTimeMs", _I32),
+            *_errors(),
+            _f(
+                "Responses",
+                "[]DeleteShareGroupOffsetsResponseTopic",
+                fields=[_f("TopicName", "string"), _f("TopicId", "uuid"), *_errors()],
+            ),
+        ],
     ),
 ]

@@ -4,10 +4,9 @@ a share group stands, at the group's coordinator.
 Only a share group without members may be changed (NON_EMPTY_GROUP otherwise, for the whole request),
 as in Kafka: its consumers would otherwise be handed records on the old terms. An id that a classic or
 consumer group holds answers GROUP_ID_NOT_FOUND (it is not a share group); a group the coordinator has
-no members of is empty, whether or not it ever had any (the group's records in __consumer_offsets are
-deleted with its last member, so an empty share group is not kept as Kafka keeps it: Empty).
+no members of is empty: one kept Empty after its last member left, or one it never had.
 Authorization as Kafka's: READ (alter) or DELETE (delete) on the group, READ on each topic
-(TOPIC_AUTHORIZATION_FAILED per partition otherwise).
+(TOPIC_AUTHORIZATION_FAILED otherwise: per partition for an alter, per topic for a delete).
 
 * Alter: per partition, the stored share-partition state is replaced, through the share persister
   (wherever the partition's share coordinator is), by the new start offset with nothing in flight and
@@ -15,6 +14,8 @@ Authorization as Kafka's: READ (alter) or DELETE (delete) on the group, READ on 
   for its epochs.
 * Delete: the stored state of every partition of each topic is removed (DeleteShareGroupState to a
   remote share coordinator); the group starts those partitions over at ``share.auto.offset.reset``.
+  The answer has one error per topic, Kafka 4.1's layout (the topic's refusal, else the first of its
+  partitions that failed).
 
 A partition's leader that still holds the share-partition in memory reads the stored state again at
 its next use once the group has no share session left there (the group is empty, so its consumers
@@ -88,17 +89,31 @@ async def handle_delete_share_group_offsets(
     ctx: RequestContext, req: m.DeleteShareGroupOffsetsRequest
 ) -> m.DeleteShareGroupOffsetsResponse:
     group_id = req["group_id"]
+    refused = _refusal(ctx, group_id, Op.DELETE)
+    if refused is not None:
+        return {"throttle_time_ms": 0, "error_code": int(refused), "error_message": None, "responses": []}
     persister = _persister(ctx)
-
-    async def delete(topic: str, index: int) -> ErrorCode:
-        return await persister.delete(group_id, topic, index)
-
-    asked: list[tuple[str, list[int]]] = []
+    responses: list[m.DeleteShareGroupOffsetsResponseTopic] = []
     for topic in req["topics"]:
-        info = ctx.ports.metadata.topics.get(topic["topic_name"])
-        # An unknown topic is still answered, as its partition 0.
-        asked.append((topic["topic_name"], list(range(1 if info is None else info.partitions))))
-    return await _answer(ctx, group_id, Op.DELETE, asked, delete)
+        name = topic["topic_name"]
+        code = _topic_refusal(ctx, name)
+        if code is None:
+            # One answer per topic (Kafka 4.1's layout): its first partition that failed, if any.
+            codes = [await persister.delete(group_id, name, i) for i in range(_partitions(ctx, name))]
+            code = next((c for c in codes if c is not ErrorCode.NONE), ErrorCode.NONE)
+        answer: m.DeleteShareGroupOffsetsResponseTopic = {
+            "topic_name": name,
+            "topic_id": _topic_id(ctx, name),
+            "error_code": int(code),
+            "error_message": None,
+        }
+        responses.append(answer)
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": responses}
+
+
+def _partitions(ctx: RequestContext, name: str) -> int:
+    info = ctx.ports.metadata.topics.get(name)
+    return 0 if info is None else info.partitions
 
 
 async def _answer(
@@ -108,8 +123,8 @@ async def _answer(
     asked: list[tuple[str, list[int]]],
     apply: Callable[[str, int], Awaitable[ErrorCode]],
 ) -> m.AlterShareGroupOffsetsResponse:
-    """The answer of an alter or a delete: the group's refusal, else ``apply`` per partition asked for
-    (the topic's refusal for each of its partitions)."""
+    """The answer of an alter: the group's refusal, else ``apply`` per partition asked for (the topic's
+    refusal for each of its partitions)."""
     refused = _refusal(ctx, group_id, operation)
     if refused is not None:
         return {"throttle_time_ms": 0, "error_code": int(refused), "error_message": None, "responses": []}
