@@ -76,7 +76,7 @@ def test_replaying_the_records_rebuilds_members_epochs_and_assignments() -> None
     assert again.assignment == member.assignment  # sent again: what was sent is not durable
 
 
-def test_a_heartbeat_that_changes_nothing_writes_nothing_and_the_last_leave_ends_the_group() -> None:
+def test_a_heartbeat_that_changes_nothing_writes_nothing_and_the_last_leave_keeps_the_group() -> None:
     coordinator = Coordinator()
     joined = heartbeat(ShareGroup("probe"), "", 0, ("orders",), TOPICS)  # a fresh id to reuse
     member_id = str(joined.member_id)
@@ -86,15 +86,33 @@ def test_a_heartbeat_that_changes_nothing_writes_nothing_and_the_last_leave_ends
     epoch = coordinator.groups["g"].members[member_id].member_epoch
     assert coordinator.change("g", lambda g: heartbeat(g, member_id, epoch, None, TOPICS)) == []
     gone = coordinator.change("g", lambda g: heartbeat(g, member_id, -1, None, TOPICS))
-    assert [(records.decode_key(k).version, v) for k, v in gone] == [
-        (14, None),
-        (13, None),
-        (10, None),
-        (12, None),
-        (11, None),
+    # The member's keys get tombstones; the group stays, Empty, at the next epochs (as Kafka keeps it).
+    assert [(records.decode_key(k).version, v is None) for k, v in gone] == [
+        (14, True),
+        (13, True),
+        (10, True),
+        (11, False),
+        (12, False),
     ]
-    assert coordinator.groups == {}
+    empty = coordinator.groups["g"]
+    assert (empty.state, empty.group_epoch, empty.assignment_epoch, empty.members) == ("Empty", 2, 2, {})
     replayed: dict[str, ShareGroup] = {}
     for key, value in coordinator.log:
+        records.replay(replayed, key, value)
+    assert durable(replayed) == durable(coordinator.groups) == {"g": (2, 2, {})}
+    # A new member rejoins it at the next epoch.
+    again = coordinator.change("g", lambda g: heartbeat(g, "", 0, ("orders",), TOPICS))
+    assert [records.decode_key(k).version for k, _ in again] == [10, 11, 13, 12, 14]
+    assert coordinator.groups["g"].group_epoch == 3
+
+
+def test_deleting_an_empty_group_ends_it_at_a_replay() -> None:
+    coordinator = Coordinator()
+    coordinator.change("g", lambda g: heartbeat(g, "m", 0, ("orders",), TOPICS))
+    coordinator.change("g", lambda g: remove(g, "m", TOPICS))
+    deleted = records.tombstones(coordinator.groups["g"])
+    assert [(records.decode_key(k).version, v) for k, v in deleted] == [(12, None), (11, None)]
+    replayed: dict[str, ShareGroup] = {}
+    for key, value in [*coordinator.log, *deleted]:
         records.replay(replayed, key, value)
     assert replayed == {}

@@ -37,14 +37,32 @@ async def heartbeat(service: GroupService, req: ShareHeartbeat) -> HeartbeatAnsw
     try:
         return await service.runtime.write(partition, operation, service.commit_timeout_ms)
     except CoordinatorError as exc:
-        code = exc.code
-        if code not in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
-            code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        return HeartbeatAnswer(code, str(exc))
+        return HeartbeatAnswer(_retriable(exc.code), str(exc))
+
+
+def _retriable(code: ErrorCode) -> ErrorCode:
+    """A failed write's answer: the runtime's refusal, any other failure COORDINATOR_NOT_AVAILABLE."""
+    if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+        return code
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+
+async def delete_group(service: GroupService, group_id: str) -> ErrorCode:
+    """DeleteGroups' last step for a share group kept Empty: its records get tombstones (the caller
+    deleted its share-partition states first, as Kafka does)."""
+    partition = service.coordinator.partition_for(group_id)
+
+    def operation(shard: GroupShard) -> CoordinatorResult[ErrorCode]:
+        return shard.share.delete(group_id)
+
+    try:
+        return await service.runtime.write(partition, operation, service.commit_timeout_ms)
+    except CoordinatorError as exc:
+        return _retriable(exc.code)
 
 
 def share_group(service: GroupService, group_id: str) -> ShareGroup | None:
-    """The share group of that id, if this broker coordinates it and it has members."""
+    """The share group of that id, if this broker coordinates it (with members or Empty)."""
     shard = service.runtime.active_shards().get(service.coordinator.partition_for(group_id))
     return None if shard is None else shard.share.groups.get(group_id)
 

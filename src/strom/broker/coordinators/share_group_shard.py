@@ -13,7 +13,8 @@ heartbeats go on. What was last sent to each member is not durable: it is set on
 Each heartbeat re-arms the member's session timer (`group.share.session.timeout.ms`, on the shard's
 timer, so it dies with the shard); when it fires the member is removed (its records get tombstones)
 and the others' assignments recomputed. After a load every member gets a fresh session timer, as
-Kafka does. A group whose last member left ends (its group records get tombstones).
+Kafka does. A group whose last member left stays, Empty, at its epochs (its group records stay, so it
+outlives a fail-over too), until DeleteGroups deletes it (`delete`: tombstones for its group records).
 """
 
 from __future__ import annotations
@@ -166,6 +167,16 @@ class ShareGroupShard:
         membership.remove(group, member_id, self.topics())
         log.info("share group %s: member %s removed (session timeout)", group_id, member_id)
         return CoordinatorResult(records.records_for(current, group), None)
+
+    def delete(self, group_id: str) -> CoordinatorResult[ErrorCode]:
+        """DeleteGroups of a share group (its share-partition states already deleted): the tombstones
+        of an empty one; NON_EMPTY_GROUP if a member joined meanwhile, GROUP_ID_NOT_FOUND if it is gone."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return CoordinatorResult([], ErrorCode.GROUP_ID_NOT_FOUND)
+        if group.members:
+            return CoordinatorResult([], ErrorCode.NON_EMPTY_GROUP)
+        return CoordinatorResult(records.tombstones(group), ErrorCode.NONE)
 
     def listing(self) -> list[ListedGroup]:
         """ListGroups' entries: group type and protocol type ``share``."""

@@ -353,14 +353,18 @@ async def handle_delete_groups(ctx: RequestContext, req: m.DeleteGroupsRequest) 
 async def _delete_share_group(ctx: RequestContext, group_id: str) -> ErrorCode:
     """DeleteGroups of an id no classic or consumer group holds: a share group (KIP-932) with members
     answers NON_EMPTY_GROUP; else the group's share-partition states are removed from every share
-    coordinator, and GROUP_ID_NOT_FOUND stays the answer when none was stored."""
-    found = share_group_service.share_group(group_service(ctx), group_id)
+    coordinator, then the Empty group itself (its records get tombstones). GROUP_ID_NOT_FOUND when
+    there was neither a group nor a stored state."""
+    service = group_service(ctx)
+    found = share_group_service.share_group(service, group_id)
     if found is not None and found.members:
         return ErrorCode.NON_EMPTY_GROUP
     persister = ctx.ports.share_persister
-    if persister is None:
-        return ErrorCode.GROUP_ID_NOT_FOUND
-    code, removed = await persister.delete_group(group_id)
-    if code is not ErrorCode.NONE:
-        return code
+    removed = 0
+    if persister is not None:
+        code, removed = await persister.delete_group(group_id)
+        if code is not ErrorCode.NONE:
+            return code
+    if found is not None:
+        return await share_group_service.delete_group(service, group_id)
     return ErrorCode.NONE if removed else ErrorCode.GROUP_ID_NOT_FOUND

@@ -15,10 +15,11 @@ that compaction keeps only the latest:
 
 `records_for` is what a change of a group writes: the difference between the group before and after
 a decision of `strom.coordinator.share.membership` (a member's removal: tombstones for its keys 14, 13,
-10; the group's end with its last member: tombstones for 12 and 11). `replay` applies one record to the
-groups, so replaying a partition in log order rebuilds every share group with its member ids and epochs
-(what was last *sent* to a member is not durable: a new coordinator sends each member its assignment
-again at its next heartbeat).
+10). A group whose last member left stays, Empty, with its epochs, as Kafka keeps it; `tombstones` end
+it (DeleteGroups): 12 and 11, whose tombstone removes the group at a replay. `replay` applies one
+record to the groups, so replaying a partition in log order rebuilds every share group with its
+member ids and epochs (what was last *sent* to a member is not durable: a new coordinator sends each
+member its assignment again at its next heartbeat).
 
 The values have the layouts of the consumer group's records of the same roles
 (`strom.coordinator.consumer.records`: versions 5, 3, 6, 7 and 8), which name topics rather than ids, as
@@ -38,6 +39,7 @@ __all__ = [
     "decode_key",
     "records_for",
     "replay",
+    "tombstones",
 ]
 
 MEMBER_METADATA_KEY = 10
@@ -107,19 +109,14 @@ def _record(version: int, group: str, member: str | None, value: consumer.Consum
 
 
 def records_for(before: ShareGroup | None, after: ShareGroup) -> list[Record]:
-    """The records that turn ``before`` (None: no such group) into ``after`` (no members: the group's
-    end), in the order a replay needs them."""
+    """The records that turn ``before`` (None: no such group) into ``after``, in the order a replay
+    needs them. A group without members stays (Empty, at its epoch), as Kafka keeps it."""
     gid = after.group_id
     old = {} if before is None else before.members
     out: list[Record] = []
     for member_id in sorted(old.keys() - after.members.keys()):
         for version in (CURRENT_ASSIGNMENT_KEY, TARGET_MEMBER_KEY, MEMBER_METADATA_KEY):
             out.append(_record(version, gid, member_id, None))
-    if not after.members:
-        if before is not None:
-            out.append(_record(TARGET_METADATA_KEY, gid, None, None))
-            out.append(_record(GROUP_METADATA_KEY, gid, None, None))
-        return out
     for member_id, member in sorted(after.members.items()):
         was = old.get(member_id)
         if was is None or _metadata(was) != _metadata(member):
@@ -142,6 +139,20 @@ def records_for(before: ShareGroup | None, after: ShareGroup) -> list[Record]:
                 member.member_epoch, previous, STABLE, member.assignment, {}
             )
             out.append(_record(CURRENT_ASSIGNMENT_KEY, gid, member_id, current))
+    return out
+
+
+def tombstones(group: ShareGroup) -> list[Record]:
+    """The records that delete the group (DeleteGroups of an empty one): its members' keys, then its
+    target epoch and its group epoch, whose tombstone ends the group at a replay."""
+    gid = group.group_id
+    out = [
+        _record(version, gid, member_id, None)
+        for member_id in sorted(group.members)
+        for version in (CURRENT_ASSIGNMENT_KEY, TARGET_MEMBER_KEY, MEMBER_METADATA_KEY)
+    ]
+    out.append(_record(TARGET_METADATA_KEY, gid, None, None))
+    out.append(_record(GROUP_METADATA_KEY, gid, None, None))
     return out
 
 
