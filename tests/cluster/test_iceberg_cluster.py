@@ -32,7 +32,7 @@ from tests.integration.test_iceberg_topics import V1, V2, V3
 TOPIC = "orders"
 
 
-def _rows(catalog_dir: Path, name: str, columns: list[str]) -> list[tuple[Any, ...]]:
+def lake_rows(catalog_dir: Path, name: str, columns: list[str]) -> list[tuple[Any, ...]]:
     return rows_or_none(lambda: sql_catalog(catalog_dir).load_table(("strom", name)), columns)
 
 
@@ -55,19 +55,25 @@ def _kill_leader_of(cluster: LocalCluster, partition: int) -> int:
     return leader
 
 
-def test_leader_killed_twice_changes_nothing_in_the_table(
-    make_cluster: Callable[..., Any], tmp_path: Path
-) -> None:
+def lake_cluster(make_cluster: Callable[..., Any], tmp_path: Path, brokers: int) -> tuple[LocalCluster, Path]:
+    """A cluster whose brokers share one SQL catalog (SQLite) and warehouse, in the directory returned."""
     catalog_dir = tmp_path / "shared-catalog"
     catalog_dir.mkdir()
     cluster: LocalCluster = make_cluster(
-        3,
+        brokers,
         **{
             "strom.iceberg.catalog.uri": f"sqlite:///{catalog_dir}/catalog.db",
             "strom.iceberg.warehouse": str(catalog_dir / "warehouse"),
             "strom.iceberg.translation.interval.ms": "100",
         },
     )
+    return cluster, catalog_dir
+
+
+def test_leader_killed_twice_changes_nothing_in_the_table(
+    make_cluster: Callable[..., Any], tmp_path: Path
+) -> None:
+    cluster, catalog_dir = lake_cluster(make_cluster, tmp_path, 3)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     configs = {
         "strom.iceberg.mode": "value_schema_id_prefix",
@@ -78,12 +84,12 @@ def test_leader_killed_twice_changes_nothing_in_the_table(
         future.result(30)
 
     _produce(cluster, V1, [{"id": i, "item": f"a{i}"} for i in range(100)])
-    wait_until(lambda: len(_rows(catalog_dir, TOPIC, [])) > 0, 60, "the first commit")
+    wait_until(lambda: len(lake_rows(catalog_dir, TOPIC, [])) > 0, 60, "the first commit")
     first = _kill_leader_of(cluster, 0)
     _produce(cluster, V2, [{"id": i, "item": f"b{i}", "qty": 2} for i in range(100, 200)])
     cluster.brokers[first].start()
     cluster.wait_for_brokers(3)
-    wait_until(lambda: len(_rows(catalog_dir, TOPIC, [])) >= 150, 90, "rows after the first kill")
+    wait_until(lambda: len(lake_rows(catalog_dir, TOPIC, [])) >= 150, 90, "rows after the first kill")
     _kill_leader_of(cluster, 1)
     _produce(cluster, V3, [{"id": 2**40 + i, "item": f"c{i}", "qty": 3, "note": "n"} for i in range(100)])
     bad = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
@@ -91,18 +97,18 @@ def test_leader_killed_twice_changes_nothing_in_the_table(
     assert bad.flush(60) == 0
 
     expected = 300
-    wait_until(lambda: len(_rows(catalog_dir, TOPIC, [])) >= expected, 120, "every record in the table")
-    wait_until(lambda: len(_rows(catalog_dir, TOPIC + "~dlq", [])) >= 1, 90, "the dead letter")
+    wait_until(lambda: len(lake_rows(catalog_dir, TOPIC, [])) >= expected, 120, "every record in the table")
+    wait_until(lambda: len(lake_rows(catalog_dir, TOPIC + "~dlq", [])) >= 1, 90, "the dead letter")
     time.sleep(1.5)  # a few more commit intervals: nothing may arrive twice
 
     columns = ["id", "item", "qty", "note"]
-    rows = _rows(catalog_dir, TOPIC, columns)
+    rows = lake_rows(catalog_dir, TOPIC, columns)
     table = sql_catalog(catalog_dir).load_table(("strom", TOPIC))
     assert with_duckdb(table, columns) == rows
     assert with_polars(table, columns) == rows
     positions = [(p, o) for p, o, *_ in rows]
     assert len(set(positions)) == len(positions) == expected
-    dead = _rows(catalog_dir, TOPIC + "~dlq", ["reason"])
+    dead = lake_rows(catalog_dir, TOPIC + "~dlq", ["reason"])
     assert len(dead) == 1 and "not in the registry" in dead[0][2]
     assert sorted(positions + [(p, o) for p, o, *_ in dead]) == committed_offsets(
         cluster.bootstrap, TOPIC, expected + 1

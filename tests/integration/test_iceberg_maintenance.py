@@ -204,14 +204,22 @@ def test_a_kept_table_is_moved_aside_when_its_topic_is_created_again(broker: Bro
     assert sorted(v for *_, v in kept) == [f"old-{i}".encode() for i in range(6)]
 
 
-def _console_lag(broker: BrokerProcess, topic: str) -> dict[int, int]:
-    """Partition → records not in the table, from the console's topic page."""
-    with urllib.request.urlopen(f"{broker.http_url}/ui/topics/{topic}", timeout=30) as answer:
+def console_lag(http_url: str | None, topic: str) -> dict[int, list[str]]:
+    """Partition → its row's cells in the console's Iceberg translation lag table (records not in the
+    table, seconds behind, next offset in the table, rows, dead letters, translated by), from the
+    topic page over HTTP."""
+    with urllib.request.urlopen(f"{http_url}/ui/topics/{topic}", timeout=30) as answer:
         found = re.search(r'<table id="lake-lag">.*?<tbody>(.*?)</tbody>', answer.read().decode())
     if found is None:
         return {}
     cells = [re.findall(r"<td>(.*?)</td>", row) for row in found.group(1).split("</tr>") if row]
-    return {int(c[0]): int(c[1]) for c in cells}
+    return {int(c[0]): c[1:] for c in cells}
+
+
+def _console_lag(broker: BrokerProcess, topic: str) -> dict[int, int]:
+    """Partition → records not in the table (-1: unknown), from the console's topic page."""
+    lag = console_lag(broker.http_url, topic)
+    return {p: int(cells[0]) if cells[0].isdigit() else -1 for p, cells in lag.items()}
 
 
 def test_the_console_shows_each_partitions_translation_lag(broker: BrokerProcess) -> None:

@@ -2,9 +2,10 @@
 
 Each partition's leader translates it, so the leader is the one to ask, the way Kafka asks a leader
 about its partition's offsets: ListOffsets, sent to each leader, with Strom's ``ICEBERG_TABLE``
-timestamp (-100, strom.broker.handlers.list_offsets) answers the next offset the partition's table
+timestamp (-100, strom.broker.lake.lag) answers the next offset the partition's table
 records and the wall time since which its oldest record not yet in the table has waited; the same
-request with latest (-1) and read_committed answers the last stable offset. The lag is the difference,
+request with latest (-1) and read_committed answers the last stable offset (both built and read by
+strom.broker.lake.lag, as the web console's topic page asks them). The lag is the difference,
 in records, and the time since then, in seconds: what the leader's ``/metrics`` has as
 ``strom_iceberg_translation_lag_records`` and ``_seconds``. A leader that does not translate the
 partition (yet) answers -1: the lag is then unknown.
@@ -19,41 +20,25 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from functools import partial
 
+from strom.broker.lake.lag import LIST_OFFSETS_VERSION, TableLag, lag_requests, lags_answered
 from strom.console.clients import ClientOptions
 from strom.console.errors import ConsoleError
 from strom.console.wire import WireClient, supported
 from strom.protocol.api import ApiKey
 
-ICEBERG_TABLE = -100  # as strom.broker.handlers.list_offsets answers it
-LATEST = -1
-READ_COMMITTED = 1
-LIST_OFFSETS_VERSION = 7
 
-
-@dataclass(frozen=True, slots=True)
-class TranslationLag:
-    next_offset: int  # the next offset the table records; -1: the leader does not translate it
-    last_stable_offset: int
-    waiting_since_ms: int  # -1: no record waits
-
-    @property
-    def records(self) -> int:
-        return max(self.last_stable_offset - self.next_offset, 0)
-
-    def fields(self, now_ms: int) -> str:
-        """The tab-separated fields ``strom topics describe`` appends to the partition's line."""
-        if self.next_offset < 0:
-            return "\tIcebergLag: unknown (not translated yet)"
-        waited = max(now_ms - self.waiting_since_ms, 0) / 1000 if self.waiting_since_ms >= 0 else 0.0
-        seconds = waited if self.records else 0.0
-        return f"\tInTable: {self.next_offset}\tIcebergLag: {self.records} records, {seconds:.1f} s"
+def describe_fields(lag: TableLag, now_ms: int) -> str:
+    """The tab-separated fields ``strom topics describe`` appends to the partition's line."""
+    if not lag.known:
+        return "\tIcebergLag: unknown (not translated yet)"
+    return f"\tInTable: {lag.next_offset}\tIcebergLag: {lag.records} records, {lag.seconds(now_ms):.1f} s"
 
 
 def translation_lag(
     options: ClientOptions, partitions: Sequence[tuple[str, int]]
-) -> dict[tuple[str, int], TranslationLag]:
+) -> dict[tuple[str, int], TableLag]:
     """Each (topic, partition)'s translation lag, from its leader; {} when the CLI's protocol client
     cannot connect with the given security settings (SASL).
 
@@ -69,13 +54,14 @@ def translation_lag(
         for tp in partitions:
             if leaders.get(tp, -1) in addresses:
                 by_leader[leaders[tp]].append(tp)
-        found: dict[tuple[str, int], TranslationLag] = {}
+        found: dict[tuple[str, int], TableLag] = {}
         for leader, led in sorted(by_leader.items()):
-            table = _list(client, addresses[leader], led, ICEBERG_TABLE, 0)
-            stable = _list(client, addresses[leader], led, LATEST, READ_COMMITTED)
-            for tp in led:
-                if tp in table and tp in stable:
-                    found[tp] = TranslationLag(table[tp][0], stable[tp][0], table[tp][1])
+            table, stable = lag_requests(led)
+            try:
+                call = partial(client.call, addresses[leader], ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION)
+                found.update(lags_answered(call(table), call(stable)))
+            except ConsoleError:
+                continue  # a leader that does not answer: its partitions' lag is left out
     return found
 
 
@@ -95,40 +81,3 @@ def _leaders(
         for p in t["partitions"]
     }
     return leaders, addresses
-
-
-def _list(
-    client: WireClient,
-    address: tuple[str, int],
-    partitions: list[tuple[str, int]],
-    timestamp: int,
-    level: int,
-) -> dict[tuple[str, int], tuple[int, int]]:
-    """(offset, timestamp) of each partition the leader at ``address`` answered without an error."""
-    topics: defaultdict[str, list[int]] = defaultdict(list)
-    for topic, index in partitions:
-        topics[topic].append(index)
-    body = {
-        "replica_id": -1,
-        "isolation_level": level,
-        "topics": [
-            {
-                "name": topic,
-                "partitions": [
-                    {"partition_index": index, "current_leader_epoch": -1, "timestamp": timestamp}
-                    for index in indexes
-                ],
-            }
-            for topic, indexes in sorted(topics.items())
-        ],
-    }
-    try:
-        answer = client.call(address, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, body)
-    except ConsoleError:
-        return {}  # a leader that does not answer: its partitions' lag is left out
-    return {
-        (str(t["name"]), int(p["partition_index"])): (int(p["offset"]), int(p["timestamp"]))
-        for t in answer["topics"]
-        for p in t["partitions"]
-        if int(p["error_code"]) == 0
-    }

@@ -27,6 +27,7 @@ from typing import Any, TextIO
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
+from strom.broker.lake.lag import TableLag
 from strom.console._admin_api import (
     AlterConfigOpType,
     ConfigEntry,
@@ -46,7 +47,7 @@ from strom.console.clients import (
     wait,
 )
 from strom.console.errors import ConsoleError
-from strom.console.lake_lag import TranslationLag, now_ms, translation_lag
+from strom.console.lake_lag import describe_fields, now_ms, translation_lag
 from strom.console.progress import progress
 from strom.console.tiers import PartitionTiers, partition_tiers
 
@@ -290,7 +291,7 @@ def _print_topic(
     configs: Mapping[str, str],
     out: TextIO,
     tiers: Mapping[tuple[str, int], PartitionTiers],
-    lags: Mapping[tuple[str, int], TranslationLag],
+    lags: Mapping[tuple[str, int], TableLag],
 ) -> None:
     partitions = [topic.partitions[pid] for pid in sorted(topic.partitions)]
     replication = len(partitions[0].replicas) if partitions else 0
@@ -308,7 +309,7 @@ def _print_topic(
         if (found := tiers.get((topic.topic, partition.id))) is not None:
             line += found.fields()  # tiered storage: the remote and the local part of the log
         if (lag := lags.get((topic.topic, partition.id))) is not None:
-            line += lag.fields(now_ms())  # an Iceberg topic: how far its table is behind
+            line += describe_fields(lag, now_ms())  # an Iceberg topic: how far its table is behind
         if partition.error is not None and partition.error.code() != KafkaError.NO_ERROR:
             line += f"\tError: {describe_kafka_error(partition.error)}"
         print(line, file=out)

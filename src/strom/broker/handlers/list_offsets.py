@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from strom.broker.handlers.authz import Op, Res, denied
 from strom.broker.handlers.base import RequestContext, handles
+from strom.broker.lake.lag import ICEBERG_TABLE
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.messages import (
@@ -47,7 +48,6 @@ READ_COMMITTED = 1
 EARLIEST = -2
 LATEST = -1
 LATEST_TIERED = -5  # KIP-1005
-ICEBERG_TABLE = -100  # Strom: the partition's Iceberg table (far from Kafka's own, which count down from -1)
 CONSUMER = -1  # replica_id of a client's request (-2 is Kafka's debugging id)
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
 from urllib.parse import quote
 
 from strom.cluster.broker_table import LEGEND, BrokerTable
+from strom.web.console.lake_lag import LakeLag
 from strom.web.console.views import ClusterView, GroupRow, GroupView, PartitionRow, TopicRow
 
 _STYLE = """
@@ -261,24 +261,40 @@ def topic_page(
     return page(f"Topic {topic}", body, _LIVE_TABLE_JS)
 
 
-class LakeLag(NamedTuple):
-    """An Iceberg topic's partition this broker translates (strom_iceberg_translation_lag_*)."""
-
-    partition: int
-    records: int  # committed records not yet in the table
-    seconds: float  # since the last commit while records wait
-    rows: int  # appended to the table since the translation started here
-    dead: int  # appended to the dead-letter table
-
-
 def _lake_lag_html(lags: Sequence[LakeLag]) -> str:
     if not lags:
         return ""
+    unknown = "<span class='muted'>unknown</span>"
     rows = [
-        [esc(g.partition), esc(g.records), esc(f"{g.seconds:.1f}"), esc(g.rows), esc(g.dead)] for g in lags
+        [
+            esc(g.partition),
+            esc(g.lag.records) if g.lag is not None else unknown,
+            esc(f"{g.seconds:.1f}") if g.lag is not None else "",
+            esc(g.lag.next_offset) if g.lag is not None else "",
+            esc(g.rows) if g.rows is not None else "-",
+            esc(g.dead) if g.dead is not None else "-",
+            esc(g.leader) if g.leader >= 0 else "none",
+        ]
+        for g in lags
     ]
-    return "<h2>Iceberg translation lag (partitions this broker translates)</h2>" + table(
-        ["Partition", "Records not in the table", "Seconds behind", "Rows", "Dead letters"], rows, "lake-lag"
+    return (
+        "<h2>Iceberg translation lag</h2>"
+        + table(
+            [
+                "Partition",
+                "Records not in the table",
+                "Seconds behind",
+                "Next offset in the table",
+                "Rows",
+                "Dead letters",
+                "Translated by",
+            ],
+            rows,
+            "lake-lag",
+        )
+        + "<p class='muted'>Each partition as its leader translates it. Rows and dead letters are counted "
+        "by the translating broker since its translation started: '-' for the partitions led elsewhere "
+        "(their leader's console and /metrics have them).</p>"
     )
 
 

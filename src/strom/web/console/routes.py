@@ -37,6 +37,7 @@ from strom.web.console import (
     views,
 )
 from strom.web.console.decode import RecordDecoder
+from strom.web.console.lake_lag import is_iceberg_topic, topic_lake_lag
 from strom.web.console.remote import LeaderReads, RemoteReadError, RemoteSource
 from strom.web.console.remote_groups import ClusterGroups
 from strom.web.console.remote_txns import ClusterTransactions, local_row
@@ -144,12 +145,11 @@ class ConsoleApi:
             [("add-partitions", "add partitions", q), ("alter-config", "alter a config", q),
              ("delete-records", "delete records", q)]
         )  # fmt: skip
-        translator, now_ms = self._broker.lake.translator, self._broker.clock.time_ms()
-        lake_lag = [
-            pages.LakeLag(p, lag.records, lag.seconds(now_ms), lag.rows, lag.dead)
-            for (t, p), lag in sorted(translator.lag.items() if translator is not None else ())
-            if t == name
-        ]
+        lake_lag = (
+            await topic_lake_lag(self._broker, self._leader_reads, name, len(parts))
+            if is_iceberg_topic(self._broker, name)
+            else []
+        )
         page = pages.topic_page(name, dict(info.configs), table, parts, src, charts, links, lake_lag)
         return self._page(request, page)
 
