@@ -3,11 +3,12 @@ that replaying the records in log order rebuilds the group a new coordinator car
 
 from __future__ import annotations
 
-import copy
+import functools
+import random
 from collections.abc import Callable
 
 from strom.coordinator.share import records
-from strom.coordinator.share.membership import ShareGroup, heartbeat, remove
+from strom.coordinator.share.membership import GroupDraft, ShareGroup, heartbeat, remove
 from strom.protocol.errors import ErrorCode
 
 TOPICS = {"orders": 3, "audit": 1}
@@ -30,37 +31,47 @@ def durable(groups: dict[str, ShareGroup]) -> dict[str, tuple[int, int, dict[str
 
 
 class Coordinator:
-    """Decides on a copy and keeps only the records, as the shard does; ``log`` is every record."""
+    """Decides on a draft and keeps only the records, as the shard does; ``log`` is every record."""
 
     def __init__(self) -> None:
         self.groups: dict[str, ShareGroup] = {}
         self.log: list[tuple[bytes, bytes | None]] = []
 
-    def change(self, group_id: str, decide: Callable[[ShareGroup], object]) -> list[Record]:
+    def change(self, group_id: str, decide: Callable[[GroupDraft], object]) -> list[Record]:
         current = self.groups.get(group_id)
-        group = copy.deepcopy(current) if current is not None else ShareGroup(group_id)
-        decide(group)
-        written = records.records_for(current, group)
+        before = durable(self.groups)
+        draft = GroupDraft(current if current is not None else ShareGroup(group_id))
+        decide(draft)
+        assert durable(self.groups) == before  # the decision left the group as the log says
+        written = records.records_for(draft)
         for key, value in written:
             records.replay(self.groups, key, value)
         self.log += written
+        group = self.groups.get(group_id)
+        for member_id, member in draft.changed.items():  # once written: what the answers sent
+            if group is not None and member_id in group.members:
+                group.members[member_id].sent = member.sent
         return written
+
+
+def epoch_of(draft: GroupDraft, member_id: str) -> int:
+    member = draft.get(member_id)
+    assert member is not None
+    return member.member_epoch
 
 
 def test_replaying_the_records_rebuilds_members_epochs_and_assignments() -> None:
     coordinator = Coordinator()
     ids: list[str] = []
 
-    def join(group: ShareGroup) -> None:
+    def join(group: GroupDraft) -> None:
         answer = heartbeat(group, "", 0, ("orders",), TOPICS, client_id=f"c{len(ids)}", rack_id="r1")
         assert answer.error is ErrorCode.NONE and answer.member_id is not None
         ids.append(answer.member_id)
 
     for _ in range(3):
         coordinator.change("g", join)
-    coordinator.change(
-        "g", lambda g: heartbeat(g, ids[0], g.members[ids[0]].member_epoch, ("orders", "audit"), TOPICS)
-    )
+    coordinator.change("g", lambda g: heartbeat(g, ids[0], epoch_of(g, ids[0]), ("orders", "audit"), TOPICS))
     coordinator.change("g", lambda g: remove(g, ids[1], TOPICS))
     assert set(coordinator.groups["g"].members) == {ids[0], ids[2]}
     assert coordinator.groups["g"].group_epoch == 5
@@ -116,3 +127,48 @@ def test_deleting_an_empty_group_ends_it_at_a_replay() -> None:
     for key, value in [*coordinator.log, *deleted]:
         records.replay(replayed, key, value)
     assert replayed == {}
+
+
+def test_the_records_of_drafts_rebuild_what_deciding_in_place_gives() -> None:
+    """Random joins, steady and lost-answer heartbeats, subscription changes, topic growth, leaves and
+    session timeouts: each draft answers as deciding on the group in place does, and its records,
+    replayed, give the same group."""
+    rng = random.Random(7)
+    coordinator, in_place = Coordinator(), ShareGroup("g")
+    topics = dict(TOPICS)
+    for step in range(300):
+        alive = sorted(in_place.members)
+        roll = rng.random()
+        if roll < 0.05:
+            topics["orders"] += 1  # the next heartbeat sees the new partition
+        decide: Callable[..., object]
+        if not alive or roll < 0.25:
+            subscription = rng.choice([("orders",), ("audit",), ("orders", "audit")])
+            decide, args = heartbeat, (f"m{step}", 0, subscription, topics)
+        else:
+            member_id = rng.choice(alive)
+            epoch = in_place.members[member_id].member_epoch
+            if roll < 0.35:
+                decide, args = heartbeat, (member_id, -1, None, topics)
+            elif roll < 0.4:
+                decide, args = remove, (member_id, topics)
+            elif roll < 0.5:
+                decide, args = heartbeat, (member_id, epoch, rng.choice([("audit",), ("orders",)]), topics)
+            else:
+                lost = roll < 0.6  # the member did not get its last answer
+                decide, args = heartbeat, (member_id, max(1, epoch - 1) if lost else epoch, None, topics)
+        expected = decide(in_place, *args)
+        answers: list[object] = []
+        coordinator.change("g", functools.partial(answered, answers, decide, args))
+        assert answers == [expected], step
+        assert durable(coordinator.groups) == durable({"g": in_place}), step
+    replayed: dict[str, ShareGroup] = {}
+    for key, value in coordinator.log:
+        records.replay(replayed, key, value)
+    assert durable(replayed) == durable({"g": in_place})
+
+
+def answered(
+    answers: list[object], decide: Callable[..., object], args: tuple[object, ...], draft: GroupDraft
+) -> None:
+    answers.append(decide(draft, *args))

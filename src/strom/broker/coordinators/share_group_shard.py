@@ -3,9 +3,10 @@
 `GroupShard` (group_service.py) holds one `ShareGroupShard` and hands it every share-group record of its
 partition (key versions 10-14, `strom.coordinator.share.records`), while loading and after each write,
 so the groups here are always what the log says. share_group_service.py runs each ShareGroupHeartbeat
-as an operation of the coordinator runtime: `heartbeat` decides on a copy of the group
-(`strom.coordinator.share.membership`) and returns the records of the difference; the runtime appends
-them, replays them here, and answers once the ISR has them. So a coordinator fail-over keeps the
+as an operation of the coordinator runtime: `heartbeat` decides on a copy-on-write draft of the group
+(`strom.coordinator.share.membership.GroupDraft`: only the members the decision changes are copied) and
+returns the records of what it changed; the runtime appends them, replays them here, and answers once
+the ISR has them. So a coordinator fail-over keeps the
 members, their ids and epochs and the assignment: the new coordinator replays them and the members'
 heartbeats go on. What was last sent to each member is not durable: it is set once the write is
 (``on_complete``), and a new coordinator sends every member its assignment again.
@@ -19,7 +20,6 @@ outlives a fail-over too), until DeleteGroups deletes it (`delete`: tombstones f
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -28,7 +28,7 @@ from strom.broker.config import BrokerConfig
 from strom.coordinator.messages import ListedGroup
 from strom.coordinator.records import RecordFormatError
 from strom.coordinator.share import membership, records
-from strom.coordinator.share.membership import Assignment, HeartbeatAnswer, ShareGroup
+from strom.coordinator.share.membership import Assignment, GroupDraft, HeartbeatAnswer, ShareGroup
 from strom.coordinator_runtime import CoordinatorResult, ShardContext
 from strom.protocol.errors import ErrorCode
 
@@ -112,14 +112,16 @@ class ShareGroupShard:
 
     # --- operations ----------------------------------------------------------------------------
     def heartbeat(self, req: ShareHeartbeat) -> CoordinatorResult[HeartbeatAnswer]:
-        """One ShareGroupHeartbeat: the records of what it changed, and its answer."""
+        """One ShareGroupHeartbeat: the records of what it changed, and its answer. Decided on a draft
+        of the group (`membership.GroupDraft`), so a heartbeat that changes nothing costs the same in
+        a group of any size."""
         current = self.groups.get(req.group_id)
         if current is None and req.member_epoch != membership.JOIN_EPOCH:
             answer = HeartbeatAnswer(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {req.group_id} has no members.")
             return CoordinatorResult([], answer)
-        group = copy.deepcopy(current) if current is not None else ShareGroup(req.group_id)
+        draft = GroupDraft(current if current is not None else ShareGroup(req.group_id))
         answer = membership.heartbeat(
-            group,
+            draft,
             req.member_id,
             req.member_epoch,
             req.subscribed_topic_names,
@@ -133,11 +135,18 @@ class ShareGroupShard:
             self.context.timer.cancel(_session_key(req.group_id, gone))
         if answer.error is ErrorCode.NONE and answer.member_id is not None and not answer.removed:
             self._arm_session(req.group_id, answer.member_id)
-        written = records.records_for(current, group)
-        member = group.members.get(answer.member_id or "")
+        self._remember_checked(current, draft)
+        member = draft.get(answer.member_id or "")
         sent = None if member is None else member.sent
         done = self._sent(req.group_id, answer.member_id, sent)
-        return CoordinatorResult(written, answer, on_complete=done)
+        return CoordinatorResult(records.records_for(draft), answer, on_complete=done)
+
+    @staticmethod
+    def _remember_checked(current: ShareGroup | None, draft: GroupDraft) -> None:
+        """Keep the topics the decision checked the assignment against, keyed by its group epoch (a
+        cache: valid once the decision's records are replayed, never used at another epoch)."""
+        if current is not None and draft.checked is not None:
+            current.checked = (draft.group_epoch, draft.checked)
 
     def _sent(
         self, group_id: str, member_id: str | None, sent: Assignment | None
@@ -163,10 +172,11 @@ class ShareGroupShard:
         current = self.groups.get(group_id)
         if current is None or member_id not in current.members:
             return CoordinatorResult([], None)
-        group = copy.deepcopy(current)
-        membership.remove(group, member_id, self.topics())
+        draft = GroupDraft(current)
+        membership.remove(draft, member_id, self.topics())
+        self._remember_checked(current, draft)
         log.info("share group %s: member %s removed (session timeout)", group_id, member_id)
-        return CoordinatorResult(records.records_for(current, group), None)
+        return CoordinatorResult(records.records_for(draft), None)
 
     def delete(self, group_id: str) -> CoordinatorResult[ErrorCode]:
         """DeleteGroups of a share group (its share-partition states already deleted): the tombstones

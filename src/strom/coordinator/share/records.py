@@ -13,8 +13,9 @@ that compaction keeps only the latest:
 * ``ShareGroupCurrentMemberAssignment`` (key version 14, per member): the member's epoch, its previous
   epoch, its state (always stable: share members never revoke) and the partitions it has.
 
-`records_for` is what a change of a group writes: the difference between the group before and after
-a decision of `strom.coordinator.share.membership` (a member's removal: tombstones for its keys 14, 13,
+`records_for` is what a change of a group writes: the difference between the group and the draft a
+decision of `strom.coordinator.share.membership` left (only the members the draft changed are looked
+at, so a decision's records cost what it changed; a member's removal: tombstones for its keys 14, 13,
 10). A group whose last member left stays, Empty, with its epochs, as Kafka keeps it; `tombstones` end
 it (DeleteGroups): 12 and 11, whose tombstone removes the group at a replay. `replay` applies one
 record to the groups, so replaying a partition in log order rebuilds every share group with its
@@ -31,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from strom.coordinator.consumer import records as consumer
-from strom.coordinator.share.membership import ShareGroup, ShareMember
+from strom.coordinator.share.membership import GroupDraft, ShareGroup, ShareMember
 
 __all__ = [
     "SHARE_KEY_VERSIONS",
@@ -108,30 +109,32 @@ def _record(version: int, group: str, member: str | None, value: consumer.Consum
     return encode_key(ShareKey(version, group, member)), encoded
 
 
-def records_for(before: ShareGroup | None, after: ShareGroup) -> list[Record]:
-    """The records that turn ``before`` (None: no such group) into ``after``, in the order a replay
-    needs them. A group without members stays (Empty, at its epoch), as Kafka keeps it."""
-    gid = after.group_id
-    old = {} if before is None else before.members
+def records_for(draft: GroupDraft) -> list[Record]:
+    """The records that turn the draft's group into what the draft decided, in the order a replay
+    needs them: only the members the draft changed are compared with the group, so the cost is what
+    changed. A group without members stays (Empty, at its epoch), as Kafka keeps it."""
+    gid, before = draft.group_id, draft.base
+    old = before.members
     out: list[Record] = []
-    for member_id in sorted(old.keys() - after.members.keys()):
+    for member_id in sorted(draft.removed):
         for version in (CURRENT_ASSIGNMENT_KEY, TARGET_MEMBER_KEY, MEMBER_METADATA_KEY):
             out.append(_record(version, gid, member_id, None))
-    for member_id, member in sorted(after.members.items()):
+    changed = sorted(draft.changed.items())
+    for member_id, member in changed:
         was = old.get(member_id)
         if was is None or _metadata(was) != _metadata(member):
             out.append(_record(MEMBER_METADATA_KEY, gid, member_id, _metadata(member)))
-    if before is None or before.group_epoch != after.group_epoch:
-        out.append(_record(GROUP_METADATA_KEY, gid, None, consumer.GroupMetadataValue(after.group_epoch, {})))
-    for member_id, member in sorted(after.members.items()):
+    if before.group_epoch != draft.group_epoch:
+        out.append(_record(GROUP_METADATA_KEY, gid, None, consumer.GroupMetadataValue(draft.group_epoch, {})))
+    for member_id, member in changed:
         was = old.get(member_id)
         if was is None or was.assignment != member.assignment:
             target = consumer.TargetMemberValue(member.assignment)
             out.append(_record(TARGET_MEMBER_KEY, gid, member_id, target))
-    if before is None or before.assignment_epoch != after.assignment_epoch:
-        epoch = consumer.TargetMetadataValue(after.assignment_epoch)
+    if before.assignment_epoch != draft.assignment_epoch:
+        epoch = consumer.TargetMetadataValue(draft.assignment_epoch)
         out.append(_record(TARGET_METADATA_KEY, gid, None, epoch))
-    for member_id, member in sorted(after.members.items()):
+    for member_id, member in changed:
         was = old.get(member_id)
         if was is None or (was.member_epoch, was.assignment) != (member.member_epoch, member.assignment):
             previous = 0 if was is None else was.member_epoch
