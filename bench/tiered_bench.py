@@ -7,7 +7,9 @@ Run by hand (`python bench/tiered_bench.py --mb 200 --rounds 3`); never part of 
    ``remote.storage.enable`` (its segments are copied while it is produced to) and one without. Median
    MB/s of each, and on/off.
 2. **Copy**: a topic of ``--mb`` MB produced with tiering off is switched on; the time until every rolled
-   segment is remote (ListOffsets -5 reaching the active segment) gives the copy throughput.
+   segment is remote (ListOffsets -5 reaching the active segment) gives the copy throughput, and the
+   broker's CPU seconds meanwhile per GB copied (all threads, the event loop's). The produce rounds
+   also print the broker's CPU seconds per GB produced (tiering on: its copies included).
 3. **Read, tiered against local**: the same ``--mb`` MB range read from offset 0 by a confluent-kafka
    consumer, from a tiered topic whose local log keeps only its last segment (so the range is read from
    S3 through the broker's remote reads, with a cache far smaller than the range) and from the same data
@@ -47,6 +49,21 @@ SEGMENT_BYTES = 8 * 1024 * 1024
 
 def _note(step: str, **values: object) -> None:
     print(json.dumps({"step": step, "load_1m": round(os.getloadavg()[0], 2), **values}), flush=True)
+
+
+def _note_medians(step: str, rates: dict[str, list[float]], cpu: dict[str, list[float]]) -> None:
+    """Medians of the two variants' MB/s (the second's against the first's) and broker CPU per GB."""
+    first, second = rates
+    a, b = statistics.median(rates[first]), statistics.median(rates[second])
+    _note(
+        step,
+        **{
+            f"{first}_mb_s": round(a, 1),
+            f"{second}_mb_s": round(b, 1),
+            f"{second}_vs_{first}": round(b / a, 3),
+        },
+        **{f"{v}_cpu_s_per_gb": round(statistics.median(cpu[v]), 2) for v in (first, second)},
+    )
 
 
 def _create(admin: AdminClient, topic: str, tiered: bool) -> None:
@@ -161,14 +178,21 @@ def _run(broker: BrokerProcess, mb: int, rounds: int) -> None:
     _note("start", mb=mb, rounds=rounds)
     # 1. produce, off/on interleaved
     rates: dict[str, list[float]] = {"off": [], "on": []}
+    produce_cpu: dict[str, list[float]] = {"off": [], "on": []}  # broker CPU s per GB produced
     order = [v for i in range(rounds) for v in (("off", "on") if i % 2 == 0 else ("on", "off"))]
     for n, variant in enumerate(order):
         topic = f"produce-{variant}-{n}"
         _create(admin, topic, variant == "on")
+        cpu0, _ = _broker_cpu(broker)
         rates[variant].append(_produce(broker.bootstrap, topic, mb))
-        _note("produce", variant=variant, mb_s=round(rates[variant][-1], 1))
-    off, on = statistics.median(rates["off"]), statistics.median(rates["on"])
-    _note("produce-median", off_mb_s=round(off, 1), on_mb_s=round(on, 1), on_vs_off=round(on / off, 3))
+        produce_cpu[variant].append((_broker_cpu(broker)[0] - cpu0) / (mb / 1000))
+        _note(
+            "produce",
+            variant=variant,
+            mb_s=round(rates[variant][-1], 1),
+            broker_cpu_s_per_gb=round(produce_cpu[variant][-1], 2),
+        )
+    _note_medians("produce-median", rates, produce_cpu)
 
     # 2. copy: a backlog switched to tiered
     _create(admin, "backlog", False)
@@ -181,6 +205,7 @@ def _run(broker: BrokerProcess, mb: int, rounds: int) -> None:
     )
     entries = [ConfigEntry("remote.storage.enable", "true", incremental_operation=AlterConfigOpType.SET)]
     start = time.perf_counter()
+    cpu0, loop0 = _broker_cpu(broker)
     for future in admin.incremental_alter_configs(
         [ConfigResource("TOPIC", "backlog", incremental_configs=entries)]
     ).values():
@@ -188,7 +213,15 @@ def _run(broker: BrokerProcess, mb: int, rounds: int) -> None:
     while _copied_through(raw, "backlog") < target:
         time.sleep(0.1)
     took = time.perf_counter() - start
-    _note("copy", bytes=backlog_bytes, seconds=round(took, 2), mb_s=round(backlog_bytes / 1e6 / took, 1))
+    cpu1, loop1 = _broker_cpu(broker)
+    _note(
+        "copy",
+        bytes=backlog_bytes,
+        seconds=round(took, 2),
+        mb_s=round(backlog_bytes / 1e6 / took, 1),
+        broker_cpu_s_per_gb=round((cpu1 - cpu0) / (backlog_bytes / 1e9), 2),
+        event_loop_cpu_s_per_gb=round((loop1 - loop0) / (backlog_bytes / 1e9), 2),
+    )
 
     # 3. reads: the same range, remote (tiered topic) against local (untiered topic)
     _create(admin, "read-tiered", True)
@@ -216,15 +249,7 @@ def _run(broker: BrokerProcess, mb: int, rounds: int) -> None:
                 broker_cpu_s_per_gb=round(cpu_per_gb, 2),
                 event_loop_cpu_s_per_gb=round(loop_per_gb, 2),
             )
-    local, tiered = statistics.median(reads["local"]), statistics.median(reads["tiered"])
-    _note(
-        "read-median",
-        local_mb_s=round(local, 1),
-        tiered_mb_s=round(tiered, 1),
-        tiered_vs_local=round(tiered / local, 3),
-        local_cpu_s_per_gb=round(statistics.median(cpu["local"]), 2),
-        tiered_cpu_s_per_gb=round(statistics.median(cpu["tiered"]), 2),
-    )
+    _note_medians("read-median", reads, cpu)
     raw.close()
 
 
