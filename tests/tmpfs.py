@@ -1,4 +1,4 @@
-"""A small tmpfs for a test's log dir (the tests run as root), and filling it up: a disk that fails."""
+"""Failing disks for tests (which run as root): a small tmpfs filled up, or a dir made read-only."""
 
 from __future__ import annotations
 
@@ -38,3 +38,18 @@ def fill(path: Path, limit_bytes: int) -> int:
                     raise
                 chunk = chunk[: len(chunk) // 2] if len(chunk) > 512 else b""
     return written
+
+
+@contextlib.contextmanager
+def read_only(path: Path) -> Iterator[Path]:
+    """``path`` made read-only under whoever uses it: a read-only bind mount over it, as a file system
+    remounted read-only after an error looks (files already open for writing keep their writes;
+    creating, renaming and removing files fails with EROFS). Root ignores permission bits, so a chmod
+    would not do."""
+    subprocess.run(["mount", "--bind", str(path), str(path)], check=True, timeout=30)
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(path)], check=True, timeout=30)
+        yield path
+    finally:
+        if subprocess.run(["umount", str(path)], check=False, timeout=30, capture_output=True).returncode:
+            subprocess.run(["umount", "-l", str(path)], check=False, timeout=30, capture_output=True)

@@ -8,6 +8,14 @@ leadership of those partitions to other ISR members and takes broker 0 out of th
 partitions in broker 0's other dir stay led by it. DescribeLogDirs reports the dir with
 KAFKA_STORAGE_ERROR. Nothing acknowledged is lost. Then the filler goes, broker 0 restarts, loads the
 dir again and rejoins every ISR.
+
+A segment roll in a dir made read-only under broker 0 (a read-only bind mount: open segments still
+take appends, a new one cannot be made) answers the producer KAFKA_STORAGE_ERROR, then the
+leaderships move and the same producer's records are acknowledged by the new leader.
+
+A write of the broker's own, with no client writing, fails the dir the same way: the tmpfs made
+read-only under an idle broker 0, its next offset checkpoint (every 300 ms here) fails, and the
+leaderships move; a producer then writes to every partition and a consumer reads it all back.
 """
 
 from __future__ import annotations
@@ -19,35 +27,39 @@ from pathlib import Path
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka.admin import KafkaAdminClient
 
 from strom.protocol.errors import ErrorCode
-from strom.testing import BrokerProcess
 from strom.testing.cluster import LocalCluster
 from tests.cluster.conftest import FAST, partitions_of, wait_until
+from tests.cluster.jbod import dir_error, place, two_dirs
 from tests.prerequisites import require_zookeeper
-from tests.tmpfs import TMPFS_BYTES, fill, mounted_tmpfs
+from tests.tmpfs import TMPFS_BYTES, fill, mounted_tmpfs, read_only
 
 TOPIC = "jbod"
 PARTITIONS = 4
 VICTIM = 0
 
 
-@pytest.fixture
-def jbod_cluster(tmp_path: Path) -> Iterator[tuple[LocalCluster, Path]]:
+def _jbod_cluster(base: Path, **settings: str) -> Iterator[tuple[LocalCluster, Path]]:
     require_zookeeper()
-    base = tmp_path / "cluster"
-
-    def two_dirs(_broker_id: int, data_dir: Path, settings: dict[str, str]) -> BrokerProcess:
-        return BrokerProcess(data_dir, {**settings, "log.dirs": f"{data_dir}/logs-a,{data_dir}/logs-b"})
 
     with mounted_tmpfs(base / f"broker-{VICTIM}" / "logs-b") as failing:
-        cluster = LocalCluster(base, 3, 0, dict(FAST), broker_factory=two_dirs)
+        cluster = LocalCluster(base, 3, 0, {**FAST, **settings}, broker_factory=two_dirs)
         try:
             cluster.start()
             yield cluster, failing
         finally:
             cluster.stop()
+
+
+@pytest.fixture
+def jbod_cluster(tmp_path: Path) -> Iterator[tuple[LocalCluster, Path]]:
+    yield from _jbod_cluster(tmp_path / "cluster")
+
+
+@pytest.fixture
+def checkpointing_jbod_cluster(tmp_path: Path) -> Iterator[tuple[LocalCluster, Path]]:
+    yield from _jbod_cluster(tmp_path / "cluster", **{"log.flush.offset.checkpoint.interval.ms": "300"})
 
 
 class _Writer:
@@ -109,23 +121,15 @@ def _read_back(bootstrap: str, wanted: set[int]) -> set[int]:
     return seen
 
 
-def _dir_error(bootstrap: str, broker: int, log_dir: Path) -> int:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        (answer,) = admin.describe_log_dirs(brokers=[broker])
-    finally:
-        admin.close()
-    (found,) = [d for d in answer["log_dirs"] if d["log_dir"] == str(log_dir)]
-    return int(found["error_code"])
-
-
-def test_a_failed_log_dir_goes_offline_and_its_leaderships_move(
-    jbod_cluster: tuple[LocalCluster, Path],
-) -> None:
-    cluster, failing = jbod_cluster
+def _led_by_victim(cluster: LocalCluster, failing: Path, **configs: str) -> tuple[set[int], set[int]]:
+    """The topic made with broker 0 leading every partition; (partitions in its failing dir, others)."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     assignment = [[VICTIM, 1, 2] if p % 2 else [VICTIM, 2, 1] for p in range(PARTITIONS)]
-    topic = NewTopic(TOPIC, PARTITIONS, replica_assignment=assignment, config={"min.insync.replicas": "2"})
+    config = {"min.insync.replicas": "2", **configs}
+    topic = NewTopic(TOPIC, PARTITIONS, replica_assignment=assignment, config=config)
+    in_failing, healthy = {0, 1}, {2, 3}
+    dirs = {p: failing if p in in_failing else failing.parent / "logs-a" for p in range(PARTITIONS)}
+    place(cluster.brokers[VICTIM].bootstrap, VICTIM, TOPIC, dirs)
     admin.create_topics([topic])[TOPIC].result(30)
     wait_until(
         lambda: all(
@@ -135,23 +139,32 @@ def test_a_failed_log_dir_goes_offline_and_its_leaderships_move(
         60,
         "broker 0 to lead every partition with a full ISR",
     )
-    in_failing = {p for p in range(PARTITIONS) if (failing / f"{TOPIC}-{p}").is_dir()}
-    healthy = set(range(PARTITIONS)) - in_failing
-    assert in_failing and healthy  # new partitions go to the dir holding fewest
+    assert {p for p in range(PARTITIONS) if (failing / f"{TOPIC}-{p}").is_dir()} == in_failing
+    return in_failing, healthy
+
+
+def _wait_moved(cluster: LocalCluster, in_failing: set[int], healthy: set[int]) -> None:
+    def moved() -> bool:
+        states = partitions_of(cluster.bootstrap, TOPIC)
+        return all(
+            states[p][0] not in (VICTIM, -1) and VICTIM not in states[p][2] for p in in_failing
+        ) and all(states[p][0] == VICTIM for p in healthy)
+
+    wait_until(moved, 90, "the failed dir's leaderships to move and broker 0 to leave their ISRs")
+
+
+def test_a_failed_log_dir_goes_offline_and_its_leaderships_move(
+    jbod_cluster: tuple[LocalCluster, Path],
+) -> None:
+    cluster, failing = jbod_cluster
+    in_failing, healthy = _led_by_victim(cluster, failing)
 
     writer = _Writer(cluster.bootstrap)
     try:
         wait_until(lambda: writer.count() >= 300, 60, "the first acknowledged records")
         fill(failing / "filler", TMPFS_BYTES)
-
-        def moved() -> bool:
-            states = partitions_of(cluster.bootstrap, TOPIC)
-            return all(
-                states[p][0] not in (VICTIM, -1) and VICTIM not in states[p][2] for p in in_failing
-            ) and all(states[p][0] == VICTIM for p in healthy)
-
-        wait_until(moved, 90, "the failed dir's leaderships to move and broker 0 to leave their ISRs")
-        assert _dir_error(cluster.brokers[VICTIM].bootstrap, VICTIM, failing) == ErrorCode.KAFKA_STORAGE_ERROR
+        _wait_moved(cluster, in_failing, healthy)
+        assert dir_error(cluster.brokers[VICTIM].bootstrap, VICTIM, failing) == ErrorCode.KAFKA_STORAGE_ERROR
         after_move = writer.count()
         wait_until(lambda: writer.count() >= after_move + 300, 60, "more acknowledged records after the move")
     finally:
@@ -168,4 +181,49 @@ def test_a_failed_log_dir_goes_offline_and_its_leaderships_move(
         90,
         "broker 0 back in every ISR",
     )
-    assert _dir_error(victim.bootstrap, VICTIM, failing) == ErrorCode.NONE
+    assert dir_error(victim.bootstrap, VICTIM, failing) == ErrorCode.NONE
+
+
+def test_a_failed_checkpoint_of_an_idle_broker_takes_the_dir_offline(
+    checkpointing_jbod_cluster: tuple[LocalCluster, Path],
+) -> None:
+    cluster, failing = checkpointing_jbod_cluster
+    in_failing, healthy = _led_by_victim(cluster, failing)
+    with read_only(failing):
+        _wait_moved(cluster, in_failing, healthy)
+        assert dir_error(cluster.brokers[VICTIM].bootstrap, VICTIM, failing) == ErrorCode.KAFKA_STORAGE_ERROR
+        writer = _Writer(cluster.bootstrap)
+        try:
+            wait_until(lambda: writer.count() >= 300, 60, "acknowledged records on every partition")
+        finally:
+            acked = writer.stop()
+        assert {int(v) % PARTITIONS for v in acked} == set(range(PARTITIONS))
+        assert acked <= _read_back(cluster.bootstrap, acked)
+
+
+def test_a_failed_segment_roll_answers_storage_error_and_the_leaderships_move(
+    jbod_cluster: tuple[LocalCluster, Path],
+) -> None:
+    cluster, failing = jbod_cluster
+    in_failing, healthy = _led_by_victim(cluster, failing, **{"segment.bytes": "2000"})
+    partition = min(in_failing)
+    # No retries: each delivery report carries the broker's answer to that very produce.
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "retries": 0, "linger.ms": 0})
+    errors: list[int] = []
+
+    def delivered(err: KafkaError | None, _msg: Message) -> None:
+        errors.append(KafkaError.NO_ERROR if err is None else err.code())
+
+    def produce_one() -> int:
+        errors.clear()
+        producer.produce(TOPIC, b"x" * 300, partition=partition, on_delivery=delivered)
+        assert producer.flush(30) == 0
+        return errors[0]
+
+    with read_only(failing):
+        wait_until(lambda: produce_one() != KafkaError.NO_ERROR, 60, "a produce that needs a new segment")
+        assert errors == [KafkaError.KAFKA_STORAGE_ERROR]
+        _wait_moved(cluster, in_failing, healthy)
+        wait_until(
+            lambda: produce_one() == KafkaError.NO_ERROR, 60, "a produce acknowledged by the new leader"
+        )

@@ -382,7 +382,13 @@ class Broker:
             asyncio.create_task(
                 self._periodic("flush", int(get("log.flush.scheduler.interval.ms")), self._run_flush)
             ),
-            asyncio.create_task(self._periodic("checkpoint", 60_000, self.log_manager.checkpoint_all)),
+            asyncio.create_task(
+                self._periodic(
+                    "checkpoint",
+                    int(get("log.flush.offset.checkpoint.interval.ms")),
+                    self.log_manager.checkpoint_all,
+                )
+            ),
             # Replicas whose log a full or failing disk kept from opening are tried again.
             asyncio.create_task(self._periodic("reopen-logs", 5_000, self.replica_manager.unopened.retry)),
             asyncio.create_task(

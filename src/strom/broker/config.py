@@ -129,6 +129,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("log.flush.interval.ms", int, _LONG_MAX, "Time before fsync.", "flush.ms"),
         ConfigDef("log.flush.scheduler.interval.ms", int, "1000", "How often flush.ms is checked."),
         ConfigDef(
+            "log.flush.offset.checkpoint.interval.ms",
+            int,
+            "60000",
+            "How often each log dir's offset checkpoints are written.",
+        ),
+        ConfigDef(
             "log.max.open.files",
             int,
             "0",

@@ -47,6 +47,7 @@ either the old segments or the new one, never a mix. Appends only touch the acti
 never cleaned. If retention, truncation or topic deletion removes segments while a clean is in
 progress, the swap finds them gone, refuses, and the clean is abandoned (its ``.cleaned`` files
 deleted); reading a segment whose file was closed raises ``OSError``, which abandons it the same way.
+A write the disk refuses abandons the clean too, and fails the log dir (KIP-112, log_dirs.py).
 """
 
 from __future__ import annotations
@@ -160,6 +161,7 @@ class LogCleaner:
             self._uncleanable.add(tp)
         except OSError as e:
             log.warning("compaction of %s abandoned: %s", tp, e)
+            plog.report_io_error(e)  # a disk that refused the cleaned files fails its log dir
 
     def first_dirty_offset(self, tp: TopicPartition) -> int | None:
         return self._first_dirty.get(tp)

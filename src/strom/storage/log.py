@@ -24,7 +24,8 @@ index and a short header scan, then answer with file slices of whole batches, ne
 watermark; the broker sends them with ``sendfile`` (file_records.py). `read` is the same as bytes.
 
 Durability (fsync policy) and write failures (all or nothing per append, KAFKA_STORAGE_ERROR, the
-log stays online): see the package docstring.
+log stays online): see the package docstring. A write the disk refuses, in any method, is also told to
+the log manager's failure channel (`report_io_error`; log_dirs.py: with JBOD the dir goes offline).
 
 Not thread-safe: the broker calls one partition's log from one thread (its event loop) at a time.
 """
@@ -40,7 +41,6 @@ from collections.abc import Callable
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.batch import read_header
 from strom.protocol.records.control import ControlType, EndTxnMarker, build_marker_batch
-from strom.storage import retention
 from strom.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from strom.storage.config import LogConfig
 from strom.storage.file_records import FileRecords
@@ -51,8 +51,10 @@ from strom.storage.log_append import (
     prepare_leader_append,
     replay_replicated,
 )
+from strom.storage.log_dirs import is_disk_failure, reports_io_errors
 from strom.storage.log_flush import flush_segments
 from strom.storage.log_read import collect_aborted, read_slices, upper_bound_after
+from strom.storage.log_retention import count_deletable, delete_leading_segments, move_log_start_offset
 from strom.storage.log_validator import assign_offsets, validate_replicated
 from strom.storage.open_files import OpenFiles, unbounded
 from strom.storage.producer_replay import rebuild_producer_state
@@ -61,7 +63,7 @@ from strom.storage.producer_state import (
     ProducerAppendPlan,
     ProducerStateManager,
 )
-from strom.storage.retention import RetentionPolicy, SegmentSummary, segments_to_delete
+from strom.storage.retention import SegmentSummary
 from strom.storage.segment import BatchSpan, LogSegment
 from strom.storage.time_lookup import offset_for_timestamp
 from strom.storage.transaction_index import AbortedTxn
@@ -118,6 +120,7 @@ class PartitionLog:
         # epochs starting beyond the log end (a crash between truncating the log and its checkpoint)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset + 1)
         self.producer_state = ProducerStateManager(directory, producer_id_expiration_ms)
+        self.producer_state.on_write_error = self.report_io_error
         self.replayed_batch_headers = 0  # by the last producer-state load (snapshot + replay)
         # Tiered storage: set (-1: nothing remote yet) by the broker's remote log manager (retention.py).
         self.highest_offset_in_remote_storage: int | None = None
@@ -256,8 +259,7 @@ class PartitionLog:
                 self.truncate_to(start)
             except OSError as undone:  # in-memory state is already back; a file keeps what recovery repairs
                 log.error("%s: rollback to offset %d incomplete: %s", self.dir, start, undone)
-            if self.on_io_error is not None:  # the log manager's failure channel
-                self.on_io_error(self.dir)
+            self.report_io_error(e)
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"append to {self.dir} failed: {e}") from e
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> int:
@@ -280,6 +282,7 @@ class PartitionLog:
         self._write(view, spans, self._time_ms(), replay)
         return self.log_end_offset
 
+    @reports_io_errors
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset (fsyncing the old one); returns it."""
         old = self.active_segment
@@ -295,6 +298,7 @@ class PartitionLog:
         self.producer_state.take_snapshot(self.log_end_offset)
         return segment
 
+    @reports_io_errors
     def flush(self) -> None:
         """Fsync every segment at or above the recovery point, with the names of new files (log_flush.py),
         and move the recovery point to the log end offset."""
@@ -308,6 +312,19 @@ class PartitionLog:
             self.flush()
             return True
         return False
+
+    @reports_io_errors
+    def assign_leader_epoch(self, epoch: int) -> None:
+        """A new leader's ``epoch`` starts at the log end offset, in the leader-epoch checkpoint too."""
+        if self.leader_epoch_cache.assign(epoch, self.log_end_offset):
+            # An empty log's checkpoint need not be fsynced (two fsyncs per partition created): lost
+            # in a crash, it is rebuilt from the batch headers, which carry their leader epoch.
+            self.leader_epoch_cache.write(durable=self.log_end_offset > 0)
+
+    def report_io_error(self, exc: OSError) -> None:
+        """A write of this log failed: tell the failure channel if the disk refused (KIP-112)."""
+        if self.on_io_error is not None and is_disk_failure(exc):
+            self.on_io_error(self.dir)
 
     # -- read -------------------------------------------------------------------------------------
     def read_records(
@@ -376,6 +393,7 @@ class PartitionLog:
         return self.leader_epoch_cache.end_offset_for(epoch, self.log_end_offset)
 
     # -- deletion and truncation ------------------------------------------------------------------
+    @reports_io_errors
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start offset up to ``offset`` (<= high watermark); returns it.
 
@@ -386,40 +404,16 @@ class PartitionLog:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"{offset} is above the high watermark")
         self.deleted_records_before = max(self.deleted_records_before, offset)
         if offset > self.log_start_offset:
-            self._move_log_start_offset(offset)
-            self._delete_leading_segments(self._count_deletable(self._time_ms(), only_log_start=True))
+            move_log_start_offset(self, offset)
+            delete_leading_segments(self, count_deletable(self, self._time_ms(), only_log_start=True))
         return self.log_start_offset
 
-    def _move_log_start_offset(self, offset: int) -> None:
-        self.log_start_offset = offset
-        self.leader_epoch_cache.truncate_from_start(offset)
-        self.producer_state.evict_before(offset)
-        self.producer_state.delete_snapshots_outside(offset, self.log_end_offset)
-
-    def _count_deletable(self, now_ms: int, only_log_start: bool = False) -> int:
-        summaries = self.segment_summaries()
-        if self.highest_offset_in_remote_storage is not None and not only_log_start:  # tiered
-            args = (summaries, self.config, now_ms, self.log_start_offset, self._high_watermark)
-            return retention.local_segments_to_delete(*args, self.highest_offset_in_remote_storage)
-        policy = RetentionPolicy.of(self.config, only_log_start)
-        return segments_to_delete(summaries, policy, now_ms, self.log_start_offset, self._high_watermark)
-
+    @reports_io_errors
     def apply_retention(self, now_ms: int) -> int:
         """Delete segments past retention.ms / retention.bytes / the log start offset; returns how many."""
-        return self._delete_leading_segments(self._count_deletable(now_ms))
+        return delete_leading_segments(self, count_deletable(self, now_ms))
 
-    def _delete_leading_segments(self, count: int) -> int:
-        if count == 0:
-            return 0
-        if count == len(self.segments):
-            self.roll()  # Kafka keeps the log non-empty by rolling before deleting the active segment
-        doomed, self.segments = self.segments[:count], self.segments[count:]
-        for segment in doomed:
-            segment.delete()
-        if self.segments[0].base_offset > self.log_start_offset:
-            self._move_log_start_offset(self.segments[0].base_offset)
-        return count
-
+    @reports_io_errors
     def truncate_to(self, offset: int) -> bool:
         """Remove every batch whose last offset is >= ``offset`` ; returns whether anything was removed."""
         if offset >= self.log_end_offset:
@@ -433,6 +427,7 @@ class PartitionLog:
         self._after_truncation()
         return True
 
+    @reports_io_errors
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete everything and restart the log empty at ``offset``."""
         for segment in self.segments:
@@ -472,6 +467,7 @@ class PartitionLog:
         for segment in self.segments:
             segment.index_interval_bytes = config.index_interval_bytes
 
+    @reports_io_errors
     def close(self) -> None:
         """Fsync everything and release the files (the LogManager writes the directory checkpoints)."""
         try:

@@ -1,32 +1,73 @@
 """A log dir as a whole: its lock, what DescribeLogDirs reports of it, and its failure (KIP-112).
 
 **The failure channel** (Kafka's ``LogDirFailureChannel``; only with more than one log dir, JBOD).
-A write of a partition log that fails with an I/O error (a read-only or broken file system, a full
-disk) is reported here by the log (`PartitionLog.on_io_error`, with the log's directory); the first
-report of each dir tells the listener (the replica manager), which has the `LogManager` take the dir
-offline: its logs are closed and forgotten, no partition is created there any more, no checkpoint or
-clean-shutdown marker is written there, DescribeLogDirs reports it failed (KAFKA_STORAGE_ERROR), and
-the other dirs keep serving. Only a restart brings it back (its logs are loaded and recovered again).
-With a single log dir nothing is taken offline (Kafka would stop the broker: nothing would be left
-to serve): the append answers KAFKA_STORAGE_ERROR and the next one is tried again, so a disk that was
-only full serves again once space returns (docs/faults.md).
+Every write to a log dir that fails with an error of the disk is reported here: a partition log's
+append, flush (fsync), index and time-index entries, segment roll, retention or DeleteRecords delete,
+truncation, leader-epoch checkpoint and producer-state snapshot (`PartitionLog.report_io_error`, with
+the log's directory), the log manager's checkpoints (recovery point, log start offset, high
+watermark), the creation or deletion of a partition directory, and the log cleaner's swap. Which
+errors are the disk's is a pure decision (`is_disk_failure`): an ``OSError`` whose errno says the
+device or file system refused (EIO, ENOSPC, EROFS, EDQUOT, EACCES, ...); Strom's own errors (a
+segment closed under a reader, errno-less) and the process's limits (EMFILE, ENOMEM) are not, and
+leave the dir online. The first report of each dir tells the listener (the replica manager), which
+has the `LogManager` take the dir offline: its logs are closed and forgotten, no partition is created
+there any more, no checkpoint or clean-shutdown marker is written there, DescribeLogDirs reports it
+failed (KAFKA_STORAGE_ERROR), and the other dirs keep serving. Only a restart brings it back (its
+logs are loaded and recovered again). With a single log dir nothing is taken offline (Kafka would stop
+the broker: nothing would be left to serve): the append answers KAFKA_STORAGE_ERROR and the next one
+is tried again, so a disk that was only full serves again once space returns (docs/faults.md).
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
+import functools
 import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 from strom.storage.checkpoint import TopicPartition
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LOCK_FILE", "LogDirFailureChannel", "LogDirInUseError", "LogDirUsage", "lock_log_dir"]
+__all__ = [
+    "DISK_ERRNOS",
+    "LOCK_FILE",
+    "LogDirFailureChannel",
+    "LogDirInUseError",
+    "LogDirUsage",
+    "is_disk_failure",
+    "lock_log_dir",
+    "reports_io_errors",
+]
 
 LOCK_FILE = ".lock"
+
+#: Errors by which a device or file system refuses a write: a dir answering one of these is failed.
+DISK_ERRNOS = frozenset(
+    {
+        errno.EIO,  # the device failed
+        errno.ENOSPC,  # full
+        errno.EDQUOT,  # over quota
+        errno.EROFS,  # remounted read-only (as file systems do on errors)
+        errno.EACCES,  # permissions taken away
+        errno.EPERM,
+        errno.ENXIO,  # the device went away
+        errno.ENODEV,
+        errno.ESTALE,  # a network file system lost the file
+        errno.EFBIG,
+        errno.EUCLEAN,  # the file system is corrupt
+        errno.ENOTCONN,  # a FUSE file system whose daemon died
+    }
+)
+
+
+def is_disk_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is the disk refusing (the dir fails), not Strom's own error or a process limit."""
+    return isinstance(exc, OSError) and exc.errno in DISK_ERRNOS
 
 
 @dataclass(slots=True)
@@ -45,6 +86,29 @@ class LogDirUsage:
 
 class LogDirInUseError(OSError):
     """Another process holds a log directory's lock."""
+
+
+class _Reporter(Protocol):
+    def report_io_error(self, exc: OSError) -> None: ...
+
+
+_S = TypeVar("_S", bound=_Reporter)
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def reports_io_errors(method: Callable[Concatenate[_S, _P], _R]) -> Callable[Concatenate[_S, _P], _R]:
+    """A method of a log whose failed writes go to its ``report_io_error`` (then raise as before)."""
+
+    @functools.wraps(method)
+    def reporting(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(self, *args, **kwargs)
+        except OSError as exc:
+            self.report_io_error(exc)
+            raise
+
+    return reporting
 
 
 def lock_log_dir(log_dir: str) -> int:
@@ -74,9 +138,9 @@ class LogDirFailureChannel:
         self._reported: set[str] = set()  # told to the listener, not taken offline yet
         self.on_dir_failure: Callable[[str], None] | None = None
 
-    def report(self, partition_dir: str) -> None:
-        """A write under ``partition_dir`` failed with an I/O error."""
-        log_dir = os.path.dirname(partition_dir)
+    def report(self, path: str) -> None:
+        """A write in ``path`` (a log dir, or a partition directory in one) failed with a disk error."""
+        log_dir = path if path in self._log_dirs else os.path.dirname(path)
         if len(self._log_dirs) < 2 or log_dir not in self._log_dirs:
             return  # one log dir stays online; a replica's copy being moved fails its move only
         if log_dir in self.offline or log_dir in self._reported:

@@ -5,7 +5,7 @@ Layout of each log directory::
     <log dir>/
         .lock                                held (a POSIX lock) by the broker process using the dir
         .kafka_cleanshutdown                 present only between a clean shutdown and the next start
-        recovery-point-offset-checkpoint     } checkpoint.py; one line per partition in this dir
+        recovery-point-offset-checkpoint     } dir_checkpoints.py; one line per partition in this dir
         log-start-offset-checkpoint          }
         replication-offset-checkpoint        } (high watermarks)
         <topic>-<partition>/                 one PartitionLog (see log.py)
@@ -18,7 +18,9 @@ partitions go to the log directory holding the fewest partitions, or to the one 
 named for them before they existed (`preferred_dirs`, as Kafka does). A replica moves between log
 dirs through log_move.py (`finish_move` is its swap); `settle_moves` runs before anything is loaded.
 
-An I/O error in one of several log dirs takes it offline (`take_dir_offline`; log_dirs.py explains).
+A disk error in one of several log dirs takes it offline (`take_dir_offline`; log_dirs.py explains):
+the logs report their own writes, and the manager reports its checkpoints and the creation and
+deletion of partition directories.
 
 Before anything is loaded, each log directory's ``.lock`` file is locked (as Kafka does): a second broker
 started on the same directories (``make run`` twice) would otherwise recover, truncate and append to
@@ -41,18 +43,11 @@ from collections.abc import Callable
 from strom._util import filesystem
 from strom._util.filesystem import fsync_dir
 from strom.protocol.errors import ErrorCode, KafkaError
-from strom.storage.checkpoint import (
-    LOG_START_OFFSET_CHECKPOINT,
-    RECOVERY_POINT_CHECKPOINT,
-    REPLICATION_OFFSET_CHECKPOINT,
-    CorruptCheckpointError,
-    TopicPartition,
-    read_offsets,
-    write_offsets,
-)
+from strom.storage.checkpoint import TopicPartition
 from strom.storage.config import LONG_MAX, LogConfig
+from strom.storage.dir_checkpoints import read_dir_checkpoints, write_dir_checkpoints
 from strom.storage.log import PartitionLog, TimeFn, system_time_ms
-from strom.storage.log_dirs import LogDirFailureChannel, LogDirUsage, lock_log_dir
+from strom.storage.log_dirs import LogDirFailureChannel, LogDirUsage, is_disk_failure, lock_log_dir
 from strom.storage.log_move import (
     FUTURE_SUFFIX,
     MOVED_SUFFIX,
@@ -63,7 +58,6 @@ from strom.storage.log_move import (
 )
 from strom.storage.open_files import OpenFiles, default_max_open_files
 from strom.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
-from strom.storage.retention import checkpointed_log_start
 from strom.storage.shutdown import close_logs
 
 log = logging.getLogger(__name__)
@@ -81,14 +75,6 @@ def parse_partition_dir(name: str) -> TopicPartition | None:
     if match is None:
         return None
     return TopicPartition(match.group(1), int(match.group(2)))
-
-
-def _read_checkpoint(path: str) -> dict[TopicPartition, int]:
-    try:
-        return read_offsets(path)
-    except CorruptCheckpointError as e:
-        log.warning("ignoring corrupt checkpoint: %s", e)
-        return {}
 
 
 class LogManager:
@@ -142,9 +128,7 @@ class LogManager:
     def _load_dir(self, log_dir: str) -> None:
         marker = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
         clean = os.path.exists(marker)
-        recovery_points = _read_checkpoint(os.path.join(log_dir, RECOVERY_POINT_CHECKPOINT))
-        log_starts = _read_checkpoint(os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT))
-        high_watermarks = _read_checkpoint(os.path.join(log_dir, REPLICATION_OFFSET_CHECKPOINT))
+        recovery_points, log_starts, high_watermarks = read_dir_checkpoints(log_dir)
         for name in sorted(os.listdir(log_dir)):
             path = os.path.join(log_dir, name)
             if name.endswith(DELETE_SUFFIX):
@@ -240,12 +224,13 @@ class LogManager:
             )
             if sync_dir:
                 fsync_dir(log_dir)
-        except OSError:
+        except OSError as exc:
             # Out of descriptors or disk: leave no half-made directory for the next start to load.
             if created is not None:
                 for segment in created.segments:
                     segment.close()
             shutil.rmtree(path, ignore_errors=True)
+            self._report(log_dir, exc)
             raise
         created.on_io_error = self.failures.report
         self._logs[tp] = created
@@ -409,8 +394,12 @@ class LogManager:
         for segment in removed.segments:
             segment.close()
         doomed = os.path.join(log_dir, f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
-        filesystem.replace(removed.dir, doomed)
-        fsync_dir(log_dir)
+        try:
+            filesystem.replace(removed.dir, doomed)
+            fsync_dir(log_dir)
+        except OSError as exc:
+            self._report(log_dir, exc)
+            raise
         shutil.rmtree(doomed, ignore_errors=True)
         if checkpoint:
             self.checkpoint_all()
@@ -431,26 +420,33 @@ class LogManager:
             self._timed_flush.pop(tp, None)
 
     # -- periodic work ----------------------------------------------------------------------------
+    def _report(self, log_dir: str, exc: OSError) -> None:
+        if is_disk_failure(exc):
+            self.failures.report(log_dir)
+
     def checkpoint_all(self) -> None:
         """Write the recovery-point, log-start-offset and high-watermark checkpoints of every online
-        log dir."""
+        log dir.
+
+        Raises:
+            OSError: the first dir's failure, once every dir was tried (a failed one is reported).
+        """
+        failed = self._write_checkpoints()
+        if failed:
+            raise next(iter(failed.values()))
+
+    def _write_checkpoints(self) -> dict[str, OSError]:
+        """`checkpoint_all`; returns the dirs whose checkpoints failed, with the error."""
+        failed: dict[str, OSError] = {}
         for log_dir in self.online_dirs():
-            logs = {tp: lg for tp, lg in self._logs.items() if self._log_dir_of[tp] == log_dir}
-            write_offsets(
-                os.path.join(log_dir, RECOVERY_POINT_CHECKPOINT),
-                {tp: lg.recovery_point for tp, lg in logs.items()},
-            )
-            write_offsets(
-                os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT),
-                {
-                    tp: checkpointed_log_start(lg.config, lg.log_start_offset, lg.deleted_records_before)
-                    for tp, lg in logs.items()
-                },
-            )
-            write_offsets(
-                os.path.join(log_dir, REPLICATION_OFFSET_CHECKPOINT),
-                {tp: lg.high_watermark for tp, lg in logs.items()},
-            )
+            try:
+                logs = {tp: lg for tp, lg in self._logs.items() if self._log_dir_of[tp] == log_dir}
+                write_dir_checkpoints(log_dir, logs)
+            except OSError as exc:
+                log.error("writing the checkpoints of %s failed: %s", log_dir, exc)
+                self._report(log_dir, exc)
+                failed[log_dir] = exc
+        return failed
 
     def flush_dirty(self, now_ms: int) -> int:
         """Flush logs whose flush.ms has elapsed; returns how many were flushed."""
@@ -481,12 +477,9 @@ class LogManager:
 
         A log dir where anything failed (a full disk) gets no marker: the next start recovers it.
         """
+        self.failures.on_dir_failure = None  # a failure now only keeps the dir's clean-shutdown marker off
         failed = close_logs(self._logs, self._log_dir_of)  # two file-system syncs, not fsyncs per log
-        try:
-            self.checkpoint_all()
-        except OSError as e:  # older checkpoints only mean a longer recovery
-            log.error("writing checkpoints failed; every log dir will be recovered on start: %s", e)
-            failed.update(self.log_dirs)
+        failed.update(self._write_checkpoints())  # older checkpoints only mean a longer recovery
         for log_dir in self.log_dirs:
             if log_dir in failed or log_dir in self.offline_dirs:
                 continue

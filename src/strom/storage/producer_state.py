@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -317,6 +317,7 @@ class ProducerStateManager:
         self.ongoing: dict[int, int] = {}  # first offset -> producer id of each open transaction
         self.unreplicated: dict[int, int] = {}  # first offset -> marker offset, marker not below the HW
         self.verification = VerificationState()  # KIP-890 part 1: producers verified with the coordinator
+        self.on_write_error: Callable[[OSError], None] | None = None  # a snapshot's write failed
 
     def plan(self) -> ProducerAppendPlan:
         return ProducerAppendPlan(self)
@@ -424,6 +425,8 @@ class ProducerStateManager:
             producer_snapshot.write(self.directory, offset, entries, durable)
         except OSError as e:
             log.warning("%s: producer snapshot at %d not written: %s", self.directory, offset, e)
+            if self.on_write_error is not None:  # the log's failure report (KIP-112)
+                self.on_write_error(e)
             return False
         self.last_snapshot_offset = offset
         for old in producer_snapshot.list_offsets(self.directory)[:-NUM_SNAPSHOTS_TO_RETAIN]:

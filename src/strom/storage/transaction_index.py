@@ -33,6 +33,7 @@ Not thread-safe; a `LogSegment` owns its index.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import struct
 from collections.abc import Iterable
@@ -134,7 +135,7 @@ class TransactionIndex:
             written = filesystem.pwrite(fd, data, len(self.entries) * ENTRY_SIZE)
             if written != ENTRY_SIZE:
                 filesystem.ftruncate(fd, len(self.entries) * ENTRY_SIZE)
-                raise OSError(f"short write of {written} bytes to {self.path}")
+                raise OSError(errno.ENOSPC, f"short write of {written} bytes to {self.path}")
         finally:
             os.close(fd)
         self.entries.append(entry)

@@ -364,10 +364,7 @@ class Partition:
         node_id, plog = self._env.node_id, self.log
         self.leader_id, self.leader_epoch = node_id, leader_epoch
         self.leader_epoch_start_offset = plog.log_end_offset
-        if plog.leader_epoch_cache.assign(leader_epoch, plog.log_end_offset):
-            # An empty log's checkpoint need not be fsynced (two fsyncs per partition created): lost
-            # in a crash, it is rebuilt from the batch headers, which carry their leader epoch.
-            plog.leader_epoch_cache.write(durable=plog.log_end_offset > 0)
+        plog.assign_leader_epoch(leader_epoch)
         now = self._env.clock.monotonic_ms()
         self.followers = {r: FollowerState(last_caught_up_ms=now) for r in self.replicas if r != node_id}
         log.info(

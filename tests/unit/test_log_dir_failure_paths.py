@@ -1,0 +1,176 @@
+"""Every write path of a log dir fails the dir (KIP-112), on a real read-only file system.
+
+A `LogManager` with two log dirs; the second is made read-only under it (a read-only bind mount: files
+open for writing keep working, anything that creates, renames or removes a file gets EROFS), then one
+write path at a time runs: each reports that dir to the failure channel and no other, and the first
+dir keeps serving. Which errors are the disk's is the pure `is_disk_failure`.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cleaner_support import COMPACT
+from test_storage_support import make_batch
+from tests.tmpfs import read_only
+
+from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.records.builder import build_batch
+from strom.storage.checkpoint import RECOVERY_POINT_CHECKPOINT, TopicPartition, read_offsets
+from strom.storage.cleaner import LogCleaner
+from strom.storage.config import LogConfig
+from strom.storage.log import PartitionLog
+from strom.storage.log_dirs import LogDirFailureChannel, is_disk_failure
+from strom.storage.log_manager import LogManager
+
+NOW_MS = 1_000_000
+CONFIG = LogConfig(segment_bytes=400, retention_ms=1_000)
+
+
+class Jbod:
+    """Two log dirs, partition 0 of topic ``t`` in the healthy one and partition 1 in the failing one."""
+
+    def __init__(self, base: Path, config: LogConfig) -> None:
+        self.healthy, self.failing = str(base / "a"), str(base / "b")
+        self.manager = LogManager([self.healthy, self.failing], config, lambda: NOW_MS)
+        self.reported: list[str] = []
+        self.manager.failures.on_dir_failure = self.reported.append
+        self.manager.preferred_dirs[TopicPartition("t", 1)] = self.failing
+        self.good = self.manager.get_or_create_log("t", 0, config)
+        self.bad = self.manager.get_or_create_log("t", 1, config)
+        assert os.path.dirname(self.bad.dir) == self.failing
+
+    def fill(self, plog: PartitionLog, batches: int, **batch: int) -> None:
+        for _ in range(batches):
+            plog.append_as_leader(make_batch(count=2, value_size=40, **batch), 0)
+        plog.high_watermark = plog.log_end_offset
+
+    def assert_only_failing_reported(self) -> None:
+        assert self.reported == [self.failing]
+        self.fill(self.good, 3)  # the healthy dir keeps serving, rolls included
+        assert len(self.good.segments) > 1
+
+
+@pytest.fixture
+def jbod(tmp_path: Path) -> Iterator[Jbod]:
+    fixture = Jbod(tmp_path, CONFIG)
+    fixture.fill(fixture.bad, 6)
+    assert len(fixture.bad.segments) > 2
+    yield fixture
+    fixture.manager.shutdown()
+
+
+def test_a_checkpoint_write_fails_the_dir_and_the_other_dir_is_checkpointed(jbod: Jbod) -> None:
+    with read_only(Path(jbod.failing)), pytest.raises(OSError) as raised:
+        jbod.manager.checkpoint_all()
+    assert raised.value.errno == errno.EROFS
+    assert jbod.reported == [jbod.failing]
+    assert TopicPartition("t", 0) in read_offsets(os.path.join(jbod.healthy, RECOVERY_POINT_CHECKPOINT))
+
+
+def test_a_segment_roll_fails_the_dir_and_the_append_answers_storage_error(jbod: Jbod) -> None:
+    with read_only(Path(jbod.failing)):
+        with pytest.raises(KafkaError) as raised:
+            jbod.fill(jbod.bad, 3)
+        jbod.assert_only_failing_reported()
+    assert raised.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+
+
+def test_a_retention_delete_fails_the_dir(jbod: Jbod) -> None:
+    with read_only(Path(jbod.failing)):
+        jbod.manager.run_retention(NOW_MS + 60_000)  # logged per log, the other logs go on
+        jbod.assert_only_failing_reported()
+
+
+def test_delete_records_fails_the_dir(jbod: Jbod) -> None:
+    with read_only(Path(jbod.failing)):
+        with pytest.raises(OSError):
+            jbod.bad.delete_records_before(jbod.bad.log_end_offset - 1)
+        jbod.assert_only_failing_reported()
+
+
+def test_a_follower_truncation_fails_the_dir(jbod: Jbod) -> None:
+    with read_only(Path(jbod.failing)):
+        with pytest.raises(OSError):
+            jbod.bad.truncate_to(2)
+        jbod.assert_only_failing_reported()
+
+
+def test_a_producer_state_snapshot_fails_the_dir(tmp_path: Path) -> None:
+    fixture = Jbod(tmp_path, CONFIG)
+    try:
+        fixture.fill(fixture.bad, 1, producer_id=7, producer_epoch=0, base_sequence=0)
+        with read_only(Path(fixture.failing)):
+            assert not fixture.bad.producer_state.take_snapshot(fixture.bad.log_end_offset)
+            fixture.assert_only_failing_reported()
+    finally:
+        fixture.manager.shutdown()
+
+
+def test_a_leader_epoch_checkpoint_write_fails_the_dir(jbod: Jbod) -> None:
+    with read_only(Path(jbod.failing)):
+        with pytest.raises(OSError):
+            jbod.bad.close()  # flush, producer snapshot, leader-epoch checkpoint
+        jbod.assert_only_failing_reported()
+
+
+def test_log_cleaning_fails_the_dir(tmp_path: Path) -> None:
+    fixture = Jbod(tmp_path, COMPACT)
+    try:
+        for i in range(60):
+            batch = build_batch([(b"key-%d" % (i % 5), b"v" * 40, (), NOW_MS)])
+            fixture.bad.append_as_leader(batch, 0)
+        fixture.bad.high_watermark = fixture.bad.log_end_offset
+        assert len(fixture.bad.segments) > 2
+        with read_only(Path(fixture.failing)):
+            assert LogCleaner(fixture.manager, lambda: NOW_MS).clean_once() is None  # abandoned
+            assert fixture.reported == [fixture.failing]
+    finally:
+        fixture.manager.shutdown()
+
+
+def test_creating_a_partition_in_a_failing_dir_fails_it(jbod: Jbod) -> None:
+    jbod.manager.preferred_dirs[TopicPartition("t", 2)] = jbod.failing
+    with read_only(Path(jbod.failing)):
+        with pytest.raises(OSError):
+            jbod.manager.get_or_create_log("t", 2)
+        jbod.assert_only_failing_reported()
+
+
+@pytest.mark.parametrize(
+    ("exc", "disk"),
+    [
+        (OSError(errno.EIO, "I/O error"), True),
+        (OSError(errno.ENOSPC, "No space left on device"), True),
+        (OSError(errno.EROFS, "Read-only file system"), True),
+        (OSError(errno.EDQUOT, "Disk quota exceeded"), True),
+        (OSError(errno.EMFILE, "Too many open files"), False),  # the process's limit, not the disk
+        (OSError(errno.ENOMEM, "Cannot allocate memory"), False),
+        (OSError("segment is closed"), False),  # Strom's own: a reader raced a deletion
+        (ValueError("a programming error"), False),
+    ],
+)
+def test_which_errors_fail_a_dir(exc: BaseException, disk: bool) -> None:
+    assert is_disk_failure(exc) is disk
+
+
+def test_the_channel_reports_each_dir_once_and_never_a_single_dir() -> None:
+    reported: list[str] = []
+    channel = LogDirFailureChannel(["/d/a", "/d/b"])
+    channel.on_dir_failure = reported.append
+    channel.report("/d/b/t-0")
+    channel.report("/d/b")  # the log manager's own writes name the dir itself
+    channel.report("/d/a")
+    assert reported == ["/d/b", "/d/a"]
+    channel.taken_offline("/d/b")
+    channel.report("/d/b/t-1")
+    assert reported == ["/d/b", "/d/a"] and channel.offline == {"/d/b"}
+
+    alone = LogDirFailureChannel(["/d/a"])
+    alone.on_dir_failure = reported.append
+    alone.report("/d/a/t-0")  # one log dir stays online: the append is tried again
+    assert reported == ["/d/b", "/d/a"]
