@@ -25,6 +25,7 @@ from strom.cluster.local_store import LocalSession, LocalStore
 from strom.cluster.metadata_store import ControllerMovedError
 from strom.cluster.zk_paths import BrokerRegistration, TopicAssignment
 from strom.protocol.api import ApiKey
+from strom.protocol.errors import ErrorCode
 from strom.protocol.uuid_text import uuid_text
 
 TOPIC_ID = bytes(range(16))
@@ -238,6 +239,36 @@ def test_a_log_dir_failure_moves_leadership_and_shrinks_the_isr() -> None:
         await until(lambda: 2 in controller.ctx.leadership[("t", 0)].isr, "the grown ISR read")
         decided = await controller.call(lambda: controller.partitions.handle_offline_all([("t", 0)]))
         assert decided == {("t", 0)} and 2 not in controller.ctx.leadership[("t", 0)].isr
+
+    run(3, scenario)
+
+
+def test_a_storage_error_answer_to_leader_and_isr_takes_the_replicas_out() -> None:
+    """KIP-112 after a new registration (or under a new controller): nothing is known offline until
+    broker 2 answers a LeaderAndIsr with KAFKA_STORAGE_ERROR for t-0; then t-0 gets a new leader and
+    broker 2 leaves its ISR. An answer of broker 2's previous registration is ignored, and a repeated one
+    changes nothing."""
+
+    async def scenario(store: LocalStore, brokers: list[Broker]) -> None:
+        admin = brokers[0].client
+        await create_topic(admin, {0: [2, 1, 3], 1: [2, 3, 1]})
+        controller = brokers[0].controller
+        failures = controller.log_dir_failures
+        epoch = controller.ctx.live[2].epoch
+        storage_error = int(ErrorCode.KAFKA_STORAGE_ERROR)
+
+        def answer(broker_epoch: int, partition: int, code: int = storage_error) -> Any:
+            errors = [{"topic_name": "t", "partition_index": partition, "error_code": code}]
+            return controller.call(lambda: failures.storage_errors_answered(2, broker_epoch, errors))
+
+        assert await answer(epoch - 1, 1) == set()  # the previous registration's process
+        assert await answer(epoch, 1, int(ErrorCode.NONE)) == set()
+        assert await answer(epoch, 0) == {("t", 0)}
+        moved = await until_state(admin, "t", 0, lambda s: s.leader in (1, 3) and 2 not in s.isr)
+        assert sorted(moved.isr) == [1, 3]
+        assert controller.ctx.offline_dir_replicas == {2: {("t", 0)}}
+        assert await answer(epoch, 0) == set()  # known already
+        assert controller.ctx.leadership[("t", 1)].leader == 2
 
     run(3, scenario)
 

@@ -141,6 +141,25 @@ def test_creating_a_partition_in_a_failing_dir_fails_it(jbod: Jbod) -> None:
         jbod.assert_only_failing_reported()
 
 
+def test_a_dir_failing_at_start_starts_offline_with_its_partitions(tmp_path: Path) -> None:
+    fixture = Jbod(tmp_path, CONFIG)
+    fixture.fill(fixture.bad, 2)
+    fixture.manager.shutdown()
+    dirs = [fixture.healthy, fixture.failing]
+    with read_only(Path(fixture.failing)):  # its lock cannot be taken
+        manager = LogManager(dirs, CONFIG, lambda: NOW_MS)
+        try:
+            assert manager.offline_dirs == {fixture.failing}
+            assert manager.offline_at_start == {TopicPartition("t", 1)}
+            assert sorted(manager.all_logs()) == [TopicPartition("t", 0)]
+            assert [d.path for d in manager.describe_dirs() if d.failed] == [fixture.failing]
+            assert os.path.dirname(manager.get_or_create_log("u", 0).dir) == fixture.healthy
+        finally:
+            manager.shutdown()
+        with pytest.raises(OSError):  # no dir left: the broker does not start
+            LogManager([fixture.failing], CONFIG, lambda: NOW_MS)
+
+
 @pytest.mark.parametrize(
     ("exc", "disk"),
     [

@@ -8,10 +8,15 @@ the notifications, reads and deletes them, and from then on those replicas count
 (`ControllerContext.offline_dir_replicas`): partitions they led get a new leader from the rest of the
 ISR, and they leave every ISR, in one decision with broker failures
 (`PartitionStateMachine.handle_offline_all`); the brokers hear of it by LeaderAndIsr and
-UpdateMetadata. They are eligible again once that broker registers again (its restart, which loads the
-dir anew), or under a new controller, which starts from the partition states in the store (where they
-are out of every ISR already). A notification from a broker that is not live is dropped: its replicas
-are out already.
+UpdateMetadata. A notification from a broker that is not live is dropped: its replicas are out already.
+
+A new registration of the broker (a ZooKeeper session expiry, a restart) or a new controller starts
+from nothing known offline; as in Kafka, the broker's answers tell it again: a broker answers a
+LeaderAndIsr with KAFKA_STORAGE_ERROR for each replica in a failed dir (one it took offline and still
+has offline, or one in a dir that failed at its start), and `on_leader_and_isr_response` takes those
+replicas out the same way (`storage_errors` picks them, a pure decision). An answer of a previous
+registration of the broker is ignored: the process that answered is gone. A restart with the dir
+repaired answers no such error, and the replicas are eligible again.
 """
 
 from __future__ import annotations
@@ -24,10 +29,21 @@ from strom.cluster.context import ControllerContext, TopicPartition
 from strom.cluster.kafka_metadata import KafkaMetadataClient
 from strom.cluster.partition_machine import PartitionStateMachine
 from strom.cluster.propagation import ControllerRequests
+from strom.protocol.errors import ErrorCode
+from strom.protocol.messages import LeaderAndIsrResponsePartitionError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LogDirFailures"]
+__all__ = ["LogDirFailures", "storage_errors"]
+
+STORAGE_ERROR = int(ErrorCode.KAFKA_STORAGE_ERROR)
+
+
+def storage_errors(partition_errors: list[LeaderAndIsrResponsePartitionError]) -> set[TopicPartition]:
+    """The partitions a LeaderAndIsr response says are in a failed log dir of the broker."""
+    return {
+        (e["topic_name"], e["partition_index"]) for e in partition_errors if e["error_code"] == STORAGE_ERROR
+    }
 
 
 class LogDirFailures:
@@ -73,3 +89,27 @@ class LogDirFailures:
         if changed:
             self.requests.leader_and_isr(changed)
         return changed
+
+    def on_leader_and_isr_response(
+        self, broker: int, broker_epoch: int, partition_errors: list[LeaderAndIsrResponsePartitionError]
+    ) -> None:
+        """A LeaderAndIsr answer of ``broker`` (its registration ``broker_epoch``), from the channel:
+        handled as a controller event (`storage_errors_answered`)."""
+
+        def event() -> None:
+            self.storage_errors_answered(broker, broker_epoch, partition_errors)
+
+        self._enqueue(event)
+
+    def storage_errors_answered(
+        self, broker: int, broker_epoch: int, partition_errors: list[LeaderAndIsrResponsePartitionError]
+    ) -> set[TopicPartition]:
+        """The replicas a LeaderAndIsr answer reports in a failed log dir, not yet known offline, are taken
+        out (`handle`); returns the partitions changed."""
+        registration = self.ctx.live.get(broker)
+        if not self._active() or registration is None or registration.epoch != broker_epoch:
+            return set()  # a deposed controller, or an answer of the broker's previous process
+        offline = storage_errors(partition_errors) - self.ctx.offline_dir_replicas.get(broker, set())
+        if not offline:
+            return set()
+        return self.handle({broker: offline})

@@ -13,9 +13,11 @@ leave the dir online. The first report of each dir tells the listener (the repli
 has the `LogManager` take the dir offline: its logs are closed and forgotten, no partition is created
 there any more, no checkpoint or clean-shutdown marker is written there, DescribeLogDirs reports it
 failed (KAFKA_STORAGE_ERROR), and the other dirs keep serving. Only a restart brings it back (its
-logs are loaded and recovered again). With a single log dir nothing is taken offline (Kafka would stop
-the broker: nothing would be left to serve): the append answers KAFKA_STORAGE_ERROR and the next one
-is tried again, so a disk that was only full serves again once space returns (docs/faults.md).
+logs are loaded and recovered again); a dir the disk fails at start (its lock, its listing, a log's
+load) starts offline, with the partitions found in it (`partitions_in`), unless no dir is left.
+With a single log dir nothing is taken offline (Kafka would stop the broker: nothing would be left to
+serve): the append answers KAFKA_STORAGE_ERROR and the next one is tried again, so a disk that was
+only full serves again once space returns (docs/faults.md).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import fcntl
 import functools
 import logging
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Concatenate, ParamSpec, Protocol, TypeVar
@@ -39,8 +42,11 @@ __all__ = [
     "LogDirFailureChannel",
     "LogDirInUseError",
     "LogDirUsage",
+    "describe_log_dirs",
     "is_disk_failure",
     "lock_log_dir",
+    "parse_partition_dir",
+    "partitions_in",
     "reports_io_errors",
 ]
 
@@ -82,6 +88,47 @@ class LogDirUsage:
     failed: bool = False
     # Replicas being moved into this dir (AlterReplicaLogDirs): (topic-partition, bytes copied, lag).
     futures: list[tuple[TopicPartition, int, int]] = field(default_factory=list)
+
+
+def describe_log_dirs(
+    log_dirs: list[str], offline: set[str], replicas: list[tuple[str, TopicPartition, int, int]]
+) -> list[LogDirUsage]:
+    """DescribeLogDirs: each log dir's volume and ``replicas``, ``(log dir, topic-partition, size in
+    bytes, offset lag)`` (the lag: the high watermark minus the log end offset, floored at 0, Kafka's
+    measure); an offline dir, or one whose volume cannot be read, is reported failed."""
+    out: dict[str, LogDirUsage] = {}
+    for log_dir in log_dirs:
+        if log_dir in offline:
+            out[log_dir] = LogDirUsage(log_dir, -1, -1, [], failed=True)
+            continue
+        try:
+            fs = os.statvfs(log_dir)
+            out[log_dir] = LogDirUsage(log_dir, fs.f_blocks * fs.f_frsize, fs.f_bavail * fs.f_frsize, [])
+        except OSError:
+            out[log_dir] = LogDirUsage(log_dir, -1, -1, [], failed=True)
+    for log_dir, tp, size, lag in replicas:
+        out[log_dir].replicas.append((tp, size, lag))
+    return list(out.values())
+
+
+_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+
+
+def parse_partition_dir(name: str) -> TopicPartition | None:
+    """``orders-3`` -> TopicPartition("orders", 3); None for anything else (e.g. deleted dirs)."""
+    match = _PARTITION_DIR.match(name)
+    if match is None:
+        return None
+    return TopicPartition(match.group(1), int(match.group(2)))
+
+
+def partitions_in(log_dir: str) -> list[TopicPartition]:
+    """The partition directories of a failed log dir, if it can still be listed."""
+    try:
+        names = os.listdir(log_dir)
+    except OSError:
+        return []  # unreadable: a replica named by the controller is made again in an online dir
+    return [tp for tp in map(parse_partition_dir, names) if tp is not None]
 
 
 class LogDirInUseError(OSError):

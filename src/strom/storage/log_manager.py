@@ -47,7 +47,15 @@ from strom.storage.checkpoint import TopicPartition
 from strom.storage.config import LONG_MAX, LogConfig
 from strom.storage.dir_checkpoints import read_dir_checkpoints, write_dir_checkpoints
 from strom.storage.log import PartitionLog, TimeFn, system_time_ms
-from strom.storage.log_dirs import LogDirFailureChannel, LogDirUsage, is_disk_failure, lock_log_dir
+from strom.storage.log_dirs import (
+    LogDirFailureChannel,
+    LogDirUsage,
+    describe_log_dirs,
+    is_disk_failure,
+    lock_log_dir,
+    parse_partition_dir,
+    partitions_in,
+)
 from strom.storage.log_move import (
     FUTURE_SUFFIX,
     MOVED_SUFFIX,
@@ -65,16 +73,7 @@ log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_SUFFIX = "-delete"
-_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-
-
-def parse_partition_dir(name: str) -> TopicPartition | None:
-    """``orders-3`` -> TopicPartition("orders", 3); None for anything else (e.g. deleted dirs)."""
-    match = _PARTITION_DIR.match(name)
-    if match is None:
-        return None
-    return TopicPartition(match.group(1), int(match.group(2)))
 
 
 class LogManager:
@@ -109,16 +108,32 @@ class LogManager:
         # AlterReplicaLogDirs for a partition not hosted yet: the dir it is created in (Kafka's rule).
         self.preferred_dirs: dict[TopicPartition, str] = {}
         self.failures = LogDirFailureChannel(self.log_dirs)  # KIP-112: offline log dirs
+        #: The partitions found in a log dir that failed at start: offline until the next restart.
+        self.offline_at_start: set[TopicPartition] = set()
         try:
-            for log_dir in self.log_dirs:
-                os.makedirs(log_dir, exist_ok=True)
-                self._lock_fds.append(lock_log_dir(log_dir))
+            self._each_online_dir(self._lock_dir)
         except OSError:
             self._unlock()
             raise
-        settle_moves(self.log_dirs)
-        for log_dir in self.log_dirs:
-            self._load_dir(log_dir)
+        settle_moves(self.online_dirs())
+        self._each_online_dir(self._load_dir)
+
+    def _lock_dir(self, log_dir: str) -> None:
+        os.makedirs(log_dir, exist_ok=True)
+        self._lock_fds.append(lock_log_dir(log_dir))
+
+    def _each_online_dir(self, step: Callable[[str], None]) -> None:
+        """``step`` on each online log dir. With JBOD, a dir the disk fails at start (its lock, its
+        listing, a log's load) starts offline with the partitions found in it, as in Kafka, which only
+        refuses to start when no dir is left."""
+        for log_dir in self.online_dirs():
+            try:
+                step(log_dir)
+            except OSError as exc:
+                if not is_disk_failure(exc) or len(self.online_dirs()) < 2:
+                    raise
+                log.error("log dir %s failed at start: %s", log_dir, exc)
+                self.offline_at_start.update(self.take_dir_offline(log_dir), partitions_in(log_dir))
 
     def _unlock(self) -> None:
         for fd in self._lock_fds:
@@ -166,22 +181,12 @@ class LogManager:
         return dict(self._logs)
 
     def describe_dirs(self) -> list[LogDirUsage]:
-        """DescribeLogDirs: each log dir's volume and the partition replicas in it, with their size and
-        offset lag (the high watermark minus the log end offset, floored at 0: Kafka's measure)."""
-        out: dict[str, LogDirUsage] = {}
-        for log_dir in self.log_dirs:
-            if log_dir in self.offline_dirs:
-                out[log_dir] = LogDirUsage(log_dir, -1, -1, [], failed=True)
-                continue
-            try:
-                fs = os.statvfs(log_dir)
-                out[log_dir] = LogDirUsage(log_dir, fs.f_blocks * fs.f_frsize, fs.f_bavail * fs.f_frsize, [])
-            except OSError:
-                out[log_dir] = LogDirUsage(log_dir, -1, -1, [], failed=True)
-        for tp, partition_log in sorted(self._logs.items()):
-            lag = max(partition_log.high_watermark - partition_log.log_end_offset, 0)
-            out[self._log_dir_of[tp]].replicas.append((tp, partition_log.size_bytes, lag))
-        return list(out.values())
+        """DescribeLogDirs (`strom.storage.log_dirs.describe_log_dirs`)."""
+        replicas = [
+            (self._log_dir_of[tp], tp, lg.size_bytes, max(lg.high_watermark - lg.log_end_offset, 0))
+            for tp, lg in sorted(self._logs.items())
+        ]
+        return describe_log_dirs(self.log_dirs, self.offline_dirs, replicas)
 
     def get_or_create_log(
         self, topic: str, partition: int, config: LogConfig | None = None, sync_dir: bool = True

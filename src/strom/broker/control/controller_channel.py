@@ -8,7 +8,9 @@ highest version of Strom's internal layouts (all brokers of a cluster run the sa
 serves one registration of its broker: each request goes out stamped with that registration's epoch
 (KIP-380), which the broker checks, so a request decided for a broker's previous process is refused by
 the process that replaced it; a new registration gets a new queue. The back-off and each request's time
-limit run on the broker's clock.
+limit run on the broker's clock. Each answer to a LeaderAndIsr is handed to
+``on_leader_and_isr_response`` with the broker and the registration it was sent to (the controller
+learns from it which replicas are in a failed log dir, strom.cluster.log_dir_failures).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 from strom._util.clock import Clock, sleep_ms
 from strom.broker.network.net_client import BrokerConnection
@@ -23,6 +26,10 @@ from strom.broker.security.client import ClientSecurity
 from strom.cluster.propagation import ControllerBody
 from strom.cluster.zk_paths import BrokerRegistration
 from strom.protocol.api import INTERNAL, ApiKey
+from strom.protocol.messages import LeaderAndIsrResponsePartitionError
+
+#: (broker id, the registration's broker epoch, the answer's partition errors)
+LeaderAndIsrListener = Callable[[int, int, list[LeaderAndIsrResponsePartitionError]], None]
 
 log = logging.getLogger(__name__)
 RETRY_BACKOFF_MS = 200
@@ -31,9 +38,15 @@ REQUEST_TIMEOUT_MS = 15_000
 
 class _BrokerQueue:
     def __init__(
-        self, registration: BrokerRegistration, client_id: str, security: ClientSecurity, clock: Clock
+        self,
+        registration: BrokerRegistration,
+        client_id: str,
+        security: ClientSecurity,
+        clock: Clock,
+        answered: LeaderAndIsrListener,
     ) -> None:
         self.registration = registration
+        self._answered = answered
         self._clock = clock
         self.queue: asyncio.Queue[tuple[int, ControllerBody]] = asyncio.Queue()
         self.connection = BrokerConnection(registration.host, registration.port, client_id, security, clock)
@@ -58,6 +71,9 @@ class _BrokerQueue:
                         api_key,
                         response["error_code"],
                     )
+                if api_key == ApiKey.LEADER_AND_ISR:
+                    registration = self.registration
+                    self._answered(registration.broker_id, registration.epoch, response["partition_errors"])
                 break
 
     async def close(self) -> None:
@@ -74,6 +90,7 @@ class KafkaControllerChannel:
         self._clock = clock
         self._brokers: dict[int, _BrokerQueue] = {}
         self._closing: set[asyncio.Future[None]] = set()
+        self.on_leader_and_isr_response: LeaderAndIsrListener | None = None
 
     def set_brokers(self, brokers: dict[int, BrokerRegistration]) -> None:
         for broker_id in list(self._brokers):
@@ -85,8 +102,12 @@ class KafkaControllerChannel:
         for broker_id, registration in brokers.items():
             if broker_id not in self._brokers:
                 self._brokers[broker_id] = _BrokerQueue(
-                    registration, self._client_id, self._security, self._clock
+                    registration, self._client_id, self._security, self._clock, self._answered
                 )
+
+    def _answered(self, broker_id: int, epoch: int, errors: list[LeaderAndIsrResponsePartitionError]) -> None:
+        if self.on_leader_and_isr_response is not None:
+            self.on_leader_and_isr_response(broker_id, epoch, errors)
 
     def send(self, broker_id: int, api_key: int, body: ControllerBody) -> None:
         target = self._brokers.get(broker_id)

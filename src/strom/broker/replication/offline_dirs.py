@@ -11,6 +11,12 @@ Kafka. The controller is told through the metadata store (`IsrStore.notify_log_d
 log-dir event notification naming the replicas) and moves their leadership and ISRs
 (strom.cluster.log_dir_failures). A StopReplica that deletes one forgets it (a topic made again gets an
 online dir). Nothing else brings them back before the restart, which loads the dir again.
+
+A dir that fails at start (LogManager: its lock, its listing, a log's load) is offline from the start,
+with the replicas found in it. Neither those nor the ones taken offline are told to a controller that
+did not see the failure (a new registration after a session expiry, a restart, a new controller): a
+LeaderAndIsr naming one is answered KAFKA_STORAGE_ERROR, from which the controller learns it, as
+Kafka's does (strom.cluster.log_dir_failures).
 """
 
 from __future__ import annotations
@@ -57,7 +63,8 @@ class OfflineLogDirs:
         self._log_manager = log_manager
         self._replicated = replicated  # the replica manager's partitions with followers
         self._wake = wake
-        self.partitions: set[TopicPartition] = set()  # KAFKA_STORAGE_ERROR until the restart
+        # KAFKA_STORAGE_ERROR until the restart; those of a dir that failed at start from the start.
+        self.partitions: set[TopicPartition] = set(log_manager.offline_at_start)
         self._loop: asyncio.AbstractEventLoop | None = None
         log_manager.failures.on_dir_failure = self._dir_failed
 
