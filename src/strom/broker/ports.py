@@ -85,6 +85,14 @@ class ControlPlane(Protocol):
         self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]
     ) -> TopicInfo: ...
 
+    async def create_topic_in_worker(
+        self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]
+    ) -> TopicInfo:
+        """`create_topic` with the metadata store's writes in a worker thread, so the event loop does
+        not wait for them (a coordinator's topic created in the background, on first use); what
+        follows them (a single node's controller event) runs on the loop."""
+        ...
+
     def topic_assignment(self, name: str) -> dict[int, list[int]] | None: ...
 
     def add_partitions(self, name: str, added: dict[int, list[int]]) -> None: ...

@@ -38,15 +38,14 @@ and the controller's run on the broker's clock.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import ParamSpec, TypeVar
 
 from strom._util.clock import Clock, Deadline, sleep_ms, yield_to_loop
 from strom.broker.config import BrokerConfig
 from strom.broker.control.controller_channel import KafkaControllerChannel
+from strom.broker.control.zookeeper_calls import needs_zookeeper
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.network.net_client import BrokerConnection
 from strom.broker.ports import Outcome, Reassignments, TopicPartition
@@ -81,22 +80,6 @@ METADATA_POLL_MS = 50
 CONTROLLED_SHUTDOWN_TIMEOUT_MS = 10_000
 CONTROLLED_SHUTDOWN_BACKOFF_MS = 500
 CONFIG_CHANGE_RETRY_MS = 1_000
-
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-def _needs_zookeeper(method: Callable[_P, _R]) -> Callable[_P, _R]:
-    """ZooKeeper unreachable -> REQUEST_TIMED_OUT (retriable) for the client, not a closed connection."""
-
-    @functools.wraps(method)
-    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        try:
-            return method(*args, **kwargs)
-        except MetadataStoreError as exc:
-            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"ZooKeeper unavailable: {exc}") from exc
-
-    return wrapper
 
 
 @dataclass(frozen=True)
@@ -345,12 +328,12 @@ class ClusterMember:
         self.metadata_client.close()
 
     # topic administration --------------------------------------------------------------------------
-    @_needs_zookeeper
+    @needs_zookeeper
     def live_brokers(self) -> dict[int, str | None]:
         """Registered brokers and their racks, read from ZooKeeper (the cache may lag a new broker)."""
         return {b.broker_id: b.rack for b in self.metadata_client.get_brokers().values()}
 
-    @_needs_zookeeper
+    @needs_zookeeper
     def create_topic(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]) -> TopicInfo:
         if self.metadata_client.get_topic_assignment(name) is not None:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
@@ -359,18 +342,24 @@ class ClusterMember:
         log.info("created topic %s in ZooKeeper: %s", name, assignment)
         return TopicInfo(name, topic_id, len(assignment), len(assignment[0]), dict(configs))
 
-    @_needs_zookeeper
+    async def create_topic_in_worker(
+        self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]
+    ) -> TopicInfo:
+        """The topic's znodes written in a worker thread; the controller's watch does the rest."""
+        return await asyncio.to_thread(ClusterMember.create_topic, self, name, assignment, configs)
+
+    @needs_zookeeper
     def topic_assignment(self, name: str) -> dict[int, list[int]] | None:
         found = self.metadata_client.get_topic_assignment(name)
         return None if found is None else dict(found[0].partitions)
 
-    @_needs_zookeeper
+    @needs_zookeeper
     def delete_topic(self, name: str) -> None:
         if self.metadata_client.get_topic_assignment(name) is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         self.metadata_client.mark_topic_for_deletion(name)
 
-    @_needs_zookeeper
+    @needs_zookeeper
     def add_partitions(self, name: str, added: dict[int, list[int]]) -> None:
         found = self.metadata_client.get_topic_assignment(name)
         if found is None:
@@ -386,7 +375,7 @@ class ClusterMember:
                 ErrorCode.REASSIGNMENT_IN_PROGRESS, "topic assignment changed concurrently; retry"
             )
 
-    @_needs_zookeeper
+    @needs_zookeeper
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         self._topic_config_writes += 1
         self.metadata_client.set_topic_config(name, configs)

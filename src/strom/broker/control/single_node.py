@@ -21,8 +21,9 @@ stores, config-change watches) over a `LocalSession` on a `LocalStore` kept in t
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import cast
 
 from strom.broker.control.cluster_member import ClusterMember
@@ -59,6 +60,17 @@ class InProcessChannel:
     def send(self, broker_id: int, api_key: int, body: ControllerBody) -> None:
         if broker_id == self._node_id:
             self._deliver(api_key, body)
+
+
+@contextlib.contextmanager
+def _journal_errors() -> Iterator[None]:
+    """The store's journal that could not be written is a storage error on a single node."""
+    try:
+        yield
+    except KafkaError as exc:
+        if exc.code is ErrorCode.REQUEST_TIMED_OUT:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, exc.message) from exc
+        raise
 
 
 class SingleNodeMember(ClusterMember):
@@ -106,12 +118,21 @@ class SingleNodeMember(ClusterMember):
 
     # topic administration: the controller's event at once -------------------------------------------
     def create_topic(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]) -> TopicInfo:
-        try:
+        with _journal_errors():
             info = super().create_topic(name, assignment, configs)
-        except KafkaError as exc:
-            if exc.code is ErrorCode.REQUEST_TIMED_OUT:  # the store's journal could not be written
-                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, exc.message) from exc
-            raise
+        self._create_partitions(name)
+        return info
+
+    async def create_topic_in_worker(
+        self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]
+    ) -> TopicInfo:
+        with _journal_errors():
+            info = await super().create_topic_in_worker(name, assignment, configs)
+        self._create_partitions(name)  # back on the loop: the controller's event touches the broker
+        return info
+
+    def _create_partitions(self, name: str) -> None:
+        """The controller's event for a topic just written, at once (its requester waits for it)."""
         self._failed.clear()
         self.controller.run_now(self.controller.on_topic_change)
         if self._failed:
@@ -119,7 +140,6 @@ class SingleNodeMember(ClusterMember):
             self.metadata_client.mark_topic_for_deletion(name)
             self.controller.run_now(self.controller.on_delete_topics)
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"topic {name} not created: {failure}")
-        return info
 
     def delete_topic(self, name: str) -> None:
         super().delete_topic(name)

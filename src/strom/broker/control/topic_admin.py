@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.ports import ControlPlane
@@ -29,6 +30,27 @@ log = logging.getLogger(__name__)
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME_LENGTH = 249
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorTopic:
+    """A coordinator's records topic as its configs ask for it: compacted, uncompressed, with its own
+    segment size; the replication factor and ``min.insync.replicas`` are capped at the live brokers."""
+
+    name: str
+    partitions: int
+    replication_factor: int
+    segment_bytes: int
+    min_insync_replicas: int
+
+
+def _coordinator_configs(segment_bytes: int) -> dict[str, str]:
+    """A coordinator's records topic: compacted, uncompressed, with its own segment size."""
+    return {
+        "cleanup.policy": "compact",
+        "compression.type": "uncompressed",
+        "segment.bytes": str(segment_bytes),
+    }
 
 
 def validate_topic_name(name: str) -> None:
@@ -175,32 +197,47 @@ class TopicAdmin:
         """
         if name in self._metadata.topics:
             return
-        rf = max(1, min(replication_factor, len(self._metadata.brokers)))
-        configs = dict(configs)
-        if min_insync_replicas is not None:
-            configs["min.insync.replicas"] = str(max(1, min(min_insync_replicas, rf)))
+        rf, configs = self._internal_settings(replication_factor, configs, min_insync_replicas)
         try:
             self.create_topic(name, partitions, rf, configs)
         except KafkaError as exc:
             if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
 
-    def ensure_coordinator_topic(
-        self,
-        name: str,
-        partitions: int,
-        replication_factor: int,
-        segment_bytes: int,
-        min_insync_replicas: int,
-    ) -> None:
-        """`ensure_internal_topic` for a coordinator's records (``__transaction_state``,
-        ``__share_group_state``): compacted, uncompressed, with its own segment size."""
-        configs = {
-            "cleanup.policy": "compact",
-            "compression.type": "uncompressed",
-            "segment.bytes": str(segment_bytes),
-        }
-        self.ensure_internal_topic(name, partitions, replication_factor, configs, min_insync_replicas)
+    def _internal_settings(
+        self, replication_factor: int, configs: dict[str, str], min_insync_replicas: int | None
+    ) -> tuple[int, dict[str, str]]:
+        """An internal topic's replication factor and configs, capped at the live brokers."""
+        rf = max(1, min(replication_factor, len(self._metadata.brokers)))
+        configs = dict(configs)
+        if min_insync_replicas is not None:
+            configs["min.insync.replicas"] = str(max(1, min(min_insync_replicas, rf)))
+        return rf, configs
+
+    def ensure_coordinator_topic(self, topic: CoordinatorTopic) -> None:
+        """`ensure_internal_topic` for a coordinator's records (``__transaction_state``)."""
+        configs = _coordinator_configs(topic.segment_bytes)
+        self.ensure_internal_topic(
+            topic.name, topic.partitions, topic.replication_factor, configs, topic.min_insync_replicas
+        )
+
+    async def ensure_coordinator_topic_in_worker(self, topic: CoordinatorTopic) -> None:
+        """`ensure_coordinator_topic` with the metadata store's writes in a worker thread (ZooKeeper
+        round trips, a journal fsync on a single node): for a topic created in the background
+        (``__share_group_state``), whose first user does not wait for it, while the broker goes on
+        serving."""
+        if topic.name in self._metadata.topics:
+            return
+        configs = _coordinator_configs(topic.segment_bytes)
+        rf, configs = self._internal_settings(topic.replication_factor, configs, topic.min_insync_replicas)
+        chosen = assign_replicas(self._control.live_brokers(), topic.partitions, rf)
+        try:
+            await self._control.create_topic_in_worker(topic.name, chosen, configs)
+        except KafkaError as exc:
+            if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+            return
+        log.info("created topic %s with %d partitions", topic.name, len(chosen))
 
     def maybe_auto_create(self, name: str) -> TopicInfo | None:
         """The topic created with the broker's defaults, or None when auto-creation is off.

@@ -18,7 +18,8 @@ The handlers of ReadShareGroupState and WriteShareGroupState (handlers/share_sta
 side of the leaders' persister (share_persister.py) call these.
 
 `__share_group_state` is created on first use (`request_topic`: asked for by the first request that
-needs it, created right after that request, which does not wait for it) with
+needs it, created in the background, the metadata store's writes in a worker thread, so neither that
+request nor the broker's others wait for it) with
 `share.coordinator.state.topic.num.partitions` partitions, `cleanup.policy=compact` and
 ``min(share.coordinator.state.topic.replication.factor, live brokers)`` replicas, Kafka's names and
 defaults.
@@ -29,12 +30,13 @@ Call only from the broker's event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import replace
 
 from strom._util.clock import Clock
 from strom.broker.config import BrokerConfig
-from strom.broker.control.topic_admin import TopicAdmin
+from strom.broker.control.topic_admin import CoordinatorTopic, TopicAdmin
 from strom.broker.coordinators.coordinator_partitions import CoordinatorPartitions
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.coordinator.records import RecordFormatError
@@ -117,41 +119,45 @@ class ShareStateService:
         self._metadata = metadata
         self._topics = topics
         self.node_id = partitions.node_id
-        self._creation_asked = False
+        self._creating: asyncio.Task[None] | None = None  # the topic's creation under way
         self.runtime: CoordinatorRuntime[ShareStateShard] = CoordinatorRuntime(
             SHARE_STATE_TOPIC, clock, partitions, partitions, ShareStateShard, WRITE_TIMEOUT_MS
         )
         partitions.on_leadership(SHARE_STATE_TOPIC, self.runtime.on_leadership_change)
 
     async def stop(self) -> None:
+        creating = self._creating
+        if creating is not None:
+            creating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await creating
         await self.runtime.close()
 
     # --- the topic and the coordinator's location ----------------------------------------------
     def request_topic(self) -> None:
-        """Ask for ``__share_group_state``'s creation if it does not exist yet (first use), right after
-        the asking request: that request does not wait for it (it answers COORDINATOR_NOT_AVAILABLE,
-        as while a share coordinator loads, and its client retries)."""
-        if SHARE_STATE_TOPIC in self._metadata.topics or self._creation_asked:
+        """Ask for ``__share_group_state``'s creation if it does not exist yet (first use), in the
+        background: the asking request does not wait for it (it answers COORDINATOR_NOT_AVAILABLE, as
+        while a share coordinator loads, and its client retries), and the metadata store's writes run
+        in a worker thread, so the broker's other requests do not wait for them either."""
+        if SHARE_STATE_TOPIC in self._metadata.topics or self._creating is not None:
             return
-        self._creation_asked = True
-        asyncio.get_running_loop().call_soon(self._create_topic)
+        self._creating = asyncio.get_running_loop().create_task(self._create_topic())
 
-    def _create_topic(self) -> None:
-        self._creation_asked = False
+    async def _create_topic(self) -> None:
         try:
-            self.ensure_topic()
+            await self._topics.ensure_coordinator_topic_in_worker(
+                CoordinatorTopic(
+                    SHARE_STATE_TOPIC,
+                    self.num_partitions,
+                    self._replication_factor,
+                    SHARE_STATE_SEGMENT_BYTES,
+                    self._min_isr,
+                )
+            )
         except KafkaError as exc:
             log.warning("%s not created: %s", SHARE_STATE_TOPIC, exc)
-
-    def ensure_topic(self) -> None:
-        """Create ``__share_group_state`` if it does not exist yet (first use)."""
-        self._topics.ensure_coordinator_topic(
-            SHARE_STATE_TOPIC,
-            self.num_partitions,
-            self._replication_factor,
-            SHARE_STATE_SEGMENT_BYTES,
-            self._min_isr,
-        )
+        finally:
+            self._creating = None
 
     def partition_of(self, key: StateKey) -> int | None:
         """The key's `__share_group_state` partition (None while the topic does not exist)."""

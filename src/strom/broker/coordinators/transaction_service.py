@@ -45,7 +45,7 @@ import re
 from strom._util.clock import Clock, sleep_ms
 from strom._util.tasks import cancel_and_wait
 from strom.broker.config import BrokerConfig
-from strom.broker.control.topic_admin import TopicAdmin
+from strom.broker.control.topic_admin import CoordinatorTopic, TopicAdmin
 from strom.broker.coordinators.coordinator_partitions import CoordinatorPartitions
 from strom.broker.coordinators.transaction_markers import MarkerListener, MarkerWriter
 from strom.broker.coordinators.txn_verification import TxnVerifier
@@ -239,7 +239,13 @@ class TransactionService:
     def ensure_topic(self) -> None:
         """Create ``__transaction_state`` if it does not exist yet (first use)."""
         self._topics.ensure_coordinator_topic(
-            TXN_TOPIC, self.num_partitions, self._replication_factor, TXN_TOPIC_SEGMENT_BYTES, self._min_isr
+            CoordinatorTopic(
+                TXN_TOPIC,
+                self.num_partitions,
+                self._replication_factor,
+                TXN_TOPIC_SEGMENT_BYTES,
+                self._min_isr,
+            )
         )
 
     def coordinator_endpoint(self, transactional_id: str) -> tuple[int, str, int] | None:
