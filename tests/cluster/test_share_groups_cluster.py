@@ -5,7 +5,7 @@ carries on with the same members and the same group epoch (a third member joined
 so a group rebuilt from rejoins would be at a lower epoch), the leader's share-partition state is
 untouched, and every record is accepted exactly once: each consumer reports the acceptances the
 broker confirmed, and the leader's share-partition start offset (``/metrics``) reaches the end of the
-partition."""
+partition. Once both consumers closed, the new coordinator keeps the group, Empty, two epochs on."""
 
 from __future__ import annotations
 
@@ -124,3 +124,7 @@ def test_share_group_survives_a_coordinator_kill(
     assert members_of(after) == members_of(before)
     for consumer in share_consumers:
         consumer.terminate()
+    # Both left: the group stays at the new coordinator, Empty, two epochs on (as Kafka keeps it).
+    empty = wait_until(lambda: stable(at, 0), 60, "the group without members")
+    assert isinstance(empty, dict)
+    assert (empty["group_state"], empty["group_epoch"]) == ("Empty", after["group_epoch"] + 2), empty
