@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from strom.protocol.records.batch import iter_headers
+from strom.protocol.records.batch import BatchHeader, iter_headers
 from strom.protocol.records.builder import decode_batch
 from strom.protocol.records.record import Record
 from strom.storage.transaction_index import AbortedTxn
@@ -37,8 +37,21 @@ def committed_records(data: bytes, aborted: Sequence[AbortedTxn], start: int, en
         RecordValidationError: a stored batch cannot be decoded (CRC, compression, layout).
     """
     records: list[Record] = []
-    next_offset = start
     view = memoryview(data)
+    batches, next_offset = data_batches(view, aborted, end)
+    for pos, _ in batches:
+        batch = decode_batch(view, pos, verify_crc=False, max_uncompressed_size=MAX_UNCOMPRESSED_BATCH)
+        records.extend(r for r in batch.records if start <= r.offset < end)
+    return ReadRange(records, max(next_offset, start))
+
+
+def data_batches(
+    view: memoryview, aborted: Sequence[AbortedTxn], end: int
+) -> tuple[list[tuple[int, BatchHeader]], int]:
+    """The committed data batches of ``view`` (position and header) that end at or before ``end``, and
+    the offset after the last whole batch read (-1 when none was)."""
+    kept: list[tuple[int, BatchHeader]] = []
+    next_offset = -1
     for pos, header in iter_headers(view):
         if header.base_offset >= end:
             break
@@ -49,9 +62,8 @@ def committed_records(data: bytes, aborted: Sequence[AbortedTxn], start: int, en
             continue
         if header.is_transactional and _aborted(header.producer_id, header.base_offset, aborted):
             continue
-        batch = decode_batch(view, pos, verify_crc=False, max_uncompressed_size=MAX_UNCOMPRESSED_BATCH)
-        records.extend(r for r in batch.records if start <= r.offset < end)
-    return ReadRange(records, max(next_offset, start))
+        kept.append((pos, header))
+    return kept, next_offset
 
 
 def _aborted(producer_id: int, offset: int, aborted: Sequence[AbortedTxn]) -> bool:

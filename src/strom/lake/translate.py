@@ -32,6 +32,7 @@ from fastavro import parse_schema, schemaless_reader
 from google.protobuf.descriptor_pb2 import FileDescriptorProto
 
 from strom.lake.avro_arrow import UnsupportedSchema, arrow_value, value_fields
+from strom.lake.avro_block import BlockSchema, block_schema
 from strom.lake.columns import Row, meta_row
 from strom.lake.json_arrow import json_row, json_value_fields
 from strom.lake.protobuf_arrow import ProtobufValues
@@ -66,6 +67,7 @@ class ValueSchema:
     decode: Decoder | None = None
     error: str | None = None
     protobuf: ProtobufValues | None = None
+    block: BlockSchema | None = None  # an Avro schema the columnar path decodes (avro_block.py)
 
 
 @dataclass
@@ -118,7 +120,8 @@ def _parse(schema_id: int, schema_type: str, text: str, protobuf: ProtobufLookup
         if kind == "JSON":
             columns = json_value_fields(document)
             return ValueSchema(schema_id, columns, partial(_decode_json, columns))
-        return ValueSchema(schema_id, value_fields(document), partial(_decode_avro, parse_schema(document)))
+        decode = partial(_decode_avro, parse_schema(document))
+        return ValueSchema(schema_id, value_fields(document), decode, block=block_schema(document))
     except UnsupportedSchema as exc:
         return ValueSchema(schema_id, error=f"schema {schema_id}: {exc}")
     except Exception as exc:

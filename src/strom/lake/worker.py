@@ -38,7 +38,9 @@ from dataclasses import dataclass, field
 
 from google.protobuf.descriptor_pb2 import FileDescriptorProto
 
+from strom.lake.columnar import columnar_round
 from strom.lake.config_defs import CatalogSettings
+from strom.lake.record_columns import committed_columns
 from strom.lake.round import Chunk, RoundResult, read_records, write_records
 from strom.lake.tables import LakeTables, TableRef
 from strom.lake.translate import KEY_VALUE, SchemaCache
@@ -114,6 +116,12 @@ def run_round_request(request: RoundRequest) -> RoundResult:
         worker.tables.forbid(topic_id)
     worker.compiled.update(request.compiled)  # first: a Protobuf schema's text is parsed with them
     worker.texts.update(request.schemas)
+    if request.main.mode != KEY_VALUE:
+        columns = committed_columns(request.chunks, request.start, request.end)
+        if columns is not None:
+            done = columnar_round(worker.tables, request.main, request.partition, columns, worker.schemas)
+            if done is not None:
+                return done
     records, position = read_records(request.chunks, request.start, request.end)
     schemas: SchemaCache | None = None
     if request.main.mode != KEY_VALUE:
