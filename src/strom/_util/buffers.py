@@ -8,6 +8,10 @@ hands out a bytearray whose contents are left as the allocator returned them
 (``PyByteArray_FromStringAndSize`` with a NULL source); it is reached through ``ctypes`` once, at
 import. Where that API is not there (another interpreter), plain ``bytearray(size)`` is used.
 
+Below 16 KiB, zeroing costs less than the ``ctypes`` call (about 0.7 us, against 0.2 us for a
+``bytearray(100)`` and 1.3 us for 16 KiB, measured on this project's machine): small frames, most of
+a replication round's, get a plain ``bytearray``.
+
 The caller must overwrite every byte before the buffer is read: whatever the allocator returned (bytes
 of an earlier frame of this process) is in it until then. Frames that end early are dropped unread.
 """
@@ -16,6 +20,8 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Callable
+
+_ZEROING_IS_CHEAPER = 16 * 1024  # bytes (module docstring)
 
 
 def _uninitialized_factory() -> Callable[[int], bytearray]:
@@ -27,8 +33,8 @@ def _uninitialized_factory() -> Callable[[int], bytearray]:
         return bytearray
 
     def receive_buffer(size: int) -> bytearray:
-        if size < 0:
-            raise ValueError(f"negative buffer size {size}")
+        if size <= _ZEROING_IS_CHEAPER:
+            return bytearray(size)  # (raises ValueError for a negative size, as below)
         buf: bytearray = new(None, size)
         return buf
 

@@ -102,9 +102,8 @@ def check(
             if seq < last:
                 findings.reordered.append(f"{value!r} at {partition}/{offset} after sequence {last}")
             last = max(last, seq)
-    for value, places in sorted(where.items()):
-        if len(places) > 1:
-            findings.duplicated.append(f"{value!r} at {places}")
+    for value in sorted(v for v, places in where.items() if len(places) > 1):
+        findings.duplicated.append(f"{value!r} at {where[value]}")
     for record in acked:
         findings.acked += 1
         log = at.get(record.partition)

@@ -187,7 +187,7 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
                 ready.append(timer)
         for _ in range(len(ready)):
             handle = ready.popleft()
-            if not handle.cancelled():
+            if not handle._cancelled:  # type: ignore[attr-defined]
                 handle._run()
 
     def close(self) -> None:

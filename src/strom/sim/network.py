@@ -279,13 +279,15 @@ class SimNetwork:
 
     # the wire
     def _delay(self) -> float:
-        return self.link.latency_s + self._rng.uniform(0, self.link.jitter_s)
+        # `uniform(0, j)` is `0 + j * random()`: the same draw, without its call.
+        link = self.link
+        return link.latency_s + link.jitter_s * self._rng.random()
 
     def _send(self, sender: _SimTransport, data: bytes) -> None:
-        stream = sender.outbound
         if sender.peer is None:
             return
-        if (stream.source, stream.target) in self._blocked:
+        stream = sender.outbound
+        if self._blocked and (stream.source, stream.target) in self._blocked:
             stream.held.append(data)
             return
         self._schedule(sender, data)
@@ -294,10 +296,12 @@ class SimNetwork:
         stream = sender.outbound
         peer = sender.peer
         assert peer is not None
-        arrival = max(stream.last_arrival, self.loop.time() + self._delay())
+        arrival = self.loop.time() + self._delay()
+        arrival = max(arrival, stream.last_arrival)
         stream.last_arrival = arrival
-        stream.in_flight.append((arrival, data))
-        if len(stream.in_flight) == 1:
+        in_flight = stream.in_flight
+        in_flight.append((arrival, data))
+        if len(in_flight) == 1:
             self.loop.call_at(arrival, self._land, sender, context=peer.context)
 
     def _land(self, sender: _SimTransport) -> None:

@@ -73,7 +73,13 @@ class Record:
 # --- zigzag varints -----------------------------------------------------------------------------
 
 
+#: The encodings of 0-127: one byte each, the common case (small lengths and deltas) found in a table.
+_ONE_BYTE = tuple(bytes((n,)) for n in range(0x80))
+
+
 def _encode_unsigned(n: int) -> bytes:
+    if n < 0x80:
+        return _ONE_BYTE[n]
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -127,12 +133,16 @@ def _decode_unsigned(buf: Buffer, pos: int, max_bytes: int, bits: int) -> tuple[
 
 def decode_varint(buf: Buffer, pos: int = 0) -> tuple[int, int]:
     """Decode a zigzag varint (int32) at ``pos``; return ``(value, next_pos)``."""
+    if pos < len(buf) and (raw := buf[pos]) < 0x80:  # one byte: most lengths and deltas
+        return (raw >> 1) ^ -(raw & 1), pos + 1
     raw, pos = _decode_unsigned(buf, pos, 5, 32)
     return (raw >> 1) ^ -(raw & 1), pos
 
 
 def decode_varlong(buf: Buffer, pos: int = 0) -> tuple[int, int]:
     """Decode a zigzag varlong (int64) at ``pos``; return ``(value, next_pos)``."""
+    if pos < len(buf) and (raw := buf[pos]) < 0x80:
+        return (raw >> 1) ^ -(raw & 1), pos + 1
     raw, pos = _decode_unsigned(buf, pos, 10, 64)
     return (raw >> 1) ^ -(raw & 1), pos
 
