@@ -187,7 +187,7 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
                 ready.append(timer)
         for _ in range(len(ready)):
             handle = ready.popleft()
-            if not handle._cancelled:  # type: ignore[attr-defined]
+            if not handle._cancelled:
                 handle._run()
 
     def close(self) -> None:
