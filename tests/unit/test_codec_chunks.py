@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strom.protocol import codec
+from strom.protocol import codec, fetch_codec
 from strom.protocol.codec import RecordsRegion
 from strom.protocol.spec import response_spec
 
@@ -99,3 +99,21 @@ _RECORDS = st.one_of(st.none(), st.binary(max_size=64), st.binary(max_size=64).m
 def test_any_mix_of_regions_and_bytes(version: int, records: list[list[bytes | Held | None]]) -> None:
     chunks = codec.encode_response_chunks(FETCH, version, 9, _fetch_body(records))
     assert _joined(chunks) == codec.encode_response(FETCH, version, 9, _fetch_body(_as_bytes(records)))
+
+
+@pytest.mark.parametrize("version", [v for v in FETCH_VERSIONS if v in fetch_codec.FLEXIBLE_VERSIONS])
+def test_large_records_in_memory_are_sent_as_they_are(version: int) -> None:
+    """Records held in memory (a remote read's) of RECORDS_APART bytes or more are a chunk of their own,
+    the very object, not copied into the frame; smaller ones are copied; the bytes are the same."""
+    large = bytes(range(256)) * (fetch_codec.RECORDS_APART // 256)
+    small = b"s" * 100
+    records: list[list[bytes | Held | None]] = [[large, small], [memoryview(large)]]  # type: ignore[list-item]
+    for aborted in (None, []):  # both of the flexible encoder's partition paths
+        body = _fetch_body(records)
+        for topic in body["responses"]:
+            for p in topic["partitions"]:
+                p["aborted_transactions"] = aborted
+        chunks = codec.encode_response_chunks(FETCH, version, 5, body)
+        assert b"".join(bytes(c) for c in chunks) == codec.encode_response(FETCH, version, 5, body)  # type: ignore[arg-type]
+        apart = [c for c in chunks if c is large or c is records[1][0]]
+        assert len(apart) == 2 and not any(c is small for c in chunks)

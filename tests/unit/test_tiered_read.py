@@ -207,25 +207,43 @@ def test_a_read_loads_its_chunks_at_once_and_reads_ahead_into_the_next_segment(
     asyncio.run(scenario())
 
 
-def test_read_ahead_stays_within_its_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_load_stays_within_the_in_flight_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read's own loads (its first chunks, those it reaches while scanning) and read-ahead share one
+    budget of bytes in flight: with many reads at once the bound holds, a read larger than the budget
+    still completes (its chunks loaded as it gets there), and without room read-ahead is dropped."""
     monkeypatch.setattr(remote_read, "CHUNK_BYTES", 1000)
     _, copied, data = _two_copied_segments(tmp_path)
-    (first, first_bytes), (second, _) = copied
+    (first, first_bytes), (second, second_bytes) = copied
 
     async def scenario() -> None:
         store, rsm = await _uploaded(tmp_path, [first, second], data)
         try:
-            none = RemoteSegmentReader(rsm, BoundedCache(1 << 20), read_ahead_bytes=0)
+            none = RemoteSegmentReader(rsm, BoundedCache(1 << 20), in_flight_bytes=0)
             answer = await none.read(first, first.start_offset, 1500, second)
             await none.settle()
-            assert first_bytes.startswith(answer) and store.ranges == [(0, 2000)]
+            assert first_bytes.startswith(answer) and len(answer) > 1000
+            assert store.ranges == [(0, 1000), (1000, 2000)]  # one chunk at a time, no read-ahead
+            assert none.peak_in_flight == 1000
+
             store.ranges.clear()
-            some = RemoteSegmentReader(rsm, BoundedCache(1 << 20), read_ahead_bytes=2000)
-            answer = await some.read(first, first.start_offset, 5000, second)
-            await some.settle()
-            demand = min(6000, first.segment_size_in_bytes)  # chunks 0-5 hold 5000 bytes and a header
-            assert store.ranges[0] == (0, demand)
-            assert 0 < sum(end - start for start, end in store.ranges[1:]) <= 2000  # the budget
+            reader = RemoteSegmentReader(rsm, BoundedCache(1 << 20), in_flight_bytes=2000)
+            store.gate.clear()  # the first GET held: the other reads ask meanwhile
+            reads = [
+                asyncio.ensure_future(reader.read(segment, segment.start_offset, 4500, None))
+                for segment in (first, second, first, second)
+            ]
+            while not store.ranges:
+                await asyncio.sleep(0.01)
+            store.gate.set()
+            answers = await asyncio.gather(*reads)  # four reads of 4.5 KB: 18 KB wanted up front
+            await reader.settle()
+            assert answers[0] == answers[2] and answers[1] == answers[3]
+            assert first_bytes.startswith(answers[0]) and second_bytes.startswith(answers[1])
+            assert 4500 - 300 < len(answers[0]) <= 4500
+            assert reader.peak_in_flight <= 2000 and reader.in_flight == 0
+            assert len(store.ranges) > 4  # in several loads, none beyond the budget
         finally:
             await store.close()
 

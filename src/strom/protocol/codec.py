@@ -87,13 +87,14 @@ Chunk = bytes | bytearray | memoryview | RecordsRegion
 
 
 class _ChunkedOut(bytearray):
-    """An encoder's output that also notes where each `RecordsRegion` belongs: (position, region)."""
+    """An encoder's output that also notes where each `RecordsRegion` belongs: (position, region); and
+    large records held in memory, sent as they are instead of copied in (fetch_codec.RECORDS_APART)."""
 
     __slots__ = ("regions",)
 
     def __init__(self, initial: bytes) -> None:
         super().__init__(initial)
-        self.regions: list[tuple[int, RecordsRegion]] = []
+        self.regions: list[tuple[int, RecordsRegion | bytes | memoryview]] = []
 
 
 @dataclass(frozen=True, slots=True)

@@ -254,10 +254,7 @@ def encode_response(body: Mapping[str, Any], out: bytearray, version: int) -> No
                 out += _PLAIN_PARTITION(index, code, high_watermark, stable, start, 0, replica)
                 out += uvarint(length)
             if records is not None:
-                if isinstance(records, RecordsRegion):
-                    out.regions.append((len(out), records))  # type: ignore[attr-defined]  # codec._ChunkedOut
-                else:
-                    out += records
+                _records_bytes(out, records)
             out.append(0)
         out.append(0)
     endpoints = body.get("node_endpoints") if version >= NODE_ENDPOINTS_VERSION else None
@@ -269,6 +266,11 @@ def encode_response(body: Mapping[str, Any], out: bytearray, version: int) -> No
         out += tag
     else:
         out.append(0)
+
+
+# Records this large go out as a chunk of their own (one sendmsg entry) rather than being copied into
+# the response's bytes: a copy of a remote read's megabytes costs more than the extra iovec entry.
+RECORDS_APART = 64 * 1024
 
 
 def _length(out: bytearray, count: int) -> None:
@@ -294,8 +296,16 @@ def _records(out: bytearray, records: bytes | memoryview | RecordsRegion | None)
         out.append(0)
         return
     _length(out, len(records))
-    if isinstance(records, RecordsRegion):
-        out.regions.append((len(out), records))  # type: ignore[attr-defined]  # codec._ChunkedOut
+    _records_bytes(out, records)
+
+
+def _records_bytes(out: bytearray, records: bytes | memoryview | RecordsRegion) -> None:
+    """The records after their length: a region, or records of ``RECORDS_APART`` bytes or more (a
+    remote read's), are noted in ``out.regions`` and sent as they are (codec.encode_response_chunks),
+    not copied into the frame; others are copied."""
+    regions = getattr(out, "regions", None)  # codec._ChunkedOut's
+    if isinstance(records, RecordsRegion) or (regions is not None and len(records) >= RECORDS_APART):
+        regions.append((len(out), records))  # type: ignore[union-attr]  # a region: always chunked
     else:
         out += records
 

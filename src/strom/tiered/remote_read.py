@@ -9,15 +9,20 @@ of ``CHUNK_BYTES`` that the cache keeps, so consumers reading a segment in order
 reading the same range, fetch each chunk once. Everything awaited runs on the object store's threads.
 
 Throughput. A read asks for every chunk it may need (``max_bytes`` from its start position) at once,
-so their GETs run in parallel on the store's threads instead of one round trip after another while
-the headers are scanned. Then it reads ahead: the chunks after what it returned, as many bytes as it
+in one ranged GET per run of chunks not cached, instead of one round trip after another while the
+headers are scanned. Then it reads ahead: the chunks after what it returned, as many bytes as it
 returned (the next fetch of a consumer reading in order), into the following segment when this one
-ends, start loading into the cache while the consumer handles this answer. Read-ahead is bounded:
-at most ``read_ahead_bytes`` (half the cache by default, so what it loads is still cached when asked
-for) per read, and no more than that in flight in all; memory is thus the cache's bound plus that
-budget. A chunk being loaded is loaded once: later readers await the same load, and a load outlives a
-read cancelled by ``remote.fetch.max.wait.ms``, so its bytes are cached for the retry. The answer is
-one copy of the chunks' bytes (joined from views of them).
+ends, start loading into the cache while the consumer handles this answer. A chunk being loaded is
+loaded once: later readers await the same load, and a load outlives a read cancelled by
+``remote.fetch.max.wait.ms``, so its bytes are cached for the retry. The answer is one copy of the
+chunks' bytes (joined from views of them).
+
+Memory. Every load counts against one budget of bytes in flight, ``in_flight_bytes`` (half the cache
+by default, so what read-ahead loads is still cached when asked for): a read's own loads (its first
+chunks, and any it reaches while scanning) wait until they fit, or until nothing else is in flight (a
+read always makes progress, one run at a time); read-ahead takes only the room that is left, and is
+dropped otherwise. A read asks up front for at most the budget, the rest as it gets there. Bytes
+held are thus the cache's bound plus the budget, however many partitions and consumers read at once.
 
 read_committed (`aborted_transactions`): the aborted transactions overlapping what was read come from the
 remote transaction indexes (``.txnindex``, cached like the offset index) of the segment read and those
@@ -70,14 +75,16 @@ def chunk_range(start: int, end: int) -> range:
 
 class RemoteSegmentReader:
     def __init__(
-        self, rsm: RemoteStorageManager, cache: BoundedCache, read_ahead_bytes: int | None = None
+        self, rsm: RemoteStorageManager, cache: BoundedCache, in_flight_bytes: int | None = None
     ) -> None:
         self.rsm = rsm
         self.cache = cache
-        self.read_ahead_bytes = cache.max_bytes // 2 if read_ahead_bytes is None else read_ahead_bytes
+        self.in_flight_bytes = cache.max_bytes // 2 if in_flight_bytes is None else in_flight_bytes
         self._loading: dict[Hashable, asyncio.Future[bytes]] = {}  # a chunk's or an index's one load
         self._tasks: set[asyncio.Task[None]] = set()
-        self._ahead_in_flight = 0  # bytes of read-ahead loads not finished yet
+        self.in_flight = 0  # bytes of segment loads not finished yet
+        self.peak_in_flight = 0
+        self._room = asyncio.Event()  # set when a load ends
         self.gets = 0  # object-store reads issued (runs of chunks, indexes)
 
     async def settle(self) -> None:
@@ -101,17 +108,22 @@ class RemoteSegmentReader:
         if not future.cancelled():
             future.exception()  # a read-ahead nobody awaited: its failure is not an unretrieved error
 
-    def _spawn(self, fetch: Callable[[], Awaitable[bytes]], parts: list[_Part], ahead: int = 0) -> None:
-        """One object-store read whose bytes fill ``parts``; ``ahead``: bytes counted as read-ahead."""
+    def _spawn(self, fetch: Callable[[], Awaitable[bytes]], parts: list[_Part], size: int = 0) -> None:
+        """One object-store read whose bytes fill ``parts``; ``size``: bytes counted in flight."""
         task = asyncio.ensure_future(self._run(fetch, parts))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        if ahead:
-            self._ahead_in_flight += ahead
-            task.add_done_callback(partial(self._ahead_done, ahead))
+        if size:
+            self.in_flight += size
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+            task.add_done_callback(partial(self._load_done, size))
 
-    def _ahead_done(self, size: int, _task: asyncio.Task[None]) -> None:
-        self._ahead_in_flight -= size
+    def _load_done(self, size: int, _task: asyncio.Task[None]) -> None:
+        self.in_flight -= size
+        self._room.set()
+
+    def _fits(self, size: int) -> bool:
+        return not self.in_flight or self.in_flight + size <= self.in_flight_bytes
 
     async def _run(self, fetch: Callable[[], Awaitable[bytes]], parts: list[_Part]) -> None:
         self.gets += 1
@@ -166,9 +178,15 @@ class RemoteSegmentReader:
                 return found, True
         return found, False
 
-    def _load_chunks(
-        self, segment: RemoteLogSegmentMetadata, numbers: Iterable[int], ahead: bool = False
-    ) -> None:
+    def _missing(self, segment: RemoteLogSegmentMetadata, numbers: Iterable[int]) -> list[int]:
+        """Those of the chunks ``numbers`` neither cached nor loading."""
+        return [
+            n
+            for n in numbers
+            if (segment.segment_id, n) not in self.cache and (segment.segment_id, n) not in self._loading
+        ]
+
+    def _load_chunks(self, segment: RemoteLogSegmentMetadata, numbers: Iterable[int]) -> None:
         """Start loading the chunks among ``numbers`` neither cached nor loading: one ranged read per
         run of consecutive ones (fewer requests, each larger), each chunk cached on its own."""
         run: list[int] = []
@@ -186,28 +204,38 @@ class RemoteSegmentReader:
                     for n in run
                 ]  # fmt: skip
                 fetch = partial(self.rsm.fetch_log_segment, segment, first, end)
-                self._spawn(fetch, parts, end - first if ahead else 0)
+                self._spawn(fetch, parts, end - first)
                 run = []
 
-    def _chunk(self, segment: RemoteLogSegmentMetadata, number: int) -> bytes | asyncio.Future[bytes]:
-        found = self._cached((segment.segment_id, number))
-        if found is None:
-            self._load_chunks(segment, [number])
-            found = self._loading[(segment.segment_id, number)]
-        return found
+    async def _chunk(self, segment: RemoteLogSegmentMetadata, number: int) -> bytes:
+        key = (segment.segment_id, number)
+        if (found := self._cached(key)) is None:
+            await self._load(segment, number * CHUNK_BYTES, (number + 1) * CHUNK_BYTES)
+            found = self._cached(key)  # loading now (no await since), or loaded by another reader
+            assert found is not None
+        return await _value(found)
 
-    def _start_loading(self, segment: RemoteLogSegmentMetadata, start: int, end: int) -> None:
-        """Start loading the chunks of ``[start, end)`` not cached yet (a read's own: no budget)."""
+    async def _load(self, segment: RemoteLogSegmentMetadata, start: int, end: int) -> None:
+        """Start loading the chunks of ``[start, end)`` not cached yet, a read's own: once they fit in
+        the budget, or nothing else is in flight."""
         end = min(end, segment.segment_size_in_bytes)
-        if start < end:
-            self._load_chunks(segment, chunk_range(start, end))
+        if start >= end:
+            return
+        while True:
+            missing = self._missing(segment, chunk_range(start, end))
+            size = sum(_chunk_size(segment, n) for n in missing)
+            if self._fits(size):
+                break
+            self._room.clear()
+            await self._room.wait()
+        self._load_chunks(segment, missing)
 
     async def _bytes(self, segment: RemoteLogSegmentMetadata, start: int, end: int) -> bytes:
         end = min(end, segment.segment_size_in_bytes)
         if start >= end:
             return b""
-        self._start_loading(segment, start, end)
-        parts = [memoryview(await _value(self._chunk(segment, n))) for n in chunk_range(start, end)]
+        await self._load(segment, start, end)
+        parts = [memoryview(await self._chunk(segment, n)) for n in chunk_range(start, end)]
         first = start % CHUNK_BYTES
         last = end - (start - first) - (len(parts) - 1) * CHUNK_BYTES
         if len(parts) == 1:
@@ -219,7 +247,7 @@ class RemoteSegmentReader:
         number = position // CHUNK_BYTES
         within = position - number * CHUNK_BYTES
         if within + HEADER_SIZE <= CHUNK_BYTES:  # the usual case: inside one chunk, no copy
-            return read_header(await _value(self._chunk(segment, number)), within)
+            return read_header(await self._chunk(segment, number), within)
         return read_header(await self._bytes(segment, position, position + HEADER_SIZE))
 
     def _read_ahead(
@@ -230,24 +258,21 @@ class RemoteSegmentReader:
         following: RemoteLogSegmentMetadata | None,
     ) -> None:
         """Start loading up to ``amount`` bytes after ``position`` (into ``following`` past the segment's
-        end), within the read-ahead budget."""
-        amount = min(amount, self.read_ahead_bytes)
-        room = self.read_ahead_bytes - self._ahead_in_flight
+        end), in the room the budget has left."""
+        room = self.in_flight_bytes - self.in_flight
+        amount = min(amount, room)
         for target, begin in ((segment, position), (following, 0)):
             if target is None or amount <= 0 or begin >= target.segment_size_in_bytes:
                 continue
             end = min(begin + amount, target.segment_size_in_bytes)
             amount -= end - begin
             wanted = []
-            for number in chunk_range(begin, end):
-                key = (target.segment_id, number)
-                if key in self._loading or key in self.cache:
-                    continue
-                room -= min(CHUNK_BYTES, target.segment_size_in_bytes - number * CHUNK_BYTES)
+            for number in self._missing(target, chunk_range(begin, end)):
+                room -= _chunk_size(target, number)
                 if room < 0:
                     break
                 wanted.append(number)
-            self._load_chunks(target, wanted, ahead=True)
+            self._load_chunks(target, wanted)
             if room < 0:
                 return
 
@@ -266,7 +291,8 @@ class RemoteSegmentReader:
         else:
             position = start_position(await self._index(segment), segment.start_offset, fetch_offset)
         size = segment.segment_size_in_bytes
-        self._start_loading(segment, position, position + max_bytes + HEADER_SIZE)
+        up_front = max(min(max_bytes + HEADER_SIZE, self.in_flight_bytes), 1)  # the rest as it gets there
+        await self._load(segment, position, position + up_front)
         # Skip the batches ending before the fetch offset (headers only).
         while position + HEADER_SIZE <= size:
             header = await self._header(segment, position)
@@ -285,6 +311,10 @@ class RemoteSegmentReader:
         data = await self._bytes(segment, position, end)
         self._read_ahead(segment, end, end - position, following)
         return data
+
+
+def _chunk_size(segment: RemoteLogSegmentMetadata, number: int) -> int:
+    return min(CHUNK_BYTES, segment.segment_size_in_bytes - number * CHUNK_BYTES)
 
 
 async def _value(loaded: bytes | asyncio.Future[bytes]) -> bytes:
