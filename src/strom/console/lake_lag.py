@@ -11,8 +11,8 @@ in records, and the time since then, in seconds: what the leader's ``/metrics`` 
 partition (yet) answers -1: the lag is then unknown.
 
 No installed admin client sends a timestamp below Kafka's own (confluent-kafka and kafka-python refuse
--100), so the CLI's protocol client (strom.console.wire) asks, over PLAINTEXT or SSL; with a SASL
-``--command-config`` the lag is left out of the lines (docs/cli.md).
+-100), so the CLI's protocol client (strom.console.wire) asks, with ``--command-config``'s security
+properties; with a SASL mechanism it does not speak the lag is left out of the lines (docs/cli.md).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def translation_lag(
     options: ClientOptions, partitions: Sequence[tuple[str, int]]
 ) -> dict[tuple[str, int], TableLag]:
     """Each (topic, partition)'s translation lag, from its leader; {} when the CLI's protocol client
-    cannot connect with the given security settings (SASL).
+    cannot connect with the given security settings (a SASL mechanism it does not speak).
 
     Raises:
         ConsoleError: no broker answered.

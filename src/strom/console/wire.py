@@ -6,21 +6,31 @@ them with this module: one TCP connection per broker, one request at a time, bod
 decoded by `strom.protocol.codec` from the same specs the broker serves. The group's coordinator is
 found with FindCoordinator at the first bootstrap server that answers.
 
-Security from ``--command-config``, in librdkafka's names: ``security.protocol`` PLAINTEXT or SSL
-(``ssl.ca.location``, ``ssl.certificate.location``, ``ssl.key.location``, ``ssl.key.password``,
-``ssl.endpoint.identification.algorithm``); a SASL protocol is refused with a one-line error.
+Security from ``--command-config``, in librdkafka's names, so the listener the other commands reach is
+reached here too: ``security.protocol`` PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL; TLS from
+``ssl.ca.location``, ``ssl.certificate.location``, ``ssl.key.location``, ``ssl.key.password`` and
+``ssl.endpoint.identification.algorithm``; SASL from ``sasl.mechanism`` (or ``sasl.mechanisms``: PLAIN,
+SCRAM-SHA-256, SCRAM-SHA-512), ``sasl.username`` and ``sasl.password``. Each new connection logs in
+before its first request: SaslHandshake v1 and SaslAuthenticate v1, the exchange the broker itself uses
+to reach another broker (`strom.broker.security.client`, with its SCRAM client). The connections live
+for one command, so a session lifetime the broker answers (KIP-368) is not renewed. Properties that
+only librdkafka reads (``debug``, ``client.id``, ...) are ignored here; a mechanism this client has
+not (librdkafka's default GSSAPI, OAUTHBEARER) is refused by name (`supported` says so beforehand).
 """
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import ssl
 import struct
 from collections.abc import Mapping
 from typing import Any
 
+from strom.broker.security.client import ClientSecurity
 from strom.console.clients import ClientOptions
 from strom.console.errors import ConsoleError
+from strom.console.kafka_python_security import MECHANISMS, PROTOCOLS
 from strom.protocol.api import ApiKey
 from strom.protocol.codec import decode_response, encode_request
 from strom.protocol.errors import CorruptFrame, ErrorCode, UnsupportedVersion
@@ -31,12 +41,17 @@ CLIENT_ID = "strom-cli"
 GROUP_KEY_TYPE = 0
 
 
+class LoginRefused(ConsoleError):
+    """A broker refused the SASL login: the command ends at once (another bootstrap server would
+    refuse the same credentials), where an unreachable broker lets the next one be tried."""
+
+
 class WireClient:
     """Connections to the brokers of one CLI invocation (use as a context manager)."""
 
     def __init__(self, options: ClientOptions) -> None:
         self._options = options
-        self._tls = _tls_context(options.command_config) if supported(options) else None
+        self._security: ClientSecurity | None = None
         self._sockets: dict[tuple[str, int], socket.socket] = {}
         self._correlation = 0
 
@@ -54,19 +69,12 @@ class WireClient:
         Raises:
             ConsoleError: the broker could not be reached, or the answer did not parse.
         """
-        self._correlation += 1
         try:
             sock = self._socket(address)
-            sock.sendall(encode_request(int(api_key), version, self._correlation, CLIENT_ID, body))
-            (size,) = _SIZE.unpack(self._read(sock, 4))
-            correlation, answer = decode_response(int(api_key), version, self._read(sock, size))
+            return self._roundtrip(sock, int(api_key), version, body)
         except (OSError, CorruptFrame, UnsupportedVersion) as exc:
             self._drop(address)
             raise ConsoleError(f"no answer from {address[0]}:{address[1]}: {exc}") from None
-        if correlation != self._correlation:
-            self._drop(address)
-            raise ConsoleError(f"{address[0]}:{address[1]} answered another request")
-        return answer
 
     def coordinator(self, group_id: str) -> tuple[str, int]:
         """(host, port) of the group's coordinator.
@@ -80,6 +88,8 @@ class WireClient:
                 found = self.call(
                     address, ApiKey.FIND_COORDINATOR, 2, {"key": group_id, "key_type": GROUP_KEY_TYPE}
                 )
+            except LoginRefused:
+                raise
             except ConsoleError as exc:
                 failures.append(str(exc))
                 continue
@@ -113,6 +123,8 @@ class WireClient:
         for address in _bootstrap(self._options.bootstrap_servers):
             try:
                 return self.call(address, ApiKey.METADATA, 12, body)
+            except LoginRefused:
+                raise
             except ConsoleError as exc:
                 failures.append(str(exc))
         raise ConsoleError(f"cannot read the cluster's metadata: {'; '.join(failures)}")
@@ -120,11 +132,38 @@ class WireClient:
     def _socket(self, address: tuple[str, int]) -> socket.socket:
         sock = self._sockets.get(address)
         if sock is None:
-            _tls_context(self._options.command_config)  # refuses a protocol it cannot speak
+            if self._security is None:
+                self._security = client_security(self._options.command_config)  # refuses what it cannot
+            tls = self._security.tls
             raw = socket.create_connection(address, timeout=self._options.timeout_s)
-            sock = raw if self._tls is None else self._tls.wrap_socket(raw, server_hostname=address[0])
+            sock = raw if tls is None else tls.wrap_socket(raw, server_hostname=address[0])
             self._sockets[address] = sock
+            try:
+                asyncio.run(self._security.authenticate(self._exchanger(sock)))
+            except ConnectionError as exc:
+                self._drop(address)
+                raise LoginRefused(
+                    f"SASL authentication refused by {address[0]}:{address[1]}: {exc}"
+                ) from None
         return sock
+
+    def _exchanger(self, sock: socket.socket) -> Any:
+        """The login's request sender over ``sock`` (blocking: the login runs before anything else)."""
+
+        async def exchange(api_key: int, version: int, body: Mapping[str, Any], timeout_ms: int = 0) -> Any:
+            del timeout_ms  # the socket's own timeout bounds each read
+            return self._roundtrip(sock, api_key, version, body)
+
+        return exchange
+
+    def _roundtrip(self, sock: socket.socket, api_key: int, version: int, body: Mapping[str, Any]) -> Any:
+        self._correlation += 1
+        sock.sendall(encode_request(api_key, version, self._correlation, CLIENT_ID, body))
+        (size,) = _SIZE.unpack(self._read(sock, 4))
+        correlation, answer = decode_response(api_key, version, self._read(sock, size))
+        if correlation != self._correlation:
+            raise CorruptFrame(f"answer to request {correlation}, expected {self._correlation}")
+        return answer
 
     def _drop(self, address: tuple[str, int]) -> None:
         sock = self._sockets.pop(address, None)
@@ -153,18 +192,40 @@ def _bootstrap(servers: str) -> list[tuple[str, int]]:
 
 
 def supported(options: ClientOptions) -> bool:
-    """Whether this client can connect with the CLI's security settings (PLAINTEXT or SSL)."""
-    return options.command_config.get("security.protocol", "plaintext").lower() in ("plaintext", "ssl")
+    """Whether this client can connect with the CLI's security settings (`client_security` accepts
+    them)."""
+    try:
+        client_security(options.command_config)
+    except ConsoleError:
+        return False
+    return True
 
 
-def _tls_context(config: Mapping[str, str]) -> ssl.SSLContext | None:
-    protocol = config.get("security.protocol", "plaintext").lower()
-    if protocol == "plaintext":
-        return None
-    if protocol != "ssl":
+def client_security(config: Mapping[str, str]) -> ClientSecurity:
+    """TLS and SASL login for librdkafka's security properties ``config``.
+
+    Raises:
+        ConsoleError: a protocol or mechanism this client does not speak, or a TLS file it cannot load.
+    """
+    protocol = config.get("security.protocol", "plaintext").upper()
+    if protocol not in PROTOCOLS:
         raise ConsoleError(
-            f"share-group commands connect with PLAINTEXT or SSL, not security.protocol={protocol.upper()}"
+            f"--command-config security.protocol={protocol}: expected one of {', '.join(PROTOCOLS)}"
         )
+    tls = _tls_context(config) if protocol in ("SSL", "SASL_SSL") else None
+    if not protocol.startswith("SASL_"):
+        return ClientSecurity(tls)
+    # librdkafka's default mechanism is GSSAPI, which no part of Strom speaks.
+    mechanism = config.get("sasl.mechanism", config.get("sasl.mechanisms", "GSSAPI")).upper()
+    if mechanism not in MECHANISMS:
+        raise ConsoleError(
+            f"strom's own protocol client (share groups, lag, Iceberg lag) logs in with "
+            f"{', '.join(MECHANISMS)}, not sasl.mechanism={mechanism}"
+        )
+    return ClientSecurity(tls, mechanism, config.get("sasl.username", ""), config.get("sasl.password", ""))
+
+
+def _tls_context(config: Mapping[str, str]) -> ssl.SSLContext:
     context = ssl.create_default_context(cafile=config.get("ssl.ca.location") or None)
     if config.get("ssl.endpoint.identification.algorithm", "https").lower() == "none":
         context.check_hostname = False
