@@ -18,13 +18,13 @@ properties; with a SASL mechanism it does not speak the lag is left out of the l
 from __future__ import annotations
 
 import time
-from collections import defaultdict
 from collections.abc import Sequence
 from functools import partial
 
 from strom.broker.lake.lag import LIST_OFFSETS_VERSION, TableLag, lag_requests, lags_answered
 from strom.console.clients import ClientOptions
 from strom.console.errors import ConsoleError
+from strom.console.leader_offsets import by_leader
 from strom.console.wire import WireClient, supported
 from strom.protocol.api import ApiKey
 
@@ -47,18 +47,12 @@ def translation_lag(
     """
     if not partitions or not supported(options):
         return {}
-    topics = sorted({t for t, _ in partitions})
+    found: dict[tuple[str, int], TableLag] = {}
     with WireClient(options) as client:
-        leaders, addresses = _leaders(client, topics)
-        by_leader: defaultdict[int, list[tuple[str, int]]] = defaultdict(list)
-        for tp in partitions:
-            if leaders.get(tp, -1) in addresses:
-                by_leader[leaders[tp]].append(tp)
-        found: dict[tuple[str, int], TableLag] = {}
-        for leader, led in sorted(by_leader.items()):
+        for address, led in by_leader(client, partitions).items():
             table, stable = lag_requests(led)
             try:
-                call = partial(client.call, addresses[leader], ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION)
+                call = partial(client.call, address, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION)
                 found.update(lags_answered(call(table), call(stable)))
             except ConsoleError:
                 continue  # a leader that does not answer: its partitions' lag is left out
@@ -67,17 +61,3 @@ def translation_lag(
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def _leaders(
-    client: WireClient, topics: list[str]
-) -> tuple[dict[tuple[str, int], int], dict[int, tuple[str, int]]]:
-    """Each partition's leader and each broker's address, from Metadata at a bootstrap server."""
-    answer = client.metadata(topics)
-    addresses = {int(b["node_id"]): (str(b["host"]), int(b["port"])) for b in answer["brokers"]}
-    leaders = {
-        (str(t["name"]), int(p["partition_index"])): int(p["leader_id"])
-        for t in answer["topics"]
-        for p in t["partitions"]
-    }
-    return leaders, addresses

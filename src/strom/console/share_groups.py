@@ -3,7 +3,9 @@
 No installed admin client has the share-group APIs, so these go over `strom.console.wire` to the
 group's coordinator: ShareGroupDescribe v1 (state, members and their partitions),
 DescribeShareGroupOffsets v1 (per partition the share-partition start offset and the lag: records
-from it to the high watermark not yet acknowledged or archived), AlterShareGroupOffsets and
+from it to the high watermark not yet acknowledged or archived; where the coordinator hosts no replica
+of the partition it cannot tell, and the lag is counted from the start offset to the high watermark
+the partition's leader answers to ListOffsets), AlterShareGroupOffsets and
 DeleteShareGroupOffsets v0 (the group must be empty: the broker answers NON_EMPTY_GROUP otherwise),
 as ``kafka-share-groups.sh --describe --offsets/--members``, ``--reset-offsets`` and
 ``--delete-offsets`` do.
@@ -19,6 +21,7 @@ from typing import Any, TextIO
 
 from strom.console.clients import ClientOptions, print_table
 from strom.console.errors import ConsoleError
+from strom.console.leader_offsets import high_watermarks
 from strom.console.wire import WireClient
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
@@ -95,7 +98,7 @@ def print_share_group(wire: WireClient, description: Any, out: TextIO) -> None:
         for tp in member["assignment"]["topic_partitions"]:
             for index in tp["partitions"]:
                 owners.setdefault((str(tp["topic_name"]), int(index)), []).append(member)
-    offsets = start_offsets(wire, group, None)
+    offsets = _lag_from_leaders(wire, start_offsets(wire, group, None))
     rows = [["TOPIC", "PARTITION", "START-OFFSET", "LAG", "MEMBERS", "CONSUMER-IDS", "CLIENT-IDS"]]
     for key in sorted(set(offsets) | set(owners)):
         start, lag = offsets.get(key, (-1, -1))
@@ -112,6 +115,23 @@ def print_share_group(wire: WireClient, description: Any, out: TextIO) -> None:
             ]
         )
     print_table(rows, out)
+
+
+def _lag_from_leaders(
+    wire: WireClient, offsets: dict[tuple[str, int], tuple[int, int]]
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """``offsets`` with the lag of each stored share-partition the coordinator could not measure (it
+    hosts no replica: lag -1) computed from its leader's high watermark, as Kafka's tools ask a
+    partition's leader for its offsets. Counted from the start offset, so records already acknowledged
+    above it (at most the in-flight window) are counted too; a leader that does not answer leaves -1."""
+    unknown = [key for key, (start, lag) in offsets.items() if start >= 0 and lag < 0]
+    if not unknown:
+        return offsets
+    ends = high_watermarks(wire, unknown)
+    return {
+        key: (start, max(ends[key] - start, 0)) if key in ends and lag < 0 <= start else (start, lag)
+        for key, (start, lag) in offsets.items()
+    }
 
 
 def alter_start_offsets(wire: WireClient, group: str, plan: Sequence[tuple[tuple[str, int], int]]) -> None:

@@ -108,39 +108,44 @@ class TableLag:
         return max(now_ms - self.waiting_since_ms, 0) / 1000
 
 
-def lag_requests(partitions: Iterable[TopicPartition]) -> tuple[ListOffsetsRequest, ListOffsetsRequest]:
-    """The two ListOffsets bodies (`LIST_OFFSETS_VERSION`) that ask one leader for its ``partitions``'
-    lag: the table's position, and the last stable offset."""
+def list_offsets_body(partitions: Iterable[TopicPartition], timestamp: int, level: int) -> ListOffsetsRequest:
+    """A ListOffsets body (`LIST_OFFSETS_VERSION`) asking for ``timestamp`` of each partition at the
+    isolation ``level``."""
     by_topic: defaultdict[str, list[int]] = defaultdict(list)
     for topic, index in partitions:
         by_topic[topic].append(index)
+    return {
+        "replica_id": -1,
+        "isolation_level": level,
+        "topics": [
+            {
+                "name": topic,
+                "partitions": [
+                    {"partition_index": i, "current_leader_epoch": -1, "timestamp": timestamp}
+                    for i in indexes
+                ],
+            }
+            for topic, indexes in sorted(by_topic.items())
+        ],
+    }
 
-    def body(timestamp: int, level: int) -> ListOffsetsRequest:
-        return {
-            "replica_id": -1,
-            "isolation_level": level,
-            "topics": [
-                {
-                    "name": topic,
-                    "partitions": [
-                        {"partition_index": i, "current_leader_epoch": -1, "timestamp": timestamp}
-                        for i in indexes
-                    ],
-                }
-                for topic, indexes in sorted(by_topic.items())
-            ],
-        }
 
-    return body(ICEBERG_TABLE, READ_UNCOMMITTED), body(LATEST, READ_COMMITTED)
+def lag_requests(partitions: Iterable[TopicPartition]) -> tuple[ListOffsetsRequest, ListOffsetsRequest]:
+    """The two ListOffsets bodies (`LIST_OFFSETS_VERSION`) that ask one leader for its ``partitions``'
+    lag: the table's position, and the last stable offset."""
+    asked = list(partitions)
+    return list_offsets_body(asked, ICEBERG_TABLE, READ_UNCOMMITTED), list_offsets_body(
+        asked, LATEST, READ_COMMITTED
+    )
 
 
 def lags_answered(table: ListOffsetsResponse, stable: ListOffsetsResponse) -> dict[TopicPartition, TableLag]:
     """The lag of each partition both answers (to `lag_requests`' bodies) give without an error."""
-    positions, stables = _answered(table), _answered(stable)
+    positions, stables = offsets_answered(table), offsets_answered(stable)
     return {tp: TableLag(at[0], stables[tp][0], at[1]) for tp, at in positions.items() if tp in stables}
 
 
-def _answered(response: ListOffsetsResponse) -> dict[TopicPartition, tuple[int, int]]:
+def offsets_answered(response: ListOffsetsResponse) -> dict[TopicPartition, tuple[int, int]]:
     """(offset, timestamp) of each partition answered without an error."""
     return {
         (str(t["name"]), int(p["partition_index"])): (int(p["offset"]), int(p["timestamp"]))
