@@ -124,6 +124,16 @@ def test_unknown_group_delete_is_one_line(strom: Strom) -> None:
     assert result.stderr.decode().count("\n") == 1
 
 
+def test_delete_offsets_of_an_unknown_group_fails_with_group_id_not_found(strom: Strom) -> None:
+    topic, group = f"cli-do-{uuid.uuid4().hex[:8]}", f"cli-none-{uuid.uuid4().hex[:8]}"
+    strom("topics", "create", topic, "--partitions", "2")
+    result = strom("groups", "delete-offsets", group, "--topic", topic, check=False)
+    assert result.returncode == 1
+    expected = f"strom: error: cannot delete the offsets of share group {group!r}: GROUP_ID_NOT_FOUND\n"
+    assert result.stderr.decode() == expected
+    assert not result.stdout
+
+
 def test_active_member_is_described_and_blocks_reset(strom: Strom, strom_broker: str, tmp_path: Path) -> None:
     topic, group = f"cli-act-{uuid.uuid4().hex[:8]}", f"cli-g-{uuid.uuid4().hex[:8]}"
     strom("topics", "create", topic, "--partitions", "2")

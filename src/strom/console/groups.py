@@ -156,7 +156,7 @@ def reset_offsets(options: ClientOptions, request: ResetRequest, out: TextIO) ->
     if wire.supported(options):
         with wire.WireClient(options) as client:
             indexes = [index for _, index in partitions]
-            if share_groups.is_share_group(client, request.group, request.topic, indexes):
+            if share_groups.is_share_group(client, request.group, [(request.topic, indexes)]):
                 share_groups.alter_start_offsets(client, request.group, plan)
                 return
     offsets = [TopicPartition(topic, partition, offset) for (topic, partition), offset in plan]

@@ -75,12 +75,35 @@ def start_offsets(
     return found
 
 
-def is_share_group(wire: WireClient, group: str, topic: str, partitions: Sequence[int]) -> bool:
-    """Whether ``group`` is a share group: one with members, or one with state stored on the topic."""
+def is_share_group(wire: WireClient, group: str, topics: Sequence[tuple[str, Sequence[int]]]) -> bool:
+    """Whether ``group`` is a share group: one with members, or one with state stored on a partition of
+    ``topics`` ((topic, partitions) pairs)."""
     if share_description(wire, group) is not None:
         return True
-    stored = start_offsets(wire, group, [(topic, partitions)], strict=False)
+    stored = start_offsets(wire, group, topics, strict=False) if topics else {}
     return any(start >= 0 for start, _ in stored.values())
+
+
+def require_share_group(options: ClientOptions, group: str, topics: Sequence[str]) -> None:
+    """Fail with GROUP_ID_NOT_FOUND, as ``kafka-share-groups.sh --delete-offsets`` does, unless ``group``
+    is a share group (`is_share_group` on every partition of ``topics``). Strom keeps no empty share
+    group (docs/share-groups.md), so the stored state is what shows that an empty one exists.
+
+    Raises:
+        ConsoleError: no share group of that id is known.
+    """
+    with WireClient(options) as wire:
+        answer = wire.metadata(list(dict.fromkeys(topics)))
+        asked = [
+            (str(t["name"]), [int(p["partition_index"]) for p in t["partitions"]])
+            for t in answer["topics"]
+            if not t["error_code"]
+        ]
+        if is_share_group(wire, group, asked):
+            return
+    raise ConsoleError(
+        f"cannot delete the offsets of share group {group!r}: {ErrorCode.GROUP_ID_NOT_FOUND.name}"
+    )
 
 
 def print_share_group(wire: WireClient, description: Any, out: TextIO) -> None:
