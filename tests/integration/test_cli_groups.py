@@ -210,3 +210,28 @@ def test_a_consumer_group_is_listed_and_described_with_its_type(strom: Strom, st
         owners = {line.split()[1]: line.split()[5] for line in described[2:]}
         assert owners == {"0": "member-1", "1": "member-1"}
         assert raw.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {**body, "member_epoch": -1})["error_code"] == 0
+
+
+def test_a_reconciling_consumer_group_is_listed_and_described_with_its_state(
+    strom: Strom, strom_broker: str
+) -> None:
+    """A second KIP-848 member joins: the first must revoke a partition for it, and until it heartbeats
+    again the group is RECONCILING, a state confluent-kafka's admin client reads as UNKNOWN."""
+    topic, group = f"cli-rec-{uuid.uuid4().hex[:8]}", f"cli-r-{uuid.uuid4().hex[:8]}"
+    strom("topics", "create", topic, "--partitions", "2")
+    with RawClient(strom_broker) as raw:
+        first, second = join_body(group, "member-1", [topic]), join_body(group, "member-2", [topic])
+        deadline = time.monotonic() + 30
+        while (resp := raw.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, first))["error_code"] != 0:
+            assert time.monotonic() < deadline, resp  # the first group request creates the offsets topic
+            time.sleep(0.1)
+        assert raw.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, second)["error_code"] == 0
+        listed = [
+            line.split() for line in strom("groups", "list", "--type", "--state").stdout.decode().splitlines()
+        ]
+        assert [group, "CONSUMER", "RECONCILING"] in listed
+        described = strom("groups", "describe", group).stdout.decode().splitlines()
+        assert described[0].startswith(f"Group {group}: type consumer, state RECONCILING, 2 member(s)")
+        for body in (first, second):
+            left = raw.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {**body, "member_epoch": -1})
+            assert left["error_code"] == 0

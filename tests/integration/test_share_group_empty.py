@@ -48,7 +48,7 @@ def assert_kept_empty(bootstrap: str, group: str, epoch: int) -> None:
     assert (epochs, empty["assignor_name"]) == ((epoch, epoch), "simple")
     assert listed(bootstrap)[group] == ["SHARE", "EMPTY"]
     lines = strom(bootstrap, "groups", "describe", group)
-    assert lines[0].startswith(f"Group {group}: type share, state Empty, 0 member(s), assignor simple"), lines
+    assert lines[0].startswith(f"Group {group}: type share, state EMPTY, 0 member(s), assignor simple"), lines
 
 
 def test_an_empty_share_group_is_kept_across_a_restart_until_deleted(tmp_path: Path) -> None:

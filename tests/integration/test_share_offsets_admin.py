@@ -196,7 +196,7 @@ def test_strom_groups_shows_resets_and_deletes_share_group_offsets(
         }
         assert listed[group] == ["SHARE", "STABLE"]
         described = strom(bootstrap, "groups", "describe", group)
-        assert described[0].startswith(f"Group {group}: type share, state Stable, 1 member(s)"), described
+        assert described[0].startswith(f"Group {group}: type share, state STABLE, 1 member(s)"), described
         assert described[1].split()[:5] == ["TOPIC", "PARTITION", "START-OFFSET", "LAG", "MEMBERS"]
         assert [line.split()[:5] for line in described[2:]] == [[topic, "0", str(TOTAL), "0", "1"]]
         close_and_wait_accepted(bootstrap, group, topic, consumer)

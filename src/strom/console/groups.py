@@ -23,7 +23,7 @@ from typing import Any, TextIO
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from strom.console import share_groups, wire
+from strom.console import group_listing, share_groups, wire
 from strom.console._admin_api import OffsetSpec, earliest_spec, latest_spec, timestamp_spec
 from strom.console.clients import ClientOptions, describe_kafka_error, fail, print_table, wait
 from strom.console.errors import ConsoleError
@@ -59,30 +59,28 @@ def list_groups(
 ) -> None:
     """Print every group id the brokers know, sorted, one per line; with ``with_type`` and
     ``with_state``, a table with each group's type (classic, consumer, share) and state, as
-    ``kafka-consumer-groups.sh --list --type --state`` prints it. ListGroups names both from v5 (type)
-    and v4 (state); a broker that does not, and a group it lists as UNKNOWN, is asked by describing the
-    group (ConsumerGroupDescribe, or DescribeGroups for a classic group). Share groups, which
-    confluent-kafka does not list, come from ListGroups v5 filtered on the type ``share``."""
+    ``kafka-consumer-groups.sh --list --type --state`` prints it. Types and states come from ListGroups
+    v5 at every broker (`strom.console.group_listing`): confluent-kafka lists no share group and names
+    a consumer group's Assigning and Reconciling states UNKNOWN. Where the CLI's protocol client cannot
+    connect (a SASL mechanism it does not speak), confluent-kafka's listing is used, and a group it
+    lists as UNKNOWN is asked by describing the group."""
     admin = admin_client(options)
     future = admin.list_consumer_groups(request_timeout=options.timeout_s)
     result = wait(future, "cannot list groups", options)
     if result.errors:
         raise ConsoleError(f"cannot list groups: {describe_kafka_error(result.errors[0])}")
-    shared: dict[str, str] = {}
+    found: dict[str, tuple[str, str]] = {}
     if wire.supported(options):
         with wire.WireClient(options) as client:
-            shared = share_groups.list_share_groups(client)
-    # confluent-kafka lists classic and consumer groups only; share groups come from ListGroups v5.
-    listings = sorted(
-        (listing for listing in result.valid if listing.group_id not in shared), key=lambda g: g.group_id
-    )
-    ids = sorted([*(listing.group_id for listing in listings), *shared])
+            found = group_listing.list_groups(client)
+    ids = sorted({*found, *(listing.group_id for listing in result.valid)})
     if not (with_state or with_type):
         for group_id in ids:
             print(group_id, file=out)
         return
-    found = {group_id: ("SHARE", state.upper()) for group_id, state in shared.items()}
-    for listing in listings:
+    for listing in result.valid:
+        if listing.group_id in found:
+            continue  # the broker's own names
         group_type, state = _name(listing.type), _name(listing.state)
         if "UNKNOWN" in (group_type, state):
             described = _describe(admin, options, listing.group_id)
@@ -123,8 +121,13 @@ def describe_group(options: ClientOptions, group: str, out: TextIO) -> None:
     }
     partitions = sorted(set(committed) | set(owners))
     end_offsets = _list_offsets(admin, options, partitions, latest_spec())
+    state = _name(description.state)
+    if state == "UNKNOWN" and wire.supported(options):
+        # librdkafka names a consumer group's Assigning and Reconciling states UNKNOWN.
+        with wire.WireClient(options) as client:
+            state = (group_listing.group_listing(client, group) or ("", state))[1]
     print(
-        f"Group {group}: type {_name(description.type).lower()}, state {_name(description.state)}, "
+        f"Group {group}: type {_name(description.type).lower()}, state {state}, "
         f"{len(description.members)} member(s), assignor {description.partition_assignor or '-'}",
         file=out,
     )

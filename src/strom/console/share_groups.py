@@ -1,4 +1,5 @@
-"""Share groups (KIP-932) in ``strom groups``: describe, list, reset and delete offsets.
+"""Share groups (KIP-932) in ``strom groups``: describe, reset and delete offsets (they are listed with
+every group, by `strom.console.group_listing`).
 
 No installed admin client has the share-group APIs, so these go over `strom.console.wire` to the
 group's coordinator: ShareGroupDescribe v1 (state, members and their partitions),
@@ -21,23 +22,13 @@ from typing import Any, TextIO
 
 from strom.console.clients import ClientOptions, print_table
 from strom.console.errors import ConsoleError
+from strom.console.group_listing import constant_name
 from strom.console.leader_offsets import high_watermarks
 from strom.console.wire import WireClient
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
 
 _NONE = "-"
-
-
-def list_share_groups(wire: WireClient) -> dict[str, str]:
-    """Every share group with members -> its state: ListGroups v5 with the type filter ``share`` at
-    every broker (each answers for the groups it coordinates)."""
-    found: dict[str, str] = {}
-    for address in wire.brokers():
-        listed = wire.call(address, ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["share"]})
-        _check(listed["error_code"], "cannot list share groups")
-        found.update({str(g["group_id"]): str(g["group_state"]) for g in listed["groups"]})
-    return found
 
 
 def share_description(wire: WireClient, group: str) -> Any | None:
@@ -112,8 +103,8 @@ def print_share_group(wire: WireClient, description: Any, out: TextIO) -> None:
     group = description["group_id"]
     members = description["members"]
     print(
-        f"Group {group}: type share, state {description['group_state']}, {len(members)} member(s), "
-        f"assignor {description['assignor_name'] or _NONE}",
+        f"Group {group}: type share, state {constant_name(description['group_state'])}, "
+        f"{len(members)} member(s), assignor {description['assignor_name'] or _NONE}",
         file=out,
     )
     owners: dict[tuple[str, int], list[Any]] = {}
