@@ -14,29 +14,22 @@ from __future__ import annotations
 from strom.broker.coordinators import consumer_group_service
 from strom.broker.handlers.authz import Op
 from strom.broker.handlers.base import RequestContext, handles
-from strom.broker.handlers.group_common import described_groups, heartbeat_error
+from strom.broker.handlers.group_common import (
+    described_assignment,
+    described_error,
+    described_groups,
+    heartbeat_answer,
+    heartbeat_error,
+    topic_ids,
+    wire_assignment,
+)
 from strom.broker.handlers.groups import group_refusal, group_service
 from strom.coordinator.consumer import assignors
 from strom.coordinator.consumer.heartbeat import HeartbeatRequest
 from strom.coordinator.consumer.model import ConsumerGroup
-from strom.coordinator.consumer.records import Assignment
 from strom.protocol import messages as m
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
-
-
-def _topic_ids(ctx: RequestContext) -> dict[str, bytes]:
-    return {name: info.topic_id for name, info in ctx.ports.metadata.topics.items()}
-
-
-def _wire_assignment(
-    assignment: Assignment, ids: dict[str, bytes]
-) -> list[m.ConsumerGroupHeartbeatResponseTopicPartitions]:
-    return [
-        {"topic_id": ids[topic], "partitions": sorted(ps)}
-        for topic, ps in sorted(assignment.items())
-        if ps and topic in ids
-    ]
 
 
 @handles(ApiKey.CONSUMER_GROUP_HEARTBEAT)
@@ -48,7 +41,7 @@ async def handle_consumer_group_heartbeat(
     refused = group_refusal(ctx, group_id, Op.READ)
     if refused is not None:
         return heartbeat_error(m.ConsumerGroupHeartbeatResponse, refused, None)
-    ids = _topic_ids(ctx)
+    ids = topic_ids(ctx)
     names = {topic_id: name for name, topic_id in ids.items()}
     owned: tuple[tuple[str, int], ...] | None = None
     if (reported := req.get("topic_partitions")) is not None:
@@ -78,16 +71,11 @@ async def handle_consumer_group_heartbeat(
         return heartbeat_error(m.ConsumerGroupHeartbeatResponse, outcome.error, outcome.message)
     assignment: m.ConsumerGroupHeartbeatResponseAssignment | None = None
     if outcome.assignment is not None:
-        assignment = {"topic_partitions": _wire_assignment(outcome.assignment, ids)}
-    return {
-        "throttle_time_ms": 0,
-        "error_code": 0,
-        "error_message": None,
-        "member_id": outcome.member_id,
-        "member_epoch": outcome.member_epoch,
-        "heartbeat_interval_ms": service.consumer_heartbeat_interval_of(group_id),
-        "assignment": assignment,
-    }
+        assignment = {"topic_partitions": wire_assignment(outcome.assignment, ids)}
+    interval_ms = service.consumer_heartbeat_interval_of(group_id)
+    return heartbeat_answer(
+        m.ConsumerGroupHeartbeatResponse, outcome.member_id, outcome.member_epoch, interval_ms, assignment
+    )
 
 
 # --- ConsumerGroupDescribe -----------------------------------------------------------------------
@@ -98,7 +86,7 @@ async def handle_consumer_group_describe(
     ctx: RequestContext, req: m.ConsumerGroupDescribeRequest
 ) -> m.ConsumerGroupDescribeResponse:
     service = group_service(ctx)
-    ids = _topic_ids(ctx)
+    ids = topic_ids(ctx)
     configured = service.consumer_config.assignors
 
     def describe(group: ConsumerGroup, operations: int) -> m.ConsumerGroupDescribeResponseDescribedGroup:
@@ -113,18 +101,6 @@ async def handle_consumer_group_describe(
         bool(req.get("include_authorized_operations")),
     )
     return {"throttle_time_ms": 0, "groups": groups}
-
-
-def _described_assignment(
-    assignment: Assignment, ids: dict[str, bytes]
-) -> m.ConsumerGroupDescribeResponseDescribedAssignment:
-    return {
-        "topic_partitions": [
-            {"topic_id": ids.get(topic, bytes(16)), "topic_name": topic, "partitions": sorted(ps)}
-            for topic, ps in sorted(assignment.items())
-            if ps
-        ]
-    }
 
 
 CLASSIC_MEMBER_TYPE = 0  # a member served through JoinGroup/SyncGroup (online migration)
@@ -145,8 +121,8 @@ def _described(
             "client_host": member.client_host,
             "subscribed_topic_names": list(member.subscribed_topic_names),
             "subscribed_topic_regex": member.subscribed_topic_regex,
-            "assignment": _described_assignment(member.assigned, ids),
-            "target_assignment": _described_assignment(group.target.get(member.member_id, {}), ids),
+            "assignment": described_assignment(member.assigned, ids),
+            "target_assignment": described_assignment(group.target.get(member.member_id, {}), ids),
         }
         if version >= 1:
             classic = member.uses_classic_protocol
@@ -167,14 +143,4 @@ def _described(
 
 
 def _described_error(group_id: str, code: ErrorCode) -> m.ConsumerGroupDescribeResponseDescribedGroup:
-    return {
-        "error_code": int(code),
-        "error_message": None,
-        "group_id": group_id,
-        "group_state": "Dead" if code is ErrorCode.GROUP_ID_NOT_FOUND else "",
-        "group_epoch": 0,
-        "assignment_epoch": 0,
-        "assignor_name": "",
-        "members": [],
-        "authorized_operations": -(2**31),
-    }
+    return described_error(m.ConsumerGroupDescribeResponseDescribedGroup, group_id, code)

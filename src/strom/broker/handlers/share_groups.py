@@ -11,18 +11,14 @@ from __future__ import annotations
 
 from strom.broker.coordinators import share_group_service
 from strom.broker.coordinators.share_group_shard import ShareHeartbeat
+from strom.broker.handlers import group_common as common
 from strom.broker.handlers.authz import Op
 from strom.broker.handlers.base import RequestContext, handles
-from strom.broker.handlers.group_common import described_groups, heartbeat_error
 from strom.broker.handlers.groups import group_refusal, group_service
-from strom.coordinator.share.membership import ASSIGNOR_NAME, Assignment, ShareGroup
+from strom.coordinator.share.membership import ASSIGNOR_NAME, ShareGroup
 from strom.protocol import messages as m
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
-
-
-def _topic_ids(ctx: RequestContext) -> dict[str, bytes]:
-    return {name: info.topic_id for name, info in ctx.ports.metadata.topics.items()}
 
 
 @handles(ApiKey.SHARE_GROUP_HEARTBEAT)
@@ -35,7 +31,7 @@ async def handle_share_group_heartbeat(
     if refused is None and not group_id:
         refused = ErrorCode.INVALID_GROUP_ID
     if refused is not None:
-        return heartbeat_error(m.ShareGroupHeartbeatResponse, refused, None)
+        return common.heartbeat_error(m.ShareGroupHeartbeatResponse, refused, None)
     topics = req.get("subscribed_topic_names")
     request = ShareHeartbeat(
         group_id=group_id,
@@ -48,26 +44,16 @@ async def handle_share_group_heartbeat(
     )
     answer = await share_group_service.heartbeat(service, request)
     if answer.error is not ErrorCode.NONE:
-        return heartbeat_error(m.ShareGroupHeartbeatResponse, answer.error, answer.message)
+        return common.heartbeat_error(m.ShareGroupHeartbeatResponse, answer.error, answer.message)
     assignment: m.ShareGroupHeartbeatResponseAssignment | None = None
     if answer.assignment is not None:
-        ids = _topic_ids(ctx)
         assignment = {
-            "assigned_topic_partitions": [
-                {"topic_id": ids[topic], "partitions": sorted(ps)}
-                for topic, ps in sorted(answer.assignment.items())
-                if ps and topic in ids
-            ]
+            "assigned_topic_partitions": common.wire_assignment(answer.assignment, common.topic_ids(ctx))
         }
-    return {
-        "throttle_time_ms": 0,
-        "error_code": 0,
-        "error_message": None,
-        "member_id": answer.member_id,
-        "member_epoch": answer.member_epoch,
-        "heartbeat_interval_ms": service.share_heartbeat_interval_of(group_id),
-        "assignment": assignment,
-    }
+    interval_ms = service.share_heartbeat_interval_of(group_id)
+    return common.heartbeat_answer(
+        m.ShareGroupHeartbeatResponse, answer.member_id, answer.member_epoch, interval_ms, assignment
+    )
 
 
 # --- ShareGroupDescribe --------------------------------------------------------------------------
@@ -78,8 +64,8 @@ async def handle_share_group_describe(
     ctx: RequestContext, req: m.ShareGroupDescribeRequest
 ) -> m.ShareGroupDescribeResponse:
     service = group_service(ctx)
-    ids = _topic_ids(ctx)
-    groups = described_groups(
+    ids = common.topic_ids(ctx)
+    groups = common.described_groups(
         ctx,
         req["group_ids"],
         lambda group_id: share_group_service.share_group(service, group_id),
@@ -88,18 +74,6 @@ async def handle_share_group_describe(
         bool(req.get("include_authorized_operations")),
     )
     return {"throttle_time_ms": 0, "groups": groups}
-
-
-def _described_assignment(
-    assignment: Assignment, ids: dict[str, bytes]
-) -> m.ShareGroupDescribeResponseDescribedAssignment:
-    return {
-        "topic_partitions": [
-            {"topic_id": ids.get(topic, bytes(16)), "topic_name": topic, "partitions": sorted(ps)}
-            for topic, ps in sorted(assignment.items())
-            if ps
-        ]
-    }
 
 
 def _described(
@@ -121,7 +95,7 @@ def _described(
                 "client_id": member.client_id,
                 "client_host": member.client_host,
                 "subscribed_topic_names": list(member.subscribed_topic_names),
-                "assignment": _described_assignment(member.assignment, ids),
+                "assignment": common.described_assignment(member.assignment, ids),
             }
             for member in group.members.values()
         ],
@@ -130,14 +104,4 @@ def _described(
 
 
 def _described_error(group_id: str, code: ErrorCode) -> m.ShareGroupDescribeResponseDescribedGroup:
-    return {
-        "error_code": int(code),
-        "error_message": None,
-        "group_id": group_id,
-        "group_state": "Dead" if code is ErrorCode.GROUP_ID_NOT_FOUND else "",
-        "group_epoch": 0,
-        "assignment_epoch": 0,
-        "assignor_name": "",
-        "members": [],
-        "authorized_operations": -(2**31),
-    }
+    return common.described_error(m.ShareGroupDescribeResponseDescribedGroup, group_id, code)

@@ -12,7 +12,8 @@ most of its members name (ties: the configured order).
   partition stays with its current target owner if that member still subscribes to its topic; the
   unassigned ones go, most constrained first, to the eligible member with the fewest; then partitions
   move one at a time from a member with more to an eligible member with at least two fewer, until no
-  such move is left. **Rack-aware** (as Kafka 4's, KIP-881's racks on the server side): when members
+  such move is left. **Rack-aware** (KIP-881's racks on the server side, as Kafka 3.7's uniform assignor
+  was; Kafka 3.8 removed that, KAFKA-16694, so here Strom goes beyond Kafka 4): when members
   name their rack (``client.rack``, the heartbeat's ``RackId``) and the partitions' replicas are on
   brokers with a ``broker.rack``, a partition goes, where balance allows, to a member in a rack that
   holds one of its replicas (so the consumer can fetch from a replica in its own rack, KIP-392): ties
@@ -24,7 +25,8 @@ most of its members name (ties: the configured order).
   are unknown, are placed by balance alone.
 * **range** (Kafka's ``RangeAssignor``): per topic, the subscribed members in member-id order get
   contiguous ranges, the first ``partitions % members`` one partition more: co-partitioned topics get
-  the same partition numbers on the same member.
+  the same partition numbers on the same member. Not rack-aware, as Kafka's server-side range
+  assignor is not.
 
 Deterministic: the same inputs give the same assignment (members and partitions are walked in order).
 """
