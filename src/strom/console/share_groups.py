@@ -11,8 +11,9 @@ DeleteShareGroupOffsets v0 (the group must be empty: the broker answers NON_EMPT
 as ``kafka-share-groups.sh --describe --offsets/--members``, ``--reset-offsets`` and
 ``--delete-offsets`` do.
 
-A group is taken for a share group when ShareGroupDescribe knows it (it has members), or, for an empty
-one, when share-partition state is stored for it on the topic asked about (``is_share_group``).
+A group is taken for a share group when ShareGroupDescribe knows it (with members, or kept Empty after
+they left), or when share-partition state is stored for it on the topics asked about
+(``is_share_group``).
 """
 
 from __future__ import annotations
@@ -77,8 +78,8 @@ def is_share_group(wire: WireClient, group: str, topics: Sequence[tuple[str, Seq
 
 def require_share_group(options: ClientOptions, group: str, topics: Sequence[str]) -> None:
     """Fail with GROUP_ID_NOT_FOUND, as ``kafka-share-groups.sh --delete-offsets`` does, unless ``group``
-    is a share group (`is_share_group` on every partition of ``topics``). Strom keeps no empty share
-    group (docs/share-groups.md), so the stored state is what shows that an empty one exists.
+    is a share group (`is_share_group` on every partition of ``topics``): the coordinator answers
+    DeleteShareGroupOffsets for any id it has no members of as for an empty group.
 
     Raises:
         ConsoleError: no share group of that id is known.
