@@ -233,6 +233,8 @@ def _delete_records(
                 out["low_watermark"] = remote_start[0]
     except KafkaError as exc:
         out["error_code"] = int(exc.code)
+    except OSError:  # the disk refused the delete (the log reported it: a JBOD dir goes offline)
+        out["error_code"] = int(ErrorCode.KAFKA_STORAGE_ERROR)
     return out
 
 
