@@ -334,9 +334,9 @@ class ReplicaManager:
                 code = ErrorCode.NONE
             except KafkaError as exc:
                 code = exc.code
-            except OSError as exc:
+            except OSError as exc:  # not KAFKA_STORAGE_ERROR: the controller takes that for a failed dir
                 log.error("cannot open the log of %s-%d: %s", tp[0], tp[1], exc)
-                code = ErrorCode.KAFKA_STORAGE_ERROR
+                code = ErrorCode.REPLICA_NOT_AVAILABLE
                 self.unopened.remember(tp, state, endpoints)
             errors.append({"topic_name": tp[0], "partition_index": tp[1], "error_code": int(code)})
         try:
@@ -344,7 +344,7 @@ class ReplicaManager:
         except OSError as exc:
             log.error("cannot fsync the log dirs after creating partitions: %s", exc)
             for entry in errors:  # whichever were new: their directories may not survive a crash
-                entry["error_code"] = entry["error_code"] or int(ErrorCode.KAFKA_STORAGE_ERROR)
+                entry["error_code"] = entry["error_code"] or int(ErrorCode.REPLICA_NOT_AVAILABLE)
         return {"error_code": 0, "partition_errors": errors}
 
     def _apply_partition_state(

@@ -1,11 +1,12 @@
 """Replicas whose log a refusing disk kept from opening, applied again until the log opens.
 
 A LeaderAndIsr state whose log cannot be created or opened (a full or failing disk) is answered with
-KAFKA_STORAGE_ERROR, and the controller does not move the replica: without another try, a partition
-created or grown while the disk refused would stay without that replica, or without its leader, after
-the disk recovers. `UnopenedLogs` keeps the newest such state per partition and applies it again when
-asked (the broker asks every few seconds); a newer state from the controller replaces it, and one the
-replica manager now refuses (an older leader epoch) is dropped.
+REPLICA_NOT_AVAILABLE (not KAFKA_STORAGE_ERROR, from which the controller would take the replica for
+one in a failed log dir, strom.cluster.log_dir_failures), and the controller does not move the replica:
+without another try, a partition created or grown while the disk refused would stay without that
+replica, or without its leader, after the disk recovers. `UnopenedLogs` keeps the newest such state per
+partition and applies it again when asked (the broker asks every few seconds); a newer state from the
+controller replaces it, and one the replica manager now refuses (an older leader epoch) is dropped.
 """
 
 from __future__ import annotations
