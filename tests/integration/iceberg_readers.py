@@ -27,14 +27,18 @@ Rows = list[tuple[Any, ...]]
 _SQL_CATALOGS: dict[str, Catalog] = {}
 
 
-def sql_catalog(base: str | os.PathLike[str]) -> Catalog:
-    """The SQL catalog in ``base`` (``catalog.db``, and ``warehouse`` beside it), opened once.
+def sql_catalog(
+    base: str | os.PathLike[str], warehouse: str = "", properties: dict[str, str] | None = None
+) -> Catalog:
+    """The SQL catalog in ``base`` (``catalog.db``, and ``warehouse`` beside it unless one is given, with
+    the file IO's ``properties``: an ``s3://`` warehouse's endpoint and keys), opened once.
 
     Raises:
         NoSuchTableError: no catalog there yet.
     """
     key = os.fspath(base)
-    catalog = _SQL_CATALOGS.get(key)
+    warehouse = warehouse or f"file://{key}/warehouse"
+    catalog = _SQL_CATALOGS.get(key + warehouse)
     if catalog is not None:
         return catalog
     if not os.path.exists(os.path.join(key, "catalog.db")):
@@ -42,7 +46,11 @@ def sql_catalog(base: str | os.PathLike[str]) -> Catalog:
     for attempt in range(50):
         try:
             catalog = load_catalog(
-                "strom", type="sql", uri=f"sqlite:///{key}/catalog.db", warehouse=f"file://{key}/warehouse"
+                "strom",
+                type="sql",
+                uri=f"sqlite:///{key}/catalog.db",
+                warehouse=warehouse,
+                **(properties or {}),
             )
             break
         except OperationalError:
@@ -52,7 +60,7 @@ def sql_catalog(base: str | os.PathLike[str]) -> Catalog:
                 raise
             time.sleep(0.2)
     assert catalog is not None
-    _SQL_CATALOGS[key] = catalog
+    _SQL_CATALOGS[key + warehouse] = catalog
     return catalog
 
 

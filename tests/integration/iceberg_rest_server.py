@@ -39,17 +39,6 @@ class IcebergRestServer(SeaweedS3Process):
             "s3.region": "us-east-1",
         }
 
-    def polars_storage_options(self) -> dict[str, str]:
-        """The S3 settings polars' own reader needs for the data files (it does not take pyiceberg's)."""
-        return {
-            "aws_endpoint_url": self.endpoint_url,
-            "aws_access_key_id": ACCESS_KEY,
-            "aws_secret_access_key": SECRET_KEY,
-            "aws_region": "us-east-1",
-            "aws_allow_http": "true",
-            "aws_virtual_hosted_style_request": "false",
-        }
-
     def broker_settings(self) -> dict[str, str]:
         props = self.catalog_properties()
         settings = {"strom.iceberg.catalog.type": "rest", "strom.iceberg.catalog.uri": props.pop("uri")}

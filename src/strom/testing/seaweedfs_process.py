@@ -89,6 +89,18 @@ class SeaweedS3Process:
             "rsm.config.storage.aws.secret.access.key": self.secret_key,
         }
 
+    def polars_storage_options(self) -> dict[str, str]:
+        """The S3 settings of polars' own reader (Rust's object_store names; it does not take
+        pyiceberg's) for data files on this server."""
+        return {
+            "aws_endpoint_url": self.endpoint_url,
+            "aws_access_key_id": self.access_key,
+            "aws_secret_access_key": self.secret_key,
+            "aws_region": "us-east-1",
+            "aws_allow_http": "true",
+            "aws_virtual_hosted_style_request": "false",
+        }
+
     def _write_identities(self) -> Path:
         path = self.base_dir / "s3-identities.json"
         identity = {
