@@ -1,7 +1,9 @@
 """SIGKILL of a broker inside a translation round, between the data-file write and the catalog commit,
 over TCP with confluent-kafka: the test holds the SQL catalog's write lock (SQLite's RESERVED lock:
 readers go on, the commit waits), sees the round's Parquet file appear unreferenced, kills the broker,
-releases the lock, and after the restart every committed record is in the table exactly once."""
+releases the lock, and after the restart every committed record is in the table exactly once. The
+killed round's file, named by no snapshot, is an orphan: the background maintenance deletes it once
+it is older than ``strom.iceberg.orphan.file.age.ms``, and every file the table names stays."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from tests.integration.iceberg_readers import committed_offsets, sql_catalog_tab
 from tests.integration.test_iceberg_topics import create_topic, table_rows, wait_until
 
 TOPIC = "payments"
+ORPHAN_AGE_MS = 20_000  # above any round's write-to-commit time on a loaded machine
 
 
 @pytest.fixture
@@ -40,7 +43,12 @@ def _produce(broker: BrokerProcess, first: int, count: int) -> None:
 def test_sigkill_between_the_data_file_write_and_the_commit_loses_and_doubles_nothing(
     broker: BrokerProcess,
 ) -> None:
-    create_topic(broker, TOPIC, "key_value", {"strom.iceberg.target.lag.ms": "100"})
+    configs = {
+        "strom.iceberg.target.lag.ms": "100",
+        "strom.iceberg.compaction.interval.ms": "300",
+        "strom.iceberg.orphan.file.age.ms": str(ORPHAN_AGE_MS),
+    }
+    create_topic(broker, TOPIC, "key_value", configs)
     _produce(broker, 0, 50)
     wait_until(lambda: len(table_rows(broker, TOPIC, [])) == 50, 60, "the first records in the table")
     log_dir = str(broker.data_dir / "logs")
@@ -70,3 +78,8 @@ def test_sigkill_between_the_data_file_write_and_the_commit_loses_and_doubles_no
     rows = table_rows(broker, TOPIC, ["value"])
     assert [(p, o) for p, o, _ in rows] == committed_offsets(broker.bootstrap, TOPIC, 100)
     assert sorted(v for *_, v in rows) == sorted(f"payment-{i}".encode() for i in range(100))
+
+    wait_until(lambda: not any(path.exists() for path in written), 120, "the orphan deleted")
+    live = {Path(urlparse(t.file.file_path).path) for t in table.refresh().scan().plan_files()}
+    assert live and all(path.exists() for path in live)
+    assert len(table_rows(broker, TOPIC, [])) == 100

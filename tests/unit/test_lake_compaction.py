@@ -4,7 +4,7 @@ through expiry."""
 
 from __future__ import annotations
 
-from strom.lake import offsets
+from strom.lake import compaction, offsets
 from strom.lake.compaction import DataFileInfo, expired_snapshots, plan_rewrites, unreferenced
 
 
@@ -48,3 +48,27 @@ def test_next_offsets_come_from_the_table_property_before_any_summary() -> None:
     # A table written before the property: its summaries decide; expired ones are simply absent.
     assert offsets.recorded({}, summaries) == {0: 3}
     assert offsets.recorded({}, []) == {}
+
+
+def test_orphans_are_unnamed_files_older_than_the_bound() -> None:
+    listed = [("t/data/a.parquet", 1_000), ("t/data/b.parquet", 1_000), ("t/data/young.parquet", 9_500),
+              ("t/metadata/v1.metadata.json", 500), ("t/metadata/v2.metadata.json", 2_000)]  # fmt: skip
+    named = ["t/data/a.parquet", "t/metadata/v2.metadata.json"]
+    assert compaction.orphans(listed, named, now_ms=10_000, min_age_ms=5_000) == [
+        "t/data/b.parquet",
+        "t/metadata/v1.metadata.json",
+    ]
+    assert compaction.orphans(listed, named, now_ms=10_000, min_age_ms=0) == [
+        "t/data/b.parquet",
+        "t/data/young.parquet",
+        "t/metadata/v1.metadata.json",
+    ]
+    assert compaction.orphans(listed, named, now_ms=10_000, min_age_ms=-1) == []
+
+
+def test_table_locations_share_when_one_holds_the_other() -> None:
+    assert compaction.shares_location("b/w/strom.db/t", "b/w/strom.db/t/")
+    assert compaction.shares_location("b/w/strom.db/t", "b/w/strom.db/t/old")
+    assert compaction.shares_location("b/w/strom.db/t/old", "b/w/strom.db/t")
+    assert not compaction.shares_location("b/w/strom.db/t", "b/w/strom.db/t~dlq")
+    assert not compaction.shares_location("b/w/strom.db/t~dlq", "b/w/strom.db/t")

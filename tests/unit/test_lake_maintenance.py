@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from pyiceberg.table import FileScanTask
 from tests.unit.test_lake_tables import key_value_rows, lake_tables, racing_writers, table_pairs
 
 from strom.lake.maintenance import MaintenanceSettings, maintain
-from strom.lake.tables import StaleTopic, TableRef
+from strom.lake.tables import NUM_RETRIES, StaleTopic, TableRef
 from strom.lake.translate import KEY_VALUE
 
 SETTINGS = MaintenanceSettings(min_files=3, target_file_bytes=64 * 1024 * 1024, snapshot_retention_ms=0)
@@ -78,3 +79,34 @@ def test_a_deleted_topics_table_moved_aside_before_the_deletion_was_seen_is_drop
 
 def tables_scan(tmp_path: Path, ref: TableRef) -> list[FileScanTask]:
     return list(lake_tables(tmp_path).table(ref).scan().plan_files())
+
+
+def _files_in(tmp_path: Path) -> set[Path]:
+    return {p for p in (tmp_path / "iceberg" / "warehouse").rglob("*") if p.is_file()}
+
+
+def test_a_refused_commits_files_are_removed_once_old_and_the_moved_aside_tables_stay(tmp_path: Path) -> None:
+    tables = lake_tables(tmp_path)
+    old = TableRef("orphans", KEY_VALUE, topic_id="A")
+    tables.append(old, 0, 4, key_value_rows(0, 0, 4))
+    new = TableRef("orphans", KEY_VALUE, topic_id="B")
+    tables.claim(new)  # the earlier topic's table, moved aside, keeps its location: the new one's too
+    tables.append(new, 0, 3, key_value_rows(0, 0, 3))
+    kept = _files_in(tmp_path)
+    stale = tables.table(new)
+    tables.append(new, 0, 6, key_value_rows(0, 3, 3))
+    # a writer whose snapshot another commit replaced: refused
+    with pytest.raises(CommitFailedException), stale.transaction() as txn:
+        txn.set_properties({NUM_RETRIES: "0"})
+        txn.append(key_value_rows(0, 3, 3))
+    written = _files_in(tmp_path)
+    now = int(time.time() * 1000)
+
+    settings = replace(SETTINGS, snapshot_retention_ms=-1, orphan_file_age_ms=60_000)
+    assert maintain(tables, new, settings, now).deleted_orphans == []  # none older than a minute yet
+    removed = maintain(tables, new, replace(settings, orphan_file_age_ms=0), now + 1_000).deleted_orphans
+    assert removed and {Path(p) for p in removed} <= written - kept  # only what the refused commit wrote
+    left = _files_in(tmp_path)
+    assert kept <= left and written - left == {Path(p) for p in removed}
+    assert table_pairs(lake_tables(tmp_path), new) == [(0, o) for o in range(6)]
+    assert table_pairs(lake_tables(tmp_path), TableRef("orphans~A", KEY_VALUE)) == [(0, o) for o in range(4)]

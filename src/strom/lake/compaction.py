@@ -10,6 +10,13 @@ as one (`plan_rewrites`). Files are never merged across table partitions.
 **Snapshot expiry.** A snapshot older than ``strom.iceberg.snapshot.retention.ms`` is expired, except
 the current one (`expired_snapshots`); -1 keeps them all. The files only expired snapshots name are
 then deleted (`unreferenced`).
+
+**Orphan files.** A file in the table's location that no snapshot still kept names (nor the table's
+current or logged metadata files) is an orphan: written by a commit the catalog refused, or by a
+writer killed between writing a round's files and committing them. It is deleted once older than
+``strom.iceberg.orphan.file.age.ms`` (`orphans`), Iceberg's own rule for its orphan-file removal: a
+younger file may belong to a commit still under way, which will name it. -1 keeps them all. The
+locations compared are paths without their scheme (``bucket/key``, ``/dir/file``).
 """
 
 from __future__ import annotations
@@ -63,3 +70,21 @@ def unreferenced(expired: Iterable[str], kept: Iterable[str]) -> list[str]:
     """The files (data files, manifests, manifest lists) expired snapshots name and kept ones do not."""
     keep = set(kept)
     return sorted({path for path in expired if path not in keep})
+
+
+def orphans(
+    listed: Iterable[tuple[str, int]], referenced: Iterable[str], now_ms: int, min_age_ms: int
+) -> list[str]:
+    """The ``listed`` files (path, modification time in ms) no ``referenced`` path names that are older
+    than ``min_age_ms``; none when it is -1."""
+    if min_age_ms < 0:
+        return []
+    keep = set(referenced)
+    horizon = now_ms - min_age_ms
+    return sorted(path for path, mtime_ms in listed if mtime_ms < horizon and path not in keep)
+
+
+def shares_location(a: str, b: str) -> bool:
+    """Whether one table location holds the other (the same directory, or one below the other)."""
+    a, b = a.rstrip("/") + "/", b.rstrip("/") + "/"
+    return a.startswith(b) or b.startswith(a)

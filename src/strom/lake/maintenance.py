@@ -15,6 +15,15 @@ table's metadata; then every data file, manifest and manifest list that only the
 The next offsets live in a table property (offsets.py), so expiry never loses where translation
 resumes. A reader that planned a scan on an expired snapshot may find its files gone: the retention is
 the longest read it supports.
+
+**Orphan files** (compaction.py decides which). After expiry the table's location is listed (through
+the table's pyarrow file system: a directory, or a bucket's prefix), then the files every snapshot
+still kept names are gathered from a fresh load, with the current metadata file, the metadata log and
+statistics files; a listed file none of them names, older than the bound, is deleted. Listing first
+makes a commit landing in between harmless: its files are either too young or named. A table moved
+aside for a topic created again (``<table>~<topic id>``, tables.py) keeps its location, which the new
+table is given too: the tables named ``<table>~...`` whose locations share the table's count as kept.
+Another table pointed into the location by hand is not known, and its files would be removed.
 """
 
 from __future__ import annotations
@@ -24,15 +33,24 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from pyiceberg.exceptions import CommitFailedException
+from pyarrow.fs import FileSelector, FileType
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
 from pyiceberg.expressions import AlwaysTrue
-from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
+from pyiceberg.io.pyarrow import ArrowScan, PyArrowFileIO, _dataframe_to_data_files
 from pyiceberg.manifest import ManifestFile
 from pyiceberg.table import FileScanTask, Table
 from pyiceberg.table.snapshots import Snapshot
 
 from strom.lake import offsets
-from strom.lake.compaction import DataFileInfo, expired_snapshots, plan_rewrites, unreferenced
+from strom.lake.compaction import (
+    DataFileInfo,
+    expired_snapshots,
+    orphans,
+    plan_rewrites,
+    shares_location,
+    unreferenced,
+)
+from strom.lake.config_defs import NAMESPACE
 from strom.lake.tables import COMMIT_ATTEMPTS, LakeTables, TableRef, recorded_offsets
 
 log = logging.getLogger(__name__)
@@ -46,6 +64,7 @@ class MaintenanceSettings:
     min_files: int  # strom.iceberg.compaction.min.files
     target_file_bytes: int  # strom.iceberg.compaction.target.file.bytes
     snapshot_retention_ms: int  # strom.iceberg.snapshot.retention.ms (-1: keep all)
+    orphan_file_age_ms: int = -1  # strom.iceberg.orphan.file.age.ms (-1: keep orphans)
 
 
 @dataclass
@@ -54,12 +73,13 @@ class MaintenanceResult:
     written_files: int = 0  # files written in their place
     expired_snapshots: int = 0
     deleted_files: list[str] = field(default_factory=list)
+    deleted_orphans: list[str] = field(default_factory=list)
 
 
 def maintain(
     tables: LakeTables, ref: TableRef, settings: MaintenanceSettings, now_ms: int
 ) -> MaintenanceResult:
-    """One maintenance pass over one table, if it exists: compaction, then expiry."""
+    """One maintenance pass over one table, if it exists: compaction, expiry, then orphan removal."""
     result = MaintenanceResult()
     if not tables.exists(ref):
         return result
@@ -71,6 +91,8 @@ def maintain(
         result.written_files += rewritten[1]
     if settings.snapshot_retention_ms >= 0:
         result.expired_snapshots, result.deleted_files = _expire(tables, ref, settings, now_ms)
+    if settings.orphan_file_age_ms >= 0:
+        result.deleted_orphans = _remove_orphans(tables, ref, settings.orphan_file_age_ms, now_ms)
     return result
 
 
@@ -155,6 +177,59 @@ def _expire(
                 log.warning("%s: could not delete %s: %r", ref.name, path, exc)
         return len(ids), deleted
     return 0, []
+
+
+def _remove_orphans(tables: LakeTables, ref: TableRef, min_age_ms: int, now_ms: int) -> list[str]:
+    """Delete the table's orphan files older than ``min_age_ms``; their paths (without scheme)."""
+    table = tables.table(ref)
+    io = table.io
+    if not isinstance(io, PyArrowFileIO):
+        return []  # another FileIO: no listing to go by
+    scheme, netloc, root = io.parse_location(table.location())
+    fs = io.fs_by_scheme(scheme, netloc)
+    listed = [
+        (info.path, info.mtime_ns // 1_000_000)
+        for info in fs.get_file_info(FileSelector(root, recursive=True, allow_not_found=True))
+        if info.type == FileType.File and info.mtime_ns is not None
+    ]
+    referenced = {io.parse_location(p)[2] for t in _sharing(tables, ref, root) for p in _reachable(t)}
+    found = orphans(listed, referenced, now_ms, min_age_ms)
+    deleted = []
+    for path in found:
+        try:
+            fs.delete_file(path)
+            deleted.append(path)
+        except Exception as exc:  # still an orphan: the next pass tries again
+            log.warning("%s: could not delete orphan %s: %r", ref.name, path, exc)
+    return deleted
+
+
+def _sharing(tables: LakeTables, ref: TableRef, root: str) -> Iterator[Table]:
+    """The table, loaded now, and its moved-aside tables (``<name>~...``) whose locations share its."""
+    yield tables.table(ref)
+    catalog = tables.catalog()
+    for identifier in catalog.list_tables(NAMESPACE):
+        if not identifier[-1].startswith(ref.name + "~"):
+            continue
+        try:
+            other = catalog.load_table(identifier)
+        except NoSuchTableError:
+            continue  # dropped meanwhile: its files are no one's
+        if shares_location(PyArrowFileIO.parse_location(other.location())[2], root):
+            yield other
+
+
+def _reachable(table: Table) -> Iterator[str]:
+    """Every file the table's metadata names: its metadata files, statistics, and each kept snapshot's
+    manifest list, manifests and data files (those its manifests record as deleted too)."""
+    metadata = table.metadata
+    yield table.metadata_location
+    yield from (entry.metadata_file for entry in metadata.metadata_log)
+    yield from (s.statistics_path for s in metadata.statistics)
+    yield from (s.statistics_path for s in metadata.partition_statistics)
+    manifests: dict[str, list[str]] = {}
+    for snapshot in metadata.snapshots:
+        yield from _files(table, snapshot, manifests, False)
 
 
 def _files(table: Table, snapshot: Snapshot, cache: dict[str, list[str]], live_only: bool) -> Iterator[str]:

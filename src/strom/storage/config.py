@@ -87,6 +87,7 @@ class LogConfig:
     strom_iceberg_compaction_min_files: int = 8
     strom_iceberg_compaction_target_file_bytes: int = 128 * 1024 * 1024
     strom_iceberg_snapshot_retention_ms: int = DAY_MS
+    strom_iceberg_orphan_file_age_ms: int = 3 * DAY_MS  # Iceberg's own default for orphan removal
     strom_iceberg_delete: bool = True  # deleting the topic drops its tables
     # Derived: a client's batches are stored as sent (codec kept, CreateTime, no timestamp bounds, no
     # key check): the produce path's fast case (log_append.py). Not a setting.
@@ -189,6 +190,11 @@ class LogConfig:
         _require(
             self.strom_iceberg_snapshot_retention_ms >= -1,
             "strom.iceberg.snapshot.retention.ms",
+            "must be -1 or more",
+        )
+        _require(
+            self.strom_iceberg_orphan_file_age_ms >= -1,
+            "strom.iceberg.orphan.file.age.ms",
             "must be -1 or more",
         )
         _require(self.local_retention_ms >= -2, "local.retention.ms", "must be -2, -1 or more")
@@ -419,6 +425,12 @@ LOG_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         "strom.iceberg.snapshot.retention.ms",
         "LONG",
         "Iceberg topic: how long its tables keep a snapshot that is not the current one; -1 forever.",
+    ),
+    _row(
+        "strom.iceberg.orphan.file.age.ms",
+        "LONG",
+        "Iceberg topic: files in its tables' locations that no snapshot kept names (a refused or "
+        "interrupted commit's) are deleted once older than this; -1 never.",
     ),
     _row(
         "strom.iceberg.delete",

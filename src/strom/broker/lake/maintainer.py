@@ -1,5 +1,6 @@
 """The background maintenance of an Iceberg topic's tables (strom.lake.maintenance): small-file
-compaction and snapshot expiry, by the leader of the topic's partition 0, so one broker per table.
+compaction, snapshot expiry and orphan-file removal, by the leader of the topic's partition 0, so one
+broker per table.
 
 Theory of operation. The translator (translator.py) starts `maintain_tables` for each topic whose
 partition 0 this broker leads (at that leader epoch) and whose ``strom.iceberg.compaction.interval.ms``
@@ -37,6 +38,7 @@ def settings_of(config: LogConfig) -> MaintenanceSettings:
         config.strom_iceberg_compaction_min_files,
         config.strom_iceberg_compaction_target_file_bytes,
         config.strom_iceberg_snapshot_retention_ms,
+        config.strom_iceberg_orphan_file_age_ms,
     )
 
 
@@ -68,13 +70,14 @@ async def maintain_tables(
             except Exception as exc:
                 log.warning("iceberg table %s: maintenance failed: %r", ref.name, exc)
                 continue
-            if done.rewritten_files or done.expired_snapshots:
+            if done.rewritten_files or done.expired_snapshots or done.deleted_orphans:
                 log.info(
                     "iceberg table %s: %d small files rewritten as %d; %d snapshots expired, "
-                    "%d files deleted",
+                    "%d files deleted; %d orphan files deleted",
                     ref.name,
                     done.rewritten_files,
                     done.written_files,
                     done.expired_snapshots,
                     len(done.deleted_files),
+                    len(done.deleted_orphans),
                 )
