@@ -8,6 +8,7 @@ import io
 import json
 import struct
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -171,3 +172,19 @@ def test_writers_of_different_partitions_racing_keep_each_others_offsets(tmp_pat
     tables = lake_tables(tmp_path)
     assert tables.next_offsets(ref) == {0: 40, 1: 40, 2: 40}
     assert table_pairs(tables, ref) == [(p, o) for p in range(3) for o in range(40)]
+
+
+def test_a_round_of_dead_letters_only_moves_the_tables_offset(tmp_path: Path) -> None:
+    tables = lake_tables(tmp_path)
+    main = TableRef("undecodable", VALUE_SCHEMA_ID_PREFIX)
+    schemas = SchemaCache({1: ("AVRO", json.dumps(V1))}.get)
+    dead = build_batch([(None, v, (), 1_700_000_000_000) for v in (b"not avro", b"nor this")], base_offset=0)
+    result = run_round(tables, main, 0, [(dead, [])], 0, 2, schemas, False)
+    assert (result.next_offset, result.rows, result.dead) == (2, 0, 2)
+    assert tables.next_offsets(main) == {0: 2}  # a restart starts after them
+    assert tables.table(main).scan().to_arrow().num_rows == 0
+    good = build_batch([(None, _wire(1, V1, {"id": 7}), (), 1_700_000_000_000)], base_offset=2)
+    assert run_round(tables, main, 0, [(good, [])], 2, 3, schemas, False).rows == 1
+    assert tables.next_offsets(main) == {0: 3}
+    assert tables.table(main).scan().to_arrow()["id"].to_pylist() == [7]
+    assert tables.table(replace(main, dlq=True)).scan().to_arrow().num_rows == 2

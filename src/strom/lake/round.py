@@ -87,8 +87,10 @@ def write_records(
         )
         tables.append(dlq, partition, position, dead_table)
         written_dead = dead_table.num_rows
-    if rows is not None and rows.num_rows:
-        tables.append(main, partition, position, rows)
+    # Even without rows: the offset moves past dead letters, so that a restart does not read them again.
+    tables.append(
+        main, partition, position, rows if rows is not None else tables.arrow_schema(main).empty_table()
+    )
     return RoundResult(
         position, rows.num_rows if rows is not None else 0, written_dead, translation.waiting_for
     )

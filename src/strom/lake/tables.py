@@ -6,13 +6,14 @@ thread opens its own catalog client (`LakeTables.catalog`).
 **Exactly once.** `append` re-reads the table, takes the partition's recorded next offset from the
 table (offsets.py: its property ``strom.next-offsets``), keeps only the rows at or after it, and
 appends them in one commit with the property and the new snapshot's summary recording ``end`` for the
-partition (the other partitions' offsets carried over). pyiceberg
+partition (the other partitions' offsets carried over); with no row left to append (a round of dead
+letters only), the snapshot adds no file but still moves the offset. pyiceberg
 commits with the requirement that the table's current snapshot is still the one read, and the catalog
 checks it atomically (SQL: a conditional update of the metadata location; REST: the server's check):
 if a broker leading another partition, or a deposed leader of this one, committed meanwhile, the
 append fails and is tried again from the re-read. Rows never land twice, and the summary never
 claims rows that are not in the table. A failed attempt may leave data files no snapshot names
-(orphans, for a maintenance job's orphan-file removal).
+(orphans, which the maintenance removes: maintenance.py).
 
 **Lifecycle.** A table records the id of the topic it was made for (the table property
 ``strom.topic-id``; a `TableRef` names the id it expects). A leader starting to translate a partition
@@ -257,14 +258,21 @@ class LakeTables:
             if recorded is not None and recorded >= end:
                 return recorded  # another leader got here first
             keep = rows if recorded is None else rows.filter(pc.greater_equal(rows["offset"], recorded))
-            if keep.num_rows == 0:
-                return recorded if recorded is not None else -1
-            keep = keep.cast(_aligned(keep.schema, table.schema().as_arrow()))
             rendered = offsets.render(offsets.merged(current, partition, end))
+            summary = {offsets.SUMMARY_KEY: rendered}
             try:
                 with table.transaction() as txn:  # one commit: the rows and the offsets they bring
                     txn.set_properties({offsets.PROPERTY_KEY: rendered})
-                    txn.append(keep, snapshot_properties={offsets.SUMMARY_KEY: rendered})
+                    if keep.num_rows:
+                        txn.append(
+                            keep.cast(_aligned(keep.schema, table.schema().as_arrow())),
+                            snapshot_properties=summary,
+                        )
+                    else:
+                        # No row (dead letters, aborted records or markers only): a snapshot without
+                        # files, so that the offsets move under the same check as an append's.
+                        with txn.update_snapshot(snapshot_properties=summary).fast_append():
+                            pass
                 return end
             except CommitFailedException:
                 if attempt == COMMIT_ATTEMPTS - 1:
