@@ -169,3 +169,17 @@ def join_body(group: str, member_id: str, topics: list[str]) -> dict[str, Any]:
         "server_assignor": None,
         "topic_partitions": None,
     }
+
+
+def classic_join_body(group: str, metadata: bytes = b"") -> dict[str, Any]:
+    """A JoinGroup body (v5 and later) with which a new classic consumer joins with the range assignor."""
+    return {
+        "group_id": group,
+        "session_timeout_ms": 10_000,
+        "rebalance_timeout_ms": 10_000,
+        "member_id": "",
+        "group_instance_id": None,
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": metadata}],
+        "reason": None,
+    }

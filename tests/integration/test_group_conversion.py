@@ -21,6 +21,7 @@ from kafka import KafkaConsumer
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
 from strom.testing import BrokerProcess
+from tests.integration.kip848_clients import classic_join_body
 from tests.integration.rawclient import RawClient
 from tests.integration.test_consumer_group_protocol import heartbeat
 
@@ -140,16 +141,7 @@ def test_a_consumer_group_refuses_a_classic_member_with_an_unreadable_subscripti
         assert raw.create_topic(topic, PARTITIONS) == 0
         joined = heartbeat(raw, 0, group, "", 0, subscribed_topic_names=[topic], rebalance_timeout_ms=30_000)
         assert joined["error_code"] == 0
-        body = {
-            "group_id": group,
-            "session_timeout_ms": 10_000,
-            "rebalance_timeout_ms": 10_000,
-            "member_id": "",
-            "group_instance_id": None,
-            "protocol_type": "consumer",
-            "protocols": [{"name": "range", "metadata": b""}],
-            "reason": None,
-        }
+        body = classic_join_body(group)
         first: Any = raw.call(ApiKey.JOIN_GROUP, 9, body)
         assert first["error_code"] == int(ErrorCode.MEMBER_ID_REQUIRED)  # KIP-394's round trip first
         refused: Any = raw.call(ApiKey.JOIN_GROUP, 9, {**body, "member_id": first["member_id"]})

@@ -27,16 +27,27 @@ import logging
 
 from strom.broker.coordinators import group_migration
 from strom.broker.coordinators.group_service import GroupService, GroupShard
+from strom.broker.coordinators.share_group_service import type_refusal
 from strom.coordinator.consumer.heartbeat import HeartbeatOutcome, HeartbeatRequest, Record
 from strom.coordinator.consumer.heartbeat import heartbeat as decide
 from strom.coordinator.consumer.model import JOIN_EPOCH, ConsumerMember
+from strom.coordinator.group_types import GroupType
 from strom.coordinator_runtime import CoordinatorError, CoordinatorResult
 from strom.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 
+def _refused(service: GroupService, group_id: str) -> HeartbeatOutcome | None:
+    """A share group holds the id: refused (`strom.coordinator.group_types`)."""
+    refused = type_refusal(service, group_id, GroupType.CONSUMER)
+    return None if refused is None else HeartbeatOutcome(error=refused.error, message=refused.message)
+
+
 async def heartbeat(service: GroupService, req: HeartbeatRequest) -> HeartbeatOutcome:
+    refused = _refused(service, req.group_id)
+    if refused is not None:
+        return refused
     classic = service.coordinator.store.get(req.group_id)
     if classic is not None and classic.members and req.member_epoch != JOIN_EPOCH:
         return HeartbeatOutcome(
@@ -46,6 +57,9 @@ async def heartbeat(service: GroupService, req: HeartbeatRequest) -> HeartbeatOu
     partition = service.coordinator.partition_for(req.group_id)
 
     def operation(shard: GroupShard) -> CoordinatorResult[HeartbeatOutcome]:
+        refused = _refused(service, req.group_id)  # a share group's first join may have won the id
+        if refused is not None:
+            return CoordinatorResult([], refused)
         consumer = shard.consumer
         group = consumer.groups.get(req.group_id)
         converted: list[Record] = []

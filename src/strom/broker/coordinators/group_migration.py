@@ -14,7 +14,9 @@ The decisions are `strom.coordinator.consumer.classic`'s; this module runs them 
   members' sessions and starts the classic rebalance in which they rejoin.
 
 The handlers of the classic APIs call `join_group`, `sync_group`, `heartbeat`, `leave_group` and
-`describe_group` here, which fall back to the classic coordinator for any other group.
+`describe_group` here, which fall back to the classic coordinator for any other group. A JoinGroup for
+an id that a share group holds is refused (INCONSISTENT_GROUP_PROTOCOL, `strom.coordinator.group_types`)
+before either: no classic group of that id is made.
 
 Call only from the broker's event loop.
 """
@@ -25,12 +27,14 @@ import logging
 from collections.abc import Callable, Mapping
 
 from strom.broker.coordinators.group_service import _COORDINATOR_ERRORS, GroupService, GroupShard
+from strom.broker.coordinators.share_group_service import type_refusal
 from strom.coordinator.consumer import assignors, classic
 from strom.coordinator.consumer.heartbeat import HeartbeatOutcome, Record, new_member_id
 from strom.coordinator.consumer.heartbeat import heartbeat as decide
 from strom.coordinator.consumer.model import ConsumerGroup, ConsumerMember
 from strom.coordinator.consumer.records import CONSUMER_KEY_VERSIONS, decode_key, decode_value, key_version
 from strom.coordinator.group import CONSUMER_PROTOCOL_TYPE, Group
+from strom.coordinator.group_types import GroupType
 from strom.coordinator.messages import (
     GroupSummary,
     JoinGroupRequest,
@@ -59,6 +63,10 @@ def _shard(service: GroupService, group_id: str) -> GroupShard | None:
 
 
 async def join_group(service: GroupService, req: JoinGroupRequest) -> JoinResult:
+    refused = type_refusal(service, req.group_id, GroupType.CLASSIC)
+    if refused is not None:
+        log.info("JoinGroup refused: %s", refused.message)
+        return JoinResult(refused.error)  # no member id, as Kafka answers it
     joined = await classic_join(service, req)
     return joined if joined is not None else await service.join_group(req)
 

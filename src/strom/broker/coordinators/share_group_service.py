@@ -5,33 +5,57 @@ this broker leads. `heartbeat` runs one ShareGroupHeartbeat as an operation of t
 that writes the membership's records (ordered with the shard's other work; answered once they are
 durable; refused while the shard loads or after it moved: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
 other failures COORDINATOR_NOT_AVAILABLE).
-A share group and a classic or consumer group cannot share an id: a share heartbeat for an id that a
-group of another type holds answers INCONSISTENT_GROUP_PROTOCOL.
+A share group and a classic or consumer group cannot share an id (`strom.coordinator.group_types`
+decides, `group_type` finds which type holds an id): a share heartbeat for an id that a group of another
+type holds answers GROUP_ID_NOT_FOUND, and so do a ConsumerGroupHeartbeat (consumer_group_service.py)
+and a JoinGroup (group_migration.py, INCONSISTENT_GROUP_PROTOCOL) for a share group's id. The heartbeats
+decide again inside their write, against the shard's groups, so two first joins of different types
+racing for one id cannot both make a group.
 """
 
 from __future__ import annotations
 
 from strom.broker.coordinators.group_service import GroupService, GroupShard
 from strom.broker.coordinators.share_group_shard import ShareHeartbeat
+from strom.coordinator.group_types import GroupType, Refusal, refusal
 from strom.coordinator.share.membership import HeartbeatAnswer, ShareGroup
 from strom.coordinator_runtime import CoordinatorError, CoordinatorResult
 from strom.protocol.errors import ErrorCode
 
 
-def _other_type(service: GroupService, group_id: str) -> bool:
+def group_type(service: GroupService, group_id: str) -> GroupType | None:
+    """The type of the group holding that id on this broker: a share group (with members or Empty), a
+    consumer group, a classic group with members; None when none does (a classic entry keeping only
+    committed offsets converts, so it holds no type here)."""
+    if share_group(service, group_id) is not None:
+        return GroupType.SHARE
+    if service.consumer_group(group_id) is not None:
+        return GroupType.CONSUMER
     classic = service.coordinator.store.get(group_id)
-    return (classic is not None and bool(classic.members)) or service.consumer_group(group_id) is not None
+    return GroupType.CLASSIC if classic is not None and classic.members else None
+
+
+def type_refusal(service: GroupService, group_id: str, asked: GroupType) -> Refusal | None:
+    """Why a request of type `asked` may not use that id here: a group of another type holds it."""
+    return refusal(group_id, asked, group_type(service, group_id))
+
+
+def _refused(service: GroupService, group_id: str) -> HeartbeatAnswer | None:
+    refused = type_refusal(service, group_id, GroupType.SHARE)
+    return None if refused is None else HeartbeatAnswer(refused.error, refused.message)
 
 
 async def heartbeat(service: GroupService, req: ShareHeartbeat) -> HeartbeatAnswer:
-    if _other_type(service, req.group_id):
-        return HeartbeatAnswer(
-            ErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"Group {req.group_id} is not a share group."
-        )
+    refused = _refused(service, req.group_id)
+    if refused is not None:
+        return refused
     service.ensure_offsets_topic()
     partition = service.coordinator.partition_for(req.group_id)
 
     def operation(shard: GroupShard) -> CoordinatorResult[HeartbeatAnswer]:
+        refused = _refused(service, req.group_id)  # a first join of another type may have won the id
+        if refused is not None:
+            return CoordinatorResult([], refused)
         return shard.share.heartbeat(req)
 
     try:
