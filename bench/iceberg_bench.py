@@ -27,6 +27,11 @@ under way are waited for, so that no translation runs into the next measurement.
 (its translation worker processes included) is also split between its event loop thread, its other
 threads and its worker processes; and a `LoopProbe` times ApiVersions round trips every 20 ms during
 each produce: how long a request waits for the broker's event loop.
+
+With ``--pin`` the broker (its worker processes inherit it) runs on the last CPU and the bench with its
+producer processes on the others: the clients then stand for machines of their own, as in a deployment,
+and the ratio says what translation costs the broker, not what it takes from clients sharing its
+cores. Without it every process shares every core.
 """
 
 from __future__ import annotations
@@ -337,12 +342,37 @@ def run(records: int, sizes: list[int]) -> None:
             broker.stop()
 
 
+def start_broker(data_dir: Path, configs: dict[str, str] | None, pin: bool) -> BrokerProcess:
+    """A started broker; with ``pin`` on the last CPU, this process (and the producers it starts later)
+    on the others. A child inherits its parent's CPU affinity when it starts."""
+    broker = BrokerProcess(data_dir, configs)
+    if not pin:
+        broker.start()
+        return broker
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise SystemExit("--pin needs at least two CPUs")
+    os.sched_setaffinity(0, {cpus[-1]})
+    try:
+        broker.start()
+    finally:
+        os.sched_setaffinity(0, set(cpus[:-1]))
+    print(f"broker on CPU {cpus[-1]}, the bench and its producers on CPUs {cpus[:-1]}", flush=True)
+    return broker
+
+
 def run_sustained(
-    seconds: float, sizes: list[int], partitions: int, producers: int, rounds: int, lag_ms: str, drain: float
+    seconds: float,
+    sizes: list[int],
+    partitions: int,
+    producers: int,
+    rounds: int,
+    lag_ms: str,
+    drain: float,
+    pin: bool = False,
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        broker = BrokerProcess(Path(tmp) / "data")
-        broker.start()
+        broker = start_broker(Path(tmp) / "data", None, pin)
         try:
             admin = AdminClient({"bootstrap.servers": broker.bootstrap})
             log_dir = broker.data_dir / "logs"
@@ -409,6 +439,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--target-lag-ms", default="", help="the topic default unless given")
     parser.add_argument("--drain", type=float, default=20.0)
+    parser.add_argument("--pin", action="store_true", help="the broker on one CPU, the clients on the others")
     args = parser.parse_args()
     print(f"load {os.getloadavg()[0]:.1f}", flush=True)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -421,6 +452,7 @@ def main() -> None:
             args.rounds,
             args.target_lag_ms,
             args.drain,
+            args.pin,
         )
     else:
         run(args.records, sizes)
