@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -121,6 +122,25 @@ def test_a_name_is_durable_only_once_its_directory_is_fsynced(tmp_path: Path) ->
     fs.crash(fs.disks[0], random.Random(0))
     assert os.listdir(directory) == ["x"]
     assert (directory / "x").read_bytes() == b"new content"
+
+
+def test_an_unlink_or_rename_in_a_directory_removed_whole_since_is_not_undone(tmp_path: Path) -> None:
+    # A partition directory renamed for deletion and removed with its files before a power loss: its
+    # files' unsynced unlinks and renames have nothing left to come back into (simulation seed 159).
+    fs, root = _disk(tmp_path)
+    for seed in range(10):
+        directory = root / f"p{seed}"
+        directory.mkdir()
+        with filesystem.use(fs):
+            filesystem.write_file(str(directory / "a.snapshot"), b"a", sync=True)
+            filesystem.write_file(str(directory / "b.tmp"), b"b", sync=True)
+            filesystem.fsync_dir(str(directory))
+            filesystem.unlink(str(directory / "a.snapshot"))
+            filesystem.replace(str(directory / "b.tmp"), str(directory / "b"))
+        shutil.rmtree(directory)
+        fs.crash(fs.disks[0], random.Random(seed))  # raised FileNotFoundError before the fix
+        assert not directory.exists()
+    assert fs.disks[0].entries.unsynced == 0
 
 
 def test_an_unsynced_rename_keeps_the_file_s_unsynced_content_with_it(tmp_path: Path) -> None:

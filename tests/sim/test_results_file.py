@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from strom.sim.__main__ import main
+from strom.sim.__main__ import main, run_one
 
 
 def _seeds(path: Path) -> list[int]:
@@ -44,3 +44,9 @@ def test_a_results_file_of_another_duration_is_refused(
     assert main(["--seeds", "1", "--duration", "3", "--jobs", "1", "--results", str(results)]) == 0
     with pytest.raises(SystemExit, match="not 4 s"):
         main(["--seeds", "1", "--duration", "4", "--jobs", "1", "--results", str(results)])
+
+
+def test_a_seed_whose_run_raises_counts_as_an_error_and_keeps_its_traceback() -> None:
+    outcome = run_one(7, "no-such-class", 3.0)  # the run raises (KeyError) before it starts
+    assert outcome.counts["error"] == 1 and sum(outcome.counts.values()) == 1
+    assert "KeyError" in outcome.examples[0] and outcome.trace[0].startswith("Traceback")

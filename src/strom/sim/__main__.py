@@ -31,10 +31,12 @@ import statistics
 import sys
 import threading
 import time
+import traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
+from strom.sim.checker import Findings
 from strom.sim.nemesis import KINDS
 
 __all__ = ["CLASSES", "main"]
@@ -140,14 +142,23 @@ def class_of(seed: int) -> str:
 
 
 def run_one(seed: int, fault_class: str, duration_s: float) -> Outcome:
+    """One seed's outcome; a seed whose run raised (in Strom's code or the simulator's) counts as an
+    ``error``, with the traceback's last lines as its example, so the other seeds go on."""
     from strom.sim.run import run_seed
 
-    result = run_seed(seed, duration_s, KINDS_OF[fault_class])
+    try:
+        result = run_seed(seed, duration_s, KINDS_OF[fault_class])
+    except Exception:
+        lines = traceback.format_exc().strip().splitlines()
+        counts = dict.fromkeys(Findings.KINDS, 0) | {"error": 1}
+        return Outcome(
+            seed, fault_class, 0, counts, [" / ".join(x.strip() for x in lines[-3:])], lines, 0.0, 0.0
+        )
     return Outcome(
         seed,
         fault_class,
         result.findings.acked,
-        result.findings.counts(),
+        result.findings.counts() | {"error": 0},
         result.findings.examples(),
         result.trace,
         result.simulated_s,
@@ -160,7 +171,7 @@ def replay_command(seed: int, fault_class: str, duration_s: float) -> str:
 
 
 def table(outcomes: list[Outcome]) -> str:
-    kinds = list(outcomes[0].counts) if outcomes else []
+    kinds = list(dict.fromkeys(k for o in outcomes for k in o.counts))  # rows written before "error" lack it
     rows = [
         "| fault class | runs | acknowledged | "
         + " | ".join(k.replace("_", " ") for k in kinds)
@@ -171,11 +182,12 @@ def table(outcomes: list[Outcome]) -> str:
         mine = [o for o in outcomes if o.fault_class == name]
         if not mine:
             continue
-        total = [str(sum(o.counts[k] for o in mine)) for k in kinds]
+        total = [str(sum(o.counts.get(k, 0) for o in mine)) for k in kinds]
+        walls = [o.wall_s for o in mine if o.wall_s]  # a seed that raised has none
         rows.append(
             f"| {name} | {len(mine)} | {sum(o.acked for o in mine):,} | "
             + " | ".join(total)
-            + f" | {statistics.median(o.wall_s for o in mine):.2f} |"
+            + f" | {statistics.median(walls) if walls else 0.0:.2f} |"
         )
     return "\n".join(rows)
 
@@ -218,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
                 max_workers=max(args.jobs, 1), initializer=_die_with_parent, initargs=(os.getpid(),)
             )
         )
+        stack.callback(pool.shutdown, wait=False, cancel_futures=True)  # on the way out: no queued seed runs
         futures = [pool.submit(run_one, s, args.fault_class or class_of(s), args.duration) for s in todo]
         for future in as_completed(futures):
             outcome = future.result()

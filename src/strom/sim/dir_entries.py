@@ -152,11 +152,19 @@ class DirectoryEntries:
                 self._dropped(change.path)
             return
         if change.kind == "rename":
-            if not os.path.exists(change.path) or os.path.exists(change.source):
+            if (
+                not os.path.exists(change.path)
+                or os.path.exists(change.source)
+                or not os.path.isdir(os.path.dirname(change.source))
+            ):
                 return  # removed whole since, or its old name taken again: nothing to undo
             os.replace(change.path, change.source)
             self._moved(change.path, change.source)
-        if change.kept is not None and not os.path.exists(change.path):
+        if (
+            change.kept is not None
+            and not os.path.exists(change.path)
+            and os.path.isdir(os.path.dirname(change.path))  # its directory not removed whole since
+        ):
             os.replace(change.kept, change.path)
             self._moved(change.kept, change.path)
             change.kept = None
