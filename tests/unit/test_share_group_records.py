@@ -93,7 +93,8 @@ def test_a_heartbeat_that_changes_nothing_writes_nothing_and_the_last_leave_keep
     member_id = str(joined.member_id)
     written = coordinator.change("g", lambda g: heartbeat(g, member_id, 0, ("orders",), TOPICS))
     versions = [records.decode_key(k).version for k, _ in written]
-    assert versions == [10, 11, 13, 12, 14]  # member, group epoch, target, target epoch, current
+    # initialized share-partitions, member, group epoch, target, target epoch, current
+    assert versions == [15, 10, 11, 13, 12, 14]
     epoch = coordinator.groups["g"].members[member_id].member_epoch
     assert coordinator.change("g", lambda g: heartbeat(g, member_id, epoch, None, TOPICS)) == []
     gone = coordinator.change("g", lambda g: heartbeat(g, member_id, -1, None, TOPICS))
@@ -122,11 +123,42 @@ def test_deleting_an_empty_group_ends_it_at_a_replay() -> None:
     coordinator.change("g", lambda g: heartbeat(g, "m", 0, ("orders",), TOPICS))
     coordinator.change("g", lambda g: remove(g, "m", TOPICS))
     deleted = records.tombstones(coordinator.groups["g"])
-    assert [(records.decode_key(k).version, v) for k, v in deleted] == [(12, None), (11, None)]
+    assert [(records.decode_key(k).version, v) for k, v in deleted] == [(15, None), (12, None), (11, None)]
     replayed: dict[str, ShareGroup] = {}
     for key, value in [*coordinator.log, *deleted]:
         records.replay(replayed, key, value)
     assert replayed == {}
+
+
+def test_a_groups_initialized_share_partitions_grow_are_forgotten_and_replay() -> None:
+    """Key 15: every partition ever assigned, kept while the group is empty; DeleteShareGroupOffsets
+    forgets a topic, a topic gone is dropped at the next write, DeleteGroups ends the record."""
+    coordinator = Coordinator()
+    coordinator.change("g", lambda g: heartbeat(g, "a", 0, ("orders",), TOPICS))
+    assert coordinator.groups["g"].initialized == {"orders": frozenset({0, 1, 2})}
+    coordinator.change("g", lambda g: heartbeat(g, "b", 0, ("audit",), TOPICS))
+    coordinator.change("g", lambda g: remove(g, "a", TOPICS))
+    coordinator.change("g", lambda g: remove(g, "b", TOPICS))
+    empty = coordinator.groups["g"]
+    assert (empty.members, empty.initialized) == (
+        {},
+        {"orders": frozenset({0, 1, 2}), "audit": frozenset({0})},
+    )
+    replayed: dict[str, ShareGroup] = {}
+    for key, value in coordinator.log:
+        records.replay(replayed, key, value)
+    assert replayed["g"].initialized == empty.initialized
+    forgotten = records.forget(empty, ["audit", "never-read"])
+    assert records.forget(empty, ["never-read"]) == []
+    for key, value in forgotten:
+        records.replay(coordinator.groups, key, value)
+    assert coordinator.groups["g"].initialized == {"orders": frozenset({0, 1, 2})}
+    # "orders" is deleted: the next write of the group drops it.
+    draft = GroupDraft(coordinator.groups["g"])
+    heartbeat(draft, "c", 0, ("audit",), {"audit": 1})
+    for key, value in records.records_for(draft, {"audit": 1}):
+        records.replay(coordinator.groups, key, value)
+    assert coordinator.groups["g"].initialized == {"audit": frozenset({0})}
 
 
 def test_the_records_of_drafts_rebuild_what_deciding_in_place_gives() -> None:

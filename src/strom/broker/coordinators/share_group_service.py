@@ -85,6 +85,20 @@ async def delete_group(service: GroupService, group_id: str) -> ErrorCode:
         return _retriable(exc.code)
 
 
+async def forget_topics(service: GroupService, group_id: str, topics: list[str]) -> ErrorCode:
+    """After DeleteShareGroupOffsets: the group's initialized share-partitions lose these topics."""
+    partition = service.coordinator.partition_for(group_id)
+
+    def operation(shard: GroupShard) -> CoordinatorResult[None]:
+        return shard.share.forget(group_id, topics)
+
+    try:
+        await service.runtime.write(partition, operation, service.commit_timeout_ms)
+    except CoordinatorError as exc:
+        return _retriable(exc.code)
+    return ErrorCode.NONE
+
+
 def share_group(service: GroupService, group_id: str) -> ShareGroup | None:
     """The share group of that id, if this broker coordinates it (with members or Empty)."""
     shard = service.runtime.active_shards().get(service.coordinator.partition_for(group_id))

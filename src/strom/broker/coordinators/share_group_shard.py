@@ -16,6 +16,8 @@ timer, so it dies with the shard); when it fires the member is removed (its reco
 and the others' assignments recomputed. After a load every member gets a fresh session timer, as
 Kafka does. A group whose last member left stays, Empty, at its epochs (its group records stay, so it
 outlives a fail-over too), until DeleteGroups deletes it (`delete`: tombstones for its group records).
+The share-partitions the group was ever assigned are kept with it (key 15, `records`), so an empty
+group's offsets can be described; `forget` drops topics whose states DeleteShareGroupOffsets deleted.
 """
 
 from __future__ import annotations
@@ -139,7 +141,7 @@ class ShareGroupShard:
         member = draft.get(answer.member_id or "")
         sent = None if member is None else member.sent
         done = self._sent(req.group_id, answer.member_id, sent)
-        return CoordinatorResult(records.records_for(draft), answer, on_complete=done)
+        return CoordinatorResult(records.records_for(draft, self.topics()), answer, on_complete=done)
 
     @staticmethod
     def _remember_checked(current: ShareGroup | None, draft: GroupDraft) -> None:
@@ -176,7 +178,7 @@ class ShareGroupShard:
         membership.remove(draft, member_id, self.topics())
         self._remember_checked(current, draft)
         log.info("share group %s: member %s removed (session timeout)", group_id, member_id)
-        return CoordinatorResult(records.records_for(draft), None)
+        return CoordinatorResult(records.records_for(draft, self.topics()), None)
 
     def delete(self, group_id: str) -> CoordinatorResult[ErrorCode]:
         """DeleteGroups of a share group (its share-partition states already deleted): the tombstones
@@ -187,6 +189,12 @@ class ShareGroupShard:
         if group.members:
             return CoordinatorResult([], ErrorCode.NON_EMPTY_GROUP)
         return CoordinatorResult(records.tombstones(group), ErrorCode.NONE)
+
+    def forget(self, group_id: str, topics: list[str]) -> CoordinatorResult[None]:
+        """DeleteShareGroupOffsets deleted these topics' states: the group no longer lists them among
+        the share-partitions it initialized."""
+        group = self.groups.get(group_id)
+        return CoordinatorResult([] if group is None else records.forget(group, topics), None)
 
     def listing(self) -> list[ListedGroup]:
         """ListGroups' entries: group type and protocol type ``share``."""

@@ -2,7 +2,8 @@
 
 Per group: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED), and NOT_COORDINATOR or
 COORDINATOR_LOAD_IN_PROGRESS as for the other group requests. Per topic-partition asked for (``Topics``
-null: every partition of the topics the group's members subscribe to) the share-partition start
+null: every partition of the topics the group's members subscribe to, and the share-partitions the group
+initialized, kept while it is empty too) the share-partition start
 offset as the share coordinator stores it (read through the share persister, wherever that
 coordinator is, every partition at once): -1 when no state is stored (the group never read the
 partition), with the partition's current leader epoch; or a partition error (UNKNOWN_TOPIC_OR_PARTITION,
@@ -66,14 +67,22 @@ async def handle_describe_share_group_offsets(
 def _asked(
     ctx: RequestContext, group: m.DescribeShareGroupOffsetsRequestGroup
 ) -> list[tuple[str, list[int]]]:
-    """(topic, partitions) to describe: those asked for, or every partition of the subscribed topics."""
+    """(topic, partitions) to describe: those asked for, or every partition of the subscribed topics
+    and the share-partitions the group initialized (all an empty group has), of topics that exist."""
     wanted = group["topics"]
     if wanted is not None:
         return [(t["topic_name"], [int(p) for p in t["partitions"]]) for t in wanted]
     known = share_group_service.share_group(group_service(ctx), group["group_id"])
-    names = sorted(known.subscribed_topics()) if known is not None else []
+    if known is None:
+        return []
     topics = ctx.ports.metadata.topics
-    return [(name, list(range(topics[name].partitions))) for name in names if name in topics]
+    asked = {
+        name: set(range(topics[name].partitions)) for name in known.subscribed_topics() if name in topics
+    }
+    for name, partitions in known.initialized.items():
+        if name in topics:
+            asked.setdefault(name, set()).update(p for p in partitions if p < topics[name].partitions)
+    return [(name, sorted(asked[name])) for name in sorted(asked)]
 
 
 async def _topic(

@@ -15,7 +15,8 @@ Authorization as Kafka's: READ (alter) or DELETE (delete) on the group, READ on 
 * Delete: the stored state of every partition of each topic is removed (DeleteShareGroupState to a
   remote share coordinator); the group starts those partitions over at ``share.auto.offset.reset``.
   The answer has one error per topic, Kafka 4.1's layout (the topic's refusal, else the first of its
-  partitions that failed).
+  partitions that failed). The topics deleted are then dropped from the share-partitions the group
+  initialized (`share_group_service.forget_topics`), so an empty group's offsets no longer name them.
 
 A partition's leader that still holds the share-partition in memory reads the stored state again at
 its next use once the group has no share session left there (the group is empty, so its consumers
@@ -108,6 +109,13 @@ async def handle_delete_share_group_offsets(
             "error_message": None,
         }
         responses.append(answer)
+    forgotten = [r["topic_name"] for r in responses if r["error_code"] == ErrorCode.NONE]
+    if forgotten:
+        # The group no longer counts them among the share-partitions it initialized (a failure here
+        # is the coordinator's: the whole request answers it, and the client retries).
+        code = await share_group_service.forget_topics(group_service(ctx), group_id, forgotten)
+        if code is not ErrorCode.NONE:
+            return {"throttle_time_ms": 0, "error_code": int(code), "error_message": None, "responses": []}
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": responses}
 
 

@@ -74,6 +74,10 @@ class ShareGroup:
     group_epoch: int = 0
     assignment_epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
+    # The share-partitions the group was ever assigned, so read (ShareGroupStatePartitionMetadata):
+    # what an empty group's offsets are described by. Kept until DeleteGroups, DeleteShareGroupOffsets
+    # of the topic, or the topic's deletion.
+    initialized: dict[str, frozenset[int]] = field(default_factory=dict)
     # Not durable, a cache: (group epoch, the partition count of each subscribed topic) for which the
     # assignment at that epoch was checked, so a steady heartbeat compares a few counts instead of
     # recomputing the assignment. None after a load; an entry of an older epoch is not used.

@@ -12,6 +12,10 @@ that compaction keeps only the latest:
   target assignment;
 * ``ShareGroupCurrentMemberAssignment`` (key version 14, per member): the member's epoch, its previous
   epoch, its state (always stable: share members never revoke) and the partitions it has.
+* ``ShareGroupStatePartitionMetadata`` (key version 15, per group): the share-partitions the group
+  was ever assigned (so began to read), topic -> partitions: an empty group's offsets are described by
+  them. A decision that assigns a partition first adds it (`records_for`, which also drops the topics
+  that no longer exist); `forget` drops topics (DeleteShareGroupOffsets); DeleteGroups' tombstones end it.
 
 `records_for` is what a change of a group writes: the difference between the group and the draft a
 decision of `strom.coordinator.share.membership` left (only the members the draft changed are looked
@@ -23,12 +27,14 @@ member ids and epochs (what was last *sent* to a member is not durable: a new co
 member its assignment again at its next heartbeat).
 
 The values have the layouts of the consumer group's records of the same roles
-(`strom.coordinator.consumer.records`: versions 5, 3, 6, 7 and 8), which name topics rather than ids, as
+(`strom.coordinator.consumer.records`: versions 5, 3, 6, 7 and 8; version 15 that of a target member's
+partitions, 7), which name topics rather than ids, as
 the rest of `__consumer_offsets` does. Pure: no I/O.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from strom.coordinator.consumer import records as consumer
@@ -38,6 +44,7 @@ __all__ = [
     "SHARE_KEY_VERSIONS",
     "ShareKey",
     "decode_key",
+    "forget",
     "records_for",
     "replay",
     "tombstones",
@@ -48,10 +55,18 @@ GROUP_METADATA_KEY = 11
 TARGET_METADATA_KEY = 12
 TARGET_MEMBER_KEY = 13
 CURRENT_ASSIGNMENT_KEY = 14
+PARTITION_METADATA_KEY = 15
 SHARE_KEY_VERSIONS = frozenset(
-    {MEMBER_METADATA_KEY, GROUP_METADATA_KEY, TARGET_METADATA_KEY, TARGET_MEMBER_KEY, CURRENT_ASSIGNMENT_KEY}
+    {
+        MEMBER_METADATA_KEY,
+        GROUP_METADATA_KEY,
+        TARGET_METADATA_KEY,
+        TARGET_MEMBER_KEY,
+        CURRENT_ASSIGNMENT_KEY,
+        PARTITION_METADATA_KEY,
+    }
 )
-_PER_GROUP = frozenset({GROUP_METADATA_KEY, TARGET_METADATA_KEY})
+_PER_GROUP = frozenset({GROUP_METADATA_KEY, TARGET_METADATA_KEY, PARTITION_METADATA_KEY})
 # The consumer group's record of the same role, whose value layout a share record has.
 _LAYOUT = {
     MEMBER_METADATA_KEY: consumer.MEMBER_METADATA_KEY,
@@ -59,6 +74,7 @@ _LAYOUT = {
     TARGET_METADATA_KEY: consumer.TARGET_METADATA_KEY,
     TARGET_MEMBER_KEY: consumer.TARGET_MEMBER_KEY,
     CURRENT_ASSIGNMENT_KEY: consumer.CURRENT_ASSIGNMENT_KEY,
+    PARTITION_METADATA_KEY: consumer.TARGET_MEMBER_KEY,
 }
 STABLE = 0  # a current assignment's state: share members never revoke
 
@@ -67,7 +83,7 @@ Record = tuple[bytes, bytes | None]
 
 @dataclass(frozen=True, slots=True)
 class ShareKey:
-    """Any share-group key: ``member_id`` is None for the per-group ones (versions 11 and 12)."""
+    """Any share-group key: ``member_id`` is None for the per-group ones (versions 11, 12 and 15)."""
 
     version: int
     group: str
@@ -109,13 +125,37 @@ def _record(version: int, group: str, member: str | None, value: consumer.Consum
     return encode_key(ShareKey(version, group, member)), encoded
 
 
-def records_for(draft: GroupDraft) -> list[Record]:
+def _initialized(gid: str, partitions: dict[str, frozenset[int]]) -> Record:
+    value = consumer.TargetMemberValue(partitions) if partitions else None
+    return _record(PARTITION_METADATA_KEY, gid, None, value)
+
+
+def _grown(
+    before: dict[str, frozenset[int]], assigned: Iterable[ShareMember], live: Collection[str] | None
+) -> dict[str, frozenset[int]]:
+    """The initialized share-partitions once the members' assignments are added (and, given the live
+    topics, the topics that are gone dropped)."""
+    out = dict(before) if live is None else {t: p for t, p in before.items() if t in live}
+    for member in assigned:
+        for topic, partitions in member.assignment.items():
+            known = out.get(topic, frozenset())
+            if not partitions <= known:
+                out[topic] = known | partitions
+    return out
+
+
+def records_for(draft: GroupDraft, live_topics: Collection[str] | None = None) -> list[Record]:
     """The records that turn the draft's group into what the draft decided, in the order a replay
     needs them: only the members the draft changed are compared with the group, so the cost is what
-    changed. A group without members stays (Empty, at its epoch), as Kafka keeps it."""
+    changed. A group without members stays (Empty, at its epoch), as Kafka keeps it. A partition
+    assigned for the first time is added to the group's initialized share-partitions (key 15), from
+    which topics no longer in ``live_topics`` (when given) are dropped."""
     gid, before = draft.group_id, draft.base
     old = before.members
     out: list[Record] = []
+    initialized = _grown(before.initialized, draft.changed.values(), live_topics)
+    if initialized != before.initialized:
+        out.append(_initialized(gid, initialized))
     for member_id in sorted(draft.removed):
         for version in (CURRENT_ASSIGNMENT_KEY, TARGET_MEMBER_KEY, MEMBER_METADATA_KEY):
             out.append(_record(version, gid, member_id, None))
@@ -154,9 +194,18 @@ def tombstones(group: ShareGroup) -> list[Record]:
         for member_id in sorted(group.members)
         for version in (CURRENT_ASSIGNMENT_KEY, TARGET_MEMBER_KEY, MEMBER_METADATA_KEY)
     ]
+    if group.initialized:
+        out.append(_initialized(gid, {}))
     out.append(_record(TARGET_METADATA_KEY, gid, None, None))
     out.append(_record(GROUP_METADATA_KEY, gid, None, None))
     return out
+
+
+def forget(group: ShareGroup, topics: Collection[str]) -> list[Record]:
+    """The record that drops topics from the group's initialized share-partitions (their states were
+    deleted: DeleteShareGroupOffsets); nothing when it has none of them."""
+    kept = {t: p for t, p in group.initialized.items() if t not in topics}
+    return [] if kept == group.initialized else [_initialized(group.group_id, kept)]
 
 
 # --- reading: one record into the groups ----------------------------------------------------------
@@ -180,10 +229,14 @@ def replay(groups: dict[str, ShareGroup], key: bytes, value: bytes | None) -> No
         if body is None:
             if decoded.version == GROUP_METADATA_KEY:
                 del groups[decoded.group]
+            elif decoded.version == PARTITION_METADATA_KEY:
+                group.initialized = {}
         elif isinstance(body, consumer.GroupMetadataValue):
             group.group_epoch = body.epoch
         elif isinstance(body, consumer.TargetMetadataValue):
             group.assignment_epoch = body.assignment_epoch
+        elif isinstance(body, consumer.TargetMemberValue):
+            group.initialized = dict(body.partitions)
         return
     member_id = decoded.member_id
     if body is None:
