@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka import KafkaConsumer
-from kafka.errors import InconsistentGroupProtocolError
+from kafka import KafkaAdminClient, KafkaConsumer
+from kafka.errors import GroupIdNotFoundError, InconsistentGroupProtocolError
 
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
@@ -62,6 +62,28 @@ def raw_share_heartbeat(bootstrap: str, group: str) -> Any:
     body = {"group_id": group, "member_id": "", "member_epoch": 0, "rack_id": None}
     with RawClient(bootstrap) as raw:
         return raw.call(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {**body, "subscribed_topic_names": [TOPIC]})
+
+
+def raw_offsets(bootstrap: str, group: str) -> tuple[int, int, int]:
+    """(OffsetCommit's partition error, OffsetFetch's group error, OffsetDelete's error) for the group."""
+    commit = {
+        "group_id": group,
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "group_instance_id": None,
+    }
+    topics = [{"name": TOPIC, "partitions": [{"partition_index": 0, "committed_offset": 1}]}]
+    with RawClient(bootstrap) as raw:
+        committed = raw.call(ApiKey.OFFSET_COMMIT, 8, {**commit, "topics": topics})
+        fetched = raw.call(ApiKey.OFFSET_FETCH, 8, {"groups": [{"group_id": group, "topics": None}]})
+        deleted = raw.call(
+            ApiKey.OFFSET_DELETE,
+            0,
+            {"group_id": group, "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0}]}]},
+        )
+    ((partition,),) = [t["partitions"] for t in committed["topics"]]
+    (fetched_group,) = fetched["groups"]
+    return partition["error_code"], fetched_group["error_code"], deleted["error_code"]
 
 
 def listed_types(bootstrap: str) -> dict[str, list[str]]:
@@ -117,6 +139,15 @@ def test_a_share_groups_id_refuses_classic_and_consumer_members(
         refused = raw_consumer_heartbeat(bootstrap, group)
         assert refused["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
         assert refused["error_message"] == f"Group {group} is not a consumer group."
+
+        not_found = int(ErrorCode.GROUP_ID_NOT_FOUND)
+        assert raw_offsets(bootstrap, group) == (not_found, not_found, not_found)
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        try:
+            with pytest.raises(GroupIdNotFoundError):
+                admin.list_group_offsets(group)
+        finally:
+            admin.close()
 
         assert listed_types(bootstrap)[group] == ["share"]
         assert len(share_members(bootstrap, group)["members"]) == 1

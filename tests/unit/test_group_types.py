@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from strom.coordinator.group_types import GroupType, Refusal, refusal
+from strom.coordinator.group_types import GroupType, Refusal, offsets_refusal, refusal
 from strom.protocol.errors import ErrorCode
 
 CLASSIC, CONSUMER, SHARE = GroupType.CLASSIC, GroupType.CONSUMER, GroupType.SHARE
@@ -34,3 +34,9 @@ def test_a_classic_or_consumer_groups_id_refuses_share_heartbeats(holder: GroupT
     assert refusal("g", SHARE, holder) == Refusal(
         ErrorCode.GROUP_ID_NOT_FOUND, "Group g is not a share group."
     )
+
+
+def test_committed_offsets_are_refused_only_for_a_share_groups_id() -> None:
+    not_consumer = Refusal(ErrorCode.GROUP_ID_NOT_FOUND, "Group g is not a consumer group.")
+    assert offsets_refusal("g", SHARE) == not_consumer
+    assert [offsets_refusal("g", holder) for holder in (None, CLASSIC, CONSUMER)] == [None, None, None]

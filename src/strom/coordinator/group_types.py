@@ -13,6 +13,9 @@ heartbeat for an id that a classic or consumer group holds too:
   gives to a join whose protocol the group cannot speak);
 * ShareGroupHeartbeat, a classic or consumer group holds the id: GROUP_ID_NOT_FOUND, "Group G is not a
   share group.".
+* OffsetCommit, OffsetFetch, OffsetDelete, a share group holds the id: GROUP_ID_NOT_FOUND, "Group G is
+  not a consumer group." (committed offsets are classic and consumer groups'; a share group keeps its
+  start offsets in ``__share_group_state``).
 
 An empty share group keeps its id until DeleteGroups (docs/share-groups.md), so these refusals last
 as long as it does. The caller finds which type holds the id; this module only decides.
@@ -50,3 +53,8 @@ def refusal(group_id: str, asked: GroupType, holder: GroupType | None) -> Refusa
     if asked is GroupType.CONSUMER:
         return Refusal(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
     return Refusal(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"Group {group_id} is not a classic group.")
+
+
+def offsets_refusal(group_id: str, holder: GroupType | None) -> Refusal | None:
+    """Why OffsetCommit, OffsetFetch or OffsetDelete may not use the id (None: they may)."""
+    return refusal(group_id, GroupType.CONSUMER, holder) if holder is GroupType.SHARE else None

@@ -18,6 +18,8 @@ NOT_COORDINATOR: groups of one request may be coordinated elsewhere); ``require_
 request-wide. v9 (KIP-848) adds each group's member id and member epoch: for a consumer group a named
 member must exist and be at that epoch (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH), while a request without
 them (null member id, epoch -1: admin tools) and any request for a classic group is answered as before.
+An id that a share group holds has no committed offsets: all three answer GROUP_ID_NOT_FOUND for it, as
+Kafka does (`strom.coordinator.group_types.offsets_refusal`).
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import cast
 
+from strom.broker.coordinators import share_group_service
 from strom.broker.handlers.authz import Op, Res, denied
 from strom.broker.handlers.base import RequestContext, handles
 from strom.broker.handlers.groups import group_refusal, group_service
 from strom.coordinator import OffsetAndMetadata, TopicPartition
 from strom.coordinator.consumer.model import fetch_error
+from strom.coordinator.group_types import offsets_refusal
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
 from strom.protocol.messages import (
@@ -53,6 +57,16 @@ NO_OFFSET = -1
 NO_LEADER_EPOCH = -1
 NO_MEMBER_EPOCH = -1
 GROUPS_VERSION = 8  # OffsetFetch v8 (KIP-709): several groups per request, errors per group
+
+
+def _refusal(ctx: RequestContext, group_id: str, operation: Op) -> ErrorCode | None:
+    """The group-level refusal: authorization and coordination, then a share group holding the id."""
+    refused = group_refusal(ctx, group_id, operation)
+    if refused is not None:
+        return refused
+    holder = share_group_service.group_type(group_service(ctx), group_id)
+    not_offsets = offsets_refusal(group_id, holder)
+    return None if not_offsets is None else not_offsets.error
 
 
 def _partition_exists(ctx: RequestContext, tp: TopicPartition) -> bool:
@@ -84,7 +98,7 @@ async def handle_offset_commit(ctx: RequestContext, req: OffsetCommitRequest) ->
                 leader_epoch=int(part.get("committed_leader_epoch", NO_LEADER_EPOCH)),
                 metadata=part.get("committed_metadata") or "",
             )
-    error = group_refusal(ctx, group_id, Op.READ)
+    error = _refusal(ctx, group_id, Op.READ)
     service = group_service(ctx)
     if error is not None:
         results.update(dict.fromkeys(offsets, error))
@@ -168,7 +182,7 @@ def _fetch_group(
     member_epoch: int,
 ) -> tuple[ErrorCode, list[OffsetFetchResponseTopic]]:
     """One group's answer: a group-level error (and no topics), or its committed offsets."""
-    error = group_refusal(ctx, group_id, Op.DESCRIBE)
+    error = _refusal(ctx, group_id, Op.DESCRIBE)
     if error is not None:
         return error, []
     service = group_service(ctx)
@@ -225,7 +239,7 @@ async def handle_offset_delete(ctx: RequestContext, req: OffsetDeleteRequest) ->
     requested = [
         TopicPartition(t["name"], int(p["partition_index"])) for t in req["topics"] for p in t["partitions"]
     ]
-    error = group_refusal(ctx, group_id, Op.DELETE)
+    error = _refusal(ctx, group_id, Op.DELETE)
     service = group_service(ctx)
     if error is not None:
         return {
