@@ -149,6 +149,41 @@ def test_a_body_that_is_not_exactly_one_record_is_refused(bad: Any) -> None:
         avro_native.decode(native, b"".join(bodies), lengths, arrow_type(spark_type(writer)))
 
 
+@pytest.mark.parametrize(
+    ("field", "good", "bad"),
+    [
+        ("boolean", True, b"\x02"),  # polars reads false, fastavro true
+        (["null", "long"], 7, b"\x04\x0e"),  # union index 2: polars reads 7, fastavro refuses
+        (["null", "long"], 7, b"\x01\x0e"),  # union index -1
+        (["null", "boolean"], False, b"\x02\x03"),  # the value's byte after the union's
+    ],
+)
+def test_a_malformed_boolean_or_union_index_is_refused_and_decoded_as_fastavro_does(
+    field: Any, good: Any, bad: bytes
+) -> None:
+    writer = record([{"name": "s", "type": "string"}, {"name": "x", "type": field}])
+    bodies = [encode(writer, {"s": "ab", "x": good}) for _ in range(3)]
+    assert natively(writer, writer, bodies) == by_fastavro(writer, writer, bodies)
+    bodies[1] = encode(writer, {"s": "cd", "x": None if isinstance(field, list) else good})[:3] + bad
+    with pytest.raises(avro_native.NativeDecodeError):
+        natively(writer, writer, bodies)
+    # The Spark source's decoder falls back to fastavro: its value, or fastavro's refusal naming the record.
+    decoder = AvroColumnDecoder(json.dumps(writer), 1, spark_type(writer), "value")
+    payloads = pa.array([frame(1, b) for b in bodies], pa.binary())
+    try:
+        expected = by_fastavro(writer, writer, bodies)
+    except Exception:
+        with pytest.raises(AvroDecodeError, match="offset 1 of t-0"):
+            decoder.decode(
+                payloads, pa.array(range(3), pa.int64()), "t", 0, {1: json.dumps(writer)}.__getitem__
+            )
+        return
+    column = decoder.decode(
+        payloads, pa.array(range(3), pa.int64()), "t", 0, {1: json.dumps(writer)}.__getitem__
+    )
+    assert column.to_pylist() == expected
+
+
 def test_the_decoder_uses_the_native_path_and_falls_back_to_name_a_bad_record() -> None:
     v1 = record([{"name": "user", "type": "string"}, {"name": "n", "type": "int"}])
     v2 = record(

@@ -24,8 +24,11 @@ Exactness: polars is handed a header written from the plan's own minimal writer 
 types only: polars' schema parser rejects some field defaults) and the bodies as one block. A body
 longer or shorter than its datum would shift the records after it, so every record's encoded size is
 recomputed from its decoded values (varints from the magnitude of the number, strings and bytes as
-length varint plus bytes, union index one byte) and compared with its body's length; any difference,
-or any error from polars, raises `NativeDecodeError`, and the caller decodes the batch with fastavro,
+length varint plus bytes, union index one byte) and compared with its body's length; then, the lengths
+matching, each field's first byte is known, and every union branch index must be the byte 0 (null) or
+2 (the value) and every boolean the byte 0 or 1, which the length check cannot see (polars reads other
+bytes there as values where fastavro refuses them or reads others). Any difference, or any error from
+polars, raises `NativeDecodeError`, and the caller decodes the batch with fastavro,
 which names the bad record.
 """
 
@@ -36,6 +39,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -220,6 +225,37 @@ def _resolve(column: pa.Array, writer_kind: str, target: pa.DataType) -> pa.Arra
     return column if column.type == target else pc.cast(column, target)
 
 
+def _check_tag_bytes(
+    fields: tuple[_Field, ...],
+    decoded: dict[str, pa.Array],
+    sizes: list[npt.NDArray[np.int64]],
+    data: npt.NDArray[np.uint8],
+    bodies: npt.NDArray[np.int64],
+) -> None:
+    """Raises NativeDecodeError unless every union branch index and boolean byte is one Avro allows.
+
+    polars reads a boolean byte of 2 as false (fastavro: true) and any union index but 0 as the
+    non-null branch (fastavro refuses an index out of range); both take one byte, so the length
+    check cannot see them. Once the lengths match, every field took exactly its canonical size (no
+    field takes less, and the sizes add up to the body), so the sizes locate each field's first byte.
+    """
+    offset = np.cumsum(bodies) - bodies
+    for field, size in zip(fields, sizes, strict=True):
+        column = decoded[field.name]
+        valid = np.ones(len(column), np.bool_) if not column.null_count else np.asarray(column.is_valid())
+        at = offset
+        if field.nullable:
+            # Branch 0 (null) is the byte 0, branch 1 (the value) the byte 2: zig-zag varints.
+            if not np.array_equal(data[at], np.where(valid, 2, 0).astype(np.uint8)):
+                raise NativeDecodeError(f"a union branch index of {field.name} is neither 0 nor 1")
+            at = at + 1
+        if field.kind == "boolean":
+            flags = np.asarray(pc.fill_null(column, False)).astype(np.uint8)
+            if not np.array_equal(data[at][valid], flags[valid]):
+                raise NativeDecodeError(f"a boolean byte of {field.name} is neither 0 nor 1")
+        offset = offset + size
+
+
 def decode(
     native: NativePlan, data: bytes | memoryview, lengths: pa.Array, target: pa.StructType
 ) -> pa.Array:
@@ -238,12 +274,11 @@ def decode(
     if table.num_rows != count or table.num_columns != len(native.writer_fields):
         raise NativeDecodeError(f"{table.num_rows} records of {table.num_columns} columns decoded")
     decoded = {f.name: table.column(i).combine_chunks() for i, f in enumerate(native.writer_fields)}
-    expected = None
-    for field in native.writer_fields:
-        size = _encoded_size(field, decoded[field.name])
-        expected = size if expected is None else pc.add(expected, size)
-    if not pc.all(pc.equal(expected, pc.cast(lengths, pa.int64()))).as_py():
+    sizes = [_encoded_size(f, decoded[f.name]).to_numpy(zero_copy_only=False) for f in native.writer_fields]
+    bodies = pc.cast(lengths, pa.int64()).to_numpy(zero_copy_only=False)
+    if not np.array_equal(np.sum(sizes, axis=0), bodies):
         raise NativeDecodeError("a body's length differs from its record's encoded size")
+    _check_tag_bytes(native.writer_fields, decoded, sizes, np.frombuffer(data, np.uint8), bodies)
     arrays = []
     for column, target_field in zip(native.columns, target, strict=True):
         if column.source is None:
