@@ -17,7 +17,7 @@ import pytest
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from tests.unit.test_lake_tables import lake_tables
 
-from strom.lake.avro_block import BLOCK_VALUES, block_schema, decode_values
+from strom.avro.native_block import BLOCK_VALUES, NativeDecodeError, block_schema, decode
 from strom.lake.columnar import columnar_round
 from strom.lake.config_defs import catalog_settings
 from strom.lake.record_columns import committed_columns
@@ -50,6 +50,31 @@ EVENT_VALUES: list[dict[str, Any]] = [
     {"body": "x" * 9000, "raw": b"\xff", "n": 2**31 - 1, "big": -(2**63), "ratio": -0.5, "score": 1e300},
     {"body": "ok", "raw": b"ab", "n": 63, "big": -64, "ratio": 3.0, "score": 0.1},
 ]
+
+# The shape a compatible evolution adds: optional fields (null first), and booleans.
+OPTIONAL = {
+    "type": "record",
+    "name": "Visit",
+    "namespace": "t",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "seen", "type": "boolean"},
+        {"name": "note", "type": ["null", "string"], "default": None},
+        {"name": "count", "type": ["null", "int"], "default": None},
+        {"name": "paid", "type": ["null", "boolean"], "default": None},
+        {"name": "score", "type": ["null", {"type": "double"}], "default": None},
+    ],
+}
+OPTIONAL_VALUES: list[dict[str, Any]] = [
+    {"id": 0, "seen": False, "note": None, "count": None, "paid": None, "score": None},
+    {"id": -(2**63), "seen": True, "note": "é" * 90, "count": -(2**31), "paid": False, "score": -2.5},
+    {"id": 2**63 - 1, "seen": True, "note": "", "count": 2**31 - 1, "paid": True, "score": None},
+    {"id": 64, "seen": False, "note": None, "count": 0, "paid": None, "score": 1e300},
+]
+# Bytes polars reads as a value where fastavro refuses them or reads another: a union branch index 2
+# (fastavro refuses it) and a boolean byte 2 (fastavro reads true, polars false).
+BAD_UNION_INDEX = b"\x02\x00" + b"\x00" + b"\x04\x02" + b"\x00\x00"  # id 1, count's index 2
+BAD_BOOLEAN = b"\x02\x02" + b"\x00\x00\x00\x00"
 
 
 # An int's varint past 32 bits: fastavro reads it whole and the table's int column refuses it.
@@ -143,11 +168,31 @@ def test_avro_values_decode_together_as_fastavro_decodes_them_one_by_one() -> No
     bodies = [avro(EVENT, v) for v in EVENT_VALUES] * (BLOCK_VALUES // 2 + 1)  # several blocks
     bodies.append(int_out_of_range())
     lengths = np.array([len(b) for b in bodies], np.int64)
-    table = decode_values(schema, bodies, lengths)
-    assert table is not None
+    table = decode(schema, b"".join(bodies), lengths)
     parsed = parse_schema(EVENT)
     expected = [schemaless_reader(io.BytesIO(b), parsed, None) for b in bodies]
     assert table.to_pylist() == expected
+
+
+def test_optional_fields_and_booleans_decode_together_as_fastavro_decodes_them() -> None:
+    schema = block_schema(OPTIONAL)
+    assert schema is not None
+    bodies = [avro(OPTIONAL, v) for v in OPTIONAL_VALUES] * (BLOCK_VALUES // 2 + 1)
+    lengths = np.array([len(b) for b in bodies], np.int64)
+    parsed = parse_schema(OPTIONAL)
+    expected = [schemaless_reader(io.BytesIO(b), parsed, None) for b in bodies]
+    assert decode(schema, b"".join(bodies), lengths).to_pylist() == expected
+
+
+@pytest.mark.parametrize("broken", [BAD_UNION_INDEX, BAD_BOOLEAN], ids=["union index 2", "boolean 2"])
+def test_a_boolean_or_union_index_byte_out_of_range_fails_the_run(broken: bytes) -> None:
+    schema = block_schema(OPTIONAL)
+    assert schema is not None
+    good = avro(OPTIONAL, OPTIONAL_VALUES[0])
+    for bodies in ([good, broken, good], [broken], [good, good, broken]):
+        lengths = np.array([len(b) for b in bodies], np.int64)
+        with pytest.raises(NativeDecodeError):
+            decode(schema, b"".join(bodies), lengths)
 
 
 @pytest.mark.parametrize(
@@ -166,18 +211,19 @@ def test_a_value_not_decoding_from_exactly_its_own_bytes_fails_the_run(broken: b
     good = avro(EVENT, EVENT_VALUES[1])
     for bodies in ([good, broken, good, good], [broken, good], [good, broken]):
         lengths = np.array([len(b) for b in bodies], np.int64)
-        assert decode_values(schema, bodies, lengths) is None
+        with pytest.raises(NativeDecodeError):
+            decode(schema, b"".join(bodies), lengths)
 
 
 @pytest.mark.parametrize(
     "field_type",
     [
-        "boolean",
-        ["null", "string"],
+        ["string", "null"],
+        ["null", "int", "string"],
         {"type": "int", "logicalType": "date"},
         {"type": "array", "items": "int"},
     ],
-    ids=["boolean", "union", "logical type", "array"],
+    ids=["null second", "union of three", "logical type", "array"],
 )
 def test_schemas_beyond_the_checked_types_keep_the_per_record_path(field_type: Any) -> None:
     schema = {
@@ -195,12 +241,17 @@ def _rows(tables: Any, ref: TableRef) -> list[dict[str, Any]]:
     )
 
 
-def test_a_columnar_round_writes_the_table_the_per_record_path_writes(tmp_path: Path) -> None:
-    values: list[bytes | None] = [wire(5, avro(EVENT, v)) for v in EVENT_VALUES] * 3
+@pytest.mark.parametrize(
+    ("schema", "rows"), [(EVENT, EVENT_VALUES), (OPTIONAL, OPTIONAL_VALUES)], ids=["plain", "optional"]
+)
+def test_a_columnar_round_writes_the_table_the_per_record_path_writes(
+    tmp_path: Path, schema: dict[str, Any], rows: list[dict[str, Any]]
+) -> None:
+    values: list[bytes | None] = [wire(5, avro(schema, v)) for v in rows[:4]] * 3
     chunks: list[Chunk] = [
         (_batch(0, values[:5]) + _batch(5, values[5:], compression=CompressionType.LZ4), [])
     ]
-    schemas = SchemaCache({5: ("AVRO", json.dumps(EVENT))}.get)
+    schemas = SchemaCache({5: ("AVRO", json.dumps(schema))}.get)
     columnar = lake_tables(tmp_path / "columnar")
     ref = TableRef("events", VALUE_SCHEMA_ID_PREFIX, topic_id="id-1")
     columns = committed_columns(chunks, 2, 12)
@@ -216,11 +267,20 @@ def test_a_columnar_round_writes_the_table_the_per_record_path_writes(tmp_path: 
     assert len(_rows(columnar, ref)) == 10
 
 
-def test_a_round_with_an_undecodable_value_writes_nothing_then_dead_letters(tmp_path: Path) -> None:
-    good = wire(5, avro(EVENT, EVENT_VALUES[3]))
-    values: list[bytes | None] = [good, wire(5, avro(EVENT, EVENT_VALUES[3]) + b"\x00"), good]
+@pytest.mark.parametrize(
+    ("schema", "good", "bad"),
+    [
+        (EVENT, avro(EVENT, EVENT_VALUES[3]), avro(EVENT, EVENT_VALUES[3]) + b"\x00"),
+        (OPTIONAL, avro(OPTIONAL, OPTIONAL_VALUES[3]), BAD_UNION_INDEX),
+    ],
+    ids=["byte left over", "union index 2"],
+)
+def test_a_round_with_an_undecodable_value_writes_nothing_then_dead_letters(
+    tmp_path: Path, schema: dict[str, Any], good: bytes, bad: bytes
+) -> None:
+    values: list[bytes | None] = [wire(5, good), wire(5, bad), wire(5, good)]
     chunks: list[Chunk] = [(_batch(0, values), [])]
-    schemas = SchemaCache({5: ("AVRO", json.dumps(EVENT))}.get)
+    schemas = SchemaCache({5: ("AVRO", json.dumps(schema))}.get)
     tables = lake_tables(tmp_path)
     ref = TableRef("events", VALUE_SCHEMA_ID_PREFIX, topic_id="id-1")
     columns = committed_columns(chunks, 0, 3)
@@ -229,7 +289,7 @@ def test_a_round_with_an_undecodable_value_writes_nothing_then_dead_letters(tmp_
     assert not tables.exists(ref)
 
     set_up(catalog_settings({}, str(tmp_path), {}))
-    request = RoundRequest(ref, 0, chunks, 0, 3, False, {5: ("AVRO", json.dumps(EVENT))})
+    request = RoundRequest(ref, 0, chunks, 0, 3, False, {5: ("AVRO", json.dumps(schema))})
     result = run_round_request(request)
     assert (result.next_offset, result.rows, result.dead) == (3, 2, 1)
     dead = tables.table(TableRef("events", VALUE_SCHEMA_ID_PREFIX, dlq=True, topic_id="id-1"))

@@ -2,15 +2,16 @@
 worker (worker.py) tries it first and takes the per-record path (round.py) whenever it answers None.
 
 Theory of operation. In ``value_schema_id_prefix`` mode a round usually holds records without headers
-whose values all name one Avro schema of plain fields. Then the stored batches' record framing is read
-into columns (record_columns.py), the Confluent prefixes are checked on all values at once, the values
-after them are decoded together into Arrow columns (avro_block.py), and the metadata columns are built
-from the offset, timestamp and key columns: one Arrow table for the round, appended as the per-record
-path appends its rows (the round's end recorded as the partition's next offset, so exactly-once is
-the table's as before). Everything else answers None before anything is written: records with
-headers, values without a prefix or of several schemas, a schema unknown or not taken, a value that
-does not decode, a schema the table refuses, a decoded value that does not fit its column. The
-per-record path then gives the same rows, or the dead letters and the reasons, as it always did.
+whose values all name one Avro schema of plain or optional fields. Then the stored batches' record
+framing is read into columns (record_columns.py), the Confluent prefixes are checked on all values at
+once, the values after them are decoded together into Arrow columns (strom.avro.native_block), and the
+metadata columns are built from the offset, timestamp and key columns: one Arrow table for the round,
+appended as the per-record path appends its rows (the round's end recorded as the partition's next
+offset, so exactly-once is the table's as before). Everything else answers None before anything is
+written: records with headers, values without a prefix or of several schemas, a schema unknown or not
+taken, a value that does not decode, a schema the table refuses, a decoded value that does not fit its
+column. The per-record path then gives the same rows, or the dead letters and the reasons, as it always
+did.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from strom.lake.avro_block import decode_values
+from strom.avro.native_block import NativeDecodeError, decode
 from strom.lake.columns import HEADER_TYPE
 from strom.lake.record_columns import RecordColumns
 from strom.lake.round import RoundResult
@@ -41,10 +42,13 @@ def columnar_round(
     if schema is None or schema.block is None:
         return None
     lengths = columns.value_lengths - _PREFIX_SIZE
-    values = decode_values(
-        schema.block, _slices(columns.raw, columns.value_starts + _PREFIX_SIZE, lengths), lengths
-    )
-    if values is None:
+    try:
+        values = decode(
+            schema.block,
+            b"".join(_slices(columns.raw, columns.value_starts + _PREFIX_SIZE, lengths)),
+            lengths,
+        )
+    except NativeDecodeError:
         return None
     try:
         tables.evolve(main, schema.fields)

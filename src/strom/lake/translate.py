@@ -31,8 +31,8 @@ import pyarrow as pa
 from fastavro import parse_schema, schemaless_reader
 from google.protobuf.descriptor_pb2 import FileDescriptorProto
 
+from strom.avro.native_block import BlockSchema, block_schema
 from strom.lake.avro_arrow import UnsupportedSchema, arrow_value, value_fields
-from strom.lake.avro_block import BlockSchema, block_schema
 from strom.lake.columns import Row, meta_row
 from strom.lake.json_arrow import json_row, json_value_fields
 from strom.lake.protobuf_arrow import ProtobufValues
@@ -67,7 +67,7 @@ class ValueSchema:
     decode: Decoder | None = None
     error: str | None = None
     protobuf: ProtobufValues | None = None
-    block: BlockSchema | None = None  # an Avro schema the columnar path decodes (avro_block.py)
+    block: BlockSchema | None = None  # an Avro schema the columnar path decodes (strom.avro)
 
 
 @dataclass
