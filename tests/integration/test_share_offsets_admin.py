@@ -180,6 +180,9 @@ def test_alter_and_delete_offsets_of_an_empty_share_group(
     assert delete_group(bootstrap, group) == ErrorCode.NONE
     assert lags(bootstrap, group, topic) == (0, -1, -1)
     assert delete_group(bootstrap, group) == ErrorCode.GROUP_ID_NOT_FOUND
+    # A share group that no longer exists (or never did) has no offsets to delete, as Kafka answers.
+    for never in (group, "never-a-group"):
+        assert delete_offsets(bootstrap, never, topic)["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
 
 
 def test_strom_groups_shows_resets_and_deletes_share_group_offsets(

@@ -33,6 +33,9 @@ def test_a_run_resumes_from_its_results_file_and_tables_every_seed(
     assert sorted(r["seed"] for r in rows) == [0, 1, 2]
     out = capsys.readouterr().out
     assert "3 seeds, 0 failed" in out
+    assert "seeds by revision" not in out  # one revision: nothing to say
+    assert main(["--seeds", "4", *common[:-1], "def456"]) == 0
+    assert "seeds by revision: abc123: 3, def456: 1" in capsys.readouterr().out
     assert "| crash | 1 |" in out and "| isolate | 1 |" in out and "| one_way | 1 |" in out
 
 

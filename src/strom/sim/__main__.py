@@ -32,6 +32,7 @@ import sys
 import threading
 import time
 import traceback
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +67,7 @@ class Outcome:
     trace: list[str]
     simulated_s: float
     wall_s: float
+    revision: str = ""  # the commit it ran on (results files)
 
     def record(self, duration_s: float, revision: str) -> str:
         """The outcome as one line of a results file (without its trace)."""
@@ -109,6 +111,7 @@ def load_results(path: Path, duration_s: float) -> dict[int, Outcome]:
             [],
             row["simulated_s"],
             row["wall_s"],
+            row.get("revision", ""),
         )
     return found
 
@@ -241,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
                 # Written as soon as the seed ends, so a long run stopped later keeps it.
                 args.trace_dir.mkdir(parents=True, exist_ok=True)
                 (args.trace_dir / f"seed-{outcome.seed}.trace").write_text("\n".join(outcome.trace) + "\n")
-            outcomes.append(dataclasses.replace(outcome, trace=[]))
+            outcomes.append(dataclasses.replace(outcome, trace=[], revision=args.revision))
     outcomes.sort(key=lambda o: o.seed)
     failed = [o for o in outcomes if any(o.counts.values())]
     for o in failed:
@@ -252,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  trace: {trace}")
     speedups = sorted(o.simulated_s / o.wall_s for o in outcomes if o.wall_s > 0)
     print(table(outcomes))
+    revisions = Counter(o.revision for o in outcomes)
+    if len(revisions) > 1:  # a resumed long run: say which seeds ran on which code
+        print("seeds by revision: " + ", ".join(f"{r or '?'}: {n}" for r, n in sorted(revisions.items())))
     print(
         f"{len(outcomes)} seeds, {len(failed)} failed; median {statistics.median(speedups):.1f}x real time "
         f"({statistics.median(o.wall_s for o in outcomes):.2f} s wall for {args.duration:g} s simulated)"

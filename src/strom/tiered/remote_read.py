@@ -21,8 +21,10 @@ Memory. Every load counts against one budget of bytes in flight, ``in_flight_byt
 by default, so what read-ahead loads is still cached when asked for): a read's own loads (its first
 chunks, and any it reaches while scanning) wait until they fit, or until nothing else is in flight (a
 read always makes progress, one run at a time); read-ahead takes only the room that is left, and is
-dropped otherwise. A read asks up front for at most the budget, the rest as it gets there. Bytes
-held are thus the cache's bound plus the budget, however many partitions and consumers read at once.
+dropped otherwise. A read asks up front for at most the budget, the rest as it gets there. Chunks
+cached and loading are thus within the cache's bound plus the budget, however many partitions and
+consumers read at once; each read's answer (a joined copy, up to its fetch's ``max_bytes``, held until
+the socket takes it) is outside that bound, as a local read's would be.
 
 read_committed (`aborted_transactions`): the aborted transactions overlapping what was read come from the
 remote transaction indexes (``.txnindex``, cached like the offset index) of the segment read and those

@@ -21,8 +21,9 @@ base offset:
 From that start the batch headers up to the segment's end are replayed (no record is decoded; only a
 control batch's one record, its marker) into a scratch producer state, which is rendered in the
 snapshot format. With no start at all the segment is uploaded without a snapshot, as before.
-`snapshot_at` reads local files only, on the event loop (a segment's headers: a few KB per MB of
-batches); `producer_state_before` may await the store for the previous segment's snapshot.
+`snapshot_at` reads local files only, but a replay reads the whole segment file (headers are walked,
+the data read past): the remote log manager calls it in a worker thread; `producer_state_before` may
+await the store for the previous segment's snapshot.
 """
 
 from __future__ import annotations

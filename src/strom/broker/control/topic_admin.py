@@ -12,6 +12,7 @@ ZooKeeper, or a single node's local store) is the control plane's business; this
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Mapping, Sequence
@@ -230,7 +231,8 @@ class TopicAdmin:
             return
         configs = _coordinator_configs(topic.segment_bytes)
         rf, configs = self._internal_settings(topic.replication_factor, configs, topic.min_insync_replicas)
-        chosen = assign_replicas(self._control.live_brokers(), topic.partitions, rf)
+        live = await asyncio.to_thread(self._control.live_brokers)  # a metadata-store read as well
+        chosen = assign_replicas(live, topic.partitions, rf)
         try:
             await self._control.create_topic_in_worker(topic.name, chosen, configs)
         except KafkaError as exc:

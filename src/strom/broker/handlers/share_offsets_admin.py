@@ -91,6 +91,8 @@ async def handle_delete_share_group_offsets(
 ) -> m.DeleteShareGroupOffsetsResponse:
     group_id = req["group_id"]
     refused = _refusal(ctx, group_id, Op.DELETE)
+    if refused is None and share_group_service.share_group(group_service(ctx), group_id) is None:
+        refused = ErrorCode.GROUP_ID_NOT_FOUND  # no such share group (empty ones are kept), as Kafka answers
     if refused is not None:
         return {"throttle_time_ms": 0, "error_code": int(refused), "error_message": None, "responses": []}
     persister = _persister(ctx)

@@ -46,6 +46,7 @@ Call only from the broker's event loop.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -388,7 +389,14 @@ class RemoteLogManager:
                 broker_id=self.node_id,
                 now_ms=self._clock.time_ms(),
             )
-            data = log_segment_data(plog, segment, summary.next_offset, previous)
+            try:
+                # In a worker thread: a segment copied long after its roll has its producer snapshot
+                # regenerated from its batch headers, a read of the whole (immutable) segment file.
+                data = await asyncio.to_thread(log_segment_data, plog, segment, summary.next_offset, previous)
+            except (OSError, ValueError):
+                if segment in plog.segments:
+                    raise
+                return  # deleted while it was read (retention, DeleteRecords): the next round plans again
             await self._record(part, epoch, started)
             began_ms = self._clock.monotonic_ms()
             await self.rsm.copy_log_segment_data(started, data)
