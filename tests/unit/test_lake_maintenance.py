@@ -6,6 +6,7 @@ topic's tables are dropped and never written again."""
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -25,13 +26,19 @@ SETTINGS = MaintenanceSettings(min_files=3, target_file_bytes=64 * 1024 * 1024, 
 def test_compaction_and_expiry_racing_writers_keep_rows_and_offsets(tmp_path: Path) -> None:
     ref = TableRef("busy", KEY_VALUE)
     lake_tables(tmp_path).table(ref)
-    writers = racing_writers(tmp_path, ref, 60, 3)
+    compacted = threading.Event()  # a rewrite committed while a writer had a commit still to make
+    writers = racing_writers(tmp_path, ref, 60, 3, hold=compacted)
     maintainer = lake_tables(tmp_path)
     rewritten = 0
     while any(t.is_alive() for t in writers):
         # A pass whose every attempt lost to the writers fails; the broker's maintainer tries again later.
         with contextlib.suppress(CommitFailedException):
-            rewritten += maintain(maintainer, ref, SETTINGS, int(time.time() * 1000)).rewritten_files
+            done = maintain(maintainer, ref, SETTINGS, int(time.time() * 1000)).rewritten_files
+            rewritten += done
+            if done:
+                compacted.set()
+        time.sleep(0.01)
+    assert compacted.is_set(), "no compaction committed while the writers ran"
     for t in writers:
         t.join()
     rewritten += maintain(maintainer, ref, SETTINGS, int(time.time() * 1000) + 1).rewritten_files

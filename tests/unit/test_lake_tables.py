@@ -132,14 +132,19 @@ def test_records_of_an_earlier_version_still_fit_after_a_widening(tmp_path: Path
     assert tables.next_offsets(TableRef("late", VALUE_SCHEMA_ID_PREFIX)) == {0: 2}
 
 
-def racing_writers(tmp_path: Path, ref: TableRef, end: int, step: int) -> list[threading.Thread]:
+def racing_writers(
+    tmp_path: Path, ref: TableRef, end: int, step: int, hold: threading.Event | None = None
+) -> list[threading.Thread]:
     """Three started threads, each a broker of its own appending one partition's rows up to ``end``,
-    ``step`` rows per commit."""
+    ``step`` rows per commit. With ``hold``, partition 0's writer waits for it (at most 120 s) before
+    its last commit, so that whatever sets it happens between two of that writer's commits."""
 
     def write(partition: int) -> None:
         tables = lake_tables(tmp_path)
         first, stale = 0, False
         while first < end:
+            if hold is not None and partition == 0 and first + step >= end:
+                hold.wait(120)
             try:
                 if stale:  # carry on from the offset the table records
                     first, stale = tables.next_offsets(ref).get(partition, 0), False
