@@ -78,8 +78,9 @@ def is_share_group(wire: WireClient, group: str, topics: Sequence[tuple[str, Seq
 
 def require_share_group(options: ClientOptions, group: str, topics: Sequence[str]) -> None:
     """Fail with GROUP_ID_NOT_FOUND, as ``kafka-share-groups.sh --delete-offsets`` does, unless ``group``
-    is a share group (`is_share_group` on every partition of ``topics``): the coordinator answers
-    DeleteShareGroupOffsets for any id it has no members of as for an empty group.
+    is a share group (`is_share_group` on every partition of ``topics``). The coordinator answers
+    GROUP_ID_NOT_FOUND itself for an id no share group holds; checking first names the group in the
+    one-line error before anything is asked to change.
 
     Raises:
         ConsoleError: no share group of that id is known.
