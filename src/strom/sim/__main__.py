@@ -55,6 +55,7 @@ CLASSES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("mixed", KINDS),
 )
 KINDS_OF = dict(CLASSES)
+ERROR = "error"  # a seed whose run raised: a column of the table beside the checker's kinds
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,14 +70,14 @@ class Outcome:
     wall_s: float
     revision: str = ""  # the commit it ran on (results files)
 
-    def record(self, duration_s: float, revision: str) -> str:
+    def record(self, duration_s: float) -> str:
         """The outcome as one line of a results file (without its trace)."""
         return json.dumps(
             {
                 "seed": self.seed,
                 "class": self.fault_class,
                 "duration_s": duration_s,
-                "revision": revision,
+                "revision": self.revision,
                 "acked": self.acked,
                 "counts": self.counts,
                 "examples": self.examples[:3],
@@ -153,7 +154,7 @@ def run_one(seed: int, fault_class: str, duration_s: float) -> Outcome:
         result = run_seed(seed, duration_s, KINDS_OF[fault_class])
     except Exception:
         lines = traceback.format_exc().strip().splitlines()
-        counts = dict.fromkeys(Findings.KINDS, 0) | {"error": 1}
+        counts = dict.fromkeys(Findings.KINDS, 0) | {ERROR: 1}
         return Outcome(
             seed, fault_class, 0, counts, [" / ".join(x.strip() for x in lines[-3:])], lines, 0.0, 0.0
         )
@@ -161,7 +162,7 @@ def run_one(seed: int, fault_class: str, duration_s: float) -> Outcome:
         seed,
         fault_class,
         result.findings.acked,
-        result.findings.counts() | {"error": 0},
+        result.findings.counts() | {ERROR: 0},
         result.findings.examples(),
         result.trace,
         result.simulated_s,
@@ -174,7 +175,7 @@ def replay_command(seed: int, fault_class: str, duration_s: float) -> str:
 
 
 def table(outcomes: list[Outcome]) -> str:
-    kinds = list(dict.fromkeys(k for o in outcomes for k in o.counts))  # rows written before "error" lack it
+    kinds = [*Findings.KINDS, ERROR]
     rows = [
         "| fault class | runs | acknowledged | "
         + " | ".join(k.replace("_", " ") for k in kinds)
@@ -185,7 +186,7 @@ def table(outcomes: list[Outcome]) -> str:
         mine = [o for o in outcomes if o.fault_class == name]
         if not mine:
             continue
-        total = [str(sum(o.counts.get(k, 0) for o in mine)) for k in kinds]
+        total = [str(sum(o.counts.get(k, 0) for o in mine)) for k in kinds]  # older rows lack "error"
         walls = [o.wall_s for o in mine if o.wall_s]  # a seed that raised has none
         rows.append(
             f"| {name} | {len(mine)} | {sum(o.acked for o in mine):,} | "
@@ -236,15 +237,15 @@ def main(argv: list[str] | None = None) -> int:
         stack.callback(pool.shutdown, wait=False, cancel_futures=True)  # on the way out: no queued seed runs
         futures = [pool.submit(run_one, s, args.fault_class or class_of(s), args.duration) for s in todo]
         for future in as_completed(futures):
-            outcome = future.result()
+            outcome = dataclasses.replace(future.result(), revision=args.revision)
             if sink is not None:
-                sink.write(outcome.record(args.duration, args.revision) + "\n")
+                sink.write(outcome.record(args.duration) + "\n")
                 sink.flush()
             if any(outcome.counts.values()) and args.trace_dir is not None:
                 # Written as soon as the seed ends, so a long run stopped later keeps it.
                 args.trace_dir.mkdir(parents=True, exist_ok=True)
                 (args.trace_dir / f"seed-{outcome.seed}.trace").write_text("\n".join(outcome.trace) + "\n")
-            outcomes.append(dataclasses.replace(outcome, trace=[], revision=args.revision))
+            outcomes.append(dataclasses.replace(outcome, trace=[]))
     outcomes.sort(key=lambda o: o.seed)
     failed = [o for o in outcomes if any(o.counts.values())]
     for o in failed:
