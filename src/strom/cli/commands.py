@@ -25,7 +25,7 @@ from strom.console.groups import (
 from strom.console.produce import ProduceSettings, produce_lines
 from strom.console.reassign import cancel_reassignment, execute_reassignment, verify_reassignment
 from strom.console.reassignment_plan import parse_plan
-from strom.console.share_groups import delete_share_offsets, require_share_group
+from strom.console.share_groups import delete_share_offsets
 from strom.console.topics import (
     add_partitions,
     alter_topic_config,
@@ -244,7 +244,6 @@ def groups_reset_offsets(args: argparse.Namespace) -> int:
 
 
 def groups_delete_offsets(args: argparse.Namespace) -> int:
-    require_share_group(client_options(args), args.group, args.topic)
     delete_share_offsets(client_options(args), args.group, args.topic, sys.stdout)
     return 0
 

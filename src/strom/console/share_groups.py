@@ -76,29 +76,6 @@ def is_share_group(wire: WireClient, group: str, topics: Sequence[tuple[str, Seq
     return any(start >= 0 for start, _ in stored.values())
 
 
-def require_share_group(options: ClientOptions, group: str, topics: Sequence[str]) -> None:
-    """Fail with GROUP_ID_NOT_FOUND, as ``kafka-share-groups.sh --delete-offsets`` does, unless ``group``
-    is a share group (`is_share_group` on every partition of ``topics``). The coordinator answers
-    GROUP_ID_NOT_FOUND itself for an id no share group holds; checking first names the group in the
-    one-line error before anything is asked to change.
-
-    Raises:
-        ConsoleError: no share group of that id is known.
-    """
-    with WireClient(options) as wire:
-        answer = wire.metadata(list(dict.fromkeys(topics)))
-        asked = [
-            (str(t["name"]), [int(p["partition_index"]) for p in t["partitions"]])
-            for t in answer["topics"]
-            if not t["error_code"]
-        ]
-        if is_share_group(wire, group, asked):
-            return
-    raise ConsoleError(
-        f"cannot delete the offsets of share group {group!r}: {ErrorCode.GROUP_ID_NOT_FOUND.name}"
-    )
-
-
 def print_share_group(wire: WireClient, description: Any, out: TextIO) -> None:
     """``groups describe`` of a share group: state and members, then per partition its start offset,
     lag and the members it is assigned to."""
