@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from strom.testing.cluster import LocalCluster
 from tests.integration.kip848_clients import wait_until
 from tests.integration.share_clients import ShareConsumerProcess
-from tests.integration.strom_cli import describe_group
+from tests.integration.strom_cli import describe_group, describe_group_once_it_exists
 
 pytestmark = pytest.mark.cluster
 
@@ -34,9 +34,12 @@ def produce(bootstrap: str, per_partition: int, start: int) -> None:
     assert producer.flush(30) == 0
 
 
-def share_rows(bootstrap: str) -> list[list[str]]:
-    """TOPIC, PARTITION, START-OFFSET, LAG, MEMBERS of each partition row of the share group."""
-    lines = describe_group(bootstrap, SHARE_GROUP)
+def share_rows(bootstrap: str) -> list[list[str]] | None:
+    """TOPIC, PARTITION, START-OFFSET, LAG, MEMBERS of each partition row of the share group (None
+    until the consumer's first heartbeat has created the group)."""
+    lines = describe_group_once_it_exists(bootstrap, SHARE_GROUP)
+    if lines is None:
+        return None
     assert lines[0].startswith(f"Group {SHARE_GROUP}: type share"), lines
     return [line.split()[:5] for line in lines[2:]]
 

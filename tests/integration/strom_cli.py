@@ -17,6 +17,21 @@ def strom(bootstrap: str, *args: str) -> list[str]:
     return result.stdout.decode().splitlines()
 
 
+def describe_group_once_it_exists(bootstrap: str, group: str) -> list[str] | None:
+    """The lines ``strom groups describe <group>`` prints, or None while no coordinator knows the group
+    (a share group exists only once its first member has sent a heartbeat)."""
+    result = subprocess.run(
+        [*STROM, "--bootstrap-server", bootstrap, "groups", "describe", group],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    if result.returncode != 0 and result.stderr.decode() == f"strom: error: group '{group}' does not exist\n":
+        return None
+    assert result.returncode == 0, result.stderr.decode()
+    return result.stdout.decode().splitlines()
+
+
 def describe_group(bootstrap: str, group: str) -> list[str]:
     """The lines ``strom groups describe <group>`` prints (it must succeed)."""
     return strom(bootstrap, "groups", "describe", group)
