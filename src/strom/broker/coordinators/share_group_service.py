@@ -15,8 +15,11 @@ racing for one id cannot both make a group.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from strom.broker.coordinators.group_service import GroupService, GroupShard
-from strom.broker.coordinators.share_group_shard import ShareHeartbeat
+from strom.broker.coordinators.share_group_shard import ShareGroupShard, ShareHeartbeat
 from strom.coordinator.group_types import GroupType, Refusal, refusal
 from strom.coordinator.share.membership import HeartbeatAnswer, ShareGroup
 from strom.coordinator_runtime import CoordinatorError, CoordinatorResult
@@ -108,6 +111,31 @@ def share_group(service: GroupService, group_id: str) -> ShareGroup | None:
 def share_groups(service: GroupService) -> list[ShareGroup]:
     """Every share group this broker coordinates."""
     return [g for shard in service.runtime.active_shards().values() for g in shard.share.groups.values()]
+
+
+@asynccontextmanager
+async def held_empty(service: GroupService, group_id: str) -> AsyncIterator[ErrorCode]:
+    """An admin change of the share group's stored state runs inside: yields NONE once the group is
+    checked empty and held so (`ShareGroupShard.hold`, one operation of the coordinator runtime; no
+    member joins until the block ends), else the refusal (`admin_refusal`'s, or the runtime's)."""
+    partition = service.coordinator.partition_for(group_id)
+    held: list[ShareGroupShard] = []
+
+    def operation(shard: GroupShard) -> CoordinatorResult[ErrorCode]:
+        result = shard.share.hold(group_id, admin_refusal(service, group_id))
+        if result.response is ErrorCode.NONE:
+            held.append(shard.share)
+        return result
+
+    try:
+        code = await service.runtime.write(partition, operation, service.commit_timeout_ms)
+    except CoordinatorError as exc:
+        code = _retriable(exc.code)  # the hold, if taken, is released below
+    try:
+        yield code
+    finally:
+        for shard in held:
+            shard.release(group_id)
 
 
 def admin_refusal(service: GroupService, group_id: str) -> ErrorCode | None:

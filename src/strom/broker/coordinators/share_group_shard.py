@@ -18,6 +18,15 @@ Kafka does. A group whose last member left stays, Empty, at its epochs (its grou
 outlives a fail-over too), until DeleteGroups deletes it (`delete`: tombstones for its group records).
 The share-partitions the group was ever assigned are kept with it (key 15, `records`), so an empty
 group's offsets can be described; `forget` drops topics whose states DeleteShareGroupOffsets deleted.
+
+An admin change of the stored share-partition states (DeleteGroups, DeleteShareGroupOffsets,
+AlterShareGroupOffsets) awaits the share coordinators, so it cannot be one operation of this shard.
+Instead `hold` checks that the group is empty and holds it in the same operation, and until `release`
+a join answers COORDINATOR_NOT_AVAILABLE (the client retries): no member is ever attached to state
+deleted or replaced under it. A join after the change makes a member of what the change left (a
+fresh group after DeleteGroups, whose partitions start at ``share.auto.offset.reset``). The hold is not
+durable: a coordinator that moves mid-change drops it, and the change's last write then fails with
+NOT_COORDINATOR (the admin client retries it at the new coordinator).
 """
 
 from __future__ import annotations
@@ -96,6 +105,9 @@ class ShareGroupShard:
         # A group's session timeout: its own config (the GROUP resource), else the broker's.
         self.session_timeout_of = session_timeout_of or (lambda _group_id: config.session_timeout_ms)
         self.groups: dict[str, ShareGroup] = {}
+        # Group id -> admin changes under way (`hold`): no member may join until they end. In memory,
+        # like the shard's timers: a new coordinator starts with none.
+        self.held: dict[str, int] = {}
 
     # --- replay --------------------------------------------------------------------------------
     def replay(self, key: bytes, value: bytes | None) -> None:
@@ -111,12 +123,20 @@ class ShareGroupShard:
 
     def on_unloaded(self) -> None:
         self.groups.clear()
+        self.held.clear()
 
     # --- operations ----------------------------------------------------------------------------
     def heartbeat(self, req: ShareHeartbeat) -> CoordinatorResult[HeartbeatAnswer]:
         """One ShareGroupHeartbeat: the records of what it changed, and its answer. Decided on a draft
         of the group (`membership.GroupDraft`), so a heartbeat that changes nothing costs the same in
         a group of any size."""
+        if req.group_id in self.held and req.member_epoch == membership.JOIN_EPOCH:
+            # An admin change of the empty group is under way (its share-partition states may be
+            # going): the member retries, as after a moved coordinator, and joins what it leaves.
+            answer = HeartbeatAnswer(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"Group {req.group_id} is being changed by an admin."
+            )
+            return CoordinatorResult([], answer)
         current = self.groups.get(req.group_id)
         if current is None and req.member_epoch != membership.JOIN_EPOCH:
             answer = HeartbeatAnswer(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {req.group_id} has no members.")
@@ -179,6 +199,28 @@ class ShareGroupShard:
         self._remember_checked(current, draft)
         log.info("share group %s: member %s removed (session timeout)", group_id, member_id)
         return CoordinatorResult(records.records_for(draft, self.topics()), None)
+
+    def hold(self, group_id: str, refused: ErrorCode | None) -> CoordinatorResult[ErrorCode]:
+        """The first step of an admin change of a share group's stored state (DeleteGroups,
+        DeleteShareGroupOffsets, AlterShareGroupOffsets): the check that the group has no members and
+        the hold that keeps new members out until `release`, in one operation of the shard, so no
+        member can join between the check and the change and be served from state deleted under it
+        (Kafka marks the group's share-partitions deleting in the same write as its check).
+        ``refused`` is the caller's refusal of the id, decided in the same operation."""
+        group = self.groups.get(group_id)
+        if refused is None and group is not None and group.members:
+            refused = ErrorCode.NON_EMPTY_GROUP
+        if refused is None:
+            self.held[group_id] = self.held.get(group_id, 0) + 1
+        return CoordinatorResult([], refused or ErrorCode.NONE)
+
+    def release(self, group_id: str) -> None:
+        """An admin change that `hold` admitted is over: members may join again."""
+        left = self.held.get(group_id, 0) - 1
+        if left > 0:
+            self.held[group_id] = left
+        else:
+            self.held.pop(group_id, None)
 
     def delete(self, group_id: str) -> CoordinatorResult[ErrorCode]:
         """DeleteGroups of a share group (its share-partition states already deleted): the tombstones

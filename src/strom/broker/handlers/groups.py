@@ -352,19 +352,21 @@ async def handle_delete_groups(ctx: RequestContext, req: m.DeleteGroupsRequest) 
 
 async def _delete_share_group(ctx: RequestContext, group_id: str) -> ErrorCode:
     """DeleteGroups of an id no classic or consumer group holds: a share group (KIP-932) with members
-    answers NON_EMPTY_GROUP; else the group's share-partition states are removed from every share
+    answers NON_EMPTY_GROUP; else, with the group held empty (no member joins meanwhile:
+    `share_group_service.held_empty`), its share-partition states are removed from every share
     coordinator, then the Empty group itself (its records get tombstones). GROUP_ID_NOT_FOUND when
     there was neither a group nor a stored state."""
     service = group_service(ctx)
-    found = share_group_service.share_group(service, group_id)
-    if found is not None and found.members:
-        return ErrorCode.NON_EMPTY_GROUP
-    persister = ctx.ports.share_persister
-    removed = 0
-    if persister is not None:
-        code, removed = await persister.delete_group(group_id)
-        if code is not ErrorCode.NONE:
-            return code
-    if found is not None:
-        return await share_group_service.delete_group(service, group_id)
-    return ErrorCode.NONE if removed else ErrorCode.GROUP_ID_NOT_FOUND
+    async with share_group_service.held_empty(service, group_id) as refused:
+        if refused is not ErrorCode.NONE:
+            return refused
+        found = share_group_service.share_group(service, group_id)
+        persister = ctx.ports.share_persister
+        removed = 0
+        if persister is not None:
+            code, removed = await persister.delete_group(group_id)
+            if code is not ErrorCode.NONE:
+                return code
+        if found is not None:
+            return await share_group_service.delete_group(service, group_id)
+        return ErrorCode.NONE if removed else ErrorCode.GROUP_ID_NOT_FOUND

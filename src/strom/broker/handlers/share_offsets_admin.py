@@ -2,9 +2,12 @@
 a share group stands, at the group's coordinator.
 
 Only a share group without members may be changed (NON_EMPTY_GROUP otherwise, for the whole request),
-as in Kafka: its consumers would otherwise be handed records on the old terms. An id that a classic or
-consumer group holds answers GROUP_ID_NOT_FOUND (it is not a share group); a group the coordinator has
-no members of is empty: one kept Empty after its last member left, or one it never had.
+as in Kafka: its consumers would otherwise be handed records on the old terms. The check and a hold
+that keeps members from joining until the change is done are one operation of the coordinator
+(`share_group_service.held_empty`): a join meanwhile answers COORDINATOR_NOT_AVAILABLE and is
+retried. An id that a classic or consumer group holds answers GROUP_ID_NOT_FOUND (it is not a share
+group); a group the coordinator has no members of is empty: one kept Empty after its last member left,
+or one it never had.
 Authorization as Kafka's: READ (alter) or DELETE (delete) on the group, READ on each topic
 (TOPIC_AUTHORIZATION_FAILED otherwise: per partition for an alter, per topic for a delete).
 
@@ -47,13 +50,6 @@ def _persister(ctx: RequestContext) -> SharePersister:
     return persister
 
 
-def _refusal(ctx: RequestContext, group_id: str, operation: Op) -> ErrorCode | None:
-    refused = group_refusal(ctx, group_id, operation)
-    if refused is not None:
-        return refused
-    return share_group_service.admin_refusal(group_service(ctx), group_id)
-
-
 def _topic_refusal(ctx: RequestContext, name: str) -> ErrorCode | None:
     if name not in ctx.ports.metadata.topics:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -90,14 +86,29 @@ async def handle_delete_share_group_offsets(
     ctx: RequestContext, req: m.DeleteShareGroupOffsetsRequest
 ) -> m.DeleteShareGroupOffsetsResponse:
     group_id = req["group_id"]
-    refused = _refusal(ctx, group_id, Op.DELETE)
-    if refused is None and share_group_service.share_group(group_service(ctx), group_id) is None:
-        refused = ErrorCode.GROUP_ID_NOT_FOUND  # no such share group (empty ones are kept), as Kafka answers
+    refused = group_refusal(ctx, group_id, Op.DELETE)
     if refused is not None:
-        return {"throttle_time_ms": 0, "error_code": int(refused), "error_message": None, "responses": []}
+        return _refused_whole(refused)
+    async with share_group_service.held_empty(group_service(ctx), group_id) as held:
+        if held is not ErrorCode.NONE:
+            return _refused_whole(held)
+        if share_group_service.share_group(group_service(ctx), group_id) is None:
+            # no such share group (empty ones are kept), as Kafka answers
+            return _refused_whole(ErrorCode.GROUP_ID_NOT_FOUND)
+        return await _delete_offsets(ctx, group_id, req["topics"])
+
+
+def _refused_whole(code: ErrorCode) -> m.DeleteShareGroupOffsetsResponse:
+    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": None, "responses": []}
+
+
+async def _delete_offsets(
+    ctx: RequestContext, group_id: str, topics: list[m.DeleteShareGroupOffsetsRequestTopic]
+) -> m.DeleteShareGroupOffsetsResponse:
+    """The deletion itself, while the group is held empty."""
     persister = _persister(ctx)
     responses: list[m.DeleteShareGroupOffsetsResponseTopic] = []
-    for topic in req["topics"]:
+    for topic in topics:
         name = topic["topic_name"]
         code = _topic_refusal(ctx, name)
         if code is None:
@@ -117,7 +128,7 @@ async def handle_delete_share_group_offsets(
         # is the coordinator's: the whole request answers it, and the client retries).
         code = await share_group_service.forget_topics(group_service(ctx), group_id, forgotten)
         if code is not ErrorCode.NONE:
-            return {"throttle_time_ms": 0, "error_code": int(code), "error_message": None, "responses": []}
+            return _refused_whole(code)
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": responses}
 
 
@@ -135,17 +146,20 @@ async def _answer(
 ) -> m.AlterShareGroupOffsetsResponse:
     """The answer of an alter: the group's refusal, else ``apply`` per partition asked for (the topic's
     refusal for each of its partitions)."""
-    refused = _refusal(ctx, group_id, operation)
+    refused = group_refusal(ctx, group_id, operation)
     if refused is not None:
         return {"throttle_time_ms": 0, "error_code": int(refused), "error_message": None, "responses": []}
-    responses: list[m.AlterShareGroupOffsetsResponseTopic] = []
-    for name, indexes in asked:
-        topic_refused = _topic_refusal(ctx, name)
-        parts: list[m.AlterShareGroupOffsetsResponsePartition] = []
-        for index in indexes:
-            code = topic_refused or await apply(name, index)
-            parts.append({"partition_index": index, "error_code": int(code), "error_message": None})
-        responses.append({"topic_name": name, "topic_id": _topic_id(ctx, name), "partitions": parts})
+    async with share_group_service.held_empty(group_service(ctx), group_id) as held:
+        if held is not ErrorCode.NONE:
+            return {"throttle_time_ms": 0, "error_code": int(held), "error_message": None, "responses": []}
+        responses: list[m.AlterShareGroupOffsetsResponseTopic] = []
+        for name, indexes in asked:
+            topic_refused = _topic_refusal(ctx, name)
+            parts: list[m.AlterShareGroupOffsetsResponsePartition] = []
+            for index in indexes:
+                code = topic_refused or await apply(name, index)
+                parts.append({"partition_index": index, "error_code": int(code), "error_message": None})
+            responses.append({"topic_name": name, "topic_id": _topic_id(ctx, name), "partitions": parts})
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": responses}
 
 
