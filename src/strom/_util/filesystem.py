@@ -9,6 +9,9 @@ deterministic simulation's disk, which keeps written-but-unsynced bytes apart fr
 a simulated machine crash can lose them. Callers therefore always write ``filesystem.pwrite(...)``,
 never ``from strom._util.filesystem import pwrite`` (that would keep the operating system's call).
 
+A test may make ``fsync`` fail with EIO under one directory of a real broker process, through an
+environment variable (`strom._util.fsync_faults`); nothing changes without it.
+
 Reads are not part of the port: what a process reads back is the page cache, the same bytes in both
 implementations. A file's name (its creation by ``open``, ``replace``, ``unlink``) is durable only
 once its directory is fsynced (`fsync_dir`), as POSIX has it; callers that need a name to survive a
@@ -24,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
-from strom._util import syncfs
+from strom._util import fsync_faults, syncfs
 
 Buffer = bytes | bytearray | memoryview
 
@@ -68,6 +71,8 @@ truncate: Callable[[str, int], None] = os.truncate
 replace: Callable[[str, str], None] = os.replace
 unlink: Callable[[str], None] = os.unlink
 sync_file_systems: Callable[[Iterable[str]], int] = syncfs.sync_file_systems
+if os.environ.get(fsync_faults.SWITCH_ENV):  # tests of a failed device only (fsync_faults.py)
+    fsync = fsync_faults.failing(os.fsync, os.environ[fsync_faults.SWITCH_ENV])
 
 _NAMES = (
     "open",

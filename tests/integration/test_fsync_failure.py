@@ -1,0 +1,105 @@
+"""An fsync the disk refuses with EIO, under a single broker with two log dirs (KIP-112), driven with
+real clients over TCP.
+
+The broker process runs with the test-only fault of the file-system port (`strom._util.fsync_faults`):
+once the test writes the switch file, every fsync under the second log dir fails with EIO, as a failed
+device's does. The next produce there needs a new segment, whose roll fsyncs the old one: the produce
+is answered KAFKA_STORAGE_ERROR (a producer that does not retry sees it), and the dir goes offline, as
+Kafka's log dir failure channel takes it (DescribeLogDirs reports it failed) while the other dir keeps
+serving produces and DeleteRecords. Nothing acknowledged is lost: after a restart with the disk
+healthy, the partition holds exactly the records that were acknowledged, in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+
+from strom._util.fsync_faults import SWITCH_ENV
+from strom.protocol.errors import ErrorCode
+from strom.testing import BrokerProcess
+from tests.cluster.conftest import wait_until
+from tests.cluster.jbod import dir_error, two_dirs
+from tests.integration.test_log_dir_failure_requests import FAILING, _serves_the_healthy_dir, _topic
+
+TOPIC = "synced"
+SETTINGS = {
+    # No periodic checkpoint in the failing dir during the test: the produce is what meets the fault.
+    "log.flush.offset.checkpoint.interval.ms": "3600000",
+}
+
+
+@pytest.fixture
+def broker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[BrokerProcess]:
+    monkeypatch.setenv(SWITCH_ENV, str(tmp_path / "fsync-eio"))  # inherited by the broker process
+    proc = two_dirs(0, tmp_path / "data", SETTINGS)
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def _produce_until_refused(bootstrap: str, limit: int) -> tuple[list[bytes], KafkaError | None]:
+    """One record at a time to the failing partition, without retries: the values acknowledged, and the
+    first refusal."""
+    producer = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "retries": 0})
+    acked: list[bytes] = []
+    refused: list[KafkaError] = []
+
+    def delivered(err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            refused.append(err)
+        else:
+            acked.append(msg.value() or b"")
+
+    for i in range(limit):
+        producer.produce(
+            TOPIC, f"after-{i:03d}".encode().ljust(100, b"."), partition=FAILING, on_delivery=delivered
+        )
+        assert producer.flush(30) == 0
+        if refused:
+            break
+    return acked, (refused[0] if refused else None)
+
+
+def _read_all(bootstrap: str) -> list[bytes]:
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "fsync-check", "enable.auto.commit": False}
+    )
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, FAILING), timeout=30)
+        consumer.assign([TopicPartition(TOPIC, FAILING, low)])
+        values: list[bytes] = []
+        while len(values) < high - low:
+            msg = consumer.poll(30)
+            assert msg is not None, f"read {len(values)} of {high - low}"
+            assert msg.error() is None, msg.error()
+            values.append(msg.value() or b"")
+        return values
+    finally:
+        consumer.close()
+
+
+def test_an_fsync_refused_with_eio_takes_the_dir_offline_and_loses_nothing_acknowledged(
+    broker: BrokerProcess, tmp_path: Path
+) -> None:
+    admin = _topic(broker, TOPIC)  # 40 records in each partition, 1000-byte segments
+    failing_dir = broker.data_dir / "logs-b"
+    switch = tmp_path / "fsync-eio"
+    switch.write_text(str(failing_dir))
+    acked, refused = _produce_until_refused(broker.bootstrap, 30)  # a roll every few records
+    assert refused is not None and refused.code() == KafkaError.KAFKA_STORAGE_ERROR, (len(acked), refused)
+    _serves_the_healthy_dir(broker, admin, TOPIC)
+
+    before = [b"x" * 100] * 40
+    broker.stop()
+    switch.unlink()
+    broker.start()
+    wait_until(
+        lambda: dir_error(broker.bootstrap, 0, failing_dir) == ErrorCode.NONE, 30, "the dir back online"
+    )
+    assert _read_all(broker.bootstrap) == before + acked
