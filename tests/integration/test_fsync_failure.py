@@ -7,12 +7,13 @@ device's does. The next produce there needs a new segment, whose roll fsyncs the
 is answered KAFKA_STORAGE_ERROR (a producer that does not retry sees it), and the dir goes offline, as
 Kafka's log dir failure channel takes it (DescribeLogDirs reports it failed) while the other dir keeps
 serving produces and DeleteRecords. Nothing acknowledged is lost: after a restart with the disk
-healthy, the partition holds exactly the records that were acknowledged, in order.
+healthy, the partition holds exactly the records that were acknowledged, in order. With no client
+writing, the periodic checkpoint's fsync meets the fault and takes the dir offline the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -26,21 +27,27 @@ from tests.cluster.jbod import dir_error, two_dirs
 from tests.integration.test_log_dir_failure_requests import FAILING, _serves_the_healthy_dir, _topic
 
 TOPIC = "synced"
-SETTINGS = {
-    # No periodic checkpoint in the failing dir during the test: the produce is what meets the fault.
-    "log.flush.offset.checkpoint.interval.ms": "3600000",
-}
+CHECKPOINT_MS = "log.flush.offset.checkpoint.interval.ms"
+Start = Callable[[dict[str, str]], BrokerProcess]
 
 
 @pytest.fixture
-def broker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[BrokerProcess]:
+def start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Start]:
+    """Starts the test's broker (two log dirs, the fault's switch file named in its environment)."""
     monkeypatch.setenv(SWITCH_ENV, str(tmp_path / "fsync-eio"))  # inherited by the broker process
-    proc = two_dirs(0, tmp_path / "data", SETTINGS)
-    proc.start()
+    started: list[BrokerProcess] = []
+
+    def starting(settings: dict[str, str]) -> BrokerProcess:
+        proc = two_dirs(0, tmp_path / "data", settings)
+        started.append(proc)
+        proc.start()
+        return proc
+
     try:
-        yield proc
+        yield starting
     finally:
-        proc.stop()
+        for proc in started:
+            proc.stop()
 
 
 def _produce_until_refused(bootstrap: str, limit: int) -> tuple[list[bytes], KafkaError | None]:
@@ -84,22 +91,43 @@ def _read_all(bootstrap: str) -> list[bytes]:
         consumer.close()
 
 
-def test_an_fsync_refused_with_eio_takes_the_dir_offline_and_loses_nothing_acknowledged(
-    broker: BrokerProcess, tmp_path: Path
-) -> None:
-    admin = _topic(broker, TOPIC)  # 40 records in each partition, 1000-byte segments
-    failing_dir = broker.data_dir / "logs-b"
-    switch = tmp_path / "fsync-eio"
-    switch.write_text(str(failing_dir))
-    acked, refused = _produce_until_refused(broker.bootstrap, 30)  # a roll every few records
-    assert refused is not None and refused.code() == KafkaError.KAFKA_STORAGE_ERROR, (len(acked), refused)
-    _serves_the_healthy_dir(broker, admin, TOPIC)
-
-    before = [b"x" * 100] * 40
+def _restarted_healthy_holds(broker: BrokerProcess, switch: Path, acknowledged: list[bytes]) -> None:
+    """Once the broker restarts with the fault off, the failing partition holds exactly these records."""
     broker.stop()
     switch.unlink()
     broker.start()
+    failing_dir = broker.data_dir / "logs-b"
     wait_until(
         lambda: dir_error(broker.bootstrap, 0, failing_dir) == ErrorCode.NONE, 30, "the dir back online"
     )
-    assert _read_all(broker.bootstrap) == before + acked
+    assert _read_all(broker.bootstrap) == acknowledged
+
+
+BEFORE = [b"x" * 100] * 40  # what _topic writes to each partition
+
+
+def test_an_fsync_refused_with_eio_takes_the_dir_offline_and_loses_nothing_acknowledged(
+    start: Start, tmp_path: Path
+) -> None:
+    # No periodic checkpoint in the failing dir during the test: the produce is what meets the fault.
+    broker = start({CHECKPOINT_MS: "3600000"})
+    admin = _topic(broker, TOPIC)  # 40 records in each partition, 1000-byte segments
+    switch = tmp_path / "fsync-eio"
+    switch.write_text(str(broker.data_dir / "logs-b"))
+    acked, refused = _produce_until_refused(broker.bootstrap, 30)  # a roll every few records
+    assert refused is not None and refused.code() == KafkaError.KAFKA_STORAGE_ERROR, (len(acked), refused)
+    _serves_the_healthy_dir(broker, admin, TOPIC)
+    _restarted_healthy_holds(broker, switch, BEFORE + acked)
+
+
+def test_a_checkpoint_fsync_refused_with_eio_takes_the_dir_offline(start: Start, tmp_path: Path) -> None:
+    """No client writes: the periodic checkpoint (recovery points, log start offsets, high watermarks)
+    is what meets the fault."""
+    broker = start({CHECKPOINT_MS: "300"})
+    admin = _topic(broker, TOPIC)
+    switch = tmp_path / "fsync-eio"
+    failing_dir = broker.data_dir / "logs-b"
+    switch.write_text(str(failing_dir))
+    _serves_the_healthy_dir(broker, admin, TOPIC)  # waits for DescribeLogDirs to report it failed
+    assert f"writing the checkpoints of {failing_dir} failed" in broker.log_path.read_text()
+    _restarted_healthy_holds(broker, switch, BEFORE)
