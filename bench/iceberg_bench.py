@@ -21,8 +21,11 @@ producer processes (confluent-kafka, acks=1) into a fresh ``--partitions``-parti
 translation, then into one with ``value_schema_id_prefix`` (target lag ``--target-lag-ms``, the topic
 default unless given). Per topic: records/s produced and broker CPU seconds during the produce; for the
 translated one the translation lag (records and seconds, from the broker's ``/metrics``) when the
-produce ends, then ``--drain`` seconds of the broker translating alone: rows translated per broker CPU
-second (translation's cost per core), after which the topic's mode is turned off and the rounds already
+produce ends, with the rounds that had ended in the idle share and in the raised one (the backlog
+controller raises a partition's share once its lag passes ``strom.iceberg.translation.backlog.ms``,
+``--backlog-ms``, by default 10 times the target lag: strom.broker.lake.backlog), then ``--drain``
+seconds of the broker translating alone: rows translated per broker CPU second (translation's cost
+per core), after which the topic's mode is turned off and the rounds already
 under way are waited for, so that no translation runs into the next measurement. The broker's CPU
 (its translation worker processes included) is also split between its event loop thread, its other
 threads and its worker processes; and a `LoopProbe` times ApiVersions round trips every 20 ms during
@@ -61,7 +64,7 @@ from pyiceberg.exceptions import NoSuchTableError
 
 from strom.lake.tables import recorded_offsets
 from strom.testing import BrokerProcess
-from strom.testing.processes import process_cpu_times, thread_cpu_seconds
+from strom.testing.processes import child_pids, process_cpu_times, thread_cpu_seconds
 
 SET = AlterConfigOpType.SET
 SCHEMA = {
@@ -144,23 +147,26 @@ def produce_sustained(
     return sum(counts), wall
 
 
-def lag_metrics(broker: BrokerProcess, topic: str) -> tuple[float, float]:
-    """The topic's translation lag from ``/metrics``: records (summed over partitions), seconds (the most)."""
+def lag_metrics(broker: BrokerProcess, topic: str) -> dict[str, float]:
+    """The topic's translation from ``/metrics``: ``records`` of lag (summed over partitions),
+    ``seconds`` of lag (the most), and the rounds that ended ``idle`` and ``raised`` (summed; the
+    backlog controller's shares, strom.broker.lake.backlog)."""
     assert broker.http_url is not None
     with urllib.request.urlopen(f"{broker.http_url}/metrics", timeout=30) as response:
         text = response.read().decode()
-    records, seconds = 0.0, 0.0
+    found = {"records": 0.0, "seconds": 0.0, "idle": 0.0, "raised": 0.0}
     for name, value in re.findall(
-        rf'^strom_iceberg_translation_lag_(records|seconds)\{{[^}}]*topic="{re.escape(topic)}"'
-        r"[^}]*\} (\S+)$",
+        r"^strom_iceberg_translation_(lag_records|lag_seconds|idle_rounds_total|raised_rounds_total)"
+        rf'\{{[^}}]*topic="{re.escape(topic)}"[^}}]*\}} (\S+)$',
         text,
         re.M,
     ):
-        if name == "records":
-            records += float(value)
+        key = name.removeprefix("lag_").removesuffix("_rounds_total")
+        if key == "seconds":
+            found[key] = max(found[key], float(value))
         else:
-            seconds = max(seconds, float(value))
-    return records, seconds
+            found[key] += float(value)
+    return found
 
 
 def next_offset(log_dir: Path, topic: str) -> int:
@@ -210,19 +216,7 @@ def cpu(broker: BrokerProcess) -> float:
     """The broker's CPU seconds, its child processes' (translation's worker process) included."""
     assert broker.proc is not None
     user, system = broker.cpu_times()
-    return user + system + sum(sum(process_cpu_times(pid)) for pid in children(broker.proc.pid))
-
-
-def children(pid: int) -> list[int]:
-    """The running child processes of ``pid`` (Linux /proc)."""
-    found: list[int] = []
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                found.extend(int(c) for c in f.read().split())
-        except FileNotFoundError:
-            continue
-    return found
+    return user + system + sum(sum(process_cpu_times(pid)) for pid in child_pids(broker.proc.pid))
 
 
 class LoopProbe:
@@ -370,9 +364,11 @@ def run_sustained(
     lag_ms: str,
     drain: float,
     pin: bool = False,
+    backlog_ms: str = "",
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        broker = start_broker(Path(tmp) / "data", None, pin)
+        configs = {"strom.iceberg.translation.backlog.ms": backlog_ms} if backlog_ms else None
+        broker = start_broker(Path(tmp) / "data", configs, pin)
         try:
             admin = AdminClient({"bootstrap.servers": broker.bootstrap})
             log_dir = broker.data_dir / "logs"
@@ -403,20 +399,25 @@ def run_sustained(
                             f"worker processes {used - loop - others:.1f} s); {probe.summary()}"
                         )
                         if kind == "lake":
-                            lag_records, lag_seconds = lag_metrics(broker, topic)
+                            at_end = lag_metrics(broker, topic)
                             in_table = sum(recorded(log_dir, topic).values())
                             cpu1, t1 = cpu(broker), time.perf_counter()
                             time.sleep(drain)
                             drained = sum(recorded(log_dir, topic).values()) - in_table
+                            after_drain = lag_metrics(broker, topic)
                             drain_cpu, drain_wall = cpu(broker) - cpu1, time.perf_counter() - t1
                             alter(admin, topic, {"strom.iceberg.mode": "disabled"})
                             wait_translation_idle(broker, log_dir, topic)
                             line += (
                                 f"; at the end {in_table:,} in the table ({count - in_table:,} behind), "
-                                f"/metrics lag {lag_records:,.0f} records / {lag_seconds:.1f} s; "
+                                f"/metrics lag {at_end['records']:,.0f} records / {at_end['seconds']:.1f} s, "
+                                f"rounds idle / raised {at_end['idle']:.0f} / {at_end['raised']:.0f} "
+                                f"({'raised' if at_end['raised'] else 'not raised'}); "
                                 f"then {drained:,} rows in {drain_wall:.1f} s "
                                 f"({drained / drain_wall:,.0f}/s) for {drain_cpu:.1f} broker CPU s = "
-                                f"{drained / max(drain_cpu, 0.01):,.0f} rows per CPU second"
+                                f"{drained / max(drain_cpu, 0.01):,.0f} rows per CPU second "
+                                f"(rounds idle / raised by then {after_drain['idle']:.0f} / "
+                                f"{after_drain['raised']:.0f})"
                             )
                         print(line, flush=True)
                 plain, lake = (statistics.median(rates[k]) for k in ("plain", "lake"))
@@ -440,6 +441,9 @@ def main() -> None:
     parser.add_argument("--target-lag-ms", default="", help="the topic default unless given")
     parser.add_argument("--drain", type=float, default=20.0)
     parser.add_argument("--pin", action="store_true", help="the broker on one CPU, the clients on the others")
+    parser.add_argument(
+        "--backlog-ms", default="", help="strom.iceberg.translation.backlog.ms (default: the broker's)"
+    )
     args = parser.parse_args()
     print(f"load {os.getloadavg()[0]:.1f}", flush=True)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -453,6 +457,7 @@ def main() -> None:
             args.target_lag_ms,
             args.drain,
             args.pin,
+            args.backlog_ms,
         )
     else:
         run(args.records, sizes)

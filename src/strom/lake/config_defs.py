@@ -53,6 +53,14 @@ LAKE_CONFIGS: tuple[tuple[str, str, str, str], ...] = (
         "500",
         "How often each leader looks for Iceberg topics' partitions due for translation.",
     ),
+    (
+        "strom.iceberg.translation.backlog.ms",
+        "int",
+        "-1",
+        "The translation lag up to which a partition's translation runs only on CPU nothing else wants "
+        "(SCHED_IDLE); past it translation takes its share of the CPU from produce until the lag is back "
+        "under half of it. -1: 10 times the topic's strom.iceberg.target.lag.ms.",
+    ),
 )
 
 

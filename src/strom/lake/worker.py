@@ -5,11 +5,12 @@ Theory of operation. A broker translating Iceberg topics starts worker processes
 (strom.broker.lake.workers), each set up once by `init_worker`: its own `LakeTables` (catalog clients,
 one per thread of the process, as in the broker), the parsed registry schemas, a lower CPU priority
 (translation is background work with a target lag: the scheduler favours the broker's produce and
-fetch over it), and Linux's parent-death signal, so that a broker killed with SIGKILL takes its workers
-with it. The broker reads a round's whole batches from the log as it always did and sends them, as
-the stored bytes with their aborted transactions, in a `RoundRequest`; `run_round_request` decodes the
-committed records and runs the round (round.py), then answers a `RoundResult` (small: offsets and
-counts).
+fetch over it; the idle scheduling class for the pool the backlog controller uses while the lag is
+within its bound, strom.broker.lake.backlog), and Linux's parent-death signal, so that a broker
+killed with SIGKILL takes its workers with it. The broker reads a round's whole batches from the
+log as it always did and sends them, as the stored bytes with their aborted transactions, in a
+`RoundRequest`; `run_round_request` decodes the committed records and runs the round (round.py),
+then answers a `RoundResult` (small: offsets and counts).
 
 The registry lives in the broker. A request carries the schemas (type, text by id) the broker has
 looked up so far, Protobuf ones compiled by the registry with their imports (or why they do not
@@ -89,16 +90,29 @@ class _Worker:
 _worker: _Worker | None = None
 
 
-def init_worker(settings: CatalogSettings, niceness: int) -> None:
+def init_worker(settings: CatalogSettings, niceness: int, idle: bool = False) -> None:
     """The worker process's set-up (its pool's initializer): tied to the broker's life, at a lower
-    priority, then `set_up`."""
+    priority (``idle``: in ``SCHED_IDLE``, or niceness 19 where there is no such class; else
+    ``niceness`` above the broker's), then `set_up`."""
     if sys.platform == "linux":
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         parent = multiprocessing.parent_process()
         if parent is not None and os.getppid() != parent.pid:
             os._exit(1)  # the broker died before the signal was set
-    os.nice(niceness)
+    if idle:
+        lower_to_idle()
+    else:
+        os.nice(niceness)
     set_up(settings)
+
+
+def lower_to_idle() -> None:
+    """This process in the idle scheduling class: it runs only on CPU nothing else wants (and cannot
+    leave the class again without privileges: sched(7))."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):  # not Linux: the lowest niceness there is
+        os.nice(19)
 
 
 def set_up(settings: CatalogSettings) -> None:

@@ -69,6 +69,18 @@ def thread_cpu_seconds(pid: int) -> dict[int, float]:
     return out
 
 
+def child_pids(pid: int) -> list[int]:
+    """The running child processes of ``pid``, started by any of its threads (Linux /proc)."""
+    found: list[int] = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                found.extend(int(c) for c in f.read().split())
+        except FileNotFoundError:
+            continue
+    return found
+
+
 def _stat_cpu_times(path: str) -> tuple[float, float]:
     with open(path) as f:
         stat = f.read()

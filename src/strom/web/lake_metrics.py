@@ -3,7 +3,10 @@ broker translates: ``strom_iceberg_translation_lag_records`` (records below the 
 it is at the scrape, not yet in the table: those of a round in flight too),
 ``strom_iceberg_translation_lag_seconds`` (how long the oldest of them has waited; 0 when none waits;
 strom.broker.lake.lag), and the counters ``strom_iceberg_translated_rows`` and
-``strom_iceberg_dead_letters`` (since the partition's translation task started)."""
+``strom_iceberg_dead_letters``, ``strom_iceberg_translation_idle_rounds`` and
+``strom_iceberg_translation_raised_rounds`` (rounds that ended in the idle share, and in the share the
+backlog controller raised them to: strom.broker.lake.backlog), all since the partition's translation
+task started."""
 
 from __future__ import annotations
 
@@ -44,4 +47,16 @@ def iceberg_families(translator: IcebergTranslator, now_ms: int) -> Iterator[Met
         "Rows appended to the dead-letter table.",
         LABELS,
         [([t, str(p)], lag.dead) for (t, p), lag in lags],
+    )
+    yield counter(
+        "strom_iceberg_translation_idle_rounds",
+        "Translation rounds that ran only on CPU nothing else wanted (the lag within its bound).",
+        LABELS,
+        [([t, str(p)], lag.backlog.idle_rounds) for (t, p), lag in lags],
+    )
+    yield counter(
+        "strom_iceberg_translation_raised_rounds",
+        "Translation rounds that took their share of the CPU (the lag past its bound).",
+        LABELS,
+        [([t, str(p)], lag.backlog.raised_rounds) for (t, p), lag in lags],
     )

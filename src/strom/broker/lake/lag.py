@@ -27,6 +27,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from strom.broker.lake.backlog import BacklogController
 from strom.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 
 MAX_SAMPLES = 512
@@ -47,6 +48,7 @@ class PartitionLag:
     position: int = -1  # the next offset the table records; -1 until the task has read it
     rows: int = 0  # rows appended since the task started
     dead: int = 0  # dead letters appended since the task started
+    backlog: BacklogController = field(default_factory=BacklogController)  # which share its rounds run at
     # (last stable offset, wall time in ms) when seen, offsets increasing, all past `position`.
     _samples: list[tuple[int, int]] = field(default_factory=list)
 

@@ -16,7 +16,9 @@ earlier leader epoch) gets one. The task
    loop (file reads only, one `READ_CHUNK_BYTES` read per turn of the loop);
 3. hands them, as the stored bytes, to a worker process (workers.py, strom.lake.worker: decoding,
    schema evolution, Parquet and the catalog commit, out of the broker's interpreter, so the event loop
-   neither waits on pyiceberg or pyarrow nor shares its GIL with them), then moves its position. The
+   neither waits on pyiceberg or pyarrow nor shares its GIL with them), in the idle or the raised pool
+   as the partition's backlog controller says for its lag (backlog.py: idle while the lag is within
+   ``strom.iceberg.translation.backlog.ms``), then moves its position. The
    registry schemas a round needs are looked up here, in the broker, when the worker asks for them.
 
 The leader of each such topic's partition 0 also runs its tables' maintenance (maintainer.py:
@@ -43,6 +45,7 @@ from typing import TypeVar
 
 from strom._util.clock import Clock, sleep_ms, yield_to_loop
 from strom._util.tasks import cancel_and_wait
+from strom.broker.lake.backlog import backlog_bound_ms
 from strom.broker.lake.lag import PartitionLag
 from strom.broker.lake.maintainer import maintain_tables, maintains
 from strom.broker.lake.workers import TranslationWorkers
@@ -88,6 +91,7 @@ class IcebergTranslator:
         interval_ms: int,
         topic_id_of: Callable[[str], bytes | None],
         protobuf_lookup: ProtobufLookup | None = None,
+        backlog_ms: int = -1,
     ) -> None:
         self._partitions = partitions
         self._log_config_for = log_config_for
@@ -100,6 +104,7 @@ class IcebergTranslator:
         self._workers = TranslationWorkers(tables.settings)
         self._clock = clock
         self.interval_ms = max(interval_ms, 10)
+        self.backlog_ms = backlog_ms  # strom.iceberg.translation.backlog.ms (backlog.py)
         self._tasks: dict[TopicPartition, _Task] = {}
         self.lag: dict[TopicPartition, PartitionLag] = {}
         self._topic_id_of = topic_id_of  # the metadata's id of a topic, None for none
@@ -279,7 +284,9 @@ class IcebergTranslator:
             chunks, end = await self._read(part, position, lso)
             behind = end < lso and sum(len(data) for data, _ in chunks) >= ROUND_MAX_BYTES
             give_up = waiting_since is not None and now - waiting_since >= SCHEMA_PATIENCE_MS
-            result = await self._run_round(RoundRequest(main, part.index, chunks, position, end, give_up))
+            request = RoundRequest(main, part.index, chunks, position, end, give_up)
+            bound_ms = backlog_bound_ms(self.backlog_ms, config.strom_iceberg_target_lag_ms)
+            result = await self._run_round(request, lag, bound_ms)
             position = result.next_offset
             lag.committed(position, self._clock.time_ms())
             lag.rows += result.rows
@@ -296,19 +303,27 @@ class IcebergTranslator:
                 waiting_since = waiting_since if waiting_since is not None else now
                 await sleep_ms(self._clock, self.interval_ms)
 
-    async def _run_round(self, request: RoundRequest) -> RoundResult:
-        """Run ``request`` in a worker process, with the registry schemas it asks for."""
+    async def _run_round(self, request: RoundRequest, lag: PartitionLag, bound_ms: int) -> RoundResult:
+        """Run ``request`` in a worker process, with the registry schemas it asks for, at the share
+        the partition's backlog controller gives it (backlog.py) for its lag against ``bound_ms``."""
         unknown: frozenset[int] = frozenset()
+
+        def raised() -> bool:
+            return lag.backlog.update(1000 * lag.seconds(self._clock.time_ms()), bound_ms)
+
         while True:
-            result = await self._workers.run(
+            result, was_raised = await self._workers.run(
                 replace(
                     request,
                     schemas=dict(self._schema_texts),
                     compiled=dict(self._compiled),
                     unknown=unknown,
                     dropped=self.tables.dropped(),
-                )
+                ),
+                raised,
+                self.interval_ms / 1000,
             )
+            lag.backlog.counted(was_raised)
             if not result.missing:
                 return result
             # The registry's reads (and protoc, for a Protobuf schema) block: not on the event loop.

@@ -53,6 +53,7 @@ class LakeHost:
         self._topic_id_of = topic_id_of
         self._protobuf_lookup = protobuf_lookup
         self.interval_ms = max(int(self._settings["strom.iceberg.translation.interval.ms"]), 10)
+        self.backlog_ms = int(self._settings["strom.iceberg.translation.backlog.ms"])
         self.translator: IcebergTranslator | None = None
 
     def _needed(self) -> bool:
@@ -77,6 +78,7 @@ class LakeHost:
             self.interval_ms,
             self._topic_id_of,
             self._protobuf_lookup,
+            self.backlog_ms,
         )
         log.info(
             "iceberg translator started (%s catalog at %s)", self.catalog.kind, self.catalog.properties["uri"]
