@@ -14,8 +14,13 @@ Run by hand (`python bench/tiered_bench.py --mb 200 --rounds 3`); never part of 
    consumer, from a tiered topic whose local log keeps only its last segment (so the range is read from
    S3 through the broker's remote reads, with a cache far smaller than the range) and from the same data
    in an untiered topic (local disk, page cache), rounds alternating. Median MB/s of each and tiered/local,
-   and the broker's CPU seconds per GB read (utime + stime from /proc: all its threads, and its main
-   thread, the event loop, apart from the object store's threads).
+   and the CPU seconds per GB read (utime + stime from /proc) of the broker (all its threads, the part
+   of it in the kernel, and its main thread, the event loop, apart from the object store's threads),
+   of SeaweedFS (its S3 gateway, filer and volume server are one process) and of the consumer (this
+   process: librdkafka's threads).
+
+``--steps read`` runs only the reads (and the produce they need), to measure a change to the read path
+without the produce and copy rounds.
 
 It prints the 1-minute load average at each step, since the machine is shared.
 """
@@ -40,7 +45,7 @@ from tests.integration.rawclient import RawClient
 from tests.object_stores import new_bucket
 
 from strom.testing import BrokerProcess
-from strom.testing.processes import thread_cpu_seconds
+from strom.testing.processes import process_cpu_times, thread_cpu_seconds
 from strom.testing.seaweedfs_process import SeaweedS3Process
 
 VALUE = 1000
@@ -106,9 +111,22 @@ def _broker_cpu(broker: BrokerProcess) -> tuple[float, float]:
     return sum(broker.cpu_times()), threads.get(broker.proc.pid, 0.0)
 
 
-def _read(broker: BrokerProcess, topic: str, end: int) -> tuple[float, float, float]:
-    """MB/s of values consumed from offset 0 up to ``end``, and the broker's CPU seconds per GB of them
-    (all threads, the event loop's)."""
+def _cpu_now(broker: BrokerProcess, s3_pid: int) -> dict[str, float]:
+    """CPU seconds so far: the broker's (all threads; and of them, in the kernel), its event loop's,
+    SeaweedFS's and this process's (the consumer)."""
+    broker_all, loop = _broker_cpu(broker)
+    return {
+        "broker": broker_all,
+        "broker_kernel": broker.cpu_times()[1],
+        "event_loop": loop,
+        "seaweedfs": sum(process_cpu_times(s3_pid)),
+        "consumer": sum(process_cpu_times(os.getpid())),
+    }
+
+
+def _read(broker: BrokerProcess, s3_pid: int, topic: str, end: int) -> tuple[float, dict[str, float]]:
+    """MB/s of values consumed from offset 0 up to ``end``, and the CPU seconds per GB of them of each
+    process (`_cpu_now`'s)."""
     consumer = Consumer(
         {
             "bootstrap.servers": broker.bootstrap,
@@ -120,7 +138,7 @@ def _read(broker: BrokerProcess, topic: str, end: int) -> tuple[float, float, fl
     )
     consumer.assign([TopicPartition(topic, 0, 0)])
     got = 0
-    cpu0, loop0 = _broker_cpu(broker)
+    cpu0 = _cpu_now(broker, s3_pid)
     start = time.perf_counter()
     deadline = start + 600
     try:
@@ -130,9 +148,9 @@ def _read(broker: BrokerProcess, topic: str, end: int) -> tuple[float, float, fl
                 if msg.error() is None and msg.offset() < end:
                     got += 1
         took = time.perf_counter() - start
-        cpu1, loop1 = _broker_cpu(broker)
+        cpu1 = _cpu_now(broker, s3_pid)
         gb = got * VALUE / 1e9
-        return got * VALUE / 1e6 / took, (cpu1 - cpu0) / gb, (loop1 - loop0) / gb
+        return got * VALUE / 1e6 / took, {name: (cpu1[name] - cpu0[name]) / gb for name in cpu0}
     finally:
         consumer.close()
 
@@ -153,6 +171,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--mb", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", choices=("all", "read"), default="all")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="strom-tiered-bench-") as tmp:
         s3 = SeaweedS3Process(Path(tmp) / "seaweedfs")
@@ -167,16 +186,25 @@ def main() -> None:
                 **s3.rsm_config(new_bucket(s3)),
             }
             with BrokerProcess(Path(tmp) / "data", overrides) as broker:
-                _run(broker, args.mb, args.rounds)
+                assert s3.pid is not None
+                _run(broker, s3.pid, args.mb, args.rounds, args.steps == "all")
         finally:
             s3.stop()
 
 
-def _run(broker: BrokerProcess, mb: int, rounds: int) -> None:
+def _run(broker: BrokerProcess, s3_pid: int, mb: int, rounds: int, every_step: bool) -> None:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     raw = RawClient(broker.bootstrap, timeout_s=60)
     _note("start", mb=mb, rounds=rounds)
-    # 1. produce, off/on interleaved
+    if every_step:
+        _produce_rounds(broker, admin, mb, rounds)
+        _copy(broker, admin, raw, mb)
+    _reads(broker, s3_pid, admin, raw, mb, rounds)
+    raw.close()
+
+
+def _produce_rounds(broker: BrokerProcess, admin: AdminClient, mb: int, rounds: int) -> None:
+    """Produce rounds, tiering off and on interleaved."""
     rates: dict[str, list[float]] = {"off": [], "on": []}
     produce_cpu: dict[str, list[float]] = {"off": [], "on": []}  # broker CPU s per GB produced
     order = [v for i in range(rounds) for v in (("off", "on") if i % 2 == 0 else ("on", "off"))]
@@ -194,7 +222,9 @@ def _run(broker: BrokerProcess, mb: int, rounds: int) -> None:
         )
     _note_medians("produce-median", rates, produce_cpu)
 
-    # 2. copy: a backlog switched to tiered
+
+def _copy(broker: BrokerProcess, admin: AdminClient, raw: RawClient, mb: int) -> None:
+    """A backlog switched to tiered: the time until it is all remote."""
     _create(admin, "backlog", False)
     _produce(broker.bootstrap, "backlog", mb)
     target = _active_base(broker, "backlog") - 1
@@ -223,7 +253,11 @@ def _run(broker: BrokerProcess, mb: int, rounds: int) -> None:
         event_loop_cpu_s_per_gb=round((loop1 - loop0) / (backlog_bytes / 1e9), 2),
     )
 
-    # 3. reads: the same range, remote (tiered topic) against local (untiered topic)
+
+def _reads(
+    broker: BrokerProcess, s3_pid: int, admin: AdminClient, raw: RawClient, mb: int, rounds: int
+) -> None:
+    """The same range read remote (tiered topic) and local (untiered topic), rounds alternating."""
     _create(admin, "read-tiered", True)
     _create(admin, "read-local", False)
     _produce(broker.bootstrap, "read-tiered", mb)
@@ -236,21 +270,29 @@ def _run(broker: BrokerProcess, mb: int, rounds: int) -> None:
     end = _bases(broker, "read-tiered")[0]  # [0, end) is only in remote storage now
     reads: dict[str, list[float]] = {"local": [], "tiered": []}
     cpu: dict[str, list[float]] = {"local": [], "tiered": []}
+    per_process: dict[str, list[dict[str, float]]] = {"local": [], "tiered": []}
     for i in range(rounds):
         for variant in ("local", "tiered") if i % 2 == 0 else ("tiered", "local"):
-            mb_s, cpu_per_gb, loop_per_gb = _read(broker, f"read-{variant}", end)
+            mb_s, cpu_per_gb = _read(broker, s3_pid, f"read-{variant}", end)
             reads[variant].append(mb_s)
-            cpu[variant].append(cpu_per_gb)
+            cpu[variant].append(cpu_per_gb["broker"])
+            per_process[variant].append(cpu_per_gb)
             _note(
                 "read",
                 variant=variant,
                 records=end,
                 mb_s=round(mb_s, 1),
-                broker_cpu_s_per_gb=round(cpu_per_gb, 2),
-                event_loop_cpu_s_per_gb=round(loop_per_gb, 2),
+                **{f"{name}_cpu_s_per_gb": round(value, 2) for name, value in cpu_per_gb.items()},
             )
     _note_medians("read-median", reads, cpu)
-    raw.close()
+    _note(
+        "read-cpu-median",
+        **{
+            f"{variant}_{name}_cpu_s_per_gb": round(statistics.median(r[name] for r in rows), 2)
+            for variant, rows in per_process.items()
+            for name in rows[0]
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import http.server
 import os
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from strom.objectstore.local import LocalObjectStore
 from strom.objectstore.s3 import S3ObjectStore
 from strom.objectstore.s3_settings import S3Settings
 from strom.objectstore.store import ObjectInfo, ObjectNotFoundError, ObjectStore, ObjectStoreUnavailableError
+from strom.testing.fault_proxy import FaultProxy
 from strom.testing.seaweedfs_process import SeaweedS3Process
 from tests.object_stores import new_bucket, s3_settings, seaweedfs
 
@@ -56,6 +59,24 @@ def _fields(settings: S3Settings) -> dict[str, object]:
     return {name: getattr(settings, name) for name in S3Settings.__dataclass_fields__}
 
 
+def _run_against(
+    settings: S3Settings,
+    endpoint: str,
+    scenario: Callable[[S3ObjectStore], Awaitable[None]],
+    **changes: object,
+) -> None:
+    """Runs ``scenario`` on an S3 store of ``settings`` that reaches its server at ``endpoint``."""
+
+    async def main() -> None:
+        store = S3ObjectStore(S3Settings(**{**_fields(settings), "endpoint_url": endpoint, **changes}))
+        try:
+            await scenario(store)
+        finally:
+            await store.close()
+
+    asyncio.run(main())
+
+
 def test_put_then_get_and_ranges(run_on_store: Callable[[Scenario], None]) -> None:
     data = os.urandom(300_000)
 
@@ -66,6 +87,28 @@ def test_put_then_get_and_ranges(run_on_store: Callable[[Scenario], None]) -> No
         # A range past the end is cut at the end; one starting at or past it is empty.
         assert await store.get_range("topic-0/seg.log", 299_990, 400_000) == data[299_990:]
         assert await store.get_range("topic-0/seg.log", 300_000, 300_100) == b""
+
+    run_on_store(scenario)
+
+
+def test_get_range_into_fills_the_buffers_in_order(run_on_store: Callable[[Scenario], None]) -> None:
+    """A scatter read: each buffer filled in turn; cut at the object's end (the rest of the buffers
+    left as they were), nothing from at or past it, ObjectNotFoundError for a missing key."""
+    data = os.urandom((3 << 20) + 777)  # several socket reads per buffer, and a partial last one
+
+    async def scenario(store: ObjectStore, _tmp: Path) -> None:
+        await store.put("topic-0/seg.log", data)
+        buffers = [bytearray(b"\xee" * size) for size in (1 << 20, 1 << 20, 500_000)]
+        got = await store.get_range_into("topic-0/seg.log", 1000, [memoryview(b) for b in buffers])
+        assert got == sum(map(len, buffers))
+        assert b"".join(buffers) == data[1000 : 1000 + got]
+        tail = [bytearray(b"\xee" * 1000), bytearray(b"\xee" * 1000)]
+        got = await store.get_range_into("topic-0/seg.log", len(data) - 1500, [memoryview(b) for b in tail])
+        assert got == 1500
+        assert (tail[0], tail[1][:500], tail[1][500:]) == (data[-1500:-500], data[-500:], b"\xee" * 500)
+        assert await store.get_range_into("topic-0/seg.log", len(data), [memoryview(bytearray(10))]) == 0
+        with pytest.raises(ObjectNotFoundError):
+            await store.get_range_into("topic-0/none.log", 0, [memoryview(bytearray(10))])
 
     run_on_store(scenario)
 
@@ -127,20 +170,13 @@ def test_keys_that_escape_the_store_are_refused(run_on_store: Callable[[Scenario
 def test_an_unreachable_s3_server_is_a_retriable_error(seaweedfs: SeaweedS3Process) -> None:
     """A port nobody listens on: the client's attempts fail to connect, and the store says unavailable."""
 
-    async def scenario() -> None:
-        settings = s3_settings(seaweedfs, "nowhere")
-        store = S3ObjectStore(
-            S3Settings(**{**_fields(settings), "endpoint_url": "http://127.0.0.1:9", "max_attempts": 2})
-        )
-        try:
-            with pytest.raises(ObjectStoreUnavailableError):
-                await store.put("k", b"x")
-            with pytest.raises(ObjectStoreUnavailableError):
-                await store.get_range("k", 0, 1)
-        finally:
-            await store.close()
+    async def scenario(store: S3ObjectStore) -> None:
+        with pytest.raises(ObjectStoreUnavailableError):
+            await store.put("k", b"x")
+        with pytest.raises(ObjectStoreUnavailableError):
+            await store.get_range("k", 0, 1)
 
-    asyncio.run(scenario())
+    _run_against(s3_settings(seaweedfs, "nowhere"), "http://127.0.0.1:9", scenario, max_attempts=2)
 
 
 def test_s3_puts_carry_a_crc32c_the_server_checked(seaweedfs: SeaweedS3Process, tmp_path: Path) -> None:
@@ -166,3 +202,64 @@ def test_s3_puts_carry_a_crc32c_the_server_checked(seaweedfs: SeaweedS3Process, 
             await store.close()
 
     asyncio.run(scenario())
+
+
+def test_s3_reads_into_buffers_on_one_pooled_connection(seaweedfs: SeaweedS3Process) -> None:
+    """A ranged read into buffers takes the body from the socket itself and then hands the connection
+    back to the client's pool: reads one after another go over one connection (counted by a relay
+    between the client and the server), none closed and opened again."""
+    data = os.urandom(2 << 20)
+    proxy = FaultProxy(("127.0.0.1", seaweedfs.ports["s3"]))
+    settings = s3_settings(seaweedfs, new_bucket(seaweedfs))
+
+    async def scenario(store: S3ObjectStore) -> None:
+        await store.put("seg.log", data)
+        for start in range(0, len(data), 300_000):
+            buffers = [bytearray(200_000), bytearray(100_000)]
+            got = await store.get_range_into("seg.log", start, [memoryview(b) for b in buffers])
+            assert b"".join(buffers)[:got] == data[start : start + 300_000]
+
+    try:
+        _run_against(settings, f"http://127.0.0.1:{proxy.port}", scenario)
+    finally:
+        proxy.close()
+    assert proxy.connections == 1
+
+
+class _ShortBodyServer(http.server.BaseHTTPRequestHandler):
+    """Answers every GET with a ranged answer whose connection drops halfway through its body."""
+
+    def do_GET(self) -> None:
+        self.send_response(206)
+        self.send_header("Content-Length", "100000")
+        self.send_header("Content-Range", "bytes 0-99999/100000")
+        self.end_headers()
+        self.wfile.write(b"x" * 50_000)
+        self.wfile.flush()
+        self.close_connection = True
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_an_s3_answer_cut_short_is_a_retriable_error(seaweedfs: SeaweedS3Process) -> None:
+    """A server that drops the connection in the middle of an answer's body: the read into buffers
+    reports the store unavailable (retriable), never a short read taken for the object's end."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ShortBodyServer)
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    settings = s3_settings(seaweedfs, "cut")
+    endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+
+    async def scenario(store: S3ObjectStore) -> None:
+        with pytest.raises(ObjectStoreUnavailableError, match="ended after 50000 of 100000"):
+            await store.get_range_into("k", 0, [memoryview(bytearray(60_000)), memoryview(bytearray(40_000))])
+        with pytest.raises(ObjectStoreUnavailableError):
+            await store.get_range("k", 0, 100_000)
+
+    try:
+        _run_against(settings, endpoint, scenario, max_attempts=1)
+    finally:
+        server.shutdown()
+        server.server_close()
+        serving.join(10)

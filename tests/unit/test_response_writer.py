@@ -1,8 +1,8 @@
 """ResponseWriter over real loopback connections: sendfile on plain TCP, one pread copy under TLS.
 
 Each test runs a real asyncio server in-process, on the standard event loop and on uvloop (which
-the broker uses), writes responses made of bytes and `FileRecords` from a real `PartitionLog`, and
-reads them back with a real client connection.
+the broker uses), writes responses made of bytes, `FileRecords` from a real `PartitionLog` and
+`BufferRecords` (records in memory), and reads them back with a real client connection.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import uvloop
 from test_storage_support import make_batch
 
 from strom.broker.network.response_writer import ResponseWriter
+from strom.protocol.buffer_records import EMPTY_BUFFER_RECORDS, BufferRecords
 from strom.protocol.codec import Chunk
 from strom.storage.config import LogConfig
 from strom.storage.file_records import TruncatedFileError
@@ -72,7 +73,8 @@ def _responses(log: PartitionLog) -> tuple[list[list[Chunk]], bytes]:
     """Responses mixing bytes and records, and the bytes they stand for.
 
     Records: large ones over several segments (sendfile), a small one (copied and sent with the bytes
-    around it) and empty ones; some responses end with their records, as a Fetch response may.
+    around it) and empty ones; some responses end with their records, as a Fetch response may; and
+    records held in memory as several buffers, sent as they are.
     """
     responses: list[list[Chunk]] = []
     expected = b""
@@ -92,6 +94,13 @@ def _responses(log: PartitionLog) -> tuple[list[list[Chunk]], bytes]:
         tail = memoryview(bytearray(f"tail-{i}".encode())) if i % 2 and records.size else b""
         responses.append([head, records, tail] if tail else [head, records])
         expected += head + records.read_bytes() + bytes(tail)
+    # Records held in memory as several buffers (a remote read's cached chunks; an empty view too).
+    held = log.read_records(0, 700_000).read_bytes()
+    views = [memoryview(bytearray(held[i : i + 256_000])).toreadonly() for i in range(0, len(held), 256_000)]
+    for i, records in enumerate((BufferRecords([*views, memoryview(b"")]), EMPTY_BUFFER_RECORDS)):
+        head = f"head-buffers-{i}".encode()
+        responses.append([head, records, b"tail"])
+        expected += head + records.tobytes() + b"tail"
     return responses, expected
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from strom.storage.log import PartitionLog
 from strom.storage.transaction_index import AbortedTxn
 from strom.tiered import remote_read
 from strom.tiered.cache import BoundedCache
-from strom.tiered.remote_read import RemoteSegmentReader, next_offset_after, start_position
+from strom.tiered.remote_read import RemoteBatches, RemoteSegmentReader, start_position
 from strom.tiered.remote_storage import IndexType, LogSegmentData, RemoteStorageManager, object_key
 from strom.tiered.segment_data import copy_started_metadata, log_segment_data
 from strom.tiered.segment_metadata import RemoteLogSegmentMetadata
@@ -59,8 +60,6 @@ def test_reads_whole_batches_from_the_offset(tmp_path: Path, monkeypatch: pytest
     segment, following = log.segments[0], log.segments[1]
     local = segment.read_bytes(0, segment.size)
     batches = [(h.base_offset, h.last_offset, pos, h.size) for pos, h in iter_headers(local)]
-    assert next_offset_after(local) == following.base_offset  # a read_committed fetch's upper bound
-    assert next_offset_after(b"") is None
 
     async def scenario() -> None:
         store = LocalObjectStore(str(tmp_path / "remote"))
@@ -73,15 +72,34 @@ def test_reads_whole_batches_from_the_offset(tmp_path: Path, monkeypatch: pytest
         try:
             for base, last, pos, size in batches[::5]:
                 # From any offset of a batch: that batch first, then whole batches within max_bytes.
-                data = await reader.read(md, last, 3 * size)
-                assert data == local[pos : pos + 3 * size]
-                assert await reader.read(md, base, 1) == local[pos : pos + size]  # at least one batch
-            assert await reader.read(md, md.end_offset + 1, 1000) == b""
+                read = await reader.read(md, last, 3 * size)
+                assert _bytes(read) == local[pos : pos + 3 * size]
+                # Read-only views of the cached chunks themselves: no copy of the bytes.
+                numbers = remote_read.chunk_range(pos, pos + len(read.records))
+                chunks = [reader.cache.get((md.segment_id, n)) for n in numbers]
+                assert len(read.records.views) == len(chunks) and all(
+                    view.readonly and view.obj is chunk
+                    for view, chunk in zip(read.records.views, chunks, strict=True)
+                )
+                # The offset after the last batch answered: a read_committed fetch's upper bound.
+                *_, (_, answered_last) = iter_headers(_bytes(read))
+                assert read.next_offset == answered_last.last_offset + 1
+                one = await reader.read(md, base, 1)  # at least one batch
+                assert (_bytes(one), one.next_offset) == (local[pos : pos + size], last + 1)
+            to_end = await reader.read(md, batches[-1][0], 1 << 20)
+            assert to_end.next_offset == following.base_offset
+            nothing = await reader.read(md, md.end_offset + 1, 1000)
+            assert (_bytes(nothing), nothing.next_offset) == (b"", None)
             assert reader.cache.hits > 0
         finally:
             await store.close()
 
     asyncio.run(scenario())
+
+
+def _bytes(read: RemoteBatches) -> bytes:
+    """A read's answer whole (it is views of the cached chunks, several when it spans them)."""
+    return read.records.tobytes()
 
 
 def _remote_segment(
@@ -128,10 +146,10 @@ class _CountingStore(LocalObjectStore):
         self.gate = asyncio.Event()
         self.gate.set()
 
-    async def get_range(self, key: str, start: int, end: int) -> bytes:
-        self.ranges.append((start, end))
+    async def get_range_into(self, key: str, start: int, buffers: Sequence[memoryview]) -> int:
+        self.ranges.append((start, start + sum(len(buffer) for buffer in buffers)))
         await self.gate.wait()
-        return await super().get_range(key, start, end)
+        return await super().get_range_into(key, start, buffers)
 
 
 def _two_copied_segments(
@@ -183,22 +201,23 @@ def test_a_read_loads_its_chunks_at_once_and_reads_ahead_into_the_next_segment(
             # One ranged read for the three chunks the read may need (no index: the first offset).
             assert store.ranges == [(0, 3000)]
             store.gate.set()
-            answer = await reading
-            assert answer == await again  # the second read awaited the same loads
+            answer = _bytes(await reading)
+            assert answer == _bytes(await again)  # the second read awaited the same loads
             assert first_bytes.startswith(answer) and 2500 - 300 < len(answer) <= 2500
             await reader.settle()
             assert len(store.ranges) == 2 and store.ranges[1][0] == 3000  # the next ~2.5 KB read ahead
             # A consumer reading on: the rest of this segment, then the next segment from its start.
-            position, offset = len(answer), next_offset_after(answer)
+            position, offset = len(answer), (await reading).next_offset
             while offset is not None and offset <= first.end_offset:
                 before = reader.gets
-                more = await reader.read(first, offset, 2500, second)
+                read = await reader.read(first, offset, 2500, second)
+                more = _bytes(read)
                 assert more == first_bytes[position : position + len(more)]
                 assert reader.gets - before <= 1  # at most the chunk past the read-ahead window
-                position, offset = position + len(more), next_offset_after(more)
+                position, offset = position + len(more), read.next_offset
                 await reader.settle()
             before = reader.gets
-            head = await reader.read(second, second.start_offset, 1500, None)
+            head = _bytes(await reader.read(second, second.start_offset, 1500, None))
             assert second_bytes.startswith(head) and head
             assert reader.gets == before  # read ahead while the first segment's end was read
         finally:
@@ -221,7 +240,7 @@ def test_every_load_stays_within_the_in_flight_budget(
         store, rsm = await _uploaded(tmp_path, [first, second], data)
         try:
             none = RemoteSegmentReader(rsm, BoundedCache(1 << 20), in_flight_bytes=0)
-            answer = await none.read(first, first.start_offset, 1500, second)
+            answer = _bytes(await none.read(first, first.start_offset, 1500, second))
             await none.settle()
             assert first_bytes.startswith(answer) and len(answer) > 1000
             assert store.ranges == [(0, 1000), (1000, 2000)]  # one chunk at a time, no read-ahead
@@ -237,7 +256,7 @@ def test_every_load_stays_within_the_in_flight_budget(
             while not store.ranges:
                 await asyncio.sleep(0.01)
             store.gate.set()
-            answers = await asyncio.gather(*reads)  # four reads of 4.5 KB: 18 KB wanted up front
+            answers = [_bytes(read) for read in await asyncio.gather(*reads)]  # 18 KB wanted up front
             await reader.settle()
             assert answers[0] == answers[2] and answers[1] == answers[3]
             assert first_bytes.startswith(answers[0]) and second_bytes.startswith(answers[1])

@@ -3,7 +3,8 @@
 Layout: the object ``a/b/c`` is the file ``<root>/<key prefix>a/b/c``. A put writes a temporary file
 beside the target (``.<name>.<random>.tmp``), fsyncs it and renames it over the target, then fsyncs
 the directory, so a crash leaves either the old object, the new one, or a temporary file that ``list``
-never shows. The blocking calls run on a small thread pool owned by the store. It is the embedded
+never shows. A ranged read into buffers is one ``preadv`` (straight into them). The blocking calls
+run on a small thread pool owned by the store. It is the embedded
 default, and a directory on a shared file system (NFS) serves several brokers the same way.
 """
 
@@ -23,6 +24,7 @@ from strom.objectstore.store import ObjectInfo, ObjectNotFoundError, ObjectStore
 _T = TypeVar("_T")
 _COPY_CHUNK = 1024 * 1024
 _TMP_SUFFIX = ".tmp"
+_IOV_MAX = 1024  # buffers per preadv (Linux's bound)
 
 
 class LocalObjectStore:
@@ -65,6 +67,18 @@ class LocalObjectStore:
         def read() -> bytes:
             with open(path, "rb") as f:
                 return os.pread(f.fileno(), max(end - start, 0), start)
+
+        return await self._run(read)
+
+    async def get_range_into(self, key: str, start: int, buffers: Sequence[memoryview]) -> int:
+        path = self._path(key)
+
+        def read() -> int:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                return _preadv_fully(fd, buffers, start)
+            finally:
+                os.close(fd)
 
         return await self._run(read)
 
@@ -114,6 +128,23 @@ def write_atomically(path: str, fill: Callable[[BinaryIO], object]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _preadv_fully(fd: int, buffers: Sequence[memoryview], position: int) -> int:
+    """``os.preadv`` into ``buffers`` from ``position`` until they are full or the file ends (one call
+    may read less than asked); returns the bytes read."""
+    pending = [buffer for buffer in buffers if len(buffer)]
+    total = 0
+    while pending:
+        got = os.preadv(fd, pending[:_IOV_MAX], position + total)
+        if got == 0:
+            break
+        total += got
+        while pending and got >= len(pending[0]):
+            got -= len(pending.pop(0))
+        if got:
+            pending[0] = pending[0][got:]
+    return total
 
 
 def _list(root: str, full_prefix: str, strip: int) -> list[ObjectInfo]:

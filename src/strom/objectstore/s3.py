@@ -18,7 +18,9 @@ end), botocore computes no checksum of its own where S3 does not require one, an
 1 MiB blocks.
 
 A ranged get is a GetObject with a ``Range`` header; a range starting at
-or past the end answers no bytes (S3's InvalidRange). Deletes go in DeleteObjects requests of up to
+or past the end answers no bytes (S3's InvalidRange). A ranged get into buffers reads the answer's
+body from the socket straight into them (`_read_body_into`): no ``bytes`` object of the whole range,
+no copy of it. Deletes go in DeleteObjects requests of up to
 1,000 keys; S3 answers a missing key as deleted. ``path_style`` puts the bucket in the URL's path
 (``http://host:port/bucket/key``), which servers other than AWS usually need.
 """
@@ -28,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import http.client
 import io
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -73,6 +76,36 @@ def _file_crc32c(source: _LargeBlocks) -> int:
 
 def _crc32c_header(value: int) -> str:
     return base64.b64encode(value.to_bytes(4, "big")).decode()
+
+
+def _read_body_into(body: Any, length: int, buffers: Sequence[memoryview]) -> int:
+    """Read the ``length`` bytes of a GetObject answer's body into ``buffers`` (in order); returns the
+    bytes read. The body's own ``readinto`` (urllib3's) reads a ``bytes`` object and copies it into the
+    buffer; the ``http.client`` response beneath it, when reachable, reads from the socket straight into
+    the buffer, and the connection then goes back to the pool (the body read whole), not closed.
+
+    Raises:
+        ObjectStoreUnavailableError: the answer ended early (the connection dropped).
+    """
+    raw: Any = getattr(body, "_raw_stream", None)  # urllib3's response
+    socket_reader = getattr(raw, "_fp", None)  # http.client's, over the socket
+    direct = isinstance(socket_reader, http.client.HTTPResponse)
+    source: Any = socket_reader if direct else body
+    got = 0
+    for buffer in buffers:
+        want = min(len(buffer), length - got)
+        filled = 0
+        while filled < want:
+            n = source.readinto(buffer[filled:want])
+            if not n:
+                raise ObjectStoreUnavailableError(f"the answer ended after {got + filled} of {length} bytes")
+            filled += n
+        got += filled
+        if got == length:
+            break
+    if direct and got == length:
+        raw.release_conn()
+    return got
 
 
 class S3ObjectStore:
@@ -150,22 +183,44 @@ class S3ObjectStore:
         finally:
             source.close()
 
+    def _ranged_get(self, full_key: str, start: int, end: int) -> Any:
+        """GetObject of ``[start, end)`` (blocking); None when it starts at or past the object's end."""
+        try:
+            answer = self._client.get_object(
+                Bucket=self.bucket, Key=full_key, Range=f"bytes={start}-{end - 1}"
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "InvalidRange":
+                return None
+            raise
+        return answer
+
     async def get_range(self, key: str, start: int, end: int) -> bytes:
         if end <= start:
             return b""
         full = self._key(key)
 
         def get() -> bytes:
-            try:
-                answer = self._client.get_object(
-                    Bucket=self.bucket, Key=full, Range=f"bytes={start}-{end - 1}"
-                )
-            except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") == "InvalidRange":
-                    return b""
-                raise
+            answer = self._ranged_get(full, start, end)
+            if answer is None:
+                return b""
             with contextlib.closing(answer["Body"]) as body:
                 return bytes(body.read())
+
+        return await self._run(key, get)
+
+    async def get_range_into(self, key: str, start: int, buffers: Sequence[memoryview]) -> int:
+        total = sum(len(buffer) for buffer in buffers)
+        if total == 0:
+            return 0
+        full = self._key(key)
+
+        def get() -> int:
+            answer = self._ranged_get(full, start, start + total)
+            if answer is None:
+                return 0
+            with contextlib.closing(answer["Body"]) as body:
+                return _read_body_into(body, int(answer.get("ContentLength", total)), buffers)
 
         return await self._run(key, get)
 

@@ -3,7 +3,10 @@
 Theory of operation. An object is a key (``/``-separated, relative, no ``..``) and immutable bytes: a
 ``put`` makes the whole object visible at once or not at all (never a prefix of it), so a reader that
 sees a key sees all of it; a second ``put`` of the same key replaces it whole. ``get_range`` reads
-``[start, end)``, shortened at the object's end. ``delete`` is idempotent (a missing key is not an
+``[start, end)``, shortened at the object's end; ``get_range_into`` reads from ``start`` into buffers
+the caller owns (a scatter read: each filled in turn, up to their total size or the object's end), so
+that a reader keeping the bytes in buffers of its own (the remote reads' cached chunks) gets them
+without a copy through an intermediate ``bytes``. ``delete`` is idempotent (a missing key is not an
 error), which is what lets a remote-log deletion be retried after a crash. ``list`` answers every
 key under a prefix with its size.
 
@@ -51,6 +54,12 @@ class ObjectStore(Protocol):
         ...
 
     async def get_range(self, key: str, start: int, end: int) -> bytes: ...
+
+    async def get_range_into(self, key: str, start: int, buffers: Sequence[memoryview]) -> int:
+        """Fill ``buffers`` in order with the object's bytes from ``start``; returns how many bytes were
+        read (less than the buffers' total only at the object's end; 0 from at or past it). Bytes of
+        the buffers past that count are left as they were."""
+        ...
 
     async def get(self, key: str) -> bytes: ...
 

@@ -1,22 +1,25 @@
 """`BoundedCache`: least recently used entries, bounded by their total size in bytes (remote indexes and
 segment chunks, ``remote.log.index.file.cache.total.size.bytes``). An entry larger than the whole bound
-is not kept. Pure, no I/O; not thread-safe (the event loop's)."""
+is not kept. An entry is ``bytes`` or a ``bytearray`` filled in place by its load (a segment chunk),
+never written once cached. Pure, no I/O; not thread-safe (the event loop's)."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Hashable
 
+Buffer = bytes | bytearray
+
 
 class BoundedCache:
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.size_bytes = 0
-        self._entries: OrderedDict[Hashable, bytes] = OrderedDict()
+        self._entries: OrderedDict[Hashable, Buffer] = OrderedDict()
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: Hashable) -> bytes | None:
+    def get(self, key: Hashable) -> Buffer | None:
         value = self._entries.get(key)
         if value is None:
             self.misses += 1
@@ -25,7 +28,7 @@ class BoundedCache:
         self.hits += 1
         return value
 
-    def put(self, key: Hashable, value: bytes) -> None:
+    def put(self, key: Hashable, value: Buffer) -> None:
         old = self._entries.pop(key, None)
         if old is not None:
             self.size_bytes -= len(old)

@@ -14,8 +14,12 @@ headers are scanned. Then it reads ahead: the chunks after what it returned, as 
 returned (the next fetch of a consumer reading in order), into the following segment when this one
 ends, start loading into the cache while the consumer handles this answer. A chunk being loaded is
 loaded once: later readers await the same load, and a load outlives a read cancelled by
-``remote.fetch.max.wait.ms``, so its bytes are cached for the retry. The answer is one copy of the
-chunks' bytes (joined from views of them).
+``remote.fetch.max.wait.ms``, so its bytes are cached for the retry.
+
+Copies. A load reads the object store's answer into the chunks' own buffers (``get_range_into``: from
+the socket, or the file, straight into them), and the answer is views of the cached chunks
+(`BufferRecords`), which the response writer hands to ``sendmsg`` as they are: the bytes are not
+copied in the broker between the store's socket and the consumer's.
 
 Memory. Every load counts against one budget of bytes in flight, ``in_flight_bytes`` (half the cache
 by default, so what read-ahead loads is still cached when asked for): a read's own loads (its first
@@ -23,8 +27,9 @@ chunks, and any it reaches while scanning) wait until they fit, or until nothing
 read always makes progress, one run at a time); read-ahead takes only the room that is left, and is
 dropped otherwise. A read asks up front for at most the budget, the rest as it gets there. Chunks
 cached and loading are thus within the cache's bound plus the budget, however many partitions and
-consumers read at once; each read's answer (a joined copy, up to its fetch's ``max_bytes``, held until
-the socket takes it) is outside that bound, as a local read's would be.
+consumers read at once. An answer holds its chunks until the socket has taken it: a chunk evicted
+meanwhile stays in memory that long (at most the fetch's ``max_bytes`` per answer, as a copy of them
+would), outside that bound, as a local read's answer would be.
 
 read_committed (`aborted_transactions`): the aborted transactions overlapping what was read come from the
 remote transaction indexes (``.txnindex``, cached like the offset index) of the segment read and those
@@ -41,15 +46,19 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
+from strom._util.buffers import receive_buffer
+from strom.protocol.buffer_records import EMPTY_BUFFER_RECORDS, BufferRecords
 from strom.protocol.records.batch import HEADER_SIZE, BatchHeader, read_header
 from strom.storage import transaction_index as txn
 from strom.storage.transaction_index import AbortedTxn
-from strom.tiered.cache import BoundedCache
+from strom.tiered.cache import BoundedCache, Buffer
 from strom.tiered.remote_storage import IndexType, RemoteStorageManager
 from strom.tiered.segment_metadata import RemoteLogSegmentMetadata
 
 CHUNK_BYTES = 1 << 20
 _OFFSET_ENTRY = struct.Struct(">ii")
+# An object-store read: the value of each part it fills, in order.
+_Fetch = Callable[[], Awaitable[Sequence[Buffer]]]
 
 
 def start_position(index: bytes, base_offset: int, fetch_offset: int) -> int:
@@ -60,14 +69,16 @@ def start_position(index: bytes, base_offset: int, fetch_offset: int) -> int:
     return entries[i][1] if i >= 0 else 0
 
 
-def next_offset_after(data: bytes) -> int | None:
-    """The offset after the last of the whole batches in ``data`` (None for no batch)."""
-    position, last = 0, None
-    while position + HEADER_SIZE <= len(data):
-        header = read_header(data, position)
-        last = header.last_offset
-        position += header.size
-    return None if last is None else last + 1
+@dataclass(frozen=True, slots=True)
+class RemoteBatches:
+    """What a read answers: whole batches, as views of the cached chunks, and the offset after the
+    last of them (None when there is none; a read_committed fetch's upper bound)."""
+
+    records: BufferRecords
+    next_offset: int | None
+
+
+_NOTHING = RemoteBatches(EMPTY_BUFFER_RECORDS, None)
 
 
 def chunk_range(start: int, end: int) -> range:
@@ -82,7 +93,7 @@ class RemoteSegmentReader:
         self.rsm = rsm
         self.cache = cache
         self.in_flight_bytes = cache.max_bytes // 2 if in_flight_bytes is None else in_flight_bytes
-        self._loading: dict[Hashable, asyncio.Future[bytes]] = {}  # a chunk's or an index's one load
+        self._loading: dict[Hashable, asyncio.Future[Buffer]] = {}  # a chunk's or an index's one load
         self._tasks: set[asyncio.Task[None]] = set()
         self.in_flight = 0  # bytes of segment loads not finished yet
         self.peak_in_flight = 0
@@ -94,24 +105,24 @@ class RemoteSegmentReader:
         while self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    def _cached(self, key: Hashable) -> bytes | asyncio.Future[bytes] | None:
+    def _cached(self, key: Hashable) -> Buffer | asyncio.Future[Buffer] | None:
         cached = self.cache.get(key)
         return cached if cached is not None else self._loading.get(key)
 
-    def _pending(self, key: Hashable) -> asyncio.Future[bytes]:
+    def _pending(self, key: Hashable) -> asyncio.Future[Buffer]:
         """A new load of ``key``, awaited by every reader that wants it until it is done."""
         future = self._loading[key] = asyncio.get_running_loop().create_future()
         future.add_done_callback(partial(self._loaded, key))
         return future
 
-    def _loaded(self, key: Hashable, future: asyncio.Future[bytes]) -> None:
+    def _loaded(self, key: Hashable, future: asyncio.Future[Buffer]) -> None:
         if self._loading.get(key) is future:
             del self._loading[key]
         if not future.cancelled():
             future.exception()  # a read-ahead nobody awaited: its failure is not an unretrieved error
 
-    def _spawn(self, fetch: Callable[[], Awaitable[bytes]], parts: list[_Part], size: int = 0) -> None:
-        """One object-store read whose bytes fill ``parts``; ``size``: bytes counted in flight."""
+    def _spawn(self, fetch: _Fetch, parts: list[_Part], size: int = 0) -> None:
+        """One object-store read whose values fill ``parts``; ``size``: bytes counted in flight."""
         task = asyncio.ensure_future(self._run(fetch, parts))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -127,10 +138,10 @@ class RemoteSegmentReader:
     def _fits(self, size: int) -> bool:
         return not self.in_flight or self.in_flight + size <= self.in_flight_bytes
 
-    async def _run(self, fetch: Callable[[], Awaitable[bytes]], parts: list[_Part]) -> None:
+    async def _run(self, fetch: _Fetch, parts: list[_Part]) -> None:
         self.gets += 1
         try:
-            data = await fetch()
+            values = await fetch()
         except asyncio.CancelledError:
             for part in parts:
                 part.future.cancel()
@@ -140,23 +151,23 @@ class RemoteSegmentReader:
                 if not part.future.done():
                     part.future.set_exception(exc)
             return
-        for part in parts:
-            piece = data if part.start == 0 and part.end >= len(data) else data[part.start : part.end]
-            self.cache.put(part.key, piece)
+        for part, value in zip(parts, values, strict=True):
+            self.cache.put(part.key, value)
             if not part.future.done():
-                part.future.set_result(piece)
+                part.future.set_result(value)
 
-    async def _get(self, key: Hashable, fetch: Callable[[], Awaitable[bytes]]) -> bytes:
+    async def _get(self, key: Hashable, fetch: Callable[[], Awaitable[bytes]]) -> Buffer:
         found = self._cached(key)
         if found is None:
             found = self._pending(key)
-            self._spawn(fetch, [_Part(key, found, 0, 1 << 62)])
+            self._spawn(partial(_one, fetch), [_Part(key, found)])
         return await _value(found)
 
     async def _index(self, segment: RemoteLogSegmentMetadata) -> bytes:
-        return await self._get(
+        index = await self._get(
             (segment.segment_id, "index"), lambda: self.rsm.fetch_index(segment, IndexType.OFFSET)
         )
+        return bytes(index)  # fetched as bytes: no copy
 
     async def _txn_index(self, segment: RemoteLogSegmentMetadata) -> list[AbortedTxn]:
         if segment.txn_index_size == 0:
@@ -164,7 +175,7 @@ class RemoteSegmentReader:
         raw = await self._get(
             (segment.segment_id, "txnindex"), lambda: self.rsm.fetch_index(segment, IndexType.TRANSACTION)
         )
-        return txn.decode(raw)
+        return txn.decode(bytes(raw))
 
     async def aborted_transactions(
         self, segments: Sequence[RemoteLogSegmentMetadata], fetch_offset: int, upper_bound: int
@@ -190,7 +201,8 @@ class RemoteSegmentReader:
 
     def _load_chunks(self, segment: RemoteLogSegmentMetadata, numbers: Iterable[int]) -> None:
         """Start loading the chunks among ``numbers`` neither cached nor loading: one ranged read per
-        run of consecutive ones (fewer requests, each larger), each chunk cached on its own."""
+        run of consecutive ones (fewer requests, each larger) into a buffer per chunk, each cached on
+        its own."""
         run: list[int] = []
         for number in [*numbers, -1]:
             key = (segment.segment_id, number)
@@ -198,18 +210,28 @@ class RemoteSegmentReader:
                 run.append(number)
                 continue
             if run:
-                first = run[0] * CHUNK_BYTES
-                end = min((run[-1] + 1) * CHUNK_BYTES, segment.segment_size_in_bytes)
-                parts = [
-                    _Part((segment.segment_id, n), self._pending((segment.segment_id, n)),
-                          n * CHUNK_BYTES - first, (n + 1) * CHUNK_BYTES - first)
-                    for n in run
-                ]  # fmt: skip
-                fetch = partial(self.rsm.fetch_log_segment, segment, first, end)
-                self._spawn(fetch, parts, end - first)
+                # Not zeroed: the load writes every byte before a reader sees the chunk (_fill).
+                buffers = [receive_buffer(_chunk_size(segment, n)) for n in run]
+                parts = [_Part((segment.segment_id, n), self._pending((segment.segment_id, n))) for n in run]
+                fetch = partial(self._fill, segment, run[0] * CHUNK_BYTES, buffers)
+                self._spawn(fetch, parts, sum(len(buffer) for buffer in buffers))
                 run = []
 
-    async def _chunk(self, segment: RemoteLogSegmentMetadata, number: int) -> bytes:
+    async def _fill(
+        self, segment: RemoteLogSegmentMetadata, start: int, buffers: list[bytearray]
+    ) -> list[Buffer]:
+        """The chunks of ``buffers`` filled from the segment's bytes at ``start``; a chunk the object's
+        end cut short is only its bytes read (a copy; a segment's object is never shorter than its
+        metadata says)."""
+        got = await self.rsm.fetch_log_segment_into(segment, start, [memoryview(b) for b in buffers])
+        chunks: list[Buffer] = []
+        for buffer in buffers:
+            filled = min(max(got, 0), len(buffer))
+            got -= filled
+            chunks.append(buffer if filled == len(buffer) else bytes(buffer[:filled]))
+        return chunks
+
+    async def _chunk(self, segment: RemoteLogSegmentMetadata, number: int) -> Buffer:
         key = (segment.segment_id, number)
         if (found := self._cached(key)) is None:
             await self._load(segment, number * CHUNK_BYTES, (number + 1) * CHUNK_BYTES)
@@ -232,25 +254,27 @@ class RemoteSegmentReader:
             await self._room.wait()
         self._load_chunks(segment, missing)
 
-    async def _bytes(self, segment: RemoteLogSegmentMetadata, start: int, end: int) -> bytes:
+    async def _views(self, segment: RemoteLogSegmentMetadata, start: int, end: int) -> list[memoryview]:
+        """The segment's bytes ``[start, end)`` as read-only views of the cached chunks, in order."""
         end = min(end, segment.segment_size_in_bytes)
         if start >= end:
-            return b""
+            return []
         await self._load(segment, start, end)
         parts = [memoryview(await self._chunk(segment, n)) for n in chunk_range(start, end)]
         first = start % CHUNK_BYTES
         last = end - (start - first) - (len(parts) - 1) * CHUNK_BYTES
         if len(parts) == 1:
-            return bytes(parts[0][first:last])
-        parts[0], parts[-1] = parts[0][first:], parts[-1][:last]
-        return b"".join(parts)  # the answer's one copy
+            parts[0] = parts[0][first:last]
+        else:
+            parts[0], parts[-1] = parts[0][first:], parts[-1][:last]
+        return [part.toreadonly() for part in parts]
 
     async def _header(self, segment: RemoteLogSegmentMetadata, position: int) -> BatchHeader:
         number = position // CHUNK_BYTES
         within = position - number * CHUNK_BYTES
         if within + HEADER_SIZE <= CHUNK_BYTES:  # the usual case: inside one chunk, no copy
             return read_header(await self._chunk(segment, number), within)
-        return read_header(await self._bytes(segment, position, position + HEADER_SIZE))
+        return read_header(b"".join(await self._views(segment, position, position + HEADER_SIZE)))
 
     def _read_ahead(
         self,
@@ -284,7 +308,7 @@ class RemoteSegmentReader:
         fetch_offset: int,
         max_bytes: int,
         following: RemoteLogSegmentMetadata | None = None,
-    ) -> bytes:
+    ) -> RemoteBatches:
         """Whole batches of ``segment`` from the one holding ``fetch_offset`` (or the first after it),
         up to ``max_bytes`` but at least one; then a read-ahead of the bytes after them (into
         ``following``, the next remote segment, past this one's end)."""
@@ -302,34 +326,38 @@ class RemoteSegmentReader:
                 break
             position += header.size
         else:
-            return b""
+            return _NOTHING
         end = position + max(header.size, 0)
+        last_offset = header.last_offset
         # Then whole batches while they fit in max_bytes.
         while end + HEADER_SIZE <= size:
             header = await self._header(segment, end)
             if end + header.size - position > max_bytes:
                 break
             end += header.size
-        data = await self._bytes(segment, position, end)
+            last_offset = header.last_offset
+        views = await self._views(segment, position, end)
         self._read_ahead(segment, end, end - position, following)
-        return data
+        return RemoteBatches(BufferRecords(views), last_offset + 1)
 
 
 def _chunk_size(segment: RemoteLogSegmentMetadata, number: int) -> int:
     return min(CHUNK_BYTES, segment.segment_size_in_bytes - number * CHUNK_BYTES)
 
 
-async def _value(loaded: bytes | asyncio.Future[bytes]) -> bytes:
+async def _value(loaded: Buffer | asyncio.Future[Buffer]) -> Buffer:
     """The bytes of a chunk or index, awaiting its load if need be (shielded: a reader cancelled by
     remote.fetch.max.wait.ms leaves the load running, and its bytes are cached for the retry)."""
-    return loaded if isinstance(loaded, bytes) else await asyncio.shield(loaded)
+    return loaded if isinstance(loaded, bytes | bytearray) else await asyncio.shield(loaded)
+
+
+async def _one(fetch: Callable[[], Awaitable[bytes]]) -> list[Buffer]:
+    return [await fetch()]
 
 
 @dataclass(frozen=True, slots=True)
 class _Part:
-    """What one object-store read fills: the cache entry ``key`` from its bytes ``[start, end)``."""
+    """What one object-store read fills: the cache entry ``key``, and the future its readers await."""
 
     key: Hashable
-    future: asyncio.Future[bytes]
-    start: int
-    end: int
+    future: asyncio.Future[Buffer]

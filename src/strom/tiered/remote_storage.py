@@ -20,6 +20,7 @@ whole (a deleted topic, or orphans no metadata names).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -93,6 +94,13 @@ class RemoteStorageManager:
     ) -> bytes:
         """The segment's bytes ``[start_position, end_position)`` (cut at its end)."""
         return await self.store.get_range(object_key(metadata, LOG_SUFFIX), start_position, end_position)
+
+    async def fetch_log_segment_into(
+        self, metadata: RemoteLogSegmentMetadata, start_position: int, buffers: Sequence[memoryview]
+    ) -> int:
+        """The segment's bytes from ``start_position`` read into ``buffers`` in order (no copy through
+        an intermediate ``bytes``); returns how many were read (fewer only at the segment's end)."""
+        return await self.store.get_range_into(object_key(metadata, LOG_SUFFIX), start_position, buffers)
 
     async def fetch_index(self, metadata: RemoteLogSegmentMetadata, index: IndexType) -> bytes:
         return await self.store.get(object_key(metadata, index.value))

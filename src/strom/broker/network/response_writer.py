@@ -13,7 +13,8 @@ go out together. (uvloop implements neither ``loop.sendfile`` nor ``add_writer``
 descriptor; a duplicate descriptor is an independent registration, which both event loops accept.)
 
 Small records (under ``_COPY_BELOW``) are the exception: a ``pread`` and one ``sendmsg`` together
-with the response's other bytes cost less than a ``sendfile`` of their own.
+with the response's other bytes cost less than a ``sendfile`` of their own. Records held in memory
+(`BufferRecords`, a remote read's cached chunks) are queued as their views, each a ``sendmsg`` entry.
 
 Where the socket is not the writer's to use (TLS, or a transport that exposes none), the queue is
 handed to ``transport.write`` at the end of the event-loop turn too, in pieces of at most ``_PIECE``
@@ -41,6 +42,7 @@ from collections import deque
 from collections.abc import Callable
 
 from strom._util.buffers import receive_buffer
+from strom.protocol.buffer_records import BufferRecords
 from strom.protocol.codec import Chunk, RecordsRegion
 from strom.storage.file_records import FileRecords, FileSlice, TruncatedFileError
 
@@ -110,7 +112,9 @@ class ResponseWriter:
                 size = len(chunk)
                 if size == 0:
                     continue  # the queue never holds an empty chunk: a send of nothing makes no progress
-                if size <= copy_below:
+                if isinstance(chunk, BufferRecords):  # in memory (a remote read's): its views as they are
+                    queue.extend(view for view in chunk.views if len(view))
+                elif size <= copy_below:
                     try:
                         queue.append(_file_records(chunk).read_bytes())
                     except TruncatedFileError as exc:

@@ -56,6 +56,7 @@ from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.replication.partition import Partition
 from strom.broker.tiered.metadata_topic import RemoteLogMetadataManager
 from strom.objectstore.store import ObjectNotFoundError, ObjectStoreError
+from strom.protocol.buffer_records import BufferRecords
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.uuid_text import uuid_text
 from strom.storage import producer_snapshot
@@ -68,7 +69,7 @@ from strom.tiered.cache import BoundedCache
 from strom.tiered.follower_state import epochs_at_local_start
 from strom.tiered.metadata_cache import RemotePartitionMetadata
 from strom.tiered.plan import orphans_to_delete, remote_segments_to_delete, segments_to_copy
-from strom.tiered.remote_read import RemoteSegmentReader, next_offset_after
+from strom.tiered.remote_read import RemoteSegmentReader
 from strom.tiered.remote_storage import IndexType, RemoteStorageManager
 from strom.tiered.segment_data import copy_started_metadata, log_segment_data
 from strom.tiered.segment_metadata import RemoteLogSegmentMetadata, RemoteLogSegmentState
@@ -201,9 +202,10 @@ class RemoteLogManager:
 
     async def read_remote(
         self, part: Partition, fetch_offset: int, max_bytes: int, read_committed: bool = False
-    ) -> tuple[bytes, list[AbortedTxn] | None]:
+    ) -> tuple[BufferRecords, list[AbortedTxn] | None]:
         """A consumer's read below the local log start, from the remote segment holding the offset: the
-        batches, and for ``read_committed`` the aborted transactions overlapping them (else None).
+        batches (views of the cached chunks), and for ``read_committed`` the aborted transactions
+        overlapping them (else None).
 
         Raises:
             KafkaError: OFFSET_OUT_OF_RANGE when the remote log does not hold it either.
@@ -227,14 +229,15 @@ class RemoteLogManager:
         stats.fetch_requests += 1
         try:
             following = state.segment_for(segment.end_offset + 1)  # read ahead into it
-            data = await self.reader.read(segment, fetch_offset, max_bytes, following)
+            read = await self.reader.read(segment, fetch_offset, max_bytes, following)
         except ObjectStoreError:
             stats.fetch_errors += 1
             raise
-        stats.fetch_bytes += len(data)
+        stats.fetch_bytes += len(read.records)
         if not read_committed:
-            return data, None
-        return data, await self._aborted_transactions(part, state, segment, fetch_offset, data)
+            return read.records, None
+        aborted = await self._aborted_transactions(part, state, segment, fetch_offset, read.next_offset)
+        return read.records, aborted
 
     async def _aborted_transactions(
         self,
@@ -242,11 +245,11 @@ class RemoteLogManager:
         state: RemotePartitionMetadata,
         segment: RemoteLogSegmentMetadata,
         fetch_offset: int,
-        data: bytes,
+        upper: int | None,
     ) -> list[AbortedTxn]:
-        """read_committed: from the remote transaction indexes of the segment read and the later ones,
-        then, if the remote log ends first, the local log's (an ABORT marker may be local)."""
-        upper = next_offset_after(data)
+        """read_committed, for the batches read up to ``upper`` (the offset after them; None: none read):
+        from the remote transaction indexes of the segment read and the later ones, then, if the
+        remote log ends first, the local log's (an ABORT marker may be local)."""
         if upper is None:
             return []
         later = [m for m in state.copied_segments() if m.end_offset > segment.end_offset]
