@@ -114,6 +114,8 @@ class _Submitted:
             BrokenProcessPool: a worker process died (the next round starts a new pool).
             Exception: what the round raised.
         """
+        if self.waiting.cancelled():  # its pool was stopped (`wait_topic`) before the round began
+            raise BrokenProcessPool("the translation worker pool was stopped")
         try:
             return self.waiting.result()
         except BrokenProcessPool:
