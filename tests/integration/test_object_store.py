@@ -7,6 +7,7 @@ import asyncio
 import base64
 import http.server
 import os
+import re
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -175,6 +176,8 @@ def test_an_unreachable_s3_server_is_a_retriable_error(seaweedfs: SeaweedS3Proce
             await store.put("k", b"x")
         with pytest.raises(ObjectStoreUnavailableError):
             await store.get_range("k", 0, 1)
+        with pytest.raises(ObjectStoreUnavailableError):
+            await store.get_range_into("k", 0, [memoryview(bytearray(1))])
 
     _run_against(s3_settings(seaweedfs, "nowhere"), "http://127.0.0.1:9", scenario, max_attempts=2)
 
@@ -206,14 +209,17 @@ def test_s3_puts_carry_a_crc32c_the_server_checked(seaweedfs: SeaweedS3Process, 
 
 def test_s3_reads_into_buffers_on_one_pooled_connection(seaweedfs: SeaweedS3Process) -> None:
     """A ranged read into buffers takes the body from the socket itself and then hands the connection
-    back to the client's pool: reads one after another go over one connection (counted by a relay
-    between the client and the server), none closed and opened again."""
+    back to its pool: reads one after another go over one connection (counted by a relay between the
+    client and the server), none closed and opened again."""
     data = os.urandom(2 << 20)
     proxy = FaultProxy(("127.0.0.1", seaweedfs.ports["s3"]))
     settings = s3_settings(seaweedfs, new_bucket(seaweedfs))
 
+    before_reads: list[int] = []
+
     async def scenario(store: S3ObjectStore) -> None:
         await store.put("seg.log", data)
+        before_reads.append(proxy.connections)
         for start in range(0, len(data), 300_000):
             buffers = [bytearray(200_000), bytearray(100_000)]
             got = await store.get_range_into("seg.log", start, [memoryview(b) for b in buffers])
@@ -223,7 +229,7 @@ def test_s3_reads_into_buffers_on_one_pooled_connection(seaweedfs: SeaweedS3Proc
         _run_against(settings, f"http://127.0.0.1:{proxy.port}", scenario)
     finally:
         proxy.close()
-    assert proxy.connections == 1
+    assert proxy.connections == before_reads[0] + 1
 
 
 class _ShortBodyServer(http.server.BaseHTTPRequestHandler):
@@ -263,3 +269,28 @@ def test_an_s3_answer_cut_short_is_a_retriable_error(seaweedfs: SeaweedS3Process
         server.shutdown()
         server.server_close()
         serving.join(10)
+
+
+def test_s3_ranged_reads_sign_afresh_once_refused(seaweedfs: SeaweedS3Process) -> None:
+    """The presigned URL kept for an object is refused (403: its signature no longer holds, as after
+    a credentials rotation): the read signs a fresh one and succeeds; an object that is not there is
+    ObjectNotFoundError, not a refusal."""
+    data = os.urandom(100_000)
+
+    async def scenario(store: S3ObjectStore) -> None:
+        await store.put("seg.log", data)
+        buffer = bytearray(1000)
+        assert await store.get_range_into("seg.log", 5000, [memoryview(buffer)]) == 1000
+        ranges = store._ranges
+        full_key = next(iter(ranges._urls))
+        url, renew_at = ranges._urls[full_key]
+        forged = re.sub(r"(X-Amz-Signature=)[0-9a-f]{4}", r"\g<1>0000", url)
+        assert forged != url
+        ranges._urls[full_key] = (forged, renew_at)
+        assert await store.get_range_into("seg.log", 7000, [memoryview(buffer)]) == 1000
+        assert bytes(buffer) == data[7000:8000]
+        assert ranges._urls[full_key][0] != forged
+        with pytest.raises(ObjectNotFoundError):
+            await store.get_range_into("none.log", 0, [memoryview(buffer)])
+
+    _run_against(s3_settings(seaweedfs, new_bucket(seaweedfs)), seaweedfs.endpoint_url, scenario)

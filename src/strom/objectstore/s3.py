@@ -18,11 +18,12 @@ end), botocore computes no checksum of its own where S3 does not require one, an
 1 MiB blocks.
 
 A ranged get is a GetObject with a ``Range`` header; a range starting at
-or past the end answers no bytes (S3's InvalidRange). A ranged get into buffers reads the answer's
-body from the socket straight into them (`_read_body_into`): no ``bytes`` object of the whole range,
-no copy of it. Deletes go in DeleteObjects requests of up to
-1,000 keys; S3 answers a missing key as deleted. ``path_style`` puts the bucket in the URL's path
-(``http://host:port/bucket/key``), which servers other than AWS usually need.
+or past the end answers no bytes (S3's InvalidRange). A ranged get into buffers (the remote reads')
+is a GET of a presigned URL over urllib3, its body read from the socket straight into them
+(s3_presigned.py: botocore's request pipeline costs more than twice the CPU per request). Deletes go
+in DeleteObjects requests of up to 1,000 keys; S3 answers a missing key as deleted. ``path_style``
+puts the bucket in the URL's path (``http://host:port/bucket/key``), which servers other than AWS
+usually need.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import http.client
 import io
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -41,6 +41,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from crc32c import crc32c
 
+from strom.objectstore.s3_presigned import PresignedRanges
 from strom.objectstore.s3_settings import S3Settings
 from strom.objectstore.store import (
     ObjectInfo,
@@ -78,42 +79,13 @@ def _crc32c_header(value: int) -> str:
     return base64.b64encode(value.to_bytes(4, "big")).decode()
 
 
-def _read_body_into(body: Any, length: int, buffers: Sequence[memoryview]) -> int:
-    """Read the ``length`` bytes of a GetObject answer's body into ``buffers`` (in order); returns the
-    bytes read. The body's own ``readinto`` (urllib3's) reads a ``bytes`` object and copies it into the
-    buffer; the ``http.client`` response beneath it, when reachable, reads from the socket straight into
-    the buffer, and the connection then goes back to the pool (the body read whole), not closed.
-
-    Raises:
-        ObjectStoreUnavailableError: the answer ended early (the connection dropped).
-    """
-    raw: Any = getattr(body, "_raw_stream", None)  # urllib3's response
-    socket_reader = getattr(raw, "_fp", None)  # http.client's, over the socket
-    direct = isinstance(socket_reader, http.client.HTTPResponse)
-    source: Any = socket_reader if direct else body
-    got = 0
-    for buffer in buffers:
-        want = min(len(buffer), length - got)
-        filled = 0
-        while filled < want:
-            n = source.readinto(buffer[filled:want])
-            if not n:
-                raise ObjectStoreUnavailableError(f"the answer ended after {got + filled} of {length} bytes")
-            filled += n
-        got += filled
-        if got == length:
-            break
-    if direct and got == length:
-        raw.release_conn()
-    return got
-
-
 class S3ObjectStore:
     def __init__(self, settings: S3Settings) -> None:
         self.settings = settings
         self.bucket = settings.bucket
         config = Config(
             region_name=settings.region,
+            signature_version="s3v4",  # also for presigned URLs (s3_presigned.py), else SigV2 there
             connect_timeout=settings.connect_timeout_ms / 1000,
             read_timeout=settings.read_timeout_ms / 1000,
             retries={"max_attempts": settings.max_attempts, "mode": "standard"},
@@ -133,6 +105,7 @@ class S3ObjectStore:
         )
         self._client: Any = session.client("s3", endpoint_url=settings.endpoint_url, config=config)
         self._executor = ThreadPoolExecutor(settings.threads, thread_name_prefix="object-store-s3")
+        self._ranges = PresignedRanges(self._client, settings)
 
     def _key(self, key: str) -> str:
         return self.settings.key_prefix + check_key(key)
@@ -183,46 +156,28 @@ class S3ObjectStore:
         finally:
             source.close()
 
-    def _ranged_get(self, full_key: str, start: int, end: int) -> Any:
-        """GetObject of ``[start, end)`` (blocking); None when it starts at or past the object's end."""
-        try:
-            answer = self._client.get_object(
-                Bucket=self.bucket, Key=full_key, Range=f"bytes={start}-{end - 1}"
-            )
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "InvalidRange":
-                return None
-            raise
-        return answer
-
     async def get_range(self, key: str, start: int, end: int) -> bytes:
         if end <= start:
             return b""
         full = self._key(key)
 
         def get() -> bytes:
-            answer = self._ranged_get(full, start, end)
-            if answer is None:
-                return b""
+            try:
+                answer = self._client.get_object(
+                    Bucket=self.bucket, Key=full, Range=f"bytes={start}-{end - 1}"
+                )
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") == "InvalidRange":
+                    return b""
+                raise
             with contextlib.closing(answer["Body"]) as body:
                 return bytes(body.read())
 
         return await self._run(key, get)
 
     async def get_range_into(self, key: str, start: int, buffers: Sequence[memoryview]) -> int:
-        total = sum(len(buffer) for buffer in buffers)
-        if total == 0:
-            return 0
         full = self._key(key)
-
-        def get() -> int:
-            answer = self._ranged_get(full, start, start + total)
-            if answer is None:
-                return 0
-            with contextlib.closing(answer["Body"]) as body:
-                return _read_body_into(body, int(answer.get("ContentLength", total)), buffers)
-
-        return await self._run(key, get)
+        return await self._run(key, lambda: self._ranges.read_into(full, start, buffers))
 
     async def get(self, key: str) -> bytes:
         full = self._key(key)
@@ -267,4 +222,5 @@ class S3ObjectStore:
 
     async def close(self) -> None:
         self._executor.shutdown(wait=True)
+        self._ranges.close()
         self._client.close()
