@@ -1,14 +1,17 @@
-"""An fsync the disk refuses with EIO, under a single broker with two log dirs (KIP-112), driven with
-real clients over TCP.
+"""An fsync the disk refuses with EIO, under a single broker with two log dirs (KIP-112) or one, driven
+with real clients over TCP.
 
 The broker process runs with the test-only fault of the file-system port (`strom._util.fsync_faults`):
 once the test writes the switch file, every fsync under the second log dir fails with EIO, as a failed
-device's does. The next produce there needs a new segment, whose roll fsyncs the old one: the produce
-is answered KAFKA_STORAGE_ERROR (a producer that does not retry sees it), and the dir goes offline, as
+device's does. The next produce there needs a new segment, whose roll fsyncs the old one: the produce is
+answered KAFKA_STORAGE_ERROR (a producer that does not retry sees it), and the dir goes offline, as
 Kafka's log dir failure channel takes it (DescribeLogDirs reports it failed) while the other dir keeps
-serving produces and DeleteRecords. Nothing acknowledged is lost: after a restart with the disk
-healthy, the partition holds exactly the records that were acknowledged, in order. With no client
-writing, the periodic checkpoint's fsync meets the fault and takes the dir offline the same way.
+serving produces and DeleteRecords. Nothing acknowledged is lost: after a restart with the disk healthy,
+the partition holds exactly the records that were acknowledged, in order. With no client writing, the
+periodic checkpoint's fsync meets the fault and takes the dir offline the same way. With a single log
+dir the failed fsync is never retried: the broker process logs one fatal line and exits with code 1 at
+once, without a clean-shutdown marker, and its restart with the fault off recovers exactly the
+acknowledged records.
 """
 
 from __future__ import annotations
@@ -18,13 +21,15 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom._util.fsync_faults import SWITCH_ENV
 from strom.protocol.errors import ErrorCode
+from strom.storage.log_manager import CLEAN_SHUTDOWN_FILE
 from strom.testing import BrokerProcess
 from tests.cluster.conftest import wait_until
 from tests.cluster.jbod import dir_error, two_dirs
-from tests.integration.test_log_dir_failure_requests import FAILING, _serves_the_healthy_dir, _topic
+from tests.integration.test_log_dir_failure_requests import FAILING, _produce, _serves_the_healthy_dir, _topic
 
 TOPIC = "synced"
 CHECKPOINT_MS = "log.flush.offset.checkpoint.interval.ms"
@@ -52,8 +57,10 @@ def start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Start]:
 
 def _produce_until_refused(bootstrap: str, limit: int) -> tuple[list[bytes], KafkaError | None]:
     """One record at a time to the failing partition, without retries: the values acknowledged, and the
-    first refusal."""
-    producer = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "retries": 0})
+    first refusal (or failure to deliver)."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "batch.num.messages": 1, "retries": 0, "message.timeout.ms": 20000}
+    )
     acked: list[bytes] = []
     refused: list[KafkaError] = []
 
@@ -131,3 +138,31 @@ def test_a_checkpoint_fsync_refused_with_eio_takes_the_dir_offline(start: Start,
     _serves_the_healthy_dir(broker, admin, TOPIC)  # waits for DescribeLogDirs to report it failed
     assert f"writing the checkpoints of {failing_dir} failed" in broker.log_path.read_text()
     _restarted_healthy_holds(broker, switch, BEFORE)
+
+
+def test_a_single_dir_whose_fsync_fails_halts_the_broker_and_loses_nothing_acknowledged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    switch = tmp_path / "fsync-eio"
+    monkeypatch.setenv(SWITCH_ENV, str(switch))  # inherited by the broker process
+    broker = BrokerProcess(tmp_path / "data", {CHECKPOINT_MS: "3600000"})
+    log_dir = broker.data_dir / "logs"
+    try:
+        broker.start()
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, 2, 1, config={"segment.bytes": "1000"})])[TOPIC].result(30)
+        _produce(broker, TOPIC, FAILING, len(BEFORE))
+        switch.write_text(str(log_dir))
+        acked, refused = _produce_until_refused(broker.bootstrap, 30)  # a roll every few records
+        assert refused is not None, len(acked)
+        proc = broker.proc
+        assert proc is not None
+        assert proc.wait(60) == 1  # at once: no shutdown runs
+        fatal = [line for line in broker.log_path.read_text().splitlines() if "halting the broker" in line]
+        assert len(fatal) == 1 and str(log_dir) in fatal[0] and "Input/output error" in fatal[0], fatal
+        assert not (log_dir / CLEAN_SHUTDOWN_FILE).exists()
+        switch.unlink()
+        broker.start()
+        assert _read_all(broker.bootstrap) == BEFORE + acked
+    finally:
+        broker.stop()

@@ -183,6 +183,38 @@ def test_a_full_disk_refuses_writes_and_a_broken_one_refuses_syncs(tmp_path: Pat
     assert not (root / "new").exists()
 
 
+def test_a_failed_sync_leaves_its_pages_unsynced_though_a_later_sync_succeeds(tmp_path: Path) -> None:
+    """Linux's "fsyncgate": the pages a failed write-back dropped are not written by the next sync, so
+    a power loss may still lose them, whichever sync (fsync, syncfs) reported success."""
+    kept: dict[str, set[bool]] = {"retried": set(), "healthy": set()}
+    for seed in range(30):
+        for case, whole in kept.items():
+            fs, root = _disk(tmp_path / f"{case}-{seed}")
+            path = root / "f"
+            with filesystem.use(fs):
+                _append(path, b"a" * 5000, sync=True)
+                filesystem.fsync_dir(str(root))
+                _append(path, b"b" * 3 * PAGE_SIZE)
+                if case == "retried":
+                    fs.disks[0].error = errno.EIO
+                    fd = filesystem.open(str(path), os.O_RDWR)
+                    try:
+                        with pytest.raises(filesystem.SyncFailedError):
+                            filesystem.fsync(fd)
+                    finally:
+                        os.close(fd)
+                    fs.disks[0].error = None
+                _append(path, b"c", sync=True)  # succeeds
+                filesystem.sync_file_systems([str(root)])  # and so does this
+            assert fs.disks[0].unsynced_files == (case == "retried")
+            fs.crash(fs.disks[0], random.Random(seed))
+            after = path.read_bytes()
+            assert after[:4096] == b"a" * 4096  # the pages synced before the failure stay
+            whole.add(len(after) == 5000 + 3 * PAGE_SIZE + 1 and after.count(b"b") == 3 * PAGE_SIZE)
+    assert kept["healthy"] == {True}
+    assert False in kept["retried"]
+
+
 def _batch(n: int) -> bytes:
     return build_batch([(None, f"r{n}".encode() * 40, [], 1_000 + n)])
 

@@ -3,7 +3,8 @@
 A `LogManager` with two log dirs; the second is made read-only under it (a read-only bind mount: files
 open for writing keep working, anything that creates, renames or removes a file gets EROFS), then one
 write path at a time runs: each reports that dir to the failure channel and no other, and the first
-dir keeps serving. Which errors are the disk's is the pure `is_disk_failure`.
+dir keeps serving. Which errors are the disk's is the pure `is_disk_failure`, and what a failure does
+(a dir offline, or the broker halted when none is left) the pure `failure_action` and the channel.
 """
 
 from __future__ import annotations
@@ -12,19 +13,22 @@ import errno
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 from cleaner_support import COMPACT
 from test_storage_support import make_batch
 from tests.tmpfs import read_only
 
+from strom._util import filesystem, halt
+from strom._util.filesystem import SyncFailedError
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.builder import build_batch
 from strom.storage.checkpoint import RECOVERY_POINT_CHECKPOINT, TopicPartition, read_offsets
 from strom.storage.cleaner import LogCleaner
 from strom.storage.config import LogConfig
 from strom.storage.log import PartitionLog
-from strom.storage.log_dirs import LogDirFailureChannel, is_disk_failure
+from strom.storage.log_dirs import FailureAction, LogDirFailureChannel, failure_action, is_disk_failure
 from strom.storage.log_manager import LogManager
 
 NOW_MS = 1_000_000
@@ -177,19 +181,87 @@ def test_which_errors_fail_a_dir(exc: BaseException, disk: bool) -> None:
     assert is_disk_failure(exc) is disk
 
 
-def test_the_channel_reports_each_dir_once_and_never_a_single_dir() -> None:
-    reported: list[str] = []
-    channel = LogDirFailureChannel(["/d/a", "/d/b"])
-    channel.on_dir_failure = reported.append
-    channel.report("/d/b/t-0")
-    channel.report("/d/b")  # the log manager's own writes name the dir itself
-    channel.report("/d/a")
-    assert reported == ["/d/b", "/d/a"]
-    channel.taken_offline("/d/b")
-    channel.report("/d/b/t-1")
-    assert reported == ["/d/b", "/d/a"] and channel.offline == {"/d/b"}
+EIO = OSError(errno.EIO, "Input/output error")
+FULL = OSError(errno.ENOSPC, "No space left on device")
+SYNC_EIO = SyncFailedError(errno.EIO, "Input/output error")
+SYNC_FULL = SyncFailedError(errno.ENOSPC, "No space left on device")  # a write-back that found no space
+STAY, OFFLINE, HALT = FailureAction.STAY_ONLINE, FailureAction.OFFLINE, FailureAction.HALT
 
+
+@pytest.mark.parametrize(
+    ("exc", "log_dirs", "others_online", "action"),
+    [
+        (FULL, 1, 0, STAY),  # a single dir's refused write: tried again once space returns
+        (EIO, 1, 0, STAY),
+        (SYNC_EIO, 1, 0, HALT),  # a single dir's failed sync is never retried
+        (SYNC_FULL, 1, 0, HALT),
+        (FULL, 2, 1, OFFLINE),  # JBOD: the dir goes offline, the other serves
+        (SYNC_EIO, 3, 1, OFFLINE),
+        (FULL, 2, 0, HALT),  # the last online dir of several: nothing is left to serve from
+        (SYNC_EIO, 2, 0, HALT),
+        (SyncFailedError(errno.EBADF, "Bad file descriptor"), 1, 0, STAY),  # Strom's own bug, not the disk
+        (OSError("segment is closed"), 2, 1, STAY),
+    ],
+)
+def test_what_a_failure_does(exc: OSError, log_dirs: int, others_online: int, action: FailureAction) -> None:
+    assert failure_action(exc, log_dirs, others_online) is action
+
+
+def test_a_failed_sync_of_the_port_says_so() -> None:
+    """The file-system port raises a sync's failure as `SyncFailedError`, with the errno it had."""
+    read_end, write_end = os.pipe()  # a pipe cannot be synced (EINVAL), nor its read end written (EBADF)
+    try:
+        with pytest.raises(SyncFailedError) as raised:
+            filesystem.fsync(write_end)
+        assert raised.value.errno == errno.EINVAL
+        with pytest.raises(OSError) as written:
+            filesystem.write(read_end, b"x")
+        assert written.value.errno == errno.EBADF and not isinstance(written.value, SyncFailedError)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+class _HaltRecorder:
+    def __init__(self) -> None:
+        self.codes: list[int] = []
+
+    def __call__(self, code: int) -> NoReturn:
+        self.codes.append(code)
+        raise halt.Halted
+
+
+def test_the_channel_reports_each_dir_once_and_halts_when_none_is_left(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    reported: list[str] = []
+    halts = _HaltRecorder()
+    channel = LogDirFailureChannel(["/d/a", "/d/b", "/d/c"])
+    channel.on_dir_failure = reported.append
+    with halt.use(halts):
+        channel.report("/d/b/t-0", FULL)
+        channel.report("/d/b", SYNC_EIO)  # the log manager's own writes name the dir itself
+        channel.report("/d/c", SYNC_EIO)
+        assert reported == ["/d/b", "/d/c"]
+        channel.taken_offline("/d/b")
+        channel.report("/d/b/t-1", EIO)
+        assert reported == ["/d/b", "/d/c"] and channel.offline == {"/d/b"} and halts.codes == []
+        with pytest.raises(halt.Halted):
+            channel.report("/d/a/t-2", FULL)  # the last one: the broker halts
+    assert halts.codes == [1] and reported == ["/d/b", "/d/c"]
+    fatal = [r.getMessage() for r in caplog.records if r.levelname == "CRITICAL"]
+    assert len(fatal) == 1 and "/d/a" in fatal[0] and "No space left on device" in fatal[0], fatal
+
+
+def test_a_single_dir_retries_a_refused_write_but_halts_on_a_failed_sync() -> None:
+    reported: list[str] = []
+    halts = _HaltRecorder()
     alone = LogDirFailureChannel(["/d/a"])
     alone.on_dir_failure = reported.append
-    alone.report("/d/a/t-0")  # one log dir stays online: the append is tried again
-    assert reported == ["/d/b", "/d/a"]
+    with halt.use(halts):
+        alone.report("/d/a/t-0", FULL)  # nothing reached the page cache: the append is tried again
+        alone.report("/d/a/t-0", EIO)
+        assert halts.codes == [] and alone.offline == set()
+        with pytest.raises(halt.Halted):
+            alone.report("/d/a/t-0", SYNC_EIO)
+    assert halts.codes == [1] and reported == []

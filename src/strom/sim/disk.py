@@ -18,12 +18,20 @@ the durable size, grown to the end of the last written-back page past it; a trun
 holds or not. So a crash loses only what was never synced, and recovery sees what a real one would:
 a torn tail, zeros where an appended page never reached the disk, an index longer than its log.
 
+A sync the disk refuses (EIO) is the Linux hazard called "fsyncgate": the kernel reports the failed
+write-back once and may mark the pages clean though they never reached the platter, so a later sync
+succeeds without writing them. The disk keeps what the platter held of each file when its sync
+failed (`SimDisk.failed_syncs`), and a later successful sync leaves those pages unsynced: a machine
+crash may still lose them, so a broker that retried the sync and moved its recovery point over them
+would be caught.
+
 Names are durable only once their directory is fsynced (`strom.sim.dir_entries`): a crash may undo a
 file's creation, rename or unlink made since, and does so before it decides the contents.
 
-Faults on demand, per disk: ``error`` (``ENOSPC`` refuses writes, new files and growth; ``EIO``
-refuses writes and syncs), until cleared; ``slow_s``, a slow disk: each write blocks its caller that
-long and each sync ten times that. Blocking is the world's business (`SimFileSystem.stall`: the
+Faults on demand, per disk: ``error`` (``ENOSPC`` refuses writes, new files and growth; ``EIO`` refuses
+writes and syncs, or with ``syncs_only`` syncs alone, as a device whose write-back fails under writes
+that still land in the page cache), until cleared; ``slow_s``, a slow disk: each write blocks its caller
+that long and each sync ten times that. Blocking is the world's business (`SimFileSystem.stall`: the
 simulation stops the calling machine's code for that long, as a thread stuck in the kernel would).
 """
 
@@ -58,7 +66,10 @@ class SimDisk:
     root: str
     files: dict[str, _Unsynced] = field(default_factory=dict)
     entries: DirectoryEntries = field(init=False)
+    # What the platter held of each file when a sync of it failed: unsynced for good (module docstring).
+    failed_syncs: dict[str, _Unsynced] = field(default_factory=dict)
     error: int | None = None  # errno every write (and, for EIO, every sync) fails with
+    syncs_only: bool = False  # the error refuses syncs only: a failed write-back (module docstring)
     slow_s: float = 0.0  # how long each write blocks its caller (a sync: ten times that)
     crashes: int = 0
     pages_lost: int = 0
@@ -72,11 +83,34 @@ class SimDisk:
 
     def _moved(self, old: str, new: str) -> None:
         """What the platter holds of ``old`` (and of every file under it) is now ``new``'s."""
-        for path in [p for p in self.files if p == old or p.startswith(old + os.sep)]:
-            self.files[new + path[len(old) :]] = self.files.pop(path)
+        for held in (self.files, self.failed_syncs):
+            for path in [p for p in held if p == old or p.startswith(old + os.sep)]:
+                held[new + path[len(old) :]] = held.pop(path)
 
     def _dropped(self, path: str) -> None:
         self.files.pop(path, None)
+        self.failed_syncs.pop(path, None)
+
+    def sync_failed(self, paths: Iterable[str]) -> None:
+        """A sync of ``paths`` failed: what they hold unsynced now stays so (module docstring)."""
+        for path in paths:
+            state = self.files.get(path)
+            if state is None:
+                continue
+            earlier = self.failed_syncs.get(path)
+            if earlier is None:
+                self.failed_syncs[path] = _Unsynced(state.durable_size, dict(state.pages))
+            else:  # the older failure's platter content is still what the platter holds
+                earlier.pages = {**state.pages, **earlier.pages}
+                earlier.durable_size = min(earlier.durable_size, state.durable_size)
+
+    def synced(self, path: str) -> None:
+        """``path`` was synced: the platter holds the page cache's bytes, but those of a failed sync."""
+        stuck = self.failed_syncs.get(path)
+        if stuck is None:
+            self.files.pop(path, None)
+        else:
+            self.files[path] = _Unsynced(stuck.durable_size, dict(stuck.pages))
 
     @property
     def unsynced_files(self) -> int:
@@ -111,7 +145,7 @@ class SimFileSystem:
             self._fds.pop(fd, None)  # a number a closed file of a disk had
             return fd
         exists = os.path.exists(path)
-        if flags & os.O_CREAT and not exists and disk.error is not None:
+        if flags & os.O_CREAT and not exists and disk.error is not None and not disk.syncs_only:
             raise OSError(disk.error, os.strerror(disk.error), path)
         if flags & os.O_TRUNC and exists and not os.path.isdir(path):
             self._capture(disk, path, 0, os.path.getsize(path))
@@ -126,7 +160,7 @@ class SimFileSystem:
         target = self._target(fd)
         if target is not None:
             disk, path = target
-            self._refuse(disk, path, errnos.ENOSPC, errnos.EIO)
+            self._refuse_write(disk, path, errnos.ENOSPC, errnos.EIO)
             self._capture(disk, path, offset, offset + len(data))
             if disk.slow_s:
                 self.stall(disk.slow_s)
@@ -136,7 +170,7 @@ class SimFileSystem:
         target = self._target(fd)
         if target is not None:
             disk, path = target
-            self._refuse(disk, path, errnos.ENOSPC, errnos.EIO)
+            self._refuse_write(disk, path, errnos.ENOSPC, errnos.EIO)
             offset = os.fstat(fd).st_size if self._fds[fd][1] else os.lseek(fd, 0, os.SEEK_CUR)
             self._capture(disk, path, offset, offset + len(data))
             if disk.slow_s:
@@ -149,10 +183,12 @@ class SimFileSystem:
             os.fsync(fd)
             return
         disk, path = target
+        if disk.error == errnos.EIO:
+            disk.sync_failed([path])
         self._refuse(disk, path, errnos.EIO)
         if disk.slow_s:
             self.stall(10 * disk.slow_s)
-        disk.files.pop(path, None)  # the platter now holds the page cache's bytes (no real fsync needed)
+        disk.synced(path)  # the platter now holds the page cache's bytes (no real fsync needed)
         disk.entries.synced(path)  # a directory: the names in it are durable
 
     def ftruncate(self, fd: int, length: int, /) -> None:
@@ -174,8 +210,9 @@ class SimFileSystem:
         kept = disk.entries.keep(dst) if disk is not None and disk.owns(src) else None
         os.replace(src, dst)
         for each in self.disks:
-            for path in [p for p in each.files if p == dst or p.startswith(dst + os.sep)]:
-                del each.files[path]  # what the new name replaced is gone (or kept aside, above)
+            for held in (each.files, each.failed_syncs):
+                for path in [p for p in held if p == dst or p.startswith(dst + os.sep)]:
+                    del held[path]  # what the new name replaced is gone (or kept aside, above)
             each._moved(src, dst)
         if disk is not None and disk.owns(src):
             disk.entries.renamed(src, dst, kept)
@@ -208,10 +245,13 @@ class SimFileSystem:
             if disk is None:
                 real.append(path)
                 continue
+            if disk.error == errnos.EIO:
+                disk.sync_failed(list(disk.files))
             self._refuse(disk, path, errnos.EIO)
             if disk.slow_s:
                 self.stall(10 * disk.slow_s)
-            disk.files.clear()
+            for written in list(disk.files):
+                disk.synced(written)
             disk.entries.synced_all()
             synced += 1
         return synced + (_real_sync_file_systems(real) if real else 0)
@@ -228,12 +268,18 @@ class SimFileSystem:
             if os.path.isfile(path):
                 self._lose(disk, path, state, rng)
         disk.files.clear()
+        disk.failed_syncs.clear()  # the platter is all there is now
         return disk.pages_lost - before[0], disk.pages_torn - before[1]
 
     # internals -------------------------------------------------------------------------------------------
     def _target(self, fd: int) -> tuple[SimDisk, str] | None:
         known = self._fds.get(fd)
         return None if known is None else (known[2], known[0])
+
+    @classmethod
+    def _refuse_write(cls, disk: SimDisk, path: str, *errors: int) -> None:
+        if not disk.syncs_only:
+            cls._refuse(disk, path, *errors)
 
     @staticmethod
     def _refuse(disk: SimDisk, path: str, *errors: int) -> None:
@@ -243,7 +289,7 @@ class SimFileSystem:
     def _truncating(self, disk: SimDisk, path: str, length: int) -> None:
         size = os.path.getsize(path)
         if length > size:
-            self._refuse(disk, path, errnos.ENOSPC)
+            self._refuse_write(disk, path, errnos.ENOSPC)
         self._capture(disk, path, min(length, size), max(length, size))
 
     @staticmethod

@@ -12,7 +12,9 @@ promise covers the loss of any one machine). The kinds:
 * ``pause``: the broker's process stops (SIGSTOP) for the fault's length, then continues (SIGCONT); a
   pause past the session timeout costs it its metadata-store session.
 * ``disk``: the broker's disk fails for the fault's length: full (ENOSPC on writes), broken (EIO on
-  writes and syncs) or slow (each write blocks the broker 5-100 ms, each sync ten times that).
+  writes and syncs, or, half of the time, ``EIO_WRITEBACK``: EIO on syncs alone, the writes landing in
+  the page cache) or slow (each write blocks the broker 5-100 ms, each sync ten times that). A failed
+  sync halts a broker with a single log dir; it restarts once the disk works again.
 * ``outage``: every machine crashes at once (a power cut of the whole cluster) and restarts after
   the fault's length.
 * ``isolate``: the broker is cut off from every other machine, both ways, then healed.
@@ -28,13 +30,15 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-__all__ = ["BEYOND_PROMISE", "DISK_ERRORS", "KINDS", "Fault", "schedule"]
+__all__ = ["BEYOND_PROMISE", "DISK_ERRORS", "EIO_WRITEBACK", "KINDS", "Fault", "schedule"]
 
 KINDS = ("crash", "isolate", "one_way", "expire", "clock_jump", "machine_crash", "pause", "disk", "reassign")
 #: Beyond Kafka's promise (which covers the loss of one machine), never in the mix: ``outage``, every
 #: machine losing power at once, shows what the flush policy alone keeps.
 BEYOND_PROMISE = ("outage",)
 DISK_ERRORS = ("ENOSPC", "EIO", "slow")
+#: An EIO that refuses syncs only (drawn after "EIO": the schedules of seeds without one stay as they were).
+EIO_WRITEBACK = "EIO_WRITEBACK"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +74,8 @@ def schedule(
             error = rng.choice(DISK_ERRORS)
             if error == "slow":
                 delta = rng.randrange(5, 100)  # ms each write blocks
+            elif error == "EIO" and rng.random() < 0.5:
+                error = EIO_WRITEBACK
         elif kind == "one_way":
             other = rng.choice([b for b in range(brokers) if b != broker])
         elif kind == "clock_jump":

@@ -44,12 +44,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from strom._util import filesystem
+from strom._util import filesystem, halt
 from strom.sim.checker import Findings, check
 from strom.sim.clock import SimClock
 from strom.sim.group_workload import OffsetCommitter
 from strom.sim.loop import SimulatedLoop
-from strom.sim.nemesis import KINDS, Fault, schedule
+from strom.sim.nemesis import EIO_WRITEBACK, KINDS, Fault, schedule
 from strom.sim.network import CURRENT_HOST, LinkSettings, SimNetwork
 from strom.sim.reassign_workload import move, moves_done
 from strom.sim.txn_workload import (
@@ -182,7 +182,7 @@ def run_seed(
             )
             client_rng = random.Random(rng.getrandbits(64))
             disk_rng = random.Random(rng.getrandbits(64))
-            with filesystem.use(world.fs):
+            with filesystem.use(world.fs), halt.use(world.halt):
                 result = loop.run(
                     _main(loop, world, faults, duration_s, client_rng, disk_rng, trace, batch_records, acks)
                 )
@@ -341,12 +341,17 @@ async def _nemesis(
         elif fault.kind == "disk":
             if fault.error == "slow":
                 world.slow_disk(fault.broker, fault.delta_ms / 1000)
+            elif fault.error == EIO_WRITEBACK:
+                world.disk_error(fault.broker, errno.EIO, syncs_only=True)
             else:
                 world.disk_error(fault.broker, getattr(errno, fault.error))
             await asyncio.sleep(fault.length_s)
             world.disk_error(fault.broker, None)
             world.slow_disk(fault.broker, 0.0)
             note(f"broker {fault.broker}'s disk works again")
+            if await world.halted(fault.broker):  # a failed sync stopped it: a restart recovers it
+                await world.restart(fault.broker)
+                note(f"broker {fault.broker} restarted after it halted")
         elif fault.kind == "isolate":
             others = [host_of(b) for b in world.broker_ids] + CLIENTS
             world.network.isolate(host, others)
@@ -407,6 +412,7 @@ async def _heal_everything(world: SimWorld, note: object) -> None:
     assert callable(note)
     world.network.heal()
     for broker_id in world.broker_ids:
+        await world.halted(broker_id)
         world.unpause(broker_id)
         world.disk_error(broker_id, None)
         world.slow_disk(broker_id, 0.0)

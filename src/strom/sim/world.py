@@ -19,6 +19,9 @@ Faults the world can inflict (the nemesis picks them):
 * `pause` / `unpause`: the broker's code stops (as SIGSTOP: its callbacks are held by the loop) and its
   metadata-store session hears nothing, so the store expires it past the session timeout.
 * `disk_error`: the broker's disk fails writes with ENOSPC, or writes and syncs with EIO, until cleared.
+  A sync that fails in a broker's last online log dir halts it (`strom.storage.log_dirs`): the world
+  is the halt port for the run (`halt`, through `strom._util.halt.use`), and turns it into a process
+  crash of that machine; `halted` tells the nemesis, which restarts it once the disk works again.
 * `slow_disk`: each write blocks the broker for a while (each sync ten times as long): its code stops,
   as a thread stuck in the kernel stops, while the other machines run on.
 * `partition` / `heal`: between brokers (and clients), through the network.
@@ -35,8 +38,9 @@ import random
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
+from strom._util.halt import Halted
 from strom.broker.broker import Broker
 from strom.broker.config import BrokerConfig
 from strom.broker.main import serve_plaintext
@@ -106,6 +110,11 @@ class SimBroker:
         return host_of(self.broker_id)
 
 
+def _forget_outcome(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
 class SimWorld:
     def __init__(
         self,
@@ -125,6 +134,7 @@ class SimWorld:
         self.clock_offsets = dict.fromkeys(self.broker_ids, 0)
         self.session_timeout_s = int(self.settings["zookeeper.session.timeout.ms"]) / 1000
         self._expiries: dict[int, asyncio.TimerHandle] = {}
+        self._halts: dict[int, asyncio.Task[None]] = {}  # brokers that halted: their process's crash
         # Every broker's log dirs are under its own disk's root (the world's `filesystem.use` routes to it).
         self.fs = SimFileSystem(self._stall)
         self.disks: dict[int, SimDisk] = {b: self.fs.add_disk(str(self._root(b))) for b in self.broker_ids}
@@ -190,6 +200,31 @@ class SimWorld:
         await self.crash(broker_id)
         return self.fs.crash(self.disks[broker_id], rng)
 
+    def halt(self, code: int) -> NoReturn:
+        """The halt port (`strom._util.halt`) for the run: the calling broker's process exits with
+        ``code``. None of its code runs after this (its machine is paused until the crash ends its
+        tasks, and `Halted` unwinds the caller); nothing of its shutdown runs, as with ``os._exit``."""
+        host = CURRENT_HOST.get()
+        (broker_id,) = [b for b in self.broker_ids if host_of(b) == host]
+        if broker_id not in self._halts and broker_id in self.brokers:
+            log.warning("broker %d halted with exit code %d", broker_id, code)
+            self.loop.pause_host(host)
+            context = contextvars.copy_context()
+            context.run(CURRENT_HOST.set, "world")  # the crash is not the halted machine's own code
+            self._halts[broker_id] = self.loop.create_task(self.crash(broker_id), context=context)
+        task = asyncio.current_task()
+        if task is not None:  # its end is the process's: nobody is left to read it
+            task.add_done_callback(_forget_outcome)
+        raise Halted
+
+    async def halted(self, broker_id: int) -> bool:
+        """Whether ``broker_id`` halted since the last call (then its process is gone: restart it)."""
+        crash = self._halts.pop(broker_id, None)
+        if crash is None:
+            return False
+        await crash
+        return True
+
     def pause(self, broker_id: int) -> None:
         """SIGSTOP: the broker's code stops; its session's heartbeats stop with it."""
         member = self.brokers.get(broker_id)
@@ -202,9 +237,11 @@ class SimWorld:
         self.loop.resume_host(host_of(broker_id))
         self.resume_session(broker_id)
 
-    def disk_error(self, broker_id: int, error: int | None) -> None:
-        """From now on the broker's disk fails with ``error`` (an errno), or works again (None)."""
+    def disk_error(self, broker_id: int, error: int | None, syncs_only: bool = False) -> None:
+        """From now on the broker's disk fails with ``error`` (an errno; its syncs alone with
+        ``syncs_only``), or works again (None)."""
         self.disks[broker_id].error = error
+        self.disks[broker_id].syncs_only = syncs_only
 
     def slow_disk(self, broker_id: int, seconds: float) -> None:
         """From now on each write to the broker's disk blocks it ``seconds`` (0: a healthy disk)."""
@@ -293,6 +330,8 @@ class SimWorld:
         return [(host_of(b), PORT) for b in sorted(self.brokers)]
 
     async def stop(self) -> None:
+        for broker_id in sorted(self._halts):
+            await self.halted(broker_id)
         for broker_id in sorted(self.brokers):
             await self.crash(broker_id)
         self.store.close()

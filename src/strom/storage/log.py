@@ -25,7 +25,8 @@ watermark; the broker sends them with ``sendfile`` (file_records.py). `read` is 
 
 Durability (fsync policy) and write failures (all or nothing per append, KAFKA_STORAGE_ERROR, the
 log stays online): see the package docstring. A write the disk refuses, in any method, is also told to
-the log manager's failure channel (`report_io_error`; log_dirs.py: with JBOD the dir goes offline).
+the log manager's failure channel (`report_io_error`; log_dirs.py: with JBOD the dir goes offline, and
+a failed sync with no other dir online halts the broker).
 
 Not thread-safe: the broker calls one partition's log from one thread (its event loop) at a time.
 """
@@ -94,7 +95,7 @@ class PartitionLog:
         open_files: OpenFiles | None = None,  # the LogManager's bound, shared by its logs
     ) -> None:
         self.dir = directory
-        self.on_io_error: Callable[[str], None] | None = None  # told of a failed write (KIP-112)
+        self.on_io_error: Callable[[str, OSError], None] | None = None  # told of a failed write (KIP-112)
         self.open_files = open_files if open_files is not None else unbounded()
         self.name = os.path.basename(directory)  # <topic>-<partition>, as Kafka names it in messages
         self.config = config
@@ -324,7 +325,7 @@ class PartitionLog:
     def report_io_error(self, exc: OSError) -> None:
         """A write of this log failed: tell the failure channel if the disk refused (KIP-112)."""
         if self.on_io_error is not None and is_disk_failure(exc):
-            self.on_io_error(self.dir)
+            self.on_io_error(self.dir, exc)
 
     # -- read -------------------------------------------------------------------------------------
     def read_records(

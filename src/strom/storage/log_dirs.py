@@ -1,23 +1,36 @@
 """A log dir as a whole: its lock, what DescribeLogDirs reports of it, and its failure (KIP-112).
 
-**The failure channel** (Kafka's ``LogDirFailureChannel``; only with more than one log dir, JBOD).
-Every write to a log dir that fails with an error of the disk is reported here: a partition log's
-append, flush (fsync), index and time-index entries, segment roll, retention or DeleteRecords delete,
-truncation, leader-epoch checkpoint and producer-state snapshot (`PartitionLog.report_io_error`, with
-the log's directory), the log manager's checkpoints (recovery point, log start offset, high
-watermark), the creation or deletion of a partition directory, and the log cleaner's swap. Which
-errors are the disk's is a pure decision (`is_disk_failure`): an ``OSError`` whose errno says the
-device or file system refused (EIO, ENOSPC, EROFS, EDQUOT, EACCES, ...); Strom's own errors (a
-segment closed under a reader, errno-less) and the process's limits (EMFILE, ENOMEM) are not, and
-leave the dir online. The first report of each dir tells the listener (the replica manager), which
-has the `LogManager` take the dir offline: its logs are closed and forgotten, no partition is created
-there any more, no checkpoint or clean-shutdown marker is written there, DescribeLogDirs reports it
-failed (KAFKA_STORAGE_ERROR), and the other dirs keep serving. Only a restart brings it back (its
-logs are loaded and recovered again); a dir the disk fails at start (its lock, its listing, a log's
-load) starts offline, with the partitions found in it (`partitions_in`), unless no dir is left.
-With a single log dir nothing is taken offline (Kafka would stop the broker: nothing would be left to
-serve): the append answers KAFKA_STORAGE_ERROR and the next one is tried again, so a disk that was
-only full serves again once space returns (docs/faults.md).
+**The failure channel** (Kafka's ``LogDirFailureChannel``). Every write or sync to a log dir that
+fails with an error of the disk is reported here: a partition log's append, flush (fsync), index and
+time-index entries, segment roll, retention or DeleteRecords delete, truncation, leader-epoch
+checkpoint and producer-state snapshot (`PartitionLog.report_io_error`, with the log's directory), the
+log manager's checkpoints (recovery point, log start offset, high watermark), the creation or deletion
+of a partition directory, and the log cleaner's swap. Which errors are the disk's is a pure decision
+(`is_disk_failure`): an ``OSError`` whose errno says the device or file system refused (EIO, ENOSPC,
+EROFS, EDQUOT, EACCES, ...); Strom's own errors (a segment closed under a reader, errno-less) and the
+process's limits (EMFILE, ENOMEM) are not, and leave the dir online.
+
+What a failure does is another pure decision (`failure_action`, given the dirs still online):
+
+* With another log dir online (JBOD, KIP-112) the dir goes offline. The first report of each dir tells
+  the listener (the replica manager), which has the `LogManager` take the dir offline: its logs are
+  closed and forgotten, no partition is created there any more, no checkpoint or clean-shutdown marker
+  is written there, DescribeLogDirs reports it failed (KAFKA_STORAGE_ERROR), and the other dirs keep
+  serving. Only a restart brings it back (its logs are loaded and recovered again).
+* With none left, a failed **sync** (fsync, syncfs; the file-system port raises `SyncFailedError`)
+  halts the broker (`strom._util.halt`): one fatal log line naming the dir and the error, then the
+  process exits with code 1 and no clean-shutdown marker, so the restart recovers the logs from their
+  recovery point. A failed sync is never retried: on Linux a failed write-back may leave the pages
+  marked clean though they never reached the disk, so a later fsync can report success for them
+  ("fsyncgate") and the recovery point would move over records a machine crash then loses unseen.
+  Kafka halts likewise once its last log dir fails.
+* With none left, a refused **write** (no sync) on a single log dir keeps the dir online: nothing
+  reached the page cache, the call answers KAFKA_STORAGE_ERROR and a later one is tried again, so a
+  disk that was only full serves again once space returns (docs/faults.md). The last of several dirs
+  halts the broker, as in Kafka.
+
+A dir the disk fails at start (its lock, its listing, a log's load) starts offline, with the partitions
+found in it (`partitions_in`), unless no dir is left (the start fails).
 """
 
 from __future__ import annotations
@@ -30,8 +43,11 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
+from strom._util import halt
+from strom._util.filesystem import SyncFailedError
 from strom.storage.checkpoint import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -39,10 +55,12 @@ log = logging.getLogger(__name__)
 __all__ = [
     "DISK_ERRNOS",
     "LOCK_FILE",
+    "FailureAction",
     "LogDirFailureChannel",
     "LogDirInUseError",
     "LogDirUsage",
     "describe_log_dirs",
+    "failure_action",
     "is_disk_failure",
     "lock_log_dir",
     "parse_partition_dir",
@@ -74,6 +92,26 @@ DISK_ERRNOS = frozenset(
 def is_disk_failure(exc: BaseException) -> bool:
     """Whether ``exc`` is the disk refusing (the dir fails), not Strom's own error or a process limit."""
     return isinstance(exc, OSError) and exc.errno in DISK_ERRNOS
+
+
+class FailureAction(Enum):
+    """What a log dir's failure does (`failure_action`)."""
+
+    STAY_ONLINE = "stay online"  # the failed call answers its error; a later one is tried again
+    OFFLINE = "offline"  # the dir goes offline until the restart, the others serve
+    HALT = "halt"  # the broker stops at once: nothing is left it could serve from
+
+
+def failure_action(exc: BaseException, log_dirs: int, others_online: int) -> FailureAction:
+    """What ``exc``, raised by a write or sync in one of ``log_dirs`` log dirs, does to the broker, with
+    ``others_online`` other dirs still online (module docstring)."""
+    if not is_disk_failure(exc):
+        return FailureAction.STAY_ONLINE
+    if others_online > 0:
+        return FailureAction.OFFLINE
+    if log_dirs < 2 and not isinstance(exc, SyncFailedError):
+        return FailureAction.STAY_ONLINE  # a single dir's refused write: nothing reached the page cache
+    return FailureAction.HALT
 
 
 @dataclass(slots=True)
@@ -177,7 +215,8 @@ def lock_log_dir(log_dir: str) -> int:
 
 
 class LogDirFailureChannel:
-    """The log dirs that failed: reported once each to ``on_dir_failure``, then offline."""
+    """The log dirs that failed: reported once each to ``on_dir_failure``, then offline; or the broker
+    halts when none would be left (module docstring)."""
 
     def __init__(self, log_dirs: list[str]) -> None:
         self._log_dirs = list(log_dirs)
@@ -185,15 +224,30 @@ class LogDirFailureChannel:
         self._reported: set[str] = set()  # told to the listener, not taken offline yet
         self.on_dir_failure: Callable[[str], None] | None = None
 
-    def report(self, path: str) -> None:
-        """A write in ``path`` (a log dir, or a partition directory in one) failed with a disk error."""
+    def report(self, path: str, exc: OSError) -> None:
+        """A write or sync in ``path`` (a log dir, or a partition directory in one) failed with ``exc``."""
         log_dir = path if path in self._log_dirs else os.path.dirname(path)
-        if len(self._log_dirs) < 2 or log_dir not in self._log_dirs:
-            return  # one log dir stays online; a replica's copy being moved fails its move only
+        if log_dir not in self._log_dirs:
+            return  # a replica's copy being moved fails its move only
         if log_dir in self.offline or log_dir in self._reported:
             return
+        failed = self.offline | self._reported | {log_dir}
+        others = sum(d not in failed for d in self._log_dirs)
+        action = failure_action(exc, len(self._log_dirs), others)
+        if action is FailureAction.HALT:
+            what = "a sync" if isinstance(exc, SyncFailedError) else "a write"
+            log.critical(
+                "halting the broker: %s in log dir %s failed (%s) and no log dir is left online "
+                "(exit code 1, no clean-shutdown marker: the restart recovers the logs)",
+                what,
+                log_dir,
+                exc,
+            )
+            halt.halt(1)
+        if action is not FailureAction.OFFLINE:
+            return
         self._reported.add(log_dir)
-        log.error("log dir %s had an I/O error", log_dir)
+        log.error("log dir %s had an I/O error: %s", log_dir, exc)
         if self.on_dir_failure is not None:
             self.on_dir_failure(log_dir)
 

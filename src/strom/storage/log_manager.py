@@ -249,9 +249,12 @@ class LogManager:
     def sync_new_dirs(self) -> None:
         """Fsync the log dirs that got partition directories through ``sync_dir=False``."""
         while self._unsynced_dirs:
-            log_dir = next(iter(self._unsynced_dirs))
-            fsync_dir(log_dir)  # a failure leaves it (and the rest) to the next call
-            self._unsynced_dirs.discard(log_dir)
+            log_dir = self._unsynced_dirs.pop()  # a failed sync is not retried: the dir fails (log_dirs.py)
+            try:
+                fsync_dir(log_dir)
+            except OSError as exc:
+                self._report(log_dir, exc)
+                raise
 
     def log_dir_of(self, tp: TopicPartition) -> str | None:
         return self._log_dir_of.get(tp)
@@ -427,7 +430,7 @@ class LogManager:
     # -- periodic work ----------------------------------------------------------------------------
     def _report(self, log_dir: str, exc: OSError) -> None:
         if is_disk_failure(exc):
-            self.failures.report(log_dir)
+            self.failures.report(log_dir, exc)
 
     def checkpoint_all(self) -> None:
         """Write the recovery-point, log-start-offset and high-watermark checkpoints of every online
