@@ -42,7 +42,7 @@ def python_snippet(doc: Path, after: str) -> str:
     return found.group(1)
 
 
-def run_job(script: str, workdir: Path, timeout_s: float = 240) -> str:
+def run_job(script: str, workdir: Path, timeout_s: float = 480) -> str:
     """Run `script` as job.py in `workdir` with a new user's environment; its stdout."""
     env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
