@@ -16,6 +16,22 @@ def test_overrides_apply_on_top_of_defaults() -> None:
     assert config.to_properties()["retention.ms"] == "1000"
 
 
+def test_a_config_is_resolved_once_per_overrides_and_defaults() -> None:
+    """Kept: the same overrides on the same defaults give the same (immutable) config, any change of
+    either a new one; a refusal is raised again, never kept."""
+    base = LogConfig.from_properties({"retention.ms": "1000"})
+    overrides = {"segment.bytes": "8388608", "remote.storage.enable": "true"}
+    config = LogConfig.from_properties(overrides, base)
+    assert LogConfig.from_properties(dict(overrides), base) is config
+    changed = LogConfig.from_properties({**overrides, "segment.bytes": "4194304"}, base)
+    assert (changed.segment_bytes, config.segment_bytes) == (4194304, 8388608)
+    other_base = LogConfig.from_properties({"retention.ms": "2000"})
+    assert LogConfig.from_properties(overrides, other_base).retention_ms == 2000
+    for _ in range(2):
+        with pytest.raises(KafkaError):
+            LogConfig.from_properties({"retention.ms": "soon"}, base)
+
+
 @pytest.mark.parametrize(
     ("name", "value"),
     [
