@@ -32,3 +32,17 @@ def test_a_power_loss_after_a_deleted_partition_s_directory_is_gone_undoes_nothi
     result = run_seed(159, 120.0, MIXED_WITH_REASSIGN)
     assert any("machine_crash broker 1" in line for line in result.trace)
     assert result.ok, result.findings.examples()
+
+
+def test_a_partition_without_a_leader_does_not_keep_a_bounced_broker_in_its_isr() -> None:
+    """Seed 1309 (mixed, 120 s) found it: partition 2 (replicas [0, 1], leader 0, ISR [0, 1]) had
+    offsets 4110.. acknowledged when broker 1's machine crashed and its disk lost them. Broker 0, the
+    controller, was paused before it saw broker 1 register again; the next controller took broker 1
+    as bounced and broker 0 as dead, found nobody to lead and wrote leader -1 keeping ISR [0, 1],
+    then, broker 1 live again, elected it "as the last ISR member" with log end offset 4110: broker 0
+    truncated from 4800 to 4110 to follow it, and 680 acknowledged records were lost. The leaderless
+    partition now keeps ISR [0] (the restarted member leaves it first) and waits for broker 0."""
+    result = run_seed(1309, 120.0, MIXED_WITH_REASSIGN)
+    assert any("registered again since the last controller" in line for line in result.trace)
+    assert any("events-2 leader -1 epoch 3 isr (0,)" in line for line in result.trace)
+    assert result.ok, result.findings.examples()

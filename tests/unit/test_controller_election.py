@@ -193,6 +193,34 @@ def test_offline_partition_decision_properties(
         assert set(new_isr) <= live and leader in new_isr
 
 
+@given(partitions(), st.sets(brokers))
+def test_a_leaderless_partition_keeps_a_restarted_member_only_when_no_other_is_left(
+    p: tuple[list[int], list[int], set[int]], bounced: set[int]
+) -> None:
+    replicas, isr, live = p
+    current = LeaderAndIsr(isr[0], 3, tuple(isr))
+    decision = offline_partition_decision(current, replicas, live - bounced, set(), lambda: False, bounced)
+    if decision is not None and decision[0] == NO_LEADER:
+        others = [b for b in isr if b not in bounced]
+        assert decision[1] == (others or isr)
+
+
+def test_a_bounced_member_does_not_become_the_last_isr_of_a_leaderless_partition() -> None:
+    """Leader 0 dead (session expired), 1 restarted: the partition waits for 0, whose log is whole,
+    and 1 cannot lead it on its return; once 0 is back it leads again."""
+    current = LeaderAndIsr(0, 2, (0, 1))
+    assert offline_partition_decision(current, [0, 1], {2}, set(), lambda: False, {1}) == (NO_LEADER, [0])
+    waiting = LeaderAndIsr(NO_LEADER, 3, (0,))
+    assert offline_partition_decision(waiting, [0, 1], {1, 2}, set(), lambda: False) is None
+    assert offline_partition_decision(waiting, [0, 1], {0, 1, 2}, set(), lambda: False) == (0, [0])
+    # Every member restarted: the last ISR stays (Kafka's rule), one of them leads on its return.
+    alone = LeaderAndIsr(1, 2, (1,))
+    assert offline_partition_decision(alone, [0, 1], {2}, set(), lambda: False, {1}) == (NO_LEADER, [1])
+    # Already leaderless with a member that restarted since: it leaves the ISR all the same.
+    both = LeaderAndIsr(NO_LEADER, 3, (0, 1))
+    assert offline_partition_decision(both, [0, 1], {2}, set(), lambda: False, {1}) == (NO_LEADER, [0])
+
+
 @given(partitions())
 def test_preferred_election_properties(p: tuple[list[int], list[int], set[int]]) -> None:
     replicas, isr, live = p

@@ -39,8 +39,9 @@ module is the driver: election, the event queue, and the ZooKeeper watches. The 
   LeaderAndIsr for every partition it replicates; offline partitions it can lead come back. A
   **bounce** (same id, new registration: the process restarted, maybe after a machine crash that lost
   its unsynced writes) is a failure and then a start, as in Kafka: the partitions are decided first
-  without the broker (it leaves every ISR, its leaderships move), and only then is it live again, a
-  follower that must catch up before a leader adds it back to the ISR. (Its new process refuses
+  without the broker (it leaves every ISR, its leaderships move; a partition nobody can lead keeps it
+  in its ISR only if no other member is left there), and only then is it live again, a follower that
+  must catch up before a leader adds it back to the ISR. (Its new process refuses
   whatever was decided for the previous one: requests carry the registration's broker epoch.) The
   registrations taken in are recorded (``/strom/broker_epochs``), so that a controller elected after
   a broker registered again, before any controller saw it, still treats that broker as bounced.
@@ -267,7 +268,8 @@ class Controller:
                 for tp, state in stored.items()
                 if state is not None
                 and (state.leader not in ctx.live or any(b not in ctx.live for b in state.isr))
-            ]
+            ],
+            bounced=bounced,
         )
         if bounced:
             self._start_bounced(registered, bounced)
@@ -361,7 +363,8 @@ class Controller:
                 tp
                 for tp in everything
                 if tp in ctx.leadership and hit_by_broker_failure(ctx.leadership[tp], dead)
-            ]
+            ],
+            bounced=dead & new,
         )
         if dead & new:
             changed |= self._start_bounced(current, dead & new)

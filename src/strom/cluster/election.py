@@ -19,7 +19,8 @@ The controller applies a `Decision` -- a function of the partition's current `Le
 write conflict (`strom.cluster.partition_machine`). `offline_partition_decision` is the one the
 controller uses after broker failures: it keeps a live leader and only drops dead brokers from the ISR,
 elects a new leader otherwise, and writes leader -1 (keeping the last ISR, so that a returning member can
-lead again) when nobody can lead.
+lead again) when nobody can lead; a member that restarted meanwhile is dropped from that ISR unless it is
+all that is left (`kept_isr`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ __all__ = [
     "controlled_shutdown_leader",
     "election_needed",
     "hit_by_broker_failure",
+    "kept_isr",
     "offline_leader",
     "offline_partition_decision",
     "preferred_leader",
@@ -142,10 +144,13 @@ def offline_partition_decision(
     live: Collection[int],
     shutting_down: Collection[int],
     unclean_allowed: Callable[[], bool],
+    bounced: Collection[int] = (),
 ) -> Decision:
     """After broker failures: drop dead ISR members, elect a new leader, or write leader -1.
 
     ``unclean_allowed`` is asked only when no ISR member can lead (it reads the topic's config).
+    ``bounced`` are dead brokers that registered again (a restarted process): with leader -1 they
+    leave the ISR that is kept, unless nobody else is in it (`kept_isr`).
     """
     if current.leader in live and current.leader not in shutting_down:
         isr = [b for b in current.isr if b in live]
@@ -154,9 +159,25 @@ def offline_partition_decision(
     result = offline_leader(replicas, current.isr, eligible)
     if result is None and unclean_allowed():
         result = offline_leader(replicas, current.isr, eligible, unclean_allowed=True)
-    if result is None and current.leader != NO_LEADER:
-        return NO_LEADER, list(current.isr)
+    if result is None:
+        kept = kept_isr(current.isr, bounced)
+        if current.leader != NO_LEADER or kept != list(current.isr):
+            return NO_LEADER, kept
     return result
+
+
+def kept_isr(isr: Sequence[int], bounced: Collection[int]) -> list[int]:
+    """The ISR a partition keeps when nobody can lead it: the members that did not restart, or
+    the whole ISR if every member did (Kafka's rule: the last member stays, to lead on its return).
+
+    A restarted broker may have lost records it had acknowledged to the leader as replicated (a
+    machine crash takes its unsynced writes), so it must not be the member the partition waits
+    for while another member, a paused or cut-off process whose log is whole, is still in it:
+    were it kept, it alone would be live on its return and lead with the shorter log, and the
+    other member would truncate acknowledged records to follow it. Kafka's controller gets the
+    same order by deciding a bounced broker's failure before the other dead brokers'.
+    """
+    return [b for b in isr if b not in bounced] or list(isr)
 
 
 def hit_by_broker_failure(state: LeaderAndIsr, dead: Collection[int]) -> bool:

@@ -22,7 +22,7 @@ Call only from the controller's event loop.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from strom.cluster import election
 from strom.cluster.context import ControllerContext, TopicPartition
@@ -170,10 +170,11 @@ class PartitionStateMachine:
         return tp in self.handle_offline_all([tp])
 
     def handle_offline_all(
-        self, tps: list[TopicPartition], why: str = "broker failure"
+        self, tps: list[TopicPartition], why: str = "broker failure", bounced: Collection[int] = ()
     ) -> set[TopicPartition]:
         """`handle_offline` for many partitions (each topic's unclean setting read at most once); a
-        replica in a failed log dir counts as a dead broker's."""
+        replica in a failed log dir counts as a dead broker's. ``bounced``: dead brokers that
+        registered again, which a partition left without a leader does not keep in its ISR."""
         live = self.ctx.live_ids()
         unclean: dict[str, bool] = {}
 
@@ -185,7 +186,12 @@ class PartitionStateMachine:
         def decide(tp: TopicPartition, current: LeaderAndIsr) -> Decision:
             eligible = self.ctx.live_replicas_for(tp, live) if self.ctx.offline_dir_replicas else live
             return election.offline_partition_decision(
-                current, self.ctx.replicas(tp), eligible, self.ctx.shutting_down, lambda: allowed(tp[0])
+                current,
+                self.ctx.replicas(tp),
+                eligible,
+                self.ctx.shutting_down,
+                lambda: allowed(tp[0]),
+                bounced,
             )
 
         return self.elect_all(tps, decide, why)
