@@ -24,7 +24,12 @@ from strom._util import filesystem, halt
 from strom._util.filesystem import SyncFailedError
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.builder import build_batch
-from strom.storage.checkpoint import RECOVERY_POINT_CHECKPOINT, TopicPartition, read_offsets
+from strom.storage.checkpoint import (
+    RECOVERY_POINT_CHECKPOINT,
+    LeaderEpochFileCache,
+    TopicPartition,
+    read_offsets,
+)
 from strom.storage.cleaner import LogCleaner
 from strom.storage.config import LogConfig
 from strom.storage.log import PartitionLog
@@ -120,6 +125,22 @@ def test_a_leader_epoch_checkpoint_write_fails_the_dir(jbod: Jbod) -> None:
         with pytest.raises(OSError):
             jbod.bad.close()  # flush, producer snapshot, leader-epoch checkpoint
         jbod.assert_only_failing_reported()
+
+
+def test_a_refused_leader_epoch_is_forgotten_and_assigned_again_once_the_disk_works(jbod: Jbod) -> None:
+    """A new leader's epoch is all or nothing: the checkpoint the disk refused leaves neither the file
+    nor the cache holding it, so the same epoch is assigned again (at the log end offset of then) and
+    written when the leader's state is applied again."""
+    epochs = jbod.bad.leader_epoch_cache
+    before = list(epochs.entries)
+    with read_only(Path(jbod.failing)), pytest.raises(OSError):
+        jbod.bad.assign_leader_epoch(5)
+    assert epochs.entries == before
+    jbod.fill(jbod.bad, 1)
+    jbod.bad.assign_leader_epoch(5)
+    assert epochs.latest_epoch == 5
+    assert epochs.entries[-1].start_offset == jbod.bad.log_end_offset
+    assert LeaderEpochFileCache(epochs.path).entries == epochs.entries
 
 
 def test_log_cleaning_fails_the_dir(tmp_path: Path) -> None:

@@ -164,6 +164,17 @@ class LeaderEpochFileCache:
         self.entries.append(EpochEntry(epoch, start_offset))
         return True
 
+    def assign_and_write(self, epoch: int, start_offset: int, durable: bool) -> None:
+        """`assign`, then `write` if anything changed; all or nothing: a write the disk refuses leaves
+        the entries as they were, so the epoch is assigned again (at the offset of then) on a retry."""
+        before = list(self.entries)
+        if self.assign(epoch, start_offset):
+            try:
+                self.write(durable)
+            except OSError:
+                self.entries = before
+                raise
+
     def epoch_for_offset(self, offset: int) -> int:
         """The epoch whose range holds ``offset`` (largest entry starting at or before it), or -1."""
         i = bisect_right([e.start_offset for e in self.entries], offset) - 1

@@ -316,11 +316,11 @@ class PartitionLog:
 
     @reports_io_errors
     def assign_leader_epoch(self, epoch: int) -> None:
-        """A new leader's ``epoch`` starts at the log end offset, in the leader-epoch checkpoint too."""
-        if self.leader_epoch_cache.assign(epoch, self.log_end_offset):
-            # An empty log's checkpoint need not be fsynced (two fsyncs per partition created): lost
-            # in a crash, it is rebuilt from the batch headers, which carry their leader epoch.
-            self.leader_epoch_cache.write(durable=self.log_end_offset > 0)
+        """A new leader's ``epoch`` starts at the log end offset, in the leader-epoch checkpoint too
+        (all or nothing: `LeaderEpochFileCache.assign_and_write`)."""
+        # An empty log's checkpoint need not be fsynced (two fsyncs per partition created): lost in a
+        # crash, it is rebuilt from the batch headers, which carry their leader epoch.
+        self.leader_epoch_cache.assign_and_write(epoch, self.log_end_offset, durable=self.log_end_offset > 0)
 
     def report_io_error(self, exc: OSError) -> None:
         """A write of this log failed: tell the failure channel if the disk refused (KIP-112)."""

@@ -360,11 +360,12 @@ class Partition:
         self._env.delayed_produces.wake_all(self.tp)  # the controller may have shrunk the ISR
 
     def make_leader(self, leader_epoch: int) -> None:
-        """Lead from this replica's log end offset, recorded as the new epoch's start."""
+        """Lead from this replica's log end offset, recorded as the new epoch's start (recorded first: a
+        write the disk refuses leaves the replica's role and epoch as they were)."""
         node_id, plog = self._env.node_id, self.log
+        plog.assign_leader_epoch(leader_epoch)
         self.leader_id, self.leader_epoch = node_id, leader_epoch
         self.leader_epoch_start_offset = plog.log_end_offset
-        plog.assign_leader_epoch(leader_epoch)
         now = self._env.clock.monotonic_ms()
         self.followers = {r: FollowerState(last_caught_up_ms=now) for r in self.replicas if r != node_id}
         log.info(

@@ -365,6 +365,8 @@ class ReplicaManager:
             _check_or_set_topic_id(plog.dir, bytes(state.get("topic_id", ZERO_UUID)))
             part = Partition(tp[0], tp[1], plog, self._env)
             self.partitions[tp] = part
+        if leader == self.node_id and not (same_epoch and part.leader_id == leader):
+            part.log.assign_leader_epoch(epoch)  # first: a refused write changes nothing (unopened_logs.py)
         replicas = [int(b) for b in state["replicas"]]
         replicas += [int(b) for b in state["adding_replicas"] if int(b) not in replicas]
         isr = [int(b) for b in state["isr"]]

@@ -7,6 +7,9 @@ without another try, a partition created or grown while the disk refused would s
 replica, or without its leader, after the disk recovers. `UnopenedLogs` keeps the newest such state per
 partition and applies it again when asked (the broker asks every few seconds); a newer state from the
 controller replaces it, and one the replica manager now refuses (an older leader epoch) is dropped.
+A new leader's one write, its leader-epoch checkpoint, comes before anything of its state is applied:
+a refused one leaves the replica as it was (role, epoch, ISR and its znode version), so the state
+applied again makes the whole change, the leadership callbacks (the coordinators' loads) included.
 """
 
 from __future__ import annotations
