@@ -20,7 +20,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import (
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
 
 from strom.console import group_listing, share_groups, wire
@@ -102,15 +108,17 @@ def _name(value: Any) -> str:
 def describe_group(options: ClientOptions, group: str, out: TextIO) -> None:
     """Print state and members, then per partition: committed offset, log end offset, lag, owner (of a
     share group: start offset, lag and members)."""
-    if wire.supported(options):
-        with wire.WireClient(options) as client:
-            shared = share_groups.share_description(client, group)
-            if shared is not None:
-                share_groups.print_share_group(client, shared, out)
-                return
+    if _describe_share_group(options, group, out):
+        return
     admin = admin_client(options)
     description = _describe(admin, options, group)
     committed = _committed_offsets(admin, options, group)
+    if committed is None:
+        # GROUP_ID_NOT_FOUND: the id belongs to a group of another type, e.g. a share group whose
+        # first member joined since it was looked up above.
+        if _describe_share_group(options, group, out):
+            return
+        raise ConsoleError(f"group {group!r} does not exist")
     if description.state == ConsumerGroupState.DEAD and not committed and not description.members:
         # DescribeGroups answers an unknown group id with an empty Dead group rather than an error.
         raise ConsoleError(f"group {group!r} does not exist")
@@ -195,11 +203,34 @@ def _describe(admin: AdminClient, options: ClientOptions, group: str) -> Any:
     return wait(futures[group], f"cannot describe group {group!r}", options)
 
 
-def _committed_offsets(admin: AdminClient, options: ClientOptions, group: str) -> dict[tuple[str, int], int]:
+def _describe_share_group(options: ClientOptions, group: str, out: TextIO) -> bool:
+    """Print ``group`` as a share group if its coordinator holds one so named."""
+    if not wire.supported(options):
+        return False
+    with wire.WireClient(options) as client:
+        shared = share_groups.share_description(client, group)
+        if shared is None:
+            return False
+        share_groups.print_share_group(client, shared, out)
+        return True
+
+
+def _committed_offsets(
+    admin: AdminClient, options: ClientOptions, group: str
+) -> dict[tuple[str, int], int] | None:
+    """The group's committed offsets; None when the coordinator answers GROUP_ID_NOT_FOUND (the id is
+    held by a group of another type)."""
     futures = admin.list_consumer_group_offsets(
         [ConsumerGroupTopicPartitions(group)], request_timeout=options.timeout_s
     )
-    result = wait(futures[group], f"cannot fetch committed offsets of group {group!r}", options)
+    future = futures[group]
+    try:
+        result = wait(future, f"cannot fetch committed offsets of group {group!r}", options)
+    except ConsoleError:
+        error = future.exception(timeout=0) if future.done() else None
+        if isinstance(error, KafkaException) and error.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
+            return None
+        raise
     return {
         (tp.topic, tp.partition): tp.offset
         for tp in result.topic_partitions
