@@ -7,6 +7,7 @@ and the consumer-group side's offset fetch of its id says so."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 from strom.console import groups
@@ -41,5 +42,10 @@ def test_offsets_of_a_share_groups_id_read_as_a_consumer_group_say_so(tmp_path: 
             assert groups._committed_offsets(admin_client(options), options, "workers") is None
             # A consumer group's id is still read as one (no committed offsets: empty, not None).
             assert groups._committed_offsets(admin_client(options), options, "nobody") == {}
+            # On this fresh broker the share coordinator is still loading `__share_group_state` when
+            # the command asks for the offsets (COORDINATOR_NOT_AVAILABLE): it asks again.
+            out = io.StringIO()
+            groups.describe_group(options, "workers", out)
+            assert out.getvalue().startswith("Group workers: type share"), out.getvalue()
     finally:
         broker.stop()

@@ -18,6 +18,7 @@ they left), or when share-partition state is stored for it on the topics asked a
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
@@ -30,6 +31,9 @@ from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
 
 _NONE = "-"
+_RETRIABLE = frozenset(
+    {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR}
+)
 
 
 def share_description(wire: WireClient, group: str) -> Any | None:
@@ -47,14 +51,26 @@ def start_offsets(
     members' subscriptions); -1 for what is not stored or not known. Not ``strict``: a partition the
     broker could not describe is left out instead of failing the command."""
     asked = None if topics is None else [{"topic_name": t, "partitions": list(p)} for t, p in topics]
-    coordinator = wire.coordinator(group)
-    answer = wire.call(
-        coordinator,
-        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
-        1,
-        {"groups": [{"group_id": group, "topics": asked}]},
-    )
-    (described,) = answer["groups"]
+    deadline = time.monotonic() + wire.timeout_s
+    backoff_s = 0.1
+    while True:
+        coordinator = wire.coordinator(group)
+        answer = wire.call(
+            coordinator,
+            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+            1,
+            {"groups": [{"group_id": group, "topics": asked}]},
+        )
+        (described,) = answer["groups"]
+        codes = [described["error_code"]] + [
+            part["error_code"] for topic in described["topics"] for part in topic["partitions"]
+        ]
+        # A share coordinator still loading (a fresh `__share_group_state`, a fail-over) answers
+        # retriably: ask again within the command's timeout, as Kafka's admin client does.
+        if not any(code in _RETRIABLE for code in codes) or time.monotonic() + backoff_s > deadline:
+            break
+        time.sleep(backoff_s)
+        backoff_s = min(2 * backoff_s, 1.0)
     _check(described["error_code"], f"cannot describe the offsets of group {group!r}")
     found: dict[tuple[str, int], tuple[int, int]] = {}
     for topic in described["topics"]:

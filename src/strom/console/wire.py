@@ -76,6 +76,11 @@ class WireClient:
             self._drop(address)
             raise ConsoleError(f"no answer from {address[0]}:{address[1]}: {exc}") from None
 
+    @property
+    def timeout_s(self) -> float:
+        """The command's bound for one request (``--timeout``), also its bound for retrying one."""
+        return self._options.timeout_s
+
     def coordinator(self, group_id: str) -> tuple[str, int]:
         """(host, port) of the group's coordinator.
 
