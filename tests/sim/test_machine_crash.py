@@ -46,3 +46,16 @@ def test_a_partition_without_a_leader_does_not_keep_a_bounced_broker_in_its_isr(
     assert any("registered again since the last controller" in line for line in result.trace)
     assert any("events-2 leader -1 epoch 3 isr (0,)" in line for line in result.trace)
     assert result.ok, result.findings.examples()
+
+
+def test_the_read_back_waits_for_a_new_leader_s_high_watermark() -> None:
+    """Seed 2579 (mixed, 120 s) reported offsets 6340-6349 of partition 0 lost, and they were not:
+    broker 1 led it when its machine crashed just before the faults healed; broker 0, the next leader,
+    had all 6,350 records, but its high watermark was still 6340 when the checker read, 0.28 s after
+    the election, because broker 2 had not yet fetched from it (its fetch to broker 0 was a long poll
+    already in flight). Half a second later it was 6350. The read back now waits for every leader's
+    high watermark to reach its log end (an acknowledged record truly lost is below neither)."""
+    result = run_seed(2579, 120.0, MIXED_WITH_REASSIGN)
+    assert any("machine_crash broker 1 at 114.97s" in line for line in result.trace)
+    assert any("read back: p0=6350" in line for line in result.trace)
+    assert result.ok, result.findings.examples()

@@ -254,6 +254,10 @@ async def _main(
     while world.registered_live() != world.broker_ids and loop.time() < deadline:
         await asyncio.sleep(0.5)
     settled = await world.as_host("10.0.3.1", settle(reader, PARTITIONS, deadline))
+    # Reading at once could miss acknowledged records the new leaders' high watermarks have not yet
+    # passed: records not yet visible, not lost (seed 2579).
+    while settled and not world.high_watermarks_at_log_end() and loop.time() < deadline:
+        await asyncio.sleep(0.1)
     note("every partition led, every replica in sync" if settled else "not settled within the bound")
     for p in range(PARTITIONS):
         final[p] = await world.as_host("10.0.3.1", read_partition(reader, p, deadline))

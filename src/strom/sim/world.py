@@ -319,6 +319,17 @@ class SimWorld:
                         return False
         return True
 
+    def high_watermarks_at_log_end(self) -> bool:
+        """Whether every leader's high watermark has reached its log end. A leader new after the faults
+        learns its followers' log ends only from their next fetches (a follower adds the partition to
+        its fetch to that broker after the long poll in flight, up to ``replica.fetch.wait.max.ms``), and
+        until then its high watermark can be below records the last leader acknowledged, as in Kafka."""
+        for member in self.brokers.values():
+            for part in member.broker.replica_manager.partitions.values():
+                if part.is_leader and part.high_watermark < part.log_end_offset:
+                    return False
+        return True
+
     def controller(self) -> int | None:
         for broker_id, member in self.brokers.items():
             if member.broker.control.controller_active:
