@@ -19,7 +19,7 @@ they left), or when share-partition state is stored for it on the topics asked a
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from strom.console.clients import ClientOptions, print_table
@@ -28,20 +28,43 @@ from strom.console.group_listing import constant_name
 from strom.console.leader_offsets import high_watermarks
 from strom.console.wire import WireClient
 from strom.protocol.api import ApiKey
-from strom.protocol.errors import ErrorCode
+from strom.protocol.errors import COORDINATOR_ERRORS, ErrorCode
 
 _NONE = "-"
-_RETRIABLE = frozenset(
-    {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR}
-)
+
+
+def _ask_coordinator(
+    wire: WireClient, group: str, api_key: ApiKey, body: dict[str, Any], codes: Callable[[Any], list[int]]
+) -> Any:
+    """The group coordinator's answer to ``body`` (version 1). While ``codes`` of the answer hold a
+    coordinator error (`COORDINATOR_ERRORS`: a share coordinator still loading a fresh
+    `__share_group_state`, a fail-over), the coordinator is looked up and asked again within the
+    command's timeout, as Kafka's admin client does; the last answer is returned."""
+    deadline = time.monotonic() + wire.timeout_s
+    backoff_s = 0.1
+    while True:
+        answer = wire.call(wire.coordinator(group), api_key, 1, body)
+        if not COORDINATOR_ERRORS.intersection(codes(answer)) or time.monotonic() + backoff_s > deadline:
+            return answer
+        time.sleep(backoff_s)
+        backoff_s = min(2 * backoff_s, 1.0)
 
 
 def share_description(wire: WireClient, group: str) -> Any | None:
-    """The group's ShareGroupDescribe entry, or None when the coordinator knows no share group so named."""
-    coordinator = wire.coordinator(group)
-    answer = wire.call(coordinator, ApiKey.SHARE_GROUP_DESCRIBE, 1, {"group_ids": [group]})
+    """The group's ShareGroupDescribe entry, or None when the coordinator knows no share group so named
+    (a coordinator that is still loading is asked again; one that never answers fails the command)."""
+    answer = _ask_coordinator(
+        wire,
+        group,
+        ApiKey.SHARE_GROUP_DESCRIBE,
+        {"group_ids": [group]},
+        lambda answer: [g["error_code"] for g in answer["groups"]],
+    )
     (described,) = answer["groups"]
-    return described if described["error_code"] == 0 else None
+    code = described["error_code"]
+    if code in COORDINATOR_ERRORS:
+        _check(code, f"cannot describe group {group!r}")
+    return described if code == 0 else None
 
 
 def start_offsets(
@@ -51,26 +74,18 @@ def start_offsets(
     members' subscriptions); -1 for what is not stored or not known. Not ``strict``: a partition the
     broker could not describe is left out instead of failing the command."""
     asked = None if topics is None else [{"topic_name": t, "partitions": list(p)} for t, p in topics]
-    deadline = time.monotonic() + wire.timeout_s
-    backoff_s = 0.1
-    while True:
-        coordinator = wire.coordinator(group)
-        answer = wire.call(
-            coordinator,
-            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
-            1,
-            {"groups": [{"group_id": group, "topics": asked}]},
-        )
-        (described,) = answer["groups"]
-        codes = [described["error_code"]] + [
-            part["error_code"] for topic in described["topics"] for part in topic["partitions"]
-        ]
-        # A share coordinator still loading (a fresh `__share_group_state`, a fail-over) answers
-        # retriably: ask again within the command's timeout, as Kafka's admin client does.
-        if not any(code in _RETRIABLE for code in codes) or time.monotonic() + backoff_s > deadline:
-            break
-        time.sleep(backoff_s)
-        backoff_s = min(2 * backoff_s, 1.0)
+    answer = _ask_coordinator(
+        wire,
+        group,
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+        {"groups": [{"group_id": group, "topics": asked}]},
+        lambda answer: [
+            code
+            for g in answer["groups"]
+            for code in [g["error_code"], *(p["error_code"] for t in g["topics"] for p in t["partitions"])]
+        ],
+    )
+    (described,) = answer["groups"]
     _check(described["error_code"], f"cannot describe the offsets of group {group!r}")
     found: dict[tuple[str, int], tuple[int, int]] = {}
     for topic in described["topics"]:

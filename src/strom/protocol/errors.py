@@ -1,7 +1,10 @@
 """Kafka protocol error codes (the `ErrorCode` int16 in every response).
 
-Values are Kafka's wire values; names follow Kafka's `Errors` enum. `retriable` mirrors whether Kafka's
-client treats the error as retriable, which callers use to choose between a retry and a failure.
+Values are Kafka's wire values; names follow Kafka's `Errors` enum. `ErrorCode.retriable` mirrors
+whether Kafka's exception for the code is retriable (a ``RetriableException``, metadata errors among
+them): the same request may succeed later. `COORDINATOR_ERRORS` are the narrower set a caller of a
+group or transaction coordinator answers by looking the coordinator up again and retrying, as Kafka's
+admin client does; any other error of such a request is final.
 
 `CorruptFrame` and `UnsupportedVersion` are the decoders' error contract (request_header.py, codec.py):
 what a frame that cannot be read raises, before any Kafka error code applies.
@@ -139,6 +142,53 @@ class ErrorCode(IntEnum):
     FENCED_STATE_EPOCH = 124
     INVALID_REGULAR_EXPRESSION = 128
     SHARE_SESSION_LIMIT_REACHED = 133  # KIP-932: the leader's share-session cache is full
+
+    @property
+    def retriable(self) -> bool:
+        """Whether Kafka's clients may send the same request again after this error."""
+        return self in _RETRIABLE
+
+
+_RETRIABLE = frozenset(
+    {
+        ErrorCode.CORRUPT_MESSAGE,  # a CRC failure in transit: the bytes may arrive intact next time
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.REQUEST_TIMED_OUT,
+        ErrorCode.REPLICA_NOT_AVAILABLE,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ErrorCode.NOT_CONTROLLER,
+        ErrorCode.CONCURRENT_TRANSACTIONS,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+        ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+        ErrorCode.LISTENER_NOT_FOUND,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.OFFSET_NOT_AVAILABLE,
+        ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+        ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+        ErrorCode.ELECTION_NOT_NEEDED,
+        ErrorCode.UNSTABLE_OFFSET_COMMIT,
+        ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+        ErrorCode.UNKNOWN_TOPIC_ID,
+        ErrorCode.INCONSISTENT_TOPIC_ID,
+        ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR,
+        ErrorCode.SHARE_SESSION_NOT_FOUND,
+        ErrorCode.INVALID_SHARE_SESSION_EPOCH,
+    }
+)
+
+#: A coordinator not known yet, moved, or still loading its partition: find it again and retry.
+COORDINATOR_ERRORS = frozenset(
+    {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR}
+)
 
 
 class CorruptFrame(Exception):
