@@ -324,10 +324,19 @@ class SimWorld:
         learns its followers' log ends only from their next fetches (a follower adds the partition to
         its fetch to that broker after the long poll in flight, up to ``replica.fetch.wait.max.ms``), and
         until then its high watermark can be below records the last leader acknowledged, as in Kafka."""
-        for member in self.brokers.values():
-            for part in member.broker.replica_manager.partitions.values():
-                if part.is_leader and part.high_watermark < part.log_end_offset:
-                    return False
+        with self.store.lock:
+            for broker_id, member in self.brokers.items():
+                for (topic, index), part in member.broker.replica_manager.partitions.items():
+                    if not part.is_leader or part.high_watermark >= part.log_end_offset:
+                        continue
+                    node = self.store.lookup(paths.partition_state_path(topic, index))
+                    state = PartitionStateDoc.decode(node.data) if node is not None else None
+                    # The store's leader: a deposed leader not yet told keeps its unacknowledged tail.
+                    if state is not None and (state.leader, state.leader_epoch) == (
+                        broker_id,
+                        part.leader_epoch,
+                    ):
+                        return False
         return True
 
     def controller(self) -> int | None:
