@@ -29,12 +29,21 @@ from strom.console.leader_offsets import high_watermarks
 from strom.console.wire import WireClient
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import COORDINATOR_ERRORS, ErrorCode
+from strom.protocol.messages import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequestTopic,
+    ShareGroupDescribeRequest,
+)
 
 _NONE = "-"
 
 
 def _ask_coordinator(
-    wire: WireClient, group: str, api_key: ApiKey, body: dict[str, Any], codes: Callable[[Any], list[int]]
+    wire: WireClient,
+    group: str,
+    api_key: ApiKey,
+    body: ShareGroupDescribeRequest | DescribeShareGroupOffsetsRequest,
+    codes: Callable[[Any], list[int]],
 ) -> Any:
     """The group coordinator's answer to ``body`` (version 1). While ``codes`` of the answer hold a
     coordinator error (`COORDINATOR_ERRORS`: a share coordinator still loading a fresh
@@ -57,7 +66,7 @@ def share_description(wire: WireClient, group: str) -> Any | None:
         wire,
         group,
         ApiKey.SHARE_GROUP_DESCRIBE,
-        {"group_ids": [group]},
+        {"group_ids": [group], "include_authorized_operations": False},
         lambda answer: [g["error_code"] for g in answer["groups"]],
     )
     (described,) = answer["groups"]
@@ -73,7 +82,9 @@ def start_offsets(
     """(topic, partition) -> (start offset, lag) by DescribeShareGroupOffsets v1 (``topics`` None: the
     members' subscriptions); -1 for what is not stored or not known. Not ``strict``: a partition the
     broker could not describe is left out instead of failing the command."""
-    asked = None if topics is None else [{"topic_name": t, "partitions": list(p)} for t, p in topics]
+    asked: list[DescribeShareGroupOffsetsRequestTopic] | None = (
+        None if topics is None else [{"topic_name": t, "partitions": list(p)} for t, p in topics]
+    )
     answer = _ask_coordinator(
         wire,
         group,
