@@ -59,3 +59,17 @@ def test_the_read_back_waits_for_a_new_leader_s_high_watermark() -> None:
     assert any("machine_crash broker 1 at 114.97s" in line for line in result.trace)
     assert any("read back: p0=6350" in line for line in result.trace)
     assert result.ok, result.findings.examples()
+
+
+def test_an_eligible_replica_leads_before_the_restarted_last_isr_member() -> None:
+    """Seed 3629 (mixed, 120 s) found it, the case KIP-966 closes: partition 1 (leader 1, ISR [1, 0])
+    had offsets 6540-6569 acknowledged when broker 0's machine crashed and its disk lost them. Broker 0
+    restarted before its old session expired, so the controller still took it for live; then broker
+    1's session expired and the controller moved the leadership to broker 0, ISR [0]. When broker 0's
+    new registration was seen it was the last ISR member and led again with log end 6540: broker 1
+    truncated 6570 to 6540, 20 acknowledged records lost. Broker 1, removed from an ISR below min ISR,
+    is now an eligible leader replica and leads instead (its registration renewed the same process)."""
+    result = run_seed(3629, 120.0, MIXED_WITH_REASSIGN)
+    assert any("events-1 leader 0 epoch 8 isr (0,)" in line for line in result.trace)
+    assert any("events-1 leader 1 epoch 9 isr (1,)" in line for line in result.trace)
+    assert result.ok, result.findings.examples()

@@ -20,26 +20,66 @@ from strom.cluster.replica_state import PartitionReplica, ReplicaState, new_repl
 from strom.cluster.state_table import StateTable
 from strom.cluster.zk_paths import BrokerRegistration, TopicAssignment
 
-__all__ = ["ControllerContext", "TopicPartition", "bounced_since", "broker_changes"]
+__all__ = [
+    "ControllerContext",
+    "TopicPartition",
+    "bounced_since",
+    "broker_changes",
+    "renewed_since",
+    "renews",
+]
+
+
+def renews(known_epoch: int | None, registration: BrokerRegistration) -> bool:
+    """Whether ``registration`` is the process registered at ``known_epoch`` registering again after its
+    session expired: it names that epoch as the one it replaces. The process never stopped, so its
+    log is whole; were it taken for a restart, its failure would move its leaderships and shrink its
+    ISRs to brokers that may themselves have restarted with less (a restarted process's old session
+    can outlive the new process's start)."""
+    return (
+        known_epoch is not None
+        and registration.previous_epoch >= 0
+        and registration.previous_epoch == known_epoch
+    )
 
 
 def broker_changes(
     before: dict[int, BrokerRegistration], after: dict[int, BrokerRegistration]
 ) -> tuple[set[int], set[int]]:
     """(dead, new) brokers between two reads of ``/brokers/ids``. A broker that registered again
-    (a new ephemeral znode, so a new czxid epoch) is both: it died and started."""
-    dead = {b for b in before if b not in after or after[b].epoch != before[b].epoch}
+    (a new ephemeral znode, so a new czxid epoch) is both: it died and started; unless it `renews`
+    the registration seen before (see `renewed_since`)."""
+    dead = {
+        b
+        for b in before
+        if b not in after or (after[b].epoch != before[b].epoch and not renews(before[b].epoch, after[b]))
+    }
     new = {b for b in after if b not in before or b in dead}
     return dead, new
 
 
+def renewed_since(before: dict[int, BrokerRegistration], after: dict[int, BrokerRegistration]) -> set[int]:
+    """Brokers whose process registered again after its session expired, without restarting: neither
+    dead nor new, only their requests' broker epoch changes."""
+    return {
+        b
+        for b, registration in after.items()
+        if b in before and registration.epoch != before[b].epoch and renews(before[b].epoch, registration)
+    }
+
+
 def bounced_since(recorded: dict[int, int] | None, registered: dict[int, BrokerRegistration]) -> set[int]:
     """Registered brokers whose registration (epoch) is not the one a controller last took in
-    (``recorded``), or that it did not know; none if nothing was ever recorded (a cluster whose
-    controllers did not record them trusts the registrations, as Kafka's ZooKeeper mode does)."""
+    (``recorded``), or that it did not know, unless the registration `renews` it; none if nothing was
+    ever recorded (a cluster whose controllers did not record them trusts the registrations, as
+    Kafka's ZooKeeper mode does)."""
     if recorded is None:
         return set()
-    return {b for b, registration in registered.items() if recorded.get(b) != registration.epoch}
+    return {
+        b
+        for b, registration in registered.items()
+        if recorded.get(b) != registration.epoch and not renews(recorded.get(b), registration)
+    }
 
 
 @dataclass(slots=True)
@@ -56,6 +96,9 @@ class ControllerContext:
     assignments: dict[str, TopicAssignment] = field(default_factory=dict)
     assignment_versions: dict[str, int] = field(default_factory=dict)
     leadership: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
+    #: Each broker's last registration (epoch) this controller took in, dead ones' too: the epoch an
+    #: eligible leader replica is kept with (`strom.cluster.election.next_elr`).
+    last_epochs: dict[int, int] = field(default_factory=dict)
     partition_states: StateTable[TopicPartition, PartitionState] = field(default_factory=new_partition_states)
     replica_states: StateTable[PartitionReplica, ReplicaState] = field(default_factory=new_replica_states)
 
@@ -89,6 +132,27 @@ class ControllerContext:
         for broker in brokers:
             self.offline_dir_replicas.pop(broker, None)
 
+    def epoch_of(self, broker: int) -> int | None:
+        """The broker epoch of ``broker``'s registration: its live one, else the last taken in."""
+        registration = self.live.get(broker)
+        return registration.epoch if registration is not None else self.last_epochs.get(broker)
+
+    def take_in_epochs(self) -> None:
+        self.last_epochs.update((b, r.epoch) for b, r in self.live.items())
+
+    def electable(self, tp: TopicPartition, elr: tuple[tuple[int, int], ...]) -> set[int]:
+        """The eligible leader replicas of ``tp`` live as the process they were when they became
+        eligible (the same registration, or its renewal after a session expiry) with their replica
+        of ``tp`` in a working log dir."""
+        found = set()
+        for broker, epoch in elr:
+            registration = self.live.get(broker)
+            if registration is None or tp in self.offline_dir_replicas.get(broker, ()):
+                continue
+            if registration.epoch == epoch or renews(epoch, registration):
+                found.add(broker)
+        return found
+
     def live_replicas_for(self, tp: TopicPartition, live: set[int]) -> set[int]:
         """``live`` without the brokers whose replica of ``tp`` is in a failed log dir."""
         return {b for b in live if tp not in self.offline_dir_replicas.get(b, ())}
@@ -110,6 +174,7 @@ class ControllerContext:
         """Forget what ZooKeeper said (on resignation; brokers in controlled shutdown are kept, as
         they keep asking whichever controller is active)."""
         self.live.clear()
+        self.last_epochs.clear()
         self.offline_dir_replicas.clear()
         self.assignments.clear()
         self.assignment_versions.clear()

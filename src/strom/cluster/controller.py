@@ -35,16 +35,17 @@ module is the driver: election, the event queue, and the ZooKeeper watches. The 
   resigns and retries the election a second later.
 * **Broker failure**: its replicas go OFFLINE; partitions it led get a new leader from the live ISR
   (unclean election only where the topic enables it); it leaves every ISR it was in; the leader epoch
-  moves on in both cases. **Broker start**: its replicas go ONLINE, it gets the full metadata and
-  LeaderAndIsr for every partition it replicates; offline partitions it can lead come back. A
-  **bounce** (same id, new registration: the process restarted, maybe after a machine crash that lost
-  its unsynced writes) is a failure and then a start, as in Kafka: the partitions are decided first
-  without the broker (it leaves every ISR, its leaderships move; a partition nobody can lead keeps it
-  in its ISR only if no other member is left there), and only then is it live again, a follower that
-  must catch up before a leader adds it back to the ISR. (Its new process refuses
-  whatever was decided for the previous one: requests carry the registration's broker epoch.) The
-  registrations taken in are recorded (``/strom/broker_epochs``), so that a controller elected after
-  a broker registered again, before any controller saw it, still treats that broker as bounced.
+  moves on in both cases. Members removed from an ISR below its min ISR stay eligible leaders
+  (KIP-966's ELR, `strom.cluster.election`). **Broker start**: its replicas go ONLINE, it gets the full
+  metadata and LeaderAndIsr for every partition it replicates; offline partitions it can lead come
+  back. A **bounce** (a new process registered under the same id, maybe after a machine crash that
+  lost its unsynced writes) is a failure and then a start, as in Kafka: the partitions are decided
+  without it first (a partition nobody can lead keeps it in its ISR only if no other member is
+  left), then it is a follower that must catch up. Its new process refuses what was decided for the
+  previous one (requests carry the registration's broker epoch). A registration naming the epoch it
+  replaces (the same process after its session expired, KIP-966's PreviousBrokerEpoch) is no bounce:
+  only the epoch changes. The registrations taken in are recorded (``/strom/broker_epochs``), so that
+  a controller elected after a broker registered again still treats it as bounced.
 * **New topics and partitions** appear through the topic watches: NEW, then ONLINE with the first live
   replica as leader.
 * **Time.** The election retry after a ZooKeeper error and the periodic checks (reassignments, auto
@@ -63,7 +64,13 @@ from typing import Any
 
 from strom._util.clock import Clock, sleep_ms
 from strom.cluster import zk_paths as paths
-from strom.cluster.context import ControllerContext, TopicPartition, bounced_since, broker_changes
+from strom.cluster.context import (
+    ControllerContext,
+    TopicPartition,
+    bounced_since,
+    broker_changes,
+    renewed_since,
+)
 from strom.cluster.controlled_shutdown import ControlledShutdown
 from strom.cluster.election import NO_LEADER, ElectionType, hit_by_broker_failure
 from strom.cluster.kafka_metadata import KafkaMetadataClient
@@ -75,9 +82,9 @@ from strom.cluster.propagation import ControllerChannel, ControllerRequests
 from strom.cluster.reassignment import Reassignments, in_flight
 from strom.cluster.replica_state import ReplicaState
 from strom.cluster.topic_deletion import TopicDeletion
+from strom.cluster.topic_ids import assign_topic_ids
 from strom.cluster.zk_paths import BrokerRegistration, TopicAssignment
 from strom.protocol.errors import ErrorCode
-from strom.protocol.uuid_text import ZERO_UUID, new_uuid, uuid_text
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +98,7 @@ class ControllerConfig:
     auto_leader_rebalance: bool = True
     leader_imbalance_check_interval_s: float = 300.0
     unclean_leader_election_default: bool = False
+    min_insync_replicas_default: int = 1
     reassignment_check_interval_s: float = 1.0
     #: Record the registrations taken in (``/strom/broker_epochs``); a cluster of one has no other
     #: replica to prefer over a bounced broker, and does not.
@@ -117,7 +125,9 @@ class Controller:
         self.active = False
         self.ctx = ControllerContext(broker_id)
         self.requests = ControllerRequests(self.ctx, channel)
-        self.partitions = PartitionStateMachine(self.ctx, zk, config.unclean_leader_election_default)
+        self.partitions = PartitionStateMachine(
+            self.ctx, zk, config.unclean_leader_election_default, config.min_insync_replicas_default
+        )
         self.elections = LeaderElections(self.ctx, self.partitions, self.requests)
         self.reassignments = Reassignments(self.ctx, zk, self.partitions, self.requests, self._load_topic)
         self.deletion = TopicDeletion(self.ctx, zk, self.partitions, self.requests)
@@ -252,6 +262,7 @@ class Controller:
         # Brokers registered again since the last controller took them in: bounced (see above).
         recorded = self.zk.get_broker_epochs() if self.config.record_broker_epochs else None
         bounced = bounced_since(recorded, registered)
+        ctx.last_epochs = dict(recorded or {})
         if bounced:
             log.info("controller: brokers %s registered again since the last controller", sorted(bounced))
         ctx.live = {b: registration for b, registration in registered.items() if b not in bounced}
@@ -304,7 +315,7 @@ class Controller:
         if found is None:
             return None
         self.ctx.assignments[topic], self.ctx.assignment_versions[topic] = found
-        self._assign_topic_ids([topic])
+        assign_topic_ids(self.ctx, self.zk, [topic])
         return found[0]
 
     def _load_topics(self, topics: list[str]) -> None:
@@ -316,24 +327,7 @@ class Controller:
         for topic, found in self.zk.get_topic_assignments(topics, on_change).items():
             if found is not None:
                 self.ctx.assignments[topic], self.ctx.assignment_versions[topic] = found
-        self._assign_topic_ids(topics)
-
-    def _assign_topic_ids(self, topics: list[str]) -> None:
-        """KIP-516 upgrade: a topic whose znode has no id (written before topic ids) gets one, as
-        Kafka's controller gives one when it loads such a topic, before any broker hears of it.
-        A write that loses to another writer keeps the zero id; the watch on the znode reloads it."""
-        ctx = self.ctx
-        for topic in topics:
-            assignment = ctx.assignments.get(topic)
-            if assignment is None or assignment.topic_id != ZERO_UUID:
-                continue
-            assignment.topic_id = new_uuid()
-            version = self.zk.set_topic_assignment(topic, assignment, ctx.assignment_versions[topic])
-            if version is None:
-                assignment.topic_id = ZERO_UUID
-            else:
-                ctx.assignment_versions[topic] = version
-                log.info("topic %s had no topic id; it is %s now", topic, uuid_text(assignment.topic_id))
+        assign_topic_ids(self.ctx, self.zk, topics)
 
     # watch events ----------------------------------------------------------------------------------
     def _on_broker_change(self) -> None:
@@ -347,12 +341,15 @@ class Controller:
         self.zk.watch_children(paths.BROKER_IDS, lambda: self.enqueue(self._on_broker_change))
         current = self.zk.get_brokers()
         dead, new = broker_changes(ctx.live, current)
+        renewed = renewed_since(ctx.live, current)
         ctx.shutting_down -= dead
         ctx.forget_offline_dirs(dead | new)  # gone, or a new process that loaded its log dirs again
         if dead or new:
             log.info(
                 "controller: brokers now %s (dead %s, new %s)", sorted(current), sorted(dead), sorted(new)
             )
+        if renewed:
+            log.info("controller: brokers %s registered again in the same process", sorted(renewed))
         # The failures first, decided without every dead broker, a bounced one included.
         ctx.live = {b: registration for b, registration in current.items() if b not in dead}
         self.requests.set_brokers()
@@ -369,17 +366,19 @@ class Controller:
         if dead & new:
             changed |= self._start_bounced(current, dead & new)
         changed |= self.partitions.bring_online_all([tp for tp in everything if tp not in ctx.leadership])
-        if dead or new:
+        if dead or new or renewed:
             self._record_broker_epochs()
         self.requests.update_metadata()
         if changed:
             self.requests.leader_and_isr(changed)
         if new:
             ctx.replica_states.transition_all(ctx.replicas_on(new), ReplicaState.ONLINE, "broker started")
-            bounced = {tp for tp in ctx.all_partitions() if any(b in new for b in ctx.replicas(tp))}
-            self.requests.leader_and_isr(bounced, full=True, to=new)
+        if new or renewed:  # everything they replicate; a renewed one: under its new broker epoch
+            hosted = {tp for tp in ctx.all_partitions() if any(b in new | renewed for b in ctx.replicas(tp))}
+            self.requests.leader_and_isr(hosted, full=True, to=new | renewed)
 
     def _record_broker_epochs(self) -> None:
+        self.ctx.take_in_epochs()
         if self.config.record_broker_epochs:
             epochs = {b: r.epoch for b, r in self.ctx.live.items()}
             self.zk.set_broker_epochs(epochs, self.ctx.epoch_zk_version)
@@ -398,7 +397,8 @@ class Controller:
                 tp
                 for tp in ctx.all_partitions()
                 if tp in ctx.leadership and ctx.leadership[tp].leader == NO_LEADER
-            ]
+            ],
+            bounced=bounced,
         )
 
     def on_topic_change(self) -> None:

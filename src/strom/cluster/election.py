@@ -21,6 +21,16 @@ controller uses after broker failures: it keeps a live leader and only drops dea
 elects a new leader otherwise, and writes leader -1 (keeping the last ISR, so that a returning member can
 lead again) when nobody can lead; a member that restarted meanwhile is dropped from that ISR unless it is
 all that is left (`kept_isr`).
+
+**Eligible leader replicas** (KIP-966's ELR). While a partition's ISR is below its min ISR no acks=all
+record is acknowledged (the leader refuses them and its high watermark stays), so the members the
+controller removed to get there hold every acknowledged record, as long as their process does not
+restart: a restarted process may have lost the writes its disk had not synced. `next_elr` keeps them,
+each with the broker epoch of the registration it had (`LeaderAndIsr.elr`), and clears them once the
+ISR is back at min ISR. When no live ISR member can lead, `offline_partition_decision` elects the first
+``electable`` of them (the controller checks that the same process is still registered) before any
+unclean election, and before waiting for an ISR member that restarted: the case KIP-966 closes, where the
+last ISR member comes back from a machine crash with a shorter log than a member removed before it.
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ __all__ = [
     "election_needed",
     "hit_by_broker_failure",
     "kept_isr",
+    "next_elr",
     "offline_leader",
     "offline_partition_decision",
     "preferred_leader",
@@ -65,10 +76,20 @@ class LeaderAndIsr:
     isr: tuple[int, ...]
     controller_epoch: int = 0
     zk_version: int = -1
+    #: Eligible leader replicas as (broker, broker epoch of its registration then): see the module doc.
+    elr: tuple[tuple[int, int], ...] = ()
 
-    def elected(self, leader: int, isr: Sequence[int], controller_epoch: int) -> LeaderAndIsr:
+    def elected(
+        self,
+        leader: int,
+        isr: Sequence[int],
+        controller_epoch: int,
+        elr: tuple[tuple[int, int], ...] = (),
+    ) -> LeaderAndIsr:
         """The next state after an election: the epoch moves on even when the leader stays the same."""
-        return LeaderAndIsr(leader, self.leader_epoch + 1, tuple(isr), controller_epoch, self.zk_version)
+        return LeaderAndIsr(
+            leader, self.leader_epoch + 1, tuple(isr), controller_epoch, self.zk_version, tuple(elr)
+        )
 
 
 #: ``(leader, isr)`` to write, or None for "leave the partition as it is".
@@ -145,22 +166,34 @@ def offline_partition_decision(
     shutting_down: Collection[int],
     unclean_allowed: Callable[[], bool],
     bounced: Collection[int] = (),
+    electable: Collection[int] = (),
 ) -> Decision:
     """After broker failures: drop dead ISR members, elect a new leader, or write leader -1.
 
     ``unclean_allowed`` is asked only when no ISR member can lead (it reads the topic's config).
     ``bounced`` are dead brokers that registered again (a restarted process): with leader -1 they
-    leave the ISR that is kept, unless nobody else is in it (`kept_isr`).
+    leave the ISR that is kept, unless nobody else is in it (`kept_isr`). ``electable``: the eligible
+    leader replicas (``current.elr``) that are live as the process they were; the first of them, in
+    replica order, leads when no ISR member can.
     """
     if current.leader in live and current.leader not in shutting_down:
         isr = [b for b in current.isr if b in live]
         return (current.leader, isr) if isr else None
     eligible = [b for b in live if b not in shutting_down]
     result = offline_leader(replicas, current.isr, eligible)
+    if result is None:
+        for replica in replicas:
+            if replica in electable and replica in eligible:
+                return replica, [replica]
     if result is None and unclean_allowed():
         result = offline_leader(replicas, current.isr, eligible, unclean_allowed=True)
     if result is None:
         kept = kept_isr(current.isr, bounced)
+        if current.elr and all(b in bounced for b in kept):
+            # Only restarted members are left: wait for the eligible ones instead, who hold every
+            # acknowledged record (KIP-966), but for those live as another process; they are the ISR now.
+            waiting = {b for b, _ in current.elr if b not in live or b in electable}
+            kept = [b for b in replicas if b in waiting] or kept
         if current.leader != NO_LEADER or kept != list(current.isr):
             return NO_LEADER, kept
     return result
@@ -178,6 +211,28 @@ def kept_isr(isr: Sequence[int], bounced: Collection[int]) -> list[int]:
     same order by deciding a bounced broker's failure before the other dead brokers'.
     """
     return [b for b in isr if b not in bounced] or list(isr)
+
+
+def next_elr(
+    current: LeaderAndIsr,
+    isr: Sequence[int],
+    min_isr: int,
+    epoch_of: Callable[[int], int | None],
+    ineligible: Collection[int] = (),
+) -> tuple[tuple[int, int], ...]:
+    """The eligible leader replicas after the controller writes ``isr`` over ``current``: none once the
+    ISR is at ``min_isr`` (records are acknowledged without the others again); else the ones kept and
+    the members this write removes, each with ``epoch_of`` its registration (None: not known, not
+    kept), but for ``ineligible`` brokers (a restarted process, a replica in a failed log dir)."""
+    if len(isr) >= min_isr:
+        return ()
+    kept = [(b, e) for b, e in current.elr if b not in isr and b not in ineligible]
+    for broker in current.isr:
+        epoch = epoch_of(broker)
+        if broker in isr or broker in ineligible or epoch is None or any(b == broker for b, _ in kept):
+            continue
+        kept.append((broker, epoch))
+    return tuple(kept)
 
 
 def hit_by_broker_failure(state: LeaderAndIsr, dead: Collection[int]) -> bool:

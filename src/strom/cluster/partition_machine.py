@@ -41,10 +41,17 @@ PER_PARTITION_LOG_LIMIT = 20
 
 
 class PartitionStateMachine:
-    def __init__(self, ctx: ControllerContext, zk: KafkaMetadataClient, unclean_default: bool) -> None:
+    def __init__(
+        self,
+        ctx: ControllerContext,
+        zk: KafkaMetadataClient,
+        unclean_default: bool,
+        min_isr_default: int = 1,
+    ) -> None:
         self.ctx = ctx
         self.zk = zk
         self.unclean_default = unclean_default
+        self.min_isr_default = min_isr_default
         self.states = ctx.partition_states
 
     # fail-over and creation --------------------------------------------------------------------------
@@ -116,11 +123,29 @@ class PartitionStateMachine:
         tps: list[TopicPartition],
         decide: Callable[[TopicPartition, LeaderAndIsr], Decision],
         why: str,
+        restarted: Collection[int] = (),
     ) -> set[TopicPartition]:
         """`elect` for many partitions: all decisions, then their writes in fenced multi-ops; the
-        conflicted ones are re-read and decided again (up to five rounds). Returns those written."""
+        conflicted ones are re-read and decided again (up to five rounds). Returns those written.
+        Each write carries the partition's eligible leader replicas (`election.next_elr`), of which
+        ``restarted`` brokers (a new process) are not."""
         written: set[TopicPartition] = set()
         pending = list(tps)
+        min_isr: dict[str, int] = {}
+
+        def elr(tp: TopicPartition, current: LeaderAndIsr, isr: list[int]) -> tuple[tuple[int, int], ...]:
+            replicas = self.ctx.replicas(tp)
+            if len(isr) >= len(replicas) and not current.elr:
+                return ()  # every replica in sync: nobody to keep, no config to read
+            if tp[0] not in min_isr:
+                min_isr[tp[0]] = self.min_isr(tp[0])
+            ineligible = {
+                *restarted,
+                *(b for b in replicas if tp in self.ctx.offline_dir_replicas.get(b, ())),
+            }
+            bound = max(1, min(min_isr[tp[0]], len(replicas) or 1))
+            return election.next_elr(current, isr, bound, self.ctx.epoch_of, ineligible)
+
         for _ in range(MAX_WRITE_ATTEMPTS):
             writes = []
             for tp in pending:
@@ -133,7 +158,9 @@ class PartitionStateMachine:
                     continue
                 target = state_after_election(leader)
                 if self.states.check(tp, target, why):
-                    writes.append((tp, current.elected(leader, isr, self.ctx.epoch), target))
+                    writes.append(
+                        (tp, current.elected(leader, isr, self.ctx.epoch, elr(tp, current, isr)), target)
+                    )
             if not writes:
                 break
             stored = self.zk.update_partition_states(
@@ -192,9 +219,17 @@ class PartitionStateMachine:
                 self.ctx.shutting_down,
                 lambda: allowed(tp[0]),
                 bounced,
+                self.ctx.electable(tp, current.elr) if current.elr else (),
             )
 
-        return self.elect_all(tps, decide, why)
+        return self.elect_all(tps, decide, why, bounced)
+
+    def min_isr(self, topic: str) -> int:
+        value = self.zk.get_topic_config(topic).get("min.insync.replicas")
+        try:
+            return int(value) if value is not None else self.min_isr_default
+        except ValueError:
+            return self.min_isr_default
 
     def unclean_allowed(self, topic: str) -> bool:
         value = self.zk.get_topic_config(topic).get("unclean.leader.election.enable")

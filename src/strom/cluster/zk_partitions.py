@@ -19,6 +19,7 @@ bulk write returns, per partition, the stored state (with its new znode version)
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 from strom.cluster import zk_paths as paths
@@ -48,16 +49,18 @@ Item = tuple[TopicPartition, LeaderAndIsr]
 
 
 def _state_bytes(state: LeaderAndIsr) -> bytes:
-    return PartitionStateDoc(state.leader, state.leader_epoch, state.isr, state.controller_epoch).encode()
+    return PartitionStateDoc(
+        state.leader, state.leader_epoch, state.isr, state.controller_epoch, state.elr
+    ).encode()
 
 
 def _decode(data: bytes, version: int) -> LeaderAndIsr:
     doc = PartitionStateDoc.decode(data)
-    return LeaderAndIsr(doc.leader, doc.leader_epoch, doc.isr, doc.controller_epoch, version)
+    return LeaderAndIsr(doc.leader, doc.leader_epoch, doc.isr, doc.controller_epoch, version, doc.elr)
 
 
 def _with_version(state: LeaderAndIsr, version: int) -> LeaderAndIsr:
-    return LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.controller_epoch, version)
+    return dataclasses.replace(state, zk_version=version)
 
 
 def _fenced(failed: MultiFailed) -> bool:

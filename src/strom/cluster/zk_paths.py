@@ -113,6 +113,7 @@ class BrokerZnode(TypedDict):
     rack: NotRequired[str | None]
     endpoints: NotRequired[list[str]]
     listener_security_protocol_map: NotRequired[dict[str, str]]
+    previous_broker_epoch: NotRequired[int]
 
 
 class ControllerZnode(TypedDict):
@@ -131,6 +132,7 @@ class PartitionStateZnode(TypedDict):
     leader_epoch: int
     isr: list[int]
     controller_epoch: int
+    eligible_leader_replicas: NotRequired[list[list[int]]]
 
 
 class ConfigZnode(TypedDict):
@@ -187,6 +189,9 @@ class BrokerRegistration:
     # inter-broker listener's. Empty: one PLAINTEXT listener at host:port.
     endpoints: tuple[tuple[str, str, int], ...] = ()
     protocols: tuple[tuple[str, str], ...] = ()  # listener name -> security protocol
+    # The epoch of the registration this one replaces when the same process registers again after its
+    # session expired (KIP-966's PreviousBrokerEpoch): its log is whole. -1 from a new process.
+    previous_epoch: int = -1
 
     def listener_endpoints(self) -> tuple[tuple[str, str, int], ...]:
         return self.endpoints or (("PLAINTEXT", self.host, self.port),)
@@ -201,6 +206,7 @@ class BrokerRegistration:
                 "endpoints": [f"{name}://{host}:{port}" for name, host, port in self.listener_endpoints()],
                 "listener_security_protocol_map": dict(self.protocols or (("PLAINTEXT", "PLAINTEXT"),)),
                 "jmx_port": -1,
+                "previous_broker_epoch": self.previous_epoch,
                 "timestamp": str(int(time.time() * 1000)),
             }
         )
@@ -215,7 +221,14 @@ class BrokerRegistration:
             endpoints.append((name, host.strip("[]"), int(port)))
         protocols = tuple(sorted((doc.get("listener_security_protocol_map") or {}).items()))
         return cls(
-            broker_id, str(doc["host"]), int(doc["port"]), doc.get("rack"), 0, tuple(endpoints), protocols
+            broker_id,
+            str(doc["host"]),
+            int(doc["port"]),
+            doc.get("rack"),
+            0,
+            tuple(endpoints),
+            protocols,
+            int(doc.get("previous_broker_epoch", -1)),
         )
 
 
@@ -229,7 +242,7 @@ def decode_controller(data: bytes) -> int:
 
 def _topic_id(text: str | None) -> bytes:
     """A topic znode's id: Kafka's text form (older Strom wrote hex); none (a topic made before topic
-    ids) is the zero id, which the controller replaces (``Controller._assign_topic_ids``)."""
+    ids) is the zero id, which the controller replaces (`strom.cluster.topic_ids`)."""
     return ZERO_UUID if not text else parse_uuid(text)
 
 
@@ -275,23 +288,27 @@ class TopicAssignment:
 
 @dataclass(frozen=True, slots=True)
 class PartitionStateDoc:
-    """``.../partitions/<p>/state``: leader, leader epoch, ISR and the controller epoch of the writer."""
+    """``.../partitions/<p>/state``: leader, leader epoch, ISR and the controller epoch of the writer,
+    and Strom's ``eligible_leader_replicas`` as [broker, broker epoch] pairs (KIP-966; written only when
+    there are some, so the node reads as Kafka's otherwise)."""
 
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
     controller_epoch: int
+    elr: tuple[tuple[int, int], ...] = ()
 
     def encode(self) -> bytes:
-        return _dumps(
-            {
-                "version": 1,
-                "leader": self.leader,
-                "leader_epoch": self.leader_epoch,
-                "isr": list(self.isr),
-                "controller_epoch": self.controller_epoch,
-            }
-        )
+        doc: dict[str, JsonValue] = {
+            "version": 1,
+            "leader": self.leader,
+            "leader_epoch": self.leader_epoch,
+            "isr": list(self.isr),
+            "controller_epoch": self.controller_epoch,
+        }
+        if self.elr:
+            doc["eligible_leader_replicas"] = [[b, e] for b, e in self.elr]
+        return _dumps(doc)
 
     @classmethod
     def decode(cls, data: bytes) -> PartitionStateDoc:
@@ -301,6 +318,7 @@ class PartitionStateDoc:
             int(doc["leader_epoch"]),
             tuple(int(b) for b in doc["isr"]),
             int(doc["controller_epoch"]),
+            tuple((int(b), int(e)) for b, e in doc.get("eligible_leader_replicas") or ()),
         )
 
 

@@ -142,6 +142,7 @@ class ClusterMember:
                     config.get("leader.imbalance.check.interval.seconds")
                 ),
                 unclean_leader_election_default=bool(config.get("unclean.leader.election.enable")),
+                min_insync_replicas_default=int(config.get("min.insync.replicas")),
                 record_broker_epochs=self.RECORDS_BROKER_EPOCHS,
             ),
             clock,
@@ -191,8 +192,11 @@ class ClusterMember:
         self._registration_task = asyncio.create_task(self._register_then_elect())
 
     def registration(self) -> BrokerRegistration:
+        """This broker's registration; after a session expiry it names the epoch it replaces, so the
+        controller knows the same process, its log whole, is back (`strom.cluster.context.renews`)."""
+        previous = -1 if self.broker_epoch is None else self.broker_epoch
         return BrokerRegistration(
-            self.node_id, self._host, self._port, self.rack, 0, self._endpoints, self._protocols
+            self.node_id, self._host, self._port, self.rack, 0, self._endpoints, self._protocols, previous
         )
 
     async def _register_then_elect(self) -> None:
@@ -222,13 +226,18 @@ class ClusterMember:
                     delay_ms = min(delay_ms * 2, 5000)
         log.info("registered broker %d in the metadata store at %s", self.node_id, self.registration())
 
+    async def _register_then_reelect(self) -> None:
+        # Registered first, as Kafka's broker does: a controller elected before would take this broker
+        # for dead, and move its leaderships to replicas that may have restarted with less.
+        await self._register(deadline_ms=None)
+        self.controller.enqueue(self.controller.elect)
+
     def _on_session_event(self, event: str) -> None:
         if event == "RECONNECTED_NEW_SESSION":
             log.warning("ZooKeeper session expired; registering broker %d again", self.node_id)
             if self._reregistration_task is not None:
                 self._reregistration_task.cancel()
-            self._reregistration_task = asyncio.create_task(self._register(deadline_ms=None))
-            self.controller.enqueue(self.controller.elect)
+            self._reregistration_task = asyncio.create_task(self._register_then_reelect())
         elif event == "LOST":
             log.warning("ZooKeeper session lost")
             if self._reregistration_task is not None:

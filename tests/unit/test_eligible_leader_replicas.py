@@ -1,0 +1,98 @@
+"""KIP-966 in the controller's pure decisions: eligible leader replicas (ELR) and registrations that
+renew a session instead of starting a new process (PreviousBrokerEpoch)."""
+
+from __future__ import annotations
+
+from strom.cluster.context import ControllerContext, bounced_since, broker_changes, renewed_since
+from strom.cluster.election import LeaderAndIsr, next_elr, offline_partition_decision
+from strom.cluster.zk_paths import BrokerRegistration, PartitionStateDoc
+
+EPOCHS = {0: 100, 1: 101, 2: 102}.get
+
+
+def _reg(broker: int, epoch: int, previous: int = -1) -> BrokerRegistration:
+    return BrokerRegistration(broker, "h", 9092, None, epoch, previous_epoch=previous)
+
+
+def test_members_removed_below_min_isr_become_eligible_with_their_epoch() -> None:
+    current = LeaderAndIsr(1, 7, (1, 0), elr=())
+    assert next_elr(current, [0], 2, EPOCHS) == ((1, 101),)
+    # At min ISR again records are acknowledged without them: none is eligible any more.
+    assert next_elr(LeaderAndIsr(0, 8, (0,), elr=((1, 101),)), [0, 2], 2, EPOCHS) == ()
+    # A shrink that stays at min ISR keeps nobody.
+    assert next_elr(LeaderAndIsr(0, 1, (0, 1, 2)), [0, 1], 2, EPOCHS) == ()
+
+
+def test_a_restarted_member_or_one_without_a_known_registration_is_not_eligible() -> None:
+    current = LeaderAndIsr(1, 7, (1, 0, 2), elr=())
+    assert next_elr(current, [0], 2, EPOCHS, ineligible={1}) == ((2, 102),)
+    assert next_elr(current, [0], 2, {0: 100}.get) == ()
+    # A member elected out of the ELR leaves it; the others stay.
+    kept = LeaderAndIsr(-1, 9, (0,), elr=((1, 101), (2, 102)))
+    assert next_elr(kept, [1], 2, EPOCHS, ineligible={0}) == ((2, 102),)
+
+
+def test_an_eligible_replica_leads_before_a_restarted_last_isr_member() -> None:
+    """Seed 3629's end: broker 0, the last ISR member, registered again after a machine crash; broker 1,
+    removed while the ISR was below min ISR, holds every acknowledged record and leads."""
+    current = LeaderAndIsr(0, 8, (0,), elr=((1, 77),))
+    decision = offline_partition_decision(
+        current,
+        [1, 2, 0],
+        live={1, 2},
+        shutting_down=(),
+        unclean_allowed=lambda: False,
+        bounced={0},
+        electable={1},
+    )
+    assert decision == (1, [1])
+
+
+def test_without_a_live_eligible_replica_the_partition_waits_for_one_not_for_the_restarted_member() -> None:
+    current = LeaderAndIsr(0, 8, (0,), elr=((1, 77),))
+    decision = offline_partition_decision(
+        current, [1, 2, 0], live={2}, shutting_down=(), unclean_allowed=lambda: False, bounced={0}
+    )
+    assert decision == (-1, [1])
+    # Without eligible replicas Kafka's rule stands: the last member stays, to lead on its return.
+    plain = LeaderAndIsr(0, 8, (0,))
+    assert offline_partition_decision(
+        plain, [1, 2, 0], live={2}, shutting_down=(), unclean_allowed=lambda: False, bounced={0}
+    ) == (-1, [0])
+
+
+def test_only_the_same_process_is_electable() -> None:
+    ctx = ControllerContext(broker_id=2)
+    ctx.live = {1: _reg(1, 90, previous=77), 2: _reg(2, 95)}
+    assert ctx.electable(("t", 0), ((1, 77), (2, 80))) == {1}  # 2 restarted since it became eligible
+    ctx.offline_dir_replicas[1] = {("t", 0)}
+    assert ctx.electable(("t", 0), ((1, 77),)) == set()
+
+
+def test_a_registration_that_renews_a_session_is_no_bounce() -> None:
+    before = {1: _reg(1, 10), 2: _reg(2, 20)}
+    after = {1: _reg(1, 30, previous=10), 2: _reg(2, 40)}
+    assert broker_changes(before, after) == ({2}, {2})
+    assert renewed_since(before, after) == {1}
+    assert bounced_since({1: 10, 2: 20}, after) == {2}
+    # Renewing a registration this controller never took in proves nothing.
+    assert bounced_since({1: 12, 2: 40}, after) == {1}
+
+
+def test_the_state_znode_carries_the_eligible_replicas_only_when_there_are_some() -> None:
+    doc = PartitionStateDoc(0, 8, (0,), 3, ((1, 77),))
+    assert PartitionStateDoc.decode(doc.encode()) == doc
+    plain = PartitionStateDoc(0, 8, (0, 1), 3)
+    assert b"eligible" not in plain.encode()
+    assert PartitionStateDoc.decode(plain.encode()) == plain
+    registration = _reg(1, 30, previous=10)
+    assert BrokerRegistration.decode(1, registration.encode()).previous_epoch == 10
+
+
+def test_an_eligible_replica_live_as_another_process_is_not_waited_for() -> None:
+    current = LeaderAndIsr(0, 8, (0,), elr=((1, 77), (2, 78)))
+    # Broker 2 is live but restarted since (not electable); broker 1 is dead: wait for broker 1.
+    decision = offline_partition_decision(
+        current, [0, 1, 2], live={2}, shutting_down=(), unclean_allowed=lambda: False, bounced={0}
+    )
+    assert decision == (-1, [1])
