@@ -378,10 +378,9 @@ class Controller:
             self.requests.leader_and_isr(hosted, full=True, to=new | renewed)
 
     def _record_broker_epochs(self) -> None:
-        self.ctx.take_in_epochs()
+        self.ctx.take_in_epochs()  # dead brokers' last too: a renewal after a takeover is one
         if self.config.record_broker_epochs:
-            epochs = {b: r.epoch for b, r in self.ctx.live.items()}
-            self.zk.set_broker_epochs(epochs, self.ctx.epoch_zk_version)
+            self.zk.set_broker_epochs(dict(self.ctx.last_epochs), self.ctx.epoch_zk_version)
 
     def _start_bounced(
         self, registered: dict[int, BrokerRegistration], bounced: set[int]

@@ -178,12 +178,13 @@ class PartitionStateMachine:
                 # Each one at INFO for a few (an operator's election), a count for thousands.
                 log.log(
                     logging.INFO if len(writes) <= PER_PARTITION_LOG_LIMIT else logging.DEBUG,
-                    "controller: %s-%d leader %d epoch %d isr %s (%s)",
+                    "controller: %s-%d leader %d epoch %d isr %s (%s)%s",
                     *tp,
                     new.leader,
                     new.leader_epoch,
                     new.isr,
                     why,
+                    f" eligible {[b for b, _ in new.elr]}" if new.elr else "",
                 )
             if not pending:
                 break

@@ -214,7 +214,8 @@ class ClusterMember:
         delay_ms = 500
         while True:
             try:
-                self.broker_epoch = self.metadata_client.register_broker(self.registration())
+                registration = self.registration()
+                self.broker_epoch = self.metadata_client.register_broker(registration)
                 break
             except MetadataStoreError as exc:
                 if deadline_ms is not None and self._clock.monotonic_ms() > deadline_ms:
@@ -224,7 +225,7 @@ class ClusterMember:
                 await sleep_ms(self._clock, delay_ms)
                 if deadline_ms is None:
                     delay_ms = min(delay_ms * 2, 5000)
-        log.info("registered broker %d in the metadata store at %s", self.node_id, self.registration())
+        log.info("registered broker %d in the metadata store at %s", self.node_id, registration)
 
     async def _register_then_reelect(self) -> None:
         # Registered first, as Kafka's broker does: a controller elected before would take this broker
