@@ -48,19 +48,6 @@ def test_an_eligible_replica_leads_before_a_restarted_last_isr_member() -> None:
     assert decision == (1, [1])
 
 
-def test_without_a_live_eligible_replica_the_partition_waits_for_one_not_for_the_restarted_member() -> None:
-    current = LeaderAndIsr(0, 8, (0,), elr=((1, 77),))
-    decision = offline_partition_decision(
-        current, [1, 2, 0], live={2}, shutting_down=(), unclean_allowed=lambda: False, bounced={0}
-    )
-    assert decision == (-1, [1])
-    # Without eligible replicas Kafka's rule stands: the last member stays, to lead on its return.
-    plain = LeaderAndIsr(0, 8, (0,))
-    assert offline_partition_decision(
-        plain, [1, 2, 0], live={2}, shutting_down=(), unclean_allowed=lambda: False, bounced={0}
-    ) == (-1, [0])
-
-
 def test_only_the_same_process_is_electable() -> None:
     ctx = ControllerContext(broker_id=2)
     ctx.live = {1: _reg(1, 90, previous=77), 2: _reg(2, 95)}
@@ -87,12 +74,3 @@ def test_the_state_znode_carries_the_eligible_replicas_only_when_there_are_some(
     assert PartitionStateDoc.decode(plain.encode()) == plain
     registration = _reg(1, 30, previous=10)
     assert BrokerRegistration.decode(1, registration.encode()).previous_epoch == 10
-
-
-def test_an_eligible_replica_live_as_another_process_is_not_waited_for() -> None:
-    current = LeaderAndIsr(0, 8, (0,), elr=((1, 77), (2, 78)))
-    # Broker 2 is live but restarted since (not electable); broker 1 is dead: wait for broker 1.
-    decision = offline_partition_decision(
-        current, [0, 1, 2], live={2}, shutting_down=(), unclean_allowed=lambda: False, bounced={0}
-    )
-    assert decision == (-1, [1])

@@ -29,8 +29,8 @@ restart: a restarted process may have lost the writes its disk had not synced. `
 each with the broker epoch of the registration it had (`LeaderAndIsr.elr`), and clears them once the
 ISR is back at min ISR. When no live ISR member can lead, `offline_partition_decision` elects the first
 ``electable`` of them (the controller checks that the same process is still registered) before any
-unclean election, and before waiting for an ISR member that restarted: the case KIP-966 closes, where the
-last ISR member comes back from a machine crash with a shorter log than a member removed before it.
+unclean election: the case KIP-966 closes, where the last ISR member comes back from a machine crash
+with a shorter log than a member removed before it.
 """
 
 from __future__ import annotations
@@ -189,11 +189,6 @@ def offline_partition_decision(
         result = offline_leader(replicas, current.isr, eligible, unclean_allowed=True)
     if result is None:
         kept = kept_isr(current.isr, bounced)
-        if current.elr and all(b in bounced for b in kept):
-            # Only restarted members are left: wait for the eligible ones instead, who hold every
-            # acknowledged record (KIP-966), but for those live as another process; they are the ISR now.
-            waiting = {b for b, _ in current.elr if b not in live or b in electable}
-            kept = [b for b in replicas if b in waiting] or kept
         if current.leader != NO_LEADER or kept != list(current.isr):
             return NO_LEADER, kept
     return result
