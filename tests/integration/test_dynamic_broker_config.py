@@ -144,6 +144,13 @@ def test_broker_configs_change_at_run_time(tmp_path: Path) -> None:
             _set(admin, "0", num_partitions="3", log_dirs="/elsewhere")
         assert refused.value.args[0].name() == "INVALID_REQUEST"
         assert "log.dirs" in refused.value.args[0].str()
+        # min.insync.replicas is one value for the leaders and the controller: the cluster's, not one
+        # broker's.
+        with pytest.raises(KafkaException) as one_broker:
+            _set(admin, "0", min_insync_replicas="2")
+        assert one_broker.value.args[0].name() == "INVALID_CONFIG"
+        assert "cluster default" in one_broker.value.args[0].str()
+        set_cluster_default(broker.bootstrap, min_insync_replicas="1")
 
         # Kept in the metadata store: still there after a restart.
         broker.restart()

@@ -61,7 +61,11 @@ def test_static_configs_and_bad_values_are_refused() -> None:
     with pytest.raises(KafkaError) as policy:
         check_dynamic({"log.cleanup.policy": "sometimes"})
     assert policy.value.code == ErrorCode.INVALID_CONFIG
-    check_dynamic({"log.cleanup.policy": "compact", "min.insync.replicas": "2"})
+    check_dynamic({"log.cleanup.policy": "compact", "min.insync.replicas": "2"}, per_broker=False)
+    # One broker's own min ISR would disagree with the controller's eligible leader replicas.
+    with pytest.raises(KafkaError) as one_broker:
+        check_dynamic({"min.insync.replicas": "2"})
+    assert one_broker.value.code == ErrorCode.INVALID_CONFIG and "cluster default" in one_broker.value.message
 
 
 def test_dynamic_configs_live_in_kafkas_znodes() -> None:

@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 from strom.broker.replication.isr_rules import (
     FollowerState,
     can_join_isr,
-    effective_min_isr,
     high_watermark_bound,
     out_of_sync_replicas,
     record_fetch,
@@ -17,6 +16,7 @@ from strom.broker.replication.isr_rules import (
     under_min_isr,
 )
 from strom.protocol.errors import ErrorCode
+from strom.storage.config import effective_min_isr
 
 
 def test_effective_min_isr_is_capped_by_the_replicas_and_at_least_one() -> None:

@@ -12,6 +12,7 @@ Pure data, no I/O. Call only from the controller's event loop.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from strom.cluster.election import LeaderAndIsr
@@ -32,28 +33,38 @@ __all__ = [
 
 def renews(known_epoch: int | None, registration: BrokerRegistration) -> bool:
     """Whether ``registration`` is the process registered at ``known_epoch`` registering again after its
-    session expired: it names that epoch as the one it replaces. The process never stopped, so its
-    log is whole; were it taken for a restart, its failure would move its leaderships and shrink its
-    ISRs to brokers that may themselves have restarted with less (a restarted process's old session
-    can outlive the new process's start)."""
-    return (
-        known_epoch is not None
-        and registration.previous_epoch >= 0
-        and registration.previous_epoch == known_epoch
-    )
+    session expired (once or several times): it names that epoch among those it replaces. The
+    process never stopped, so its log is whole; were it taken for a restart, its failure would move
+    its leaderships and shrink its ISRs to brokers that may themselves have restarted with less (a
+    restarted process's old session can outlive the new process's start)."""
+    return known_epoch is not None and known_epoch >= 0 and known_epoch in registration.previous_epochs
 
 
 def broker_changes(
-    before: dict[int, BrokerRegistration], after: dict[int, BrokerRegistration]
+    before: dict[int, BrokerRegistration],
+    after: dict[int, BrokerRegistration],
+    known: Mapping[int, int] | None = None,
 ) -> tuple[set[int], set[int]]:
     """(dead, new) brokers between two reads of ``/brokers/ids``. A broker that registered again
     (a new ephemeral znode, so a new czxid epoch) is both: it died and started; unless it `renews`
-    the registration seen before (see `renewed_since`)."""
+    the registration seen before (see `renewed_since`). So is a broker absent from ``before`` whose
+    registration is another process than the one ``known`` (the last epochs taken in) names: its
+    failure was decided in an earlier event, its restart shows only now, and the log it comes
+    back with may lack what the process seen before had (a machine crash)."""
     dead = {
         b
         for b in before
         if b not in after or (after[b].epoch != before[b].epoch and not renews(before[b].epoch, after[b]))
     }
+    if known:
+        dead |= {
+            b
+            for b, registration in after.items()
+            if b not in before
+            and b in known
+            and known[b] != registration.epoch
+            and not renews(known[b], registration)
+        }
     new = {b for b in after if b not in before or b in dead}
     return dead, new
 

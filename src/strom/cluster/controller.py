@@ -8,6 +8,8 @@ module is the driver: election, the event queue, and the ZooKeeper watches. The 
 | `strom.cluster.context` | the cached view of the cluster (brokers, assignments, leadership, states) |
 | `strom.cluster.partition_state`, `strom.cluster.replica_state` | states and their valid previous states |
 | `strom.cluster.partition_machine` | every partition-state write (conditional, fenced, retried) |
+| `strom.cluster.topic_changes` | new topics and partitions, topic config changes |
+| `strom.cluster.election_configs` | min ISR and unclean election as the leaders resolve them |
 | `strom.cluster.election` | pure leader-election decisions |
 | `strom.cluster.leader_election` | ElectLeaders and auto leader rebalance |
 | `strom.cluster.reassignment` | partition reassignment (KIP-455) |
@@ -81,9 +83,9 @@ from strom.cluster.partition_machine import PartitionStateMachine
 from strom.cluster.propagation import ControllerChannel, ControllerRequests
 from strom.cluster.reassignment import Reassignments, in_flight
 from strom.cluster.replica_state import ReplicaState
+from strom.cluster.topic_changes import TopicChanges
 from strom.cluster.topic_deletion import TopicDeletion
-from strom.cluster.topic_ids import assign_topic_ids
-from strom.cluster.zk_paths import BrokerRegistration, TopicAssignment
+from strom.cluster.zk_paths import BrokerRegistration
 from strom.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -123,13 +125,20 @@ class Controller:
         self.channel = channel
         self.config = config
         self.active = False
+        # False from a session expiry until the broker is registered again: no election before.
+        self._standing = True
         self.ctx = ControllerContext(broker_id)
         self.requests = ControllerRequests(self.ctx, channel)
         self.partitions = PartitionStateMachine(
             self.ctx, zk, config.unclean_leader_election_default, config.min_insync_replicas_default
         )
         self.elections = LeaderElections(self.ctx, self.partitions, self.requests)
-        self.reassignments = Reassignments(self.ctx, zk, self.partitions, self.requests, self._load_topic)
+        self.topics = TopicChanges(
+            self.ctx, zk, self.partitions, self.requests, self.enqueue, lambda: self.active
+        )
+        self.reassignments = Reassignments(
+            self.ctx, zk, self.partitions, self.requests, self.topics.load_topic
+        )
         self.deletion = TopicDeletion(self.ctx, zk, self.partitions, self.requests)
         self.shutdowns = ControlledShutdown(self.ctx, self.partitions, self.requests)
         self.log_dir_failures = LogDirFailures(
@@ -201,7 +210,9 @@ class Controller:
     def elect(self) -> None:
         """Controller election event: become the controller if ``/controller`` is free, else watch it.
 
-        Enqueue it (``enqueue(controller.elect)``) after a ZooKeeper session was re-established."""
+        After a ZooKeeper session expiry it waits for `stand` (the broker registered again)."""
+        if not self._standing:
+            return
         data = self.zk.watch_data(paths.CONTROLLER, lambda: self.enqueue(self.elect))
         if data is not None:
             current = paths.decode_controller(data)
@@ -223,7 +234,20 @@ class Controller:
         self.active = True
         self._on_become_active()
 
+    def session_expired(self) -> None:
+        """Kafka's Expire: resign at once (``/controller`` went with the session) and stand for election
+        only once the broker is registered again (`stand`): a controller its cluster does not see as
+        a live broker would move its leaderships to replicas that may have restarted with less."""
+        self._standing = False
+        self._resign()
+
+    def stand(self) -> None:
+        """The broker registered under its new session: stand for controller again."""
+        self._standing = True
+        self.enqueue(self.elect)
+
     def _resign(self) -> None:
+        self.partitions.configs.clear()
         if not self.active:
             return
         self.active = False
@@ -267,9 +291,7 @@ class Controller:
             log.info("controller: brokers %s registered again since the last controller", sorted(bounced))
         ctx.live = {b: registration for b, registration in registered.items() if b not in bounced}
         self.requests.set_brokers()
-        self._load_topics(
-            self.zk.watch_children(paths.BROKER_TOPICS, lambda: self.enqueue(self._on_topic_change))
-        )
+        self.topics.load_topics(self.topics.watch_topics())
         # Every state znode in one pipelined read; then the writes, batched: first leaders for
         # partitions that never had one, new leaders (or smaller ISRs) where brokers are gone.
         stored = self.partitions.initialize_all(ctx.all_partitions())
@@ -307,28 +329,6 @@ class Controller:
                 since_rebalance_ms = 0
                 self.enqueue(self._auto_rebalance)
 
-    def _load_topic(self, topic: str) -> TopicAssignment | None:
-        found = self.zk.get_topic_assignment(topic)
-        self.zk.watch_data(
-            paths.topic_path(topic), lambda: self.enqueue(lambda: self._on_topic_modified(topic))
-        )
-        if found is None:
-            return None
-        self.ctx.assignments[topic], self.ctx.assignment_versions[topic] = found
-        assign_topic_ids(self.ctx, self.zk, [topic])
-        return found[0]
-
-    def _load_topics(self, topics: list[str]) -> None:
-        """`_load_topic` for many topics, read with pipelined requests (fail-over, new topics)."""
-
-        def on_change(topic: str) -> Callable[[], None]:
-            return lambda: self.enqueue(lambda: self._on_topic_modified(topic))
-
-        for topic, found in self.zk.get_topic_assignments(topics, on_change).items():
-            if found is not None:
-                self.ctx.assignments[topic], self.ctx.assignment_versions[topic] = found
-        assign_topic_ids(self.ctx, self.zk, topics)
-
     # watch events ----------------------------------------------------------------------------------
     def _on_broker_change(self) -> None:
         if not self.active:
@@ -340,7 +340,7 @@ class Controller:
         ctx = self.ctx
         self.zk.watch_children(paths.BROKER_IDS, lambda: self.enqueue(self._on_broker_change))
         current = self.zk.get_brokers()
-        dead, new = broker_changes(ctx.live, current)
+        dead, new = broker_changes(ctx.live, current, ctx.last_epochs)
         renewed = renewed_since(ctx.live, current)
         ctx.shutting_down -= dead
         ctx.forget_offline_dirs(dead | new)  # gone, or a new process that loaded its log dirs again
@@ -402,49 +402,17 @@ class Controller:
 
     def on_topic_change(self) -> None:
         """The topic list changed (the watch's event; a cluster of one runs it at once)."""
-        self._on_topic_change()
+        self.topics.on_topic_change()
 
     def on_topic_modified(self, topic: str) -> None:
-        self._on_topic_modified(topic)
+        self.topics.on_topic_modified(topic)
+
+    def on_config_change(self, topic: str | None) -> None:
+        """A config change notification named ``topic`` (None: not a topic's; enqueue it)."""
+        self.topics.on_config_change(topic)
 
     def on_delete_topics(self) -> None:
         self._on_delete_topics()
-
-    def _on_topic_change(self) -> None:
-        if not self.active:
-            return
-        topics = self.zk.watch_children(paths.BROKER_TOPICS, lambda: self.enqueue(self._on_topic_change))
-        added = [t for t in topics if t not in self.ctx.assignments]
-        for topic in set(self.ctx.assignments) - set(topics):
-            self.ctx.forget_topic(topic)
-        self._load_topics(added)
-        changed = self._add_partitions(
-            [tp for topic in added if topic in self.ctx.assignments for tp in self.ctx.partitions_of(topic)]
-        )
-        if added:
-            log.info("controller: new topics %s", added)
-            self.requests.update_metadata()
-            self.requests.leader_and_isr(changed)
-            self.requests.update_metadata()
-
-    def _on_topic_modified(self, topic: str) -> None:
-        if not self.active or topic not in self.ctx.assignments:
-            return
-        before = set(self.ctx.partitions_of(topic))
-        assignment = self._load_topic(topic)
-        if assignment is None:
-            return
-        changed = self._add_partitions([tp for tp in self.ctx.partitions_of(topic) if tp not in before])
-        if changed:
-            log.info("controller: %s now has %d partitions", topic, len(assignment.partitions))
-            self.requests.leader_and_isr(changed)
-            self.requests.update_metadata()
-
-    def _add_partitions(self, tps: list[TopicPartition]) -> set[TopicPartition]:
-        """New partitions: NEW, then ONLINE where a replica is alive; returns those now online."""
-        for tp in tps:
-            self.partitions.add(tp)
-        return self.partitions.bring_online_all(tps)
 
     def _on_isr_change(self) -> None:
         if not self.active:

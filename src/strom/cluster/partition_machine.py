@@ -27,10 +27,12 @@ from collections.abc import Callable, Collection
 from strom.cluster import election
 from strom.cluster.context import ControllerContext, TopicPartition
 from strom.cluster.election import Decision, LeaderAndIsr
+from strom.cluster.election_configs import ElectionConfigs
 from strom.cluster.kafka_metadata import KafkaMetadataClient
 from strom.cluster.partition_state import PartitionState, state_after_election, state_at_failover
 from strom.cluster.replica_state import ReplicaState
 from strom.cluster.replica_state import state_at_failover as replica_state_at_failover
+from strom.storage.config import effective_min_isr
 
 log = logging.getLogger("strom.cluster.controller")
 
@@ -50,8 +52,7 @@ class PartitionStateMachine:
     ) -> None:
         self.ctx = ctx
         self.zk = zk
-        self.unclean_default = unclean_default
-        self.min_isr_default = min_isr_default
+        self.configs = ElectionConfigs(zk, min_isr_default, unclean_default)
         self.states = ctx.partition_states
 
     # fail-over and creation --------------------------------------------------------------------------
@@ -131,19 +132,17 @@ class PartitionStateMachine:
         ``restarted`` brokers (a new process) are not."""
         written: set[TopicPartition] = set()
         pending = list(tps)
-        min_isr: dict[str, int] = {}
 
         def elr(tp: TopicPartition, current: LeaderAndIsr, isr: list[int]) -> tuple[tuple[int, int], ...]:
             replicas = self.ctx.replicas(tp)
             if len(isr) >= len(replicas) and not current.elr:
                 return ()  # every replica in sync: nobody to keep, no config to read
-            if tp[0] not in min_isr:
-                min_isr[tp[0]] = self.min_isr(tp[0])
             ineligible = {
                 *restarted,
                 *(b for b in replicas if tp in self.ctx.offline_dir_replicas.get(b, ())),
+                *(b for b, _ in current.elr if b not in replicas),  # a reassignment removed it
             }
-            bound = max(1, min(min_isr[tp[0]], len(replicas) or 1))
+            bound = effective_min_isr(self.configs.min_isr(tp[0]), len(replicas))
             return election.next_elr(current, isr, bound, self.ctx.epoch_of, ineligible)
 
         for _ in range(MAX_WRITE_ATTEMPTS):
@@ -154,13 +153,12 @@ class PartitionStateMachine:
                 if current is None or decision is None:
                     continue
                 leader, isr = decision
-                if leader == current.leader and tuple(isr) == current.isr:
+                eligible = elr(tp, current, isr)
+                if leader == current.leader and tuple(isr) == current.isr and eligible == current.elr:
                     continue
                 target = state_after_election(leader)
                 if self.states.check(tp, target, why):
-                    writes.append(
-                        (tp, current.elected(leader, isr, self.ctx.epoch, elr(tp, current, isr)), target)
-                    )
+                    writes.append((tp, current.elected(leader, isr, self.ctx.epoch, eligible), target))
             if not writes:
                 break
             stored = self.zk.update_partition_states(
@@ -200,16 +198,10 @@ class PartitionStateMachine:
     def handle_offline_all(
         self, tps: list[TopicPartition], why: str = "broker failure", bounced: Collection[int] = ()
     ) -> set[TopicPartition]:
-        """`handle_offline` for many partitions (each topic's unclean setting read at most once); a
+        """`handle_offline` for many partitions (the unclean setting from `ElectionConfigs`); a
         replica in a failed log dir counts as a dead broker's. ``bounced``: dead brokers that
         registered again, which a partition left without a leader does not keep in its ISR."""
         live = self.ctx.live_ids()
-        unclean: dict[str, bool] = {}
-
-        def allowed(topic: str) -> bool:
-            if topic not in unclean:
-                unclean[topic] = self.unclean_allowed(topic)
-            return unclean[topic]
 
         def decide(tp: TopicPartition, current: LeaderAndIsr) -> Decision:
             eligible = self.ctx.live_replicas_for(tp, live) if self.ctx.offline_dir_replicas else live
@@ -218,25 +210,21 @@ class PartitionStateMachine:
                 self.ctx.replicas(tp),
                 eligible,
                 self.ctx.shutting_down,
-                lambda: allowed(tp[0]),
+                lambda: self.configs.unclean_allowed(tp[0]),
                 bounced,
                 self.ctx.electable(tp, current.elr) if current.elr else (),
             )
 
         return self.elect_all(tps, decide, why, bounced)
 
-    def min_isr(self, topic: str) -> int:
-        value = self.zk.get_topic_config(topic).get("min.insync.replicas")
-        try:
-            return int(value) if value is not None else self.min_isr_default
-        except ValueError:
-            return self.min_isr_default
-
-    def unclean_allowed(self, topic: str) -> bool:
-        value = self.zk.get_topic_config(topic).get("unclean.leader.election.enable")
-        if value is None:
-            return self.unclean_default
-        return value.strip().lower() == "true"
+    def min_isr_changed(self, topic: str | None) -> set[TopicPartition]:
+        """A config change notification named ``topic`` (None: the cluster default): read its
+        min.insync.replicas again and write the eligible replicas it now gives (a lowered value may
+        put an ISR at min ISR, acknowledging without them); returns the partitions written."""
+        self.configs.forget(topic)
+        tps = self.ctx.all_partitions() if topic is None else self.ctx.partitions_of(topic)
+        kept = [tp for tp in tps if tp in self.ctx.leadership and self.ctx.leadership[tp].elr]
+        return self.elect_all(kept, lambda _tp, cur: (cur.leader, list(cur.isr)), "min ISR changed")
 
     def refresh(self, tp: TopicPartition) -> None:
         """Re-read the state znode after a leader changed the ISR (the leader stays, so does the state)."""

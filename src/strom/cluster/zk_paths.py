@@ -114,6 +114,7 @@ class BrokerZnode(TypedDict):
     endpoints: NotRequired[list[str]]
     listener_security_protocol_map: NotRequired[dict[str, str]]
     previous_broker_epoch: NotRequired[int]
+    previous_broker_epochs: NotRequired[list[int]]
 
 
 class ControllerZnode(TypedDict):
@@ -189,9 +190,10 @@ class BrokerRegistration:
     # inter-broker listener's. Empty: one PLAINTEXT listener at host:port.
     endpoints: tuple[tuple[str, str, int], ...] = ()
     protocols: tuple[tuple[str, str], ...] = ()  # listener name -> security protocol
-    # The epoch of the registration this one replaces when the same process registers again after its
-    # session expired (KIP-966's PreviousBrokerEpoch): its log is whole. -1 from a new process.
-    previous_epoch: int = -1
+    # The epochs of the registrations this one replaces when the same process registers again after
+    # its session expired (KIP-966's PreviousBrokerEpoch), latest last: its log is whole. Empty from a
+    # new process. All of them (a bounded few), not only the last: a controller may have seen any one.
+    previous_epochs: tuple[int, ...] = ()
 
     def listener_endpoints(self) -> tuple[tuple[str, str, int], ...]:
         return self.endpoints or (("PLAINTEXT", self.host, self.port),)
@@ -206,7 +208,8 @@ class BrokerRegistration:
                 "endpoints": [f"{name}://{host}:{port}" for name, host, port in self.listener_endpoints()],
                 "listener_security_protocol_map": dict(self.protocols or (("PLAINTEXT", "PLAINTEXT"),)),
                 "jmx_port": -1,
-                "previous_broker_epoch": self.previous_epoch,
+                "previous_broker_epoch": self.previous_epochs[-1] if self.previous_epochs else -1,
+                "previous_broker_epochs": list(self.previous_epochs),
                 "timestamp": str(int(time.time() * 1000)),
             }
         )
@@ -228,8 +231,15 @@ class BrokerRegistration:
             0,
             tuple(endpoints),
             protocols,
-            int(doc.get("previous_broker_epoch", -1)),
+            _previous_epochs(doc),
         )
+
+
+def _previous_epochs(doc: BrokerZnode) -> tuple[int, ...]:
+    if "previous_broker_epochs" in doc:
+        return tuple(int(e) for e in doc["previous_broker_epochs"])
+    last = int(doc.get("previous_broker_epoch", -1))
+    return (last,) if last >= 0 else ()
 
 
 def encode_controller(broker_id: int) -> bytes:

@@ -238,6 +238,12 @@ class LogConfig:
             )
 
 
+def effective_min_isr(min_insync_replicas: int, replica_count: int) -> int:
+    """``min.insync.replicas`` capped by the replication factor (and at least 1): the one rule both the
+    leaders (acks=all, the high watermark) and the controller (eligible leader replicas) apply."""
+    return max(1, min(min_insync_replicas, replica_count or 1))
+
+
 def _require(ok: bool, name: str, why: str) -> None:
     if not ok:
         raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value for {name}: {why}")

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from strom._util.clock import Clock, Deadline, sleep_ms, yield_to_loop
 from strom.broker.config import BrokerConfig
 from strom.broker.control.controller_channel import KafkaControllerChannel
+from strom.broker.control.registration import BrokerRegistrar
 from strom.broker.control.zookeeper_calls import needs_zookeeper
 from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.network.net_client import BrokerConnection
@@ -56,7 +57,7 @@ from strom.cluster import zk_paths as paths
 from strom.cluster.controller import Controller, ControllerChannel, ControllerConfig
 from strom.cluster.kafka_metadata import KafkaMetadataClient
 from strom.cluster.metadata_store import MetadataStoreError
-from strom.cluster.zk_paths import BrokerRegistration, TopicAssignment
+from strom.cluster.zk_paths import TopicAssignment
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.messages import (
@@ -128,9 +129,6 @@ class ClusterMember:
         self.replica_manager = replica_manager
         self._log_manager = log_manager
         self._log_config_for = log_config_for
-        self._host, self._port = "127.0.0.1", 9092  # until start() knows the bound listener
-        self._endpoints: tuple[tuple[str, str, int], ...] = ()
-        self._protocols: tuple[tuple[str, str], ...] = ()
         self.channel = KafkaControllerChannel(f"controller-{self.node_id}", security, clock)
         self.controller = Controller(
             self.metadata_client,
@@ -158,8 +156,7 @@ class ClusterMember:
         self._topic_config_writes = 0
         self._registration_task: asyncio.Task[None] | None = None
         self._reregistration_task: asyncio.Task[None] | None = None
-        #: The epoch of this process's current registration; None until it has registered.
-        self.broker_epoch: int | None = None
+        self.registrar = BrokerRegistrar(self.node_id, self.rack, metadata_client, clock)
 
     def _controller_channel(self) -> ControllerChannel:
         """How this broker's controller reaches brokers (the network; a single node overrides it)."""
@@ -177,6 +174,11 @@ class ClusterMember:
     def zookeeper_state(self) -> str | None:
         return self.metadata_client.session_state
 
+    @property
+    def broker_epoch(self) -> int | None:
+        """The epoch of this process's current registration; None until it has registered."""
+        return self.registrar.broker_epoch
+
     # life cycle ------------------------------------------------------------------------------------
     def start(
         self,
@@ -185,57 +187,25 @@ class ClusterMember:
         endpoints: tuple[tuple[str, str, int], ...] = (),
         protocols: tuple[tuple[str, str], ...] = (),
     ) -> None:
-        self._host, self._port = host, port
-        self._endpoints, self._protocols = endpoints, protocols
+        self.registrar.listen_at(host, port, endpoints, protocols)
         self.metadata_client.on_state_change(self._on_session_event)
         self._watch_config_changes()
         self._registration_task = asyncio.create_task(self._register_then_elect())
 
-    def registration(self) -> BrokerRegistration:
-        """This broker's registration; after a session expiry it names the epoch it replaces, so the
-        controller knows the same process, its log whole, is back (`strom.cluster.context.renews`)."""
-        previous = -1 if self.broker_epoch is None else self.broker_epoch
-        return BrokerRegistration(
-            self.node_id, self._host, self._port, self.rack, 0, self._endpoints, self._protocols, previous
-        )
-
     async def _register_then_elect(self) -> None:
-        await self._register(deadline_ms=self._clock.monotonic_ms() + 3 * self.session_timeout_ms + 10_000)
+        await self.registrar.register(self._clock.monotonic_ms() + 3 * self.session_timeout_ms + 10_000)
         self.controller.start()
-
-    async def _register(self, deadline_ms: int | None) -> None:
-        """Create this broker's registration, retrying while ZooKeeper refuses; ``None``: never give up.
-
-        At start-up a deadline turns a broken ensemble into a start-up error. After a session expiry
-        there is no deadline: a broker that stays unregistered is fenced for good (no leadership, no
-        ISR membership), so it keeps trying until it is registered or its process stops. The deadline
-        and the delays are on the broker's clock.
-        """
-        delay_ms = 500
-        while True:
-            try:
-                registration = self.registration()
-                self.broker_epoch = self.metadata_client.register_broker(registration)
-                break
-            except MetadataStoreError as exc:
-                if deadline_ms is not None and self._clock.monotonic_ms() > deadline_ms:
-                    log.error("giving up registering broker %d: %s", self.node_id, exc)
-                    raise
-                log.info("waiting to register broker %d: %s", self.node_id, exc)
-                await sleep_ms(self._clock, delay_ms)
-                if deadline_ms is None:
-                    delay_ms = min(delay_ms * 2, 5000)
-        log.info("registered broker %d in the metadata store at %s", self.node_id, registration)
 
     async def _register_then_reelect(self) -> None:
         # Registered first, as Kafka's broker does: a controller elected before would take this broker
         # for dead, and move its leaderships to replicas that may have restarted with less.
-        await self._register(deadline_ms=None)
-        self.controller.enqueue(self.controller.elect)
+        await self.registrar.register(deadline_ms=None)
+        self.controller.stand()
 
     def _on_session_event(self, event: str) -> None:
         if event == "RECONNECTED_NEW_SESSION":
             log.warning("ZooKeeper session expired; registering broker %d again", self.node_id)
+            self.controller.session_expired()
             if self._reregistration_task is not None:
                 self._reregistration_task.cancel()
             self._reregistration_task = asyncio.create_task(self._register_then_reelect())
@@ -273,6 +243,8 @@ class ClusterMember:
                 self._config_changed.set()
 
     async def _apply_config_change(self, change: _ConfigChange) -> None:
+        # The controller's elections read min ISR and unclean election as the leaders do.
+        self.controller.enqueue(lambda: self.controller.on_config_change(change.topic))
         if change.topic is not None:
             if self.metadata.set_configs(change.topic, change.topic_configs):
                 self._log_manager.update_config(change.topic, self._log_config_for(change.topic))

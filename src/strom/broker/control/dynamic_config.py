@@ -17,6 +17,9 @@ rebuilt and every hosted log takes its new effective config). The others (`BROKE
 ``transaction.partition.verification.enable``, ``log.cleaner.backoff.ms``, which the cleaner reads each
 time it goes idle) are read with `DynamicBrokerConfig.value` where they act. Any other config is
 refused with INVALID_REQUEST, naming it, as Kafka refuses a config it cannot update without a restart.
+``min.insync.replicas`` is dynamic on the cluster default only (INVALID_CONFIG for one broker): the
+controller keeps eligible leader replicas by the value leaders use (`strom.cluster.election_configs`),
+as Kafka refuses a broker-level value with ELR on.
 
 A listener's key store and trust store (``listener.name.<listener>.ssl.keystore.location`` and the other
 settings of `strom.broker.security.config_defs.DYNAMIC_LISTENER_TLS`) are dynamic per broker only, as in
@@ -99,6 +102,15 @@ def check_dynamic(configs: Mapping[str, str], per_broker: bool = True) -> None:
             ErrorCode.INVALID_REQUEST,
             "Cannot update these configs at default cluster level, broker id must be specified: "
             f"{listener_tls}",
+        )
+    if per_broker and "min.insync.replicas" in configs:
+        # Leaders and the controller must agree on it: the controller keeps eligible leader replicas
+        # (KIP-966) by it, so one broker's own value could make it elect a replica without records.
+        raise KafkaError(
+            ErrorCode.INVALID_CONFIG,
+            "min.insync.replicas cannot be set for one broker (eligible leader replicas need one value "
+            "per topic): set it on the cluster default (the BROKER resource with an empty name) or on "
+            "the topic",
         )
     secrets = sorted(name for name in configs if dynamic_listener_setting(name) and is_secret(name))
     if secrets:

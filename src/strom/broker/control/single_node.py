@@ -106,10 +106,9 @@ class SingleNodeMember(ClusterMember):
         endpoints: tuple[tuple[str, str, int], ...] = (),
         protocols: tuple[tuple[str, str], ...] = (),
     ) -> None:
-        self._host, self._port = host, port
-        self._endpoints, self._protocols = endpoints, protocols
+        self.registrar.listen_at(host, port, endpoints, protocols)
         self._watch_config_changes()
-        self.broker_epoch = self.metadata_client.register_broker(self.registration())
+        self.registrar.register_once()
         self.controller.start()
         self.controller.run_now(self.controller.elect)
 

@@ -4,7 +4,8 @@ where the high watermark may go, and how an acks=all wait ends (Kafka's ``Partit
 `Partition` (partition.py) holds the state and calls these; they read their inputs and decide, with no
 clock, log or I/O of their own, so each rule is unit-tested on its own.
 
-* **Effective min ISR**: ``min(min.insync.replicas, replicas)``, Kafka's since 3.7 (KAFKA-15583,
+* **Effective min ISR** (`strom.storage.config.effective_min_isr`, the controller applies it too):
+  ``min(min.insync.replicas, replicas)``, Kafka's since 3.7 (KAFKA-15583,
   ``Partition.effectiveMinIsr``): one value for the three places it matters: the append check of
   acks=all (NOT_ENOUGH_REPLICAS), the high watermark (it does not move while the ISR is below it: the
   strict min-ISR rule, docs/cluster.md#what-kafka-promises) and the end of an acks=all wait
@@ -49,11 +50,6 @@ class FollowerState:
     # follower completes when the high watermark passes it, so followers learn it without waiting for
     # an append (consumers reading from followers see records as soon as they are committed).
     high_watermark_sent: int = -1
-
-
-def effective_min_isr(min_insync_replicas: int, replica_count: int) -> int:
-    """``min.insync.replicas`` capped by the replication factor (and at least 1)."""
-    return max(1, min(min_insync_replicas, replica_count or 1))
 
 
 def record_fetch(

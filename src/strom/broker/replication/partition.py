@@ -53,7 +53,6 @@ from strom.broker.metadata_cache import LiveBroker
 from strom.broker.replication.isr_rules import (
     FollowerState,
     can_join_isr,
-    effective_min_isr,
     high_watermark_bound,
     out_of_sync_replicas,
     record_fetch,
@@ -69,6 +68,7 @@ from strom.broker.replication.replica_selector import (
 from strom.cluster.election import LeaderAndIsr
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.records.control import ControlType
+from strom.storage.config import effective_min_isr
 from strom.storage.file_records import FileRecords
 from strom.storage.log import PartitionLog
 from strom.storage.log_append import AppendInfo
