@@ -73,3 +73,17 @@ def test_an_eligible_replica_leads_before_the_restarted_last_isr_member() -> Non
     assert any("events-1 leader 0 epoch 8 isr (0,)" in line for line in result.trace)
     assert any("events-1 leader 1 epoch 9 isr (1,)" in line for line in result.trace)
     assert result.ok, result.findings.examples()
+
+
+def test_the_longest_log_leads_when_every_isr_member_restarted() -> None:
+    """Seed 8239 (mixed, 120 s) found it: partition 0, moved to replicas [1, 2] (min ISR 2), had offsets
+    4110-4319 acknowledged. Broker 2 halted on a failed sync and restarted (a process restart: its page
+    cache, and the records, survived); broker 1's machine crashed and its disk lost them. A new
+    controller found broker 2 registered again and kept ISR [1], waiting for broker 1, which came back
+    as a new process too; as the last ISR member it led with log end 4110, and broker 2 truncated 210
+    acknowledged records to follow it. Both members restarted, so the controller now waits for both
+    to say where their logs end and elects the furthest: broker 2."""
+    result = run_seed(8239, 120.0, MIXED_WITH_REASSIGN)
+    assert any("events-0 leader -1 epoch 5 isr (1,)" in line for line in result.trace)
+    assert any("events-0 leader 2 epoch 6 isr (2,) (longest log)" in line for line in result.trace)
+    assert result.ok, result.findings.examples()

@@ -20,6 +20,7 @@ from strom.cluster.kafka_metadata import KafkaMetadataClient
 from strom.cluster.local_store import LocalStore
 from strom.cluster.zk_paths import BrokerRegistration, TopicAssignment
 from strom.protocol.api import ApiKey
+from strom.protocol.messages import LeaderAndIsrResponsePartitionError
 
 
 async def create(client: KafkaMetadataClient, replicas: list[int], configs: dict[str, str]) -> None:
@@ -50,9 +51,24 @@ def test_a_restart_seen_in_a_later_event_is_not_elected_while_another_member_may
         await until(lambda: 2 in channel.brokers, "broker 2 live again")
         waiting = await until_state(admin, "t", 0, lambda s: list(s.isr) == [3])
         assert waiting.leader == -1
-        Broker(store, 3, ManualClock())  # every member left restarted: the last one leads
-        led = await until_state(admin, "t", 0, lambda s: s.leader == 3)
-        assert list(led.isr) == [3]
+        assert waiting.restarted == (2,)
+        Broker(store, 3, ManualClock())  # every member restarted: the longest log leads, once known
+        both = await until_state(admin, "t", 0, lambda s: s.restarted == (2, 3))
+        assert both.leader == -1
+        controller = brokers[0].controller
+        # Their answers to the LeaderAndIsr without a leader (here broker 2's log got further).
+        for broker, end in ((3, 700), (2, 760)):
+            epoch = controller.ctx.live[broker].epoch
+            answer: LeaderAndIsrResponsePartitionError = {
+                "topic_name": "t",
+                "partition_index": 0,
+                "error_code": 0,
+                "last_epoch": 0,
+                "log_end_offset": end,
+            }
+            controller.on_leader_and_isr_response(broker, epoch, [answer])
+        led = await until_state(admin, "t", 0, lambda s: s.leader != -1)
+        assert (led.leader, list(led.isr), led.restarted, led.elr) == (2, [2], (), ())
 
     run(3, scenario)
 

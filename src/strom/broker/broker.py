@@ -171,9 +171,8 @@ class Broker:
             self.clock,
         )
         member.on_user_change = self.credentials.refresh  # /config/users change notifications
-        # LeaderAndIsr answers of KAFKA_STORAGE_ERROR: replicas in a failed log dir (KIP-112).
-        log_dir_failures = member.controller.log_dir_failures
-        member.channel.on_leader_and_isr_response = log_dir_failures.on_leader_and_isr_response
+        # LeaderAndIsr answers: replicas in a failed log dir (KIP-112), leaderless partitions' log ends.
+        member.channel.on_leader_and_isr_response = member.controller.on_leader_and_isr_response
         # Client quotas: /config/users and /config/clients, re-read on their change notifications.
         self.quotas = ClientQuotas(
             int(config.get("quota.window.num")), 1000 * int(config.get("quota.window.size.seconds"))

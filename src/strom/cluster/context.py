@@ -110,6 +110,9 @@ class ControllerContext:
     #: Each broker's last registration (epoch) this controller took in, dead ones' too: the epoch an
     #: eligible leader replica is kept with (`strom.cluster.election.next_elr`).
     last_epochs: dict[int, int] = field(default_factory=dict)
+    #: Where replicas' logs end, as they answered a LeaderAndIsr without a leader: per partition, per
+    #: broker, (its registration epoch then, latest leader epoch, log end offset).
+    log_ends: dict[TopicPartition, dict[int, tuple[int, int, int]]] = field(default_factory=dict)
     partition_states: StateTable[TopicPartition, PartitionState] = field(default_factory=new_partition_states)
     replica_states: StateTable[PartitionReplica, ReplicaState] = field(default_factory=new_replica_states)
 
@@ -164,6 +167,14 @@ class ControllerContext:
                 found.add(broker)
         return found
 
+    def log_ends_of(self, tp: TopicPartition) -> dict[int, tuple[int, int]]:
+        """The answered log ends of ``tp``'s replicas still live as the process that answered."""
+        return {
+            b: (epoch, end)
+            for b, (registration, epoch, end) in self.log_ends.get(tp, {}).items()
+            if b in self.live and self.live[b].epoch == registration
+        }
+
     def live_replicas_for(self, tp: TopicPartition, live: set[int]) -> set[int]:
         """``live`` without the brokers whose replica of ``tp`` is in a failed log dir."""
         return {b for b in live if tp not in self.offline_dir_replicas.get(b, ())}
@@ -176,6 +187,7 @@ class ControllerContext:
             return
         for p, replicas in assignment.partitions.items():
             self.leadership.pop((topic, p), None)
+            self.log_ends.pop((topic, p), None)
             self.partition_states.forget([(topic, p)], f"topic {topic} is gone")
             self.replica_states.forget(
                 [PartitionReplica(topic, p, b) for b in replicas], f"topic {topic} is gone"
@@ -190,5 +202,6 @@ class ControllerContext:
         self.assignments.clear()
         self.assignment_versions.clear()
         self.leadership.clear()
+        self.log_ends.clear()
         self.partition_states.clear()
         self.replica_states.clear()

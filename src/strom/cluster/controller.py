@@ -16,6 +16,7 @@ module is the driver: election, the event queue, and the ZooKeeper watches. The 
 | `strom.cluster.topic_deletion` | topic deletion |
 | `strom.cluster.controlled_shutdown` | controlled shutdown |
 | `strom.cluster.log_dir_failures` | offline log dirs (KIP-112): their replicas out of leadership, ISRs |
+| `strom.cluster.log_ends` | where leaderless partitions' logs end, to elect the longest restarted one |
 | `strom.cluster.propagation` | LeaderAndIsr / UpdateMetadata / StopReplica to brokers |
 
 * **Election.** Every broker watches ``/controller``. When it is absent a broker tries to create it
@@ -78,6 +79,7 @@ from strom.cluster.election import NO_LEADER, ElectionType, hit_by_broker_failur
 from strom.cluster.kafka_metadata import KafkaMetadataClient
 from strom.cluster.leader_election import LeaderElections
 from strom.cluster.log_dir_failures import LogDirFailures
+from strom.cluster.log_ends import LogEnds
 from strom.cluster.metadata_store import ControllerMovedError, MetadataStoreError
 from strom.cluster.partition_machine import PartitionStateMachine
 from strom.cluster.propagation import ControllerChannel, ControllerRequests
@@ -87,6 +89,7 @@ from strom.cluster.topic_changes import TopicChanges
 from strom.cluster.topic_deletion import TopicDeletion
 from strom.cluster.zk_paths import BrokerRegistration
 from strom.protocol.errors import ErrorCode
+from strom.protocol.messages import LeaderAndIsrResponsePartitionError
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +147,7 @@ class Controller:
         self.log_dir_failures = LogDirFailures(
             self.ctx, zk, self.partitions, self.requests, self.enqueue, lambda: self.active
         )
+        self.log_ends = LogEnds(self.ctx, self.partitions, self.requests, self.enqueue, lambda: self.active)
         self._queue: asyncio.Queue[Event] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
         self._active_tasks: list[asyncio.Task[None]] = []
@@ -413,6 +417,14 @@ class Controller:
 
     def on_delete_topics(self) -> None:
         self._on_delete_topics()
+
+    def on_leader_and_isr_response(
+        self, broker: int, broker_epoch: int, answers: list[LeaderAndIsrResponsePartitionError]
+    ) -> None:
+        """A broker's LeaderAndIsr answer (from the channel): failed log dirs, and where leaderless
+        partitions' logs end."""
+        self.log_dir_failures.on_leader_and_isr_response(broker, broker_epoch, answers)
+        self.log_ends.on_answer(broker, broker_epoch, answers)
 
     def _on_isr_change(self) -> None:
         if not self.active:

@@ -35,7 +35,7 @@ with a shorter log than a member removed before it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -48,7 +48,9 @@ __all__ = [
     "election_needed",
     "hit_by_broker_failure",
     "kept_isr",
+    "longest_log_leader",
     "next_elr",
+    "next_restarted",
     "offline_leader",
     "offline_partition_decision",
     "preferred_leader",
@@ -78,6 +80,8 @@ class LeaderAndIsr:
     zk_version: int = -1
     #: Eligible leader replicas as (broker, broker epoch of its registration then): see the module doc.
     elr: tuple[tuple[int, int], ...] = ()
+    #: Without a leader: the ISR members seen restarted since it lost it, kept or not (`next_restarted`).
+    restarted: tuple[int, ...] = ()
 
     def elected(
         self,
@@ -85,10 +89,17 @@ class LeaderAndIsr:
         isr: Sequence[int],
         controller_epoch: int,
         elr: tuple[tuple[int, int], ...] = (),
+        restarted: tuple[int, ...] = (),
     ) -> LeaderAndIsr:
         """The next state after an election: the epoch moves on even when the leader stays the same."""
         return LeaderAndIsr(
-            leader, self.leader_epoch + 1, tuple(isr), controller_epoch, self.zk_version, tuple(elr)
+            leader,
+            self.leader_epoch + 1,
+            tuple(isr),
+            controller_epoch,
+            self.zk_version,
+            tuple(elr),
+            tuple(restarted),
         )
 
 
@@ -167,6 +178,7 @@ def offline_partition_decision(
     unclean_allowed: Callable[[], bool],
     bounced: Collection[int] = (),
     electable: Collection[int] = (),
+    log_ends: Mapping[int, tuple[int, int]] | None = None,
 ) -> Decision:
     """After broker failures: drop dead ISR members, elect a new leader, or write leader -1.
 
@@ -174,24 +186,67 @@ def offline_partition_decision(
     ``bounced`` are dead brokers that registered again (a restarted process): with leader -1 they
     leave the ISR that is kept, unless nobody else is in it (`kept_isr`). ``electable``: the eligible
     leader replicas (``current.elr``) that are live as the process they were; the first of them, in
-    replica order, leads when no ISR member can.
+    replica order, leads when no ISR member can. ``log_ends``: where live replicas' logs end, as they
+    answered for this partition without a leader (`longest_log_leader`).
     """
     if current.leader in live and current.leader not in shutting_down:
         isr = [b for b in current.isr if b in live]
         return (current.leader, isr) if isr else None
     eligible = [b for b in live if b not in shutting_down]
-    result = offline_leader(replicas, current.isr, eligible)
+    restarted = {*current.restarted, *bounced}
+    result = offline_leader(replicas, [b for b in current.isr if b not in restarted], eligible)
     if result is None:
         for replica in replicas:
             if replica in electable and replica in eligible:
                 return replica, [replica]
+    if result is None:
+        result = longest_log_leader(current, replicas, eligible, restarted, log_ends or {})
     if result is None and unclean_allowed():
         result = offline_leader(replicas, current.isr, eligible, unclean_allowed=True)
     if result is None:
         kept = kept_isr(current.isr, bounced)
-        if current.leader != NO_LEADER or kept != list(current.isr):
+        newly = any(b in current.isr and b not in current.restarted for b in bounced)  # to record
+        if current.leader != NO_LEADER or kept != list(current.isr) or newly:
             return NO_LEADER, kept
     return result
+
+
+def longest_log_leader(
+    current: LeaderAndIsr,
+    replicas: Sequence[int],
+    eligible: Collection[int],
+    restarted: Collection[int],
+    log_ends: Mapping[int, tuple[int, int]],
+) -> tuple[int, list[int]] | None:
+    """When every ISR member restarted, the one whose log got furthest, once all are back.
+
+    Each may have lost the writes its disk had not synced (a machine crash), so none is known whole;
+    the candidates are the ISR and the members dropped from it for restarting (``current.restarted``),
+    which may hold more than the member kept (a process restart keeps the page cache). Once every
+    candidate is live and has said where its log ends (its answer to a LeaderAndIsr without a leader:
+    the latest leader epoch in it, then the log end offset, Kafka's order for logs), the furthest
+    leads, the first in replica order among equals; one candidate alone leads as Kafka's last ISR
+    member does. None while a candidate is awaited, or a member that did not restart is.
+    """
+    if not current.isr or any(b not in restarted for b in current.isr):
+        return None
+    candidates = [b for b in replicas if b in current.isr or b in current.restarted]
+    if not candidates or any(b not in eligible for b in candidates):
+        return None
+    if len(candidates) > 1 and any(b not in log_ends for b in candidates):
+        return None
+    best = max(candidates, key=lambda b: (log_ends.get(b, (-1, -1)), -candidates.index(b)))
+    return best, [best]
+
+
+def next_restarted(
+    current: LeaderAndIsr, leader: int, bounced: Collection[int], replicas: Sequence[int]
+) -> tuple[int, ...]:
+    """The ``restarted`` a write of ``leader`` keeps: none once there is a leader; else those known and
+    the ISR members that restarted now (``bounced``), in replica order (a reassignment's leftovers go)."""
+    if leader != NO_LEADER:
+        return ()
+    return tuple(b for b in replicas if b in current.restarted or (b in bounced and b in current.isr))
 
 
 def kept_isr(isr: Sequence[int], bounced: Collection[int]) -> list[int]:

@@ -139,6 +139,7 @@ class PartitionStateMachine:
                 return ()  # every replica in sync: nobody to keep, no config to read
             ineligible = {
                 *restarted,
+                *current.restarted,  # may lack what the longest log had
                 *(b for b in replicas if tp in self.ctx.offline_dir_replicas.get(b, ())),
                 *(b for b, _ in current.elr if b not in replicas),  # a reassignment removed it
             }
@@ -154,11 +155,17 @@ class PartitionStateMachine:
                     continue
                 leader, isr = decision
                 eligible = elr(tp, current, isr)
-                if leader == current.leader and tuple(isr) == current.isr and eligible == current.elr:
+                gone = election.next_restarted(current, leader, restarted, self.ctx.replicas(tp))
+                if (leader, tuple(isr), eligible, gone) == (
+                    current.leader,
+                    current.isr,
+                    current.elr,
+                    current.restarted,
+                ):
                     continue
                 target = state_after_election(leader)
                 if self.states.check(tp, target, why):
-                    writes.append((tp, current.elected(leader, isr, self.ctx.epoch, eligible), target))
+                    writes.append((tp, current.elected(leader, isr, self.ctx.epoch, eligible, gone), target))
             if not writes:
                 break
             stored = self.zk.update_partition_states(
@@ -171,6 +178,8 @@ class PartitionStateMachine:
                     pending.append(tp)
                     continue
                 self.ctx.leadership[tp] = state
+                if state.leader != election.NO_LEADER:
+                    self.ctx.log_ends.pop(tp, None)  # answers of a leaderless time: stale from now on
                 self.states.transition_to(tp, target, why)
                 written.add(tp)
                 # Each one at INFO for a few (an operator's election), a count for thousands.
@@ -213,6 +222,7 @@ class PartitionStateMachine:
                 lambda: self.configs.unclean_allowed(tp[0]),
                 bounced,
                 self.ctx.electable(tp, current.elr) if current.elr else (),
+                self.ctx.log_ends_of(tp) if current.leader == election.NO_LEADER else None,
             )
 
         return self.elect_all(tps, decide, why, bounced)

@@ -50,13 +50,15 @@ Item = tuple[TopicPartition, LeaderAndIsr]
 
 def _state_bytes(state: LeaderAndIsr) -> bytes:
     return PartitionStateDoc(
-        state.leader, state.leader_epoch, state.isr, state.controller_epoch, state.elr
+        state.leader, state.leader_epoch, state.isr, state.controller_epoch, state.elr, state.restarted
     ).encode()
 
 
 def _decode(data: bytes, version: int) -> LeaderAndIsr:
     doc = PartitionStateDoc.decode(data)
-    return LeaderAndIsr(doc.leader, doc.leader_epoch, doc.isr, doc.controller_epoch, version, doc.elr)
+    return LeaderAndIsr(
+        doc.leader, doc.leader_epoch, doc.isr, doc.controller_epoch, version, doc.elr, doc.restarted
+    )
 
 
 def _with_version(state: LeaderAndIsr, version: int) -> LeaderAndIsr:

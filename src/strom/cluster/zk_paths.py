@@ -134,6 +134,7 @@ class PartitionStateZnode(TypedDict):
     isr: list[int]
     controller_epoch: int
     eligible_leader_replicas: NotRequired[list[list[int]]]
+    restarted_replicas: NotRequired[list[int]]
 
 
 class ConfigZnode(TypedDict):
@@ -299,14 +300,16 @@ class TopicAssignment:
 @dataclass(frozen=True, slots=True)
 class PartitionStateDoc:
     """``.../partitions/<p>/state``: leader, leader epoch, ISR and the controller epoch of the writer,
-    and Strom's ``eligible_leader_replicas`` as [broker, broker epoch] pairs (KIP-966; written only when
-    there are some, so the node reads as Kafka's otherwise)."""
+    and Strom's ``eligible_leader_replicas`` as [broker, broker epoch] pairs (KIP-966) and, while it
+    has no leader, ``restarted_replicas``, the ISR members seen restarted since (strom.cluster.election);
+    each written only when there are some, so the node reads as Kafka's otherwise."""
 
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
     controller_epoch: int
     elr: tuple[tuple[int, int], ...] = ()
+    restarted: tuple[int, ...] = ()
 
     def encode(self) -> bytes:
         doc: dict[str, JsonValue] = {
@@ -318,6 +321,8 @@ class PartitionStateDoc:
         }
         if self.elr:
             doc["eligible_leader_replicas"] = [[b, e] for b, e in self.elr]
+        if self.restarted:
+            doc["restarted_replicas"] = list(self.restarted)
         return _dumps(doc)
 
     @classmethod
@@ -329,6 +334,7 @@ class PartitionStateDoc:
             tuple(int(b) for b in doc["isr"]),
             int(doc["controller_epoch"]),
             tuple((int(b), int(e)) for b, e in doc.get("eligible_leader_replicas") or ()),
+            tuple(int(b) for b in doc.get("restarted_replicas") or ()),
         )
 
 

@@ -172,7 +172,7 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
 # Broker-to-broker APIs (Strom's own layouts, internal_specs.py, and KIP-932's share-state APIs):
 # served, never advertised.
 INTERNAL: dict[ApiKey, tuple[int, int]] = {
-    ApiKey.LEADER_AND_ISR: (0, 1),
+    ApiKey.LEADER_AND_ISR: (0, 2),
     ApiKey.STOP_REPLICA: (0, 1),
     ApiKey.UPDATE_METADATA: (0, 2),
     ApiKey.CONTROLLED_SHUTDOWN: (0, 0),

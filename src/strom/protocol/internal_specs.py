@@ -15,6 +15,9 @@ one version (0) each, classic (non-flexible) encoding. They are never advertised
   request to that broker, and the topics deleted since, and the broker merges it into its cache. The
   controller sends a full one first to every broker (after its election and after each registration).
 * StopReplica: stop fetching (and optionally delete) some partitions' replicas on a broker.
+* LeaderAndIsr v2 (the request as v1): each partition's answer says where the replica's log ends
+  (``LastEpoch``, ``LogEndOffset``) when the partition has no leader, so that the controller can
+  elect the longest log among ISR members that all restarted (strom.cluster.election).
 * ``BrokerEpoch`` (LeaderAndIsr and StopReplica v1, UpdateMetadata v2; KIP-380): the epoch of the
   target broker's registration the controller knows (the czxid of its ``/brokers/ids`` znode). A
   broker refuses a request meant for an earlier registration (STALE_BROKER_EPOCH), so a restarted
@@ -71,7 +74,7 @@ INTERNAL_SPECS: list[SpecJson] = [
                 fields=[_f("BrokerId", _I32), _f("HostName", "string"), _f("Port", _I32)],
             ),
         ],
-        valid="0-1",
+        valid="0-2",
     ),
     _message(
         "LeaderAndIsrResponse",
@@ -79,9 +82,19 @@ INTERNAL_SPECS: list[SpecJson] = [
         4,
         [
             _f("ErrorCode", "int16"),
-            _f("PartitionErrors", "[]LeaderAndIsrPartitionError", fields=_PARTITION_ERROR),
+            _f(
+                "PartitionErrors",
+                "[]LeaderAndIsrPartitionError",
+                fields=[
+                    *_PARTITION_ERROR,
+                    # v2: where the replica's log ends, for a partition without a leader (else -1):
+                    # the controller elects the longest log among restarted ISR members.
+                    _f("LastEpoch", _I32, versions="2+", default="-1"),
+                    _f("LogEndOffset", "int64", versions="2+", default="-1"),
+                ],
+            ),
         ],
-        valid="0-1",
+        valid="0-2",
     ),
     _message(
         "StopReplicaRequest",

@@ -329,7 +329,7 @@ class MetadataResponse(TypedDict):
 
 
 class LeaderAndIsrRequestPartitionState(TypedDict):
-    """LeaderAndIsrRequest v0-1: PartitionState."""
+    """LeaderAndIsrRequest v0-2: PartitionState."""
 
     topic_name: str
     topic_id: bytes
@@ -346,7 +346,7 @@ class LeaderAndIsrRequestPartitionState(TypedDict):
 
 
 class LeaderAndIsrRequestLiveLeader(TypedDict):
-    """LeaderAndIsrRequest v0-1: LiveLeader."""
+    """LeaderAndIsrRequest v0-2: LiveLeader."""
 
     broker_id: int
     host_name: str
@@ -354,25 +354,27 @@ class LeaderAndIsrRequestLiveLeader(TypedDict):
 
 
 class LeaderAndIsrRequest(TypedDict):
-    """LeaderAndIsrRequest v0-1."""
+    """LeaderAndIsrRequest v0-2."""
 
     controller_id: int
     controller_epoch: int
-    broker_epoch: NotRequired[int]  # v1
+    broker_epoch: NotRequired[int]  # v1-2
     partition_states: list[LeaderAndIsrRequestPartitionState]
     live_leaders: list[LeaderAndIsrRequestLiveLeader]
 
 
 class LeaderAndIsrResponsePartitionError(TypedDict):
-    """LeaderAndIsrResponse v0-1: PartitionError."""
+    """LeaderAndIsrResponse v0-2: PartitionError."""
 
     topic_name: str
     partition_index: int
     error_code: int
+    last_epoch: NotRequired[int]  # v2
+    log_end_offset: NotRequired[int]  # v2
 
 
 class LeaderAndIsrResponse(TypedDict):
-    """LeaderAndIsrResponse v0-1."""
+    """LeaderAndIsrResponse v0-2."""
 
     error_code: int
     partition_errors: list[LeaderAndIsrResponsePartitionError]

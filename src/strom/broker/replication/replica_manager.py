@@ -1,10 +1,9 @@
 """Replica manager: the partitions this broker hosts, as leader or follower, and the calls on them.
 
-One path for both ways of running Strom: in a ZooKeeper cluster the controller's LeaderAndIsr requests
-arrive over the network; an embedded single node is a cluster of one whose in-process controller
-(`strom.broker.control.single_node`) hands the same requests over directly, making this broker leader of every
-partition with ISR = {itself}. ISR changes go through the `IsrStore` port either way, off the event loop
-(isr_proposals.py).
+One path for a ZooKeeper cluster (the controller's LeaderAndIsr requests arrive over the network) and
+an embedded single node (its in-process controller, `strom.broker.control.single_node`, hands the same
+requests over, with this broker leader of every partition, ISR = {itself}). ISR changes go through the
+`IsrStore` port either way, off the event loop (isr_proposals.py).
 
 Theory of operation (Kafka's ``ReplicaManager``; the rules of one partition are `Partition`'s):
 
@@ -30,7 +29,8 @@ Theory of operation (Kafka's ``ReplicaManager``; the rules of one partition are 
   (`hosted_partition`; each move wakes the consumers parked on it); a follower that leaves the ISR is
   no longer chosen and, once the metadata says so, answers consumers REPLICA_NOT_AVAILABLE
   (`check_follower_readable`), which sends them back to the leader, as a broker failure does.
-* **An offline log dir** (KIP-112): its replicas go offline here (offline_dirs.py).
+* **An offline log dir** (KIP-112): its replicas go offline here (offline_dirs.py). A leaderless
+  partition's answer to LeaderAndIsr says where its log ends (leader_and_isr_answer.py).
 * **acks=all**: after the append the produce waits (`DelayedProduces`, ordered by offset) until the
   partition's `replication_outcome` decides: NONE once the high watermark passes the batch,
   NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR is below the min ISR, NOT_LEADER_OR_FOLLOWER if
@@ -50,6 +50,7 @@ from strom.broker.metadata_cache import ClusterMetadataStore
 from strom.broker.ports import IsrStore
 from strom.broker.replication.isr_proposals import IsrChangeManager
 from strom.broker.replication.isr_rules import FollowerState
+from strom.broker.replication.leader_and_isr_answer import partition_answer
 from strom.broker.replication.log_dir_moves import LogDirMoves
 from strom.broker.replication.offline_dirs import STORAGE_ERROR, OfflineLogDirs
 from strom.broker.replication.partition import Partition, PartitionEnv, TopicPartition, follower_fetch_key
@@ -103,15 +104,13 @@ class ReplicaManager:
     ) -> None:
         self.node_id = node_id
         self.partitions: dict[TopicPartition, Partition] = {}
-        # Those with more than one replica: the only ones the ISR expiry sweep needs to visit.
-        self._replicated: dict[TopicPartition, Partition] = {}
+        self._replicated: dict[TopicPartition, Partition] = {}  # >1 replica: the ISR expiry sweep's
         self.controller_epoch = -1
         self.unopened = UnopenedLogs(self._apply_partition_state)  # logs a refusing disk kept shut
         self.lag_max_ms = lag_max_ms
         self.fetchers = fetchers
         self.replica_selector = replica_selector
-        # A follower's fetcher moved its high watermark: wake the consumers reading from this replica.
-        fetchers.on_high_watermark = self._purgatory_notify
+        fetchers.on_high_watermark = self._purgatory_notify  # wakes consumers reading this follower
         self.on_leadership_change: list[Callable[[Partition, bool], None]] = []
         self._log_manager = log_manager
         self._metadata = metadata
@@ -327,7 +326,7 @@ class ReplicaManager:
             tp = (state["topic_name"], int(state["partition_index"]))
             self.unopened.forget(tp)  # the newest state replaces one that could not be applied
             if tp in self.offline.partitions:  # its log is in a failed dir: not made again elsewhere
-                errors.append({"topic_name": tp[0], "partition_index": tp[1], "error_code": STORAGE_ERROR})
+                errors.append(partition_answer(tp, ErrorCode(STORAGE_ERROR)))
                 continue
             try:
                 self._apply_partition_state(tp, state, endpoints)
@@ -338,7 +337,8 @@ class ReplicaManager:
                 log.error("cannot open the log of %s-%d: %s", tp[0], tp[1], exc)
                 code = ErrorCode.REPLICA_NOT_AVAILABLE
                 self.unopened.remember(tp, state, endpoints)
-            errors.append({"topic_name": tp[0], "partition_index": tp[1], "error_code": int(code)})
+            part = self.partitions.get(tp) if int(state["leader"]) < 0 else None  # v2: its log's end
+            errors.append(partition_answer(tp, code, part.log if part is not None else None))
         try:
             self._log_manager.sync_new_dirs()  # one fsync for the partition directories made above
         except OSError as exc:
