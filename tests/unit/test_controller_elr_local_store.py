@@ -149,3 +149,99 @@ def test_an_expired_session_resigns_at_once_and_stands_again_only_once_registere
         await until(lambda: controller.active, "the controller again")
 
     run(3, scenario)
+
+
+def test_a_topic_made_again_is_judged_by_its_new_min_isr() -> None:
+    """Deleted with min ISR 3 and made again with min ISR 1: the controller's cached value of the old
+    topic must not keep eligible replicas the new one's leaders acknowledge without."""
+
+    async def scenario(store: LocalStore, brokers: list[Broker]) -> None:
+        admin = brokers[0].client
+        controller = brokers[0].controller
+        await create(admin, [1, 2, 3], {"min.insync.replicas": "3"})
+        brokers[2].session.close()
+        await until_state(admin, "t", 0, lambda s: 3 not in s.isr and bool(s.elr))
+        admin.mark_topic_for_deletion("t")
+        await until(lambda: "t" not in controller.ctx.assignments, "the topic deleted")
+        admin.create_topic(
+            "t", TopicAssignment(bytes(range(1, 17)), {0: [1, 2]}), {"min.insync.replicas": "1"}
+        )
+        await until_state(admin, "t", 0, lambda s: s.leader == 1)
+        brokers[1].session.close()
+        shrunk = await until_state(admin, "t", 0, lambda s: 2 not in s.isr)
+        assert shrunk.elr == ()
+
+    run(3, scenario)
+
+
+def test_a_replica_a_reassignment_removed_is_no_eligible_leader_when_added_back() -> None:
+    """Broker 3, eligible (removed from an ISR below min ISR 3), is moved off the partition (its log
+    deleted) and added back: it must not lead from its old eligibility with an empty log."""
+
+    async def scenario(store: LocalStore, brokers: list[Broker]) -> None:
+        admin = brokers[0].client
+        controller = brokers[0].controller
+        await create(admin, [1, 2, 3], {"min.insync.replicas": "3"})
+        epoch = admin.get_brokers()[3].epoch
+        brokers[2].session.close()
+        await until_state(admin, "t", 0, lambda s: [b for b, _ in s.elr] == [3])
+        session = store.session(asyncio.get_running_loop())
+        renewed = KafkaMetadataClient(session)
+        renewed.start()  # the same process registers again: it would be electable
+        renewed.register_broker(BrokerRegistration(3, "127.0.0.1", 9003, None, previous_epochs=(epoch,)))
+        await until(lambda: 3 in controller.ctx.live, "broker 3 live again")
+        await controller.call(lambda: controller.reassign({("t", 0): [1, 2]}))
+        moved = await until_state(admin, "t", 0, lambda s: not s.elr)
+        assert controller.ctx.replicas(("t", 0)) == [1, 2] and 3 not in moved.isr
+        await controller.call(lambda: controller.reassign({("t", 0): [1, 2, 3]}))
+        brokers[1].session.close()
+        alone = await until_state(admin, "t", 0, lambda s: 2 not in s.isr)
+        assert 3 not in controller.ctx.electable(("t", 0), alone.elr)
+
+    run(3, scenario)
+
+
+def test_a_new_controller_drops_eligible_replicas_a_lowered_min_isr_made_stale() -> None:
+    """min.insync.replicas is lowered while the controller moves (nobody hears the notification): the
+    next controller checks every partition's eligible replicas when it takes over."""
+
+    async def scenario(store: LocalStore, brokers: list[Broker]) -> None:
+        admin = brokers[0].client
+        await create(admin, [1, 2, 3], {"min.insync.replicas": "3"})
+        brokers[2].session.close()
+        await until_state(admin, "t", 0, lambda s: 3 not in s.isr and bool(s.elr))
+        admin.set_topic_config("t", {"min.insync.replicas": "2"})
+        brokers[1].controller.start()
+        brokers[0].controller.session_expired()
+        await until(lambda: brokers[1].controller.active, "the second controller")
+        cleared = await until_state(admin, "t", 0, lambda s: not s.elr)
+        assert sorted(cleared.isr) == [1, 2]
+
+    run(3, scenario)
+
+
+def test_an_eligible_replica_is_not_elected_when_the_store_says_the_isr_was_at_min_isr() -> None:
+    """Broker 3 is eligible (out of ISR [2] below min ISR 2) and back as the same process. Min ISR is
+    lowered to 1, and the notification has not reached the controller when broker 2 dies: broker 2
+    may have acknowledged alone since, so the controller reads the value from the store before
+    electing broker 3, and waits for broker 2 instead."""
+
+    async def scenario(store: LocalStore, brokers: list[Broker]) -> None:
+        admin = brokers[0].client
+        controller = brokers[0].controller
+        await create(admin, [2, 3], {"min.insync.replicas": "2"})
+        epoch = admin.get_brokers()[3].epoch
+        brokers[2].session.close()
+        await until_state(admin, "t", 0, lambda s: [b for b, _ in s.elr] == [3])
+        session = store.session(asyncio.get_running_loop())
+        renewed = KafkaMetadataClient(session)
+        renewed.start()
+        renewed.register_broker(BrokerRegistration(3, "127.0.0.1", 9003, None, previous_epochs=(epoch,)))
+        await until(lambda: 3 in controller.ctx.live, "broker 3 renewed")
+        assert controller.ctx.electable(("t", 0), controller.ctx.leadership[("t", 0)].elr) == {3}
+        admin.set_topic_config("t", {"min.insync.replicas": "1"})  # not handed to the controller
+        brokers[1].session.close()
+        waiting = await until_state(admin, "t", 0, lambda s: s.leader != 2)
+        assert (waiting.leader, list(waiting.isr)) == (-1, [2])
+
+    run(3, scenario)

@@ -106,3 +106,11 @@ def test_the_cleaner_backoff_is_dynamic_too() -> None:
         SOURCE_DEFAULT,
     ]
     assert "retention.ms" in dynamic.topic_defaults()  # no topic default comes from it
+
+
+def test_a_stored_per_broker_min_insync_replicas_is_ignored() -> None:
+    """Stored before per-broker values were refused: leaders would use it and the controller not."""
+    dynamic = DynamicBrokerConfig(BrokerConfig({"min.insync.replicas": "2"}))
+    dynamic.replace({"min.insync.replicas": "1", "log.retention.ms": "5000"}, {})
+    assert dynamic.per_broker == {"log.retention.ms": "5000"}
+    assert dynamic.log_config().min_insync_replicas == 2

@@ -312,6 +312,7 @@ class Controller:
             self._start_bounced(registered, bounced)
             ctx.replica_states.transition_all(ctx.replicas_on(bounced), ReplicaState.ONLINE, "broker started")
         self.partitions.bring_online_all([tp for tp, state in stored.items() if state is None])
+        self.partitions.min_isr_changed(None)  # a change may have been missed while nobody controlled
         self._record_broker_epochs()
         self.requests.leader_and_isr(set(ctx.leadership), full=True)
         self.requests.update_metadata()

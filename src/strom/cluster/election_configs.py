@@ -9,6 +9,8 @@ properties (every broker's should agree). A per-broker dynamic value would make 
 it is refused, as Kafka refuses it with ELR on. ``unclean.leader.election.enable`` is resolved the
 same way.
 
+Before an eligible replica is elected, min.insync.replicas is read again from the store
+(`fresh_min_isr`), in case a change not yet notified let the ISR acknowledge without it.
 Both are cached per topic for the controller's lifetime: a controlled shutdown elects partition by
 partition, and a config read each time would be a ZooKeeper round trip each. `forget` drops a topic's
 (or, for a change of the cluster default, every) cached value when a config change notification names
@@ -42,6 +44,12 @@ class ElectionConfigs:
             return max(1, int(self._value(topic, MIN_ISR)))
         except ValueError:
             return max(1, int(self._static[MIN_ISR]))
+
+    def fresh_min_isr(self, topic: str) -> int:
+        """`min_isr` read from the store now (the topic's and the cluster default's), not the cache."""
+        self._topics.pop(topic, None)
+        self._cluster = None
+        return self.min_isr(topic)
 
     def unclean_allowed(self, topic: str) -> bool:
         return self._value(topic, UNCLEAN).strip().lower() == "true"

@@ -211,6 +211,14 @@ class PartitionStateMachine:
         replica in a failed log dir counts as a dead broker's. ``bounced``: dead brokers that
         registered again, which a partition left without a leader does not keep in its ISR."""
         live = self.ctx.live_ids()
+        fresh: dict[str, int] = {}
+
+        def still_below(tp: TopicPartition, current: LeaderAndIsr) -> bool:
+            """The ISR is below min ISR as read from the store now, not the cache: a change the
+            controller has not heard of yet may have let it acknowledge without the eligible ones."""
+            if tp[0] not in fresh:
+                fresh[tp[0]] = self.configs.fresh_min_isr(tp[0])
+            return len(current.isr) < effective_min_isr(fresh[tp[0]], len(self.ctx.replicas(tp)))
 
         def decide(tp: TopicPartition, current: LeaderAndIsr) -> Decision:
             eligible = self.ctx.live_replicas_for(tp, live) if self.ctx.offline_dir_replicas else live
@@ -221,7 +229,7 @@ class PartitionStateMachine:
                 self.ctx.shutting_down,
                 lambda: self.configs.unclean_allowed(tp[0]),
                 bounced,
-                self.ctx.electable(tp, current.elr) if current.elr else (),
+                self.ctx.electable(tp, current.elr) if current.elr and still_below(tp, current) else (),
                 self.ctx.log_ends_of(tp) if current.leader == election.NO_LEADER else None,
             )
 
@@ -233,8 +241,23 @@ class PartitionStateMachine:
         put an ISR at min ISR, acknowledging without them); returns the partitions written."""
         self.configs.forget(topic)
         tps = self.ctx.all_partitions() if topic is None else self.ctx.partitions_of(topic)
-        kept = [tp for tp in tps if tp in self.ctx.leadership and self.ctx.leadership[tp].elr]
-        return self.elect_all(kept, lambda _tp, cur: (cur.leader, list(cur.isr)), "min ISR changed")
+        # Without a leader nothing is acknowledged: its eligible replicas still hold every record.
+        return self._rewrite_elr(tps, lambda _tp, s: s.leader != election.NO_LEADER, "min ISR changed")
+
+    def prune_elr(self, tps: list[TopicPartition], why: str) -> set[TopicPartition]:
+        """Rewrite the eligible replicas of ``tps`` without brokers no longer among their replicas (a
+        reassignment removed them, and their logs with them)."""
+        return self._rewrite_elr(
+            tps, lambda tp, s: any(b not in self.ctx.replicas(tp) for b, _ in s.elr), why
+        )
+
+    def _rewrite_elr(
+        self, tps: list[TopicPartition], needed: Callable[[TopicPartition, LeaderAndIsr], bool], why: str
+    ) -> set[TopicPartition]:
+        kept = [
+            tp for tp in tps if (s := self.ctx.leadership.get(tp)) is not None and s.elr and needed(tp, s)
+        ]
+        return self.elect_all(kept, lambda _tp, cur: (cur.leader, list(cur.isr)), why) if kept else set()
 
     def refresh(self, tp: TopicPartition) -> None:
         """Re-read the state znode after a leader changed the ISR (the leader stays, so does the state)."""

@@ -205,6 +205,7 @@ class Reassignments:
             _apply(assignment, p, PartitionReassignment(target, None, None))
             if not self._write_assignment(topic):
                 continue
+            self.partitions.prune_elr([tp], "reassignment")  # the removed ones' logs go
             log.info(
                 "controller: reassignment of %s-%d complete: %s (removed %s)", topic, p, target, removing
             )

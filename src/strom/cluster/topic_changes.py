@@ -81,6 +81,8 @@ class TopicChanges:
         for topic in set(self.ctx.assignments) - set(topics):
             self.ctx.forget_topic(topic)
             self.partitions.configs.forget(topic)
+        for topic in added:  # made again after a deletion: its configs are new
+            self.partitions.configs.forget(topic)
         self.load_topics(added)
         changed = self._add_partitions(
             [tp for topic in added if topic in self.ctx.assignments for tp in self.ctx.partitions_of(topic)]

@@ -68,5 +68,6 @@ class TopicDeletion:
             for tp in self.ctx.partitions_of(topic):
                 self.partitions.remove(tp)
         self.ctx.forget_topic(topic)
+        self.partitions.configs.forget(topic)
         self.zk.delete_topic_znodes(topic)
         log.info("controller: deleted topic %s", topic)

@@ -211,6 +211,7 @@ class ClusterMember:
             self._reregistration_task = asyncio.create_task(self._register_then_reelect())
         elif event == "LOST":
             log.warning("ZooKeeper session lost")
+            self.controller.session_expired()  # no election until registered under the next one
             if self._reregistration_task is not None:
                 # The next new session starts its own attempt.
                 self._reregistration_task.cancel()

@@ -37,6 +37,7 @@ and the broker ask.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -59,6 +60,8 @@ __all__ = [
     "check_dynamic",
     "is_dynamic",
 ]
+
+log = logging.getLogger(__name__)
 
 #: Kafka's ConfigSource codes (DescribeConfigs v1+).
 SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT, SOURCE_STATIC, SOURCE_DEFAULT = 2, 3, 4, 5
@@ -157,7 +160,9 @@ class DynamicBrokerConfig:
 
     def replace(self, per_broker: Mapping[str, str], cluster_default: Mapping[str, str]) -> bool:
         """Take the stored dynamic values (unknown or static-only keys ignored); whether any changed."""
-        mine = {k: v for k, v in per_broker.items() if is_dynamic(k)}
+        mine = {k: v for k, v in per_broker.items() if is_dynamic(k) and k != "min.insync.replicas"}
+        if "min.insync.replicas" in per_broker:  # stored before it was refused: the controller ignores it
+            log.warning("ignoring this broker's own min.insync.replicas: set it on the cluster default")
         default = {k: v for k, v in cluster_default.items() if k in DYNAMIC_CONFIGS}
         changed = (mine, default) != (self.per_broker, self.cluster_default)
         self.per_broker, self.cluster_default = mine, default
