@@ -16,10 +16,12 @@ from tests.unit.test_controller_local_store import (
 
 from strom._util.clock import ManualClock
 from strom.cluster.broker_config_znodes import BrokerConfigZnodes
+from strom.cluster.election import ElectionType
 from strom.cluster.kafka_metadata import KafkaMetadataClient
 from strom.cluster.local_store import LocalStore
 from strom.cluster.zk_paths import BrokerRegistration, TopicAssignment
 from strom.protocol.api import ApiKey
+from strom.protocol.errors import ErrorCode
 from strom.protocol.messages import LeaderAndIsrResponsePartitionError
 
 
@@ -243,5 +245,76 @@ def test_an_eligible_replica_is_not_elected_when_the_store_says_the_isr_was_at_m
         brokers[1].session.close()
         waiting = await until_state(admin, "t", 0, lambda s: s.leader != 2)
         assert (waiting.leader, list(waiting.isr)) == (-1, [2])
+
+    run(3, scenario)
+
+
+async def _both_restarted(store: LocalStore, brokers: list[Broker], second_dies: bool) -> None:
+    """Replicas [3, 2], both die; broker 2 comes back restarted (dropped: ISR [3], restarted (2,)),
+    maybe dies again, then broker 3 comes back restarted: ISR [3], restarted (2, 3), no answers."""
+    admin = brokers[0].client
+    controller = brokers[0].controller
+    await create(admin, [3, 2], {})
+    brokers[1].session.close()
+    brokers[2].session.close()
+    await until_state(admin, "t", 0, lambda s: s.leader == -1 and sorted(s.isr) == [2, 3])
+    two = Broker(store, 2, ManualClock())
+    await until_state(admin, "t", 0, lambda s: list(s.isr) == [3] and s.restarted == (2,))
+    if second_dies:
+        two.session.close()
+        await until(lambda: 2 not in controller.ctx.live, "broker 2 dead again")
+    Broker(store, 3, ManualClock())
+    waiting = await until_state(admin, "t", 0, lambda s: set(s.restarted) == {2, 3})
+    assert (waiting.leader, list(waiting.isr)) == (-1, [3])
+
+
+def test_preferred_elections_do_not_elect_a_restarted_member_over_the_longest_log() -> None:
+    """ElectLeaders (preferred) and the auto rebalance would make broker 3, the preferred replica and
+    the ISR's last member, leader while broker 2, which may have the longer log, is away."""
+
+    async def scenario(store: LocalStore, brokers: list[Broker]) -> None:
+        await _both_restarted(store, brokers, second_dies=True)
+        controller = brokers[0].controller
+        outcome = await controller.call(lambda: controller.elect_leaders(ElectionType.PREFERRED, [("t", 0)]))
+        assert outcome[("t", 0)][0] == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+        await controller.call(controller.elections.auto_rebalance)
+        state = brokers[0].client.get_partition_state("t", 0)
+        assert state is not None and state.leader == -1
+
+    run(3, scenario)
+
+
+def test_a_cancelled_reassignment_does_not_elect_before_the_answers() -> None:
+    async def scenario(store: LocalStore, brokers: list[Broker]) -> None:
+        await _both_restarted(store, brokers, second_dies=False)
+        controller = brokers[0].controller
+        await controller.call(lambda: controller.reassign({("t", 0): [3, 2, 1]}))
+        await controller.call(lambda: controller.reassign({("t", 0): None}))
+        state = brokers[0].client.get_partition_state("t", 0)
+        assert state is not None and state.leader == -1
+
+    run(3, scenario)
+
+
+def test_candidates_that_did_not_answer_are_asked_again() -> None:
+    async def scenario(store: LocalStore, brokers: list[Broker]) -> None:
+        await _both_restarted(store, brokers, second_dies=False)
+        controller, channel = brokers[0].controller, brokers[0].channel
+        before = {b: len(channel.of(ApiKey.LEADER_AND_ISR, b)) for b in (2, 3)}
+        await controller.call(controller.log_ends.ask_again)
+        after = {b: len(channel.of(ApiKey.LEADER_AND_ISR, b)) for b in (2, 3)}
+        assert after == {2: before[2] + 1, 3: before[3] + 1}
+        answer: LeaderAndIsrResponsePartitionError = {
+            "topic_name": "t",
+            "partition_index": 0,
+            "error_code": 0,
+            "last_epoch": 0,
+            "log_end_offset": 5,
+        }
+        controller.on_leader_and_isr_response(3, controller.ctx.live[3].epoch, [answer])
+        await until(lambda: 3 in controller.ctx.log_ends_of(("t", 0)), "broker 3's answer")
+        await controller.call(controller.log_ends.ask_again)
+        assert len(channel.of(ApiKey.LEADER_AND_ISR, 3)) == after[3]  # answered: not asked again
+        assert len(channel.of(ApiKey.LEADER_AND_ISR, 2)) == after[2] + 1
 
     run(3, scenario)

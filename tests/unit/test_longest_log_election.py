@@ -9,6 +9,8 @@ from strom.cluster.election import (
     longest_log_leader,
     next_restarted,
     offline_partition_decision,
+    trusted_isr,
+    waiting_for_log_ends,
 )
 from strom.cluster.zk_paths import PartitionStateDoc
 
@@ -66,3 +68,20 @@ def test_the_state_znode_carries_restarted_replicas_only_when_there_are_some() -
     doc = PartitionStateDoc(-1, 5, (1,), 3, (), (1, 2))
     assert PartitionStateDoc.decode(doc.encode()) == doc
     assert b"restarted" not in PartitionStateDoc(0, 5, (0, 1), 3).encode()
+
+
+def test_answers_awaited_come_before_an_unclean_election() -> None:
+    """With unclean election on, a partition whose candidates are all back waits for their answers
+    instead of taking the first live replica."""
+    both = LeaderAndIsr(-1, 5, (3,), restarted=(2, 3))
+    always = lambda: True  # noqa: E731
+    assert waiting_for_log_ends(both, [3, 2], {2, 3}, {2, 3}, {3: (1, 5)}) == [2]
+    assert offline_partition_decision(both, [3, 2], {2, 3}, (), always) is None
+    # A candidate away: nothing to wait for by answers, the unclean election may run.
+    assert waiting_for_log_ends(both, [3, 2], {3}, {2, 3}, {}) == []
+    assert offline_partition_decision(both, [3, 2], {3, 1}, (), always) == (3, [3])
+
+
+def test_preferred_and_reassignment_choices_skip_restarted_members() -> None:
+    both = LeaderAndIsr(-1, 5, (3, 1), restarted=(3,))
+    assert trusted_isr(both) == [1]

@@ -96,6 +96,7 @@ log = logging.getLogger(__name__)
 __all__ = ["Controller", "ControllerChannel", "ControllerConfig", "TopicPartition"]
 
 ZK_RETRY_DELAY_MS = 1000
+ASK_AGAIN_MS = 5000  # how often unanswered log-end candidates get their LeaderAndIsr again
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,6 +331,8 @@ class Controller:
             await sleep_ms(self._clock, step_ms)
             since_rebalance_ms += step_ms
             self.enqueue(self._check_reassignments)
+            if since_rebalance_ms % ASK_AGAIN_MS < step_ms:
+                self.enqueue(self.log_ends.ask_again)
             if self.config.auto_leader_rebalance and since_rebalance_ms >= rebalance_ms:
                 since_rebalance_ms = 0
                 self.enqueue(self._auto_rebalance)

@@ -57,6 +57,8 @@ __all__ = [
     "preferred_leader_imbalanced",
     "reassignment_leader",
     "shrink_isr",
+    "trusted_isr",
+    "waiting_for_log_ends",
 ]
 
 NO_LEADER = -1
@@ -109,6 +111,12 @@ Decision = tuple[int, list[int]] | None
 
 def _live_isr(isr: Collection[int], live: Collection[int]) -> list[int]:
     return [b for b in isr if b in live]
+
+
+def trusted_isr(state: LeaderAndIsr) -> list[int]:
+    """The ISR members that may lead by being in it: not those seen restarted while the partition had
+    no leader (`longest_log_leader` picks among them). Preferred and reassignment elections use it."""
+    return [b for b in state.isr if b not in state.restarted]
 
 
 def offline_leader(
@@ -201,6 +209,8 @@ def offline_partition_decision(
                 return replica, [replica]
     if result is None:
         result = longest_log_leader(current, replicas, eligible, restarted, log_ends or {})
+        if result is None and waiting_for_log_ends(current, replicas, eligible, restarted, log_ends or {}):
+            return None  # every candidate is back: their answers decide, not an unclean election
     if result is None and unclean_allowed():
         result = offline_leader(replicas, current.isr, eligible, unclean_allowed=True)
     if result is None:
@@ -237,6 +247,23 @@ def longest_log_leader(
         return None
     best = max(candidates, key=lambda b: (log_ends.get(b, (-1, -1)), -candidates.index(b)))
     return best, [best]
+
+
+def waiting_for_log_ends(
+    current: LeaderAndIsr,
+    replicas: Sequence[int],
+    eligible: Collection[int],
+    restarted: Collection[int],
+    log_ends: Mapping[int, tuple[int, int]],
+) -> list[int]:
+    """The candidates of `longest_log_leader` whose answers it still needs, when that is all it needs
+    (every ISR member restarted, every candidate live); empty otherwise."""
+    if not current.isr or any(b not in restarted for b in current.isr):
+        return []
+    candidates = [b for b in replicas if b in current.isr or b in current.restarted]
+    if len(candidates) < 2 or any(b not in eligible for b in candidates):
+        return []
+    return [b for b in candidates if b not in log_ends]
 
 
 def next_restarted(
@@ -309,4 +336,4 @@ def preferred_leader_imbalanced(
     if not replicas or reassigning:
         return False
     preferred = replicas[0]
-    return state.leader != preferred and preferred in state.isr and preferred in live
+    return state.leader != preferred and preferred in trusted_isr(state) and preferred in live

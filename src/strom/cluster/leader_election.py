@@ -106,4 +106,4 @@ def _decision(
 ) -> Callable[[LeaderAndIsr], Decision]:
     if election_type == ElectionType.UNCLEAN:
         return lambda cur: election.offline_leader(replicas, cur.isr, live, unclean_allowed=True)
-    return lambda cur: election.preferred_leader(replicas, cur.isr, live)
+    return lambda cur: election.preferred_leader(replicas, election.trusted_isr(cur), live)

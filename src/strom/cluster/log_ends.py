@@ -12,7 +12,9 @@ docs/faults.md). So the controller asks: a broker answers a LeaderAndIsr whose p
 with the registration that answered (`ControllerContext.log_ends`), and decides those partitions again:
 `strom.cluster.election.longest_log_leader` elects the furthest log once every candidate is back and
 has answered, as KIP-966's unclean recovery does with its last known eligible replicas. An answer of a
-broker's previous process is ignored; the answers of a partition are dropped once it has a leader.
+broker's previous process is ignored, so is one with an error; the answers of a partition are dropped
+once it has a leader. A candidate that is back but has not answered (its log did not open, its request
+was refused) is asked again by a periodic check (`ask_again`).
 Call only from the controller's event loop (answers arrive through `on_answer`, which enqueues).
 """
 
@@ -21,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from strom.cluster.context import ControllerContext, TopicPartition
-from strom.cluster.election import NO_LEADER
+from strom.cluster.election import NO_LEADER, waiting_for_log_ends
 from strom.cluster.partition_machine import PartitionStateMachine
 from strom.cluster.propagation import ControllerRequests
 from strom.protocol.messages import LeaderAndIsrResponsePartitionError
@@ -55,6 +57,23 @@ class LogEnds:
         if any(a.get("log_end_offset", -1) >= 0 for a in answers):
             self._enqueue(event)
 
+    def ask_again(self) -> None:
+        """A periodic check: send LeaderAndIsr again to candidates whose answer a leaderless partition
+        still waits for (their log could not open at first, or the request was refused): the answer
+        is what elects, and nothing else would ask."""
+        if not self._active():
+            return
+        waiting: dict[int, set[TopicPartition]] = {}
+        for tp, state in self.ctx.leadership.items():
+            if state.leader != NO_LEADER or not state.restarted:
+                continue
+            live = self.ctx.live_replicas_for(tp, self.ctx.live_ids()) - self.ctx.shutting_down
+            ends = self.ctx.log_ends_of(tp)
+            for b in waiting_for_log_ends(state, self.ctx.replicas(tp), live, state.restarted, ends):
+                waiting.setdefault(b, set()).add(tp)
+        for broker, tps in sorted(waiting.items()):
+            self.requests.leader_and_isr(tps, to={broker})
+
     def answered(
         self, broker: int, broker_epoch: int, answers: list[LeaderAndIsrResponsePartitionError]
     ) -> set[TopicPartition]:
@@ -67,7 +86,7 @@ class LogEnds:
         for a in answers:
             tp, end = (a["topic_name"], a["partition_index"]), a.get("log_end_offset", -1)
             state = self.ctx.leadership.get(tp)
-            if end < 0 or state is None or state.leader != NO_LEADER:
+            if end < 0 or a["error_code"] or state is None or state.leader != NO_LEADER:
                 continue
             self.ctx.log_ends.setdefault(tp, {})[broker] = (broker_epoch, a.get("last_epoch", -1), end)
             leaderless.append(tp)

@@ -29,7 +29,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from strom.cluster.context import ControllerContext, TopicPartition
-from strom.cluster.election import Decision, LeaderAndIsr, reassignment_leader
+from strom.cluster.election import Decision, LeaderAndIsr, reassignment_leader, trusted_isr
 from strom.cluster.kafka_metadata import KafkaMetadataClient
 from strom.cluster.partition_machine import PartitionStateMachine
 from strom.cluster.propagation import ControllerRequests
@@ -100,10 +100,10 @@ def ready_to_complete(target: Collection[int], isr: Collection[int]) -> bool:
 
 def completion_decision(current: LeaderAndIsr, target: Sequence[int], live: Collection[int]) -> Decision:
     """Step 3: the ISR shrinks to the targets; the leader stays if it is a target, else a target leads."""
-    isr = [b for b in current.isr if b in target]
+    isr = [b for b in trusted_isr(current) if b in target]
     if current.leader in target:
         return current.leader, isr
-    chosen = reassignment_leader(target, current.isr, live)
+    chosen = reassignment_leader(target, trusted_isr(current), live)
     return None if chosen is None else (chosen[0], isr)
 
 
