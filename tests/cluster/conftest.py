@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from strom.testing.cluster import LocalCluster
@@ -67,3 +68,26 @@ def new_leader(bootstrap: str, topic: str, old: int, timeout_s: float = 60, part
     )
     assert isinstance(lead, int)
     return lead
+
+
+def produce_values(bootstrap: str, topic: str, values: range) -> None:
+    """Each value as a record of partition 0's topic, acks=all and idempotent; all acknowledged."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    failed: list[object] = []
+    for value in values:
+        producer.produce(topic, value=str(value), on_delivery=lambda err, _m: err and failed.append(err))
+    assert producer.flush(30) == 0 and failed == []
+
+
+def read_values(bootstrap: str, topic: str, count: int, timeout_s: float = 60) -> list[int]:
+    """Up to ``count`` values of partition 0 from its start, in order."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "check", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    found: list[int] = []
+    deadline = time.monotonic() + timeout_s
+    while len(found) < count and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and not msg.error():
+            found.append(int(msg.value()))
+    consumer.close()
+    return found

@@ -6,38 +6,12 @@ of the partition staying offline until that member returns."""
 from __future__ import annotations
 
 import signal
-import time
 from typing import Any
-
-from confluent_kafka import Consumer, Producer, TopicPartition
 
 from strom.testing.cluster import LocalCluster
 
-from .conftest import partitions_of, wait_until
+from .conftest import partitions_of, produce_values, read_values, wait_until
 from .test_cluster import create_topic
-
-
-def _produce(bootstrap: str, values: range) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
-    failed: list[Any] = []
-    for value in values:
-        producer.produce("elr", value=str(value), on_delivery=lambda err, _m: err and failed.append(err))
-    assert producer.flush(30) == 0 and failed == []
-
-
-def _read(bootstrap: str, count: int) -> list[int]:
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "elr-check", "enable.auto.commit": False}
-    )
-    consumer.assign([TopicPartition("elr", 0, 0)])
-    found: list[int] = []
-    deadline = time.monotonic() + 60
-    while len(found) < count and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is not None and not msg.error():
-            found.append(int(msg.value()))
-    consumer.close()
-    return found
 
 
 def test_an_eligible_replica_leads_when_the_last_isr_member_dies(make_cluster: Any) -> None:
@@ -45,10 +19,12 @@ def test_an_eligible_replica_leads_when_the_last_isr_member_dies(make_cluster: A
     create_topic(cluster.bootstrap, "elr", 1, 3, **{"min.insync.replicas": "2"})
     leader, replicas, _ = partitions_of(cluster.bootstrap, "elr")[0]
     first, second = [b for b in replicas if b != leader]
-    _produce(cluster.bootstrap, range(100))
+    produce_values(cluster.bootstrap, "elr", range(100))
     cluster.brokers[second].kill()
     wait_until(lambda: sorted(partitions_of(cluster.bootstrap, "elr")[0][2]) == sorted([leader, first]), 30)
-    _produce(cluster.bootstrap, range(100, 200))  # acknowledged by the leader and the first follower
+    produce_values(
+        cluster.bootstrap, "elr", range(100, 200)
+    )  # acknowledged by the leader and the first follower
     cluster.brokers[first].signal(signal.SIGSTOP)
     try:
         # Its session expires: the controller takes it out of the ISR, now below min ISR: eligible.
@@ -60,4 +36,4 @@ def test_an_eligible_replica_leads_when_the_last_isr_member_dies(make_cluster: A
     wait_until(
         lambda: partitions_of(cluster.bootstrap, "elr")[0][0] == first, 60, "the eligible replica leads"
     )
-    assert _read(cluster.bootstrap, 200) == list(range(200))
+    assert read_values(cluster.bootstrap, "elr", 200) == list(range(200))

@@ -11,35 +11,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.testing.cluster import LocalCluster
 
-from .conftest import partitions_of, wait_until
+from .conftest import partitions_of, produce_values, read_values, wait_until
 
 TOPIC = "longest"
-
-
-def _produce(bootstrap: str, values: range) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
-    failed: list[Any] = []
-    for value in values:
-        producer.produce(TOPIC, value=str(value), on_delivery=lambda err, _m: err and failed.append(err))
-    assert producer.flush(30) == 0 and failed == []
-
-
-def _read(bootstrap: str, count: int) -> list[int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "check", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(TOPIC, 0, 0)])
-    found: list[int] = []
-    deadline = time.monotonic() + 60
-    while len(found) < count and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is not None and not msg.error():
-            found.append(int(msg.value()))
-    consumer.close()
-    return found
 
 
 def _cut_from(segment: Path, offset: int) -> None:
@@ -64,8 +42,10 @@ def test_the_longest_log_leads_when_every_isr_member_restarted(make_cluster: Any
     topic = NewTopic(TOPIC, 1, replica_assignment=[[short, long_]], config={"min.insync.replicas": "2"})
     admin.create_topics([topic])[TOPIC].result(30)
     wait_until(lambda: partitions_of(cluster.bootstrap, TOPIC)[0][0] == short, 30, "a leader")
-    _produce(cluster.bootstrap, range(100))
-    _produce(cluster.bootstrap, range(100, 120))  # batches of their own: the tail one broker loses
+    produce_values(cluster.bootstrap, TOPIC, range(100))
+    produce_values(
+        cluster.bootstrap, TOPIC, range(100, 120)
+    )  # batches of their own: the tail one broker loses
 
     # Both replicas die while the controller is stopped, so that its successor (itself, once its own
     # session expired) finds the partition's leader gone with both members in the ISR.
@@ -86,4 +66,4 @@ def test_the_longest_log_leads_when_every_isr_member_restarted(make_cluster: Any
     assert partitions_of(cluster.bootstrap, TOPIC)[0][0] == -1
     cluster.brokers[short].start()
     wait_until(lambda: partitions_of(cluster.bootstrap, TOPIC)[0][0] == long_, 60, "the longest log leads")
-    assert _read(cluster.bootstrap, 120) == list(range(120))
+    assert read_values(cluster.bootstrap, TOPIC, 120) == list(range(120))

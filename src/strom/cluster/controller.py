@@ -75,6 +75,7 @@ from strom.cluster.context import (
     renewed_since,
 )
 from strom.cluster.controlled_shutdown import ControlledShutdown
+from strom.cluster.controller_part import ControllerParts
 from strom.cluster.election import NO_LEADER, ElectionType, hit_by_broker_failure
 from strom.cluster.kafka_metadata import KafkaMetadataClient
 from strom.cluster.leader_election import LeaderElections
@@ -137,18 +138,15 @@ class Controller:
             self.ctx, zk, config.unclean_leader_election_default, config.min_insync_replicas_default
         )
         self.elections = LeaderElections(self.ctx, self.partitions, self.requests)
-        self.topics = TopicChanges(
+        parts = ControllerParts(
             self.ctx, zk, self.partitions, self.requests, self.enqueue, lambda: self.active
         )
-        self.reassignments = Reassignments(
-            self.ctx, zk, self.partitions, self.requests, self.topics.load_topic
-        )
-        self.deletion = TopicDeletion(self.ctx, zk, self.partitions, self.requests)
+        self.topics = TopicChanges(parts)
+        self.reassignments = Reassignments(parts, self.topics.load_topic)
+        self.deletion = TopicDeletion(parts)
         self.shutdowns = ControlledShutdown(self.ctx, self.partitions, self.requests)
-        self.log_dir_failures = LogDirFailures(
-            self.ctx, zk, self.partitions, self.requests, self.enqueue, lambda: self.active
-        )
-        self.log_ends = LogEnds(self.ctx, self.partitions, self.requests, self.enqueue, lambda: self.active)
+        self.log_dir_failures = LogDirFailures(parts)
+        self.log_ends = LogEnds(parts)
         self._queue: asyncio.Queue[Event] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
         self._active_tasks: list[asyncio.Task[None]] = []

@@ -22,13 +22,10 @@ repaired answers no such error, and the replicas are eligible again.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from strom.cluster import zk_paths as paths
-from strom.cluster.context import ControllerContext, TopicPartition
-from strom.cluster.kafka_metadata import KafkaMetadataClient
-from strom.cluster.partition_machine import PartitionStateMachine
-from strom.cluster.propagation import ControllerRequests
+from strom.cluster.context import TopicPartition
+from strom.cluster.controller_part import ControllerPart, ControllerParts
 from strom.protocol.errors import ErrorCode
 from strom.protocol.messages import LeaderAndIsrResponsePartitionError
 
@@ -46,22 +43,9 @@ def storage_errors(partition_errors: list[LeaderAndIsrResponsePartitionError]) -
     }
 
 
-class LogDirFailures:
-    def __init__(
-        self,
-        ctx: ControllerContext,
-        zk: KafkaMetadataClient,
-        partitions: PartitionStateMachine,
-        requests: ControllerRequests,
-        enqueue: Callable[[Callable[[], None]], None],
-        active: Callable[[], bool],
-    ) -> None:
-        self.ctx = ctx
-        self.zk = zk
-        self.partitions = partitions
-        self.requests = requests
-        self._enqueue = enqueue
-        self._active = active
+class LogDirFailures(ControllerPart):
+    def __init__(self, parts: ControllerParts) -> None:
+        super().__init__(parts)
 
     def on_event(self) -> None:
         """The watch's event (and the first read when the controller becomes active)."""

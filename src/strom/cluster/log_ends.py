@@ -20,31 +20,17 @@ Call only from the controller's event loop (answers arrive through `on_answer`, 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from strom.cluster.context import ControllerContext, TopicPartition
+from strom.cluster.context import TopicPartition
+from strom.cluster.controller_part import ControllerPart, ControllerParts
 from strom.cluster.election import NO_LEADER, waiting_for_log_ends
-from strom.cluster.partition_machine import PartitionStateMachine
-from strom.cluster.propagation import ControllerRequests
 from strom.protocol.messages import LeaderAndIsrResponsePartitionError
 
 __all__ = ["LogEnds"]
 
 
-class LogEnds:
-    def __init__(
-        self,
-        ctx: ControllerContext,
-        partitions: PartitionStateMachine,
-        requests: ControllerRequests,
-        enqueue: Callable[[Callable[[], None]], None],
-        active: Callable[[], bool],
-    ) -> None:
-        self.ctx = ctx
-        self.partitions = partitions
-        self.requests = requests
-        self._enqueue = enqueue
-        self._active = active
+class LogEnds(ControllerPart):
+    def __init__(self, parts: ControllerParts) -> None:
+        super().__init__(parts)
 
     def on_answer(
         self, broker: int, broker_epoch: int, answers: list[LeaderAndIsrResponsePartitionError]

@@ -28,11 +28,9 @@ import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from strom.cluster.context import ControllerContext, TopicPartition
+from strom.cluster.context import TopicPartition
+from strom.cluster.controller_part import ControllerPart, ControllerParts
 from strom.cluster.election import Decision, LeaderAndIsr, reassignment_leader, trusted_isr
-from strom.cluster.kafka_metadata import KafkaMetadataClient
-from strom.cluster.partition_machine import PartitionStateMachine
-from strom.cluster.propagation import ControllerRequests
 from strom.cluster.replica_state import PartitionReplica, ReplicaState, complete_deletion, start_deletion
 from strom.cluster.zk_paths import TopicAssignment
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -132,19 +130,9 @@ def _apply(assignment: TopicAssignment, p: int, plan: PartitionReassignment) -> 
         assignment.removing_replicas[p] = plan.removing
 
 
-class Reassignments:
-    def __init__(
-        self,
-        ctx: ControllerContext,
-        zk: KafkaMetadataClient,
-        partitions: PartitionStateMachine,
-        requests: ControllerRequests,
-        reload_topic: Callable[[str], object],
-    ) -> None:
-        self.ctx = ctx
-        self.zk = zk
-        self.partitions = partitions
-        self.requests = requests
+class Reassignments(ControllerPart):
+    def __init__(self, parts: ControllerParts, reload_topic: Callable[[str], object]) -> None:
+        super().__init__(parts)
         self._reload_topic = reload_topic
 
     def reassign(self, targets: dict[TopicPartition, list[int] | None]) -> dict[TopicPartition, Outcome]:

@@ -20,10 +20,8 @@ import logging
 from collections.abc import Callable
 
 from strom.cluster import zk_paths as paths
-from strom.cluster.context import ControllerContext, TopicPartition
-from strom.cluster.kafka_metadata import KafkaMetadataClient
-from strom.cluster.partition_machine import PartitionStateMachine
-from strom.cluster.propagation import ControllerRequests
+from strom.cluster.context import TopicPartition
+from strom.cluster.controller_part import ControllerPart, ControllerParts
 from strom.cluster.topic_ids import assign_topic_ids
 from strom.cluster.zk_paths import TopicAssignment
 
@@ -32,22 +30,9 @@ log = logging.getLogger("strom.cluster.controller")
 __all__ = ["TopicChanges"]
 
 
-class TopicChanges:
-    def __init__(
-        self,
-        ctx: ControllerContext,
-        zk: KafkaMetadataClient,
-        partitions: PartitionStateMachine,
-        requests: ControllerRequests,
-        enqueue: Callable[[Callable[[], None]], None],
-        active: Callable[[], bool],
-    ) -> None:
-        self.ctx = ctx
-        self.zk = zk
-        self.partitions = partitions
-        self.requests = requests
-        self._enqueue = enqueue
-        self._active = active
+class TopicChanges(ControllerPart):
+    def __init__(self, parts: ControllerParts) -> None:
+        super().__init__(parts)
 
     def load_topic(self, topic: str) -> TopicAssignment | None:
         """Read (and watch) one topic's assignment into the context."""

@@ -23,10 +23,7 @@ from __future__ import annotations
 
 import logging
 
-from strom.cluster.context import ControllerContext
-from strom.cluster.kafka_metadata import KafkaMetadataClient
-from strom.cluster.partition_machine import PartitionStateMachine
-from strom.cluster.propagation import ControllerRequests
+from strom.cluster.controller_part import ControllerPart, ControllerParts
 from strom.cluster.replica_state import PartitionReplica, complete_deletion, start_deletion
 from strom.cluster.zk_paths import TopicAssignment
 
@@ -44,18 +41,9 @@ def replicas_to_delete(topic: str, assignment: TopicAssignment) -> list[Partitio
     return list(found)
 
 
-class TopicDeletion:
-    def __init__(
-        self,
-        ctx: ControllerContext,
-        zk: KafkaMetadataClient,
-        partitions: PartitionStateMachine,
-        requests: ControllerRequests,
-    ) -> None:
-        self.ctx = ctx
-        self.zk = zk
-        self.partitions = partitions
-        self.requests = requests
+class TopicDeletion(ControllerPart):
+    def __init__(self, parts: ControllerParts) -> None:
+        super().__init__(parts)
 
     def delete(self, topic: str) -> None:
         """Steps 1-4 for one topic (the caller sends UpdateMetadata once for all)."""
