@@ -20,7 +20,10 @@ write conflict (`strom.cluster.partition_machine`). `offline_partition_decision`
 controller uses after broker failures: it keeps a live leader and only drops dead brokers from the ISR,
 elects a new leader otherwise, and writes leader -1 (keeping the last ISR, so that a returning member can
 lead again) when nobody can lead; a member that restarted meanwhile is dropped from that ISR unless it is
-all that is left (`kept_isr`).
+all that is left (`kept_isr`), and recorded (`LeaderAndIsr.restarted`, `next_restarted`). Once every
+member left has restarted too, none is known whole, so the furthest log among them and the recorded
+ones leads, when all are back and have said where their logs end (`longest_log_leader`); preferred and
+reassignment elections choose only among members not recorded (`trusted_isr`).
 
 **Eligible leader replicas** (KIP-966's ELR). While a partition's ISR is below its min ISR no acks=all
 record is acknowledged (the leader refuses them and its high watermark stays), so the members the
