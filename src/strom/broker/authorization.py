@@ -59,7 +59,7 @@ class AclStore(Protocol):
     def load_all(self) -> list[AclBinding]: ...
     def read(self, pattern: ResourcePattern) -> Entries: ...
     def update(self, pattern: ResourcePattern, change: Callable[[Entries], Entries]) -> Entries: ...
-    def watch(self, on_change: Callable[[ResourcePattern], None]) -> None: ...
+    def watch(self, on_change: Callable[[ResourcePattern, Entries], None]) -> None: ...
 
 
 class Authorizer:
@@ -75,8 +75,8 @@ class Authorizer:
     def start(self) -> None:
         self._store.watch(self._reload)
 
-    def _reload(self, pattern: ResourcePattern) -> None:
-        self.acls.set_entries(pattern, self._store.read(pattern))
+    def _reload(self, pattern: ResourcePattern, entries: Entries) -> None:
+        self.acls.set_entries(pattern, entries)
 
     def allowed(
         self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType, name: str

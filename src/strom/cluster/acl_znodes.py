@@ -11,6 +11,7 @@ purges them after the same delay).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -38,6 +39,9 @@ class AclZnodeStore:
         self._client = client
         self._store = client.store
         self._seen: dict[PatternType, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
+        self._on_change: Callable[[ResourcePattern, Entries], None] | None = None
+        self._dirty: set[PatternType] = set()
+        self._refreshing: asyncio.Task[None] | None = None
 
     def load_all(self) -> list[AclBinding]:
         found: list[AclBinding] = []
@@ -104,30 +108,46 @@ class AclZnodeStore:
                 with contextlib.suppress(NoNodeError, NotEmptyError):
                     self._store.delete(f"{root}/{child}")
 
-    def watch(self, on_change: Callable[[ResourcePattern], None]) -> None:
-        """Call `on_change` (on the event loop) for every pattern another broker (or this one) changes."""
+    def watch(self, on_change: Callable[[ResourcePattern, Entries], None]) -> None:
+        """Call `on_change` (on the event loop) with every pattern another broker (or this one) changes
+        and its entries now. At start the change roots are read at once; after that each watch event
+        re-reads in a worker thread, one at a time: a ZooKeeper round trip must not hold the event loop
+        (ZooKeeper may be slow or paused, and every request waits behind the loop)."""
+        self._on_change = on_change
         for kind in (PatternType.LITERAL, PatternType.PREFIXED):
-            self._arm(kind, on_change)
+            for pattern, entries in self._changed(kind):
+                on_change(pattern, entries)
 
-    def _arm(self, kind: PatternType, on_change: Callable[[ResourcePattern], None]) -> None:
+    def _fired(self, kind: PatternType) -> None:
+        self._dirty.add(kind)
+        if self._refreshing is None or self._refreshing.done():
+            self._refreshing = asyncio.get_running_loop().create_task(self._refresh())
+
+    async def _refresh(self) -> None:
+        while self._dirty:
+            kind = self._dirty.pop()
+            for pattern, entries in await asyncio.to_thread(self._changed, kind):
+                if self._on_change is not None:
+                    self._on_change(pattern, entries)
+
+    def _changed(self, kind: PatternType) -> list[tuple[ResourcePattern, Entries]]:
+        """Re-arm the watch on ``kind``'s change root; the patterns its new children name, read."""
         root = fmt.change_root(kind)
-
-        def fired() -> None:
-            self._arm(kind, on_change)
-
         try:
-            children = self._store.watch_children(root, fired)
+            children = self._store.watch_children(root, lambda: self._fired(kind))
         except MetadataStoreError:
-            return  # re-armed by the client once connected again
+            return []  # re-armed by the client once connected again
         # Forget purged notifications, so the set stays as small as the change root.
         self._seen[kind] &= set(children)
+        changed = []
         for child in sorted(set(children) - self._seen[kind]):
             self._seen[kind].add(child)
             try:
                 data, _ = self._store.get(f"{root}/{child}")
+                pattern = fmt.decode_change(kind, bytes(data))
+                changed.append((pattern, self.read(pattern)))
             except (NoNodeError, MetadataStoreError):
                 continue
-            try:
-                on_change(fmt.decode_change(kind, bytes(data)))
             except (ValueError, KeyError):
                 log.warning("ignoring malformed ACL change notification %s/%s", root, child)
+        return changed
