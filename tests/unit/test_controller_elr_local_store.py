@@ -25,6 +25,11 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.messages import LeaderAndIsrResponsePartitionError
 
 
+def _log_end(end: int) -> LeaderAndIsrResponsePartitionError:
+    """A broker's answer for t-0 without a leader: its log ends at ``end``, in leader epoch 0."""
+    return {"topic_name": "t", "partition_index": 0, "error_code": 0, "last_epoch": 0, "log_end_offset": end}
+
+
 async def create(client: KafkaMetadataClient, replicas: list[int], configs: dict[str, str]) -> None:
     client.create_topic("t", TopicAssignment(TOPIC_ID, {0: replicas}), configs)
     await until_state(client, "t", 0, lambda s: s.leader == replicas[0])
@@ -60,15 +65,7 @@ def test_a_restart_seen_in_a_later_event_is_not_elected_while_another_member_may
         controller = brokers[0].controller
         # Their answers to the LeaderAndIsr without a leader (here broker 2's log got further).
         for broker, end in ((3, 700), (2, 760)):
-            epoch = controller.ctx.live[broker].epoch
-            answer: LeaderAndIsrResponsePartitionError = {
-                "topic_name": "t",
-                "partition_index": 0,
-                "error_code": 0,
-                "last_epoch": 0,
-                "log_end_offset": end,
-            }
-            controller.on_leader_and_isr_response(broker, epoch, [answer])
+            controller.on_leader_and_isr_response(broker, controller.ctx.live[broker].epoch, [_log_end(end)])
         led = await until_state(admin, "t", 0, lambda s: s.leader != -1)
         assert (led.leader, list(led.isr), led.restarted, led.elr) == (2, [2], (), ())
 
@@ -304,14 +301,7 @@ def test_candidates_that_did_not_answer_are_asked_again() -> None:
         await controller.call(controller.log_ends.ask_again)
         after = {b: len(channel.of(ApiKey.LEADER_AND_ISR, b)) for b in (2, 3)}
         assert after == {2: before[2] + 1, 3: before[3] + 1}
-        answer: LeaderAndIsrResponsePartitionError = {
-            "topic_name": "t",
-            "partition_index": 0,
-            "error_code": 0,
-            "last_epoch": 0,
-            "log_end_offset": 5,
-        }
-        controller.on_leader_and_isr_response(3, controller.ctx.live[3].epoch, [answer])
+        controller.on_leader_and_isr_response(3, controller.ctx.live[3].epoch, [_log_end(5)])
         await until(lambda: 3 in controller.ctx.log_ends_of(("t", 0)), "broker 3's answer")
         await controller.call(controller.log_ends.ask_again)
         assert len(channel.of(ApiKey.LEADER_AND_ISR, 3)) == after[3]  # answered: not asked again

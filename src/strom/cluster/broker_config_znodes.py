@@ -11,9 +11,10 @@ from strom.cluster import zk_paths as paths
 from strom.cluster.kafka_metadata import KafkaMetadataClient
 from strom.cluster.metadata_store import NoNodeError
 
-__all__ = ["CONFIG_BROKERS", "BrokerConfigZnodes"]
+__all__ = ["CONFIG_BROKERS", "DEFAULT_ENTITY", "BrokerConfigZnodes"]
 
 CONFIG_BROKERS = "/config/brokers"
+DEFAULT_ENTITY = "<default>"  # the znode of the cluster-wide default (the BROKER resource named "")
 
 
 class BrokerConfigZnodes:

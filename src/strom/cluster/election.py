@@ -241,12 +241,8 @@ def longest_log_leader(
     leads, the first in replica order among equals; one candidate alone leads as Kafka's last ISR
     member does. None while a candidate is awaited, or a member that did not restart is.
     """
-    if not current.isr or any(b not in restarted for b in current.isr):
-        return None
-    candidates = [b for b in replicas if b in current.isr or b in current.restarted]
-    if not candidates or any(b not in eligible for b in candidates):
-        return None
-    if len(candidates) > 1 and any(b not in log_ends for b in candidates):
+    candidates = _recovery_candidates(current, replicas, eligible, restarted)
+    if not candidates or (len(candidates) > 1 and any(b not in log_ends for b in candidates)):
         return None
     best = max(candidates, key=lambda b: (log_ends.get(b, (-1, -1)), -candidates.index(b)))
     return best, [best]
@@ -261,12 +257,19 @@ def waiting_for_log_ends(
 ) -> list[int]:
     """The candidates of `longest_log_leader` whose answers it still needs, when that is all it needs
     (every ISR member restarted, every candidate live); empty otherwise."""
+    candidates = _recovery_candidates(current, replicas, eligible, restarted)
+    return [b for b in candidates if b not in log_ends] if len(candidates) > 1 else []
+
+
+def _recovery_candidates(
+    current: LeaderAndIsr, replicas: Sequence[int], eligible: Collection[int], restarted: Collection[int]
+) -> list[int]:
+    """The replicas `longest_log_leader` chooses among (the ISR and the members dropped from it for
+    restarting), when every ISR member restarted and every candidate is eligible; else none."""
     if not current.isr or any(b not in restarted for b in current.isr):
         return []
     candidates = [b for b in replicas if b in current.isr or b in current.restarted]
-    if len(candidates) < 2 or any(b not in eligible for b in candidates):
-        return []
-    return [b for b in candidates if b not in log_ends]
+    return candidates if all(b in eligible for b in candidates) else []
 
 
 def next_restarted(

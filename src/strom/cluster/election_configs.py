@@ -21,12 +21,11 @@ Call only from the controller's event loop.
 
 from __future__ import annotations
 
-from strom.cluster.broker_config_znodes import BrokerConfigZnodes
+from strom.cluster.broker_config_znodes import DEFAULT_ENTITY, BrokerConfigZnodes
 from strom.cluster.kafka_metadata import KafkaMetadataClient
 
-__all__ = ["DEFAULT_ENTITY", "ElectionConfigs"]
+__all__ = ["ElectionConfigs"]
 
-DEFAULT_ENTITY = "<default>"
 MIN_ISR = "min.insync.replicas"
 UNCLEAN = "unclean.leader.election.enable"
 

@@ -25,7 +25,7 @@ import logging
 
 from strom.cluster import zk_paths as paths
 from strom.cluster.context import TopicPartition
-from strom.cluster.controller_part import ControllerPart, ControllerParts
+from strom.cluster.controller_part import ControllerPart
 from strom.protocol.errors import ErrorCode
 from strom.protocol.messages import LeaderAndIsrResponsePartitionError
 
@@ -44,9 +44,6 @@ def storage_errors(partition_errors: list[LeaderAndIsrResponsePartitionError]) -
 
 
 class LogDirFailures(ControllerPart):
-    def __init__(self, parts: ControllerParts) -> None:
-        super().__init__(parts)
-
     def on_event(self) -> None:
         """The watch's event (and the first read when the controller becomes active)."""
         if not self._active():

@@ -21,7 +21,7 @@ Call only from the controller's event loop (answers arrive through `on_answer`, 
 from __future__ import annotations
 
 from strom.cluster.context import TopicPartition
-from strom.cluster.controller_part import ControllerPart, ControllerParts
+from strom.cluster.controller_part import ControllerPart
 from strom.cluster.election import NO_LEADER, waiting_for_log_ends
 from strom.protocol.messages import LeaderAndIsrResponsePartitionError
 
@@ -29,9 +29,6 @@ __all__ = ["LogEnds"]
 
 
 class LogEnds(ControllerPart):
-    def __init__(self, parts: ControllerParts) -> None:
-        super().__init__(parts)
-
     def on_answer(
         self, broker: int, broker_epoch: int, answers: list[LeaderAndIsrResponsePartitionError]
     ) -> None:

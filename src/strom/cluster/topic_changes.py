@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from strom.cluster import zk_paths as paths
 from strom.cluster.context import TopicPartition
-from strom.cluster.controller_part import ControllerPart, ControllerParts
+from strom.cluster.controller_part import ControllerPart
 from strom.cluster.topic_ids import assign_topic_ids
 from strom.cluster.zk_paths import TopicAssignment
 
@@ -31,9 +31,6 @@ __all__ = ["TopicChanges"]
 
 
 class TopicChanges(ControllerPart):
-    def __init__(self, parts: ControllerParts) -> None:
-        super().__init__(parts)
-
     def load_topic(self, topic: str) -> TopicAssignment | None:
         """Read (and watch) one topic's assignment into the context."""
         found = self.zk.get_topic_assignment(topic)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 
-from strom.cluster.controller_part import ControllerPart, ControllerParts
+from strom.cluster.controller_part import ControllerPart
 from strom.cluster.replica_state import PartitionReplica, complete_deletion, start_deletion
 from strom.cluster.zk_paths import TopicAssignment
 
@@ -42,9 +42,6 @@ def replicas_to_delete(topic: str, assignment: TopicAssignment) -> list[Partitio
 
 
 class TopicDeletion(ControllerPart):
-    def __init__(self, parts: ControllerParts) -> None:
-        super().__init__(parts)
-
     def delete(self, topic: str) -> None:
         """Steps 1-4 for one topic (the caller sends UpdateMetadata once for all)."""
         assignment = self.ctx.assignments.get(topic)

@@ -44,6 +44,7 @@ from typing import Any
 from strom._util.errors import ConfigError
 from strom.broker.config import BROKER_CONFIGS, BrokerConfig
 from strom.broker.security.config_defs import LISTENER_PREFIX, dynamic_listener_setting, is_secret
+from strom.cluster.broker_config_znodes import DEFAULT_ENTITY
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.config import LogConfig
 
@@ -66,7 +67,7 @@ log = logging.getLogger(__name__)
 #: Kafka's ConfigSource codes (DescribeConfigs v1+).
 SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT, SOURCE_STATIC, SOURCE_DEFAULT = 2, 3, 4, 5
 #: The znode name of the cluster-wide default (the BROKER resource with the empty name).
-DEFAULT_BROKER_ENTITY = "<default>"
+DEFAULT_BROKER_ENTITY = DEFAULT_ENTITY
 #: Dynamic broker configs that feed no topic config: read where they act, at each use.
 BROKER_DYNAMIC_CONFIGS: frozenset[str] = frozenset(
     {"transaction.partition.verification.enable", "log.cleaner.backoff.ms"}
