@@ -36,7 +36,7 @@ class Backend(Protocol):
     def open(self, loop: asyncio.AbstractEventLoop, session_timeout_ms: int = 10_000) -> MetadataStore: ...
 
     async def expire(self, session: MetadataStore) -> None:
-        """Cut the session off from its server until the server expires it, then let it reconnect."""
+        """End the session on the server, as its expiry does; the client learns it on reconnecting."""
 
 
 class LocalBackend:

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
 
 from strom.cluster.metadata_store import MetadataStore
 from strom.cluster.zookeeper_store import ZooKeeperStore
@@ -26,9 +25,8 @@ _chroots = itertools.count()
 
 
 class ZooKeeperBackend:
-    def __init__(self, connect: str, server: ZooKeeperProcess) -> None:
+    def __init__(self, connect: str) -> None:
         self.connect = connect
-        self.server = server
         self.session_timeout_ms = 10_000
 
     def open(self, loop: asyncio.AbstractEventLoop, session_timeout_ms: int = 10_000) -> MetadataStore:
@@ -38,14 +36,21 @@ class ZooKeeperBackend:
         return store
 
     async def expire(self, session: MetadataStore) -> None:
-        """The server stops (SIGSTOP) for twice the session timeout: when it runs again it expires the
-        session, which the client learns on reconnecting."""
-        assert self.server.pid is not None
-        os.kill(self.server.pid, signal.SIGSTOP)
-        try:
-            await asyncio.sleep(2 * self.session_timeout_ms / 1000)
-        finally:
-            os.kill(self.server.pid, signal.SIGCONT)
+        """End the session on the server, as its expiry does: a second connection takes the session over
+        with its id and password and closes it, so the server drops the first connection and answers its
+        reconnect with "session expired". (Pausing the server past the session timeout raced: when the
+        server ran again, the client's reconnect could renew the session before the server expired it.)"""
+        assert isinstance(session, ZooKeeperStore)
+        credentials = session.session_credentials
+        assert credentials is not None
+        thief = KazooClient(hosts=self.connect, client_id=credentials, timeout=self.session_timeout_ms / 1000)
+
+        def end_session() -> None:
+            thief.start(timeout=15)
+            thief.stop()  # sends CloseSession for the taken-over session
+            thief.close()
+
+        await asyncio.to_thread(end_session)
 
 
 @pytest.fixture(scope="module")
@@ -72,4 +77,4 @@ def backend(zookeeper: ZooKeeperProcess) -> ZooKeeperBackend:
             root.close()
 
     asyncio.run(make_chroot())
-    return ZooKeeperBackend(zookeeper.connect + chroot, zookeeper)
+    return ZooKeeperBackend(zookeeper.connect + chroot)

@@ -120,6 +120,13 @@ class ZooKeeperStore:
         return int(client_id[0]) if client_id else 0
 
     @property
+    def session_credentials(self) -> tuple[int, bytes] | None:
+        """The session id and password, which let a second connection take the session over (as a
+        client reconnecting does), or end it; None before the first connection."""
+        client_id = self._zk.client_id
+        return (int(client_id[0]), bytes(client_id[1])) if client_id else None
+
+    @property
     def session_state(self) -> str:
         """kazoo's connection state: ``CONNECTED``, ``SUSPENDED`` (reconnecting) or ``LOST``."""
         return str(self._zk.state)
