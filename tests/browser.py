@@ -61,13 +61,27 @@ def chromium() -> Iterator[object]:
 def click_and_wait(driver: object, element: object, timeout_s: float = 30) -> None:
     """Click something that loads a new page (a link, a form's button) and wait until the new page is
     there: the old page's root element goes stale once the browser has replaced it."""
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 
     old = driver.find_element(By.TAG_NAME, "html")  # type: ignore[attr-defined]
+
+    def replaced(_: object) -> bool:
+        try:
+            old.is_enabled()
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as exc:
+            # ChromeDriver asked about a node while the old document was being torn down answers this
+            # instead of "stale element": the same fact, that the old page is gone.
+            if "does not belong to the document" in str(exc.msg):
+                return True
+            raise
+        return False
+
     element.click()  # type: ignore[attr-defined]
-    WebDriverWait(driver, timeout_s).until(expected_conditions.staleness_of(old))  # type: ignore[arg-type]
+    WebDriverWait(driver, timeout_s).until(replaced)  # type: ignore[type-var]
 
 
 def screenshot(driver: object, name: str) -> Path:
