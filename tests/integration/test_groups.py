@@ -5,6 +5,16 @@ its assignment after every rebalance callback, every message it consumed, and wh
 reads those lines, so it can kill a consumer with SIGKILL (no LeaveGroup: the broker must notice the
 missing heartbeats) or stop it cleanly with SIGTERM (commit, close, LeaveGroup). Processes are stopped by
 PID and every wait is bounded.
+
+The kafka-python worker learns its topic's partitions before its first poll (its first JoinGroup). With
+``group.initial.rebalance.delay.ms=0`` a first join is answered before the consumer's first Metadata
+answer, so the leader assigned nothing ("No partition metadata for topic") and rejoined once the
+partitions came in, a rejoin asked for by its metadata snapshot alone. kafka-python 3.0.12 can wedge in
+that rejoin: when a ``poll(timeout_ms=200)`` gives up between the leader's assignment (which makes
+``need_rejoin()`` False) and its SyncGroup answer, no later poll awaits the join again, so the assignment
+is never applied and heartbeats stay disabled for good; the broker expires the silent member after its
+session timeout, as Kafka does, and the others rebalance without it (CI: a static member left out of
+``test_static_member_restart_keeps_partitions_without_rebalance`` for 30 s).
 """
 
 from __future__ import annotations
@@ -94,6 +104,11 @@ else:
         metadata_max_age_ms=2000, **cfg.get("extra", {}),
     )
     c.subscribe([cfg["topic"]], listener=Listener())
+    # Know the topic's partitions before the first join: see the test module's docstring.
+    for _ in range(100):
+        if cfg["topic"] in c.topics():
+            break
+        time.sleep(0.1)
     emit(ev="started")
     while not stop:
         batches = c.poll(timeout_ms=200, max_records=1)
@@ -257,6 +272,26 @@ def test_three_consumers_share_six_partitions(
     )
     consumed = [m for w in workers for m in w.messages()]
     assert wait_until(lambda: len({m for w in workers for m in w.messages()}) == 60, 20), len(consumed)
+
+
+@pytest.mark.slow
+def test_kafka_python_leader_assigns_from_known_partitions(
+    broker: BrokerProcess, topic_name: str, spawn: Callable[..., Worker]
+) -> None:
+    """A lone kafka-python consumer gets every partition in its first generation: it never leads with
+    no partition metadata, so it never needs the metadata-driven rejoin that can wedge kafka-python
+    3.0.12 (see the module docstring)."""
+    make_topic(broker.bootstrap, topic_name)
+    group = f"g-{topic_name}"
+    # The group coordinator up first, as for every group but a broker's first (FindCoordinator creating
+    # __consumer_offsets slows that first join down enough for the metadata to come in anyway).
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.describe_consumer_groups([group])[group].result(15)
+    worker = spawn(broker.bootstrap, topic_name, group, client="kafka-python")
+    assert wait_until(lambda: worker.assignment == set(range(6)), 30), story([worker])
+    time.sleep(1.5)  # a metadata-driven rejoin would follow within a poll or two
+    changes = [(e["ev"], e["partitions"]) for e in worker.snapshot() if e["ev"] in ("assign", "revoke")]
+    assert changes == [("revoke", []), ("assign", list(range(6)))], story([worker])
 
 
 @pytest.mark.slow
