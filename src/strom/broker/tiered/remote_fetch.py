@@ -68,7 +68,11 @@ async def complete_remote_reads(
             await asyncio.gather(*tasks)
     except TimeoutError:
         for task, p in zip(tasks, pending, strict=True):
-            if not task.done():
+            # The deadline cancelled the gather, which cancels the reads still running and ends only
+            # once they have ended: a read cut short is a cancelled task here, not an unfinished one.
+            # Its entry still holds the OFFSET_OUT_OF_RANGE placeholder, which a consumer would take
+            # for "not in the log" and reset its position to the log end, skipping the records.
+            if task.cancelled() or not task.done():
                 task.cancel()
                 # Time is up: an empty answer, the consumer asks again (its chunks stay cached).
                 p.entry["error_code"] = int(ErrorCode.NONE)
