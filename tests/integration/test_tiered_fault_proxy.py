@@ -122,16 +122,23 @@ def test_a_stalled_store_holds_local_data_and_remote_reads_until_it_answers(
         consumer = Consumer(
             {"bootstrap.servers": broker.bootstrap, "group.id": "stalled", "enable.auto.commit": False}
         )
-        try:
-            consumer.assign([TopicPartition("before-stall", 0, 0)])
-            deadline = time.monotonic() + 4
-            while time.monotonic() < deadline:
-                msg = consumer.poll(0.5)
-                assert msg is None or msg.error() is not None, (
-                    "a remote read answered while the store stalled"
-                )
-        finally:
-            consumer.close()
+        consumer.assign([TopicPartition("before-stall", 0, 0)])
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            assert msg is None or msg.error() is not None, "a remote read answered while the store stalled"
+    try:
+        # Reads cut short by remote.fetch.max.wait.ms answered empty, so the consumer is still at
+        # offset 0 (an OFFSET_OUT_OF_RANGE would have reset it to the log end, past every record).
+        first = None
+        deadline = time.monotonic() + 60
+        while first is None and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                first = msg.offset()
+        assert first == 0, first
+    finally:
+        consumer.close()
     assert old_bases[0] > 0
     _all_copied(broker, "during-stall", 90)  # copying resumes
     got = make_client("confluent-kafka", broker.bootstrap).consume(
