@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,8 +49,21 @@ def read_only(path: Path) -> Iterator[Path]:
     would not do."""
     subprocess.run(["mount", "--bind", str(path), str(path)], check=True, timeout=30)
     try:
-        subprocess.run(["mount", "-o", "remount,ro,bind", str(path)], check=True, timeout=30)
+        _remount_read_only(path)
         yield path
     finally:
         if subprocess.run(["umount", str(path)], check=False, timeout=30, capture_output=True).returncode:
             subprocess.run(["umount", "-l", str(path)], check=False, timeout=30, capture_output=True)
+
+
+def _remount_read_only(path: Path, attempts: int = 100) -> None:
+    """Make the new bind mount read-only. The kernel refuses (EBUSY, "mount point is busy") while a
+    file opened for writing through that mount is open; a broker writing a checkpoint (a temporary file,
+    then a rename) just after the bind holds one for a moment, so a refusal is tried again, bounded."""
+    command = ["mount", "-o", "remount,ro,bind", str(path)]
+    for _ in range(attempts - 1):
+        done = subprocess.run(command, check=False, timeout=30, capture_output=True)
+        if done.returncode == 0:
+            return
+        time.sleep(0.05)
+    subprocess.run(command, check=True, timeout=30)
